@@ -1,0 +1,1 @@
+//! cutrace-analysis: pure functions over records. Nothing here depends on record order.

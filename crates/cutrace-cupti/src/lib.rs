@@ -1,0 +1,1 @@
+//! cutrace-cupti: loading libcupti/libcuda at run time, typed wrappers, explained errors.

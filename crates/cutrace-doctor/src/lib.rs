@@ -1,0 +1,1 @@
+//! cutrace-doctor: admin checks over a filesystem root; ELF audit; DCGM pause guard.

@@ -1,0 +1,1 @@
+//! cutrace-inject: InitializeInjection, buffer callbacks, hand-off to a writer thread.

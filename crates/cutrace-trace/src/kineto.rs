@@ -1,0 +1,1 @@
+//! Kineto (torch.profiler chrome trace) JSON import.

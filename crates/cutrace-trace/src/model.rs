@@ -1,0 +1,315 @@
+//! The record model: every activity cutrace knows, in integer nanoseconds, independent of CUDA.
+//!
+//! Timestamps are `u64` nanoseconds on the trace's own clock (CUPTI's normalized clock for native
+//! traces, the Kineto `ts` for imported ones). Durations and differences are `i64`, because
+//! launch-to-start latency can be negative on an imported trace whose host and device clocks
+//! disagree. Nothing here assumes records are ordered: CUPTI's buffers are not.
+
+/// Nanoseconds on the trace clock.
+pub type Ns = u64;
+
+/// Index into [`Trace::strings`]. Names are interned so a kernel record stays small.
+pub type StrId = u32;
+
+/// A kernel execution (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, Kineto `kernel`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Kernel {
+    pub device: u32,
+    pub context: u32,
+    pub stream: u64,
+    pub correlation_id: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// Mangled name as CUPTI reports it (demangled only when printed).
+    pub name: StrId,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    pub registers_per_thread: u32,
+    pub static_shared_bytes: u32,
+    pub dynamic_shared_bytes: u32,
+    /// CUDA graph the kernel was launched from, 0 when none.
+    pub graph_id: u32,
+}
+
+/// Direction of a memory copy, in CUPTI's terms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CopyKind {
+    HtoD,
+    DtoH,
+    DtoD,
+    HtoH,
+    PtoP,
+    Unknown,
+}
+
+impl CopyKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            CopyKind::HtoD => "HtoD",
+            CopyKind::DtoH => "DtoH",
+            CopyKind::DtoD => "DtoD",
+            CopyKind::HtoH => "HtoH",
+            CopyKind::PtoP => "PtoP",
+            CopyKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// A memory copy (CUPTI_ACTIVITY_KIND_MEMCPY / MEMCPY2, Kineto `gpu_memcpy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memcpy {
+    pub kind: CopyKind,
+    pub bytes: u64,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u64,
+    pub correlation_id: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// A memset (CUPTI_ACTIVITY_KIND_MEMSET, Kineto `gpu_memset`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Memset {
+    pub bytes: u64,
+    pub value: u32,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u64,
+    pub correlation_id: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// Which CUDA API layer a call belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ApiKind {
+    Runtime,
+    Driver,
+}
+
+/// A host-side CUDA API call (CUPTI_ACTIVITY_KIND_RUNTIME / DRIVER, Kineto `cuda_runtime` /
+/// `cuda_driver`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiCall {
+    pub kind: ApiKind,
+    /// Function name (`cudaLaunchKernel`); CUPTI gives a callback id that the recorder resolves.
+    pub name: StrId,
+    /// CUPTI callback id when known (0 on imported traces).
+    pub cbid: u32,
+    pub process: u32,
+    pub thread: u64,
+    pub correlation_id: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// The call's return value (0 = success) when known.
+    pub return_value: i32,
+}
+
+/// What a synchronization waited on (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, Kineto `cuda_sync`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SyncKind {
+    EventSynchronize,
+    StreamWaitEvent,
+    StreamSynchronize,
+    ContextSynchronize,
+    Unknown,
+}
+
+impl SyncKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            SyncKind::EventSynchronize => "event_sync",
+            SyncKind::StreamWaitEvent => "stream_wait_event",
+            SyncKind::StreamSynchronize => "stream_sync",
+            SyncKind::ContextSynchronize => "context_sync",
+            SyncKind::Unknown => "unknown",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Synchronization {
+    pub kind: SyncKind,
+    pub device: u32,
+    pub context: u32,
+    /// Stream waited on; `None` for context-wide synchronization.
+    pub stream: Option<u64>,
+    pub correlation_id: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// Where an annotation range was recorded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RangeDomain {
+    /// A host-side range: NVTX push/pop or start/end, Kineto `user_annotation`.
+    Host,
+    /// The GPU projection of a host range, Kineto `gpu_user_annotation`.
+    Gpu,
+}
+
+/// An NVTX range (or a torch `record_function` annotation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvtxRange {
+    pub domain: RangeDomain,
+    pub name: StrId,
+    pub process: u32,
+    pub thread: u64,
+    /// Device for GPU-domain ranges.
+    pub device: Option<u32>,
+    /// Stream for GPU-domain ranges.
+    pub stream: Option<u64>,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// An instantaneous NVTX mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvtxMark {
+    pub name: StrId,
+    pub process: u32,
+    pub thread: u64,
+    pub ts_ns: Ns,
+}
+
+/// Time CUPTI itself spent (CUPTI_ACTIVITY_KIND_OVERHEAD): buffer flushes, instrumentation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Overhead {
+    /// CUPTI's overhead kind, as a name (`CUPTI_OVERHEAD_KIND_BUFFER_FLUSH`, …).
+    pub kind: StrId,
+    pub process: u32,
+    pub thread: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// Static properties of one GPU, as far as the source knows them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeviceProps {
+    pub device: u32,
+    pub name: String,
+    pub compute_capability: Option<(u32, u32)>,
+    pub sm_count: Option<u32>,
+    pub global_memory_bytes: Option<u64>,
+    pub uuid: Option<String>,
+}
+
+/// Where a trace came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SourceFormat {
+    /// cutrace's own recorder.
+    #[default]
+    Native,
+    /// A PyTorch profiler (Kineto) chrome-trace JSON.
+    Kineto,
+}
+
+/// Facts about the trace as a whole. Every count of lost data lives here and is reported.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TraceMeta {
+    pub source: SourceFormat,
+    /// File(s) the trace was read from.
+    pub paths: Vec<String>,
+    /// Records the recorder dropped because its buffer pool ran out.
+    pub dropped_by_recorder: u64,
+    /// CUPTI's own dropped count (`cuptiActivityGetNumDroppedRecords`), summed over contexts.
+    pub dropped_by_cupti: u64,
+    /// `cuptiGetVersion`, when known.
+    pub cupti_version: Option<u32>,
+    /// `cuDriverGetVersion` (e.g. 13000), when known.
+    pub cuda_driver_version: Option<u32>,
+    /// Kernel driver version string (`580.159.04`), when known.
+    pub driver_version: Option<String>,
+    pub devices: Vec<DeviceProps>,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    /// False when the writer did not finish (killed, crashed) or the file was truncated.
+    pub complete: bool,
+    /// Why the trace is incomplete, when it is.
+    pub incomplete_reason: Option<String>,
+    /// Events in the source the importer did not model (by category), so nothing vanishes silently.
+    pub skipped_events: Vec<(String, u64)>,
+}
+
+/// A whole trace: flat vectors of records plus the interned strings they point into.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Trace {
+    pub meta: TraceMeta,
+    pub strings: Vec<String>,
+    pub kernels: Vec<Kernel>,
+    pub memcpys: Vec<Memcpy>,
+    pub memsets: Vec<Memset>,
+    pub api_calls: Vec<ApiCall>,
+    pub syncs: Vec<Synchronization>,
+    pub ranges: Vec<NvtxRange>,
+    pub marks: Vec<NvtxMark>,
+    pub overheads: Vec<Overhead>,
+}
+
+impl Trace {
+    /// The string an id points at; `"?"` for an id outside the table (never a panic).
+    pub fn str(&self, id: StrId) -> &str {
+        self.strings
+            .get(id as usize)
+            .map(String::as_str)
+            .unwrap_or("?")
+    }
+}
+
+/// Interns strings while a trace is being built.
+#[derive(Debug, Default)]
+pub struct Interner {
+    strings: Vec<String>,
+    index: std::collections::HashMap<String, StrId>,
+}
+
+impl Interner {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Starts from an existing table (ids are kept).
+    pub fn from_strings(strings: Vec<String>) -> Self {
+        let index = strings
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.clone(), i as StrId))
+            .collect();
+        Interner { strings, index }
+    }
+
+    pub fn intern(&mut self, s: &str) -> StrId {
+        if let Some(&id) = self.index.get(s) {
+            return id;
+        }
+        let id = self.strings.len() as StrId;
+        self.strings.push(s.to_owned());
+        self.index.insert(s.to_owned(), id);
+        id
+    }
+
+    pub fn into_strings(self) -> Vec<String> {
+        self.strings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn interner_returns_same_id_for_same_string() {
+        let mut i = Interner::new();
+        let a = i.intern("gemm");
+        let b = i.intern("allreduce");
+        assert_eq!(i.intern("gemm"), a);
+        assert_ne!(a, b);
+        let t = Trace {
+            strings: i.into_strings(),
+            ..Trace::default()
+        };
+        assert_eq!(t.str(b), "allreduce");
+        assert_eq!(t.str(99), "?");
+    }
+}

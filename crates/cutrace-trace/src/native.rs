@@ -1,0 +1,1 @@
+//! The native trace format (writer and reader). See docs/FORMAT.md.

@@ -1,0 +1,9 @@
+//! `cutrace audit` (being written).
+
+/// (not yet implemented)
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<i32> {
+    anyhow::bail!("cutrace audit is not implemented yet")
+}

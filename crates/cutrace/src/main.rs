@@ -1,0 +1,48 @@
+//! The cutrace command line: argument parsing, progress and printing. The work happens in the
+//! library crates; each subcommand lives in its own module under `cmd/`.
+
+use clap::{Parser, Subcommand};
+
+mod cmd;
+
+/// Trace CUDA programs through CUPTI and get numbers that are not lies.
+///
+/// Start with `cutrace report TRACE` on a torch.profiler (Kineto) JSON trace or a cutrace trace,
+/// `cutrace record -- CMD` to trace a program with no code change, and `cutrace doctor` when
+/// profiling fails on a machine and you want to know why.
+#[derive(Parser)]
+#[command(name = "cutrace", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    Report(cmd::report::Args),
+    Record(cmd::record::Args),
+    Doctor(cmd::doctor::Args),
+    Audit(cmd::audit::Args),
+    Dcgm(cmd::dcgm::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Report(a) => cmd::report::run(a),
+        Command::Record(a) => cmd::record::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Audit(a) => cmd::audit::run(a),
+        Command::Dcgm(a) => cmd::dcgm::run(a),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("cutrace: error: {e}");
+            for cause in e.chain().skip(1) {
+                eprintln!("  caused by: {cause}");
+            }
+            std::process::exit(2);
+        }
+    }
+}
