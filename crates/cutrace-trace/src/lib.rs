@@ -1,9 +1,13 @@
 //! cutrace-trace owns the record model, the native on-disk trace format, and importers.
 //! It knows nothing about CUDA: everything here builds and is tested on a machine without a GPU.
 
+pub mod error;
 pub mod kineto;
 pub mod model;
 pub mod native;
+pub mod open;
 pub mod timeparse;
 
+pub use error::TraceError;
 pub use model::*;
+pub use open::{open, Progress};

@@ -1,0 +1,34 @@
+//! Typed errors for reading and writing traces. Every message names the file and, where it
+//! applies, the position and what was expected, so a user can act on it.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The input is not in a format cutrace can read, or is malformed.
+    #[error("{path}: {what} (at byte {offset}); {hint}")]
+    Malformed {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+        hint: String,
+    },
+    /// A well-formed file that is not a trace cutrace understands.
+    #[error("{path}: {what}")]
+    Unsupported { path: PathBuf, what: String },
+}
+
+impl TraceError {
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        TraceError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! Opens any trace cutrace reads, choosing the reader from the file's first bytes.
+
+use std::io::Read;
+use std::path::Path;
+
+use crate::error::TraceError;
+use crate::model::Trace;
+
+/// Progress callback: (bytes consumed so far, total bytes if known).
+pub type Progress<'a> = &'a mut dyn FnMut(u64, Option<u64>);
+
+/// What the first bytes of a file say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Detected {
+    Gzip,
+    Json,
+    Native,
+    Unknown,
+}
+
+pub fn detect(head: &[u8]) -> Detected {
+    if head.starts_with(&[0x1f, 0x8b]) {
+        return Detected::Gzip;
+    }
+    if crate::native::looks_native(head) {
+        return Detected::Native;
+    }
+    match head.iter().find(|b| !b.is_ascii_whitespace()) {
+        Some(b'{') | Some(b'[') => Detected::Json,
+        _ => Detected::Unknown,
+    }
+}
+
+/// Reads a trace: a native cutrace trace, or a Kineto JSON (`.json`, `.json.gz`).
+pub fn open(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+    let mut head = [0u8; 16];
+    let n = {
+        let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+        read_up_to(&mut f, &mut head).map_err(|e| TraceError::io(path, e))?
+    };
+    match detect(&head[..n]) {
+        Detected::Native => crate::native::read(path, progress),
+        Detected::Gzip | Detected::Json => crate::kineto::import(path, progress),
+        Detected::Unknown if n == 0 => Err(TraceError::Malformed {
+            path: path.into(),
+            offset: 0,
+            what: "the file is empty".into(),
+            hint: "expected a cutrace trace or a torch.profiler JSON trace".into(),
+        }),
+        Detected::Unknown => Err(TraceError::Unsupported {
+            path: path.into(),
+            what: "not a cutrace trace nor a JSON trace (the first bytes are neither); \
+                   expected the output of `cutrace record` or torch.profiler's export_chrome_trace"
+                .into(),
+        }),
+    }
+}
+
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..])? {
+            0 => break,
+            k => n += k,
+        }
+    }
+    Ok(n)
+}
