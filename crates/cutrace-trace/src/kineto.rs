@@ -1,15 +1,782 @@
-//! Kineto (torch.profiler chrome trace) JSON import, streaming, with exact timestamps.
+//! Kineto (torch.profiler `export_chrome_trace`) JSON import: streaming, exact timestamps.
+//!
+//! The file is read in chunks; each element of `traceEvents` is parsed on its own, borrowed from
+//! the chunk, so memory is the size of the records kept, not of the JSON. `ts` and `dur` are read
+//! as decimal text and converted to integer nanoseconds exactly (see `timeparse`).
 
-use std::path::Path;
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::error::TraceError;
-use crate::model::Trace;
+use crate::model::*;
 use crate::open::Progress;
+use crate::timeparse::parse_us_to_ns;
+
+const CHUNK: usize = 1 << 20;
+const PROGRESS_EVERY: u64 = 16 << 20;
 
 /// Imports a Kineto JSON trace (`.json` or gzip-compressed).
-pub fn import(path: &Path, _progress: Progress<'_>) -> Result<Trace, TraceError> {
-    Err(TraceError::Unsupported {
-        path: path.into(),
-        what: "Kineto import is being written".into(),
-    })
+pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let total = file.metadata().ok().map(|m| m.len());
+    let mut counting = CountingReader {
+        inner: BufReader::with_capacity(CHUNK, file),
+        count: 0,
+        total,
+        next_report: PROGRESS_EVERY,
+        progress,
+    };
+    let gz = std::io::BufRead::fill_buf(&mut counting.inner)
+        .map_err(|e| TraceError::io(path, e))?
+        .starts_with(&[0x1f, 0x8b]);
+    let reader: Box<dyn Read + '_> = if gz {
+        Box::new(flate2::read::MultiGzDecoder::new(&mut counting))
+    } else {
+        Box::new(&mut counting)
+    };
+    let mut imp = Importer::new(path, reader);
+    imp.run()?;
+    let mut trace = imp.finish();
+    trace.meta.paths = vec![path.display().to_string()];
+    Ok(trace)
+}
+
+/// Counts compressed bytes read, for progress.
+struct CountingReader<'p, R> {
+    inner: R,
+    count: u64,
+    total: Option<u64>,
+    next_report: u64,
+    progress: Progress<'p>,
+}
+
+impl<R: Read> Read for CountingReader<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count += n as u64;
+        if self.count >= self.next_report || n == 0 {
+            (self.progress)(self.count, self.total);
+            self.next_report = self.count + PROGRESS_EVERY;
+        }
+        Ok(n)
+    }
+}
+
+/// A chunked window over the input with absolute byte offsets for error messages.
+struct Input<R> {
+    reader: R,
+    buf: Vec<u8>,
+    pos: usize,
+    /// Absolute offset of `buf[0]` in the (decompressed) stream.
+    base: u64,
+    eof: bool,
+}
+
+impl<R: Read> Input<R> {
+    /// Reads more input, keeping `buf[pos..]`. Returns false at end of input.
+    fn refill(&mut self) -> std::io::Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.base += self.pos as u64;
+            self.pos = 0;
+        }
+        let old = self.buf.len();
+        let want = CHUNK.max(old);
+        self.buf.resize(old + want, 0);
+        let mut filled = old;
+        while filled < self.buf.len() {
+            match self.reader.read(&mut self.buf[filled..]) {
+                Ok(0) => {
+                    self.eof = true;
+                    break;
+                }
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    self.buf.truncate(filled);
+                    return Err(e);
+                }
+            }
+        }
+        self.buf.truncate(filled);
+        Ok(filled > old)
+    }
+
+    fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+}
+
+struct Importer<R> {
+    input: Input<R>,
+    sink: Sink,
+}
+
+/// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
+struct Sink {
+    path: PathBuf,
+    strings: Interner,
+    trace: Trace,
+    events: u64,
+    skipped: std::collections::BTreeMap<String, u64>,
+}
+
+/// The fields every event may carry; `args` is decoded per category so that an odd `args` on an
+/// event we do not model cannot fail the import.
+#[derive(Deserialize)]
+struct Event<'a> {
+    #[serde(borrow, default)]
+    ph: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    cat: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    tid: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    ts: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    dur: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct GpuArgs {
+    device: Option<u32>,
+    context: Option<u32>,
+    stream: Option<u64>,
+    correlation: Option<u64>,
+    #[serde(rename = "registers per thread")]
+    registers: Option<u32>,
+    #[serde(rename = "shared memory")]
+    shared_memory: Option<u32>,
+    grid: Option<[u32; 3]>,
+    block: Option<[u32; 3]>,
+    bytes: Option<u64>,
+    cbid: Option<u32>,
+    #[serde(rename = "graph id")]
+    graph_id: Option<u32>,
+}
+
+#[derive(Deserialize)]
+struct KinetoDevice {
+    id: Option<u32>,
+    name: Option<String>,
+    #[serde(rename = "totalGlobalMem")]
+    total_global_mem: Option<u64>,
+    #[serde(rename = "computeMajor")]
+    major: Option<u32>,
+    #[serde(rename = "computeMinor")]
+    minor: Option<u32>,
+    #[serde(rename = "numSms")]
+    sms: Option<u32>,
+}
+
+impl<R: Read> Importer<R> {
+    fn new(path: &Path, reader: R) -> Self {
+        let mut trace = Trace::default();
+        trace.meta.source = SourceFormat::Kineto;
+        trace.meta.complete = true;
+        Importer {
+            input: Input {
+                reader,
+                buf: Vec::with_capacity(CHUNK),
+                pos: 0,
+                base: 0,
+                eof: false,
+            },
+            sink: Sink {
+                path: path.to_path_buf(),
+                strings: Interner::new(),
+                trace,
+                events: 0,
+                skipped: Default::default(),
+            },
+        }
+    }
+
+    fn finish(self) -> Trace {
+        let mut trace = self.sink.trace;
+        trace.strings = self.sink.strings.into_strings();
+        trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
+        trace
+    }
+
+    fn malformed(&self, offset: u64, what: impl Into<String>) -> TraceError {
+        self.sink.malformed(offset, what)
+    }
+
+    fn io(&self, e: std::io::Error) -> TraceError {
+        if e.kind() == std::io::ErrorKind::InvalidInput
+            || e.kind() == std::io::ErrorKind::InvalidData
+        {
+            return self.malformed(self.input.offset(), format!("corrupt gzip stream: {e}"));
+        }
+        TraceError::io(&self.sink.path, e)
+    }
+
+    /// Next non-whitespace byte, without consuming it; None at end of input.
+    fn peek(&mut self) -> Result<Option<u8>, TraceError> {
+        loop {
+            while self.input.pos < self.input.buf.len() {
+                let c = self.input.buf[self.input.pos];
+                if c.is_ascii_whitespace() {
+                    self.input.pos += 1;
+                } else {
+                    return Ok(Some(c));
+                }
+            }
+            if !self.input.refill().map_err(|e| self.io(e))? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn expect(&mut self, want: u8, context: &str) -> Result<(), TraceError> {
+        match self.peek()? {
+            Some(c) if c == want => {
+                self.input.pos += 1;
+                Ok(())
+            }
+            Some(c) => Err(self.malformed(
+                self.input.offset(),
+                format!(
+                    "expected '{}' {context}, found '{}'",
+                    want as char,
+                    (c as char).escape_default()
+                ),
+            )),
+            None => Err(self.truncated(context)),
+        }
+    }
+
+    fn truncated(&self, context: &str) -> TraceError {
+        self.malformed(
+            self.input.offset(),
+            format!(
+                "the JSON ends early {context} after {} events: the file is truncated (was the \
+                 profiler or the copy interrupted?)",
+                self.sink.events
+            ),
+        )
+    }
+
+    /// Parses one JSON value at the cursor with `parse`, which borrows from the buffer and may
+    /// hand what it parsed to the sink. Refills and retries when the value is cut by the chunk
+    /// boundary; `parse` returns `Ok(None)` for "need more input".
+    fn with_value<O>(
+        &mut self,
+        context: &str,
+        mut parse: impl FnMut(&[u8], bool, u64, &mut Sink) -> Result<Option<(O, usize)>, ParseFail>,
+    ) -> Result<O, TraceError> {
+        self.peek()?;
+        loop {
+            let start = self.input.offset();
+            let slice = &self.input.buf[self.input.pos..];
+            match parse(slice, self.input.eof, start, &mut self.sink) {
+                Ok(Some((v, used))) => {
+                    self.input.pos += used;
+                    return Ok(v);
+                }
+                Ok(None) => {
+                    if !self.input.refill().map_err(|e| self.io(e))? {
+                        if self.input.eof && !self.input.buf[self.input.pos..].is_empty() {
+                            // One more pass with eof set reports the real error.
+                            match parse(
+                                &self.input.buf[self.input.pos..],
+                                true,
+                                start,
+                                &mut self.sink,
+                            ) {
+                                Ok(Some((v, used))) => {
+                                    self.input.pos += used;
+                                    return Ok(v);
+                                }
+                                Ok(None) => return Err(self.truncated(context)),
+                                Err(ParseFail::Json(e, at)) => {
+                                    return Err(self.malformed(at, format!("{context}: {e}")))
+                                }
+                                Err(ParseFail::Trace(e)) => return Err(e),
+                            }
+                        }
+                        return Err(self.truncated(context));
+                    }
+                }
+                Err(ParseFail::Json(e, at)) => {
+                    return Err(self.malformed(at, format!("{context}: {e}")))
+                }
+                Err(ParseFail::Trace(e)) => return Err(e),
+            }
+        }
+    }
+
+    fn parse_owned<T: DeserializeOwned>(&mut self, context: &str) -> Result<T, TraceError> {
+        self.with_value(context, |slice, eof, start, _| step::<T>(slice, eof, start))
+    }
+
+    fn run(&mut self) -> Result<(), TraceError> {
+        match self.peek()? {
+            None => {
+                return Err(self.malformed(0, "the file is empty"));
+            }
+            Some(b'[') => {
+                // The bare-array flavour of the Chrome trace format.
+                self.events_array()?;
+            }
+            Some(b'{') => {
+                self.input.pos += 1;
+                let mut saw_events = false;
+                if self.peek()? == Some(b'}') {
+                    self.input.pos += 1;
+                } else {
+                    loop {
+                        let key: String = self.parse_owned("reading a top-level key")?;
+                        self.expect(b':', "after a top-level key")?;
+                        self.top_level_value(&key)?;
+                        saw_events |= key == "traceEvents";
+                        match self.peek()? {
+                            Some(b',') => self.input.pos += 1,
+                            Some(b'}') => {
+                                self.input.pos += 1;
+                                break;
+                            }
+                            Some(_) => {
+                                return Err(self.malformed(
+                                    self.input.offset(),
+                                    "expected ',' or '}' between top-level keys",
+                                ))
+                            }
+                            None => return Err(self.truncated("in the top-level object")),
+                        }
+                    }
+                }
+                if !saw_events {
+                    return Err(TraceError::Unsupported {
+                        path: self.sink.path.clone(),
+                        what: "this JSON is not a Kineto/Chrome trace: it has no \"traceEvents\" \
+                               array; expected torch.profiler's export_chrome_trace output"
+                            .into(),
+                    });
+                }
+            }
+            Some(c) => {
+                return Err(self.malformed(
+                    self.input.offset(),
+                    format!(
+                        "expected a JSON object with \"traceEvents\", found '{}'",
+                        (c as char).escape_default()
+                    ),
+                ))
+            }
+        }
+        if let Some(c) = self.peek()? {
+            return Err(self.malformed(
+                self.input.offset(),
+                format!(
+                    "unexpected '{}' after the end of the trace",
+                    (c as char).escape_default()
+                ),
+            ));
+        }
+        if self.sink.events == 0 {
+            return Err(self.malformed(
+                self.input.offset(),
+                "the trace is empty: \"traceEvents\" holds no events (was the profiler stopped \
+                 before any step ran?)",
+            ));
+        }
+        Ok(())
+    }
+
+    fn top_level_value(&mut self, key: &str) -> Result<(), TraceError> {
+        match key {
+            "traceEvents" => self.events_array(),
+            "deviceProperties" => {
+                let devs: Vec<KinetoDevice> = self.parse_owned("reading \"deviceProperties\"")?;
+                self.sink.trace.meta.devices = devs
+                    .into_iter()
+                    .map(|d| DeviceProps {
+                        device: d.id.unwrap_or(0),
+                        name: d.name.unwrap_or_default(),
+                        compute_capability: d.major.zip(d.minor),
+                        sm_count: d.sms,
+                        global_memory_bytes: d.total_global_mem,
+                        uuid: None,
+                    })
+                    .collect();
+                Ok(())
+            }
+            "cupti_version" => {
+                self.sink.trace.meta.cupti_version =
+                    self.parse_owned("reading \"cupti_version\"")?;
+                Ok(())
+            }
+            "cuda_driver_version" => {
+                self.sink.trace.meta.cuda_driver_version =
+                    self.parse_owned("reading \"cuda_driver_version\"")?;
+                Ok(())
+            }
+            _ => self
+                .parse_owned::<IgnoredAny>("skipping a top-level value")
+                .map(|_| ()),
+        }
+    }
+
+    fn events_array(&mut self) -> Result<(), TraceError> {
+        self.expect(b'[', "at the start of \"traceEvents\"")?;
+        if self.peek()? == Some(b']') {
+            self.input.pos += 1;
+            return Ok(());
+        }
+        loop {
+            self.with_value(
+                "in \"traceEvents\"",
+                |slice, eof, start, sink| match step::<Event>(slice, eof, start)? {
+                    Some((ev, used)) => {
+                        sink.events += 1;
+                        sink.event(ev, start).map_err(ParseFail::Trace)?;
+                        Ok(Some(((), used)))
+                    }
+                    None => Ok(None),
+                },
+            )?;
+            match self.peek()? {
+                Some(b',') => self.input.pos += 1,
+                Some(b']') => {
+                    self.input.pos += 1;
+                    return Ok(());
+                }
+                Some(c) => {
+                    return Err(self.malformed(
+                        self.input.offset(),
+                        format!(
+                            "expected ',' or ']' between events, found '{}'",
+                            (c as char).escape_default()
+                        ),
+                    ))
+                }
+                None => return Err(self.truncated("inside \"traceEvents\"")),
+            }
+        }
+    }
+}
+
+impl Sink {
+    fn malformed(&self, offset: u64, what: impl Into<String>) -> TraceError {
+        TraceError::Malformed {
+            path: self.path.clone(),
+            offset,
+            what: what.into(),
+            hint: "expected a torch.profiler (Kineto) trace as written by export_chrome_trace"
+                .into(),
+        }
+    }
+
+    fn skip(&mut self, label: &str) {
+        match self.skipped.get_mut(label) {
+            Some(n) => *n += 1,
+            None => {
+                self.skipped.insert(label.to_owned(), 1);
+            }
+        }
+    }
+
+    fn event(&mut self, ev: Event<'_>, at: u64) -> Result<(), TraceError> {
+        let ph = ev.ph.as_deref().unwrap_or("");
+        let cat = ev.cat.as_deref().unwrap_or("");
+        if ph != "X" {
+            let label = if cat.is_empty() {
+                format!("ph={ph}")
+            } else {
+                cat.to_owned()
+            };
+            self.skip(&label);
+            return Ok(());
+        }
+        match cat {
+            "kernel" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let a: GpuArgs = self.args(&ev, at)?;
+                let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                self.trace.kernels.push(Kernel {
+                    device: a
+                        .device
+                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
+                        .unwrap_or(0),
+                    context: a.context.unwrap_or(0),
+                    stream: a.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
+                    correlation_id: a.correlation.unwrap_or(0),
+                    start_ns: start,
+                    end_ns: end,
+                    name,
+                    grid: a.grid.unwrap_or_default(),
+                    block: a.block.unwrap_or_default(),
+                    registers_per_thread: a.registers.unwrap_or(0),
+                    // Kineto writes a single "shared memory" figure; keep it as static.
+                    static_shared_bytes: a.shared_memory.unwrap_or(0),
+                    dynamic_shared_bytes: 0,
+                    graph_id: a.graph_id.unwrap_or(0),
+                });
+            }
+            "gpu_memcpy" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let a: GpuArgs = self.args(&ev, at)?;
+                self.trace.memcpys.push(Memcpy {
+                    kind: copy_kind(ev.name.as_deref().unwrap_or("")),
+                    bytes: a.bytes.unwrap_or(0),
+                    device: a
+                        .device
+                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
+                        .unwrap_or(0),
+                    context: a.context.unwrap_or(0),
+                    stream: a.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
+                    correlation_id: a.correlation.unwrap_or(0),
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+            "gpu_memset" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let a: GpuArgs = self.args(&ev, at)?;
+                self.trace.memsets.push(Memset {
+                    bytes: a.bytes.unwrap_or(0),
+                    value: 0,
+                    device: a
+                        .device
+                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
+                        .unwrap_or(0),
+                    context: a.context.unwrap_or(0),
+                    stream: a.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
+                    correlation_id: a.correlation.unwrap_or(0),
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+            "cuda_runtime" | "cuda_driver" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let a: GpuArgs = self.args(&ev, at)?;
+                let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                self.trace.api_calls.push(ApiCall {
+                    kind: if cat == "cuda_runtime" {
+                        ApiKind::Runtime
+                    } else {
+                        ApiKind::Driver
+                    },
+                    name,
+                    cbid: a.cbid.unwrap_or(0),
+                    process: raw_u64(ev.pid).unwrap_or(0) as u32,
+                    thread: raw_u64(ev.tid).unwrap_or(0),
+                    correlation_id: a.correlation.unwrap_or(0),
+                    start_ns: start,
+                    end_ns: end,
+                    return_value: 0,
+                });
+            }
+            "cuda_sync" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let a: GpuArgs = self.args(&ev, at)?;
+                let kind = sync_kind(ev.name.as_deref().unwrap_or(""));
+                self.trace.syncs.push(Synchronization {
+                    kind,
+                    device: a
+                        .device
+                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
+                        .unwrap_or(0),
+                    context: a.context.unwrap_or(0),
+                    stream: a.stream.filter(|_| kind != SyncKind::ContextSynchronize),
+                    correlation_id: a.correlation.unwrap_or(0),
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+            "user_annotation" | "gpu_user_annotation" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                let gpu = cat == "gpu_user_annotation";
+                self.trace.ranges.push(NvtxRange {
+                    domain: if gpu {
+                        RangeDomain::Gpu
+                    } else {
+                        RangeDomain::Host
+                    },
+                    name,
+                    process: if gpu {
+                        0
+                    } else {
+                        raw_u64(ev.pid).unwrap_or(0) as u32
+                    },
+                    thread: if gpu { 0 } else { raw_u64(ev.tid).unwrap_or(0) },
+                    device: if gpu {
+                        raw_u64(ev.pid).map(|v| v as u32)
+                    } else {
+                        None
+                    },
+                    stream: if gpu { raw_u64(ev.tid) } else { None },
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+            "overhead" => {
+                let (start, end) = self.interval(&ev, at)?;
+                let kind = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                self.trace.overheads.push(Overhead {
+                    kind,
+                    process: raw_u64(ev.pid).unwrap_or(0) as u32,
+                    thread: raw_u64(ev.tid).unwrap_or(0),
+                    start_ns: start,
+                    end_ns: end,
+                });
+            }
+            other => {
+                let label = if other.is_empty() { "(no cat)" } else { other };
+                self.skip(label);
+            }
+        }
+        Ok(())
+    }
+
+    fn interval(&self, ev: &Event<'_>, at: u64) -> Result<(Ns, Ns), TraceError> {
+        let what = ev.cat.as_deref().unwrap_or("event");
+        let ts = ev
+            .ts
+            .ok_or_else(|| self.malformed(at, format!("a \"{what}\" event has no \"ts\"")))?;
+        let start = parse_us_to_ns(unquote(ts.get())).map_err(|e| {
+            self.malformed(
+                at,
+                format!("\"ts\" of a \"{what}\" event is {e}: {}", ts.get()),
+            )
+        })?;
+        let dur = match ev.dur {
+            Some(d) => parse_us_to_ns(unquote(d.get())).map_err(|e| {
+                self.malformed(
+                    at,
+                    format!("\"dur\" of a \"{what}\" event is {e}: {}", d.get()),
+                )
+            })?,
+            None => return Err(self.malformed(at, format!("a \"{what}\" event has no \"dur\""))),
+        };
+        let end = start
+            .checked_add(dur)
+            .ok_or_else(|| self.malformed(at, "\"ts\" + \"dur\" overflows 64-bit nanoseconds"))?;
+        Ok((start, end))
+    }
+
+    fn args<T: DeserializeOwned + Default>(
+        &self,
+        ev: &Event<'_>,
+        at: u64,
+    ) -> Result<T, TraceError> {
+        match ev.args {
+            None => Ok(T::default()),
+            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+                self.malformed(
+                    at,
+                    format!(
+                        "\"args\" of a \"{}\" event: {e}",
+                        ev.cat.as_deref().unwrap_or("event")
+                    ),
+                )
+            }),
+        }
+    }
+}
+
+/// Why `parse` in `with_value` failed.
+enum ParseFail {
+    Json(serde_json::Error, u64),
+    Trace(TraceError),
+}
+
+impl From<TraceError> for ParseFail {
+    fn from(e: TraceError) -> Self {
+        ParseFail::Trace(e)
+    }
+}
+
+/// Deserializes one value from the front of `slice`; `Ok(None)` when the slice ends inside it
+/// (or right after it, where a longer read might extend a number) and more input may follow.
+fn step<'de, T: Deserialize<'de>>(
+    slice: &'de [u8],
+    eof: bool,
+    start: u64,
+) -> Result<Option<(T, usize)>, ParseFail> {
+    let mut stream = serde_json::Deserializer::from_slice(slice).into_iter::<T>();
+    let parsed = stream.next();
+    let used = stream.byte_offset();
+    match parsed {
+        Some(Ok(v)) if used < slice.len() || eof => Ok(Some((v, used))),
+        Some(Err(e)) if !e.is_eof() => {
+            let at = start + line_col_to_offset(slice, e.line(), e.column());
+            Err(ParseFail::Json(e, at))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn unquote(s: &str) -> &str {
+    s.strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(s)
+}
+
+/// An integer `pid`/`tid`; Kineto also writes strings such as "Spans" there, which are not ids.
+fn raw_u64(v: Option<&RawValue>) -> Option<u64> {
+    v.and_then(|r| unquote(r.get()).parse::<u64>().ok())
+}
+
+fn copy_kind(name: &str) -> CopyKind {
+    // Kineto names copies "Memcpy HtoD (Pinned -> Device)", "Memcpy DtoD (Device -> Device)", …
+    for (tag, kind) in [
+        ("HtoD", CopyKind::HtoD),
+        ("DtoH", CopyKind::DtoH),
+        ("DtoD", CopyKind::DtoD),
+        ("HtoH", CopyKind::HtoH),
+        ("PtoP", CopyKind::PtoP),
+    ] {
+        if name.contains(tag) {
+            return kind;
+        }
+    }
+    CopyKind::Unknown
+}
+
+fn sync_kind(name: &str) -> SyncKind {
+    let n = name.to_ascii_lowercase();
+    if n.contains("wait") {
+        SyncKind::StreamWaitEvent
+    } else if n.contains("event") {
+        SyncKind::EventSynchronize
+    } else if n.contains("stream") {
+        SyncKind::StreamSynchronize
+    } else if n.contains("context") || n.contains("device") {
+        SyncKind::ContextSynchronize
+    } else {
+        SyncKind::Unknown
+    }
+}
+
+/// serde_json reports 1-based line and column; turn them back into a byte offset in `slice`.
+fn line_col_to_offset(slice: &[u8], line: usize, column: usize) -> u64 {
+    let mut offset = 0usize;
+    let mut l = 1;
+    while l < line {
+        match slice[offset..].iter().position(|&c| c == b'\n') {
+            Some(p) => offset += p + 1,
+            None => break,
+        }
+        l += 1;
+    }
+    (offset + column.saturating_sub(1)).min(slice.len()) as u64
 }

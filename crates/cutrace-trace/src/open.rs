@@ -26,7 +26,8 @@ pub fn detect(head: &[u8]) -> Detected {
         return Detected::Native;
     }
     match head.iter().find(|b| !b.is_ascii_whitespace()) {
-        Some(b'{') | Some(b'[') => Detected::Json,
+        // Only whitespace so far: let the JSON reader say whether anything follows.
+        Some(b'{') | Some(b'[') | None if !head.is_empty() => Detected::Json,
         _ => Detected::Unknown,
     }
 }

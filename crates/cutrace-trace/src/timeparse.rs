@@ -85,7 +85,7 @@ pub fn parse_us_to_ns(text: &str) -> Result<u64, TimeParseError> {
         let div = 10u128
             .checked_pow((-scale) as u32)
             .ok_or(TimeParseError::SubNanosecond)?;
-        if digits % div != 0 {
+        if !digits.is_multiple_of(div) {
             return Err(TimeParseError::SubNanosecond);
         }
         digits / div
