@@ -1,20 +1,272 @@
-//! The native trace format (writer and reader). See docs/FORMAT.md.
+//! The native trace format (writer and reader): chunked, append-only, crash-safe. See
+//! docs/FORMAT.md for the byte layout; this module is its reference implementation.
+//!
+//! A file is an 8-byte magic and a format version, then self-delimiting chunks, each with its own
+//! length and CRC-32. Records are stored in columnar batches (delta + zigzag + varint, then
+//! deflate), so a kernel with its launch record costs a few bytes. A reader keeps every chunk up
+//! to the first one that is cut short or fails its checksum, and reports the trace as incomplete
+//! unless the final `TAIL` chunk was written.
 
-use std::path::Path;
+mod codec;
+mod reader;
+mod writer;
 
-use crate::error::TraceError;
-use crate::model::Trace;
-use crate::open::Progress;
+pub use reader::{read, read_file, read_parts};
+pub use writer::Writer;
 
-/// True when `head` (the first bytes of a file) starts like a native cutrace trace.
-pub fn looks_native(_head: &[u8]) -> bool {
-    false
+use serde::{Deserialize, Serialize};
+
+/// First bytes of every native trace file.
+pub const MAGIC: [u8; 8] = *b"\x89CUTRACE";
+/// Version of the chunk layout written after the magic (u32 little-endian).
+pub const FORMAT_VERSION: u32 = 1;
+/// File name extension of one process's part.
+pub const PART_EXTENSION: &str = "cutrace";
+/// Size of a chunk header: tag, codec, 3 reserved bytes, stored length, raw length, CRC-32.
+pub const CHUNK_HEADER_LEN: usize = 20;
+/// Chunks larger than this (stored or raw) are treated as corrupt rather than allocated.
+pub const MAX_CHUNK_BYTES: u32 = 256 << 20;
+
+/// Chunk tags.
+pub mod tag {
+    pub const HEAD: [u8; 4] = *b"HEAD";
+    pub const STRS: [u8; 4] = *b"STRS";
+    pub const RECS: [u8; 4] = *b"RECS";
+    pub const META: [u8; 4] = *b"META";
+    pub const TAIL: [u8; 4] = *b"TAIL";
 }
 
-/// Reads a native trace, recovering everything up to the last complete chunk.
-pub fn read(path: &Path, _progress: Progress<'_>) -> Result<Trace, TraceError> {
-    Err(TraceError::Unsupported {
-        path: path.into(),
-        what: "native traces are not readable yet".into(),
-    })
+/// Payload codecs.
+pub mod codec_id {
+    pub const NONE: u8 = 0;
+    pub const DEFLATE: u8 = 1;
+}
+
+/// Record tables and their column order, as stored in `RECS` chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Table {
+    Kernel = 1,
+    Memcpy = 2,
+    Memset = 3,
+    Api = 4,
+    Sync = 5,
+    Marker = 6,
+    Overhead = 7,
+}
+
+impl Table {
+    pub const ALL: [Table; 7] = [
+        Table::Kernel,
+        Table::Memcpy,
+        Table::Memset,
+        Table::Api,
+        Table::Sync,
+        Table::Marker,
+        Table::Overhead,
+    ];
+
+    pub fn from_id(id: u8) -> Option<Table> {
+        Table::ALL.into_iter().find(|t| *t as u8 == id)
+    }
+
+    /// Column names, in stored order. Readers ignore columns past the ones they know and fill
+    /// missing trailing columns with 0, so columns may only ever be appended.
+    pub fn columns(self) -> &'static [&'static str] {
+        match self {
+            Table::Kernel => &[
+                "start_ns",
+                "duration_ns",
+                "correlation_id",
+                "device",
+                "context",
+                "stream",
+                "name",
+                "grid_x",
+                "grid_y",
+                "grid_z",
+                "block_x",
+                "block_y",
+                "block_z",
+                "registers_per_thread",
+                "static_shared_bytes",
+                "dynamic_shared_bytes",
+                "graph_id",
+            ],
+            Table::Memcpy => &[
+                "start_ns",
+                "duration_ns",
+                "correlation_id",
+                "device",
+                "context",
+                "stream",
+                "copy_kind",
+                "bytes",
+            ],
+            Table::Memset => &[
+                "start_ns",
+                "duration_ns",
+                "correlation_id",
+                "device",
+                "context",
+                "stream",
+                "bytes",
+                "value",
+            ],
+            Table::Api => &[
+                "start_ns",
+                "duration_ns",
+                "correlation_id",
+                "api_kind",
+                "cbid",
+                "name",
+                "process",
+                "thread",
+                "return_value",
+            ],
+            Table::Sync => &[
+                "start_ns",
+                "duration_ns",
+                "correlation_id",
+                "sync_kind",
+                "context",
+                "stream_plus_1",
+                "device_plus_1",
+            ],
+            Table::Marker => &[
+                "ts_ns", "id", "flags", "name", "domain", "process", "thread",
+            ],
+            Table::Overhead => &["start_ns", "duration_ns", "kind", "process", "thread"],
+        }
+    }
+
+    pub fn ncols(self) -> usize {
+        self.columns().len()
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Table::Kernel => "kernel",
+            Table::Memcpy => "memcpy",
+            Table::Memset => "memset",
+            Table::Api => "api",
+            Table::Sync => "sync",
+            Table::Marker => "marker",
+            Table::Overhead => "overhead",
+        }
+    }
+}
+
+/// NVTX marker flags as CUPTI reports them (CUPTI_ACTIVITY_FLAG_MARKER_*).
+pub mod marker_flags {
+    pub const INSTANTANEOUS: u32 = 1;
+    pub const START: u32 = 2;
+    pub const END: u32 = 4;
+}
+
+/// One raw NVTX marker event. Ranges are stored as a start and an end event sharing `id`; the
+/// reader pairs them into [`crate::NvtxRange`]s. Instantaneous events become [`crate::NvtxMark`]s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MarkerEvent {
+    pub ts_ns: u64,
+    pub id: u32,
+    pub flags: u32,
+    pub name: crate::StrId,
+    pub domain: crate::StrId,
+    pub process: u32,
+    pub thread: u64,
+}
+
+/// Where CUPTI's clock stood against the host's clocks when recording began.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockRef {
+    /// `cuptiGetTimestamp()` (the clock every record uses).
+    pub cupti_ns: u64,
+    /// `CLOCK_REALTIME` read right after, nanoseconds since the Unix epoch.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` read right after.
+    pub monotonic_ns: u64,
+}
+
+/// One GPU as the recorder saw it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub device: u32,
+    pub name: String,
+    pub compute_capability: Option<(u32, u32)>,
+    pub sm_count: Option<u32>,
+    pub global_memory_bytes: Option<u64>,
+    pub uuid: Option<String>,
+}
+
+/// The `HEAD` chunk: who wrote the file, where, with what.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Header {
+    pub format_version: u32,
+    pub cutrace_version: String,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub cupti_version: Option<u32>,
+    pub cupti_path: Option<String>,
+    pub cuda_driver_version: Option<u32>,
+    pub driver_version: Option<String>,
+    pub clock: Option<ClockRef>,
+    /// Activity kinds enabled, in CUPTI's names.
+    pub kinds: Vec<String>,
+    pub buffer_bytes: Option<u64>,
+    /// Only with `cutrace record --record-cmdline` (a command line can hold secrets).
+    pub cmdline: Option<Vec<String>>,
+    /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).
+    pub notes: Vec<String>,
+}
+
+/// A `META` chunk: facts learned while recording. Later chunks supersede earlier ones field by
+/// field (counters are cumulative snapshots).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Meta {
+    pub devices: Vec<DeviceInfo>,
+    pub dropped_by_cupti: Option<u64>,
+    pub dropped_by_recorder: Option<u64>,
+    pub notes: Vec<String>,
+}
+
+/// The `TAIL` chunk: written last, it marks the file complete.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Tail {
+    pub records: u64,
+    pub dropped_by_cupti: u64,
+    pub dropped_by_recorder: u64,
+    /// Buffers CUPTI asked for that the bounded pool could not give.
+    pub buffers_refused: u64,
+    pub buffers_completed: u64,
+    /// Set when the writer finished early (deadline at exit, I/O error) though it wrote a tail.
+    pub incomplete_reason: Option<String>,
+}
+
+/// True when `head` (the first bytes of a file) starts like a native cutrace trace.
+pub fn looks_native(head: &[u8]) -> bool {
+    let n = head.len().min(MAGIC.len());
+    n >= 4 && head[..n] == MAGIC[..n]
+}
+
+/// The file name of one process's part: `<host>-<pid>.cutrace` (`-<n>` added on a clash).
+pub fn part_file_name(host: &str, pid: u32, attempt: u32) -> String {
+    let host: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if attempt == 0 {
+        format!("{host}-{pid}.{PART_EXTENSION}")
+    } else {
+        format!("{host}-{pid}-{attempt}.{PART_EXTENSION}")
+    }
 }

@@ -1,0 +1,574 @@
+//! Reader of the native format: keeps every chunk up to the first damaged one, never panics.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use super::codec::{decode_column, get_varint};
+use super::{
+    codec_id, marker_flags, tag, Header, MarkerEvent, Meta, Table, Tail, CHUNK_HEADER_LEN,
+    FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, PART_EXTENSION,
+};
+use crate::error::TraceError;
+use crate::model::*;
+use crate::open::Progress;
+
+/// Reads a native trace: one part file, or a directory of parts written by `cutrace record`
+/// (one per CUDA process), merged into one trace.
+pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+    if path.is_dir() {
+        let mut parts: Vec<PathBuf> = std::fs::read_dir(path)
+            .map_err(|e| TraceError::io(path, e))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file() && p.extension().and_then(|x| x.to_str()) == Some(PART_EXTENSION)
+            })
+            .collect();
+        parts.sort();
+        if parts.is_empty() {
+            return Err(TraceError::Unsupported {
+                path: path.into(),
+                what: format!(
+                    "the directory holds no *.{PART_EXTENSION} parts: no CUDA process wrote a \
+                     trace (did the program use the GPU? is CUDA_INJECTION64_PATH reaching it?)"
+                ),
+            });
+        }
+        return read_parts(&parts, progress);
+    }
+    read_file(path, progress).map(|(t, _)| t)
+}
+
+/// Reads several part files and merges them into one trace.
+pub fn read_parts(paths: &[PathBuf], progress: Progress<'_>) -> Result<Trace, TraceError> {
+    let mut traces = Vec::with_capacity(paths.len());
+    for p in paths {
+        traces.push(read_file(p, &mut *progress)?.0);
+    }
+    Ok(merge(traces))
+}
+
+/// Reads one part file; also returns its header (default when the header chunk was lost).
+pub fn read_file(path: &Path, progress: Progress<'_>) -> Result<(Trace, Header), TraceError> {
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let total = file.metadata().ok().map(|m| m.len());
+    let mut r = BufReader::with_capacity(1 << 20, file);
+    let mut start = [0u8; 12];
+    let n = read_full(&mut r, &mut start).map_err(|e| TraceError::io(path, e))?;
+    if n < 8 || start[..8] != MAGIC {
+        return Err(TraceError::Malformed {
+            path: path.into(),
+            offset: 0,
+            what: "not a native cutrace trace (bad magic)".into(),
+            hint: "expected a file written by `cutrace record`".into(),
+        });
+    }
+    let mut b = PartBuilder::default();
+    if n < 12 {
+        b.incomplete("the file ends inside its 12-byte preamble".into());
+        return Ok(b.finish(path));
+    }
+    let version = u32::from_le_bytes([start[8], start[9], start[10], start[11]]);
+    if version != FORMAT_VERSION {
+        return Err(TraceError::Unsupported {
+            path: path.into(),
+            what: format!(
+                "native format version {version}; this cutrace reads version {FORMAT_VERSION} \
+                 (upgrade cutrace)"
+            ),
+        });
+    }
+    let mut offset = 12u64;
+    let mut index = 0u64;
+    loop {
+        let mut h = [0u8; CHUNK_HEADER_LEN];
+        let got = read_full(&mut r, &mut h).map_err(|e| TraceError::io(path, e))?;
+        if got == 0 {
+            if b.tail.is_none() {
+                b.incomplete(format!(
+                    "no TAIL chunk after {index} chunks ({offset} bytes): the recorder did not \
+                     finish (killed, crashed, or still running)"
+                ));
+            }
+            break;
+        }
+        if got < CHUNK_HEADER_LEN {
+            b.incomplete(format!(
+                "the file ends inside the header of chunk {index} at byte {offset}: the writer \
+                 was killed mid-write or the file was truncated"
+            ));
+            break;
+        }
+        let ctag = [h[0], h[1], h[2], h[3]];
+        let codec = h[4];
+        let stored = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+        let raw_len = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+        let crc = u32::from_le_bytes([h[16], h[17], h[18], h[19]]);
+        if stored > MAX_CHUNK_BYTES || raw_len > MAX_CHUNK_BYTES {
+            b.incomplete(format!(
+                "chunk {index} at byte {offset} claims {stored} bytes: corrupt; stopped there"
+            ));
+            break;
+        }
+        let mut payload = Vec::new();
+        let got = (&mut r)
+            .take(u64::from(stored))
+            .read_to_end(&mut payload)
+            .map_err(|e| TraceError::io(path, e))?;
+        if got < stored as usize {
+            b.incomplete(format!(
+                "the file ends inside chunk {index} at byte {offset} ({got} of {stored} bytes): \
+                 the writer was killed mid-write or the file was truncated"
+            ));
+            break;
+        }
+        if crc32fast::hash(&payload) != crc {
+            b.incomplete(format!(
+                "chunk {index} at byte {offset} fails its checksum: corrupt; stopped there"
+            ));
+            break;
+        }
+        let raw = match codec {
+            codec_id::NONE => payload,
+            codec_id::DEFLATE => match inflate(&payload, raw_len as usize) {
+                Some(raw) => raw,
+                None => {
+                    b.incomplete(format!(
+                        "chunk {index} at byte {offset} does not decompress; stopped there"
+                    ));
+                    break;
+                }
+            },
+            other => {
+                b.incomplete(format!(
+                    "chunk {index} at byte {offset} uses unknown codec {other}; stopped there"
+                ));
+                break;
+            }
+        };
+        if let Err(what) = b.chunk(ctag, &raw) {
+            b.incomplete(format!(
+                "chunk {index} at byte {offset}: {what}; stopped there"
+            ));
+            break;
+        }
+        offset += (CHUNK_HEADER_LEN as u64) + u64::from(stored);
+        index += 1;
+        progress(offset, total);
+    }
+    Ok(b.finish(path))
+}
+
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+fn inflate(stored: &[u8], raw_len: usize) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(raw_len);
+    let dec = flate2::read::DeflateDecoder::new(stored);
+    dec.take(raw_len as u64 + 1).read_to_end(&mut out).ok()?;
+    (out.len() == raw_len).then_some(out)
+}
+
+#[derive(Default)]
+struct PartBuilder {
+    header: Option<Header>,
+    meta: Meta,
+    tail: Option<Tail>,
+    strings: Vec<String>,
+    trace: Trace,
+    markers: Vec<MarkerEvent>,
+    skipped: HashMap<String, u64>,
+    incomplete_reason: Option<String>,
+}
+
+impl PartBuilder {
+    fn incomplete(&mut self, reason: String) {
+        if self.incomplete_reason.is_none() {
+            self.incomplete_reason = Some(reason);
+        }
+    }
+
+    fn chunk(&mut self, t: [u8; 4], raw: &[u8]) -> Result<(), String> {
+        match t {
+            tag::HEAD => {
+                let h: Header =
+                    serde_json::from_slice(raw).map_err(|e| format!("bad HEAD JSON: {e}"))?;
+                self.header = Some(h);
+            }
+            tag::META => {
+                let m: Meta =
+                    serde_json::from_slice(raw).map_err(|e| format!("bad META JSON: {e}"))?;
+                if !m.devices.is_empty() {
+                    self.meta.devices = m.devices;
+                }
+                if m.dropped_by_cupti.is_some() {
+                    self.meta.dropped_by_cupti = m.dropped_by_cupti;
+                }
+                if m.dropped_by_recorder.is_some() {
+                    self.meta.dropped_by_recorder = m.dropped_by_recorder;
+                }
+                self.meta.notes.extend(m.notes);
+            }
+            tag::TAIL => {
+                let t: Tail =
+                    serde_json::from_slice(raw).map_err(|e| format!("bad TAIL JSON: {e}"))?;
+                self.tail = Some(t);
+            }
+            tag::STRS => self.strings_chunk(raw)?,
+            tag::RECS => self.recs_chunk(raw)?,
+            _ => *self.skipped.entry("unknown_chunk".into()).or_default() += 1,
+        }
+        Ok(())
+    }
+
+    fn strings_chunk(&mut self, raw: &[u8]) -> Result<(), String> {
+        let mut pos = 0;
+        let bad = || "bad STRS chunk".to_string();
+        let first = get_varint(raw, &mut pos).ok_or_else(bad)?;
+        let count = get_varint(raw, &mut pos).ok_or_else(bad)?;
+        if first != self.strings.len() as u64 {
+            return Err(format!(
+                "STRS chunk starts at string {first}, expected {}",
+                self.strings.len()
+            ));
+        }
+        for _ in 0..count {
+            let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+            let end = pos
+                .checked_add(len)
+                .filter(|&e| e <= raw.len())
+                .ok_or_else(bad)?;
+            self.strings
+                .push(String::from_utf8_lossy(&raw[pos..end]).into_owned());
+            pos = end;
+        }
+        Ok(())
+    }
+
+    fn recs_chunk(&mut self, raw: &[u8]) -> Result<(), String> {
+        let bad = || "bad RECS chunk".to_string();
+        let table_id = *raw.first().ok_or_else(bad)?;
+        let mut pos = 1;
+        let nrows = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+        let ncols = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+        if nrows > raw.len() || ncols > raw.len() {
+            return Err(bad());
+        }
+        let mut cols = Vec::with_capacity(ncols);
+        for _ in 0..ncols {
+            let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+            let end = pos
+                .checked_add(len)
+                .filter(|&e| e <= raw.len())
+                .ok_or_else(bad)?;
+            cols.push(decode_column(&raw[pos..end], nrows).ok_or_else(bad)?);
+            pos = end;
+        }
+        let Some(table) = Table::from_id(table_id) else {
+            *self
+                .skipped
+                .entry(format!("native_table_{table_id}"))
+                .or_default() += nrows as u64;
+            return Ok(());
+        };
+        let zero = vec![0u64; nrows];
+        let col = |i: usize| -> &[u64] { cols.get(i).map_or(&zero[..], |c| &c[..]) };
+        let t = &mut self.trace;
+        for r in 0..nrows {
+            let v = |i: usize| col(i)[r];
+            let start = v(0);
+            match table {
+                Table::Kernel => t.kernels.push(Kernel {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    correlation_id: v(2),
+                    device: v(3) as u32,
+                    context: v(4) as u32,
+                    stream: v(5),
+                    name: v(6) as StrId,
+                    grid: [v(7) as u32, v(8) as u32, v(9) as u32],
+                    block: [v(10) as u32, v(11) as u32, v(12) as u32],
+                    registers_per_thread: v(13) as u32,
+                    static_shared_bytes: v(14) as u32,
+                    dynamic_shared_bytes: v(15) as u32,
+                    graph_id: v(16) as u32,
+                }),
+                Table::Memcpy => t.memcpys.push(Memcpy {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    correlation_id: v(2),
+                    device: v(3) as u32,
+                    context: v(4) as u32,
+                    stream: v(5),
+                    kind: copy_kind_from_code(v(6)),
+                    bytes: v(7),
+                }),
+                Table::Memset => t.memsets.push(Memset {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    correlation_id: v(2),
+                    device: v(3) as u32,
+                    context: v(4) as u32,
+                    stream: v(5),
+                    bytes: v(6),
+                    value: v(7) as u32,
+                }),
+                Table::Api => t.api_calls.push(ApiCall {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    correlation_id: v(2),
+                    kind: if v(3) == 1 {
+                        ApiKind::Driver
+                    } else {
+                        ApiKind::Runtime
+                    },
+                    cbid: v(4) as u32,
+                    name: v(5) as StrId,
+                    process: v(6) as u32,
+                    thread: v(7),
+                    return_value: v(8) as u32 as i32,
+                }),
+                Table::Sync => t.syncs.push(Synchronization {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    correlation_id: v(2),
+                    kind: sync_kind_from_code(v(3)),
+                    context: v(4) as u32,
+                    stream: v(5).checked_sub(1),
+                    // Resolved from the context in `finish` when 0 (unknown).
+                    device: v(6).wrapping_sub(1) as u32,
+                }),
+                Table::Marker => self.markers.push(MarkerEvent {
+                    ts_ns: start,
+                    id: v(1) as u32,
+                    flags: v(2) as u32,
+                    name: v(3) as StrId,
+                    domain: v(4) as StrId,
+                    process: v(5) as u32,
+                    thread: v(6),
+                }),
+                Table::Overhead => t.overheads.push(Overhead {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    kind: v(2) as StrId,
+                    process: v(3) as u32,
+                    thread: v(4),
+                }),
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self, path: &Path) -> (Trace, Header) {
+        self.pair_markers();
+        // Synchronization records carry a context, not a device.
+        let mut ctx_dev: HashMap<u32, u32> = HashMap::new();
+        for k in &self.trace.kernels {
+            ctx_dev.entry(k.context).or_insert(k.device);
+        }
+        for m in &self.trace.memcpys {
+            ctx_dev.entry(m.context).or_insert(m.device);
+        }
+        for m in &self.trace.memsets {
+            ctx_dev.entry(m.context).or_insert(m.device);
+        }
+        for s in &mut self.trace.syncs {
+            if s.device == u32::MAX {
+                s.device = ctx_dev.get(&s.context).copied().unwrap_or(0);
+            }
+        }
+        let header = self.header.unwrap_or_default();
+        let mut t = self.trace;
+        t.strings = self.strings;
+        let m = &mut t.meta;
+        m.source = SourceFormat::Native;
+        m.paths = vec![path.display().to_string()];
+        m.cupti_version = header.cupti_version;
+        m.cuda_driver_version = header.cuda_driver_version;
+        m.driver_version = header.driver_version.clone();
+        m.host = header.host.clone();
+        m.pid = header.pid;
+        m.devices = self
+            .meta
+            .devices
+            .iter()
+            .map(|d| DeviceProps {
+                device: d.device,
+                name: d.name.clone(),
+                compute_capability: d.compute_capability,
+                sm_count: d.sm_count,
+                global_memory_bytes: d.global_memory_bytes,
+                uuid: d.uuid.clone(),
+            })
+            .collect();
+        let (cupti_drops, rec_drops) = match &self.tail {
+            Some(t) => (t.dropped_by_cupti, t.dropped_by_recorder),
+            None => (
+                self.meta.dropped_by_cupti.unwrap_or(0),
+                self.meta.dropped_by_recorder.unwrap_or(0),
+            ),
+        };
+        m.dropped_by_cupti = cupti_drops;
+        m.dropped_by_recorder = rec_drops;
+        if let Some(reason) = self.tail.as_ref().and_then(|t| t.incomplete_reason.clone()) {
+            self.incomplete_reason.get_or_insert(reason);
+        }
+        m.complete = self.incomplete_reason.is_none();
+        m.incomplete_reason = self.incomplete_reason;
+        let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
+        skipped.sort();
+        m.skipped_events = skipped;
+        (t, header)
+    }
+
+    fn pair_markers(&mut self) {
+        let mut markers = std::mem::take(&mut self.markers);
+        markers.sort_by_key(|m| m.ts_ns);
+        let mut open: HashMap<u32, MarkerEvent> = HashMap::new();
+        for m in markers {
+            if m.flags & marker_flags::INSTANTANEOUS != 0 {
+                self.trace.marks.push(NvtxMark {
+                    name: m.name,
+                    process: m.process,
+                    thread: m.thread,
+                    ts_ns: m.ts_ns,
+                });
+            } else if m.flags & marker_flags::START != 0 {
+                if open.insert(m.id, m).is_some() {
+                    *self
+                        .skipped
+                        .entry("nvtx_range_without_end".into())
+                        .or_default() += 1;
+                }
+            } else if m.flags & marker_flags::END != 0 {
+                match open.remove(&m.id) {
+                    Some(s) => self.trace.ranges.push(NvtxRange {
+                        domain: RangeDomain::Host,
+                        name: s.name,
+                        process: s.process,
+                        thread: s.thread,
+                        device: None,
+                        stream: None,
+                        start_ns: s.ts_ns,
+                        end_ns: m.ts_ns,
+                    }),
+                    None => {
+                        *self
+                            .skipped
+                            .entry("nvtx_end_without_start".into())
+                            .or_default() += 1
+                    }
+                }
+            } else {
+                *self.skipped.entry("nvtx_other_marker".into()).or_default() += 1;
+            }
+        }
+        if !open.is_empty() {
+            *self
+                .skipped
+                .entry("nvtx_range_without_end".into())
+                .or_default() += open.len() as u64;
+        }
+    }
+}
+
+fn copy_kind_from_code(c: u64) -> CopyKind {
+    match c {
+        1 => CopyKind::HtoD,
+        2 => CopyKind::DtoH,
+        8 => CopyKind::DtoD,
+        9 => CopyKind::HtoH,
+        10 => CopyKind::PtoP,
+        _ => CopyKind::Unknown,
+    }
+}
+
+fn sync_kind_from_code(c: u64) -> SyncKind {
+    match c {
+        1 => SyncKind::EventSynchronize,
+        2 => SyncKind::StreamWaitEvent,
+        3 => SyncKind::StreamSynchronize,
+        4 => SyncKind::ContextSynchronize,
+        _ => SyncKind::Unknown,
+    }
+}
+
+/// Merges per-process traces into one, re-interning strings.
+pub fn merge(mut traces: Vec<Trace>) -> Trace {
+    if traces.len() == 1 {
+        return traces.pop().unwrap_or_default();
+    }
+    let mut out = Trace::default();
+    let mut interner = Interner::new();
+    let mut reasons = Vec::new();
+    let mut complete = true;
+    let mut skipped: HashMap<String, u64> = HashMap::new();
+    for t in traces {
+        let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
+        let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
+        out.kernels.extend(t.kernels.into_iter().map(|mut k| {
+            k.name = re(k.name);
+            k
+        }));
+        out.api_calls.extend(t.api_calls.into_iter().map(|mut a| {
+            a.name = re(a.name);
+            a
+        }));
+        out.ranges.extend(t.ranges.into_iter().map(|mut r| {
+            r.name = re(r.name);
+            r
+        }));
+        out.marks.extend(t.marks.into_iter().map(|mut r| {
+            r.name = re(r.name);
+            r
+        }));
+        out.overheads.extend(t.overheads.into_iter().map(|mut r| {
+            r.kind = re(r.kind);
+            r
+        }));
+        out.memcpys.extend(t.memcpys);
+        out.memsets.extend(t.memsets);
+        out.syncs.extend(t.syncs);
+        let m = t.meta;
+        out.meta.paths.extend(m.paths.iter().cloned());
+        out.meta.dropped_by_cupti += m.dropped_by_cupti;
+        out.meta.dropped_by_recorder += m.dropped_by_recorder;
+        out.meta.cupti_version = out.meta.cupti_version.or(m.cupti_version);
+        out.meta.cuda_driver_version = out.meta.cuda_driver_version.or(m.cuda_driver_version);
+        out.meta.driver_version = out.meta.driver_version.take().or(m.driver_version);
+        out.meta.host = out.meta.host.take().or(m.host);
+        for d in m.devices {
+            if !out.meta.devices.iter().any(|x| x.device == d.device) {
+                out.meta.devices.push(d);
+            }
+        }
+        if !m.complete {
+            complete = false;
+            if let Some(r) = m.incomplete_reason {
+                reasons.push(format!("{}: {r}", m.paths.join(",")));
+            }
+        }
+        for (k, v) in m.skipped_events {
+            *skipped.entry(k).or_default() += v;
+        }
+    }
+    out.strings = interner.into_strings();
+    out.meta.source = SourceFormat::Native;
+    out.meta.complete = complete;
+    out.meta.incomplete_reason = (!reasons.is_empty()).then(|| reasons.join("; "));
+    let mut skipped: Vec<(String, u64)> = skipped.into_iter().collect();
+    skipped.sort();
+    out.meta.skipped_events = skipped;
+    out
+}
