@@ -1,1 +1,33 @@
 //! cutrace-analysis: pure functions over records. Nothing here depends on record order.
+//!
+//! The entry point is [`analyze`], which the `cutrace report` command prints. Each part is also
+//! usable alone: [`kernel_timelines`] (busy, idle, gaps per device and stream), [`correlate`]
+//! (the correlation join and launch latency), [`kernel_summary`] / [`api_summary`],
+//! [`transfer_summary`], [`range_breakdown`], and the interval primitives in [`intervals`].
+//! Time is integer nanoseconds throughout; the only floats are derived percentages and GB/s.
+
+pub mod correlate;
+pub mod error;
+pub mod intervals;
+pub mod percentile;
+pub mod ranges;
+pub mod report;
+pub mod summary;
+pub mod timeline;
+pub mod transfers;
+pub mod window;
+
+pub use correlate::{
+    correlate, launch_latencies, ApiIndex, Correlation, JoinCounts, LaunchLatency,
+};
+pub use error::AnalysisError;
+pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
+pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};
+pub use ranges::{range_breakdown, RangeSummary};
+pub use report::{analyze, DataLoss, DeviceReport, Options, Report, TraceInfo};
+pub use summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
+pub use timeline::{
+    kernel_timelines, DeviceTimeline, Gap, GapBucket, KernelRef, StreamTimeline, Timeline,
+};
+pub use transfers::{transfer_summary, TransferSummary};
+pub use window::{parse_time_arg, trace_bounds, TimeArg, Window};

@@ -1,0 +1,283 @@
+//! The whole report: runs every analysis over a trace and gathers the results into one
+//! serializable value. `cutrace report --format json` prints it as is; its field names are a
+//! contract (`devices[].{device, kernels, window_ns, busy_ns, summed_kernel_ns, idle_ns, gaps,
+//! streams[].{stream, kernels, busy_ns}}`, `correlation.{kernels, attributed, orphans}`).
+
+use std::collections::BTreeMap;
+
+use cutrace_trace::{Ns, SourceFormat, Trace};
+use serde::Serialize;
+
+use crate::correlate::{correlate, Correlation, LaunchLatency};
+use crate::error::AnalysisError;
+use crate::intervals::{BusyIndex, RunIntersector};
+use crate::ranges::{devices_with_gpu_ranges, range_breakdown, RangeSummary};
+use crate::summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
+use crate::timeline::{kernel_timelines, DeviceTimeline, StreamTimeline, Timeline};
+use crate::transfers::{copy_runs_by_device, transfer_summary, TransferSummary};
+use crate::window::{trace_bounds, Window};
+
+/// What to analyse and how much to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    /// Only this part of the trace; intervals are clipped to it.
+    pub window: Option<Window>,
+    /// Length of every "largest"/"top" list (gaps, kernel names, API names, ranges).
+    pub top: usize,
+    /// Length of each orphan correlation id list (the counts are always exact).
+    pub orphan_list: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            window: None,
+            top: 10,
+            orphan_list: 20,
+        }
+    }
+}
+
+/// Facts about lost or unmodelled data, in every report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DataLoss {
+    pub dropped_by_recorder: u64,
+    pub dropped_by_cupti: u64,
+    pub complete: bool,
+    pub incomplete_reason: Option<String>,
+    /// Source events the importer did not model, by category.
+    pub skipped_events: Vec<SkippedEvents>,
+    /// Kernel, copy, memset and API records whose end is before their start (treated as
+    /// zero-length).
+    pub inverted_intervals: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedEvents {
+    pub category: String,
+    pub count: u64,
+}
+
+/// What the trace is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TraceInfo {
+    /// `native` or `kineto`.
+    pub source: &'static str,
+    pub paths: Vec<String>,
+    pub first_ns: Option<Ns>,
+    pub last_ns: Option<Ns>,
+    pub kernels: u64,
+    pub memcpys: u64,
+    pub memsets: u64,
+    pub api_calls: u64,
+    pub ranges: u64,
+}
+
+/// One device: its kernel timeline, streams, and how copies relate to compute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeviceReport {
+    pub device: u32,
+    #[serde(flatten)]
+    pub timeline: Timeline,
+    /// `busy_ns / window_ns` in percent (the union, so never over 100).
+    pub busy_pct: f64,
+    /// Union of memcpy intervals on this device.
+    pub copy_busy_ns: Ns,
+    /// Time in which a kernel and a copy both run: union(kernels) ∩ union(copies).
+    pub compute_copy_overlap_ns: Ns,
+    pub streams: Vec<StreamTimeline>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub trace: TraceInfo,
+    /// The time window, when one was given.
+    pub window: Option<Window>,
+    pub data_loss: DataLoss,
+    pub devices: Vec<DeviceReport>,
+    pub correlation: Correlation,
+    pub launch_latency: LaunchLatency,
+    /// Distinct kernel names (the list below is capped).
+    pub kernel_names: u64,
+    pub kernel_summary: Vec<KernelNameSummary>,
+    pub api_names: u64,
+    pub api_summary: Vec<NameStats>,
+    pub transfers: Vec<TransferSummary>,
+    pub range_names: u64,
+    pub ranges: Vec<RangeSummary>,
+}
+
+/// Runs every analysis. Pure: the same records in any order give the same report.
+pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
+    if u32::try_from(trace.api_calls.len()).is_err() {
+        return Err(AnalysisError::TooManyRecords {
+            what: "API calls",
+            count: trace.api_calls.len(),
+        });
+    }
+    let window = opts.window.as_ref();
+    let copy_runs = copy_runs_by_device(trace, window);
+    let range_devices = devices_with_gpu_ranges(trace, window);
+
+    // Kernel busy runs arrive device by device in increasing order: intersect them with the copy
+    // runs on the fly, and keep them only for devices that GPU ranges need.
+    let mut overlap: BTreeMap<u32, Ns> = BTreeMap::new();
+    let mut kept_runs: BTreeMap<u32, Vec<(Ns, Ns)>> = BTreeMap::new();
+    let mut current: Option<(u32, RunIntersector<'_>)> = None;
+    let no_runs: &[(Ns, Ns)] = &[];
+    let timelines = kernel_timelines(trace, window, opts.top, |dev, s, e| {
+        if current.as_ref().map(|c| c.0) != Some(dev) {
+            if let Some((d, x)) = current.take() {
+                overlap.insert(d, x.total());
+            }
+            let runs = copy_runs.get(&dev).map_or(no_runs, Vec::as_slice);
+            current = Some((dev, RunIntersector::new(runs)));
+        }
+        if let Some((_, x)) = current.as_mut() {
+            x.add(s, e);
+        }
+        if range_devices.binary_search(&dev).is_ok() {
+            kept_runs.entry(dev).or_default().push((s, e));
+        }
+    })?;
+    if let Some((d, x)) = current.take() {
+        overlap.insert(d, x.total());
+    }
+
+    let devices = device_reports(timelines, &copy_runs, &overlap);
+    let total_busy: Ns = devices.iter().map(|d| d.timeline.busy_ns).sum();
+    let (correlation, launch_latency) = correlate(trace, window, opts.orphan_list);
+
+    let mut kernel_rows = kernel_summary(trace, window, total_busy);
+    let kernel_names = kernel_rows.len() as u64;
+    kernel_rows.truncate(opts.top);
+    let mut api_rows = api_summary(trace, window);
+    let api_names = api_rows.len() as u64;
+    api_rows.truncate(opts.top);
+    let busy_index: BTreeMap<u32, BusyIndex> = kept_runs
+        .into_iter()
+        .map(|(d, runs)| (d, BusyIndex::new(runs)))
+        .collect();
+    let mut ranges = range_breakdown(trace, window, &busy_index);
+    let range_names = ranges.len() as u64;
+    ranges.truncate(opts.top);
+
+    let bounds = trace_bounds(trace);
+    Ok(Report {
+        trace: TraceInfo {
+            source: match trace.meta.source {
+                SourceFormat::Native => "native",
+                SourceFormat::Kineto => "kineto",
+            },
+            paths: trace.meta.paths.clone(),
+            first_ns: bounds.map(|b| b.0),
+            last_ns: bounds.map(|b| b.1),
+            kernels: trace.kernels.len() as u64,
+            memcpys: trace.memcpys.len() as u64,
+            memsets: trace.memsets.len() as u64,
+            api_calls: trace.api_calls.len() as u64,
+            ranges: trace.ranges.len() as u64,
+        },
+        window: opts.window,
+        data_loss: data_loss(trace),
+        devices,
+        correlation,
+        launch_latency,
+        kernel_names,
+        kernel_summary: kernel_rows,
+        api_names,
+        api_summary: api_rows,
+        transfers: transfer_summary(trace, window),
+        range_names,
+        ranges,
+    })
+}
+
+/// Device rows for every device with kernels or copies, in id order.
+fn device_reports(
+    timelines: Vec<DeviceTimeline>,
+    copy_runs: &BTreeMap<u32, Vec<(Ns, Ns)>>,
+    overlap: &BTreeMap<u32, Ns>,
+) -> Vec<DeviceReport> {
+    let mut by_dev: BTreeMap<u32, DeviceReport> = BTreeMap::new();
+    for t in timelines {
+        by_dev.insert(
+            t.device,
+            DeviceReport {
+                device: t.device,
+                busy_pct: crate::summary::pct(t.timeline.busy_ns, t.timeline.window_ns),
+                timeline: t.timeline,
+                copy_busy_ns: 0,
+                compute_copy_overlap_ns: overlap.get(&t.device).copied().unwrap_or(0),
+                streams: t.streams,
+            },
+        );
+    }
+    for (&dev, runs) in copy_runs {
+        let row = by_dev.entry(dev).or_insert_with(|| DeviceReport {
+            device: dev,
+            timeline: empty_timeline(),
+            busy_pct: 0.0,
+            copy_busy_ns: 0,
+            compute_copy_overlap_ns: 0,
+            streams: Vec::new(),
+        });
+        row.copy_busy_ns = runs.iter().map(|r| r.1 - r.0).sum();
+    }
+    by_dev.into_values().collect()
+}
+
+fn empty_timeline() -> Timeline {
+    Timeline {
+        kernels: 0,
+        zero_length_kernels: 0,
+        window_start_ns: None,
+        window_end_ns: None,
+        window_ns: 0,
+        busy_ns: 0,
+        summed_kernel_ns: 0,
+        idle_ns: 0,
+        gaps: 0,
+        gap_histogram: Vec::new(),
+        largest_gaps: Vec::new(),
+    }
+}
+
+fn data_loss(trace: &Trace) -> DataLoss {
+    let inverted = trace
+        .kernels
+        .iter()
+        .filter(|r| r.end_ns < r.start_ns)
+        .count()
+        + trace
+            .memcpys
+            .iter()
+            .filter(|r| r.end_ns < r.start_ns)
+            .count()
+        + trace
+            .memsets
+            .iter()
+            .filter(|r| r.end_ns < r.start_ns)
+            .count()
+        + trace
+            .api_calls
+            .iter()
+            .filter(|r| r.end_ns < r.start_ns)
+            .count();
+    let m = &trace.meta;
+    DataLoss {
+        dropped_by_recorder: m.dropped_by_recorder,
+        dropped_by_cupti: m.dropped_by_cupti,
+        complete: m.complete,
+        incomplete_reason: m.incomplete_reason.clone(),
+        skipped_events: m
+            .skipped_events
+            .iter()
+            .map(|(category, count)| SkippedEvents {
+                category: category.clone(),
+                count: *count,
+            })
+            .collect(),
+        inverted_intervals: inverted as u64,
+    }
+}

@@ -1,0 +1,132 @@
+//! Per-name summaries: kernels (like `nsys stats` cuda_gpu_kern_sum) and API calls (like
+//! cuda_api_sum). Durations are clipped to the time window; medians and p99 are nearest-rank.
+//!
+//! Grouping is a counting sort on the interned name id (two passes, one flat array of
+//! durations), so it costs no hashing and no allocation per record.
+
+use cutrace_trace::{Ns, StrId, Trace};
+use serde::Serialize;
+
+use crate::percentile::percentile;
+use crate::window::{clip, Window};
+
+/// Duration statistics of the records of one name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NameStats {
+    pub name: String,
+    pub count: u64,
+    pub total_ns: Ns,
+    /// `total_ns / count`, rounded down to a whole nanosecond.
+    pub mean_ns: Ns,
+    pub min_ns: Ns,
+    pub median_ns: Ns,
+    pub p99_ns: Ns,
+    pub max_ns: Ns,
+}
+
+/// One row of the kernel summary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelNameSummary {
+    #[serde(flatten)]
+    pub stats: NameStats,
+    /// `total_ns` over the busy time of all devices (each device's union, added). Kernels that
+    /// overlap each other make the shares add up to more than 100 %.
+    pub share_of_busy_pct: f64,
+}
+
+/// Groups (name, duration) pairs by name. `names` bounds the ids (out-of-range ids share one
+/// extra group named "?"). Returns rows sorted by total time, longest first, then by name.
+pub fn summarize_by_name<I>(trace: &Trace, items: I) -> Vec<NameStats>
+where
+    I: Iterator<Item = (StrId, Ns)> + Clone,
+{
+    let groups = trace.strings.len() + 1;
+    let group_of = |id: StrId| (id as usize).min(groups - 1);
+    let mut count = vec![0u64; groups];
+    let mut total = vec![0 as Ns; groups];
+    let mut min = vec![Ns::MAX; groups];
+    let mut max = vec![0 as Ns; groups];
+    for (id, d) in items.clone() {
+        let g = group_of(id);
+        count[g] += 1;
+        total[g] += d;
+        min[g] = min[g].min(d);
+        max[g] = max[g].max(d);
+    }
+    // Counting sort: each group's durations land in one contiguous slice.
+    let mut offset = Vec::with_capacity(groups + 1);
+    let mut acc = 0usize;
+    offset.push(0);
+    for &c in &count {
+        acc += c as usize;
+        offset.push(acc);
+    }
+    let mut fill = offset.clone();
+    let mut durations = vec![0 as Ns; acc];
+    for (id, d) in items {
+        let g = group_of(id);
+        durations[fill[g]] = d;
+        fill[g] += 1;
+    }
+    let mut rows: Vec<NameStats> = (0..groups)
+        .filter(|&g| count[g] > 0)
+        .map(|g| {
+            let slice = &mut durations[offset[g]..offset[g + 1]];
+            let median = percentile(slice, 500).unwrap_or(0);
+            let p99 = percentile(slice, 990).unwrap_or(0);
+            NameStats {
+                name: trace.str(g as StrId).to_owned(),
+                count: count[g],
+                total_ns: total[g],
+                mean_ns: total[g] / count[g],
+                min_ns: min[g],
+                median_ns: median,
+                p99_ns: p99,
+                max_ns: max[g],
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    rows
+}
+
+/// Kernel summary by name, all rows (the report caps them). `total_busy_ns` is the sum of the
+/// devices' busy times.
+pub fn kernel_summary(
+    trace: &Trace,
+    window: Option<&Window>,
+    total_busy_ns: Ns,
+) -> Vec<KernelNameSummary> {
+    let items = trace.kernels.iter().filter_map(move |k| {
+        clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
+    });
+    summarize_by_name(trace, items)
+        .into_iter()
+        .map(|stats| KernelNameSummary {
+            share_of_busy_pct: pct(stats.total_ns, total_busy_ns),
+            stats,
+        })
+        .collect()
+}
+
+/// API summary by name, all rows.
+pub fn api_summary(trace: &Trace, window: Option<&Window>) -> Vec<NameStats> {
+    let items = trace
+        .api_calls
+        .iter()
+        .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d)));
+    summarize_by_name(trace, items)
+}
+
+/// `part / whole` in percent (0 when `whole` is 0). A derived ratio for display only.
+pub fn pct(part: Ns, whole: Ns) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}

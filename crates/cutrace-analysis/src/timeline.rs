@@ -1,0 +1,523 @@
+//! Busy time, idle time and idle gaps per device and per (device, stream), from kernel records.
+//!
+//! This is the hot path of `cutrace report`: one pass groups clipped kernel intervals into a
+//! compact `(start, end, index, stream slot)` array per device, one unstable sort by start per
+//! device, and one sweep that merges runs for the device and, at the same time, for each of its
+//! streams (a device's start order is also each stream's start order, so no second sort). No
+//! allocation or hashing per record: (device, stream) keys resolve through a last-hit cache and a
+//! short linear list, falling back to a map only for traces with many streams.
+//!
+//! Definitions: window = first start to last end of the kernels with a non-zero duration;
+//! busy = the union of kernel intervals (touching intervals merge); idle = window − busy, which
+//! is exactly the sum of the idle gaps between busy runs; zero-length kernels are counted but add
+//! no busy time, do not widen the window and split no gap. Devices are never unioned together.
+
+use std::collections::HashMap;
+
+use cutrace_trace::{Kernel, Ns, Trace};
+use serde::Serialize;
+
+use crate::error::AnalysisError;
+use crate::window::{clip, Window};
+
+/// A kernel named in a report (at a gap's edge).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KernelRef {
+    pub name: String,
+    pub correlation_id: u64,
+    pub stream: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// One idle gap between two busy runs, with the kernels on either side.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Gap {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub length_ns: Ns,
+    /// The kernel that ends the busy run before the gap (the one ending last).
+    pub before: Option<KernelRef>,
+    /// The kernel that starts the busy run after the gap.
+    pub after: Option<KernelRef>,
+}
+
+/// Idle gaps whose length lies in `[from_ns, to_ns)` (`to_ns` null for the last bucket).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GapBucket {
+    pub from_ns: Ns,
+    pub to_ns: Option<Ns>,
+    pub count: u64,
+    pub total_ns: Ns,
+}
+
+/// Decade buckets: [1,10) ns, [10,100) ns, … [100 ms, 1 s), then everything from 1 s on.
+pub const GAP_BUCKETS: usize = 10;
+
+/// Busy, idle and gaps of one timeline (a device, or one stream of a device).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Timeline {
+    /// Kernels in this timeline (inside the time window, when there is one).
+    pub kernels: u64,
+    /// Of those, kernels with a zero (or negative) duration: counted, but no busy time.
+    pub zero_length_kernels: u64,
+    pub window_start_ns: Option<Ns>,
+    pub window_end_ns: Option<Ns>,
+    /// `window_end_ns − window_start_ns`.
+    pub window_ns: Ns,
+    /// The union of kernel intervals: never more than `window_ns`.
+    pub busy_ns: Ns,
+    /// The sum of kernel durations. Double-counts overlap; never a measure of busy.
+    pub summed_kernel_ns: Ns,
+    /// `window_ns − busy_ns`, equal to the total length of the idle gaps.
+    pub idle_ns: Ns,
+    /// Number of idle gaps inside the window.
+    pub gaps: u64,
+    pub gap_histogram: Vec<GapBucket>,
+    /// The largest gaps, longest first (ties: earliest first).
+    pub largest_gaps: Vec<Gap>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamTimeline {
+    pub stream: u64,
+    #[serde(flatten)]
+    pub timeline: Timeline,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeviceTimeline {
+    pub device: u32,
+    #[serde(flatten)]
+    pub timeline: Timeline,
+    /// Streams of this device, by stream id.
+    pub streams: Vec<StreamTimeline>,
+}
+
+/// Per-device and per-stream timelines of the trace's kernels, devices and streams in id order.
+///
+/// `top_gaps` caps each `largest_gaps` list. `on_run(device, start, end)` receives every merged
+/// busy run of every device, in increasing order within a device (devices one after another), so
+/// callers can intersect with other activity without storing the runs.
+pub fn kernel_timelines(
+    trace: &Trace,
+    window: Option<&Window>,
+    top_gaps: usize,
+    mut on_run: impl FnMut(u32, Ns, Ns),
+) -> Result<Vec<DeviceTimeline>, AnalysisError> {
+    if u32::try_from(trace.kernels.len()).is_err() {
+        return Err(AnalysisError::TooManyRecords {
+            what: "kernels",
+            count: trace.kernels.len(),
+        });
+    }
+    let mut g = group(trace, window, top_gaps);
+
+    let mut dev_order: Vec<usize> = (0..g.devices.len()).collect();
+    dev_order.sort_unstable_by_key(|&d| g.devices[d].device);
+    let mut out = Vec::with_capacity(dev_order.len());
+    for d in dev_order {
+        let dev = &mut g.devices[d];
+        let mut ivs = std::mem::take(&mut dev.ivs);
+        ivs.sort_unstable_by_key(|iv| iv.start);
+        let mut dev_sweep = Sweep::new(top_gaps);
+        for iv in &ivs {
+            if let Some((s, e)) = dev_sweep.push(iv, &trace.kernels, trace) {
+                on_run(dev.device, s, e);
+            }
+            g.streams[iv.slot as usize]
+                .sweep
+                .push(iv, &trace.kernels, trace);
+        }
+        if let Some((s, e)) = dev_sweep.finish() {
+            on_run(dev.device, s, e);
+        }
+        let mut streams: Vec<StreamTimeline> = Vec::with_capacity(dev.stream_slots.len());
+        let (mut kernels, mut zero, mut summed) = (0, 0, 0);
+        for &slot in &dev.stream_slots {
+            let st = &mut g.streams[slot];
+            st.sweep.finish();
+            kernels += st.kernels;
+            zero += st.zero_length;
+            summed += st.summed;
+            let sweep = std::mem::replace(&mut st.sweep, Sweep::new(0));
+            let timeline = sweep.into_timeline(
+                st.kernels,
+                st.zero_length,
+                st.summed,
+                trace,
+                &ivs,
+                Some(slot as u32),
+            );
+            streams.push(StreamTimeline {
+                stream: st.stream,
+                timeline,
+            });
+        }
+        streams.sort_unstable_by_key(|s| s.stream);
+        let timeline = dev_sweep.into_timeline(kernels, zero, summed, trace, &ivs, None);
+        out.push(DeviceTimeline {
+            device: dev.device,
+            timeline,
+            streams,
+        });
+    }
+    Ok(out)
+}
+
+/// A clipped kernel interval, compact so the sort moves little memory.
+#[derive(Debug, Clone, Copy)]
+struct Iv {
+    start: Ns,
+    end: Ns,
+    /// Index into `Trace::kernels`.
+    idx: u32,
+    /// Stream slot (index into `Grouped::streams`).
+    slot: u32,
+}
+
+struct DeviceGroup {
+    device: u32,
+    ivs: Vec<Iv>,
+    stream_slots: Vec<usize>,
+}
+
+struct StreamGroup {
+    stream: u64,
+    kernels: u64,
+    zero_length: u64,
+    summed: Ns,
+    sweep: Sweep,
+}
+
+struct Grouped {
+    devices: Vec<DeviceGroup>,
+    streams: Vec<StreamGroup>,
+}
+
+/// (device, stream) → stream slot without hashing in the common case: most records repeat the
+/// previous key or one of a handful of streams.
+struct SlotIndex {
+    last: Option<((u32, u64), usize)>,
+    keys: Vec<(u32, u64)>,
+    map: HashMap<(u32, u64), usize>,
+}
+
+const LINEAR_KEYS: usize = 16;
+
+impl SlotIndex {
+    #[inline]
+    fn find(&mut self, key: (u32, u64)) -> Option<usize> {
+        if let Some((k, slot)) = self.last {
+            if k == key {
+                return Some(slot);
+            }
+        }
+        let found = if self.keys.len() <= LINEAR_KEYS {
+            self.keys.iter().position(|&k| k == key)
+        } else {
+            self.map.get(&key).copied()
+        };
+        if let Some(slot) = found {
+            self.last = Some((key, slot));
+        }
+        found
+    }
+
+    fn insert(&mut self, key: (u32, u64)) -> usize {
+        let slot = self.keys.len();
+        self.keys.push(key);
+        if self.keys.len() > LINEAR_KEYS {
+            if self.map.is_empty() {
+                self.map
+                    .extend(self.keys.iter().enumerate().map(|(i, &k)| (k, i)));
+            } else {
+                self.map.insert(key, slot);
+            }
+        }
+        self.last = Some((key, slot));
+        slot
+    }
+}
+
+fn group(trace: &Trace, window: Option<&Window>, top_gaps: usize) -> Grouped {
+    let mut index = SlotIndex {
+        last: None,
+        keys: Vec::new(),
+        map: HashMap::new(),
+    };
+    let mut g = Grouped {
+        devices: Vec::new(),
+        streams: Vec::new(),
+    };
+    // Stream slot → device group, parallel to `g.streams`.
+    let mut slot_device: Vec<usize> = Vec::new();
+    for (i, k) in trace.kernels.iter().enumerate() {
+        let Some((s, e)) = clip(window, k.start_ns, k.end_ns) else {
+            continue;
+        };
+        let key = (k.device, k.stream);
+        let slot = match index.find(key) {
+            Some(slot) => slot,
+            None => {
+                let d = match g.devices.iter().position(|d| d.device == k.device) {
+                    Some(d) => d,
+                    None => {
+                        g.devices.push(DeviceGroup {
+                            device: k.device,
+                            ivs: Vec::new(),
+                            stream_slots: Vec::new(),
+                        });
+                        g.devices.len() - 1
+                    }
+                };
+                let slot = index.insert(key);
+                g.devices[d].stream_slots.push(slot);
+                slot_device.push(d);
+                g.streams.push(StreamGroup {
+                    stream: k.stream,
+                    kernels: 0,
+                    zero_length: 0,
+                    summed: 0,
+                    sweep: Sweep::new(top_gaps),
+                });
+                slot
+            }
+        };
+        let st = &mut g.streams[slot];
+        st.kernels += 1;
+        if e > s {
+            st.summed += e - s;
+            g.devices[slot_device[slot]].ivs.push(Iv {
+                start: s,
+                end: e,
+                idx: i as u32,
+                slot: slot as u32,
+            });
+        } else {
+            st.zero_length += 1;
+        }
+    }
+    g
+}
+
+/// Deterministic choice between kernels that tie on time, by content (never by record order).
+fn content_key<'t>(k: &Kernel, trace: &'t Trace) -> (u64, u64, Ns, Ns, &'t str) {
+    (
+        k.correlation_id,
+        k.stream,
+        k.start_ns,
+        k.end_ns,
+        trace.str(k.name),
+    )
+}
+
+/// Gap length, start, end, index of the kernel before it.
+type GapEntry = (Ns, Ns, Ns, u32);
+
+/// Run-merging state of one timeline, fed intervals in increasing start order.
+#[derive(Debug)]
+struct Sweep {
+    started: bool,
+    first_start: Ns,
+    run_start: Ns,
+    run_end: Ns,
+    /// Kernel that ends the current run (latest end; ties by content).
+    run_last: u32,
+    busy: Ns,
+    gaps: u64,
+    idle: Ns,
+    hist: [(u64, Ns); GAP_BUCKETS],
+    top_n: usize,
+    top: Vec<GapEntry>,
+    /// Index into `top` of its smallest entry, valid when `top.len() == top_n`.
+    top_min: usize,
+}
+
+impl Sweep {
+    fn new(top_n: usize) -> Self {
+        Sweep {
+            started: false,
+            first_start: 0,
+            run_start: 0,
+            run_end: 0,
+            run_last: 0,
+            busy: 0,
+            gaps: 0,
+            idle: 0,
+            hist: [(0, 0); GAP_BUCKETS],
+            top_n,
+            top: Vec::new(),
+            top_min: 0,
+        }
+    }
+
+    /// Adds one interval (non-empty, start order); returns the busy run it closed, if any.
+    #[inline]
+    fn push(&mut self, iv: &Iv, kernels: &[Kernel], trace: &Trace) -> Option<(Ns, Ns)> {
+        if !self.started {
+            self.started = true;
+            self.first_start = iv.start;
+            self.run_start = iv.start;
+            self.run_end = iv.end;
+            self.run_last = iv.idx;
+            return None;
+        }
+        if iv.start > self.run_end {
+            let closed = (self.run_start, self.run_end);
+            self.busy += self.run_end - self.run_start;
+            self.record_gap(self.run_end, iv.start);
+            self.run_start = iv.start;
+            self.run_end = iv.end;
+            self.run_last = iv.idx;
+            return Some(closed);
+        }
+        if iv.end > self.run_end {
+            self.run_end = iv.end;
+            self.run_last = iv.idx;
+        } else if iv.end == self.run_end {
+            self.tie_last(iv.idx, kernels, trace);
+        }
+        None
+    }
+
+    #[cold]
+    fn tie_last(&mut self, idx: u32, kernels: &[Kernel], trace: &Trace) {
+        let cur = &kernels[self.run_last as usize];
+        let new = &kernels[idx as usize];
+        if content_key(new, trace) < content_key(cur, trace) {
+            self.run_last = idx;
+        }
+    }
+
+    #[inline]
+    fn record_gap(&mut self, start: Ns, end: Ns) {
+        let len = end - start;
+        self.gaps += 1;
+        self.idle += len;
+        let bucket = (len.ilog10() as usize).min(GAP_BUCKETS - 1);
+        self.hist[bucket].0 += 1;
+        self.hist[bucket].1 += len;
+        if self.top_n == 0 {
+            return;
+        }
+        let entry = (len, start, end, self.run_last);
+        if self.top.len() < self.top_n {
+            self.top.push(entry);
+            if self.top.len() == self.top_n {
+                self.refresh_min();
+            }
+        } else if gap_better(&entry, &self.top[self.top_min]) {
+            self.top[self.top_min] = entry;
+            self.refresh_min();
+        }
+    }
+
+    fn refresh_min(&mut self) {
+        let mut m = 0;
+        for i in 1..self.top.len() {
+            if gap_better(&self.top[m], &self.top[i]) {
+                m = i;
+            }
+        }
+        self.top_min = m;
+    }
+
+    /// Closes the last run; returns it.
+    fn finish(&mut self) -> Option<(Ns, Ns)> {
+        if !self.started {
+            return None;
+        }
+        self.busy += self.run_end - self.run_start;
+        let run = (self.run_start, self.run_end);
+        // Leave an empty run so a second `finish` adds nothing.
+        self.run_start = self.run_end;
+        Some(run)
+    }
+
+    /// Builds the report; `ivs` is the device's sorted array (to find the kernels after gaps),
+    /// `slot` limits that search to one stream.
+    fn into_timeline(
+        mut self,
+        kernels: u64,
+        zero_length_kernels: u64,
+        summed_kernel_ns: Ns,
+        trace: &Trace,
+        ivs: &[Iv],
+        slot: Option<u32>,
+    ) -> Timeline {
+        let (window_start_ns, window_end_ns, window_ns) = if self.started {
+            let end = self.run_end;
+            (Some(self.first_start), Some(end), end - self.first_start)
+        } else {
+            (None, None, 0)
+        };
+        debug_assert_eq!(window_ns - self.busy, self.idle);
+        self.top
+            .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+        let kref = |idx: u32| {
+            let k = &trace.kernels[idx as usize];
+            KernelRef {
+                name: trace.str(k.name).to_owned(),
+                correlation_id: k.correlation_id,
+                stream: k.stream,
+                start_ns: k.start_ns,
+                end_ns: k.end_ns,
+            }
+        };
+        let largest_gaps = self
+            .top
+            .iter()
+            .map(|&(len, start, end, before)| Gap {
+                start_ns: start,
+                end_ns: end,
+                length_ns: len,
+                before: Some(kref(before)),
+                after: kernel_starting_at(ivs, end, slot, trace).map(kref),
+            })
+            .collect();
+        let gap_histogram = self
+            .hist
+            .iter()
+            .enumerate()
+            .map(|(i, &(count, total_ns))| GapBucket {
+                from_ns: 10u64.pow(i as u32),
+                to_ns: (i + 1 < GAP_BUCKETS).then(|| 10u64.pow(i as u32 + 1)),
+                count,
+                total_ns,
+            })
+            .collect();
+        Timeline {
+            kernels,
+            zero_length_kernels,
+            window_start_ns,
+            window_end_ns,
+            window_ns,
+            busy_ns: self.busy,
+            summed_kernel_ns,
+            idle_ns: window_ns - self.busy,
+            gaps: self.gaps,
+            gap_histogram,
+            largest_gaps,
+        }
+    }
+}
+
+/// Longer first; among equal lengths, the earlier gap.
+fn gap_better(a: &GapEntry, b: &GapEntry) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+/// The kernel (of stream `slot`, when given) starting exactly at `t`, chosen by content.
+fn kernel_starting_at(ivs: &[Iv], t: Ns, slot: Option<u32>, trace: &Trace) -> Option<u32> {
+    let from = ivs.partition_point(|iv| iv.start < t);
+    ivs[from..]
+        .iter()
+        .take_while(|iv| iv.start == t)
+        .filter(|iv| slot.is_none_or(|s| s == iv.slot))
+        .map(|iv| iv.idx)
+        .min_by(|&a, &b| {
+            content_key(&trace.kernels[a as usize], trace)
+                .cmp(&content_key(&trace.kernels[b as usize], trace))
+        })
+}
