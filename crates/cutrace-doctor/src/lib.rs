@@ -1,1 +1,20 @@
-//! cutrace-doctor: admin checks over a filesystem root; ELF audit; DCGM pause guard.
+//! cutrace-doctor: admin checks over a filesystem root (why can't I profile here?), the ELF audit
+//! for CUPTI APIs dropped in CUDA 13, the live Range Profiler probe, and the DCGM pause guard.
+//!
+//! The rules every check applies come from the seed document's permission model and failure-mode
+//! table, and from the NVIDIA pages it cites; each `Check` carries its `sources`.
+
+pub mod checks;
+pub mod elf;
+pub mod facts;
+pub mod probe;
+pub mod report;
+pub mod root;
+
+pub use report::{Affects, Check, Evidence, Report, Status};
+pub use root::Root;
+
+/// Run every check against `root` (`/` for this machine).
+pub fn doctor(root: &Root) -> Report {
+    Report::new(root.base().display().to_string(), checks::run_all(root))
+}

@@ -1,9 +1,96 @@
-//! `cutrace doctor` (being written).
+//! `cutrace doctor`: why can't I trace or profile here? Evidence and the exact fix, per check.
 
-/// (not yet implemented)
+use cutrace_doctor::{Report, Root, Status};
+use std::path::PathBuf;
+
+/// Check whether CUDA tracing and GPU counter profiling work on this machine, and if not, why
+/// and what to run. Reads /proc, /dev, /etc and /sys (under --root when given).
+///
+/// Exit status: 0 when tracing and counters are both available, 1 when counters are not, 2 when
+/// even tracing is not.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Read every file under DIR instead of `/` (a fixture tree, a mounted image, a container's root).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    format: Format,
+    /// Also start and end a CUPTI Range Profiler session on each GPU and report CUPTI's real answer.
+    #[arg(long)]
+    probe: bool,
+    /// Show evidence and explanations for checks that passed too.
+    #[arg(long, short)]
+    verbose: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("cutrace doctor is not implemented yet")
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    if !args.root.is_dir() {
+        anyhow::bail!("--root {}: not a directory", args.root.display());
+    }
+    let root = Root::new(&args.root);
+    let mut report = cutrace_doctor::doctor(&root);
+    if args.probe {
+        report = report.with_probe(cutrace_doctor::probe::run(&root));
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Text => print!("{}", render_text(&report, args.verbose)),
+    }
+    Ok(report.exit_status)
+}
+
+fn mark(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "  ok ",
+        Status::Warn => " WARN",
+        Status::Fail => " FAIL",
+    }
+}
+
+pub fn render_text(r: &Report, verbose: bool) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    for c in &r.checks {
+        let _ = writeln!(out, "{} {:<16} {}", mark(c.status), c.id, c.summary);
+        if c.status == Status::Ok && !verbose {
+            continue;
+        }
+        for e in &c.evidence {
+            let _ = writeln!(out, "        evidence: {}: {}", e.file, e.value);
+        }
+        if !c.explanation.is_empty() {
+            let _ = writeln!(out, "        why: {}", c.explanation);
+        }
+        if !c.fix.is_empty() {
+            let _ = writeln!(out, "        fix:");
+            for f in &c.fix {
+                let _ = writeln!(out, "          {f}");
+            }
+        }
+    }
+    if let Some(p) = &r.probe {
+        let _ = writeln!(out);
+        let _ = write!(out, "{}", p.render_text());
+    }
+    let _ = writeln!(out);
+    let yes = |b| if b { "available" } else { "NOT available" };
+    let _ = writeln!(
+        out,
+        "tracing: {}; counter profiling: {}{}",
+        yes(r.tracing_available),
+        yes(r.counters_available),
+        if r.probe.is_none() && r.tracing_available {
+            "  (static verdict; --probe asks CUPTI)"
+        } else {
+            ""
+        }
+    );
+    out
 }
