@@ -1,0 +1,260 @@
+//! The loaded libcupti: symbols resolved once, optional ones as `Option`s, never a panic.
+
+use std::ffi::{c_char, c_void, CStr};
+
+use crate::error::{check, CuptiError, CuptiResult};
+use crate::locate::Candidate;
+
+/// `CUpti_BuffersCallbackRequestFunc`.
+pub type BufferRequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
+/// `CUpti_BuffersCallbackCompleteFunc` (context, stream id, buffer, size, valid size).
+pub type BufferCompleteFn = unsafe extern "C" fn(*mut c_void, u32, *mut u8, usize, usize);
+/// `CUpti_CallbackFunc` (userdata, domain, callback id, callback data).
+pub type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void);
+
+/// `CUpti_CallbackDomain` values.
+pub const CB_DOMAIN_DRIVER_API: u32 = 1;
+pub const CB_DOMAIN_RUNTIME_API: u32 = 2;
+/// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
+pub const FLUSH_FORCED: u32 = 1;
+/// `CUpti_ActivityAttribute` values used here.
+pub const ATTR_DEVICE_BUFFER_SIZE: u32 = 0;
+pub const ATTR_ZEROED_OUT_ACTIVITY_BUFFER: u32 = 5;
+pub const ATTR_PER_THREAD_ACTIVITY_BUFFER: u32 = 9;
+
+type GetVersion = unsafe extern "C" fn(*mut u32) -> CuptiResult;
+type RegisterCallbacks = unsafe extern "C" fn(BufferRequestFn, BufferCompleteFn) -> CuptiResult;
+type U32Fn = unsafe extern "C" fn(u32) -> CuptiResult;
+type GetNextRecord = unsafe extern "C" fn(*mut u8, usize, *mut *mut u8) -> CuptiResult;
+type GetDropped = unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiResult;
+type SetAttribute = unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult;
+type GetTimestamp = unsafe extern "C" fn(*mut u64) -> CuptiResult;
+type Subscribe = unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> CuptiResult;
+type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult;
+type EnableApi = unsafe extern "C" fn(u32, u8) -> CuptiResult;
+
+/// A loaded libcupti. Dropping it unloads nothing that CUPTI still uses only if the caller
+/// keeps it alive as long as callbacks may fire: the injection leaks it on purpose.
+pub struct Cupti {
+    _lib: libloading::Library,
+    pub path: String,
+    pub source: &'static str,
+    get_version: GetVersion,
+    register_callbacks: RegisterCallbacks,
+    enable: U32Fn,
+    disable: U32Fn,
+    get_next_record: GetNextRecord,
+    flush_all: U32Fn,
+    get_dropped: Option<GetDropped>,
+    set_attribute: Option<SetAttribute>,
+    get_timestamp: Option<GetTimestamp>,
+    subscribe: Option<Subscribe>,
+    get_callback_name: Option<GetCallbackName>,
+    enable_runtime_api: Option<EnableApi>,
+    enable_driver_api: Option<EnableApi>,
+}
+
+unsafe fn sym<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Option<T> {
+    unsafe { lib.get::<T>(name).ok().map(|s| *s) }
+}
+
+impl Cupti {
+    /// Tries the candidates in order; the first library that loads and has the core symbols wins.
+    pub fn load(cands: &[Candidate]) -> Result<Cupti, CuptiError> {
+        let mut tried = Vec::new();
+        let mut last_err = None;
+        for c in cands {
+            let path = c.path.display().to_string();
+            match Self::load_one(&path, c.source) {
+                Ok(l) => return Ok(l),
+                Err(e) => {
+                    tried.push(format!("{path} ({})", c.source));
+                    // A library that exists but fails to load says more than "not found".
+                    if !matches!(e, CuptiError::Load { .. }) || c.path.is_absolute() {
+                        last_err = Some(e);
+                    }
+                }
+            }
+        }
+        Err(last_err.unwrap_or(CuptiError::NotFound {
+            tried: tried.join(", "),
+        }))
+    }
+
+    /// Loads one library by path or soname.
+    pub fn load_one(path: &str, source: &'static str) -> Result<Cupti, CuptiError> {
+        // SAFETY: loading libcupti runs its initializers, which is what every CUPTI tool does.
+        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| CuptiError::Load {
+            path: path.into(),
+            reason: e.to_string(),
+        })?;
+        macro_rules! req {
+            ($name:literal) => {
+                unsafe { sym(&lib, concat!($name, "\0").as_bytes()) }.ok_or(
+                    CuptiError::MissingSymbol {
+                        path: path.into(),
+                        symbol: $name,
+                    },
+                )?
+            };
+        }
+        macro_rules! opt {
+            ($name:literal) => {
+                unsafe { sym(&lib, concat!($name, "\0").as_bytes()) }
+            };
+        }
+        Ok(Cupti {
+            get_version: req!("cuptiGetVersion"),
+            register_callbacks: req!("cuptiActivityRegisterCallbacks"),
+            enable: req!("cuptiActivityEnable"),
+            disable: req!("cuptiActivityDisable"),
+            get_next_record: req!("cuptiActivityGetNextRecord"),
+            flush_all: req!("cuptiActivityFlushAll"),
+            get_dropped: opt!("cuptiActivityGetNumDroppedRecords"),
+            set_attribute: opt!("cuptiActivitySetAttribute"),
+            get_timestamp: opt!("cuptiGetTimestamp"),
+            subscribe: opt!("cuptiSubscribe"),
+            get_callback_name: opt!("cuptiGetCallbackName"),
+            enable_runtime_api: opt!("cuptiActivityEnableRuntimeApi"),
+            enable_driver_api: opt!("cuptiActivityEnableDriverApi"),
+            path: path.into(),
+            source,
+            _lib: lib,
+        })
+    }
+
+    pub fn version(&self) -> Result<u32, CuptiError> {
+        let mut v = 0u32;
+        check("cuptiGetVersion", unsafe { (self.get_version)(&mut v) })?;
+        Ok(v)
+    }
+
+    pub fn register_callbacks(
+        &self,
+        req: BufferRequestFn,
+        done: BufferCompleteFn,
+    ) -> Result<(), CuptiError> {
+        check("cuptiActivityRegisterCallbacks", unsafe {
+            (self.register_callbacks)(req, done)
+        })
+    }
+
+    pub fn enable(&self, kind: u32) -> Result<(), CuptiError> {
+        check("cuptiActivityEnable", unsafe { (self.enable)(kind) })
+    }
+
+    pub fn disable(&self, kind: u32) -> Result<(), CuptiError> {
+        check("cuptiActivityDisable", unsafe { (self.disable)(kind) })
+    }
+
+    /// `cuptiActivityFlushAll(flag)`.
+    pub fn flush_all(&self, flag: u32) -> Result<(), CuptiError> {
+        check("cuptiActivityFlushAll", unsafe { (self.flush_all)(flag) })
+    }
+
+    /// The next record after `cur` (null for the first) in `buffer[..valid]`; `Ok(None)` at the
+    /// end. An error means the rest of the buffer cannot be walked.
+    ///
+    /// # Safety
+    /// `buffer` must be a completed CUPTI activity buffer with `valid` valid bytes.
+    pub unsafe fn next_record(
+        &self,
+        buffer: *mut u8,
+        valid: usize,
+        cur: *mut u8,
+    ) -> Result<Option<*mut u8>, CuptiError> {
+        let mut rec = cur;
+        let r = unsafe { (self.get_next_record)(buffer, valid, &mut rec) };
+        match r {
+            0 => Ok(Some(rec)),
+            crate::error::CUPTI_ERROR_MAX_LIMIT_REACHED => Ok(None),
+            code => Err(CuptiError::Call {
+                call: "cuptiActivityGetNextRecord",
+                code,
+            }),
+        }
+    }
+
+    /// Records CUPTI dropped for (context, stream); `None` when the symbol is absent.
+    ///
+    /// # Safety
+    /// `context` must be a context CUPTI passed to the buffer-complete callback (or null).
+    pub unsafe fn dropped_records(&self, context: *mut c_void, stream: u32) -> Option<u64> {
+        let f = self.get_dropped?;
+        let mut n = 0usize;
+        (unsafe { f(context, stream, &mut n) } == 0).then_some(n as u64)
+    }
+
+    /// Sets an activity attribute to `value` (its size is the attribute's value size).
+    pub fn set_attribute<T: Copy>(&self, attr: u32, value: T) -> Result<(), CuptiError> {
+        let f = self.set_attribute.ok_or(CuptiError::MissingSymbol {
+            path: self.path.clone(),
+            symbol: "cuptiActivitySetAttribute",
+        })?;
+        let mut v = value;
+        let mut size = std::mem::size_of::<T>();
+        check("cuptiActivitySetAttribute", unsafe {
+            f(attr, &mut size, &mut v as *mut T as *mut c_void)
+        })
+    }
+
+    pub fn timestamp(&self) -> Option<u64> {
+        let f = self.get_timestamp?;
+        let mut t = 0u64;
+        (unsafe { f(&mut t) } == 0).then_some(t)
+    }
+
+    /// `cuptiSubscribe` with a callback that enables no domain: it claims CUPTI for this
+    /// process so a second tool is told, and tells us when one was here first.
+    pub fn subscribe(&self, cb: CallbackFn) -> Result<(), CuptiError> {
+        let Some(f) = self.subscribe else {
+            return Ok(());
+        };
+        let mut handle: *mut c_void = std::ptr::null_mut();
+        check("cuptiSubscribe", unsafe {
+            f(&mut handle, cb, std::ptr::null_mut())
+        })
+    }
+
+    /// The API function name of a callback id (`cudaLaunchKernel_v7000`).
+    pub fn callback_name(&self, domain: u32, cbid: u32) -> Option<String> {
+        let f = self.get_callback_name?;
+        let mut p: *const c_char = std::ptr::null();
+        if unsafe { f(domain, cbid, &mut p) } != 0 || p.is_null() {
+            return None;
+        }
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    /// Per-callback-id enabling of RUNTIME (or DRIVER) records, when this CUPTI has it.
+    pub fn enable_api_record(&self, driver: bool, cbid: u32, on: bool) -> Result<(), CuptiError> {
+        let (f, name) = if driver {
+            (self.enable_driver_api, "cuptiActivityEnableDriverApi")
+        } else {
+            (self.enable_runtime_api, "cuptiActivityEnableRuntimeApi")
+        };
+        let f = f.ok_or(CuptiError::MissingSymbol {
+            path: self.path.clone(),
+            symbol: name,
+        })?;
+        check(name, unsafe { f(cbid, u8::from(on)) })
+    }
+}
+
+/// `cuDriverGetVersion` from the already loaded libcuda (`None` when unavailable).
+pub fn driver_version() -> Option<u32> {
+    type DriverGetVersion = unsafe extern "C" fn(*mut i32) -> i32;
+    let flags = libc::RTLD_NOW | libc::RTLD_NOLOAD;
+    // SAFETY: libcuda is already loaded in a CUDA process (RTLD_NOLOAD); else load it plainly.
+    let lib = unsafe { libloading::os::unix::Library::open(Some("libcuda.so.1"), flags) }
+        .or_else(|_| unsafe { libloading::os::unix::Library::new("libcuda.so.1") })
+        .ok()?;
+    let f: DriverGetVersion = unsafe { lib.get::<DriverGetVersion>(b"cuDriverGetVersion\0") }
+        .ok()
+        .map(|s| *s)?;
+    let mut v = 0i32;
+    let r = unsafe { f(&mut v) };
+    // Keep libcuda mapped: it is the program's own.
+    std::mem::forget(lib);
+    (r == 0 && v > 0).then_some(v as u32)
+}
