@@ -4,6 +4,7 @@
 //! The rules every check applies come from the seed document's permission model and failure-mode
 //! table, and from the NVIDIA pages it cites; each `Check` carries its `sources`.
 
+pub mod audit;
 pub mod checks;
 pub mod elf;
 pub mod facts;
