@@ -73,7 +73,7 @@ fn reports_exactly_the_legacy_importer_with_exit_1() {
     std::os::unix::fs::symlink(&dir, dir.join("loop")).expect("symlink");
     std::os::unix::fs::symlink(&legacy, dir.join("liblegacy-link.so")).expect("symlink");
 
-    let r = audit(&[dir.clone()]).expect("audit");
+    let r = audit(std::slice::from_ref(&dir)).expect("audit");
     assert_eq!(r.files.len(), 1, "{r:#?}");
     let f = &r.files[0];
     assert_eq!(Path::new(&f.path), legacy);
@@ -117,7 +117,7 @@ fn finds_a_bundled_libcupti_with_its_soname() {
     ) else {
         return;
     };
-    let r = audit(&[dir.clone()]).expect("audit");
+    let r = audit(std::slice::from_ref(&dir)).expect("audit");
     assert_eq!(r.files.len(), 1, "{r:#?}");
     let copy = r.files[0].cupti_copy.as_ref().expect("a CUPTI copy");
     assert_eq!(Path::new(&r.files[0].path), lib);
