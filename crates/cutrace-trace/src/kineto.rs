@@ -130,16 +130,46 @@ struct Sink {
     skipped: std::collections::BTreeMap<String, u64>,
 }
 
+/// A JSON string borrowed from the input when it has no escapes (serde's own `Cow` impl inside
+/// an `Option` always allocates, which cost a tenth of the import time).
+struct Str<'a>(Cow<'a, str>);
+
+impl std::ops::Deref for Str<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Str<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Str<'de>, E> {
+                Ok(Str(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
 /// The fields every event may carry; `args` is decoded per category so that an odd `args` on an
 /// event we do not model cannot fail the import.
 #[derive(Deserialize)]
 struct Event<'a> {
     #[serde(borrow, default)]
-    ph: Option<Cow<'a, str>>,
+    ph: Option<Str<'a>>,
     #[serde(borrow, default)]
-    cat: Option<Cow<'a, str>>,
+    cat: Option<Str<'a>>,
     #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
+    name: Option<Str<'a>>,
     #[serde(borrow, default)]
     pid: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -149,25 +179,117 @@ struct Event<'a> {
     #[serde(borrow, default)]
     dur: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    args: Option<&'a RawValue>,
+    args: Option<Args<'a>>,
 }
 
-#[derive(Deserialize, Default)]
+/// The `args` fields cutrace models, kept as raw JSON text: decoding them in one pass with the
+/// event is much cheaper than a second parse, and a field is only type-checked when the event's
+/// category needs it (an odd `args` on an event we skip must not fail the import).
+#[derive(Default)]
+struct Args<'a> {
+    device: Option<&'a RawValue>,
+    context: Option<&'a RawValue>,
+    stream: Option<&'a RawValue>,
+    correlation: Option<&'a RawValue>,
+    registers: Option<&'a RawValue>,
+    shared_memory: Option<&'a RawValue>,
+    grid: Option<&'a RawValue>,
+    block: Option<&'a RawValue>,
+    bytes: Option<&'a RawValue>,
+    cbid: Option<&'a RawValue>,
+    graph_id: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Args<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an \"args\" object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<Args<'de>, A::Error> {
+                let mut a = Args::default();
+                while let Some(k) = m.next_key::<Str<'de>>()? {
+                    let v: &'de RawValue = m.next_value()?;
+                    let slot = match &*k.0 {
+                        "device" => &mut a.device,
+                        "context" => &mut a.context,
+                        "stream" => &mut a.stream,
+                        "correlation" => &mut a.correlation,
+                        "registers per thread" => &mut a.registers,
+                        "shared memory" => &mut a.shared_memory,
+                        "grid" => &mut a.grid,
+                        "block" => &mut a.block,
+                        "bytes" => &mut a.bytes,
+                        "cbid" => &mut a.cbid,
+                        "graph id" => &mut a.graph_id,
+                        _ => continue,
+                    };
+                    *slot = Some(v);
+                }
+                Ok(a)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// The typed view of [`Args`] for one GPU or API event.
+#[derive(Default)]
 struct GpuArgs {
     device: Option<u32>,
     context: Option<u32>,
     stream: Option<u64>,
     correlation: Option<u64>,
-    #[serde(rename = "registers per thread")]
     registers: Option<u32>,
-    #[serde(rename = "shared memory")]
     shared_memory: Option<u32>,
     grid: Option<[u32; 3]>,
     block: Option<[u32; 3]>,
     bytes: Option<u64>,
     cbid: Option<u32>,
-    #[serde(rename = "graph id")]
     graph_id: Option<u32>,
+}
+
+impl Args<'_> {
+    fn typed(&self) -> Result<GpuArgs, String> {
+        fn int<T: std::str::FromStr>(v: Option<&RawValue>, key: &str) -> Result<Option<T>, String> {
+            match v {
+                None => Ok(None),
+                Some(r) if r.get() == "null" => Ok(None),
+                Some(r) => r.get().parse::<T>().map(Some).map_err(|_| {
+                    format!(
+                        "\"{key}\" should be a non-negative integer, found {}",
+                        r.get()
+                    )
+                }),
+            }
+        }
+        fn dim3(v: Option<&RawValue>, key: &str) -> Result<Option<[u32; 3]>, String> {
+            match v {
+                None => Ok(None),
+                Some(r) => serde_json::from_str(r.get())
+                    .map(Some)
+                    .map_err(|_| format!("\"{key}\" should be three integers, found {}", r.get())),
+            }
+        }
+        Ok(GpuArgs {
+            device: int(self.device, "device")?,
+            context: int(self.context, "context")?,
+            stream: int(self.stream, "stream")?,
+            correlation: int(self.correlation, "correlation")?,
+            registers: int(self.registers, "registers per thread")?,
+            shared_memory: int(self.shared_memory, "shared memory")?,
+            grid: dim3(self.grid, "grid")?,
+            block: dim3(self.block, "block")?,
+            bytes: int(self.bytes, "bytes")?,
+            cbid: int(self.cbid, "cbid")?,
+            graph_id: int(self.graph_id, "graph id")?,
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -508,7 +630,7 @@ impl Sink {
         match cat {
             "kernel" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let a: GpuArgs = self.args(&ev, at)?;
+                let a = self.args(&ev, at)?;
                 let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
                 self.trace.kernels.push(Kernel {
                     device: a
@@ -532,7 +654,7 @@ impl Sink {
             }
             "gpu_memcpy" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let a: GpuArgs = self.args(&ev, at)?;
+                let a = self.args(&ev, at)?;
                 self.trace.memcpys.push(Memcpy {
                     kind: copy_kind(ev.name.as_deref().unwrap_or("")),
                     bytes: a.bytes.unwrap_or(0),
@@ -549,7 +671,7 @@ impl Sink {
             }
             "gpu_memset" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let a: GpuArgs = self.args(&ev, at)?;
+                let a = self.args(&ev, at)?;
                 self.trace.memsets.push(Memset {
                     bytes: a.bytes.unwrap_or(0),
                     value: 0,
@@ -566,7 +688,7 @@ impl Sink {
             }
             "cuda_runtime" | "cuda_driver" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let a: GpuArgs = self.args(&ev, at)?;
+                let a = self.args(&ev, at)?;
                 let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
                 self.trace.api_calls.push(ApiCall {
                     kind: if cat == "cuda_runtime" {
@@ -586,7 +708,7 @@ impl Sink {
             }
             "cuda_sync" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let a: GpuArgs = self.args(&ev, at)?;
+                let a = self.args(&ev, at)?;
                 let kind = sync_kind(ev.name.as_deref().unwrap_or(""));
                 self.trace.syncs.push(Synchronization {
                     kind,
@@ -673,14 +795,10 @@ impl Sink {
         Ok((start, end))
     }
 
-    fn args<T: DeserializeOwned + Default>(
-        &self,
-        ev: &Event<'_>,
-        at: u64,
-    ) -> Result<T, TraceError> {
-        match ev.args {
-            None => Ok(T::default()),
-            Some(raw) => serde_json::from_str(raw.get()).map_err(|e| {
+    fn args(&self, ev: &Event<'_>, at: u64) -> Result<GpuArgs, TraceError> {
+        match &ev.args {
+            None => Ok(GpuArgs::default()),
+            Some(a) => a.typed().map_err(|e| {
                 self.malformed(
                     at,
                     format!(

@@ -44,7 +44,7 @@ fn ts_texts(json: &str, cat: &str) -> Vec<String> {
         }
         let at = chunk.find("\"ts\": ").unwrap() + 6;
         let rest = &chunk[at..];
-        let end = rest.find(|c: char| c == ',' || c == '\n').unwrap();
+        let end = rest.find([',', '\n']).unwrap();
         out.push(rest[..end].trim().to_string());
     }
     out
