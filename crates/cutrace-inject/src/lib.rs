@@ -1,1 +1,284 @@
-//! cutrace-inject: InitializeInjection, buffer callbacks, hand-off to a writer thread.
+//! cutrace-inject: the `CUDA_INJECTION64_PATH` library. `InitializeInjection` loads CUPTI,
+//! enables activity kinds and registers buffer callbacks; the callbacks only hand buffers to a
+//! writer thread, which decodes them into the native trace format.
+//!
+//! Rules this file keeps (DESIGN.md decision 4): no panic crosses `extern "C"` (every entry point
+//! runs under `catch_unwind`); no file I/O on the application's threads; memory is bounded by
+//! the buffer pool, and records that do not fit are dropped and counted; when CUPTI is missing,
+//! incompatible or already taken, the program runs untraced with one line on stderr.
+
+pub mod config;
+pub mod decode;
+pub mod pool;
+mod writer;
+
+use std::collections::VecDeque;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use cutrace_cupti::activity::kind;
+use cutrace_cupti::version::{check_pairing, Pairing};
+use cutrace_cupti::{api, explain, result_name, Cupti, CuptiError};
+
+use config::Config;
+use pool::Pool;
+
+/// A completed buffer on its way to the writer.
+pub(crate) struct Done {
+    pub ptr: usize,
+    pub valid: usize,
+}
+
+pub(crate) struct Global {
+    pub cupti: Cupti,
+    pub config: Config,
+    pub pool: Pool,
+    pub queue: Mutex<VecDeque<Done>>,
+    pub queue_cv: Condvar,
+    pub stop: AtomicBool,
+    pub writer_done: Mutex<bool>,
+    pub writer_done_cv: Condvar,
+    pub dropped_by_cupti: AtomicU64,
+    pub buffers_completed: AtomicU64,
+    pub notes: Mutex<Vec<String>>,
+    pub driver_cuda_version: Option<u32>,
+}
+
+static GLOBAL: OnceLock<Global> = OnceLock::new();
+static STARTED: AtomicBool = AtomicBool::new(false);
+static FORKED: AtomicBool = AtomicBool::new(false);
+
+/// Called by the CUDA driver during `cuInit` when this library is named in
+/// `CUDA_INJECTION64_PATH`. Always returns 1: a tracing failure must not fail the program.
+#[no_mangle]
+pub extern "C" fn InitializeInjection() -> i32 {
+    if STARTED.swap(true, Ordering::SeqCst) {
+        return 1;
+    }
+    match catch_unwind(init) {
+        Ok(Ok(())) => {}
+        Ok(Err(msg)) => untraced(&msg),
+        Err(_) => untraced("internal error while starting (a bug in cutrace); please report it"),
+    }
+    1
+}
+
+fn untraced(msg: &str) {
+    eprintln!("cutrace: pid {} runs untraced: {msg}", std::process::id());
+}
+
+fn init() -> Result<(), String> {
+    let config = Config::from_env(&|k| std::env::var(k).ok());
+    let cands = cutrace_cupti::locate::candidates_here();
+    let cupti = Cupti::load(&cands).map_err(|e| match e {
+        CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
+            "libcupti could not be loaded ({e}). Fix: install the CUDA 13 toolkit's CUPTI, or set \
+             CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13"
+        ),
+        other => format!("{other}"),
+    })?;
+    let version = cupti
+        .version()
+        .map_err(|e| format!("{} could not report its version: {e}", cupti.path))?;
+    let driver = api::driver_version();
+    let mut notes = config.notes.clone();
+    match check_pairing(version, driver, &cupti.path) {
+        Pairing::Ok => {}
+        Pairing::Warn(w) => notes.push(w),
+        Pairing::Refuse(r) => return Err(r),
+    }
+    if let Err(e) = cupti.subscribe(noop_callback) {
+        return Err(refusal("cuptiSubscribe", &e));
+    }
+    // CUPTI zeroes buffers it is handed unless told they are zeroed already; the pool zeroes
+    // them on the writer thread, away from the application's threads.
+    if let Err(e) = cupti.set_attribute(api::ATTR_ZEROED_OUT_ACTIVITY_BUFFER, 1u8) {
+        notes.push(format!(
+            "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not set: {e}"
+        ));
+    }
+    cupti
+        .register_callbacks(buffer_requested, buffer_completed)
+        .map_err(|e| refusal("cuptiActivityRegisterCallbacks", &e))?;
+    let mut enabled = Vec::new();
+    for &k in &config.kinds {
+        let r = if k == kind::RUNTIME && config.runtime_cbids.is_some() {
+            let mut r = Ok(());
+            for &cbid in config.runtime_cbids.as_deref().unwrap_or(&[]) {
+                if let Err(e) = cupti.enable_api_record(false, cbid, true) {
+                    r = Err(e);
+                }
+            }
+            r
+        } else {
+            cupti.enable(k)
+        };
+        match r {
+            Ok(()) => enabled.push(k),
+            Err(e) if is_fatal(&e) => {
+                for &k in &enabled {
+                    let _ = cupti.disable(k);
+                }
+                return Err(refusal("cuptiActivityEnable", &e));
+            }
+            Err(e) => notes.push(format!("{} not enabled: {e}", kind::name(k))),
+        }
+    }
+    if cupti.enable(kind::DEVICE).is_err() {
+        notes.push("CUPTI_ACTIVITY_KIND_DEVICE not enabled: no device properties".into());
+    }
+    let pool = Pool::new(config.buffer_bytes, config.max_buffers);
+    let g = Global {
+        cupti,
+        config,
+        pool,
+        queue: Mutex::new(VecDeque::new()),
+        queue_cv: Condvar::new(),
+        stop: AtomicBool::new(false),
+        writer_done: Mutex::new(false),
+        writer_done_cv: Condvar::new(),
+        dropped_by_cupti: AtomicU64::new(0),
+        buffers_completed: AtomicU64::new(0),
+        notes: Mutex::new(notes),
+        driver_cuda_version: driver,
+    };
+    if GLOBAL.set(g).is_err() {
+        return Ok(());
+    }
+    let Some(g) = GLOBAL.get() else {
+        return Ok(());
+    };
+    let kinds = enabled;
+    if let Err(e) = std::thread::Builder::new()
+        .name("cutrace-writer".into())
+        .spawn(move || writer::run(g, kinds))
+    {
+        // Without a writer, stop asking CUPTI for records.
+        for &k in &g.config.kinds {
+            let _ = g.cupti.disable(k);
+        }
+        return Err(format!("could not start the writer thread: {e}"));
+    }
+    unsafe {
+        libc::atexit(at_exit);
+        libc::pthread_atfork(None, None, Some(after_fork_in_child));
+    }
+    Ok(())
+}
+
+fn is_fatal(e: &CuptiError) -> bool {
+    matches!(
+        e.code(),
+        Some(cutrace_cupti::error::CUPTI_ERROR_NOT_INITIALIZED)
+            | Some(cutrace_cupti::error::CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)
+    )
+}
+
+fn refusal(call: &str, e: &CuptiError) -> String {
+    match e.code() {
+        Some(code) => {
+            let (what, fix) = explain(code);
+            format!("{call} returned {}: {what}. Fix: {fix}", result_name(code))
+        }
+        None => format!("{call} failed: {e}"),
+    }
+}
+
+unsafe extern "C" fn noop_callback(_: *mut c_void, _: u32, _: u32, _: *const c_void) {}
+
+unsafe extern "C" fn buffer_requested(
+    buf: *mut *mut u8,
+    size: *mut usize,
+    max_records: *mut usize,
+) {
+    if buf.is_null() || size.is_null() {
+        return;
+    }
+    // Defaults first: a refused request (null, 0) makes CUPTI drop and count records.
+    unsafe {
+        *buf = std::ptr::null_mut();
+        *size = 0;
+        if !max_records.is_null() {
+            *max_records = 0;
+        }
+    }
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if FORKED.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(g) = GLOBAL.get() else { return };
+        if let Some(p) = g.pool.take() {
+            unsafe {
+                *buf = p;
+                *size = g.pool.buffer_size();
+            }
+        }
+    }));
+}
+
+unsafe extern "C" fn buffer_completed(
+    ctx: *mut c_void,
+    stream: u32,
+    buf: *mut u8,
+    _size: usize,
+    valid: usize,
+) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        let Some(g) = GLOBAL.get() else { return };
+        if let Some(n) = unsafe { g.cupti.dropped_records(ctx, stream) } {
+            g.dropped_by_cupti.fetch_add(n, Ordering::Relaxed);
+        }
+        if buf.is_null() {
+            return;
+        }
+        g.buffers_completed.fetch_add(1, Ordering::Relaxed);
+        if FORKED.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Ok(mut q) = g.queue.lock() {
+            q.push_back(Done {
+                ptr: buf as usize,
+                valid,
+            });
+        }
+        g.queue_cv.notify_one();
+    }));
+}
+
+extern "C" fn after_fork_in_child() {
+    // The writer thread does not exist in a forked child, and the trace file belongs to the
+    // parent: the child records nothing (an exec'd child starts its own injection).
+    FORKED.store(true, Ordering::SeqCst);
+}
+
+extern "C" fn at_exit() {
+    let _ = catch_unwind(|| {
+        if FORKED.load(Ordering::SeqCst) {
+            return;
+        }
+        let Some(g) = GLOBAL.get() else { return };
+        // Deliver every buffer, including records not yet complete.
+        let _ = g.cupti.flush_all(api::FLUSH_FORCED);
+        g.stop.store(true, Ordering::SeqCst);
+        g.queue_cv.notify_all();
+        let deadline = Duration::from_millis(g.config.exit_deadline_ms);
+        let Ok(done) = g.writer_done.lock() else {
+            return;
+        };
+        let (done, timeout) = match g.writer_done_cv.wait_timeout_while(done, deadline, |d| !*d) {
+            Ok(r) => r,
+            Err(_) => return,
+        };
+        if !*done && timeout.timed_out() {
+            eprintln!(
+                "cutrace: pid {}: the trace writer did not finish within {} ms at exit; the \
+                 trace is marked incomplete",
+                std::process::id(),
+                g.config.exit_deadline_ms
+            );
+        }
+    });
+}

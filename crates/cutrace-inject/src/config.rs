@@ -1,0 +1,127 @@
+//! The injection's settings, read once from the environment that `cutrace record` prepared.
+
+use cutrace_cupti::activity::kind;
+
+/// Activity kinds by their short names (`--kinds`), in enabling order.
+pub const KIND_NAMES: &[(&str, u32)] = &[
+    ("kernel", kind::CONCURRENT_KERNEL),
+    ("runtime", kind::RUNTIME),
+    ("driver", kind::DRIVER),
+    ("memcpy", kind::MEMCPY),
+    ("memset", kind::MEMSET),
+    ("sync", kind::SYNCHRONIZATION),
+    ("nvtx", kind::MARKER),
+    ("overhead", kind::OVERHEAD),
+];
+
+/// DESIGN.md decision 7.
+pub const DEFAULT_KINDS: &str = "kernel,runtime,memcpy,memset,sync,nvtx,overhead";
+pub const DEFAULT_BUFFER_BYTES: usize = 8 << 20;
+pub const MIN_BUFFER_BYTES: usize = 1 << 20;
+pub const MAX_BUFFER_BYTES: usize = 10 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub output_dir: std::path::PathBuf,
+    pub kinds: Vec<u32>,
+    pub buffer_bytes: usize,
+    /// Most buffers the pool will ever hold (memory bound = this × buffer_bytes).
+    pub max_buffers: usize,
+    /// Buffers allocated and touched up front.
+    pub prealloc_buffers: usize,
+    /// Floor mode: enable the same kinds, but discard every record.
+    pub discard: bool,
+    /// Use the serializing KERNEL kind instead of CONCURRENT_KERNEL.
+    pub serialize_kernels: bool,
+    /// When set, RUNTIME records only for these callback ids (cuptiActivityEnableRuntimeApi).
+    pub runtime_cbids: Option<Vec<u32>>,
+    pub record_cmdline: bool,
+    /// How long the exit handler waits for the writer.
+    pub exit_deadline_ms: u64,
+    /// How often the writer asks CUPTI for completed buffers.
+    pub flush_period_ms: u64,
+    /// Problems with the settings, reported once and stored in the trace header.
+    pub notes: Vec<String>,
+}
+
+impl Config {
+    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Config {
+        let mut notes = Vec::new();
+        let serialize_kernels = env("CUTRACE_SERIALIZE_KERNELS").as_deref() == Some("1");
+        let kinds_text = env("CUTRACE_KINDS").unwrap_or_else(|| DEFAULT_KINDS.into());
+        let mut kinds = Vec::new();
+        for name in kinds_text
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        {
+            match KIND_NAMES.iter().find(|(n, _)| *n == name) {
+                Some(&(_, k)) => {
+                    let k = if k == kind::CONCURRENT_KERNEL && serialize_kernels {
+                        kind::KERNEL
+                    } else {
+                        k
+                    };
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
+                }
+                None => notes.push(format!("unknown activity kind '{name}' ignored")),
+            }
+        }
+        let buffer_bytes = match env("CUTRACE_BUFFER_BYTES").map(|s| s.parse::<usize>()) {
+            None => DEFAULT_BUFFER_BYTES,
+            Some(Ok(b)) if (MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&b) => b,
+            Some(_) => {
+                notes.push("CUTRACE_BUFFER_BYTES outside 1–10 MiB; using 8 MiB".into());
+                DEFAULT_BUFFER_BYTES
+            }
+        };
+        let num = |k: &str, d: u64| env(k).and_then(|s| s.parse::<u64>().ok()).unwrap_or(d);
+        let runtime_cbids = env("CUTRACE_RUNTIME_CBIDS").map(|s| {
+            s.split(',')
+                .filter_map(|x| x.trim().parse::<u32>().ok())
+                .collect::<Vec<_>>()
+        });
+        Config {
+            output_dir: env("CUTRACE_OUTPUT_DIR")
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| ".".into())
+                .into(),
+            kinds,
+            buffer_bytes,
+            max_buffers: num("CUTRACE_MAX_BUFFERS", 24).clamp(2, 1024) as usize,
+            prealloc_buffers: num("CUTRACE_PREALLOC_BUFFERS", 2).min(64) as usize,
+            discard: env("CUTRACE_DISCARD").as_deref() == Some("1"),
+            serialize_kernels,
+            runtime_cbids,
+            record_cmdline: env("CUTRACE_RECORD_CMDLINE").as_deref() == Some("1"),
+            exit_deadline_ms: num("CUTRACE_EXIT_DEADLINE_MS", 10_000),
+            flush_period_ms: num("CUTRACE_FLUSH_PERIOD_MS", 1_000).max(10),
+            notes,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = Config::from_env(&|_| None);
+        assert_eq!(c.kinds.len(), 7);
+        assert_eq!(c.kinds[0], kind::CONCURRENT_KERNEL);
+        assert_eq!(c.buffer_bytes, 8 << 20);
+        assert!(!c.discard);
+        let c = Config::from_env(&|k| match k {
+            "CUTRACE_KINDS" => Some("kernel,bogus,runtime".into()),
+            "CUTRACE_SERIALIZE_KERNELS" => Some("1".into()),
+            "CUTRACE_BUFFER_BYTES" => Some("99999999999".into()),
+            _ => None,
+        });
+        assert_eq!(c.kinds, vec![kind::KERNEL, kind::RUNTIME]);
+        assert_eq!(c.notes.len(), 2);
+        assert_eq!(c.buffer_bytes, 8 << 20);
+    }
+}

@@ -1,0 +1,248 @@
+//! From CUPTI records to the native writer: a pure step over decoded records, so it is tested
+//! with hand-built buffers and no GPU.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use cutrace_cupti::activity::{self, Activity};
+use cutrace_trace::native::{DeviceInfo, MarkerEvent, Writer};
+use cutrace_trace::*;
+
+/// Per-file decoding state: name caches and the devices seen.
+#[derive(Default)]
+pub struct Decoder {
+    /// CUPTI name pointers are stable for a function's lifetime: cache their ids.
+    names: HashMap<usize, StrId>,
+    api_names: HashMap<(bool, u32), StrId>,
+    overhead_names: HashMap<u32, StrId>,
+    pub devices: Vec<DeviceInfo>,
+    pub devices_changed: bool,
+    pub records: u64,
+    pub unknown: u64,
+}
+
+/// Looks up an API function's name by (driver?, callback id).
+pub type ApiNamer<'a> = &'a dyn Fn(bool, u32) -> Option<String>;
+
+/// `cudaLaunchKernel_v7000` → `cudaLaunchKernel` (Kineto's spelling).
+pub fn strip_version_suffix(name: &str) -> &str {
+    if let Some(i) = name.rfind("_v") {
+        let tail = &name[i + 2..];
+        if !tail.is_empty() && tail.bytes().all(|b| b.is_ascii_digit()) {
+            return &name[..i];
+        }
+    }
+    name
+}
+
+impl Decoder {
+    fn name<W: Write>(&mut self, w: &mut Writer<W>, ptr: usize) -> StrId {
+        if let Some(&id) = self.names.get(&ptr) {
+            return id;
+        }
+        // SAFETY: CUPTI owns the string and keeps it alive while loaded (or ptr is 0).
+        let s = unsafe { activity::cstr_at(ptr) }.unwrap_or_default();
+        let id = w.intern(&s);
+        self.names.insert(ptr, id);
+        id
+    }
+
+    /// Adds one decoded record to the writer.
+    pub fn add<W: Write>(&mut self, w: &mut Writer<W>, a: &Activity, api_name: ApiNamer<'_>) {
+        self.records += 1;
+        match a {
+            Activity::Kernel(k) => {
+                let name = self.name(w, k.name_ptr);
+                w.push_kernel(&Kernel {
+                    device: k.device,
+                    context: k.context,
+                    stream: k.stream.into(),
+                    correlation_id: k.correlation_id.into(),
+                    start_ns: k.start,
+                    end_ns: k.end,
+                    name,
+                    grid: k.grid.map(|v| v as u32),
+                    block: k.block.map(|v| v as u32),
+                    registers_per_thread: k.registers_per_thread.into(),
+                    static_shared_bytes: k.static_shared as u32,
+                    dynamic_shared_bytes: k.dynamic_shared as u32,
+                    graph_id: k.graph_id,
+                });
+            }
+            Activity::Api(r) => {
+                let key = (r.driver, r.cbid);
+                let name = match self.api_names.get(&key) {
+                    Some(&id) => id,
+                    None => {
+                        let n = api_name(r.driver, r.cbid)
+                            .map(|n| strip_version_suffix(&n).to_owned())
+                            .unwrap_or_else(|| format!("cbid_{}", r.cbid));
+                        let id = w.intern(&n);
+                        self.api_names.insert(key, id);
+                        id
+                    }
+                };
+                w.push_api(&ApiCall {
+                    kind: if r.driver {
+                        ApiKind::Driver
+                    } else {
+                        ApiKind::Runtime
+                    },
+                    name,
+                    cbid: r.cbid,
+                    process: r.process,
+                    thread: r.thread.into(),
+                    correlation_id: r.correlation_id.into(),
+                    start_ns: r.start,
+                    end_ns: r.end,
+                    return_value: r.return_value as i32,
+                });
+            }
+            Activity::Memcpy(m) => w.push_memcpy(&Memcpy {
+                kind: match m.copy_kind {
+                    1 => CopyKind::HtoD,
+                    2 => CopyKind::DtoH,
+                    8 => CopyKind::DtoD,
+                    9 => CopyKind::HtoH,
+                    10 => CopyKind::PtoP,
+                    _ => CopyKind::Unknown,
+                },
+                bytes: m.bytes,
+                device: m.device,
+                context: m.context,
+                stream: m.stream.into(),
+                correlation_id: m.correlation_id.into(),
+                start_ns: m.start,
+                end_ns: m.end,
+            }),
+            Activity::Memset(m) => w.push_memset(&Memset {
+                bytes: m.bytes,
+                value: m.value,
+                device: m.device,
+                context: m.context,
+                stream: m.stream.into(),
+                correlation_id: m.correlation_id.into(),
+                start_ns: m.start,
+                end_ns: m.end,
+            }),
+            Activity::Sync(s) => w.push_sync(
+                &Synchronization {
+                    kind: match s.sync_type {
+                        1 => SyncKind::EventSynchronize,
+                        2 => SyncKind::StreamWaitEvent,
+                        3 => SyncKind::StreamSynchronize,
+                        4 => SyncKind::ContextSynchronize,
+                        _ => SyncKind::Unknown,
+                    },
+                    device: 0,
+                    context: s.context,
+                    stream: (s.stream != u32::MAX).then_some(s.stream.into()),
+                    correlation_id: s.correlation_id.into(),
+                    start_ns: s.start,
+                    end_ns: s.end,
+                },
+                false,
+            ),
+            Activity::Marker(m) => {
+                let name = self.name(w, m.name_ptr);
+                let domain = self.name(w, m.domain_ptr);
+                w.push_marker(&MarkerEvent {
+                    ts_ns: m.timestamp,
+                    id: m.id,
+                    flags: m.flags,
+                    name,
+                    domain,
+                    process: m.object_a,
+                    thread: m.object_b.into(),
+                });
+            }
+            Activity::Overhead(o) => {
+                let kind = *self
+                    .overhead_names
+                    .entry(o.overhead_kind)
+                    .or_insert_with(|| w.intern(activity::overhead_kind_name(o.overhead_kind)));
+                w.push_overhead(&Overhead {
+                    kind,
+                    process: o.object_a,
+                    thread: o.object_b.into(),
+                    start_ns: o.start,
+                    end_ns: o.end,
+                });
+            }
+            Activity::Device(d) => {
+                if !self.devices.iter().any(|x| x.device == d.id) {
+                    // SAFETY: CUPTI-owned name string, or null.
+                    let name = unsafe { activity::cstr_at(d.name_ptr) }.unwrap_or_default();
+                    let u = d.uuid;
+                    let uuid = format!(
+                        "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                        u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]
+                    );
+                    self.devices.push(DeviceInfo {
+                        device: d.id,
+                        name,
+                        compute_capability: Some((d.cc_major, d.cc_minor)),
+                        sm_count: Some(d.sm_count),
+                        global_memory_bytes: Some(d.global_memory_bytes),
+                        uuid: Some(uuid),
+                    });
+                    self.devices_changed = true;
+                }
+            }
+            Activity::Other(_) => self.unknown += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutrace_cupti::activity::{decode, mock};
+    use cutrace_trace::native::Header;
+    use std::io::Cursor;
+
+    #[test]
+    fn hand_built_buffer_becomes_a_trace() {
+        let name = std::ffi::CString::new("_Z6squarePf").unwrap();
+        let recs = vec![
+            mock::runtime(211, 100, 200, 1),
+            mock::kernel(300, 900, 0, 13, 1, name.as_ptr() as usize),
+            mock::runtime(211, 210, 260, 2),
+            mock::kernel(950, 1500, 0, 13, 2, name.as_ptr() as usize),
+        ];
+        let mut w = Writer::new(Cursor::new(Vec::new()), &Header::default()).unwrap();
+        let mut d = Decoder::default();
+        let namer = |drv: bool, cbid: u32| {
+            (!drv && cbid == 211).then(|| "cudaLaunchKernel_v7000".to_string())
+        };
+        for r in &recs {
+            d.add(&mut w, &decode(r).unwrap(), &namer);
+        }
+        let bytes = w.finish(&Default::default()).unwrap().into_inner();
+        let dir = std::env::temp_dir().join(format!("cutrace-inject-dec-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.cutrace");
+        std::fs::write(&p, bytes).unwrap();
+        let t = cutrace_trace::native::read(&p, &mut |_, _| {}).unwrap();
+        assert_eq!(t.kernels.len(), 2);
+        assert_eq!(t.api_calls.len(), 2);
+        assert_eq!(t.str(t.api_calls[0].name), "cudaLaunchKernel");
+        assert_eq!(t.str(t.kernels[0].name), "_Z6squarePf");
+        assert_eq!(t.kernels[1].stream, 13);
+        assert!(t.meta.complete);
+    }
+
+    #[test]
+    fn version_suffix_stripping() {
+        assert_eq!(
+            strip_version_suffix("cudaLaunchKernel_v7000"),
+            "cudaLaunchKernel"
+        );
+        assert_eq!(
+            strip_version_suffix("cudaLaunchKernel_ptsz_v7000"),
+            "cudaLaunchKernel_ptsz"
+        );
+        assert_eq!(strip_version_suffix("cuLaunchKernel"), "cuLaunchKernel");
+        assert_eq!(strip_version_suffix("foo_v"), "foo_v");
+    }
+}

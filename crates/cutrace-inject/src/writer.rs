@@ -1,0 +1,289 @@
+//! The writer thread: takes completed buffers, decodes them into the native format, appends
+//! chunks to this process's part file, zeroes the buffers and returns them to the pool. It also
+//! asks CUPTI for completed buffers periodically, so a long run streams to disk.
+
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use cutrace_cupti::activity::{self, kind, MAX_RECORD_PREFIX};
+use cutrace_cupti::api::{CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API};
+use cutrace_trace::native::{self, ClockRef, Header, Meta, Tail, Writer};
+
+use crate::decode::Decoder;
+use crate::{Done, Global};
+
+/// Rows after which the writer writes chunks even before the flush period has passed.
+const ROWS_PER_FLUSH: usize = 262_144;
+
+pub(crate) fn run(g: &'static Global, kinds: Vec<u32>) {
+    let r = catch_unwind(AssertUnwindSafe(|| run_inner(g, &kinds)));
+    if r.is_err() {
+        eprintln!(
+            "cutrace: pid {}: the trace writer stopped on an internal error (a bug in cutrace); \
+             the trace is incomplete",
+            std::process::id()
+        );
+    }
+    if let Ok(mut d) = g.writer_done.lock() {
+        *d = true;
+    }
+    g.writer_done_cv.notify_all();
+}
+
+struct Out {
+    w: Writer<File>,
+    path: PathBuf,
+}
+
+fn run_inner(g: &'static Global, kinds: &[u32]) {
+    g.pool.prefill(g.config.prealloc_buffers);
+    let mut out = if g.config.discard {
+        None
+    } else {
+        match open_part(g, kinds) {
+            Ok(o) => Some(o),
+            Err(msg) => {
+                eprintln!("cutrace: pid {} runs untraced: {msg}", std::process::id());
+                None
+            }
+        }
+    };
+    let mut dec = Decoder::default();
+    let period = Duration::from_millis(g.config.flush_period_ms);
+    let mut last_flush_request = Instant::now();
+    let mut last_write = Instant::now();
+    let mut lost_records = 0u64;
+    let mut last_meta = (0u64, 0u64, 0usize);
+    loop {
+        let batch: Vec<Done> = {
+            let Ok(q) = g.queue.lock() else { return };
+            let Ok((mut q, _)) = g
+                .queue_cv
+                .wait_timeout_while(q, Duration::from_millis(50), |q| {
+                    q.is_empty() && !g.stop.load(Ordering::SeqCst)
+                })
+            else {
+                return;
+            };
+            q.drain(..).collect()
+        };
+        for d in &batch {
+            process(g, out.as_mut(), &mut dec, d);
+        }
+        let stopping = g.stop.load(Ordering::SeqCst);
+        if let Some(o) = out.as_mut() {
+            let due = last_write.elapsed() >= period || o.w.pending_rows() >= ROWS_PER_FLUSH;
+            if o.w.pending_rows() > 0 && (due || stopping) {
+                let pending = o.w.pending_rows() as u64;
+                let mut r = o.w.flush();
+                last_write = Instant::now();
+                let meta_now = (
+                    g.dropped_by_cupti.load(Ordering::Relaxed),
+                    g.pool.refused.load(Ordering::Relaxed),
+                    dec.devices.len(),
+                );
+                if r.is_ok() && (meta_now != last_meta || dec.devices_changed) {
+                    r = o.w.write_meta(&Meta {
+                        devices: dec.devices.clone(),
+                        dropped_by_cupti: Some(meta_now.0),
+                        dropped_by_recorder: Some(lost_records),
+                        notes: Vec::new(),
+                    });
+                    dec.devices_changed = false;
+                    last_meta = meta_now;
+                }
+                if let Err(e) = r {
+                    eprintln!(
+                        "cutrace: pid {}: writing {} failed ({e}); recording stops here, the \
+                         trace keeps what was written",
+                        std::process::id(),
+                        o.path.display()
+                    );
+                    lost_records += pending;
+                    out = None;
+                }
+            }
+        }
+        if last_flush_request.elapsed() >= period && !stopping {
+            // Completed buffers come back through buffer_completed on this thread.
+            let _ = g.cupti.flush_all(0);
+            last_flush_request = Instant::now();
+        }
+        if stopping && g.queue.lock().map(|q| q.is_empty()).unwrap_or(true) {
+            break;
+        }
+    }
+    if let Some(o) = out {
+        let tail = Tail {
+            records: 0,
+            dropped_by_cupti: g.dropped_by_cupti.load(Ordering::Relaxed),
+            dropped_by_recorder: lost_records,
+            buffers_refused: g.pool.refused.load(Ordering::Relaxed),
+            buffers_completed: g.buffers_completed.load(Ordering::Relaxed),
+            incomplete_reason: None,
+        };
+        let mut w = o.w;
+        if dec.devices_changed {
+            let _ = w.write_meta(&Meta {
+                devices: dec.devices.clone(),
+                ..Meta::default()
+            });
+        }
+        if let Err(e) = w.finish(&tail) {
+            eprintln!(
+                "cutrace: pid {}: finishing {} failed ({e}); the trace is incomplete",
+                std::process::id(),
+                o.path.display()
+            );
+        }
+    }
+}
+
+fn process(g: &Global, out: Option<&mut Out>, dec: &mut Decoder, d: &Done) {
+    let buf = d.ptr as *mut u8;
+    if let Some(o) = out {
+        let namer = |driver: bool, cbid: u32| {
+            let domain = if driver {
+                CB_DOMAIN_DRIVER_API
+            } else {
+                CB_DOMAIN_RUNTIME_API
+            };
+            g.cupti.callback_name(domain, cbid)
+        };
+        let end = d.ptr + d.valid;
+        let mut cur: *mut u8 = std::ptr::null_mut();
+        loop {
+            // SAFETY: buf is a completed CUPTI buffer with `valid` bytes.
+            match unsafe { g.cupti.next_record(buf, d.valid, cur) } {
+                Ok(Some(rec)) => {
+                    let at = rec as usize;
+                    if at < d.ptr || at >= end {
+                        break;
+                    }
+                    let len = (end - at).min(MAX_RECORD_PREFIX);
+                    // SAFETY: [at, at+len) lies inside the valid part of the buffer.
+                    let bytes = unsafe { std::slice::from_raw_parts(rec as *const u8, len) };
+                    if let Some(a) = activity::decode(bytes) {
+                        dec.add(&mut o.w, &a, &namer);
+                    }
+                    cur = rec;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    if let Ok(mut n) = g.notes.lock() {
+                        if n.len() < 16 {
+                            n.push(format!("a buffer could not be walked to its end: {e}"));
+                        }
+                    }
+                    break;
+                }
+            }
+        }
+    }
+    // SAFETY: CUPTI handed the buffer back; it came from the pool.
+    unsafe { g.pool.put_back(buf, d.valid) };
+}
+
+fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: buf is writable for its length.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
+    if r != 0 {
+        return "unknown-host".into();
+    }
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
+    let dir = &g.config.output_dir;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| {
+            format!(
+                "cannot create the trace directory {} ({e}). Fix: pass a writable -o",
+                dir.display()
+            )
+        })?;
+    let host = hostname();
+    let pid = std::process::id();
+    let mut file = None;
+    for attempt in 0..1000 {
+        let path = dir.join(native::part_file_name(&host, pid, attempt));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => {
+                file = Some((f, path));
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                return Err(format!(
+                    "cannot create {} ({e}). Fix: pass a writable -o",
+                    path.display()
+                ))
+            }
+        }
+    }
+    let (f, path) = file.ok_or_else(|| format!("no free part name in {}", dir.display()))?;
+    let cupti_ns = g.cupti.timestamp();
+    let clock = cupti_ns.map(|c| ClockRef {
+        cupti_ns: c,
+        realtime_ns: clock_ns(libc::CLOCK_REALTIME),
+        monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC),
+    });
+    let cmdline = g.config.record_cmdline.then(|| {
+        std::fs::read("/proc/self/cmdline")
+            .map(|b| {
+                b.split(|&c| c == 0)
+                    .filter(|s| !s.is_empty())
+                    .map(|s| String::from_utf8_lossy(s).into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    });
+    let notes = g.notes.lock().map(|n| n.clone()).unwrap_or_default();
+    let header = Header {
+        format_version: native::FORMAT_VERSION,
+        cutrace_version: env!("CARGO_PKG_VERSION").into(),
+        host: Some(host),
+        pid: Some(pid),
+        cupti_version: g.cupti.version().ok(),
+        cupti_path: Some(g.cupti.path.clone()),
+        cuda_driver_version: g.driver_cuda_version,
+        driver_version: std::fs::read_to_string("/proc/driver/nvidia/version")
+            .ok()
+            .and_then(|t| cutrace_cupti::version::parse_kernel_module_version(&t)),
+        clock,
+        kinds: kinds.iter().map(|&k| kind::name(k).to_owned()).collect(),
+        buffer_bytes: Some(g.config.buffer_bytes as u64),
+        cmdline,
+        notes,
+    };
+    let w =
+        Writer::new(f, &header).map_err(|e| format!("cannot write {} ({e})", path.display()))?;
+    Ok(Out { w, path })
+}
