@@ -15,7 +15,12 @@ fn missing_cupti_means_one_line_and_untraced() {
     }
     let exe = std::env::current_exe().unwrap();
     let out = Command::new(exe)
-        .args(["--exact", "missing_cupti_means_one_line_and_untraced", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "missing_cupti_means_one_line_and_untraced",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env("CUTRACE_INJECT_CHILD", "1")
         .env("CUTRACE_CUPTI_LIB", "/nonexistent/libcupti.so.13")
         .output()
@@ -24,9 +29,16 @@ fn missing_cupti_means_one_line_and_untraced() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "child failed: {stderr}");
     assert!(stdout.contains("HOST PROGRAM OUTPUT"), "{stdout}");
-    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("cutrace:")).collect();
+    let lines: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.starts_with("cutrace:"))
+        .collect();
     assert_eq!(lines.len(), 1, "exactly one cutrace line, got: {stderr}");
     assert!(lines[0].contains("runs untraced"), "{}", lines[0]);
     assert!(lines[0].contains("Fix:"), "{}", lines[0]);
-    assert!(lines[0].contains("/nonexistent/libcupti.so.13"), "{}", lines[0]);
+    assert!(
+        lines[0].contains("/nonexistent/libcupti.so.13"),
+        "{}",
+        lines[0]
+    );
 }

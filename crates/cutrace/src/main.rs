@@ -21,6 +21,7 @@ struct Cli {
 enum Command {
     Report(cmd::report::Args),
     Record(cmd::record::Args),
+    Convert(cmd::convert::Args),
     Doctor(cmd::doctor::Args),
     Audit(cmd::audit::Args),
     Dcgm(cmd::dcgm::Args),
@@ -31,6 +32,7 @@ fn main() {
     let result = match cli.command {
         Command::Report(a) => cmd::report::run(a),
         Command::Record(a) => cmd::record::run(a),
+        Command::Convert(a) => cmd::convert::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Audit(a) => cmd::audit::run(a),
         Command::Dcgm(a) => cmd::dcgm::run(a),

@@ -1,9 +1,273 @@
-//! `cutrace record` (being written).
+//! `cutrace record`: run a program with cutrace's CUPTI injection library, no code change.
+//!
+//! cutrace sets the environment and then *becomes* the program (exec), so stdin, stdout,
+//! stderr, signals and the exit status are the program's own, exactly. Every CUDA process the
+//! program starts (fork+exec, multiprocessing, torchrun workers) inherits the environment and
+//! writes its own part `HOST-PID.cutrace` into the output directory, created exclusively.
 
-/// (not yet implemented)
+use std::ffi::OsString;
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+
+/// The injection library's file name, installed next to the `cutrace` binary.
+pub const INJECT_LIB_NAME: &str = "libcutrace_inject.so";
+
+/// Activity kinds `--kinds` accepts (the injection reads the same names).
+pub const KINDS: &[(&str, &str)] = &[
+    (
+        "kernel",
+        "kernel executions (CONCURRENT_KERNEL; KERNEL with --serialize-kernels)",
+    ),
+    (
+        "runtime",
+        "CUDA runtime API calls (needed to join kernels to their launch)",
+    ),
+    ("driver", "CUDA driver API calls"),
+    ("memcpy", "memory copies"),
+    ("memset", "memsets"),
+    ("sync", "synchronizations (stream/event/context)"),
+    ("nvtx", "NVTX ranges and marks"),
+    ("overhead", "time CUPTI itself spent"),
+];
+
+/// Trace a CUDA program with no code change.
+///
+/// The trace is a directory: each CUDA process writes its own part, HOST-PID.cutrace (never
+/// overwriting another). Read it with `cutrace report DIR`. The program's output, signals and
+/// exit status are passed through unchanged.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Trace directory (created if missing); one part per CUDA process is written into it.
+    #[arg(short, long, default_value = "cutrace-trace")]
+    output: PathBuf,
+    /// Activity kinds, comma-separated: kernel, runtime, driver, memcpy, memset, sync, nvtx,
+    /// overhead.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "kernel,runtime,memcpy,memset,sync,nvtx,overhead"
+    )]
+    kinds: Vec<String>,
+    /// CUPTI activity buffer size in MiB (1–10).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10))]
+    buffer_size: u32,
+    /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
+    #[arg(long)]
+    serialize_kernels: bool,
+    /// Store the program's command line in the trace (off by default: it can hold secrets).
+    #[arg(long)]
+    record_cmdline: bool,
+    /// Benchmark floor: enable the same kinds but discard every record (writes no trace).
+    #[arg(long, hide = true)]
+    discard: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<OsString>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("cutrace record is not implemented yet")
+/// Finds the injection library: `CUTRACE_INJECT_LIB`, else next to the cutrace binary, else in
+/// `../lib` or `../lib/cutrace` beside it. The result is absolute.
+pub fn find_inject_lib(env_value: Option<OsString>, exe: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = env_value.filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        if !p.is_file() {
+            bail!(
+                "CUTRACE_INJECT_LIB={} is not a file; point it at {INJECT_LIB_NAME}",
+                p.display()
+            );
+        }
+        return std::fs::canonicalize(&p).with_context(|| format!("resolving {}", p.display()));
+    }
+    let mut tried = Vec::new();
+    if let Some(dir) = exe.and_then(Path::parent) {
+        for cand in [
+            dir.join(INJECT_LIB_NAME),
+            dir.join("../lib").join(INJECT_LIB_NAME),
+            dir.join("../lib/cutrace").join(INJECT_LIB_NAME),
+        ] {
+            if cand.is_file() {
+                return std::fs::canonicalize(&cand)
+                    .with_context(|| format!("resolving {}", cand.display()));
+            }
+            tried.push(cand.display().to_string());
+        }
+    }
+    bail!(
+        "cannot find {INJECT_LIB_NAME} (tried {}); install it next to the cutrace binary or set \
+         CUTRACE_INJECT_LIB",
+        tried.join(", ")
+    )
+}
+
+/// The environment `record` gives the program (names and values), pure for tests.
+pub fn injection_env(
+    inject: &Path,
+    out_dir: &Path,
+    kinds: &[String],
+    buffer_mib: u32,
+    serialize: bool,
+    record_cmdline: bool,
+    discard: bool,
+) -> Vec<(String, OsString)> {
+    let mut env = vec![
+        (
+            "CUDA_INJECTION64_PATH".to_string(),
+            inject.as_os_str().to_owned(),
+        ),
+        (
+            "CUTRACE_OUTPUT_DIR".to_string(),
+            out_dir.as_os_str().to_owned(),
+        ),
+        ("CUTRACE_KINDS".to_string(), kinds.join(",").into()),
+        (
+            "CUTRACE_BUFFER_BYTES".to_string(),
+            (u64::from(buffer_mib) << 20).to_string().into(),
+        ),
+    ];
+    if serialize {
+        env.push(("CUTRACE_SERIALIZE_KERNELS".into(), "1".into()));
+    }
+    if record_cmdline {
+        env.push(("CUTRACE_RECORD_CMDLINE".into(), "1".into()));
+    }
+    if discard {
+        env.push(("CUTRACE_DISCARD".into(), "1".into()));
+    }
+    env
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    for k in &args.kinds {
+        if !KINDS.iter().any(|(n, _)| n == k) {
+            let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
+            bail!(
+                "unknown activity kind '{k}'; known kinds: {}",
+                names.join(", ")
+            );
+        }
+    }
+    if !args.kinds.iter().any(|k| k == "runtime" || k == "driver") {
+        eprintln!(
+            "cutrace: warning: neither 'runtime' nor 'driver' is recorded, so kernels cannot be \
+             joined to their launch calls (every kernel will be an orphan)"
+        );
+    }
+    if args.serialize_kernels {
+        eprintln!(
+            "cutrace: warning: --serialize-kernels records the KERNEL kind, which serializes every \
+             kernel on the GPU: the program's concurrency (and so its timing) changes"
+        );
+    }
+    let exe = std::env::current_exe().ok();
+    let inject = find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe.as_deref())?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&args.output)
+        .with_context(|| format!("creating the trace directory {}", args.output.display()))?;
+    let out_dir = std::fs::canonicalize(&args.output)
+        .with_context(|| format!("resolving {}", args.output.display()))?;
+    let earlier = std::fs::read_dir(&out_dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "cutrace"))
+                .count()
+        })
+        .unwrap_or(0);
+    let mut env = injection_env(
+        &inject,
+        &out_dir,
+        &args.kinds,
+        args.buffer_size,
+        args.serialize_kernels,
+        args.record_cmdline,
+        args.discard,
+    );
+    if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
+    {
+        // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti.
+        if let Some(c) = cutrace_cupti::locate::candidates_here().into_iter().next() {
+            env.push(("NVTX_INJECTION64_PATH".into(), c.path.into_os_string()));
+        }
+    }
+    if let Some(prev) = std::env::var_os("CUDA_INJECTION64_PATH") {
+        if prev != inject.as_os_str() {
+            eprintln!(
+                "cutrace: warning: CUDA_INJECTION64_PATH was already set to {} (another tracer?); \
+                 cutrace replaces it for this run",
+                Path::new(&prev).display()
+            );
+        }
+    }
+    if earlier > 0 {
+        eprintln!(
+            "cutrace: note: {} already holds {earlier} part(s) from earlier runs; `cutrace report` \
+             on it reads them together (use a fresh -o to keep runs apart)",
+            out_dir.display()
+        );
+    }
+    eprintln!(
+        "cutrace: recording into {} (one HOST-PID.cutrace part per CUDA process); then run \
+         `cutrace report {}`",
+        out_dir.display(),
+        out_dir.display()
+    );
+    let (prog, rest) = args
+        .command
+        .split_first()
+        .context("no command given: cutrace record [OPTIONS] -- CMD ARGS...")?;
+    let err = std::process::Command::new(prog)
+        .args(rest)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+        .exec();
+    // exec only returns on failure; exit like a shell does.
+    let code = if err.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    };
+    eprintln!("cutrace: cannot run {}: {err}", Path::new(prog).display());
+    Ok(code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_holds_absolute_paths_and_settings() {
+        let env = injection_env(
+            Path::new("/opt/cutrace/libcutrace_inject.so"),
+            Path::new("/tmp/t"),
+            &["kernel".into(), "runtime".into()],
+            4,
+            false,
+            true,
+            false,
+        );
+        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        assert_eq!(
+            get("CUDA_INJECTION64_PATH").unwrap(),
+            "/opt/cutrace/libcutrace_inject.so"
+        );
+        assert_eq!(get("CUTRACE_KINDS").unwrap(), "kernel,runtime");
+        assert_eq!(get("CUTRACE_BUFFER_BYTES").unwrap(), "4194304");
+        assert_eq!(get("CUTRACE_RECORD_CMDLINE").unwrap(), "1");
+        assert!(get("CUTRACE_DISCARD").is_none());
+    }
+
+    #[test]
+    fn inject_lib_is_found_next_to_the_binary_or_refused() {
+        let dir = std::env::temp_dir().join(format!("cutrace-rec-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let exe = dir.join("bin/cutrace");
+        assert!(find_inject_lib(None, Some(&exe)).is_err());
+        std::fs::write(dir.join("bin").join(INJECT_LIB_NAME), b"").unwrap();
+        let p = find_inject_lib(None, Some(&exe)).unwrap();
+        assert!(p.is_absolute());
+        assert!(find_inject_lib(Some("/nonexistent.so".into()), Some(&exe)).is_err());
+    }
 }

@@ -1,0 +1,94 @@
+//! `cutrace record` passes the program's stdin, stdout, stderr, exit status and signals through
+//! unchanged and hands it the injection environment. No GPU needed: the program here is `sh`.
+
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+fn setup(name: &str) -> (PathBuf, PathBuf) {
+    let dir =
+        std::env::temp_dir().join(format!("cutrace-record-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let lib = dir.join("libcutrace_inject.so");
+    std::fs::write(&lib, b"not really a library").unwrap();
+    (dir, lib)
+}
+
+fn record(dir: &PathBuf, lib: &PathBuf, script: &str) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
+    c.env("CUTRACE_INJECT_LIB", lib)
+        .env_remove("CUDA_INJECTION64_PATH")
+        .args(["record", "-o"])
+        .arg(dir.join("trace"))
+        .args(["--", "sh", "-c", script]);
+    c
+}
+
+#[test]
+fn io_and_exit_status_pass_through() {
+    let (dir, lib) = setup("io");
+    let mut child = record(&dir, &lib, "echo out; echo err >&2; cat; exit 7")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"in\n").unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "out\nin\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("err\n"), "{err}");
+    assert!(err.contains("cutrace: recording into"), "{err}");
+}
+
+#[test]
+fn program_gets_absolute_injection_env() {
+    let (dir, lib) = setup("env");
+    let out = record(
+        &dir,
+        &lib,
+        "echo \"$CUDA_INJECTION64_PATH|$CUTRACE_OUTPUT_DIR|$CUTRACE_KINDS|$CUTRACE_BUFFER_BYTES\"",
+    )
+    .output()
+    .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    let f: Vec<&str> = s.trim().split('|').collect();
+    assert_eq!(PathBuf::from(f[0]), std::fs::canonicalize(&lib).unwrap());
+    assert!(f[1].starts_with('/') && f[1].ends_with("trace"), "{s}");
+    assert_eq!(f[2], "kernel,runtime,memcpy,memset,sync,nvtx,overhead");
+    assert_eq!(f[3], (8u64 << 20).to_string());
+    assert!(dir.join("trace").is_dir());
+}
+
+#[test]
+fn death_by_signal_passes_through() {
+    let (dir, lib) = setup("sig");
+    let out = record(&dir, &lib, "kill -TERM $$").output().unwrap();
+    assert_eq!(out.status.signal(), Some(15));
+}
+
+#[test]
+fn bad_kind_and_missing_program_are_explained() {
+    let (dir, lib) = setup("bad");
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", &lib)
+        .args(["record", "--kinds", "kernel,warp", "--", "true"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown activity kind 'warp'"));
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", &lib)
+        .args(["record", "-o"])
+        .arg(dir.join("t2"))
+        .args(["--", "/nonexistent/program"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/program"));
+}
