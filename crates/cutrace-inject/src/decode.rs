@@ -144,8 +144,11 @@ impl Decoder {
                 false,
             ),
             Activity::Marker(m) => {
-                let name = self.name(w, m.name_ptr);
-                let domain = self.name(w, m.domain_ptr);
+                // Marker strings may be freed and their addresses reused: no pointer cache.
+                // SAFETY: CUPTI-owned strings, valid while the buffer is being processed.
+                let name = w.intern(&unsafe { activity::cstr_at(m.name_ptr) }.unwrap_or_default());
+                let domain =
+                    w.intern(&unsafe { activity::cstr_at(m.domain_ptr) }.unwrap_or_default());
                 w.push_marker(&MarkerEvent {
                     ts_ns: m.timestamp,
                     id: m.id,

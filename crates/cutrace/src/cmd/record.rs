@@ -188,9 +188,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     );
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {
-        // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti.
-        if let Some(c) = cutrace_cupti::locate::candidates_here().into_iter().next() {
-            env.push(("NVTX_INJECTION64_PATH".into(), c.path.into_os_string()));
+        // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti. The bare
+        // soname, when the loader resolves it, makes NVTX share the copy the program (or the
+        // injection) already loaded instead of mapping a second CUPTI into the process.
+        let soname = cutrace_cupti::locate::CUPTI_SONAME;
+        let value = if cutrace_cupti::Cupti::load_one(soname, "probe").is_ok() {
+            Some(OsString::from(soname))
+        } else {
+            cutrace_cupti::locate::candidates_here()
+                .into_iter()
+                .find(|c| c.path.is_absolute())
+                .map(|c| c.path.into_os_string())
+        };
+        if let Some(v) = value {
+            env.push(("NVTX_INJECTION64_PATH".into(), v));
         }
     }
     if let Some(prev) = std::env::var_os("CUDA_INJECTION64_PATH") {

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Builds the CUDA workloads on the GPU machine, traces each with `cutrace record`, checks every
+# trace against the program's own account, tests crash safety and the torch.profiler conflict,
+# runs the overhead benchmark, and leaves results under $OUT (at most 8 files). Short table last.
+#
+# usage (repository root on the GPU machine): bash gpu/run.sh
+#   BIN=.dev          folder holding the `cutrace` binary and libcutrace_inject.so
+#   PHASES="..."      any of: correct crash conflict torch_steps bench_cpp bench_torch peers
+set -u
+BIN=$(cd "${BIN:-.dev}" && pwd)
+OUT=${OUT:-/tmp/cutrace-out}
+PHASES=${PHASES:-"correct crash conflict torch_steps bench_cpp bench_torch peers"}
+REPS=${REPS:-7}
+W=/tmp/ct
+rm -rf "$W"; mkdir -p "$W/logs" "$W/fix" "$OUT"
+export PATH="$BIN:/usr/local/cuda/bin:$PATH"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+CT="$BIN/cutrace"
+R="$W/results.jsonl"
+G=$(cd "$(dirname "$0")" && pwd)
+has() { [[ " $PHASES " == *" $1 "* ]]; }
+log() { echo "== $*" >&2; }
+
+{ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -2;
+  ls -l /usr/local/cuda/lib64/libcupti.so*; uname -r; } > "$W/logs/machine.txt" 2>&1
+log "building workloads"
+nvcc -O2 -arch=sm_90 -o "$W/workloads" "$G/workloads.cu" > "$W/logs/nvcc.txt" 2>&1 || { cat "$W/logs/nvcc.txt"; exit 1; }
+WL="$W/workloads"
+
+if has correct; then
+  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000"; do
+    name=${mode// /_}
+    log "trace $name"
+    "$CT" record -o "$W/$name.trace" -- $WL $mode --json "$W/$name.json" > "$W/logs/$name.out" 2> "$W/logs/$name.err"
+    echo "rc=$?" >> "$W/logs/$name.err"
+    "$CT" convert "$W/$name.trace" --csv "$W/$name.csv" 2>> "$W/logs/$name.err"
+    "$CT" report "$W/$name.trace" > "$W/logs/$name.report.txt" 2>&1
+    python3 "$G/check.py" "$W/$name.json" "$W/$name.csv" "$W/$name.trace" >> "$R" 2>> "$W/logs/$name.err" || true
+  done
+  for name in two_streams copy_overlap graph threads8 nvtx tiny_5000; do
+    mkdir -p "$W/fix/$name"; cp "$W/$name.trace"/*.cutrace "$W/$name.json" "$W/fix/$name/" 2>/dev/null
+  done
+  # The launch/copy callback ids seen, for the lowered floor.
+  export LAUNCH_CBIDS=$(python3 - "$W" <<'EOF'
+import csv, glob, sys
+ids = set()
+for p in glob.glob(sys.argv[1] + "/*.csv/api_calls.csv"):
+    for r in csv.DictReader(open(p)):
+        n = r["name"]
+        if any(s in n for s in ("LaunchKernel", "Memcpy", "Memset", "GraphLaunch")) and r["kind"] == "Runtime":
+            ids.add(int(r["cbid"]))
+print(",".join(map(str, sorted(ids))))
+EOF
+)
+  echo "{\"launch_cbids\":\"$LAUNCH_CBIDS\"}" >> "$R"
+fi
+
+if has crash; then
+  log "SIGKILL mid-run"
+  "$CT" record -o "$W/kill.trace" -- $WL longrun 30 > "$W/logs/kill.out" 2> "$W/logs/kill.err" &
+  pid=$!; sleep 5; kill -KILL $pid; wait $pid; rc=$?
+  "$CT" convert "$W/kill.trace" --csv "$W/kill.csv" 2>> "$W/logs/kill.err"
+  python3 - "$W/kill.csv" $rc >> "$R" <<'EOF'
+import json, sys, csv
+m = json.load(open(sys.argv[1] + "/meta.json"))
+k = sum(1 for _ in csv.DictReader(open(sys.argv[1] + "/kernels.csv")))
+print(json.dumps({"mode": "sigkill", "rc": int(sys.argv[2]), "complete": m["complete"], "reason": m["incomplete_reason"], "kernels_recovered": k, "ok": (not m["complete"]) and k > 0}))
+EOF
+  mkdir -p "$W/fix/sigkill"; cp "$W/kill.trace"/*.cutrace "$W/fix/sigkill/" 2>/dev/null
+  log "SIGTERM handled by the program"
+  "$CT" record -o "$W/term.trace" -- $WL longrun 30 > "$W/logs/term.out" 2> "$W/logs/term.err" &
+  pid=$!; sleep 4; kill -TERM $pid; wait $pid; rc=$?
+  "$CT" convert "$W/term.trace" --csv "$W/term.csv" 2>> "$W/logs/term.err"
+  python3 - "$W/term.csv" $rc "$W/logs/term.out" >> "$R" <<'EOF'
+import json, sys
+m = json.load(open(sys.argv[1] + "/meta.json"))
+out = open(sys.argv[3]).read()
+rc = int(sys.argv[2])
+print(json.dumps({"mode": "sigterm", "rc": rc, "handler_ran": "handled signal 15" in out, "complete": m["complete"], "ok": rc == 42 and "handled signal 15" in out and m["complete"]}))
+EOF
+fi
+
+if has conflict; then
+  log "torch.profiler inside a traced program"
+  python3 "$G/torch_conflict.py" > "$W/logs/conflict_plain.out" 2> "$W/logs/conflict_plain.err"; rc1=$?
+  "$CT" record -o "$W/conflict.trace" -- python3 "$G/torch_conflict.py" > "$W/logs/conflict_traced.out" 2> "$W/logs/conflict_traced.err"; rc2=$?
+  python3 - "$W/logs" $rc1 $rc2 >> "$R" <<'EOF'
+import json, sys
+d, rc1, rc2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+o1, o2 = open(d + "/conflict_plain.out").read(), open(d + "/conflict_traced.out").read()
+e2 = open(d + "/conflict_traced.err").read().splitlines()
+print(json.dumps({"mode": "torch_profiler_conflict", "rc_plain": rc1, "rc_traced": rc2, "stdout_equal": o1 == o2,
+                  "cutrace_lines": [l for l in e2 if l.startswith("cutrace:")], "stderr_traced_tail": e2[-6:],
+                  "ok": rc1 == rc2 == 3 and o1 == o2}))
+EOF
+fi
+
+if has torch_steps; then
+  log "PyTorch kernel count vs torch.profiler"
+  python3 "$G/torch_steps.py" --profiler "$W/steps_profiler.json" > "$W/logs/steps_prof.out" 2> "$W/logs/steps_prof.err"
+  "$CT" record -o "$W/steps.trace" -- python3 "$G/torch_steps.py" > "$W/logs/steps.out" 2> "$W/logs/steps.err"
+  "$CT" convert "$W/steps.trace" --csv "$W/steps.csv" 2>> "$W/logs/steps.err"
+  a=$(tail -1 "$W/logs/steps_prof.out"); b=$(python3 "$G/torch_steps_check.py" "$W/steps.csv" 2>&1 | tail -1)
+  echo "{\"mode\":\"torch_steps\",\"profiler\":$a,\"cutrace\":$b}" >> "$R"
+fi
+
+if has peers || has bench_cpp; then
+  S=/tmp/cupti_samples; rm -rf $S; cp -r /usr/local/cuda/extras/CUPTI/samples $S 2>/dev/null
+  (cd $S/cupti_trace_injection 2>/dev/null && make > "$W/logs/sample_build.txt" 2>&1)
+  export SAMPLE_LIB=$(ls $S/cupti_trace_injection/*.so 2>/dev/null | head -1)
+  export NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
+fi
+export CUTRACE="$CT" WORKLOADS="$WL"
+if has bench_cpp; then
+  log "overhead: C++ 100k tiny kernels"
+  python3 "$G/bench_overhead.py" cpp "$W/bench_cpp.json" --reps $REPS > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
+fi
+if has bench_torch; then
+  log "overhead: PyTorch eager + training step"
+  python3 "$G/bench_overhead.py" torch "$W/bench_torch.json" --reps $REPS > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err"
+fi
+
+# Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).
+[ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
+[ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" > "$W/logs/capture_torch.txt" 2>&1; }
+
+tar -czf "$OUT/fixtures.tar.gz" -C "$W/fix" . 2>/dev/null
+tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/dev/null) 2>/dev/null
+cp "$R" "$OUT/results.jsonl" 2>/dev/null
+cat "$W"/bench_*.json > /dev/null 2>&1 && tar -czf "$OUT/bench.tar.gz" -C "$W" $(cd "$W" && ls bench_*.json bench_*.txt 2>/dev/null)
+{
+  echo "---- results"
+  python3 - "$R" <<'EOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "profiler", "cutrace", "launch_cbids")}
+    print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
+    for f in r.get("fails", []):
+        print("      fail:", f)
+EOF
+  cat "$W"/bench_*.txt 2>/dev/null
+} | tee "$OUT/summary.txt"

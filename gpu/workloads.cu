@@ -1,0 +1,347 @@
+// CUDA workloads that check `cutrace record` against what the program itself knows.
+//
+// Each mode launches a known amount of work and prints one JSON line (to stdout, or to the file
+// named by --json) with what it launched (kernels, copies, memsets, API calls by name, NVTX
+// ranges) and its own cudaEvent timing per stream, so gpu/check.py can compare a trace with
+// the program's own account. Build: nvcc -O2 -arch=sm_90 -o workloads workloads.cu
+//
+// Modes: two_streams, tiny, copy_overlap, graph, threads8, nvtx, longrun SECONDS
+
+#include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#define CK(x)                                                                              \
+  do {                                                                                     \
+    cudaError_t e_ = (x);                                                                  \
+    if (e_ != cudaSuccess) {                                                               \
+      fprintf(stderr, "CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__,      \
+              __LINE__, cudaGetErrorString(e_));                                           \
+      exit(1);                                                                             \
+    }                                                                                      \
+  } while (0)
+
+__device__ __forceinline__ unsigned long long globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Spins for `ns` nanoseconds of GPU time (one block is enough to be visible and to overlap).
+__global__ void spin(unsigned long long ns, int *out) {
+  unsigned long long t0 = globaltimer();
+  while (globaltimer() - t0 < ns) {
+  }
+  if (threadIdx.x == 0 && out) atomicAdd(out, 1);
+}
+
+__global__ void empty_kernel() {}
+
+__global__ void scale(float *x, int n, float a) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = x[i] * a + 1.0f;
+}
+
+static double now_us() {
+  return std::chrono::duration<double, std::micro>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// What the program launched, printed as JSON.
+struct Report {
+  std::string mode;
+  long kernels = 0, memcpys = 0, memsets = 0, nvtx_ranges = 0, nvtx_marks = 0;
+  std::vector<std::pair<std::string, long>> api;  // runtime API name -> calls
+  std::vector<std::string> streams;               // JSON objects
+  std::string extra;                              // extra JSON members
+  void add_api(const char *name, long n) {
+    for (auto &p : api)
+      if (p.first == name) {
+        p.second += n;
+        return;
+      }
+    api.emplace_back(name, n);
+  }
+  void print(const char *path) {
+    std::string s = "{\"mode\":\"" + mode + "\",\"kernels\":" + std::to_string(kernels) +
+                    ",\"memcpys\":" + std::to_string(memcpys) +
+                    ",\"memsets\":" + std::to_string(memsets) +
+                    ",\"nvtx_ranges\":" + std::to_string(nvtx_ranges) +
+                    ",\"nvtx_marks\":" + std::to_string(nvtx_marks) + ",\"api\":{";
+    for (size_t i = 0; i < api.size(); i++)
+      s += (i ? "," : "") + std::string("\"") + api[i].first + "\":" +
+           std::to_string(api[i].second);
+    s += "},\"streams\":[";
+    for (size_t i = 0; i < streams.size(); i++) s += (i ? "," : "") + streams[i];
+    s += "]" + extra + "}\n";
+    FILE *f = path ? fopen(path, "w") : stdout;
+    if (!f) {
+      perror(path);
+      exit(1);
+    }
+    fputs(s.c_str(), f);
+    if (path) fclose(f);
+    else fflush(stdout);
+  }
+};
+
+static std::string stream_json(cudaStream_t s, int index, long kernels, float event_ms) {
+  unsigned long long id = 0;
+  CK(cudaStreamGetId(s, &id));
+  char buf[256];
+  snprintf(buf, sizeof buf,
+           "{\"index\":%d,\"stream_id\":%llu,\"kernels\":%ld,\"event_ms\":%.6f}", index, id,
+           kernels, event_ms);
+  return buf;
+}
+
+// Two streams, each a back-to-back run of 1 ms kernels, overlapping in time.
+static void two_streams(Report &r) {
+  const int counts[2] = {20, 24};
+  cudaStream_t s[2];
+  cudaEvent_t a[2], b[2];
+  for (int i = 0; i < 2; i++) {
+    CK(cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking));
+    CK(cudaEventCreate(&a[i]));
+    CK(cudaEventCreate(&b[i]));
+  }
+  r.add_api("cudaStreamCreateWithFlags", 2);
+  r.add_api("cudaEventCreate", 4);
+  for (int i = 0; i < 2; i++) {
+    CK(cudaEventRecord(a[i], s[i]));
+    for (int k = 0; k < counts[i]; k++) spin<<<1, 32, 0, s[i]>>>(1000000ULL, nullptr);
+    CK(cudaEventRecord(b[i], s[i]));
+    r.kernels += counts[i];
+    r.add_api("cudaLaunchKernel", counts[i]);
+  }
+  r.add_api("cudaEventRecord", 4);
+  CK(cudaDeviceSynchronize());
+  r.add_api("cudaDeviceSynchronize", 1);
+  for (int i = 0; i < 2; i++) {
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a[i], b[i]));
+    r.streams.push_back(stream_json(s[i], i, counts[i], ms));
+  }
+}
+
+// 100,000 one-thread empty kernels on one stream: the launch-overhead benchmark.
+static void tiny(Report &r, long n) {
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  empty_kernel<<<1, 1, 0, s>>>();  // warm-up (module load)
+  CK(cudaStreamSynchronize(s));
+  double t0 = now_us();
+  for (long i = 0; i < n; i++) empty_kernel<<<1, 1, 0, s>>>();
+  CK(cudaStreamSynchronize(s));
+  double t1 = now_us();
+  r.kernels = n + 1;
+  r.add_api("cudaLaunchKernel", n + 1);
+  r.add_api("cudaStreamSynchronize", 2);
+  char buf[128];
+  snprintf(buf, sizeof buf, ",\"launches\":%ld,\"wall_us\":%.3f,\"us_per_launch\":%.5f", n,
+           t1 - t0, (t1 - t0) / n);
+  r.extra += buf;
+}
+
+// Host<->device copies on one stream overlapped with compute on another.
+static void copy_overlap(Report &r) {
+  const int chunks = 8;
+  const size_t n = 8 << 20;  // floats per chunk (32 MiB)
+  float *h = nullptr, *d = nullptr, *w = nullptr;
+  CK(cudaMallocHost(&h, chunks * n * sizeof(float)));
+  CK(cudaMalloc(&d, chunks * n * sizeof(float)));
+  CK(cudaMalloc(&w, n * sizeof(float)));
+  memset(h, 0, chunks * n * sizeof(float));
+  cudaStream_t copy, compute;
+  CK(cudaStreamCreateWithFlags(&copy, cudaStreamNonBlocking));
+  CK(cudaStreamCreateWithFlags(&compute, cudaStreamNonBlocking));
+  CK(cudaMemsetAsync(w, 0, n * sizeof(float), compute));
+  r.memsets += 1;
+  r.add_api("cudaMemsetAsync", 1);
+  cudaEvent_t a, b, c, e;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventCreate(&c));
+  CK(cudaEventCreate(&e));
+  CK(cudaEventRecord(a, copy));
+  CK(cudaEventRecord(c, compute));
+  for (int i = 0; i < chunks; i++) {
+    CK(cudaMemcpyAsync(d + i * n, h + i * n, n * sizeof(float), cudaMemcpyHostToDevice, copy));
+    spin<<<1, 32, 0, compute>>>(2000000ULL, nullptr);
+    scale<<<(n + 255) / 256, 256, 0, compute>>>(w, (int)n, 1.5f);
+  }
+  for (int i = 0; i < chunks; i++)
+    CK(cudaMemcpyAsync(h + i * n, d + i * n, n * sizeof(float), cudaMemcpyDeviceToHost, copy));
+  CK(cudaEventRecord(b, copy));
+  CK(cudaEventRecord(e, compute));
+  r.memcpys += 2 * chunks;
+  r.add_api("cudaMemcpyAsync", 2 * chunks);
+  r.kernels += 2 * chunks;
+  r.add_api("cudaLaunchKernel", 2 * chunks);
+  CK(cudaStreamSynchronize(copy));
+  CK(cudaStreamSynchronize(compute));
+  r.add_api("cudaStreamSynchronize", 2);
+  float ms_copy = 0, ms_compute = 0;
+  CK(cudaEventElapsedTime(&ms_copy, a, b));
+  CK(cudaEventElapsedTime(&ms_compute, c, e));
+  r.streams.push_back(stream_json(compute, 0, 2 * chunks, ms_compute));
+  char buf[256];
+  unsigned long long cid = 0;
+  CK(cudaStreamGetId(copy, &cid));
+  snprintf(buf, sizeof buf, ",\"copy_stream\":{\"stream_id\":%llu,\"memcpys\":%d,\"event_ms\":%.6f}",
+           cid, 2 * chunks, ms_copy);
+  r.extra += buf;
+}
+
+// A captured CUDA graph of 6 kernels and a memset, launched 50 times.
+static void graph(Report &r) {
+  const int nodes = 6, launches = 50;
+  const int n = 1 << 16;
+  float *x = nullptr;
+  CK(cudaMalloc(&x, n * sizeof(float)));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t g;
+  cudaGraphExec_t ge;
+  CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CK(cudaMemsetAsync(x, 0, n * sizeof(float), s));
+  for (int i = 0; i < nodes; i++) scale<<<n / 256, 256, 0, s>>>(x, n, 1.01f);
+  CK(cudaStreamEndCapture(s, &g));
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  for (int i = 0; i < launches; i++) CK(cudaGraphLaunch(ge, s));
+  CK(cudaStreamSynchronize(s));
+  r.kernels = (long)nodes * launches;
+  r.memsets = launches;
+  r.add_api("cudaGraphLaunch", launches);
+  char buf[96];
+  snprintf(buf, sizeof buf, ",\"graph_nodes\":%d,\"graph_launches\":%d", nodes, launches);
+  r.extra += buf;
+}
+
+// Eight host threads, each with its own stream and its own run of 0.5 ms kernels.
+static void threads8(Report &r) {
+  const int nthreads = 8;
+  std::vector<std::string> js(nthreads);
+  std::vector<std::thread> th;
+  for (int t = 0; t < nthreads; t++) {
+    th.emplace_back([t, &js]() {
+      cudaStream_t s;
+      cudaEvent_t a, b;
+      CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      CK(cudaEventCreate(&a));
+      CK(cudaEventCreate(&b));
+      int count = 10 + t;
+      CK(cudaEventRecord(a, s));
+      for (int k = 0; k < count; k++) spin<<<1, 32, 0, s>>>(500000ULL, nullptr);
+      CK(cudaEventRecord(b, s));
+      CK(cudaStreamSynchronize(s));
+      float ms = 0;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      js[t] = stream_json(s, t, count, ms);
+    });
+  }
+  for (auto &x : th) x.join();
+  for (int t = 0; t < nthreads; t++) {
+    r.kernels += 10 + t;
+    r.streams.push_back(js[t]);
+  }
+  r.add_api("cudaLaunchKernel", r.kernels);
+  r.add_api("cudaStreamSynchronize", nthreads);
+}
+
+// NVTX: 10 "step" ranges, each holding "forward" and "backward", plus 5 marks.
+static void nvtx(Report &r) {
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  for (int i = 0; i < 10; i++) {
+    nvtxRangePushA("step");
+    nvtxRangePushA("forward");
+    spin<<<1, 32, 0, s>>>(100000ULL, nullptr);
+    nvtxRangePop();
+    nvtxRangePushA("backward");
+    spin<<<1, 32, 0, s>>>(200000ULL, nullptr);
+    CK(cudaStreamSynchronize(s));
+    nvtxRangePop();
+    nvtxRangePop();
+    if (i % 2 == 0) nvtxMarkA("checkpoint");
+  }
+  r.kernels = 20;
+  r.nvtx_ranges = 30;
+  r.nvtx_marks = 5;
+  r.add_api("cudaLaunchKernel", 20);
+  r.add_api("cudaStreamSynchronize", 10);
+}
+
+static std::atomic<int> g_signal{0};
+static void on_signal(int sig) { g_signal.store(sig); }
+
+// Runs 100 µs kernels for up to SECONDS; SIGTERM/SIGINT end it early through its own handler
+// (exit status 42), which must still run under cutrace.
+static int longrun(Report &r, double seconds) {
+  signal(SIGTERM, on_signal);
+  signal(SIGINT, on_signal);
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  double t0 = now_us();
+  long n = 0;
+  printf("longrun started\n");
+  fflush(stdout);
+  while (now_us() - t0 < seconds * 1e6 && g_signal.load() == 0) {
+    for (int k = 0; k < 100; k++) spin<<<1, 32, 0, s>>>(100000ULL, nullptr);
+    CK(cudaStreamSynchronize(s));
+    n += 100;
+  }
+  r.kernels = n;
+  r.add_api("cudaLaunchKernel", n);
+  if (g_signal.load() != 0) {
+    printf("handled signal %d after %ld kernels\n", g_signal.load(), n);
+    fflush(stdout);
+    return 42;
+  }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr,
+            "usage: %s MODE [ARG] [--json PATH]\n  modes: two_streams tiny [N] copy_overlap "
+            "graph threads8 nvtx longrun SECONDS\n",
+            argv[0]);
+    return 2;
+  }
+  const char *json = nullptr;
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else args.push_back(argv[i]);
+  }
+  Report r;
+  r.mode = args[0];
+  int rc = 0;
+  CK(cudaFree(nullptr));  // create the context before anything is timed
+  if (r.mode == "two_streams") two_streams(r);
+  else if (r.mode == "tiny") tiny(r, args.size() > 1 ? atol(args[1].c_str()) : 100000);
+  else if (r.mode == "copy_overlap") copy_overlap(r);
+  else if (r.mode == "graph") graph(r);
+  else if (r.mode == "threads8") threads8(r);
+  else if (r.mode == "nvtx") nvtx(r);
+  else if (r.mode == "longrun") rc = longrun(r, args.size() > 1 ? atof(args[1].c_str()) : 10.0);
+  else {
+    fprintf(stderr, "unknown mode %s\n", r.mode.c_str());
+    return 2;
+  }
+  CK(cudaDeviceSynchronize());
+  r.add_api("cudaDeviceSynchronize", 1);
+  r.print(json);
+  return rc;
+}
