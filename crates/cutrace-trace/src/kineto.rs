@@ -6,35 +6,39 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::error::TraceError;
 use crate::model::*;
 use crate::open::Progress;
 use crate::timeparse::parse_us_to_ns;
 
+mod scan;
+use scan::{Args, Event};
+
 const CHUNK: usize = 1 << 20;
 const PROGRESS_EVERY: u64 = 16 << 20;
 
 /// Imports a Kineto JSON trace (`.json` or gzip-compressed).
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let mut file = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let total = file.metadata().ok().map(|m| m.len());
+    let mut magic = [0u8; 2];
+    let gz = file.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| TraceError::io(path, e))?;
+    // No BufReader: `Input` reads large chunks itself, and gzip buffers its own input.
     let mut counting = CountingReader {
-        inner: BufReader::with_capacity(CHUNK, file),
+        inner: file,
         count: 0,
         total,
         next_report: PROGRESS_EVERY,
         progress,
     };
-    let gz = std::io::BufRead::fill_buf(&mut counting.inner)
-        .map_err(|e| TraceError::io(path, e))?
-        .starts_with(&[0x1f, 0x8b]);
     let reader: Box<dyn Read + '_> = if gz {
         Box::new(flate2::read::MultiGzDecoder::new(&mut counting))
     } else {
@@ -93,23 +97,21 @@ impl<R: Read> Input<R> {
         }
         let old = self.buf.len();
         let want = self.chunk.max(old);
-        self.buf.resize(old + want, 0);
-        let mut filled = old;
-        while filled < self.buf.len() {
-            match self.reader.read(&mut self.buf[filled..]) {
+        loop {
+            match (&mut self.reader)
+                .take(want as u64)
+                .read_to_end(&mut self.buf)
+            {
                 Ok(0) => {
                     self.eof = true;
                     break;
                 }
-                Ok(n) => filled += n,
+                Ok(_) => break,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => {
-                    self.buf.truncate(filled);
-                    return Err(e);
-                }
+                Err(e) => return Err(e),
             }
         }
-        self.buf.truncate(filled);
+        let filled = self.buf.len();
         Ok(filled > old)
     }
 
@@ -132,114 +134,6 @@ struct Sink {
     skipped: std::collections::BTreeMap<String, u64>,
 }
 
-/// A JSON string borrowed from the input when it has no escapes (serde's own `Cow` impl inside
-/// an `Option` always allocates, which cost a tenth of the import time).
-struct Str<'a>(Cow<'a, str>);
-
-impl std::ops::Deref for Str<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Str<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Str<'de>, E> {
-                Ok(Str(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
-/// The fields every event may carry; `args` is decoded per category so that an odd `args` on an
-/// event we do not model cannot fail the import.
-#[derive(Deserialize)]
-struct Event<'a> {
-    #[serde(borrow, default)]
-    ph: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    cat: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    name: Option<Str<'a>>,
-    #[serde(borrow, default)]
-    pid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    tid: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    ts: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    dur: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    args: Option<Args<'a>>,
-}
-
-/// The `args` fields cutrace models, kept as raw JSON text: decoding them in one pass with the
-/// event is much cheaper than a second parse, and a field is only type-checked when the event's
-/// category needs it (an odd `args` on an event we skip must not fail the import).
-#[derive(Default)]
-struct Args<'a> {
-    device: Option<&'a RawValue>,
-    context: Option<&'a RawValue>,
-    stream: Option<&'a RawValue>,
-    correlation: Option<&'a RawValue>,
-    registers: Option<&'a RawValue>,
-    shared_memory: Option<&'a RawValue>,
-    grid: Option<&'a RawValue>,
-    block: Option<&'a RawValue>,
-    bytes: Option<&'a RawValue>,
-    cbid: Option<&'a RawValue>,
-    graph_id: Option<&'a RawValue>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Args<'a> {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> serde::de::Visitor<'de> for V {
-            type Value = Args<'de>;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an \"args\" object")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> Result<Args<'de>, A::Error> {
-                let mut a = Args::default();
-                while let Some(k) = m.next_key::<Str<'de>>()? {
-                    let v: &'de RawValue = m.next_value()?;
-                    let slot = match &*k.0 {
-                        "device" => &mut a.device,
-                        "context" => &mut a.context,
-                        "stream" => &mut a.stream,
-                        "correlation" => &mut a.correlation,
-                        "registers per thread" => &mut a.registers,
-                        "shared memory" => &mut a.shared_memory,
-                        "grid" => &mut a.grid,
-                        "block" => &mut a.block,
-                        "bytes" => &mut a.bytes,
-                        "cbid" => &mut a.cbid,
-                        "graph id" => &mut a.graph_id,
-                        _ => continue,
-                    };
-                    *slot = Some(v);
-                }
-                Ok(a)
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// The typed view of [`Args`] for one GPU or API event.
 #[derive(Default)]
 struct GpuArgs {
@@ -256,42 +150,63 @@ struct GpuArgs {
     graph_id: Option<u32>,
 }
 
-impl Args<'_> {
-    fn typed(&self) -> Result<GpuArgs, String> {
-        fn int<T: std::str::FromStr>(v: Option<&RawValue>, key: &str) -> Result<Option<T>, String> {
-            match v {
-                None => Ok(None),
-                Some(r) if r.get() == "null" => Ok(None),
-                Some(r) => r.get().parse::<T>().map(Some).map_err(|_| {
+fn typed(a: &Args<'_>) -> Result<GpuArgs, String> {
+    fn int<T: std::str::FromStr>(v: Option<&[u8]>, key: &str) -> Result<Option<T>, String> {
+        match v {
+            None | Some(b"null") => Ok(None),
+            Some(r) => std::str::from_utf8(r)
+                .ok()
+                .and_then(|t| t.parse::<T>().ok())
+                .map(Some)
+                .ok_or_else(|| {
                     format!(
                         "\"{key}\" should be a non-negative integer, found {}",
-                        r.get()
+                        String::from_utf8_lossy(r)
                     )
                 }),
-            }
         }
-        fn dim3(v: Option<&RawValue>, key: &str) -> Result<Option<[u32; 3]>, String> {
-            match v {
-                None => Ok(None),
-                Some(r) => serde_json::from_str(r.get())
-                    .map(Some)
-                    .map_err(|_| format!("\"{key}\" should be three integers, found {}", r.get())),
-            }
-        }
-        Ok(GpuArgs {
-            device: int(self.device, "device")?,
-            context: int(self.context, "context")?,
-            stream: int(self.stream, "stream")?,
-            correlation: int(self.correlation, "correlation")?,
-            registers: int(self.registers, "registers per thread")?,
-            shared_memory: int(self.shared_memory, "shared memory")?,
-            grid: dim3(self.grid, "grid")?,
-            block: dim3(self.block, "block")?,
-            bytes: int(self.bytes, "bytes")?,
-            cbid: int(self.cbid, "cbid")?,
-            graph_id: int(self.graph_id, "graph id")?,
-        })
     }
+    fn dim3(v: Option<&[u8]>, key: &str) -> Result<Option<[u32; 3]>, String> {
+        let Some(r) = v else { return Ok(None) };
+        let bad = || {
+            format!(
+                "\"{key}\" should be three integers, found {}",
+                String::from_utf8_lossy(r)
+            )
+        };
+        let text = std::str::from_utf8(r).map_err(|_| bad())?;
+        let inner = text
+            .trim()
+            .strip_prefix('[')
+            .and_then(|t| t.strip_suffix(']'))
+            .ok_or_else(bad)?;
+        let mut out = [0u32; 3];
+        let mut n = 0;
+        for part in inner.split(',') {
+            if n == 3 {
+                return Err(bad());
+            }
+            out[n] = part.trim().parse().map_err(|_| bad())?;
+            n += 1;
+        }
+        if n != 3 {
+            return Err(bad());
+        }
+        Ok(Some(out))
+    }
+    Ok(GpuArgs {
+        device: int(a.device, "device")?,
+        context: int(a.context, "context")?,
+        stream: int(a.stream, "stream")?,
+        correlation: int(a.correlation, "correlation")?,
+        registers: int(a.registers, "registers per thread")?,
+        shared_memory: int(a.shared_memory, "shared memory")?,
+        grid: dim3(a.grid, "grid")?,
+        block: dim3(a.block, "block")?,
+        bytes: int(a.bytes, "bytes")?,
+        cbid: int(a.cbid, "cbid")?,
+        graph_id: int(a.graph_id, "graph id")?,
+    })
 }
 
 #[derive(Deserialize)]
@@ -568,13 +483,16 @@ impl<R: Read> Importer<R> {
         loop {
             self.with_value(
                 "in \"traceEvents\"",
-                |slice, eof, start, sink| match step::<Event>(slice, eof, start)? {
-                    Some((ev, used)) => {
+                |slice, _eof, start, sink| match scan::event(slice) {
+                    Ok((ev, used)) => {
                         sink.events += 1;
                         sink.event(ev, start).map_err(ParseFail::Trace)?;
                         Ok(Some(((), used)))
                     }
-                    None => Ok(None),
+                    Err(scan::ScanError::NeedMore) => Ok(None),
+                    Err(scan::ScanError::Bad(rel, what)) => Err(ParseFail::Trace(
+                        sink.malformed(start + rel as u64, format!("in \"traceEvents\": {what}")),
+                    )),
                 },
             )?;
             match self.peek()? {
@@ -598,15 +516,18 @@ impl<R: Read> Importer<R> {
     }
 }
 
+fn malformed(path: &Path, offset: u64, what: impl Into<String>) -> TraceError {
+    TraceError::Malformed {
+        path: path.to_path_buf(),
+        offset,
+        what: what.into(),
+        hint: "expected a torch.profiler (Kineto) trace as written by export_chrome_trace".into(),
+    }
+}
+
 impl Sink {
     fn malformed(&self, offset: u64, what: impl Into<String>) -> TraceError {
-        TraceError::Malformed {
-            path: self.path.clone(),
-            offset,
-            what: what.into(),
-            hint: "expected a torch.profiler (Kineto) trace as written by export_chrome_trace"
-                .into(),
-        }
+        malformed(&self.path, offset, what)
     }
 
     fn skip(&mut self, label: &str) {
@@ -618,23 +539,47 @@ impl Sink {
         }
     }
 
-    fn event(&mut self, ev: Event<'_>, at: u64) -> Result<(), TraceError> {
-        let ph = ev.ph.as_deref().unwrap_or("");
-        let cat = ev.cat.as_deref().unwrap_or("");
-        if ph != "X" {
+    fn event<'a>(&mut self, ev: Event<'a>, at: u64) -> Result<(), TraceError> {
+        let text = |s: Option<scan::JStr<'a>>| -> Result<Cow<'a, str>, TraceError> {
+            match s {
+                None => Ok(Cow::Borrowed("")),
+                Some(j) => j.decode().map_err(|e| malformed(&self.path, at, e)),
+            }
+        };
+        let cat_text = text(ev.cat)?;
+        let cat = cat_text.as_ref();
+        if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
             let label = if cat.is_empty() {
-                format!("ph={ph}")
+                format!("ph={}", text(ev.ph)?)
             } else {
                 cat.to_owned()
             };
             self.skip(&label);
             return Ok(());
         }
+        const MODELLED: [&str; 9] = [
+            "kernel",
+            "gpu_memcpy",
+            "gpu_memset",
+            "cuda_runtime",
+            "cuda_driver",
+            "cuda_sync",
+            "user_annotation",
+            "gpu_user_annotation",
+            "overhead",
+        ];
+        // Names are decoded (and UTF-8 checked) only for events that are kept.
+        let name_text = if MODELLED.contains(&cat) {
+            text(ev.name)?
+        } else {
+            Cow::Borrowed("")
+        };
+        let name_str = name_text.as_ref();
         match cat {
             "kernel" => {
                 let (start, end) = self.interval(&ev, at)?;
                 let a = self.args(&ev, at)?;
-                let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                let name = self.strings.intern(name_str);
                 self.trace.kernels.push(Kernel {
                     device: a
                         .device
@@ -659,7 +604,7 @@ impl Sink {
                 let (start, end) = self.interval(&ev, at)?;
                 let a = self.args(&ev, at)?;
                 self.trace.memcpys.push(Memcpy {
-                    kind: copy_kind(ev.name.as_deref().unwrap_or("")),
+                    kind: copy_kind(name_str),
                     bytes: a.bytes.unwrap_or(0),
                     device: a
                         .device
@@ -692,7 +637,7 @@ impl Sink {
             "cuda_runtime" | "cuda_driver" => {
                 let (start, end) = self.interval(&ev, at)?;
                 let a = self.args(&ev, at)?;
-                let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                let name = self.strings.intern(name_str);
                 self.trace.api_calls.push(ApiCall {
                     kind: if cat == "cuda_runtime" {
                         ApiKind::Runtime
@@ -712,7 +657,7 @@ impl Sink {
             "cuda_sync" => {
                 let (start, end) = self.interval(&ev, at)?;
                 let a = self.args(&ev, at)?;
-                let kind = sync_kind(ev.name.as_deref().unwrap_or(""));
+                let kind = sync_kind(name_str);
                 self.trace.syncs.push(Synchronization {
                     kind,
                     device: a
@@ -728,7 +673,7 @@ impl Sink {
             }
             "user_annotation" | "gpu_user_annotation" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let name = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                let name = self.strings.intern(name_str);
                 let gpu = cat == "gpu_user_annotation";
                 self.trace.ranges.push(NvtxRange {
                     domain: if gpu {
@@ -755,7 +700,7 @@ impl Sink {
             }
             "overhead" => {
                 let (start, end) = self.interval(&ev, at)?;
-                let kind = self.strings.intern(ev.name.as_deref().unwrap_or(""));
+                let kind = self.strings.intern(name_str);
                 self.trace.overheads.push(Overhead {
                     kind,
                     process: raw_u64(ev.pid).unwrap_or(0) as u32,
@@ -773,21 +718,21 @@ impl Sink {
     }
 
     fn interval(&self, ev: &Event<'_>, at: u64) -> Result<(Ns, Ns), TraceError> {
-        let what = ev.cat.as_deref().unwrap_or("event");
+        let what = cat_or_event(ev);
         let ts = ev
             .ts
             .ok_or_else(|| self.malformed(at, format!("a \"{what}\" event has no \"ts\"")))?;
-        let start = parse_us_to_ns(unquote(ts.get())).map_err(|e| {
+        let start = parse_us_to_ns(unquote(&raw_text(ts))).map_err(|e| {
             self.malformed(
                 at,
-                format!("\"ts\" of a \"{what}\" event is {e}: {}", ts.get()),
+                format!("\"ts\" of a \"{what}\" event is {e}: {}", raw_text(ts)),
             )
         })?;
         let dur = match ev.dur {
-            Some(d) => parse_us_to_ns(unquote(d.get())).map_err(|e| {
+            Some(d) => parse_us_to_ns(unquote(&raw_text(d))).map_err(|e| {
                 self.malformed(
                     at,
-                    format!("\"dur\" of a \"{what}\" event is {e}: {}", d.get()),
+                    format!("\"dur\" of a \"{what}\" event is {e}: {}", raw_text(d)),
                 )
             })?,
             None => return Err(self.malformed(at, format!("a \"{what}\" event has no \"dur\""))),
@@ -801,13 +746,10 @@ impl Sink {
     fn args(&self, ev: &Event<'_>, at: u64) -> Result<GpuArgs, TraceError> {
         match &ev.args {
             None => Ok(GpuArgs::default()),
-            Some(a) => a.typed().map_err(|e| {
+            Some(a) => typed(a).map_err(|e| {
                 self.malformed(
                     at,
-                    format!(
-                        "\"args\" of a \"{}\" event: {e}",
-                        ev.cat.as_deref().unwrap_or("event")
-                    ),
+                    format!("\"args\" of a \"{}\" event: {e}", cat_or_event(ev)),
                 )
             }),
         }
@@ -851,6 +793,13 @@ fn step<'de, T: Deserialize<'de>>(
     }
 }
 
+fn cat_or_event(ev: &Event<'_>) -> String {
+    ev.cat
+        .and_then(|c| c.decode().ok())
+        .map(|c| c.into_owned())
+        .unwrap_or_else(|| "event".into())
+}
+
 fn unquote(s: &str) -> &str {
     s.strip_prefix('"')
         .and_then(|s| s.strip_suffix('"'))
@@ -858,8 +807,12 @@ fn unquote(s: &str) -> &str {
 }
 
 /// An integer `pid`/`tid`; Kineto also writes strings such as "Spans" there, which are not ids.
-fn raw_u64(v: Option<&RawValue>) -> Option<u64> {
-    v.and_then(|r| unquote(r.get()).parse::<u64>().ok())
+fn raw_u64(v: Option<&[u8]>) -> Option<u64> {
+    v.and_then(|r| unquote(std::str::from_utf8(r).ok()?).parse::<u64>().ok())
+}
+
+fn raw_text(v: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(v)
 }
 
 fn copy_kind(name: &str) -> CopyKind {
