@@ -120,7 +120,10 @@ impl Identity {
                 (k == name).then(|| v.trim().to_string())
             })
         };
-        let uid_line = field("Uid")?;
+        let uid_line = field("Uid")?
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         // Uid: real effective saved fs
         let euid = uid_line.split_whitespace().nth(1)?.parse().ok()?;
         let cap_eff_line = field("CapEff").unwrap_or_default();
@@ -211,7 +214,7 @@ pub fn processes(root: &Root) -> Vec<Process> {
             .read(&format!("/proc/{pid}/comm"))
             .map(|s| s.trim_end_matches('\n').to_string())
             .unwrap_or_default();
-        let argv = root
+        let argv: Vec<String> = root
             .read_bytes(&format!("/proc/{pid}/cmdline"))
             .map(|b| {
                 b.split(|&c| c == 0)
@@ -220,7 +223,7 @@ pub fn processes(root: &Root) -> Vec<Process> {
                     .collect()
             })
             .unwrap_or_default();
-        if comm.is_empty() && Vec::<String>::is_empty(&argv) {
+        if comm.is_empty() && argv.is_empty() {
             continue;
         }
         out.push(Process { pid, comm, argv });

@@ -232,6 +232,9 @@ fn container_without_sys_admin_points_at_the_host() {
     let a = check(&r, "counter-access");
     assert_eq!(a.status, Status::Fail);
     has_fix(a, "HOST");
+    // The host's distribution is unknown from inside: both initramfs commands, labelled.
+    has_fix(a, "update-initramfs -u -k all     # Debian/Ubuntu host");
+    has_fix(a, "dracut --regenerate-all -f     # Red Hat-like host");
     assert_eq!(r.exit_status, 1);
 }
 

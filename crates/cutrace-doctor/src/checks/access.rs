@@ -87,7 +87,13 @@ fn regkey_fix(ctx: &Ctx) -> Vec<String> {
     let mut v = vec![
         "echo 'options nvidia NVreg_RestrictProfilingToAdminUsers=0' | sudo tee /etc/modprobe.d/nvidia-profiling.conf".to_string(),
     ];
-    v.extend(initramfs_commands(ctx));
+    if ctx.container.inside {
+        // The host's distribution is not visible from inside the container.
+        v.push("sudo update-initramfs -u -k all     # Debian/Ubuntu host".into());
+        v.push("sudo dracut --regenerate-all -f     # Red Hat-like host".into());
+    } else {
+        v.extend(initramfs_commands(ctx));
+    }
     v.push("sudo reboot".into());
     v.push(
         "grep RmProfilingAdminOnly /proc/driver/nvidia/params   # expect: RmProfilingAdminOnly: 0"
