@@ -160,6 +160,9 @@ impl ProbeReport {
 }
 
 /// Run the probe in a forked child and collect its report (bounded by a timeout).
+///
+/// The probe always runs on this machine; with a `--root` other than `/` only the libcupti it
+/// tries first comes from that root.
 pub fn run(root: &crate::Root) -> ProbeReport {
     let cupti_hint = {
         let ctx = crate::checks::Ctx::read(root);
@@ -938,6 +941,24 @@ pub fn probe_in_process(cupti_hint: Option<&str>) -> ProbeReport {
             "cuptiProfilerInitialize failed: {}",
             cupti.name_of(r)
         ));
+        // A refusal this early (privileges, a busy device) still answers the question per GPU.
+        if matches!(
+            r,
+            CUPTI_ERROR_INSUFFICIENT_PRIVILEGES | CUPTI_ERROR_HARDWARE_BUSY
+        ) {
+            let steps = rep.steps[rep.steps.len() - 1..].to_vec();
+            let (verdict, explanation) = judge(Err(r), &steps);
+            for ordinal in 0..count {
+                rep.devices.push(DeviceProbe {
+                    ordinal,
+                    name: "(not queried)".into(),
+                    chip: None,
+                    verdict,
+                    explanation: explanation.clone(),
+                    steps: steps.clone(),
+                });
+            }
+        }
         return rep;
     }
     for ordinal in 0..count {
