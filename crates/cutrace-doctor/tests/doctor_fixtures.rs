@@ -296,3 +296,38 @@ fn json_has_the_documented_shape() {
     );
     assert_eq!(v["exit_status"], 1);
 }
+
+#[test]
+fn conf_says_1_running_says_0_warns_about_the_next_boot() {
+    let r = run("conf-drift-reverse");
+    let c = check(&r, "config-drift");
+    assert_eq!(c.status, Status::Warn);
+    // /etc overrides the same file name in /usr/lib.
+    has_evidence(
+        c,
+        "/etc/modprobe.d/nvidia-profiling.conf",
+        "NVreg_RestrictProfilingToAdminUsers=1",
+    );
+    has_evidence(c, "/proc/driver/nvidia/params", "RmProfilingAdminOnly: 0");
+    assert!(c.summary.contains("next boot"));
+    has_fix(c, "update-initramfs");
+    assert_eq!(r.exit_status, 0);
+}
+
+#[test]
+fn r610_without_a_grant_says_the_flag_is_only_the_regkey() {
+    let r = run("r610-no-grant");
+    let a = check(&r, "counter-access");
+    assert_eq!(a.status, Status::Fail);
+    has_evidence(
+        a,
+        "/proc/driver/nvidia/capabilities/profiler-context",
+        "DeviceFileMode: 256",
+    );
+    assert!(a.explanation.contains("only reflects the regkey"));
+    has_fix(
+        a,
+        "grep DeviceFileMinor /proc/driver/nvidia/capabilities/profiler-context",
+    );
+    assert_eq!(r.exit_status, 1);
+}

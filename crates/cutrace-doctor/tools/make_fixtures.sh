@@ -113,3 +113,16 @@ cupti $R usr/local/cuda/extras/CUPTI/lib64 libcupti.so.13 13.0.85
 # No driver at all.
 R=no-driver
 who $R 1000 $NO_CAPS; osrel $R debian ""
+
+# .conf says 1 but the running module says 0: today open, restricted after the next boot.
+R=conf-drift-reverse
+driver $R 570.86.15; params $R 0; who $R 1000 $NO_CAPS; osrel $R ubuntu debian
+cupti $R usr/local/cuda/extras/CUPTI/lib64 libcupti.so.12 12.8.90
+w $R usr/lib/modprobe.d/nvidia-profiling.conf "options nvidia NVreg_RestrictProfilingToAdminUsers=0\n"
+w $R etc/modprobe.d/nvidia-profiling.conf "options nvidia NVreg_RestrictProfilingToAdminUsers=1\n"
+
+# R610, flag 1, the profiler capability nodes readable by root only: denied.
+R=r610-no-grant
+driver $R 610.43.03; params $R 1; who $R 1000 $NO_CAPS; osrel $R ubuntu debian
+cupti $R usr/local/cuda/lib64 libcupti.so.13 13.0.85
+w $R proc/driver/nvidia/capabilities/profiler-context "DeviceFileMinor: 3\nDeviceFileMode: 256\nDeviceFileModify: 1\n"
