@@ -1,11 +1,14 @@
 //! Busy time, idle time and idle gaps per device and per (device, stream), from kernel records.
 //!
-//! This is the hot path of `cutrace report`: one pass groups clipped kernel intervals into a
-//! compact `(start, end, index, stream slot)` array per device, one unstable sort by start per
-//! device, and one sweep that merges runs for the device and, at the same time, for each of its
-//! streams (a device's start order is also each stream's start order, so no second sort). No
-//! allocation or hashing per record: (device, stream) keys resolve through a last-hit cache and a
-//! short linear list, falling back to a map only for traces with many streams.
+//! This is the hot path of `cutrace report`. One pass over the records appends each clipped
+//! kernel interval, as 16 bytes (start, duration, record index), to the array of its
+//! (device, stream), noting whether that array arrived in start order. A stream runs its kernels
+//! one after another and CUPTI writes a record when its kernel completes, so per-stream arrays
+//! nearly always arrive sorted and need no sort; the rest get an unstable sort. Each stream is
+//! swept alone; a device's sweep merges its streams' sorted arrays. No hashing per record:
+//! (device, stream) keys resolve through a last-hit cache and a short list, with a map only for
+//! traces with many streams. Memory: 16 bytes per kernel (the first design, a 24-byte array per
+//! device sorted whole, spent most of its time in page faults and the sort).
 //!
 //! Definitions: window = first start to last end of the kernels with a non-zero duration;
 //! busy = the union of kernel intervals (touching intervals merge); idle = window − busy, which
@@ -111,83 +114,139 @@ pub fn kernel_timelines(
             count: trace.kernels.len(),
         });
     }
-    let mut g = group(trace, window, top_gaps);
-
-    let mut dev_order: Vec<usize> = (0..g.devices.len()).collect();
-    dev_order.sort_unstable_by_key(|&d| g.devices[d].device);
-    let mut out = Vec::with_capacity(dev_order.len());
-    for d in dev_order {
-        let dev = &mut g.devices[d];
-        let mut ivs = std::mem::take(&mut dev.ivs);
-        ivs.sort_unstable_by_key(|iv| iv.start);
-        let mut dev_sweep = Sweep::new(top_gaps);
-        for iv in &ivs {
-            if let Some((s, e)) = dev_sweep.push(iv, &trace.kernels, trace) {
-                on_run(dev.device, s, e);
-            }
-            g.streams[iv.slot as usize]
-                .sweep
-                .push(iv, &trace.kernels, trace);
-        }
-        if let Some((s, e)) = dev_sweep.finish() {
-            on_run(dev.device, s, e);
-        }
-        let mut streams: Vec<StreamTimeline> = Vec::with_capacity(dev.stream_slots.len());
-        let (mut kernels, mut zero, mut summed) = (0, 0, 0);
+    let Grouped {
+        mut devices,
+        mut streams,
+    } = group(trace, window);
+    let ends = Ends { trace, window };
+    devices.sort_unstable_by_key(|d| d.device);
+    let mut out = Vec::with_capacity(devices.len());
+    for dev in &devices {
+        let mut rows: Vec<StreamTimeline> = Vec::with_capacity(dev.stream_slots.len());
+        let mut zero = 0;
         for &slot in &dev.stream_slots {
-            let st = &mut g.streams[slot];
-            st.sweep.finish();
-            kernels += st.kernels;
+            let st = &mut streams[slot];
+            if !st.sorted {
+                st.ivs.sort_unstable_by_key(|iv| iv.start);
+            }
+            let mut sweep = Sweep::new(top_gaps);
+            for iv in &st.ivs {
+                sweep.push(iv.start, ends.end(iv), iv.idx, trace);
+            }
+            sweep.finish();
             zero += st.zero_length;
-            summed += st.summed;
-            let sweep = std::mem::replace(&mut st.sweep, Sweep::new(0));
-            let timeline = sweep.into_timeline(
-                st.kernels,
-                st.zero_length,
-                st.summed,
-                trace,
-                &ivs,
-                Some(slot as u32),
-            );
-            streams.push(StreamTimeline {
+            let ivs = &st.ivs;
+            let timeline =
+                sweep.into_timeline(st.zero_length, trace, |t| kernel_starting_at(ivs, t, trace));
+            rows.push(StreamTimeline {
                 stream: st.stream,
                 timeline,
             });
         }
-        streams.sort_unstable_by_key(|s| s.stream);
-        let timeline = dev_sweep.into_timeline(kernels, zero, summed, trace, &ivs, None);
+        let arrays: Vec<&[Iv]> = dev
+            .stream_slots
+            .iter()
+            .map(|&slot| streams[slot].ivs.as_slice())
+            .collect();
+        let mut sweep = Sweep::new(top_gaps);
+        merge_in_start_order(&arrays, |iv| {
+            if let Some((s, e)) = sweep.push(iv.start, ends.end(iv), iv.idx, trace) {
+                on_run(dev.device, s, e);
+            }
+        });
+        if let Some((s, e)) = sweep.finish() {
+            on_run(dev.device, s, e);
+        }
+        let timeline = sweep.into_timeline(zero, trace, |t| {
+            arrays
+                .iter()
+                .filter_map(|a| kernel_starting_at(a, t, trace))
+                .min_by(|&a, &b| {
+                    content_key(&trace.kernels[a as usize], trace)
+                        .cmp(&content_key(&trace.kernels[b as usize], trace))
+                })
+        });
+        rows.sort_unstable_by_key(|s| s.stream);
         out.push(DeviceTimeline {
             device: dev.device,
             timeline,
-            streams,
+            streams: rows,
         });
     }
     Ok(out)
 }
 
-/// A clipped kernel interval, compact so the sort moves little memory.
+/// A clipped kernel interval in 16 bytes. Durations of 2^32 − 1 ns (4.3 s) or more are stored
+/// as `LONG` and re-read from the record: rare, and it halves the memory of the hot path.
 #[derive(Debug, Clone, Copy)]
 struct Iv {
     start: Ns,
-    end: Ns,
+    dur: u32,
     /// Index into `Trace::kernels`.
     idx: u32,
-    /// Stream slot (index into `Grouped::streams`).
-    slot: u32,
+}
+
+const LONG: u32 = u32::MAX;
+
+/// Recovers interval ends, re-clipping long kernels from their record.
+struct Ends<'a> {
+    trace: &'a Trace,
+    window: Option<&'a Window>,
+}
+
+impl Ends<'_> {
+    #[inline]
+    fn end(&self, iv: &Iv) -> Ns {
+        if iv.dur != LONG {
+            iv.start + Ns::from(iv.dur)
+        } else {
+            self.long_end(iv.idx)
+        }
+    }
+
+    #[cold]
+    fn long_end(&self, idx: u32) -> Ns {
+        let k = &self.trace.kernels[idx as usize];
+        clip(self.window, k.start_ns, k.end_ns).map_or(k.end_ns, |c| c.1)
+    }
+}
+
+/// Calls `f` on every interval of the sorted `arrays`, in overall start order.
+fn merge_in_start_order(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
+    match arrays {
+        [] => {}
+        [one] => one.iter().for_each(f),
+        _ => {
+            let mut heads: Vec<usize> = vec![0; arrays.len()];
+            loop {
+                // Few streams per device: a scan of the heads beats a heap.
+                let mut best: Option<(Ns, usize)> = None;
+                for (a, &h) in heads.iter().enumerate() {
+                    if let Some(iv) = arrays[a].get(h) {
+                        if best.is_none_or(|(s, _)| iv.start < s) {
+                            best = Some((iv.start, a));
+                        }
+                    }
+                }
+                let Some((_, a)) = best else { break };
+                f(&arrays[a][heads[a]]);
+                heads[a] += 1;
+            }
+        }
+    }
 }
 
 struct DeviceGroup {
     device: u32,
-    ivs: Vec<Iv>,
     stream_slots: Vec<usize>,
 }
 
 struct StreamGroup {
     stream: u64,
-    kernels: u64,
     zero_length: u64,
-    summed: Ns,
-    sweep: Sweep,
+    ivs: Vec<Iv>,
+    /// Whether `ivs` arrived in start order (then it needs no sort).
+    sorted: bool,
 }
 
 struct Grouped {
@@ -240,7 +299,7 @@ impl SlotIndex {
     }
 }
 
-fn group(trace: &Trace, window: Option<&Window>, top_gaps: usize) -> Grouped {
+fn group(trace: &Trace, window: Option<&Window>) -> Grouped {
     let mut index = SlotIndex {
         last: None,
         keys: Vec::new(),
@@ -250,8 +309,6 @@ fn group(trace: &Trace, window: Option<&Window>, top_gaps: usize) -> Grouped {
         devices: Vec::new(),
         streams: Vec::new(),
     };
-    // Stream slot → device group, parallel to `g.streams`.
-    let mut slot_device: Vec<usize> = Vec::new();
     for (i, k) in trace.kernels.iter().enumerate() {
         let Some((s, e)) = clip(window, k.start_ns, k.end_ns) else {
             continue;
@@ -259,46 +316,46 @@ fn group(trace: &Trace, window: Option<&Window>, top_gaps: usize) -> Grouped {
         let key = (k.device, k.stream);
         let slot = match index.find(key) {
             Some(slot) => slot,
-            None => {
-                let d = match g.devices.iter().position(|d| d.device == k.device) {
-                    Some(d) => d,
-                    None => {
-                        g.devices.push(DeviceGroup {
-                            device: k.device,
-                            ivs: Vec::new(),
-                            stream_slots: Vec::new(),
-                        });
-                        g.devices.len() - 1
-                    }
-                };
-                let slot = index.insert(key);
-                g.devices[d].stream_slots.push(slot);
-                slot_device.push(d);
-                g.streams.push(StreamGroup {
-                    stream: k.stream,
-                    kernels: 0,
-                    zero_length: 0,
-                    summed: 0,
-                    sweep: Sweep::new(top_gaps),
-                });
-                slot
-            }
+            None => new_slot(&mut g, &mut index, key),
         };
         let st = &mut g.streams[slot];
-        st.kernels += 1;
         if e > s {
-            st.summed += e - s;
-            g.devices[slot_device[slot]].ivs.push(Iv {
+            if let Some(last) = st.ivs.last() {
+                st.sorted &= last.start <= s;
+            }
+            st.ivs.push(Iv {
                 start: s,
-                end: e,
+                dur: u32::try_from(e - s).unwrap_or(LONG),
                 idx: i as u32,
-                slot: slot as u32,
             });
         } else {
             st.zero_length += 1;
         }
     }
     g
+}
+
+#[cold]
+fn new_slot(g: &mut Grouped, index: &mut SlotIndex, key: (u32, u64)) -> usize {
+    let dev = match g.devices.iter().position(|d| d.device == key.0) {
+        Some(d) => d,
+        None => {
+            g.devices.push(DeviceGroup {
+                device: key.0,
+                stream_slots: Vec::new(),
+            });
+            g.devices.len() - 1
+        }
+    };
+    let slot = index.insert(key);
+    g.devices[dev].stream_slots.push(slot);
+    g.streams.push(StreamGroup {
+        stream: key.1,
+        zero_length: 0,
+        ivs: Vec::new(),
+        sorted: true,
+    });
+    slot
 }
 
 /// Deterministic choice between kernels that tie on time, by content (never by record order).
@@ -318,6 +375,9 @@ type GapEntry = (Ns, Ns, Ns, u32);
 /// Run-merging state of one timeline, fed intervals in increasing start order.
 #[derive(Debug)]
 struct Sweep {
+    /// Non-empty intervals seen, and their summed length.
+    kernels: u64,
+    summed: Ns,
     started: bool,
     first_start: Ns,
     run_start: Ns,
@@ -337,6 +397,8 @@ struct Sweep {
 impl Sweep {
     fn new(top_n: usize) -> Self {
         Sweep {
+            kernels: 0,
+            summed: 0,
             started: false,
             first_start: 0,
             run_start: 0,
@@ -354,37 +416,39 @@ impl Sweep {
 
     /// Adds one interval (non-empty, start order); returns the busy run it closed, if any.
     #[inline]
-    fn push(&mut self, iv: &Iv, kernels: &[Kernel], trace: &Trace) -> Option<(Ns, Ns)> {
+    fn push(&mut self, start: Ns, end: Ns, idx: u32, trace: &Trace) -> Option<(Ns, Ns)> {
+        self.kernels += 1;
+        self.summed += end - start;
         if !self.started {
             self.started = true;
-            self.first_start = iv.start;
-            self.run_start = iv.start;
-            self.run_end = iv.end;
-            self.run_last = iv.idx;
+            self.first_start = start;
+            self.run_start = start;
+            self.run_end = end;
+            self.run_last = idx;
             return None;
         }
-        if iv.start > self.run_end {
+        if start > self.run_end {
             let closed = (self.run_start, self.run_end);
             self.busy += self.run_end - self.run_start;
-            self.record_gap(self.run_end, iv.start);
-            self.run_start = iv.start;
-            self.run_end = iv.end;
-            self.run_last = iv.idx;
+            self.record_gap(self.run_end, start);
+            self.run_start = start;
+            self.run_end = end;
+            self.run_last = idx;
             return Some(closed);
         }
-        if iv.end > self.run_end {
-            self.run_end = iv.end;
-            self.run_last = iv.idx;
-        } else if iv.end == self.run_end {
-            self.tie_last(iv.idx, kernels, trace);
+        if end > self.run_end {
+            self.run_end = end;
+            self.run_last = idx;
+        } else if end == self.run_end {
+            self.tie_last(idx, trace);
         }
         None
     }
 
     #[cold]
-    fn tie_last(&mut self, idx: u32, kernels: &[Kernel], trace: &Trace) {
-        let cur = &kernels[self.run_last as usize];
-        let new = &kernels[idx as usize];
+    fn tie_last(&mut self, idx: u32, trace: &Trace) {
+        let cur = &trace.kernels[self.run_last as usize];
+        let new = &trace.kernels[idx as usize];
         if content_key(new, trace) < content_key(cur, trace) {
             self.run_last = idx;
         }
@@ -435,16 +499,12 @@ impl Sweep {
         Some(run)
     }
 
-    /// Builds the report; `ivs` is the device's sorted array (to find the kernels after gaps),
-    /// `slot` limits that search to one stream.
+    /// Builds the report; `after(t)` finds the kernel that starts at `t` (after a gap).
     fn into_timeline(
         mut self,
-        kernels: u64,
         zero_length_kernels: u64,
-        summed_kernel_ns: Ns,
         trace: &Trace,
-        ivs: &[Iv],
-        slot: Option<u32>,
+        after: impl Fn(Ns) -> Option<u32>,
     ) -> Timeline {
         let (window_start_ns, window_end_ns, window_ns) = if self.started {
             let end = self.run_end;
@@ -473,7 +533,7 @@ impl Sweep {
                 end_ns: end,
                 length_ns: len,
                 before: Some(kref(before)),
-                after: kernel_starting_at(ivs, end, slot, trace).map(kref),
+                after: after(end).map(kref),
             })
             .collect();
         let gap_histogram = self
@@ -488,13 +548,13 @@ impl Sweep {
             })
             .collect();
         Timeline {
-            kernels,
+            kernels: self.kernels + zero_length_kernels,
             zero_length_kernels,
             window_start_ns,
             window_end_ns,
             window_ns,
             busy_ns: self.busy,
-            summed_kernel_ns,
+            summed_kernel_ns: self.summed,
             idle_ns: window_ns - self.busy,
             gaps: self.gaps,
             gap_histogram,
@@ -508,13 +568,12 @@ fn gap_better(a: &GapEntry, b: &GapEntry) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
 }
 
-/// The kernel (of stream `slot`, when given) starting exactly at `t`, chosen by content.
-fn kernel_starting_at(ivs: &[Iv], t: Ns, slot: Option<u32>, trace: &Trace) -> Option<u32> {
+/// The kernel of a sorted array starting exactly at `t`, chosen by content.
+fn kernel_starting_at(ivs: &[Iv], t: Ns, trace: &Trace) -> Option<u32> {
     let from = ivs.partition_point(|iv| iv.start < t);
     ivs[from..]
         .iter()
         .take_while(|iv| iv.start == t)
-        .filter(|iv| slot.is_none_or(|s| s == iv.slot))
         .map(|iv| iv.idx)
         .min_by(|&a, &b| {
             content_key(&trace.kernels[a as usize], trace)

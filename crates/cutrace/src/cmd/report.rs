@@ -1,9 +1,594 @@
-//! `cutrace report` (being written).
+//! `cutrace report`: reads a trace (cutrace's own or a torch.profiler/Kineto JSON), runs the
+//! analysis in `cutrace-analysis`, and prints it as readable text or as one JSON object.
+//!
+//! The JSON is `cutrace_analysis::Report` serialized as is; its field names are a contract. The
+//! text shows busy time only as the union of kernel intervals (never over 100 %); the sum of kernel
+//! durations appears only under a label that says it double-counts overlap.
 
-/// (not yet implemented)
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cutrace_analysis::{
+    analyze, parse_time_arg, trace_bounds, DeviceReport, Options, Report, Timeline, Window,
+};
+use cutrace_trace::Trace;
+
+/// Busy time, idle gaps, launch latency, top kernels and API calls of a trace.
+///
+/// Busy time is the union of kernel intervals per device (never a sum); idle gaps are the holes
+/// between busy runs. Kernels are joined to their launching API calls by correlation id; kernels
+/// without one are counted as orphans. Lost data (dropped records, an incomplete trace, events
+/// the importer skipped) is always reported.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
+    /// (`.json` or `.json.gz`).
+    pub file: PathBuf,
+    /// Output format: `text` for people, `json` for scripts (one JSON object on stdout).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Start of the time window. A plain integer is nanoseconds on the trace clock
+    /// (`5153875767895669`); a number with a unit (`250us`, `12.5ms`, `2s`, `100ns`) is an offset
+    /// from the trace start. Intervals are clipped to the window.
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+    /// End of the time window (exclusive), written like --from.
+    #[arg(long, value_name = "TIME")]
+    pub to: Option<String>,
+    /// Length of each top list: largest gaps, kernel names, API names, ranges.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+    /// Number of orphan correlation ids listed (the orphan count is always exact).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub orphans: usize,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<i32> {
-    anyhow::bail!("cutrace report is not implemented yet")
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let from = args
+        .from
+        .as_deref()
+        .map(parse_time_arg)
+        .transpose()
+        .context("--from")?;
+    let to = args
+        .to
+        .as_deref()
+        .map(parse_time_arg)
+        .transpose()
+        .context("--to")?;
+    let trace = load(&args.file)?;
+    let start = trace_bounds(&trace).map_or(0, |b| b.0);
+    let window = Window::resolve(from, to, start).context("--from/--to")?;
+    let opts = Options {
+        window,
+        top: args.top,
+        orphan_list: args.orphans,
+    };
+    let report =
+        analyze(&trace, &opts).with_context(|| format!("analysing {}", args.file.display()))?;
+    let mut out = String::new();
+    match args.format {
+        Format::Json => {
+            out = serde_json::to_string(&report).context("serializing the report")?;
+            out.push('\n');
+        }
+        Format::Text => render_text(&mut out, &args.file, &report),
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(0),
+        // `cutrace report … | head` closes the pipe early: not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(e).context("writing the report to stdout"),
+    }
+}
+
+/// Reads the trace, showing progress on stderr when it is a terminal or the read takes > 1 s.
+fn load(path: &Path) -> anyhow::Result<Trace> {
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut last: Option<Instant> = None;
+    let mut shown = false;
+    let name = path.display().to_string();
+    let mut progress = |done: u64, total: Option<u64>| {
+        let now = Instant::now();
+        if !tty && now.duration_since(started) < Duration::from_secs(1) {
+            return;
+        }
+        let every = if tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(2)
+        };
+        if last.is_some_and(|l| now.duration_since(l) < every) {
+            return;
+        }
+        last = Some(now);
+        shown = true;
+        let pct = total
+            .filter(|&t| t > 0)
+            .map(|t| format!(" of {} MB ({}%)", t / 1_000_000, done * 100 / t))
+            .unwrap_or_default();
+        let line = format!("cutrace: reading {name}: {} MB{pct}", done / 1_000_000);
+        if tty {
+            eprint!("\r{line}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let result = if path.is_dir() {
+        cutrace_trace::native::read(path, &mut progress)
+    } else {
+        cutrace_trace::open(path, &mut progress)
+    };
+    if shown && tty {
+        eprint!("\r\x1b[K");
+    }
+    let trace = result?;
+    if started.elapsed() > Duration::from_secs(1) {
+        eprintln!(
+            "cutrace: read {name} in {:.1} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(trace)
+}
+
+/// `1234567` → `1.235 ms`: exact integer arithmetic, three decimals, unit chosen by size.
+pub fn fmt_ns(ns: u64) -> String {
+    let (div, unit): (u64, &str) = match ns {
+        0..=9_999 => return format!("{ns} ns"),
+        10_000..=9_999_999 => (1_000, "µs"),
+        10_000_000..=9_999_999_999 => (1_000_000, "ms"),
+        _ => (1_000_000_000, "s"),
+    };
+    // Round to 3 decimals of the unit, half up.
+    let milli = (u128::from(ns) * 1000 + u128::from(div) / 2) / u128::from(div);
+    format!("{}.{:03} {unit}", milli / 1000, milli % 1000)
+}
+
+fn fmt_signed_ns(ns: i64) -> String {
+    if ns < 0 {
+        format!("-{}", fmt_ns(ns.unsigned_abs()))
+    } else {
+        fmt_ns(ns as u64)
+    }
+}
+
+fn fmt_opt(ns: Option<i64>) -> String {
+    ns.map_or_else(|| "-".into(), fmt_signed_ns)
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+/// Long template names would swamp a table: keep the start, mark the cut.
+fn short_name(name: &str, max: usize) -> String {
+    if name.chars().count() <= max {
+        return name.to_owned();
+    }
+    let mut s: String = name.chars().take(max.saturating_sub(1)).collect();
+    s.push('…');
+    s
+}
+
+// `write!` into a String cannot fail; the results are ignored on purpose throughout.
+fn render_text(o: &mut String, path: &Path, r: &Report) {
+    let _ = writeln!(
+        o,
+        "cutrace report: {} ({} trace)",
+        path.display(),
+        r.trace.source
+    );
+    let _ = writeln!(
+        o,
+        "records: {} kernels, {} memcpys, {} memsets, {} API calls, {} annotation ranges",
+        r.trace.kernels, r.trace.memcpys, r.trace.memsets, r.trace.api_calls, r.trace.ranges
+    );
+    if let (Some(a), Some(b)) = (r.trace.first_ns, r.trace.last_ns) {
+        let _ = writeln!(o, "trace clock: {a} → {b} ns ({})", fmt_ns(b - a));
+    }
+    if let Some(w) = &r.window {
+        let to = if w.to_ns == u64::MAX {
+            "end".to_string()
+        } else {
+            format!("{} ns", w.to_ns)
+        };
+        let _ = writeln!(
+            o,
+            "time window: {} ns → {to} (intervals clipped to it)",
+            w.from_ns
+        );
+    }
+    render_data_loss(o, r);
+    if r.devices.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nno kernels or copies{}",
+            if r.window.is_some() {
+                " in the time window"
+            } else {
+                ""
+            }
+        );
+    }
+    for d in &r.devices {
+        render_device(o, d);
+    }
+    render_correlation(o, r);
+    render_kernels(o, r);
+    render_api(o, r);
+    render_transfers(o, r);
+    render_ranges(o, r);
+    let _ = writeln!(
+        o,
+        "\nDefinitions: busy = union of kernel intervals per device (touching intervals merge, \
+         zero-length kernels add nothing); idle = window − busy = total of idle gaps; percentiles \
+         are nearest-rank. Kernel names are shown as the trace records them (not demangled)."
+    );
+}
+
+fn render_data_loss(o: &mut String, r: &Report) {
+    let l = &r.data_loss;
+    let mut facts = Vec::new();
+    if !l.complete {
+        facts.push(format!(
+            "the trace is INCOMPLETE ({})",
+            l.incomplete_reason
+                .as_deref()
+                .unwrap_or("no reason recorded")
+        ));
+    }
+    if l.dropped_by_recorder > 0 {
+        facts.push(format!(
+            "{} records dropped by the recorder",
+            l.dropped_by_recorder
+        ));
+    }
+    if l.dropped_by_cupti > 0 {
+        facts.push(format!("{} records dropped by CUPTI", l.dropped_by_cupti));
+    }
+    if l.inverted_intervals > 0 {
+        facts.push(format!(
+            "{} records end before they start (treated as zero-length)",
+            l.inverted_intervals
+        ));
+    }
+    let skipped: Vec<String> = l
+        .skipped_events
+        .iter()
+        .map(|s| format!("{} {}", s.count, s.category))
+        .collect();
+    let _ = writeln!(
+        o,
+        "data loss: {}",
+        if facts.is_empty() {
+            "none recorded (0 dropped by the recorder, 0 by CUPTI; trace complete)".to_string()
+        } else {
+            facts.join("; ")
+        }
+    );
+    if !skipped.is_empty() {
+        let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
+    }
+}
+
+fn render_timeline_line(o: &mut String, label: &str, t: &Timeline) {
+    let _ = writeln!(
+        o,
+        "  {label:<10} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
+        t.kernels,
+        fmt_ns(t.busy_ns),
+        pct(t.busy_ns, t.window_ns),
+        fmt_ns(t.idle_ns),
+        pct(t.idle_ns, t.window_ns),
+        t.gaps,
+        fmt_ns(t.summed_kernel_ns),
+    );
+}
+
+fn render_device(o: &mut String, d: &DeviceReport) {
+    let t = &d.timeline;
+    let _ = writeln!(o, "\nGPU {}", d.device);
+    if let (Some(a), Some(b)) = (t.window_start_ns, t.window_end_ns) {
+        let _ = writeln!(
+            o,
+            "  window (first kernel start → last kernel end): {} ({a} → {b} ns)",
+            fmt_ns(t.window_ns)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  busy (union of kernel intervals): {} = {} of the window",
+        fmt_ns(t.busy_ns),
+        pct(t.busy_ns, t.window_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  idle: {} = {} in {} gaps",
+        fmt_ns(t.idle_ns),
+        pct(t.idle_ns, t.window_ns),
+        t.gaps
+    );
+    let _ = writeln!(
+        o,
+        "  sum of kernel durations (double-counts overlap): {}   kernels: {} ({} zero-length)",
+        fmt_ns(t.summed_kernel_ns),
+        t.kernels,
+        t.zero_length_kernels
+    );
+    if d.copy_busy_ns > 0 {
+        let _ = writeln!(
+            o,
+            "  copies busy (union of memcpys): {}; compute overlapping copies: {}",
+            fmt_ns(d.copy_busy_ns),
+            fmt_ns(d.compute_copy_overlap_ns)
+        );
+    }
+    let buckets: Vec<String> = t
+        .gap_histogram
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| {
+            let to = b.to_ns.map_or("∞".to_string(), fmt_ns);
+            format!(
+                "[{}, {}): {} ({})",
+                fmt_ns(b.from_ns),
+                to,
+                b.count,
+                fmt_ns(b.total_ns)
+            )
+        })
+        .collect();
+    if !buckets.is_empty() {
+        let _ = writeln!(o, "  idle gaps by length: {}", buckets.join("  "));
+    }
+    if !t.largest_gaps.is_empty() {
+        let _ = writeln!(o, "  largest idle gaps:");
+        for g in &t.largest_gaps {
+            let side = |k: &Option<cutrace_analysis::KernelRef>| {
+                k.as_ref().map_or("?".to_string(), |k| {
+                    format!(
+                        "{} (corr {}, stream {})",
+                        short_name(&k.name, 60),
+                        k.correlation_id,
+                        k.stream
+                    )
+                })
+            };
+            let _ = writeln!(
+                o,
+                "    {:>12} at {} ns: after {} → before {}",
+                fmt_ns(g.length_ns),
+                g.start_ns,
+                side(&g.before),
+                side(&g.after)
+            );
+        }
+    }
+    if !d.streams.is_empty() {
+        let _ = writeln!(
+            o,
+            "  {:<10} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
+            "stream", "kernels", "busy", "busy%", "idle", "idle%", "gaps", "sum of durs"
+        );
+        for s in &d.streams {
+            render_timeline_line(o, &s.stream.to_string(), &s.timeline);
+        }
+    }
+}
+
+fn render_correlation(o: &mut String, r: &Report) {
+    let c = &r.correlation;
+    let _ = writeln!(
+        o,
+        "\nCorrelation (device records → API calls, by correlation id)"
+    );
+    let mut line = format!(
+        "  kernels: {}, attributed {}, orphans {}",
+        c.kernels, c.attributed, c.orphans
+    );
+    if !c.orphan_correlation_ids.is_empty() {
+        let ids: Vec<String> = c
+            .orphan_correlation_ids
+            .iter()
+            .map(u64::to_string)
+            .collect();
+        let more = if (c.orphan_correlation_ids.len() as u64)
+            < c.orphans - c.kernels_without_correlation_id
+        {
+            ", …"
+        } else {
+            ""
+        };
+        let _ = write!(line, " (ids {}{more})", ids.join(", "));
+    }
+    if c.kernels_without_correlation_id > 0 {
+        let _ = write!(
+            line,
+            "; {} have no correlation id (RUNTIME/DRIVER activity not recorded?)",
+            c.kernels_without_correlation_id
+        );
+    }
+    let _ = writeln!(o, "{line}");
+    for (label, j) in [("memcpys", &c.memcpys), ("memsets", &c.memsets)] {
+        if j.records > 0 {
+            let _ = writeln!(
+                o,
+                "  {label}: {}, attributed {}, orphans {}",
+                j.records, j.attributed, j.orphans
+            );
+        }
+    }
+    let l = &r.launch_latency;
+    if l.kernels > 0 {
+        let _ = writeln!(
+            o,
+            "  launch → start latency (API call end → kernel start) over {} kernels: min {}  p50 {}  p90 {}  p99 {}  max {}",
+            l.kernels,
+            fmt_opt(l.min_ns),
+            fmt_opt(l.p50_ns),
+            fmt_opt(l.p90_ns),
+            fmt_opt(l.p99_ns),
+            fmt_opt(l.max_ns)
+        );
+        if l.negative > 0 {
+            let _ = writeln!(
+                o,
+                "  {} kernels start before their API call ends (host and device clocks disagree)",
+                l.negative
+            );
+        }
+    }
+}
+
+fn render_kernels(o: &mut String, r: &Report) {
+    if r.kernel_summary.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nKernels by total time (top {} of {} names; share of busy = total / union busy of all GPUs)",
+        r.kernel_summary.len(),
+        r.kernel_names
+    );
+    let _ = writeln!(
+        o,
+        "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  name",
+        "busy%", "total", "count", "mean", "min", "median", "p99", "max"
+    );
+    for k in &r.kernel_summary {
+        let s = &k.stats;
+        let _ = writeln!(
+            o,
+            "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
+            format!("{:.1}", k.share_of_busy_pct),
+            fmt_ns(s.total_ns),
+            s.count,
+            fmt_ns(s.mean_ns),
+            fmt_ns(s.min_ns),
+            fmt_ns(s.median_ns),
+            fmt_ns(s.p99_ns),
+            fmt_ns(s.max_ns),
+            short_name(&s.name, 90)
+        );
+    }
+}
+
+fn render_api(o: &mut String, r: &Report) {
+    if r.api_summary.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nCUDA API calls by total time (top {} of {} names)",
+        r.api_summary.len(),
+        r.api_names
+    );
+    let _ = writeln!(
+        o,
+        "  {:>12} {:>8} {:>11} {:>11} {:>11} {:>11}  name",
+        "total", "count", "mean", "min", "median", "max"
+    );
+    for s in &r.api_summary {
+        let _ = writeln!(
+            o,
+            "  {:>12} {:>8} {:>11} {:>11} {:>11} {:>11}  {}",
+            fmt_ns(s.total_ns),
+            s.count,
+            fmt_ns(s.mean_ns),
+            fmt_ns(s.min_ns),
+            fmt_ns(s.median_ns),
+            fmt_ns(s.max_ns),
+            short_name(&s.name, 60)
+        );
+    }
+}
+
+fn render_transfers(o: &mut String, r: &Report) {
+    if r.transfers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nCopies and memsets (bandwidth = bytes / summed duration)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>8} {:>14} {:>12} {:>10}",
+        "kind", "count", "bytes", "time", "GB/s"
+    );
+    for t in &r.transfers {
+        let _ = writeln!(
+            o,
+            "  {:<8} {:>8} {:>14} {:>12} {:>10}",
+            t.kind,
+            t.count,
+            t.bytes,
+            fmt_ns(t.total_ns),
+            t.bandwidth_gb_s.map_or("-".into(), |b| format!("{b:.2}"))
+        );
+    }
+}
+
+fn render_ranges(o: &mut String, r: &Report) {
+    if r.ranges.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nAnnotation ranges (top {} of {}; totals are sums over ranges)",
+        r.ranges.len(),
+        r.range_names
+    );
+    let _ = writeln!(
+        o,
+        "  {:<6} {:>8} {:>12} {:>14}  name",
+        "domain", "count", "total", "GPU busy in it"
+    );
+    for g in &r.ranges {
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>8} {:>12} {:>14}  {}",
+            g.domain,
+            g.count,
+            fmt_ns(g.total_ns),
+            g.gpu_busy_ns.map_or("-".into(), fmt_ns),
+            short_name(&g.name, 70)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_exactly_with_three_decimals() {
+        assert_eq!(fmt_ns(0), "0 ns");
+        assert_eq!(fmt_ns(9_999), "9999 ns");
+        assert_eq!(fmt_ns(10_800), "10.800 µs");
+        assert_eq!(fmt_ns(1_234_567), "1234.567 µs");
+        assert_eq!(fmt_ns(12_345_678), "12.346 ms");
+        assert_eq!(fmt_ns(98_765_432_100), "98.765 s");
+        assert_eq!(fmt_signed_ns(-50), "-50 ns");
+        assert_eq!(short_name("abcdef", 4), "abc…");
+    }
 }
