@@ -35,9 +35,20 @@ def variants():
         "floor (same kinds, records discarded)": (rec(["--discard"]), {}),
     }
     cb = os.environ.get("LAUNCH_CBIDS")
-    if cb:
+    if cb and os.environ.get("BENCH_LAUNCH_ONLY"):
         v["cutrace, runtime records for launch/copy calls only"] = (rec(), {"CUTRACE_RUNTIME_CBIDS": cb})
         v["floor, runtime records for launch/copy calls only"] = (rec(["--discard"]), {"CUTRACE_RUNTIME_CBIDS": cb})
+    if kind == "cpp" and os.environ.get("BENCH_KIND_SUBSETS"):
+        d = ["kernel", "runtime", "memcpy", "memset", "sync", "nvtx", "overhead"]
+        for label, ks in [
+            ("kernel", ["kernel"]),
+            ("kernel,runtime", ["kernel", "runtime"]),
+            ("default - overhead", [k for k in d if k != "overhead"]),
+            ("default - sync", [k for k in d if k != "sync"]),
+            ("default - nvtx", [k for k in d if k != "nvtx"]),
+        ]:
+            v[f"floor, kinds: {label}"] = (rec(["--discard", "--kinds", ",".join(ks)]), {})
+        v["floor, no cuptiSubscribe"] = (rec(["--discard"]), {"CUTRACE_SUBSCRIBE": "0"})
     if kind == "cpp":
         if os.environ.get("SAMPLE_LIB"):
             v["NVIDIA cupti_trace_injection sample"] = ([], {"CUDA_INJECTION64_PATH": os.environ["SAMPLE_LIB"]})

@@ -97,8 +97,13 @@ def main():
         by_stream.setdefault(int(r["stream"]), []).append((int(r["start_ns"]), int(r["end_ns"])))
     streams = []
     for s in exp.get("streams", []):
-        sid = s["stream_id"]
-        if sid not in by_stream:
+        # Seen on CUDA 13.0 / driver 580: CUPTI's streamId is cudaStreamGetId() - 1.
+        sid = None
+        for cand in (s["stream_id"] - 1, s["stream_id"]):
+            if len(by_stream.get(cand, [])) == s["kernels"]:
+                sid = cand
+                break
+        if sid is None:
             cands = [x for x, iv in by_stream.items() if len(iv) == s["kernels"]]
             sid = cands[0] if len(cands) == 1 else None
         if sid is None:
@@ -109,7 +114,7 @@ def main():
         span = max(e for _, e in iv) - min(b for b, _ in iv)
         ev = s["event_ms"] * 1e6
         err = abs(busy - ev) / ev if ev else 0.0
-        streams.append({"index": s["index"], "stream": sid, "id_matched": sid == s["stream_id"],
+        streams.append({"index": s["index"], "stream": sid, "cupti_stream_id_plus_1_equals_cudaStreamGetId": sid + 1 == s["stream_id"],
                         "kernels": len(iv), "busy_ms": busy / 1e6, "span_ms": span / 1e6,
                         "event_ms": s["event_ms"], "rel_err": round(err, 5)})
         if len(iv) != s["kernels"]:

@@ -5,11 +5,11 @@
 #
 # usage (repository root on the GPU machine): bash gpu/run.sh
 #   BIN=.dev          folder holding the `cutrace` binary and libcutrace_inject.so
-#   PHASES="..."      any of: correct crash conflict torch_steps bench_cpp bench_torch peers
+#   PHASES="..."      any of: correct crash conflict torch_steps bench_cpp bench_torch peers others
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
 OUT=${OUT:-/tmp/cutrace-out}
-PHASES=${PHASES:-"correct crash conflict torch_steps bench_cpp bench_torch peers"}
+PHASES=${PHASES:-"correct crash conflict torch_steps bench_cpp bench_torch peers others"}
 REPS=${REPS:-7}
 W=/tmp/ct
 rm -rf "$W"; mkdir -p "$W/logs" "$W/fix" "$OUT"
@@ -28,10 +28,12 @@ nvcc -O2 -arch=sm_90 -o "$W/workloads" "$G/workloads.cu" > "$W/logs/nvcc.txt" 2>
 WL="$W/workloads"
 
 if has correct; then
-  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000"; do
+  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000" "tiny 1000 driver"; do
     name=${mode// /_}
+    kinds=kernel,runtime,memcpy,memset,sync,nvtx,overhead
+    [[ $mode == *driver ]] && { kinds=$kinds,driver; mode=${mode% driver}; }
     log "trace $name"
-    "$CT" record -o "$W/$name.trace" -- $WL $mode --json "$W/$name.json" > "$W/logs/$name.out" 2> "$W/logs/$name.err"
+    "$CT" record --kinds $kinds -o "$W/$name.trace" -- $WL $mode --json "$W/$name.json" > "$W/logs/$name.out" 2> "$W/logs/$name.err"
     echo "rc=$?" >> "$W/logs/$name.err"
     "$CT" convert "$W/$name.trace" --csv "$W/$name.csv" 2>> "$W/logs/$name.err"
     "$CT" report "$W/$name.trace" > "$W/logs/$name.report.txt" 2>&1
@@ -84,13 +86,15 @@ if has conflict; then
   log "torch.profiler inside a traced program"
   python3 "$G/torch_conflict.py" > "$W/logs/conflict_plain.out" 2> "$W/logs/conflict_plain.err"; rc1=$?
   "$CT" record -o "$W/conflict.trace" -- python3 "$G/torch_conflict.py" > "$W/logs/conflict_traced.out" 2> "$W/logs/conflict_traced.err"; rc2=$?
-  python3 - "$W/logs" $rc1 $rc2 >> "$R" <<'EOF'
-import json, sys
+  "$CT" convert "$W/conflict.trace" --csv "$W/conflict.csv" 2>> "$W/logs/conflict_traced.err"
+  python3 - "$W/logs" $rc1 $rc2 "$W/conflict.csv" >> "$R" <<'EOF'
+import json, sys, csv
 d, rc1, rc2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+nk = sum(1 for _ in csv.DictReader(open(sys.argv[4] + "/kernels.csv")))
 o1, o2 = open(d + "/conflict_plain.out").read(), open(d + "/conflict_traced.out").read()
 e2 = open(d + "/conflict_traced.err").read().splitlines()
 print(json.dumps({"mode": "torch_profiler_conflict", "rc_plain": rc1, "rc_traced": rc2, "stdout_equal": o1 == o2,
-                  "cutrace_lines": [l for l in e2 if l.startswith("cutrace:")], "stderr_traced_tail": e2[-6:],
+                  "cutrace_lines": [l for l in e2 if l.startswith("cutrace:")], "stderr_traced_tail": e2[-6:], "cutrace_kernels": nk,
                   "ok": rc1 == rc2 == 3 and o1 == o2}))
 EOF
 fi
@@ -98,14 +102,15 @@ fi
 if has torch_steps; then
   log "PyTorch kernel count vs torch.profiler"
   python3 "$G/torch_steps.py" --profiler "$W/steps_profiler.json" > "$W/logs/steps_prof.out" 2> "$W/logs/steps_prof.err"
-  "$CT" record -o "$W/steps.trace" -- python3 "$G/torch_steps.py" > "$W/logs/steps.out" 2> "$W/logs/steps.err"
+  "$CT" record --kinds kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead -o "$W/steps.trace" -- python3 "$G/torch_steps.py" > "$W/logs/steps.out" 2> "$W/logs/steps.err"
   "$CT" convert "$W/steps.trace" --csv "$W/steps.csv" 2>> "$W/logs/steps.err"
   a=$(tail -1 "$W/logs/steps_prof.out"); b=$(python3 "$G/torch_steps_check.py" "$W/steps.csv" 2>&1 | tail -1)
   echo "{\"mode\":\"torch_steps\",\"profiler\":$a,\"cutrace\":$b}" >> "$R"
 fi
 
 if has peers || has bench_cpp; then
-  S=/tmp/cupti_samples; rm -rf $S; cp -r /usr/local/cuda/extras/CUPTI/samples $S 2>/dev/null
+  # NVIDIA's sample builds only in place (its Makefile uses paths relative to the toolkit).
+  S=/usr/local/cuda/extras/CUPTI/samples
   (cd $S/cupti_trace_injection 2>/dev/null && make > "$W/logs/sample_build.txt" 2>&1)
   export SAMPLE_LIB=$(ls $S/cupti_trace_injection/*.so 2>/dev/null | head -1)
   export NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
@@ -121,8 +126,10 @@ if has bench_torch; then
 fi
 
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).
-[ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
-[ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" > "$W/logs/capture_torch.txt" 2>&1; }
+if has others; then
+  [ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; BIN="$BIN" OUT="$OUT" timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
+  [ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" "$W/torch" > "$W/logs/capture_torch.txt" 2>&1; tar -czf "$OUT/torch.tar.gz" -C "$W/torch" . 2>/dev/null; }
+fi
 
 tar -czf "$OUT/fixtures.tar.gz" -C "$W/fix" . 2>/dev/null
 tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/dev/null) 2>/dev/null
@@ -134,7 +141,7 @@ cat "$W"/bench_*.json > /dev/null 2>&1 && tar -czf "$OUT/bench.tar.gz" -C "$W" $
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "profiler", "cutrace", "launch_cbids")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

@@ -15,9 +15,11 @@ if not ranges:
 s, e = int(ranges[0]["start_ns"]), int(ranges[0]["end_ns"])
 inside = {int(a["correlation_id"]) for a in api if s <= int(a["start_ns"]) <= e}
 corr = {int(a["correlation_id"]) for a in api}
+by_corr = {int(a["correlation_id"]): a["kind"] + ":" + a["name"] for a in api}
 print(json.dumps({
     "cutrace_kernels_in_steps": sum(1 for r in k if int(r["correlation_id"]) in inside),
     "kernels_total": len(k),
     "orphans": sum(1 for r in k if int(r["correlation_id"]) not in corr),
-    "api_names": sorted({a["name"] for a in api})[:40],
+    "launch_api_in_steps": dict(__import__("collections").Counter(
+        by_corr[int(r["correlation_id"])] for r in k if int(r["correlation_id"]) in inside)),
 }))

@@ -90,8 +90,13 @@ fn init() -> Result<(), String> {
         Pairing::Warn(w) => notes.push(w),
         Pairing::Refuse(r) => return Err(r),
     }
-    if let Err(e) = cupti.subscribe(noop_callback) {
-        return Err(refusal("cuptiSubscribe", &e));
+    // Claiming the subscriber slot makes a later tracer (torch.profiler) see
+    // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED and stay off our buffers, and tells us when
+    // one was here first. CUTRACE_SUBSCRIBE=0 skips it (benchmarks only).
+    if std::env::var("CUTRACE_SUBSCRIBE").as_deref() != Ok("0") {
+        if let Err(e) = cupti.subscribe(noop_callback) {
+            return Err(refusal("cuptiSubscribe", &e));
+        }
     }
     // CUPTI zeroes buffers it is handed unless told they are zeroed already; the pool zeroes
     // them on the writer thread, away from the application's threads.
