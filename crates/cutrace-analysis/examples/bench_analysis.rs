@@ -2,8 +2,8 @@
 //! memory). Run: `cargo run --release -p cutrace-analysis --example bench_analysis [-- N]`.
 //!
 //! The synthetic trace: N kernels over 2 devices × 4 streams, 64 kernel names, durations of
-//! 1–50 µs with idle gaps, one runtime launch call per kernel (so the correlation join runs on
-//! N API records too). Two orderings are measured: "completion order" (CUPTI writes a kernel's
+//! 1–50 µs, launched by one host thread (one cudaLaunchKernel record per kernel, so the
+//! correlation join runs on N API records too), with queueing and idle gaps. Two orderings are measured: "completion order" (CUPTI writes a kernel's
 //! record when it completes, so streams interleave but each stream is in order) and "fully
 //! shuffled" (the worst case: every per-stream array needs a sort). Each case is run 3 times; the
 //! best and the median are reported, in CPU time of the benchmark thread.
@@ -35,20 +35,21 @@ fn synthetic(n: usize) -> Trace {
         .collect();
     let launch_name = strings.len() as u32;
     strings.push("cudaLaunchKernel".into());
-    let mut clock = [[1_700_000_000_000_000_000u64; 4]; 2];
+    // One host thread launches every kernel: it calls cudaLaunchKernel every 1–11 µs (the call
+    // takes 2–5 µs); the kernel starts 1–5 µs after the call returns, or when its stream is free.
+    let mut host = 1_700_000_000_000_000_000u64;
+    let mut stream_free = [[0u64; 4]; 2];
     let mut kernels = Vec::with_capacity(n);
     let mut api_calls = Vec::with_capacity(n);
     for i in 0..n {
-        let device = (rng.below(2)) as u32;
+        let device = rng.below(2) as u32;
         let stream = rng.below(4) as usize;
-        let gap = if rng.below(8) == 0 {
-            rng.below(20_000)
-        } else {
-            rng.below(200)
-        };
-        let start = clock[device as usize][stream] + gap;
+        host += 1_000 + rng.below(10_000);
+        let api_end = host + 2_000 + rng.below(3_000);
+        let free = &mut stream_free[device as usize][stream];
+        let start = (api_end + 1_000 + rng.below(4_000)).max(*free);
         let end = start + 1_000 + rng.below(49_000);
-        clock[device as usize][stream] = end;
+        *free = end;
         let correlation_id = i as u64 + 1;
         kernels.push(Kernel {
             device,
@@ -72,8 +73,8 @@ fn synthetic(n: usize) -> Trace {
             process: 1,
             thread: 1,
             correlation_id,
-            start_ns: start.saturating_sub(5_000),
-            end_ns: start.saturating_sub(3_000),
+            start_ns: host,
+            end_ns: api_end,
             return_value: 0,
         });
     }
@@ -166,6 +167,16 @@ fn run_case(name: &str, trace: &Trace) {
             std::hint::black_box(v);
         }),
     );
+    if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "analyze") {
+        report(
+            "full report (analyze)",
+            n,
+            time3(|| {
+                std::hint::black_box(analyze(trace, &opts).expect("analyze"));
+            }),
+        );
+        return;
+    }
     if std::env::var("BENCH_ONLY").is_ok_and(|v| v == "timelines") {
         report(
             "busy/idle/gaps per device+stream",

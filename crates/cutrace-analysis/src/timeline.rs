@@ -217,20 +217,27 @@ fn merge_in_start_order(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
         [] => {}
         [one] => one.iter().for_each(f),
         _ => {
-            let mut heads: Vec<usize> = vec![0; arrays.len()];
+            // Few streams per device: a scan of the heads' starts beats a heap. An exhausted
+            // array's head is `Ns::MAX`, which no start equals (every interval ends later).
+            let mut pos: Vec<usize> = vec![0; arrays.len()];
+            let mut head: Vec<Ns> = arrays
+                .iter()
+                .map(|a| a.first().map_or(Ns::MAX, |iv| iv.start))
+                .collect();
             loop {
-                // Few streams per device: a scan of the heads beats a heap.
-                let mut best: Option<(Ns, usize)> = None;
-                for (a, &h) in heads.iter().enumerate() {
-                    if let Some(iv) = arrays[a].get(h) {
-                        if best.is_none_or(|(s, _)| iv.start < s) {
-                            best = Some((iv.start, a));
-                        }
+                let mut best = 0;
+                for (a, &h) in head.iter().enumerate().skip(1) {
+                    if h < head[best] {
+                        best = a;
                     }
                 }
-                let Some((_, a)) = best else { break };
-                f(&arrays[a][heads[a]]);
-                heads[a] += 1;
+                if head[best] == Ns::MAX {
+                    break;
+                }
+                let arr = arrays[best];
+                f(&arr[pos[best]]);
+                pos[best] += 1;
+                head[best] = arr.get(pos[best]).map_or(Ns::MAX, |iv| iv.start);
             }
         }
     }
@@ -257,28 +264,49 @@ struct Grouped {
 /// (device, stream) → stream slot without hashing in the common case: most records repeat the
 /// previous key or one of a handful of streams.
 struct SlotIndex {
-    last: Option<((u32, u64), usize)>,
+    /// Direct-mapped cache: one compare finds a recent key (streams interleave in the records).
+    cache: [((u32, u64), u32); CACHE],
     keys: Vec<(u32, u64)>,
     map: HashMap<(u32, u64), usize>,
 }
 
+const CACHE: usize = 64;
 const LINEAR_KEYS: usize = 16;
 
 impl SlotIndex {
+    fn new() -> Self {
+        SlotIndex {
+            // Slot u32::MAX marks an empty entry.
+            cache: [((0, 0), u32::MAX); CACHE],
+            keys: Vec::new(),
+            map: HashMap::new(),
+        }
+    }
+
+    #[inline]
+    fn cache_line(key: (u32, u64)) -> usize {
+        (key.1 ^ (key.1 >> 7) ^ u64::from(key.0).wrapping_mul(0x9e37_79b9)) as usize % CACHE
+    }
+
     #[inline]
     fn find(&mut self, key: (u32, u64)) -> Option<usize> {
-        if let Some((k, slot)) = self.last {
-            if k == key {
-                return Some(slot);
-            }
+        let line = Self::cache_line(key);
+        let (k, slot) = self.cache[line];
+        if k == key && slot != u32::MAX {
+            return Some(slot as usize);
         }
+        self.find_slow(key, line)
+    }
+
+    #[cold]
+    fn find_slow(&mut self, key: (u32, u64), line: usize) -> Option<usize> {
         let found = if self.keys.len() <= LINEAR_KEYS {
             self.keys.iter().position(|&k| k == key)
         } else {
             self.map.get(&key).copied()
         };
         if let Some(slot) = found {
-            self.last = Some((key, slot));
+            self.cache[line] = (key, slot as u32);
         }
         found
     }
@@ -294,17 +322,13 @@ impl SlotIndex {
                 self.map.insert(key, slot);
             }
         }
-        self.last = Some((key, slot));
+        self.cache[Self::cache_line(key)] = (key, slot as u32);
         slot
     }
 }
 
 fn group(trace: &Trace, window: Option<&Window>) -> Grouped {
-    let mut index = SlotIndex {
-        last: None,
-        keys: Vec::new(),
-        map: HashMap::new(),
-    };
+    let mut index = SlotIndex::new();
     let mut g = Grouped {
         devices: Vec::new(),
         streams: Vec::new(),
@@ -415,7 +439,7 @@ impl Sweep {
     }
 
     /// Adds one interval (non-empty, start order); returns the busy run it closed, if any.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, start: Ns, end: Ns, idx: u32, trace: &Trace) -> Option<(Ns, Ns)> {
         self.kernels += 1;
         self.summed += end - start;
