@@ -234,6 +234,9 @@ fn main() {
     );
     run_case("completion order (as CUPTI writes records)", &trace);
     let hwm_buffer = vm_hwm_kib().unwrap_or(0);
+    if std::env::var("BENCH_ORDERED_ONLY").is_ok() {
+        return;
+    }
     let mut rng = Rng(42);
     shuffle(&mut trace.kernels, &mut rng);
     shuffle(&mut trace.api_calls, &mut rng);

@@ -162,7 +162,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     let range_names = ranges.len() as u64;
     ranges.truncate(opts.top);
 
-    let bounds = trace_bounds(trace);
+    let (bounds, inverted) = record_facts(trace);
     Ok(Report {
         trace: TraceInfo {
             source: match trace.meta.source {
@@ -179,7 +179,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             ranges: trace.ranges.len() as u64,
         },
         window: opts.window,
-        data_loss: data_loss(trace),
+        data_loss: data_loss(trace, inverted),
         devices,
         correlation,
         launch_latency,
@@ -243,27 +243,54 @@ fn empty_timeline() -> Timeline {
     }
 }
 
-fn data_loss(trace: &Trace) -> DataLoss {
-    let inverted = trace
-        .kernels
-        .iter()
-        .filter(|r| r.end_ns < r.start_ns)
-        .count()
-        + trace
-            .memcpys
-            .iter()
-            .filter(|r| r.end_ns < r.start_ns)
-            .count()
-        + trace
-            .memsets
-            .iter()
-            .filter(|r| r.end_ns < r.start_ns)
-            .count()
-        + trace
-            .api_calls
-            .iter()
-            .filter(|r| r.end_ns < r.start_ns)
-            .count();
+/// Trace bounds and the count of inverted kernel/copy/memset/API records, in one pass per kind.
+fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
+    fn scan(spans: impl Iterator<Item = (Ns, Ns)>, acc: &mut (Ns, Ns, u64)) {
+        for (s, e) in spans {
+            acc.0 = acc.0.min(s);
+            acc.1 = acc.1.max(e.max(s));
+            acc.2 += u64::from(e < s);
+        }
+    }
+    let mut acc = (Ns::MAX, 0, 0);
+    scan(
+        trace.kernels.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut acc,
+    );
+    scan(
+        trace.memcpys.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut acc,
+    );
+    scan(
+        trace.memsets.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut acc,
+    );
+    scan(
+        trace.api_calls.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut acc,
+    );
+    let inverted = acc.2;
+    // The other kinds widen the bounds but are not counted as inverted.
+    let mut rest = (acc.0, acc.1, 0);
+    scan(
+        trace.syncs.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut rest,
+    );
+    scan(
+        trace.ranges.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut rest,
+    );
+    scan(
+        trace.overheads.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut rest,
+    );
+    scan(trace.marks.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
+    let bounds = (rest.0 != Ns::MAX).then_some((rest.0, rest.1));
+    debug_assert_eq!(bounds, trace_bounds(trace));
+    (bounds, inverted)
+}
+
+fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
     let m = &trace.meta;
     DataLoss {
         dropped_by_recorder: m.dropped_by_recorder,
@@ -278,6 +305,6 @@ fn data_loss(trace: &Trace) -> DataLoss {
                 count: *count,
             })
             .collect(),
-        inverted_intervals: inverted as u64,
+        inverted_intervals: inverted,
     }
 }

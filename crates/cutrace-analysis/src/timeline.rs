@@ -15,7 +15,8 @@
 //! is exactly the sum of the idle gaps between busy runs; zero-length kernels are counted but add
 //! no busy time, do not widen the window and split no gap. Devices are never unioned together.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use cutrace_trace::{Kernel, Ns, Trace};
 use serde::Serialize;
@@ -216,30 +217,51 @@ fn merge_in_start_order(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
     match arrays {
         [] => {}
         [one] => one.iter().for_each(f),
+        _ if arrays.len() <= MERGE_WAYS => merge_few(arrays, f),
         _ => {
-            // Few streams per device: a scan of the heads' starts beats a heap. An exhausted
-            // array's head is `Ns::MAX`, which no start equals (every interval ends later).
-            let mut pos: Vec<usize> = vec![0; arrays.len()];
-            let mut head: Vec<Ns> = arrays
+            // Many streams on one device: a heap of (next start, array).
+            let mut heap: BinaryHeap<Reverse<(Ns, usize)>> = arrays
                 .iter()
-                .map(|a| a.first().map_or(Ns::MAX, |iv| iv.start))
+                .enumerate()
+                .filter_map(|(a, arr)| arr.first().map(|iv| Reverse((iv.start, a))))
                 .collect();
-            loop {
-                let mut best = 0;
-                for (a, &h) in head.iter().enumerate().skip(1) {
-                    if h < head[best] {
-                        best = a;
-                    }
+            let mut pos = vec![0usize; arrays.len()];
+            while let Some(Reverse((_, a))) = heap.pop() {
+                f(&arrays[a][pos[a]]);
+                pos[a] += 1;
+                if let Some(iv) = arrays[a].get(pos[a]) {
+                    heap.push(Reverse((iv.start, a)));
                 }
-                if head[best] == Ns::MAX {
-                    break;
-                }
-                let arr = arrays[best];
-                f(&arr[pos[best]]);
-                pos[best] += 1;
-                head[best] = arr.get(pos[best]).map_or(Ns::MAX, |iv| iv.start);
             }
         }
+    }
+}
+
+const MERGE_WAYS: usize = 8;
+
+/// The merge for a handful of streams: the heads live in a fixed array scanned without branches
+/// (an exhausted array's head is `Ns::MAX`, which no start equals: every interval ends later).
+fn merge_few(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
+    let mut head = [Ns::MAX; MERGE_WAYS];
+    let mut pos = [0usize; MERGE_WAYS];
+    for (h, arr) in head.iter_mut().zip(arrays) {
+        *h = arr.first().map_or(Ns::MAX, |iv| iv.start);
+    }
+    loop {
+        let mut best = 0;
+        let mut best_start = head[0];
+        for (a, &h) in head.iter().enumerate().skip(1) {
+            let less = h < best_start;
+            best = if less { a } else { best };
+            best_start = if less { h } else { best_start };
+        }
+        if best_start == Ns::MAX {
+            return;
+        }
+        let arr = arrays[best];
+        f(&arr[pos[best]]);
+        pos[best] += 1;
+        head[best] = arr.get(pos[best]).map_or(Ns::MAX, |iv| iv.start);
     }
 }
 

@@ -66,7 +66,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .transpose()
         .context("--to")?;
     let trace = load(&args.file)?;
-    let start = trace_bounds(&trace).map_or(0, |b| b.0);
+    // The trace start only matters for offsets like `12.5ms`; skip the pass otherwise.
+    let relative = [from, to]
+        .iter()
+        .any(|b| matches!(b, Some(cutrace_analysis::TimeArg::FromStart(_))));
+    let start = if relative {
+        trace_bounds(&trace).map_or(0, |b| b.0)
+    } else {
+        0
+    };
     let window = Window::resolve(from, to, start).context("--from/--to")?;
     let opts = Options {
         window,
