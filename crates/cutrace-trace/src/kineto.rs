@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::error::TraceError;
 use crate::model::*;
 use crate::open::Progress;
-use crate::timeparse::parse_us_to_ns;
+use crate::timeparse::parse_us_to_ns_bytes;
 
 mod scan;
 use scan::{Args, Event};
@@ -151,19 +151,15 @@ struct GpuArgs {
 }
 
 fn typed(a: &Args<'_>) -> Result<GpuArgs, String> {
-    fn int<T: std::str::FromStr>(v: Option<&[u8]>, key: &str) -> Result<Option<T>, String> {
+    fn int<T: TryFrom<u64>>(v: Option<&[u8]>, key: &str) -> Result<Option<T>, String> {
         match v {
             None | Some(b"null") => Ok(None),
-            Some(r) => std::str::from_utf8(r)
-                .ok()
-                .and_then(|t| t.parse::<T>().ok())
-                .map(Some)
-                .ok_or_else(|| {
-                    format!(
-                        "\"{key}\" should be a non-negative integer, found {}",
-                        String::from_utf8_lossy(r)
-                    )
-                }),
+            Some(r) => parse_uint(r).map(Some).ok_or_else(|| {
+                format!(
+                    "\"{key}\" should be a non-negative integer, found {}",
+                    String::from_utf8_lossy(r)
+                )
+            }),
         }
     }
     fn dim3(v: Option<&[u8]>, key: &str) -> Result<Option<[u32; 3]>, String> {
@@ -174,22 +170,17 @@ fn typed(a: &Args<'_>) -> Result<GpuArgs, String> {
                 String::from_utf8_lossy(r)
             )
         };
-        let text = std::str::from_utf8(r).map_err(|_| bad())?;
-        let inner = text
-            .trim()
-            .strip_prefix('[')
-            .and_then(|t| t.strip_suffix(']'))
+        let inner = r
+            .strip_prefix(b"[")
+            .and_then(|t| t.strip_suffix(b"]"))
             .ok_or_else(bad)?;
         let mut out = [0u32; 3];
-        let mut n = 0;
-        for part in inner.split(',') {
-            if n == 3 {
-                return Err(bad());
-            }
-            out[n] = part.trim().parse().map_err(|_| bad())?;
-            n += 1;
+        let mut parts = inner.split(|&c| c == b',');
+        for slot in out.iter_mut() {
+            let part = parts.next().ok_or_else(bad)?;
+            *slot = parse_uint(part.trim_ascii()).ok_or_else(bad)?;
         }
-        if n != 3 {
+        if parts.next().is_some() {
             return Err(bad());
         }
         Ok(Some(out))
@@ -722,14 +713,14 @@ impl Sink {
         let ts = ev
             .ts
             .ok_or_else(|| self.malformed(at, format!("a \"{what}\" event has no \"ts\"")))?;
-        let start = parse_us_to_ns(unquote(&raw_text(ts))).map_err(|e| {
+        let start = parse_us_to_ns_bytes(unquote_b(ts)).map_err(|e| {
             self.malformed(
                 at,
                 format!("\"ts\" of a \"{what}\" event is {e}: {}", raw_text(ts)),
             )
         })?;
         let dur = match ev.dur {
-            Some(d) => parse_us_to_ns(unquote(&raw_text(d))).map_err(|e| {
+            Some(d) => parse_us_to_ns_bytes(unquote_b(d)).map_err(|e| {
                 self.malformed(
                     at,
                     format!("\"dur\" of a \"{what}\" event is {e}: {}", raw_text(d)),
@@ -800,15 +791,30 @@ fn cat_or_event(ev: &Event<'_>) -> String {
         .unwrap_or_else(|| "event".into())
 }
 
-fn unquote(s: &str) -> &str {
-    s.strip_prefix('"')
-        .and_then(|s| s.strip_suffix('"'))
-        .unwrap_or(s)
-}
-
 /// An integer `pid`/`tid`; Kineto also writes strings such as "Spans" there, which are not ids.
 fn raw_u64(v: Option<&[u8]>) -> Option<u64> {
-    v.and_then(|r| unquote(std::str::from_utf8(r).ok()?).parse::<u64>().ok())
+    v.and_then(|r| parse_uint(unquote_b(r)))
+}
+
+fn unquote_b(b: &[u8]) -> &[u8] {
+    b.strip_prefix(b"\"")
+        .and_then(|b| b.strip_suffix(b"\""))
+        .unwrap_or(b)
+}
+
+/// A plain non-negative decimal integer that fits `T`, straight from bytes.
+fn parse_uint<T: TryFrom<u64>>(b: &[u8]) -> Option<T> {
+    if b.is_empty() || b.len() > 20 {
+        return None;
+    }
+    let mut v: u64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    T::try_from(v).ok()
 }
 
 fn raw_text(v: &[u8]) -> Cow<'_, str> {

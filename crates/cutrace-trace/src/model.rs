@@ -257,11 +257,35 @@ impl Trace {
     }
 }
 
+/// A multiply-rotate hash (the rustc "Fx" scheme) for interning: kernel names are long and
+/// hashed once per record, and SipHash's DoS resistance buys nothing for names in a trace file.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher(u64);
+
+impl std::hash::Hasher for FxHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let w = u64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+            self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+
 /// Interns strings while a trace is being built.
 #[derive(Debug, Default)]
 pub struct Interner {
     strings: Vec<String>,
-    index: std::collections::HashMap<String, StrId>,
+    index: std::collections::HashMap<String, StrId, FxBuild>,
 }
 
 impl Interner {

@@ -33,7 +33,12 @@ impl fmt::Display for TimeParseError {
 /// Parses a non-negative decimal number of microseconds (`123`, `123.4`, `123.456`,
 /// `1.5e3`) into exact nanoseconds. Digits beyond the third decimal must be zeros.
 pub fn parse_us_to_ns(text: &str) -> Result<u64, TimeParseError> {
-    let b = text.trim().as_bytes();
+    parse_us_to_ns_bytes(text.as_bytes())
+}
+
+/// [`parse_us_to_ns`] over raw bytes (the importer's input), surrounding whitespace allowed.
+pub fn parse_us_to_ns_bytes(b: &[u8]) -> Result<u64, TimeParseError> {
+    let b = b.trim_ascii();
     if b.is_empty() {
         return Err(TimeParseError::Empty);
     }

@@ -97,6 +97,21 @@ fn hex4(b: &[u8], i: usize) -> Result<u32, String> {
     u32::from_str_radix(s, 16).map_err(|_| "a \\u escape is not hex".into())
 }
 
+/// Position of the next `"` or `\\` at or after `from`. Most strings are short keys and
+/// categories, where a plain loop beats memchr's set-up; long names go to memchr (SIMD).
+#[inline]
+fn find_quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
+    let short_end = (from + 16).min(b.len());
+    let mut j = from;
+    while j < short_end {
+        if b[j] == b'"' || b[j] == b'\\' {
+            return Some(j);
+        }
+        j += 1;
+    }
+    memchr::memchr2(b'"', b'\\', b.get(j..)?).map(|off| j + off)
+}
+
 /// The raw text of the `args` fields cutrace models.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Args<'a> {
@@ -172,14 +187,10 @@ impl<'a> Scanner<'a> {
         let mut j = start;
         let mut escaped = false;
         loop {
-            let Some(off) = self
-                .b
-                .get(j..)
-                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
-            else {
+            let Some(at) = find_quote_or_backslash(self.b, j) else {
                 return Err(ScanError::NeedMore);
             };
-            j += off;
+            j = at;
             if self.b[j] == b'"' {
                 break;
             }
@@ -237,9 +248,11 @@ impl<'a> Scanner<'a> {
         Ok(&self.b[start..self.i])
     }
 
-    /// Skips a nested object or array, checking that strings close and brackets balance.
+    /// Skips a nested object or array, checking that strings close and brackets balance. The
+    /// open brackets are a bit stack (1 = object), so skipping allocates nothing.
     fn nested(&mut self) -> R<()> {
-        let mut stack: Vec<u8> = Vec::new();
+        let mut stack: u128 = 0;
+        let mut depth = 0u32;
         loop {
             let Some(&c) = self.b.get(self.i) else {
                 return Err(ScanError::NeedMore);
@@ -249,13 +262,20 @@ impl<'a> Scanner<'a> {
                     self.string()?;
                     continue;
                 }
-                b'{' => stack.push(b'}'),
-                b'[' => stack.push(b']'),
+                b'{' | b'[' => {
+                    if depth == 128 {
+                        return self.bad("values nested more than 128 deep");
+                    }
+                    stack = (stack << 1) | u128::from(c == b'{');
+                    depth += 1;
+                }
                 b'}' | b']' => {
-                    if stack.pop() != Some(c) {
+                    if depth == 0 || (stack & 1 == 1) != (c == b'}') {
                         return self.bad(format!("unbalanced '{}'", c as char));
                     }
-                    if stack.is_empty() {
+                    stack >>= 1;
+                    depth -= 1;
+                    if depth == 0 {
                         self.i += 1;
                         return Ok(());
                     }
