@@ -33,13 +33,14 @@ def variants():
         "untraced": ([], {}),
         "cutrace": (rec(), {}),
         "floor (same kinds, records discarded)": (rec(["--discard"]), {}),
+        "cutrace without the driver kind": (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {}),
     }
     cb = os.environ.get("LAUNCH_CBIDS")
     if cb and os.environ.get("BENCH_LAUNCH_ONLY"):
         v["cutrace, runtime records for launch/copy calls only"] = (rec(), {"CUTRACE_RUNTIME_CBIDS": cb})
         v["floor, runtime records for launch/copy calls only"] = (rec(["--discard"]), {"CUTRACE_RUNTIME_CBIDS": cb})
     if kind == "cpp" and os.environ.get("BENCH_KIND_SUBSETS"):
-        d = ["kernel", "runtime", "memcpy", "memset", "sync", "nvtx", "overhead"]
+        d = ["kernel", "runtime", "driver", "memcpy", "memset", "sync", "nvtx", "overhead"]
         for label, ks in [
             ("kernel", ["kernel"]),
             ("kernel,runtime", ["kernel", "runtime"]),
@@ -69,6 +70,9 @@ def run_one(base, prefix, env_extra, i, name):
     if prof:
         env_extra["_profiler"] = prof
     cmd = [c.replace("{dir}", d) for c in prefix] + list(base)
+    if os.environ.get("BENCH_CPUS"):
+        # Same CPUs for every variant: the machine's run-to-run spread is mostly scheduling.
+        cmd = ["taskset", "-c", os.environ["BENCH_CPUS"]] + cmd
     js = os.path.join(d, "out.json")
     if kind == "cpp":
         cmd.append(js)
@@ -125,12 +129,22 @@ for name, row in summary.items():
             row[m]["ratio_to_untraced"] = row[m]["median"] / u
         if f:
             row[m]["ratio_to_floor"] = row[m]["median"] / f
+# Ratios within each repetition (variant / untraced of the same repetition): the machine drifts
+# between repetitions, so these are steadier than ratios of medians.
+for name, row in summary.items():
+    for m in metrics:
+        pairs = [(x[m], u[m]) for x, u in zip(samples[name], samples.get("untraced", [])) if m in x and m in u]
+        if pairs:
+            r = [a / b for a, b in pairs]
+            row[m]["per_rep_ratio_median"] = statistics.median(r)
+            row[m]["per_rep_ratio_min"] = min(r)
+            row[m]["per_rep_ratio_max"] = max(r)
 json.dump({"kind": kind, "reps": reps, "summary": summary, "samples": samples, "errors": errors}, open(out_path, "w"), indent=1)
 for name, row in summary.items():
     cells = []
     for m in metrics:
         x = row[m]
-        cells.append(f"{m}={x['median']:.3f} [{x['min']:.3f}..{x['max']:.3f}] x{x.get('ratio_to_untraced', 0):.3f}")
+        cells.append(f"{m}={x['median']:.3f} [{x['min']:.3f}..{x['max']:.3f}] x{x.get('ratio_to_untraced', 0):.3f} rep-x{x.get('per_rep_ratio_median', 0):.3f}")
     print(f"{kind:5} {name:55} " + "  ".join(cells))
 for name, e in errors.items():
     print(f"{kind:5} {name:55} FAILED: {e[-300:]}")

@@ -28,10 +28,10 @@ nvcc -O2 -arch=sm_90 -o "$W/workloads" "$G/workloads.cu" > "$W/logs/nvcc.txt" 2>
 WL="$W/workloads"
 
 if has correct; then
-  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000" "tiny 1000 driver"; do
+  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000" "tiny 1000 nodriver"; do
     name=${mode// /_}
-    kinds=kernel,runtime,memcpy,memset,sync,nvtx,overhead
-    [[ $mode == *driver ]] && { kinds=$kinds,driver; mode=${mode% driver}; }
+    kinds=kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead
+    [[ $mode == *nodriver ]] && { kinds=kernel,runtime,memcpy,memset,sync,nvtx,overhead; mode=${mode% nodriver}; }
     log "trace $name"
     "$CT" record --kinds $kinds -o "$W/$name.trace" -- $WL $mode --json "$W/$name.json" > "$W/logs/$name.out" 2> "$W/logs/$name.err"
     echo "rc=$?" >> "$W/logs/$name.err"

@@ -14,8 +14,10 @@ pub const KIND_NAMES: &[(&str, u32)] = &[
     ("overhead", kind::OVERHEAD),
 ];
 
-/// DESIGN.md decision 7.
-pub const DEFAULT_KINDS: &str = "kernel,runtime,memcpy,memset,sync,nvtx,overhead";
+/// DESIGN.md decision 7. DRIVER is on because libraries (cuBLAS, Triton) launch kernels with
+/// the driver API: without it those kernels are orphans. Runtime launches do not also produce a
+/// driver record (checked on CUDA 13.0), so it costs no duplicate records.
+pub const DEFAULT_KINDS: &str = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead";
 pub const DEFAULT_BUFFER_BYTES: usize = 8 << 20;
 pub const MIN_BUFFER_BYTES: usize = 1 << 20;
 pub const MAX_BUFFER_BYTES: usize = 10 << 20;
@@ -110,7 +112,7 @@ mod tests {
     #[test]
     fn defaults_and_overrides() {
         let c = Config::from_env(&|_| None);
-        assert_eq!(c.kinds.len(), 7);
+        assert_eq!(c.kinds.len(), 8);
         assert_eq!(c.kinds[0], kind::CONCURRENT_KERNEL);
         assert_eq!(c.buffer_bytes, 8 << 20);
         assert!(!c.discard);

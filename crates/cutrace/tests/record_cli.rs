@@ -59,7 +59,10 @@ fn program_gets_absolute_injection_env() {
     let f: Vec<&str> = s.trim().split('|').collect();
     assert_eq!(PathBuf::from(f[0]), std::fs::canonicalize(&lib).unwrap());
     assert!(f[1].starts_with('/') && f[1].ends_with("trace"), "{s}");
-    assert_eq!(f[2], "kernel,runtime,memcpy,memset,sync,nvtx,overhead");
+    assert_eq!(
+        f[2],
+        "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead"
+    );
     assert_eq!(f[3], (8u64 << 20).to_string());
     assert!(dir.join("trace").is_dir());
 }

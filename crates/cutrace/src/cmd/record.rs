@@ -48,7 +48,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "kernel,runtime,memcpy,memset,sync,nvtx,overhead"
+        default_value = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead"
     )]
     kinds: Vec<String>,
     /// CUPTI activity buffer size in MiB (1–10).
