@@ -276,6 +276,7 @@ struct StreamGroup {
     ivs: Vec<Iv>,
     /// Whether `ivs` arrived in start order (then it needs no sort).
     sorted: bool,
+    last_start: Ns,
 }
 
 struct Grouped {
@@ -350,13 +351,22 @@ impl SlotIndex {
 }
 
 fn group(trace: &Trace, window: Option<&Window>) -> Grouped {
+    // Two copies of the loop, so the common case (no window) has no clipping in it.
+    match window {
+        None => group_with(trace, |s, e| Some((s, e))),
+        Some(w) => group_with(trace, |s, e| w.clip(s, e)),
+    }
+}
+
+#[inline(always)]
+fn group_with(trace: &Trace, clip: impl Fn(Ns, Ns) -> Option<(Ns, Ns)>) -> Grouped {
     let mut index = SlotIndex::new();
     let mut g = Grouped {
         devices: Vec::new(),
         streams: Vec::new(),
     };
     for (i, k) in trace.kernels.iter().enumerate() {
-        let Some((s, e)) = clip(window, k.start_ns, k.end_ns) else {
+        let Some((s, e)) = clip(k.start_ns, k.end_ns) else {
             continue;
         };
         let key = (k.device, k.stream);
@@ -366,9 +376,8 @@ fn group(trace: &Trace, window: Option<&Window>) -> Grouped {
         };
         let st = &mut g.streams[slot];
         if e > s {
-            if let Some(last) = st.ivs.last() {
-                st.sorted &= last.start <= s;
-            }
+            st.sorted &= st.last_start <= s;
+            st.last_start = s;
             st.ivs.push(Iv {
                 start: s,
                 dur: u32::try_from(e - s).unwrap_or(LONG),
@@ -400,6 +409,7 @@ fn new_slot(g: &mut Grouped, index: &mut SlotIndex, key: (u32, u64)) -> usize {
         zero_length: 0,
         ivs: Vec::new(),
         sorted: true,
+        last_start: 0,
     });
     slot
 }

@@ -167,6 +167,16 @@ pub fn fmt_ns(ns: u64) -> String {
     format!("{}.{:03} {unit}", milli / 1000, milli % 1000)
 }
 
+/// A power-of-ten bucket bound in its natural unit: `1 µs`, `100 ms`.
+fn fmt_round(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{} µs", ns / 1_000),
+        1_000_000..=999_999_999 => format!("{} ms", ns / 1_000_000),
+        _ => format!("{} s", ns / 1_000_000_000),
+    }
+}
+
 fn fmt_signed_ns(ns: i64) -> String {
     if ns < 0 {
         format!("-{}", fmt_ns(ns.unsigned_abs()))
@@ -355,10 +365,10 @@ fn render_device(o: &mut String, d: &DeviceReport) {
         .iter()
         .filter(|b| b.count > 0)
         .map(|b| {
-            let to = b.to_ns.map_or("∞".to_string(), fmt_ns);
+            let to = b.to_ns.map_or("∞".to_string(), fmt_round);
             format!(
                 "[{}, {}): {} ({})",
-                fmt_ns(b.from_ns),
+                fmt_round(b.from_ns),
                 to,
                 b.count,
                 fmt_ns(b.total_ns)
@@ -597,6 +607,8 @@ mod tests {
         assert_eq!(fmt_ns(12_345_678), "12.346 ms");
         assert_eq!(fmt_ns(98_765_432_100), "98.765 s");
         assert_eq!(fmt_signed_ns(-50), "-50 ns");
+        assert_eq!(fmt_round(100_000), "100 µs");
+        assert_eq!(fmt_round(1_000_000_000), "1 s");
         assert_eq!(short_name("abcdef", 4), "abc…");
     }
 }
