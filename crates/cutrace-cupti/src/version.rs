@@ -61,12 +61,17 @@ pub fn check_pairing(cupti: u32, driver: Option<u32>, cupti_path: &str) -> Pairi
 
 /// The kernel module version from `/proc/driver/nvidia/version` text (`580.159.04`).
 pub fn parse_kernel_module_version(text: &str) -> Option<String> {
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  …" or, for the open modules,
+    // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build …".
     let line = text.lines().find(|l| l.contains("Kernel Module"))?;
     let after = line.split("Kernel Module").nth(1)?;
     after
         .split_whitespace()
-        .next()
-        .filter(|v| v.chars().next().is_some_and(|c| c.is_ascii_digit()))
+        .find(|v| {
+            v.contains('.')
+                && v.chars().next().is_some_and(|c| c.is_ascii_digit())
+                && v.chars().all(|c| c.is_ascii_digit() || c == '.')
+        })
         .map(str::to_owned)
 }
 
@@ -107,6 +112,8 @@ mod tests {
             parse_kernel_module_version(t).as_deref(),
             Some("580.159.04")
         );
+        let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Oct  2 2025";
+        assert_eq!(parse_kernel_module_version(open).as_deref(), Some("580.159.04"));
         assert_eq!(parse_kernel_module_version("nothing"), None);
     }
 }

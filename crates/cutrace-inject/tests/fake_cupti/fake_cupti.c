@@ -1,0 +1,70 @@
+/* A stand-in for libcupti.so, for testing the injection without a GPU. FAKE_CUPTI_MODE:
+ * 0 = works and delivers one buffer of hand-built CUPTI 13 records (3 runtime + 3 kernel)
+ *     at the first cuptiActivityFlushAll; 1 = cuptiSubscribe reports another subscriber;
+ * 2 = reports an old CUPTI (API version 24, CUDA 12.x). Record layouts: CUpti_ActivityAPI
+ * (40 bytes) and CUpti_ActivityKernel10 (216 bytes), offsets as in the CUPTI 13 headers. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*req_t)(uint8_t **, size_t *, size_t *);
+typedef void (*done_t)(void *, uint32_t, uint8_t *, size_t, size_t);
+static req_t g_req;
+static done_t g_done;
+static int g_flushed;
+static const char *g_kname = "_Z4fakePf";
+
+static int mode(void) {
+  const char *m = getenv("FAKE_CUPTI_MODE");
+  return m ? atoi(m) : 0;
+}
+static void put32(uint8_t *p, size_t o, uint32_t v) { memcpy(p + o, &v, 4); }
+static void put64(uint8_t *p, size_t o, uint64_t v) { memcpy(p + o, &v, 8); }
+
+int cuptiGetVersion(uint32_t *v) { *v = mode() == 2 ? 24 : 130001; return 0; }
+int cuptiSubscribe(void **h, void *cb, void *ud) { (void)h; (void)cb; (void)ud; return mode() == 1 ? 39 : 0; }
+int cuptiActivityRegisterCallbacks(req_t r, done_t d) { g_req = r; g_done = d; return 0; }
+int cuptiActivityEnable(uint32_t k) { (void)k; return 0; }
+int cuptiActivityDisable(uint32_t k) { (void)k; return 0; }
+int cuptiActivitySetAttribute(uint32_t a, size_t *s, void *v) { (void)a; (void)s; (void)v; return 0; }
+int cuptiGetTimestamp(uint64_t *t) { *t = 1000; return 0; }
+int cuptiGetCallbackName(uint32_t dom, uint32_t cbid, const char **n) {
+  (void)dom; (void)cbid; *n = "cudaLaunchKernel_v7000"; return 0;
+}
+int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
+
+int cuptiActivityFlushAll(uint32_t flag) {
+  (void)flag;
+  if (g_flushed || !g_req) return 0;
+  g_flushed = 1;
+  uint8_t *buf = 0;
+  size_t size = 0, maxr = 0, off = 0;
+  g_req(&buf, &size, &maxr);
+  if (!buf || size < 1024) return 0;
+  for (uint32_t i = 0; i < 3; i++) {
+    uint8_t *r = buf + off;
+    put32(r, 0, 5); put32(r, 4, 211); put64(r, 8, 100 + i * 1000); put64(r, 16, 200 + i * 1000);
+    put32(r, 24, 1); put32(r, 28, 2); put32(r, 32, i + 1);
+    off += 40;
+    uint8_t *k = buf + off;
+    put32(k, 0, 10); put64(k, 16, 300 + i * 1000); put64(k, 24, 900 + i * 1000);
+    put32(k, 48, 7); put32(k, 52, 1); put32(k, 56, 1); put32(k, 60, 1);
+    put32(k, 64, 32); put32(k, 68, 1); put32(k, 72, 1); put32(k, 92, i + 1);
+    put64(k, 104, (uint64_t)(uintptr_t)g_kname);
+    off += 216;
+  }
+  g_done(0, 0, buf, size, off);
+  return 0;
+}
+
+int cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, uint8_t **rec) {
+  size_t next = 0;
+  if (*rec) {
+    uint32_t kind;
+    memcpy(&kind, *rec, 4);
+    next = (size_t)(*rec - buf) + (kind == 5 ? 40 : 216);
+  }
+  if (next >= valid) return 12; /* CUPTI_ERROR_MAX_LIMIT_REACHED */
+  *rec = buf + next;
+  return 0;
+}
