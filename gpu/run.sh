@@ -22,7 +22,7 @@ has() { [[ " $PHASES " == *" $1 "* ]]; }
 log() { echo "== $*" >&2; }
 
 { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nvcc --version | tail -2;
-  ls -l /usr/local/cuda/lib64/libcupti.so*; uname -r; } > "$W/logs/machine.txt" 2>&1
+  ls -l /usr/local/cuda/lib64/libcupti.so*; uname -r; cat /proc/driver/nvidia/version; nproc; } > "$W/logs/machine.txt" 2>&1
 log "building workloads"
 nvcc -O2 -arch=sm_90 -o "$W/workloads" "$G/workloads.cu" > "$W/logs/nvcc.txt" 2>&1 || { cat "$W/logs/nvcc.txt"; exit 1; }
 WL="$W/workloads"
