@@ -33,8 +33,9 @@ def variants():
         "untraced": ([], {}),
         "cutrace": (rec(), {}),
         "floor (same kinds, records discarded)": (rec(["--discard"]), {}),
-        "cutrace without the driver kind": (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {}),
     }
+    if kind == "cpp":
+        v["cutrace without the driver kind"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
     cb = os.environ.get("LAUNCH_CBIDS")
     if cb and os.environ.get("BENCH_LAUNCH_ONLY"):
         v["cutrace, runtime records for launch/copy calls only"] = (rec(), {"CUTRACE_RUNTIME_CBIDS": cb})
