@@ -54,10 +54,10 @@ pub fn range_breakdown(
         let gpu = r.domain == RangeDomain::Gpu;
         let entry = acc.entry((gpu, r.name)).or_insert((0, 0, None));
         entry.0 += 1;
-        entry.1 += e.saturating_sub(s);
+        entry.1 = entry.1.saturating_add(e.saturating_sub(s));
         if let (true, Some(d)) = (gpu, r.device) {
             let b = busy.get(&d).map_or(0, |idx| idx.busy_within(s, e));
-            entry.2 = Some(entry.2.unwrap_or(0) + b);
+            entry.2 = Some(entry.2.unwrap_or(0).saturating_add(b));
         }
     }
     let mut rows: Vec<RangeSummary> = acc

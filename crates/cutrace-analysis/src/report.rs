@@ -145,7 +145,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     }
 
     let devices = device_reports(timelines, &copy_runs, &overlap);
-    let total_busy: Ns = devices.iter().map(|d| d.timeline.busy_ns).sum();
+    let total_busy: Ns = devices
+        .iter()
+        .fold(0, |acc: Ns, d| acc.saturating_add(d.timeline.busy_ns));
     let (correlation, launch_latency) = correlate(trace, window, opts.orphan_list);
 
     let mut kernel_rows = kernel_summary(trace, window, total_busy);

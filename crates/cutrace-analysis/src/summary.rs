@@ -49,7 +49,8 @@ where
     for (id, d) in items.clone() {
         let g = group_of(id);
         count[g] += 1;
-        total[g] += d;
+        // Saturating: a corrupt record must not panic or wrap a total.
+        total[g] = total[g].saturating_add(d);
         min[g] = min[g].min(d);
         max[g] = max[g].max(d);
     }

@@ -489,7 +489,8 @@ impl Sweep {
     #[inline(always)]
     fn push(&mut self, start: Ns, end: Ns, idx: u32, trace: &Trace) -> Option<(Ns, Ns)> {
         self.kernels += 1;
-        self.summed += end - start;
+        // Saturating: bogus records (end near 2^64) must not overflow the sum.
+        self.summed = self.summed.saturating_add(end - start);
         if !self.started {
             self.started = true;
             self.first_start = start;

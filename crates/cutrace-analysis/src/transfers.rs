@@ -35,8 +35,8 @@ struct Acc {
 impl Acc {
     fn add(&mut self, bytes: u64, start: Ns, end: Ns) {
         self.count += 1;
-        self.bytes += bytes;
-        self.total_ns += end.saturating_sub(start);
+        self.bytes = self.bytes.saturating_add(bytes);
+        self.total_ns = self.total_ns.saturating_add(end.saturating_sub(start));
     }
 
     fn row(self, kind: &str) -> TransferSummary {

@@ -188,6 +188,32 @@ fn copies_overlapping_compute_ranges_and_summaries() {
 }
 
 #[test]
+fn absurd_timestamps_do_not_panic_or_wrap() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "a", 0, 7, 1, 0, u64::MAX),
+        kernel(&mut i, "a", 0, 8, 2, 0, u64::MAX - 1),
+        kernel(&mut i, "b", 1, 7, 3, u64::MAX - 1, u64::MAX),
+    ];
+    let api_calls = vec![
+        launch(&mut i, 1, u64::MAX - 5, u64::MAX),
+        launch(&mut i, 3, 0, 1),
+    ];
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        api_calls,
+        ..Trace::default()
+    };
+    let r = analyze(&t, &Options::default()).unwrap();
+    let d = &r.devices[0].timeline;
+    assert_eq!(d.busy_ns, u64::MAX);
+    assert_eq!(d.summed_kernel_ns, u64::MAX, "saturated, not wrapped");
+    assert_eq!(r.kernel_summary[0].stats.total_ns, u64::MAX);
+    assert_eq!(r.correlation.attributed, 2);
+}
+
+#[test]
 fn an_empty_trace_is_a_report_not_an_error() {
     let r = analyze(&Trace::default(), &Options::default()).unwrap();
     assert!(r.devices.is_empty());
