@@ -17,10 +17,14 @@ use crate::model::*;
 use crate::open::Progress;
 use crate::timeparse::parse_us_to_ns_bytes;
 
+mod parallel;
 mod scan;
+use parallel::RunEnd;
 use scan::{Args, Event};
 
-const CHUNK: usize = 1 << 20;
+const CHUNK: usize = 4 << 20;
+/// Blocks smaller than this are scanned on one thread (spawning costs more than it saves).
+const PARALLEL_MIN: usize = 256 << 10;
 const PROGRESS_EVERY: u64 = 16 << 20;
 
 /// Imports a Kineto JSON trace (`.json` or gzip-compressed).
@@ -44,7 +48,12 @@ pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> 
     } else {
         Box::new(&mut counting)
     };
-    let mut imp = Importer::new(path, reader, CHUNK);
+    // CUTRACE_IMPORT_THREADS overrides the thread count (1 = sequential).
+    let threads = std::env::var("CUTRACE_IMPORT_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
+    let mut imp = Importer::new(path, reader, CHUNK, threads);
     imp.run()?;
     let mut trace = imp.finish();
     trace.meta.paths = vec![path.display().to_string()];
@@ -123,6 +132,12 @@ impl<R: Read> Input<R> {
 struct Importer<R> {
     input: Input<R>,
     sink: Sink,
+    /// Threads that scan a block at once (1 = sequential).
+    threads: usize,
+    /// Blocks smaller than this are scanned on one thread.
+    parallel_min: usize,
+    /// Speculative parts merged, and thrown away (their cut was not proven); for tests.
+    parts: (u64, u64),
 }
 
 /// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
@@ -215,7 +230,7 @@ struct KinetoDevice {
 }
 
 impl<R: Read> Importer<R> {
-    fn new(path: &Path, reader: R, chunk: usize) -> Self {
+    fn new(path: &Path, reader: R, chunk: usize, threads: usize) -> Self {
         let mut trace = Trace::default();
         trace.meta.source = SourceFormat::Kineto;
         trace.meta.complete = true;
@@ -235,6 +250,9 @@ impl<R: Read> Importer<R> {
                 events: 0,
                 skipped: Default::default(),
             },
+            threads: threads.max(1),
+            parallel_min: PARALLEL_MIN,
+            parts: (0, 0),
         }
     }
 
@@ -471,39 +489,99 @@ impl<R: Read> Importer<R> {
             self.input.pos += 1;
             return Ok(());
         }
+        let mut need_separator = false;
+        let mut stalled = false;
         loop {
-            self.with_value(
-                "in \"traceEvents\"",
-                |slice, _eof, start, sink| match scan::event(slice) {
-                    Ok((ev, used)) => {
-                        sink.events += 1;
-                        sink.event(ev, start).map_err(ParseFail::Trace)?;
-                        Ok(Some(((), used)))
+            if need_separator {
+                match self.peek()? {
+                    Some(b',') => self.input.pos += 1,
+                    Some(b']') => {
+                        self.input.pos += 1;
+                        return Ok(());
                     }
-                    Err(scan::ScanError::NeedMore) => Ok(None),
-                    Err(scan::ScanError::Bad(rel, what)) => Err(ParseFail::Trace(
-                        sink.malformed(start + rel as u64, format!("in \"traceEvents\": {what}")),
-                    )),
-                },
-            )?;
-            match self.peek()? {
-                Some(b',') => self.input.pos += 1,
-                Some(b']') => {
-                    self.input.pos += 1;
-                    return Ok(());
+                    Some(c) => {
+                        return Err(self.malformed(
+                            self.input.offset(),
+                            format!(
+                                "expected ',' or ']' between events, found '{}'",
+                                (c as char).escape_default()
+                            ),
+                        ))
+                    }
+                    None => return Err(self.truncated("inside \"traceEvents\"")),
                 }
-                Some(c) => {
-                    return Err(self.malformed(
-                        self.input.offset(),
-                        format!(
-                            "expected ',' or ']' between events, found '{}'",
-                            (c as char).escape_default()
-                        ),
-                    ))
-                }
-                None => return Err(self.truncated("inside \"traceEvents\"")),
+                need_separator = false;
+            }
+            if self.peek()?.is_none() {
+                return Err(self.truncated("inside \"traceEvents\""));
+            }
+            let short = self.input.buf.len() - self.input.pos < self.input.chunk;
+            if (short || stalled) && !self.input.eof {
+                self.input.refill().map_err(|e| self.io(e))?;
+            } else if stalled {
+                return Err(self.truncated("inside \"traceEvents\""));
+            }
+            let (end, used) = self.scan_block()?;
+            self.input.pos += used;
+            stalled = used == 0;
+            match end {
+                RunEnd::ArrayEnd => return Ok(()),
+                RunEnd::NeedSeparator => need_separator = true,
+                RunEnd::Stop | RunEnd::NeedEvent => {}
             }
         }
+    }
+
+    /// Scans the buffered block from the cursor (at an event), on several threads when the block
+    /// can be cut (see `parallel`). Returns how the proven prefix ended and its length.
+    fn scan_block(&mut self) -> Result<(RunEnd, usize), TraceError> {
+        let base = self.input.offset();
+        let block = &self.input.buf[self.input.pos..];
+        let cuts = if self.threads > 1 && block.len() >= self.parallel_min {
+            parallel::cuts(block, 0, self.threads)
+        } else {
+            Vec::new()
+        };
+        let path = self.sink.path.clone();
+        let main = &mut self.sink;
+        let counts = &mut self.parts;
+        std::thread::scope(|s| {
+            let parts: Vec<_> = cuts
+                .iter()
+                .enumerate()
+                .map(|(k, &start)| {
+                    let stop = cuts.get(k + 1).copied();
+                    let path = &path;
+                    s.spawn(move || {
+                        let mut sink = parallel::part_sink(path);
+                        let r = parallel::run(block, start, stop, base, &mut sink);
+                        (r, sink)
+                    })
+                })
+                .collect();
+            let mut cur = parallel::run(block, 0, cuts.first().copied(), base, main);
+            let total = parts.len() as u64;
+            let mut merged = 0;
+            for (k, part) in parts.into_iter().enumerate() {
+                if cur.error.is_some() || cur.end != RunEnd::Stop || cur.pos != cuts[k] {
+                    break; // the cut is not proven: drop this part and the ones after it
+                }
+                match part.join() {
+                    Ok((r, sink)) => {
+                        main.absorb(sink);
+                        merged += 1;
+                        cur = r;
+                    }
+                    Err(_) => break, // a panicking part: fall back to the proven prefix
+                }
+            }
+            counts.0 += merged;
+            counts.1 += total - merged;
+            match cur.error {
+                Some(e) => Err(e),
+                None => Ok((cur.end, cur.pos)),
+            }
+        })
     }
 }
 
@@ -871,9 +949,94 @@ mod tests {
     use super::*;
 
     fn import_with_chunk(bytes: &[u8], chunk: usize) -> Result<Trace, TraceError> {
-        let mut imp = Importer::new(Path::new("mem.json"), bytes, chunk);
+        import_with(bytes, chunk, 1)
+    }
+
+    fn import_with(bytes: &[u8], chunk: usize, threads: usize) -> Result<Trace, TraceError> {
+        import_counting(bytes, chunk, threads).map(|(t, _)| t)
+    }
+
+    /// The trace, and how many speculative parts were merged and thrown away.
+    fn import_counting(
+        bytes: &[u8],
+        chunk: usize,
+        threads: usize,
+    ) -> Result<(Trace, (u64, u64)), TraceError> {
+        let mut imp = Importer::new(Path::new("mem.json"), bytes, chunk, threads);
+        imp.parallel_min = 0;
         imp.run()?;
-        Ok(imp.finish())
+        let parts = imp.parts;
+        Ok((imp.finish(), parts))
+    }
+
+    fn fixture(name: &str) -> Vec<u8> {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../tests/fixtures/kineto")
+            .join(name);
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(p).unwrap())
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    }
+
+    /// Scanning on several threads gives exactly the sequential trace, for any block size.
+    #[test]
+    fn parallel_scan_equals_sequential_on_real_traces() {
+        for name in [
+            "launch_bound.json.gz",
+            "train_step.json.gz",
+            "copy_overlap.json.gz",
+        ] {
+            let bytes = fixture(name);
+            let seq = import_with(&bytes, 1 << 30, 1).unwrap();
+            for threads in [2, 3, 8] {
+                for chunk in [4 << 10, 64 << 10, 1 << 30] {
+                    let (par, (merged, _)) = import_counting(&bytes, chunk, threads).unwrap();
+                    assert_eq!(par, seq, "{name}, {threads} threads, chunk {chunk}");
+                    assert!(merged > 0, "{name}: no part was scanned in parallel");
+                }
+            }
+        }
+    }
+
+    /// Text that looks like an event start (`,` newline `{`) inside an event's args must not
+    /// fool the cut: the speculative part is thrown away and the result is still sequential's.
+    #[test]
+    fn false_cuts_inside_events_are_detected() {
+        let mut events = Vec::new();
+        for i in 0..300 {
+            events.push(format!(
+                "  {{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"k{}\", \"ts\": {}.5, \"dur\": 1,
+    \"args\": {{\"device\": 0, \"stream\": 7, \"correlation\": {i}, \"nested\": [1,
+  {{\"a\": [2,
+  {{\"b\": 3}}]}}]}}}}",
+                i % 7,
+                1000 + i
+            ));
+        }
+        let json = format!("{{\"traceEvents\": [\n{}\n]}}", events.join(",\n"));
+        let seq = import_with(json.as_bytes(), 1 << 30, 1).unwrap();
+        assert_eq!(seq.kernels.len(), 300);
+        for threads in [2, 4, 7] {
+            for chunk in [1 << 10, 8 << 10, 1 << 30] {
+                let (par, (_, rejected)) =
+                    import_counting(json.as_bytes(), chunk, threads).unwrap();
+                assert_eq!(par, seq, "{threads} threads, chunk {chunk}");
+                assert!(rejected > 0, "no false cut was tried");
+            }
+        }
+        // An error after a cut is reported exactly as the sequential scan reports it.
+        let bad = json.replacen("\"correlation\": 250,", "\"correlation\": \"x\",", 1);
+        let seq_err = import_with(bad.as_bytes(), 1 << 30, 1)
+            .unwrap_err()
+            .to_string();
+        for threads in [2, 4, 7] {
+            let par_err = import_with(bad.as_bytes(), 8 << 10, threads)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(par_err, seq_err);
+        }
     }
 
     /// Values cut by a chunk boundary at every possible position must parse the same as whole.

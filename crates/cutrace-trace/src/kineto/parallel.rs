@@ -1,0 +1,183 @@
+//! Scanning one buffered block of `traceEvents` on several threads, by speculation.
+//!
+//! JSON strings cannot hold a raw newline, so in pretty-printed traces (Kineto writes one event
+//! per `,\n  {`) a newline followed by `{` after a `,` is very likely the start of an event. The
+//! block is cut at such places and every part is scanned at once, each into its own [`Sink`]. A
+//! cut is trusted only if the part before it, scanned for real, ended exactly there; otherwise
+//! that part's successors are thrown away and scanning goes on from where the proof ends. The
+//! result is therefore the same as a sequential scan, whatever the input looks like; minified
+//! JSON (no newlines) simply has no cuts and is scanned on one thread.
+
+use std::path::Path;
+
+use super::{scan, Sink};
+use crate::error::TraceError;
+use crate::model::{Interner, StrId};
+
+/// How a run over part of a block ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum RunEnd {
+    /// Reached the next part's start, right after a `,` (the cursor is at an event).
+    Stop,
+    /// Consumed the `]` that closes `traceEvents`.
+    ArrayEnd,
+    /// The block ended inside an event (cursor at its start) …
+    NeedEvent,
+    /// … or between an event and its separator (cursor after the event).
+    NeedSeparator,
+}
+
+pub(super) struct Run {
+    pub end: RunEnd,
+    /// Position in the block where the run stopped.
+    pub pos: usize,
+    pub error: Option<TraceError>,
+}
+
+/// Scans events from `from` (at an event's `{`) until `stop` (after a `,`), the end of the array,
+/// or the end of the block. `base` is the block's absolute offset, for error messages.
+pub(super) fn run(b: &[u8], from: usize, stop: Option<usize>, base: u64, sink: &mut Sink) -> Run {
+    let mut i = from;
+    let done = |end, pos| Run {
+        end,
+        pos,
+        error: None,
+    };
+    loop {
+        match scan::event(&b[i..]) {
+            Ok((ev, used)) => {
+                sink.events += 1;
+                if let Err(e) = sink.event(ev, base + i as u64) {
+                    return Run {
+                        end: RunEnd::NeedEvent,
+                        pos: i,
+                        error: Some(e),
+                    };
+                }
+                i += used;
+            }
+            Err(scan::ScanError::NeedMore) => return done(RunEnd::NeedEvent, i),
+            Err(scan::ScanError::Bad(rel, what)) => {
+                return Run {
+                    end: RunEnd::NeedEvent,
+                    pos: i,
+                    error: Some(sink.malformed(
+                        base + (i + rel) as u64,
+                        format!("in \"traceEvents\": {what}"),
+                    )),
+                }
+            }
+        }
+        let after_event = i;
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        match b.get(i) {
+            None => return done(RunEnd::NeedSeparator, after_event),
+            Some(b']') => return done(RunEnd::ArrayEnd, i + 1),
+            Some(b',') => i += 1,
+            Some(&c) => {
+                return Run {
+                    end: RunEnd::NeedSeparator,
+                    pos: after_event,
+                    error: Some(sink.malformed(
+                        base + i as u64,
+                        format!(
+                            "expected ',' or ']' between events, found '{}'",
+                            (c as char).escape_default()
+                        ),
+                    )),
+                }
+            }
+        }
+        while i < b.len() && b[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        if i == b.len() {
+            return done(RunEnd::NeedEvent, i);
+        }
+        if stop.is_some_and(|s| i >= s) {
+            return done(RunEnd::Stop, i);
+        }
+    }
+}
+
+/// Likely event starts that cut `b[from..]` into up to `parts` pieces: the `{` of a
+/// `,` + whitespace-with-a-newline + `{`, searched near each even split point.
+pub(super) fn cuts(b: &[u8], from: usize, parts: usize) -> Vec<usize> {
+    let len = b.len() - from;
+    let mut out: Vec<usize> = Vec::new();
+    for k in 1..parts {
+        let mut at = from + len * k / parts;
+        if out.last().is_some_and(|&l| at <= l) {
+            continue;
+        }
+        let limit = (at + (1 << 16)).min(b.len());
+        while let Some(nl) = memchr::memchr(b'\n', &b[at..limit]).map(|o| at + o) {
+            at = nl + 1;
+            let mut before = nl;
+            while before > from && b[before - 1].is_ascii_whitespace() {
+                before -= 1;
+            }
+            let mut after = nl + 1;
+            while after < b.len() && b[after].is_ascii_whitespace() {
+                after += 1;
+            }
+            if before > from && b[before - 1] == b',' && b.get(after) == Some(&b'{') {
+                out.push(after);
+                break;
+            }
+        }
+    }
+    out
+}
+
+/// A sink for a speculative part, merged into the main one once its cut is proven.
+pub(super) fn part_sink(path: &Path) -> Sink {
+    Sink {
+        path: path.to_path_buf(),
+        strings: Interner::new(),
+        trace: Default::default(),
+        events: 0,
+        skipped: Default::default(),
+    }
+}
+
+impl Sink {
+    /// Appends another sink's records (which came later in the file), re-interning its names.
+    pub(super) fn absorb(&mut self, other: Sink) {
+        let map: Vec<StrId> = other
+            .strings
+            .into_strings()
+            .iter()
+            .map(|s| self.strings.intern(s))
+            .collect();
+        let m = |id: StrId| map.get(id as usize).copied().unwrap_or(id);
+        let mut t = other.trace;
+        for k in &mut t.kernels {
+            k.name = m(k.name);
+        }
+        for a in &mut t.api_calls {
+            a.name = m(a.name);
+        }
+        for r in &mut t.ranges {
+            r.name = m(r.name);
+        }
+        for o in &mut t.overheads {
+            o.kind = m(o.kind);
+        }
+        let me = &mut self.trace;
+        me.kernels.append(&mut t.kernels);
+        me.memcpys.append(&mut t.memcpys);
+        me.memsets.append(&mut t.memsets);
+        me.api_calls.append(&mut t.api_calls);
+        me.syncs.append(&mut t.syncs);
+        me.ranges.append(&mut t.ranges);
+        me.marks.append(&mut t.marks);
+        me.overheads.append(&mut t.overheads);
+        self.events += other.events;
+        for (k, n) in other.skipped {
+            *self.skipped.entry(k).or_insert(0) += n;
+        }
+    }
+}
