@@ -218,7 +218,7 @@ fn device_reports(
     for (&dev, runs) in copy_runs {
         let row = by_dev.entry(dev).or_insert_with(|| DeviceReport {
             device: dev,
-            timeline: empty_timeline(),
+            timeline: crate::timeline::empty_timeline(),
             busy_pct: 0.0,
             copy_busy_ns: 0,
             compute_copy_overlap_ns: 0,
@@ -227,22 +227,6 @@ fn device_reports(
         row.copy_busy_ns = runs.iter().map(|r| r.1 - r.0).sum();
     }
     by_dev.into_values().collect()
-}
-
-fn empty_timeline() -> Timeline {
-    Timeline {
-        kernels: 0,
-        zero_length_kernels: 0,
-        window_start_ns: None,
-        window_end_ns: None,
-        window_ns: 0,
-        busy_ns: 0,
-        summed_kernel_ns: 0,
-        idle_ns: 0,
-        gaps: 0,
-        gap_histogram: Vec::new(),
-        largest_gaps: Vec::new(),
-    }
 }
 
 /// Trace bounds and the count of inverted kernel/copy/memset/API records, in one pass per kind.

@@ -179,6 +179,11 @@ pub fn kernel_timelines(
     Ok(out)
 }
 
+/// The timeline of a device with no kernels (it has copies): all zeros, same shape.
+pub(crate) fn empty_timeline() -> Timeline {
+    Sweep::new(0).into_timeline(0, &Trace::default(), |_| None)
+}
+
 /// A clipped kernel interval in 16 bytes. Durations of 2^32 − 1 ns (4.3 s) or more are stored
 /// as `LONG` and re-read from the record: rare, and it halves the memory of the hot path.
 #[derive(Debug, Clone, Copy)]
