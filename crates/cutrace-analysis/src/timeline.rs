@@ -2,13 +2,14 @@
 //!
 //! This is the hot path of `cutrace report`. One pass over the records appends each clipped
 //! kernel interval, as 16 bytes (start, duration, record index), to the array of its
-//! (device, stream), noting whether that array arrived in start order. A stream runs its kernels
-//! one after another and CUPTI writes a record when its kernel completes, so per-stream arrays
-//! nearly always arrive sorted and need no sort; the rest get an unstable sort. Each stream is
-//! swept alone; a device's sweep merges its streams' sorted arrays. No hashing per record:
-//! (device, stream) keys resolve through a last-hit cache and a short list, with a map only for
-//! traces with many streams. Memory: 16 bytes per kernel (the first design, a 24-byte array per
-//! device sorted whole, spent most of its time in page faults and the sort).
+//! (device, stream). A stream runs its kernels one after another and CUPTI writes a record when
+//! its kernel completes, so a stream's records nearly always arrive in start order: such a stream
+//! is swept during that same pass and never sorted; a stream that arrives out of order is sorted
+//! (unstable sort) and swept afterwards. A device's sweep merges its streams' sorted arrays
+//! (no sort of the device's intervals). No hashing per record: (device, stream) keys resolve
+//! through a small direct-mapped cache, with a list or map behind it. Memory: 16 bytes per kernel
+//! (the first design, a 24-byte array per device sorted whole, spent most of its time in page
+//! faults and the sort; BENCHMARKS.md has the numbers).
 //!
 //! Definitions: window = first start to last end of the kernels with a non-zero duration;
 //! busy = the union of kernel intervals (touching intervals merge); idle = window − busy, which

@@ -13,9 +13,18 @@ use proptest::prelude::*;
 
 /// Kernels on a coarse grid (many touching and identical edges) or free coordinates.
 fn kernels_strategy() -> impl Strategy<Value = Vec<(u32, u64, u64, Ns, Ns)>> {
+    kernels_on(3, 3, 40)
+}
+
+/// Kernels on `devices` × `streams` (device, stream) pairs, up to `max` of them.
+fn kernels_on(
+    devices: u32,
+    streams: u64,
+    max: usize,
+) -> impl Strategy<Value = Vec<(u32, u64, u64, Ns, Ns)>> {
     let one = (
-        0u32..3,
-        0u64..3,
+        0u32..devices,
+        0u64..streams,
         1u64..40,
         0u64..100,
         0u64..4,
@@ -29,7 +38,7 @@ fn kernels_strategy() -> impl Strategy<Value = Vec<(u32, u64, u64, Ns, Ns)>> {
             };
             (dev, stream * 100 + 7, corr, s, s + d)
         });
-    proptest::collection::vec(one, 0..40)
+    proptest::collection::vec(one, 0..max)
 }
 
 fn build(kernels: &[(u32, u64, u64, Ns, Ns)], api: &[(u64, Ns, Ns)]) -> Trace {
@@ -226,6 +235,12 @@ proptest! {
 
     #[test]
     fn timelines_match_the_per_ns_oracle(kernels in kernels_strategy(), top in 0usize..4) {
+        check_report(&kernels, None, top)?;
+    }
+
+    /// More than 8 streams per device (the heap merge) and more than 16 keys (the map lookup).
+    #[test]
+    fn many_streams_match_the_oracle(kernels in kernels_on(2, 24, 120), top in 0usize..3) {
         check_report(&kernels, None, top)?;
     }
 
