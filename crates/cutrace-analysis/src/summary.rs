@@ -7,13 +7,18 @@
 use cutrace_trace::{Ns, StrId, Trace};
 use serde::Serialize;
 
+use crate::names::name_pair;
 use crate::percentile::percentile;
 use crate::window::{clip, Window};
 
 /// Duration statistics of the records of one name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct NameStats {
+    /// Demangled for display when the trace has a mangled name.
     pub name: String,
+    /// The name as the trace records it, when that differs from `name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mangled_name: Option<String>,
     pub count: u64,
     pub total_ns: Ns,
     /// `total_ns / count`, rounded down to a whole nanosecond.
@@ -75,8 +80,10 @@ where
             let slice = &mut durations[offset[g]..offset[g + 1]];
             let median = percentile(slice, 500).unwrap_or(0);
             let p99 = percentile(slice, 990).unwrap_or(0);
+            let (name, mangled_name) = name_pair(trace.str(g as StrId));
             NameStats {
-                name: trace.str(g as StrId).to_owned(),
+                name,
+                mangled_name,
                 count: count[g],
                 total_ns: total[g],
                 mean_ns: total[g] / count[g],

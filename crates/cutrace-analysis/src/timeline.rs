@@ -28,7 +28,11 @@ use crate::window::{clip, Window};
 /// A kernel named in a report (at a gap's edge).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelRef {
+    /// Demangled for display when the trace has a mangled name.
     pub name: String,
+    /// The name as the trace records it, when that differs from `name`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mangled_name: Option<String>,
     pub correlation_id: u64,
     pub stream: u64,
     pub start_ns: Ns,
@@ -595,8 +599,10 @@ impl Sweep {
             .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
         let kref = |idx: u32| {
             let k = &trace.kernels[idx as usize];
+            let (name, mangled_name) = crate::names::name_pair(trace.str(k.name));
             KernelRef {
-                name: trace.str(k.name).to_owned(),
+                name,
+                mangled_name,
                 correlation_id: k.correlation_id,
                 stream: k.stream,
                 start_ns: k.start_ns,

@@ -214,6 +214,34 @@ fn absurd_timestamps_do_not_panic_or_wrap() {
 }
 
 #[test]
+fn mangled_kernel_names_are_shown_demangled() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "_Z10add_kernelPfS_i", 0, 7, 1, 0, 100),
+        kernel(&mut i, "_Z10add_kernelPfS_i", 0, 7, 2, 300, 400),
+    ];
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        ..Trace::default()
+    };
+    let r = analyze(&t, &Options::default()).unwrap();
+    let row = &r.kernel_summary[0].stats;
+    assert_eq!(row.name, "add_kernel(float*, float*, int)");
+    assert_eq!(row.mangled_name.as_deref(), Some("_Z10add_kernelPfS_i"));
+    let gap = &r.devices[0].timeline.largest_gaps[0];
+    assert_eq!(
+        gap.before.as_ref().unwrap().name,
+        "add_kernel(float*, float*, int)"
+    );
+    let json = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        json["kernel_summary"][0]["mangled_name"],
+        "_Z10add_kernelPfS_i"
+    );
+}
+
+#[test]
 fn an_empty_trace_is_a_report_not_an_error() {
     let r = analyze(&Trace::default(), &Options::default()).unwrap();
     assert!(r.devices.is_empty());

@@ -259,7 +259,8 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
         o,
         "\nDefinitions: busy = union of kernel intervals per device (touching intervals merge, \
          zero-length kernels add nothing); idle = window − busy = total of idle gaps; percentiles \
-         are nearest-rank. Kernel names are shown as the trace records them (not demangled)."
+         are nearest-rank. Mangled kernel names are shown demangled (the JSON keeps the recorded \
+         name as mangled_name)."
     );
 }
 
@@ -470,7 +471,7 @@ fn render_correlation(o: &mut String, r: &Report) {
         if l.negative > 0 {
             let _ = writeln!(
                 o,
-                "  {} kernels start before their API call ends (host and device clocks disagree)",
+                "  {} of them start before their API call ends (host and device clocks disagree)",
                 l.negative
             );
         }
