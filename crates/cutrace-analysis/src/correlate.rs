@@ -171,9 +171,24 @@ pub struct LaunchLatency {
     pub max_ns: Option<i64>,
 }
 
+/// i64 → u64 preserving order (flip the sign bit), so latencies can share the report's u64
+/// scratch buffer with the summaries.
+const SIGN: u64 = 1 << 63;
+
+#[inline]
+fn bias(v: i64) -> u64 {
+    (v as u64) ^ SIGN
+}
+
+#[inline]
+fn unbias(v: u64) -> i64 {
+    (v ^ SIGN) as i64
+}
+
 impl LaunchLatency {
-    fn from_values(values: &mut [i64]) -> Self {
-        let negative = values.iter().filter(|&&v| v < 0).count() as u64;
+    /// From biased values (see [`bias`]).
+    fn from_biased(values: &mut [u64]) -> Self {
+        let negative = values.iter().filter(|&&v| v < SIGN).count() as u64;
         match percentiles(values) {
             None => LaunchLatency::default(),
             Some(Percentiles {
@@ -186,11 +201,11 @@ impl LaunchLatency {
             }) => LaunchLatency {
                 kernels: count,
                 negative,
-                min_ns: Some(min),
-                p50_ns: Some(p50),
-                p90_ns: Some(p90),
-                p99_ns: Some(p99),
-                max_ns: Some(max),
+                min_ns: Some(unbias(min)),
+                p50_ns: Some(unbias(p50)),
+                p90_ns: Some(unbias(p90)),
+                p99_ns: Some(unbias(p99)),
+                max_ns: Some(unbias(max)),
             },
         }
     }
@@ -264,8 +279,18 @@ pub fn correlate(
     window: Option<&Window>,
     orphan_cap: usize,
 ) -> (Correlation, LaunchLatency) {
+    correlate_in(trace, window, orphan_cap, &mut Vec::new())
+}
+
+/// [`correlate`] with a caller's scratch buffer for the latency values.
+pub(crate) fn correlate_in(
+    trace: &Trace,
+    window: Option<&Window>,
+    orphan_cap: usize,
+    latencies: &mut Vec<u64>,
+) -> (Correlation, LaunchLatency) {
     let index = ApiIndex::build(&trace.api_calls);
-    let mut latencies: Vec<i64> = Vec::new();
+    latencies.clear();
     let mut kernels = JoinCounts::default();
     let mut listed = SmallestIds::new(orphan_cap);
     for k in &trace.kernels {
@@ -277,7 +302,7 @@ pub fn correlate(
             Some(i) => {
                 kernels.attributed += 1;
                 if starts_in(window, k.start_ns) {
-                    latencies.push(signed_diff(k.start_ns, trace.api_calls[i].end_ns));
+                    latencies.push(bias(signed_diff(k.start_ns, trace.api_calls[i].end_ns)));
                 }
             }
             None => {
@@ -321,7 +346,7 @@ pub fn correlate(
         api_calls_with_correlation_id: index.indexed,
         duplicate_api_correlation_ids: index.duplicate_ids,
     };
-    (correlation, LaunchLatency::from_values(&mut latencies))
+    (correlation, LaunchLatency::from_biased(latencies))
 }
 
 /// Launch-to-start latency of every attributed kernel in the window, as (correlation_id,

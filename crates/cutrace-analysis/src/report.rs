@@ -8,11 +8,11 @@ use std::collections::BTreeMap;
 use cutrace_trace::{Ns, SourceFormat, Trace};
 use serde::Serialize;
 
-use crate::correlate::{correlate, Correlation, LaunchLatency};
+use crate::correlate::{correlate_in, Correlation, LaunchLatency};
 use crate::error::AnalysisError;
 use crate::intervals::{BusyIndex, RunIntersector};
 use crate::ranges::{devices_with_gpu_ranges, range_breakdown, RangeSummary};
-use crate::summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
+use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats};
 use crate::timeline::{kernel_timelines, DeviceTimeline, StreamTimeline, Timeline};
 use crate::transfers::{copy_runs_by_device, transfer_summary, TransferSummary};
 use crate::window::{trace_bounds, Window};
@@ -148,12 +148,15 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     let total_busy: Ns = devices
         .iter()
         .fold(0, |acc: Ns, d| acc.saturating_add(d.timeline.busy_ns));
-    let (correlation, launch_latency) = correlate(trace, window, opts.orphan_list);
+    // One scratch buffer serves the latency values and both summaries' durations.
+    let mut scratch: Vec<u64> = Vec::new();
+    let (correlation, launch_latency) = correlate_in(trace, window, opts.orphan_list, &mut scratch);
 
-    let mut kernel_rows = kernel_summary(trace, window, total_busy);
+    let mut kernel_rows = kernel_summary_in(trace, window, total_busy, &mut scratch);
     let kernel_names = kernel_rows.len() as u64;
     kernel_rows.truncate(opts.top);
-    let mut api_rows = api_summary(trace, window);
+    let mut api_rows = api_summary_in(trace, window, &mut scratch);
+    drop(scratch);
     let api_names = api_rows.len() as u64;
     api_rows.truncate(opts.top);
     let busy_index: BTreeMap<u32, BusyIndex> = kept_runs

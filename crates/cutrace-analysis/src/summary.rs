@@ -45,6 +45,19 @@ pub fn summarize_by_name<I>(trace: &Trace, items: I) -> Vec<NameStats>
 where
     I: Iterator<Item = (StrId, Ns)> + Clone,
 {
+    summarize_by_name_in(trace, items, &mut Vec::new())
+}
+
+/// [`summarize_by_name`] with a caller's scratch buffer for the durations, so one report reuses
+/// the same memory for every summary (first-touch page faults were a visible cost).
+pub(crate) fn summarize_by_name_in<I>(
+    trace: &Trace,
+    items: I,
+    durations: &mut Vec<Ns>,
+) -> Vec<NameStats>
+where
+    I: Iterator<Item = (StrId, Ns)> + Clone,
+{
     let groups = trace.strings.len() + 1;
     let group_of = |id: StrId| (id as usize).min(groups - 1);
     let mut count = vec![0u64; groups];
@@ -68,7 +81,8 @@ where
         offset.push(acc);
     }
     let mut fill = offset.clone();
-    let mut durations = vec![0 as Ns; acc];
+    durations.clear();
+    durations.resize(acc, 0);
     for (id, d) in items {
         let g = group_of(id);
         durations[fill[g]] = d;
@@ -109,10 +123,19 @@ pub fn kernel_summary(
     window: Option<&Window>,
     total_busy_ns: Ns,
 ) -> Vec<KernelNameSummary> {
+    kernel_summary_in(trace, window, total_busy_ns, &mut Vec::new())
+}
+
+pub(crate) fn kernel_summary_in(
+    trace: &Trace,
+    window: Option<&Window>,
+    total_busy_ns: Ns,
+    scratch: &mut Vec<Ns>,
+) -> Vec<KernelNameSummary> {
     let items = trace.kernels.iter().filter_map(move |k| {
         clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
     });
-    summarize_by_name(trace, items)
+    summarize_by_name_in(trace, items, scratch)
         .into_iter()
         .map(|stats| KernelNameSummary {
             share_of_busy_pct: pct(stats.total_ns, total_busy_ns),
@@ -123,11 +146,19 @@ pub fn kernel_summary(
 
 /// API summary by name, all rows.
 pub fn api_summary(trace: &Trace, window: Option<&Window>) -> Vec<NameStats> {
+    api_summary_in(trace, window, &mut Vec::new())
+}
+
+pub(crate) fn api_summary_in(
+    trace: &Trace,
+    window: Option<&Window>,
+    scratch: &mut Vec<Ns>,
+) -> Vec<NameStats> {
     let items = trace
         .api_calls
         .iter()
         .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d)));
-    summarize_by_name(trace, items)
+    summarize_by_name_in(trace, items, scratch)
 }
 
 /// `part / whole` in percent (0 when `whole` is 0). A derived ratio for display only.
