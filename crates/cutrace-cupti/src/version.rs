@@ -113,7 +113,10 @@ mod tests {
             Some("580.159.04")
         );
         let open = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U16-I3-B03-4-3)  Thu Oct  2 2025";
-        assert_eq!(parse_kernel_module_version(open).as_deref(), Some("580.159.04"));
+        assert_eq!(
+            parse_kernel_module_version(open).as_deref(),
+            Some("580.159.04")
+        );
         assert_eq!(parse_kernel_module_version("nothing"), None);
     }
 }

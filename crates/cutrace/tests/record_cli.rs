@@ -3,7 +3,7 @@
 
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn setup(name: &str) -> (PathBuf, PathBuf) {
@@ -16,7 +16,7 @@ fn setup(name: &str) -> (PathBuf, PathBuf) {
     (dir, lib)
 }
 
-fn record(dir: &PathBuf, lib: &PathBuf, script: &str) -> Command {
+fn record(dir: &Path, lib: &Path, script: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
     c.env("CUTRACE_INJECT_LIB", lib)
         .env_remove("CUDA_INJECTION64_PATH")
