@@ -25,7 +25,12 @@ fn snapshot_root_gives_the_verdicts_the_h200_gave() {
         .arg(repo().join("crates/cutrace-doctor/tests/fixtures/h200-snapshot"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let snap: Value = serde_json::from_slice(&out.stdout).unwrap();
     let verdicts = |v: &Value| -> Vec<(String, String, String)> {
         v["checks"]
