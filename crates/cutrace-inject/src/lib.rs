@@ -202,7 +202,8 @@ unsafe extern "C" fn buffer_requested(
     if buf.is_null() || size.is_null() {
         return;
     }
-    // Defaults first: a refused request (null, 0) makes CUPTI drop and count records.
+    // Defaults first: a refused request (null, 0) makes CUPTI drop and count records. That is
+    // safe from CUPTI 12.9 on (older ones crashed on it); the version check admits only 13.x.
     unsafe {
         *buf = std::ptr::null_mut();
         *size = 0;

@@ -48,6 +48,10 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             Ok(o) => Some(o),
             Err(msg) => {
                 eprintln!("cutrace: pid {} runs untraced: {msg}", std::process::id());
+                // Nothing can be written: stop CUPTI's per-launch work too.
+                for &k in kinds {
+                    let _ = g.cupti.disable(k);
+                }
                 None
             }
         }

@@ -95,3 +95,31 @@ fn bad_kind_and_missing_program_are_explained() {
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/program"));
 }
+
+#[test]
+fn convert_writes_csv_tables_of_a_real_trace() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native/nvtx");
+    let out = std::env::temp_dir().join(format!("cutrace-convert-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .arg("convert")
+        .arg(&fixture)
+        .arg("--csv")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let kernels = std::fs::read_to_string(out.join("kernels.csv")).unwrap();
+    assert_eq!(kernels.lines().count(), 1 + 22);
+    assert!(kernels
+        .lines()
+        .next()
+        .unwrap()
+        .starts_with("device,context,stream"));
+    let ranges = std::fs::read_to_string(out.join("ranges.csv")).unwrap();
+    assert_eq!(ranges.lines().filter(|l| l.contains(",step,")).count(), 10);
+    let meta: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["complete"], true);
+    assert_eq!(meta["parts"][0]["cupti_version"], 130001);
+}
