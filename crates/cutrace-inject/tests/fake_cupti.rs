@@ -52,6 +52,14 @@ fn child() {
         return;
     }
     assert_eq!(cutrace_inject::InitializeInjection(), 1);
+    // A fork without exec: the child's exit must leave the parent's part alone.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        std::process::exit(0);
+    }
+    if pid > 0 {
+        unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
+    }
     println!("HOST OUTPUT");
     // Returning ends the process through exit(): the injection's atexit flush runs.
 }
