@@ -120,64 +120,55 @@ pub fn kernel_timelines(
             count: trace.kernels.len(),
         });
     }
+    let mut g = group(trace, window, top_gaps);
+    resweep_out_of_order(trace, window, top_gaps, &mut g);
     let Grouped {
         mut devices,
         mut streams,
-    } = group(trace, window, top_gaps);
-    let ends = Ends { trace, window };
+        ..
+    } = g;
     devices.sort_unstable_by_key(|d| d.device);
     let mut out = Vec::with_capacity(devices.len());
     for dev in &devices {
+        let mut dev_sweep = Sweep::new(top_gaps);
+        for &slot in &dev.stream_slots {
+            let st = &mut streams[slot];
+            if let Some(run) = st.sweep.finish() {
+                st.runs.push(run);
+            }
+            dev_sweep.kernels += st.sweep.kernels;
+            dev_sweep.summed = dev_sweep.summed.saturating_add(st.sweep.summed);
+        }
+        // The device's busy time is the union of its streams' busy runs, merged in start order.
+        let arrays: Vec<&[Run]> = dev
+            .stream_slots
+            .iter()
+            .map(|&slot| streams[slot].runs.as_slice())
+            .collect();
+        merge_in_start_order(&arrays, |run| {
+            if let Some(closed) = dev_sweep.push_run(*run, trace) {
+                on_run(dev.device, closed.start, closed.end);
+            }
+        });
+        if let Some(closed) = dev_sweep.finish() {
+            on_run(dev.device, closed.start, closed.end);
+        }
         let mut rows: Vec<StreamTimeline> = Vec::with_capacity(dev.stream_slots.len());
         let mut zero = 0;
         for &slot in &dev.stream_slots {
             let st = &mut streams[slot];
-            // A stream that arrived in start order was swept while it was read.
-            let mut sweep = std::mem::replace(&mut st.sweep, Sweep::new(0));
-            if !st.sorted {
-                st.ivs.sort_unstable_by_key(|iv| iv.start);
-                sweep = Sweep::new(top_gaps);
-                for iv in &st.ivs {
-                    sweep.push(iv.start, ends.end(iv), iv.idx, trace);
-                }
-            }
-            sweep.finish();
             zero += st.zero_length;
-            let ivs = &st.ivs;
-            let timeline =
-                sweep.into_timeline(st.zero_length, trace, |t| kernel_starting_at(ivs, t, trace));
+            let sweep = std::mem::replace(&mut st.sweep, Sweep::new(0));
+            st.runs = Vec::new();
             rows.push(StreamTimeline {
                 stream: st.stream,
-                timeline,
+                timeline: sweep.into_timeline(st.zero_length, trace),
             });
         }
-        let arrays: Vec<&[Iv]> = dev
-            .stream_slots
-            .iter()
-            .map(|&slot| streams[slot].ivs.as_slice())
-            .collect();
-        let mut sweep = Sweep::new(top_gaps);
-        merge_in_start_order(&arrays, |iv| {
-            if let Some((s, e)) = sweep.push(iv.start, ends.end(iv), iv.idx, trace) {
-                on_run(dev.device, s, e);
-            }
-        });
-        if let Some((s, e)) = sweep.finish() {
-            on_run(dev.device, s, e);
-        }
-        let timeline = sweep.into_timeline(zero, trace, |t| {
-            arrays
-                .iter()
-                .filter_map(|a| kernel_starting_at(a, t, trace))
-                .min_by(|&a, &b| {
-                    content_key(&trace.kernels[a as usize], trace)
-                        .cmp(&content_key(&trace.kernels[b as usize], trace))
-                })
-        });
         rows.sort_unstable_by_key(|s| s.stream);
         out.push(DeviceTimeline {
             device: dev.device,
-            timeline,
+            timeline: dev_sweep.into_timeline(zero, trace),
             streams: rows,
         });
     }
@@ -186,46 +177,29 @@ pub fn kernel_timelines(
 
 /// The timeline of a device with no kernels (it has copies): all zeros, same shape.
 pub(crate) fn empty_timeline() -> Timeline {
-    Sweep::new(0).into_timeline(0, &Trace::default(), |_| None)
+    Sweep::new(0).into_timeline(0, &Trace::default())
 }
 
-/// A clipped kernel interval in 16 bytes. Durations of 2^32 − 1 ns (4.3 s) or more are stored
-/// as `LONG` and re-read from the record: rare, and it halves the memory of the hot path.
+/// A merged busy run, with the kernels at its edges: `first` starts it, `last` ends it (ties
+/// between kernels on the same instant are broken by content).
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    start: Ns,
+    end: Ns,
+    first: u32,
+    last: u32,
+}
+
+/// A clipped kernel interval, for the streams whose records arrive out of start order.
 #[derive(Debug, Clone, Copy)]
 struct Iv {
     start: Ns,
-    dur: u32,
-    /// Index into `Trace::kernels`.
+    end: Ns,
     idx: u32,
 }
 
-const LONG: u32 = u32::MAX;
-
-/// Recovers interval ends, re-clipping long kernels from their record.
-struct Ends<'a> {
-    trace: &'a Trace,
-    window: Option<&'a Window>,
-}
-
-impl Ends<'_> {
-    #[inline]
-    fn end(&self, iv: &Iv) -> Ns {
-        if iv.dur != LONG {
-            iv.start + Ns::from(iv.dur)
-        } else {
-            self.long_end(iv.idx)
-        }
-    }
-
-    #[cold]
-    fn long_end(&self, idx: u32) -> Ns {
-        let k = &self.trace.kernels[idx as usize];
-        clip(self.window, k.start_ns, k.end_ns).map_or(k.end_ns, |c| c.1)
-    }
-}
-
-/// Calls `f` on every interval of the sorted `arrays`, in overall start order.
-fn merge_in_start_order(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
+/// Calls `f` on every element of the arrays (each sorted by start), in overall start order.
+fn merge_in_start_order(arrays: &[&[Run]], mut f: impl FnMut(&Run)) {
     match arrays {
         [] => {}
         [one] => one.iter().for_each(f),
@@ -235,14 +209,14 @@ fn merge_in_start_order(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
             let mut heap: BinaryHeap<Reverse<(Ns, usize)>> = arrays
                 .iter()
                 .enumerate()
-                .filter_map(|(a, arr)| arr.first().map(|iv| Reverse((iv.start, a))))
+                .filter_map(|(a, arr)| arr.first().map(|r| Reverse((r.start, a))))
                 .collect();
             let mut pos = vec![0usize; arrays.len()];
             while let Some(Reverse((_, a))) = heap.pop() {
                 f(&arrays[a][pos[a]]);
                 pos[a] += 1;
-                if let Some(iv) = arrays[a].get(pos[a]) {
-                    heap.push(Reverse((iv.start, a)));
+                if let Some(r) = arrays[a].get(pos[a]) {
+                    heap.push(Reverse((r.start, a)));
                 }
             }
         }
@@ -252,12 +226,12 @@ fn merge_in_start_order(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
 const MERGE_WAYS: usize = 8;
 
 /// The merge for a handful of streams: the heads live in a fixed array scanned without branches
-/// (an exhausted array's head is `Ns::MAX`, which no start equals: every interval ends later).
-fn merge_few(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
+/// (an exhausted array's head is `Ns::MAX`, which no start equals: every run ends later).
+fn merge_few(arrays: &[&[Run]], mut f: impl FnMut(&Run)) {
     let mut head = [Ns::MAX; MERGE_WAYS];
     let mut pos = [0usize; MERGE_WAYS];
     for (h, arr) in head.iter_mut().zip(arrays) {
-        *h = arr.first().map_or(Ns::MAX, |iv| iv.start);
+        *h = arr.first().map_or(Ns::MAX, |r| r.start);
     }
     loop {
         let mut best = 0;
@@ -273,7 +247,7 @@ fn merge_few(arrays: &[&[Iv]], mut f: impl FnMut(&Iv)) {
         let arr = arrays[best];
         f(&arr[pos[best]]);
         pos[best] += 1;
-        head[best] = arr.get(pos[best]).map_or(Ns::MAX, |iv| iv.start);
+        head[best] = arr.get(pos[best]).map_or(Ns::MAX, |r| r.start);
     }
 }
 
@@ -285,17 +259,19 @@ struct DeviceGroup {
 struct StreamGroup {
     stream: u64,
     zero_length: u64,
-    ivs: Vec<Iv>,
-    /// Whether `ivs` arrived in start order (then it needs no sort).
-    sorted: bool,
+    /// Whether the stream's records have arrived in start order so far; while they do, the
+    /// stream is swept as it is read.
+    in_order: bool,
     last_start: Ns,
-    /// The stream's sweep, fed while `sorted` holds.
     sweep: Sweep,
+    /// Busy runs the sweep has closed, in start order.
+    runs: Vec<Run>,
 }
 
 struct Grouped {
     devices: Vec<DeviceGroup>,
     streams: Vec<StreamGroup>,
+    index: SlotIndex,
 }
 
 /// (device, stream) → stream slot without hashing in the common case: most records repeat the
@@ -372,50 +348,48 @@ fn group(trace: &Trace, window: Option<&Window>, top_gaps: usize) -> Grouped {
     }
 }
 
-/// Groups intervals by stream and, while a stream's records stay in start order, sweeps it on
-/// the way (saving a pass over its array).
+/// The one pass over the records: finds each kernel's stream and, while that stream's records
+/// stay in start order, sweeps it on the spot, so nothing per kernel is stored.
 #[inline(always)]
 fn group_with(
     trace: &Trace,
     top_gaps: usize,
     clip: impl Fn(Ns, Ns) -> Option<(Ns, Ns)>,
 ) -> Grouped {
-    let mut index = SlotIndex::new();
     let mut g = Grouped {
         devices: Vec::new(),
         streams: Vec::new(),
+        index: SlotIndex::new(),
     };
     for (i, k) in trace.kernels.iter().enumerate() {
         let Some((s, e)) = clip(k.start_ns, k.end_ns) else {
             continue;
         };
         let key = (k.device, k.stream);
-        let slot = match index.find(key) {
+        let slot = match g.index.find(key) {
             Some(slot) => slot,
-            None => new_slot(&mut g, &mut index, key, top_gaps),
+            None => new_slot(&mut g, key, top_gaps),
         };
         let st = &mut g.streams[slot];
-        if e > s {
-            if st.sorted && st.last_start <= s {
-                st.sweep.push(s, e, i as u32, trace);
-            } else {
-                st.sorted = false;
-            }
-            st.last_start = s;
-            st.ivs.push(Iv {
-                start: s,
-                dur: u32::try_from(e - s).unwrap_or(LONG),
-                idx: i as u32,
-            });
-        } else {
+        if e <= s {
             st.zero_length += 1;
+        } else if st.in_order {
+            if s >= st.last_start {
+                st.last_start = s;
+                if let Some(run) = st.sweep.push(s, e, i as u32, trace) {
+                    st.runs.push(run);
+                }
+            } else {
+                // Out of order: this stream is redone from a sorted copy after the pass.
+                st.in_order = false;
+            }
         }
     }
     g
 }
 
 #[cold]
-fn new_slot(g: &mut Grouped, index: &mut SlotIndex, key: (u32, u64), top_gaps: usize) -> usize {
+fn new_slot(g: &mut Grouped, key: (u32, u64), top_gaps: usize) -> usize {
     let dev = match g.devices.iter().position(|d| d.device == key.0) {
         Some(d) => d,
         None => {
@@ -426,17 +400,56 @@ fn new_slot(g: &mut Grouped, index: &mut SlotIndex, key: (u32, u64), top_gaps: u
             g.devices.len() - 1
         }
     };
-    let slot = index.insert(key);
+    let slot = g.index.insert(key);
     g.devices[dev].stream_slots.push(slot);
     g.streams.push(StreamGroup {
         stream: key.1,
         zero_length: 0,
-        ivs: Vec::new(),
-        sorted: true,
+        in_order: true,
         last_start: 0,
         sweep: Sweep::new(top_gaps),
+        runs: Vec::new(),
     });
     slot
+}
+
+/// Streams whose records arrived out of start order: collect their intervals in a second pass,
+/// sort them, and sweep them again from the start.
+fn resweep_out_of_order(trace: &Trace, window: Option<&Window>, top_gaps: usize, g: &mut Grouped) {
+    if g.streams.iter().all(|st| st.in_order) {
+        return;
+    }
+    let mut ivs: Vec<Vec<Iv>> = g.streams.iter().map(|_| Vec::new()).collect();
+    for (i, k) in trace.kernels.iter().enumerate() {
+        let Some((s, e)) = clip(window, k.start_ns, k.end_ns) else {
+            continue;
+        };
+        if e <= s {
+            continue;
+        }
+        if let Some(slot) = g.index.find((k.device, k.stream)) {
+            if !g.streams[slot].in_order {
+                ivs[slot].push(Iv {
+                    start: s,
+                    end: e,
+                    idx: i as u32,
+                });
+            }
+        }
+    }
+    for (st, mut v) in g.streams.iter_mut().zip(ivs) {
+        if st.in_order {
+            continue;
+        }
+        v.sort_unstable_by_key(|iv| iv.start);
+        st.sweep = Sweep::new(top_gaps);
+        st.runs.clear();
+        for iv in &v {
+            if let Some(run) = st.sweep.push(iv.start, iv.end, iv.idx, trace) {
+                st.runs.push(run);
+            }
+        }
+    }
 }
 
 /// Deterministic choice between kernels that tie on time, by content (never by record order).
@@ -450,21 +463,24 @@ fn content_key<'t>(k: &Kernel, trace: &'t Trace) -> (u64, u64, Ns, Ns, &'t str) 
     )
 }
 
-/// Gap length, start, end, index of the kernel before it.
-type GapEntry = (Ns, Ns, Ns, u32);
+/// Whether kernel `a` is preferred to kernel `b` when they tie on time.
+fn preferred(a: u32, b: u32, trace: &Trace) -> bool {
+    content_key(&trace.kernels[a as usize], trace) < content_key(&trace.kernels[b as usize], trace)
+}
 
-/// Run-merging state of one timeline, fed intervals in increasing start order.
+/// Gap length, start, end, kernel before it, kernel after it.
+type GapEntry = (Ns, Ns, Ns, u32, u32);
+
+/// Run-merging state of one timeline, fed kernels (or another timeline's runs) in start order.
 #[derive(Debug)]
 struct Sweep {
-    /// Non-empty intervals seen, and their summed length.
+    /// Non-empty kernel intervals seen, and their summed length.
     kernels: u64,
     summed: Ns,
     started: bool,
     first_start: Ns,
-    run_start: Ns,
-    run_end: Ns,
-    /// Kernel that ends the current run (latest end; ties by content).
-    run_last: u32,
+    /// The current busy run.
+    run: Run,
     busy: Ns,
     gaps: u64,
     idle: Ns,
@@ -473,6 +489,9 @@ struct Sweep {
     top: Vec<GapEntry>,
     /// Index into `top` of its smallest entry, valid when `top.len() == top_n`.
     top_min: usize,
+    /// Slot in `top` of the gap just before the current run, whose "after" kernel can still
+    /// change if another kernel starts at the same instant.
+    open_gap: Option<usize>,
 }
 
 impl Sweep {
@@ -482,9 +501,12 @@ impl Sweep {
             summed: 0,
             started: false,
             first_start: 0,
-            run_start: 0,
-            run_end: 0,
-            run_last: 0,
+            run: Run {
+                start: 0,
+                end: 0,
+                first: 0,
+                last: 0,
+            },
             busy: 0,
             gaps: 0,
             idle: 0,
@@ -492,68 +514,93 @@ impl Sweep {
             top_n,
             top: Vec::new(),
             top_min: 0,
+            open_gap: None,
         }
     }
 
-    /// Adds one interval (non-empty, start order); returns the busy run it closed, if any.
+    /// Adds one kernel interval (non-empty, start order); returns the busy run it closed, if any.
     #[inline(always)]
-    fn push(&mut self, start: Ns, end: Ns, idx: u32, trace: &Trace) -> Option<(Ns, Ns)> {
+    fn push(&mut self, start: Ns, end: Ns, idx: u32, trace: &Trace) -> Option<Run> {
         self.kernels += 1;
         // Saturating: bogus records (end near 2^64) must not overflow the sum.
         self.summed = self.summed.saturating_add(end - start);
+        self.push_run(
+            Run {
+                start,
+                end,
+                first: idx,
+                last: idx,
+            },
+            trace,
+        )
+    }
+
+    /// Adds a run (of kernels, or of another timeline) in start order; returns the run it closed.
+    #[inline(always)]
+    fn push_run(&mut self, r: Run, trace: &Trace) -> Option<Run> {
         if !self.started {
             self.started = true;
-            self.first_start = start;
-            self.run_start = start;
-            self.run_end = end;
-            self.run_last = idx;
+            self.first_start = r.start;
+            self.run = r;
             return None;
         }
-        if start > self.run_end {
-            let closed = (self.run_start, self.run_end);
-            self.busy += self.run_end - self.run_start;
-            self.record_gap(self.run_end, start);
-            self.run_start = start;
-            self.run_end = end;
-            self.run_last = idx;
+        if r.start > self.run.end {
+            let closed = self.run;
+            self.busy += closed.end - closed.start;
+            self.record_gap(closed.end, r.start, closed.last, r.first);
+            self.run = r;
             return Some(closed);
         }
-        if end > self.run_end {
-            self.run_end = end;
-            self.run_last = idx;
-        } else if end == self.run_end {
-            self.tie_last(idx, trace);
+        if r.start == self.run.start {
+            self.tie_first(r.first, trace);
+        }
+        if r.end > self.run.end {
+            self.run.end = r.end;
+            self.run.last = r.last;
+        } else if r.end == self.run.end {
+            self.tie_last(r.last, trace);
         }
         None
     }
 
     #[cold]
+    fn tie_first(&mut self, idx: u32, trace: &Trace) {
+        if preferred(idx, self.run.first, trace) {
+            self.run.first = idx;
+            if let Some(slot) = self.open_gap {
+                self.top[slot].4 = idx;
+            }
+        }
+    }
+
+    #[cold]
     fn tie_last(&mut self, idx: u32, trace: &Trace) {
-        let cur = &trace.kernels[self.run_last as usize];
-        let new = &trace.kernels[idx as usize];
-        if content_key(new, trace) < content_key(cur, trace) {
-            self.run_last = idx;
+        if preferred(idx, self.run.last, trace) {
+            self.run.last = idx;
         }
     }
 
     #[inline]
-    fn record_gap(&mut self, start: Ns, end: Ns) {
+    fn record_gap(&mut self, start: Ns, end: Ns, before: u32, after: u32) {
         let len = end - start;
         self.gaps += 1;
         self.idle += len;
         let bucket = (len.ilog10() as usize).min(GAP_BUCKETS - 1);
         self.hist[bucket].0 += 1;
         self.hist[bucket].1 += len;
+        self.open_gap = None;
         if self.top_n == 0 {
             return;
         }
-        let entry = (len, start, end, self.run_last);
+        let entry = (len, start, end, before, after);
         if self.top.len() < self.top_n {
+            self.open_gap = Some(self.top.len());
             self.top.push(entry);
             if self.top.len() == self.top_n {
                 self.refresh_min();
             }
         } else if gap_better(&entry, &self.top[self.top_min]) {
+            self.open_gap = Some(self.top_min);
             self.top[self.top_min] = entry;
             self.refresh_min();
         }
@@ -570,26 +617,21 @@ impl Sweep {
     }
 
     /// Closes the last run; returns it.
-    fn finish(&mut self) -> Option<(Ns, Ns)> {
-        if !self.started {
+    fn finish(&mut self) -> Option<Run> {
+        if !self.started || self.run.start == self.run.end {
+            // Never started, or already finished (an empty run adds nothing).
             return None;
         }
-        self.busy += self.run_end - self.run_start;
-        let run = (self.run_start, self.run_end);
-        // Leave an empty run so a second `finish` adds nothing.
-        self.run_start = self.run_end;
+        self.busy += self.run.end - self.run.start;
+        let run = self.run;
+        self.run.start = self.run.end;
         Some(run)
     }
 
-    /// Builds the report; `after(t)` finds the kernel that starts at `t` (after a gap).
-    fn into_timeline(
-        mut self,
-        zero_length_kernels: u64,
-        trace: &Trace,
-        after: impl Fn(Ns) -> Option<u32>,
-    ) -> Timeline {
+    /// Builds the report. Call after [`Sweep::finish`].
+    fn into_timeline(mut self, zero_length_kernels: u64, trace: &Trace) -> Timeline {
         let (window_start_ns, window_end_ns, window_ns) = if self.started {
-            let end = self.run_end;
+            let end = self.run.end;
             (Some(self.first_start), Some(end), end - self.first_start)
         } else {
             (None, None, 0)
@@ -612,12 +654,12 @@ impl Sweep {
         let largest_gaps = self
             .top
             .iter()
-            .map(|&(len, start, end, before)| Gap {
+            .map(|&(len, start, end, before, after)| Gap {
                 start_ns: start,
                 end_ns: end,
                 length_ns: len,
                 before: Some(kref(before)),
-                after: after(end).map(kref),
+                after: Some(kref(after)),
             })
             .collect();
         let gap_histogram = self
@@ -650,17 +692,4 @@ impl Sweep {
 /// Longer first; among equal lengths, the earlier gap.
 fn gap_better(a: &GapEntry, b: &GapEntry) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
-}
-
-/// The kernel of a sorted array starting exactly at `t`, chosen by content.
-fn kernel_starting_at(ivs: &[Iv], t: Ns, trace: &Trace) -> Option<u32> {
-    let from = ivs.partition_point(|iv| iv.start < t);
-    ivs[from..]
-        .iter()
-        .take_while(|iv| iv.start == t)
-        .map(|iv| iv.idx)
-        .min_by(|&a, &b| {
-            content_key(&trace.kernels[a as usize], trace)
-                .cmp(&content_key(&trace.kernels[b as usize], trace))
-        })
 }
