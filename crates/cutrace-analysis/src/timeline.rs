@@ -1,15 +1,17 @@
 //! Busy time, idle time and idle gaps per device and per (device, stream), from kernel records.
 //!
-//! This is the hot path of `cutrace report`. One pass over the records appends each clipped
-//! kernel interval, as 16 bytes (start, duration, record index), to the array of its
-//! (device, stream). A stream runs its kernels one after another and CUPTI writes a record when
-//! its kernel completes, so a stream's records nearly always arrive in start order: such a stream
-//! is swept during that same pass and never sorted; a stream that arrives out of order is sorted
-//! (unstable sort) and swept afterwards. A device's sweep merges its streams' sorted arrays
-//! (no sort of the device's intervals). No hashing per record: (device, stream) keys resolve
-//! through a small direct-mapped cache, with a list or map behind it. Memory: 16 bytes per kernel
-//! (the first design, a 24-byte array per device sorted whole, spent most of its time in page
-//! faults and the sort; BENCHMARKS.md has the numbers).
+//! This is the hot path of `cutrace report`, one pass over the records. A stream runs its
+//! kernels one after another and CUPTI writes a record when its kernel completes, so a stream's
+//! records nearly always arrive in start order: each such stream is swept as it is read, merging
+//! its kernels into busy runs and recording its gaps, and nothing per kernel is stored. A device's
+//! busy time is then the union of its streams' busy runs, merged in start order (a branchless scan
+//! of up to 8 heads, a heap beyond). A stream whose records arrive out of order is collected in a
+//! second pass, sorted, and swept again. No hashing per record: (device, stream) keys resolve
+//! through a small direct-mapped cache, with a list or map behind it. Memory: the busy runs (at
+//! most one per kernel, far fewer on a busy stream). Earlier designs (a 24-byte array per device
+//! sorted whole; 16-byte per-stream arrays) spent most of their time in page faults and the sort:
+//! BENCHMARKS.md has the numbers. Kernels on the same instant are told apart by content, never by
+//! record order, so every reported kernel is the same for any order of the records.
 //!
 //! Definitions: window = first start to last end of the kernels with a non-zero duration;
 //! busy = the union of kernel intervals (touching intervals merge); idle = window − busy, which
@@ -190,12 +192,27 @@ struct Run {
     last: u32,
 }
 
-/// A clipped kernel interval, for the streams whose records arrive out of start order.
+/// A clipped kernel interval in 16 bytes, for the streams whose records arrive out of start
+/// order. Durations of 2^32 − 1 ns (4.3 s) or more are stored as `LONG` and re-read from the
+/// record: rare, and it keeps the fallback's memory at 16 bytes per kernel.
 #[derive(Debug, Clone, Copy)]
 struct Iv {
     start: Ns,
-    end: Ns,
+    dur: u32,
     idx: u32,
+}
+
+const LONG: u32 = u32::MAX;
+
+impl Iv {
+    #[inline]
+    fn end(&self, trace: &Trace, window: Option<&Window>) -> Ns {
+        if self.dur != LONG {
+            return self.start + Ns::from(self.dur);
+        }
+        let k = &trace.kernels[self.idx as usize];
+        clip(window, k.start_ns, k.end_ns).map_or(k.end_ns, |c| c.1)
+    }
 }
 
 /// Calls `f` on every element of the arrays (each sorted by start), in overall start order.
@@ -431,7 +448,7 @@ fn resweep_out_of_order(trace: &Trace, window: Option<&Window>, top_gaps: usize,
             if !g.streams[slot].in_order {
                 ivs[slot].push(Iv {
                     start: s,
-                    end: e,
+                    dur: u32::try_from(e - s).unwrap_or(LONG),
                     idx: i as u32,
                 });
             }
@@ -445,7 +462,10 @@ fn resweep_out_of_order(trace: &Trace, window: Option<&Window>, top_gaps: usize,
         st.sweep = Sweep::new(top_gaps);
         st.runs.clear();
         for iv in &v {
-            if let Some(run) = st.sweep.push(iv.start, iv.end, iv.idx, trace) {
+            if let Some(run) = st
+                .sweep
+                .push(iv.start, iv.end(trace, window), iv.idx, trace)
+            {
                 st.runs.push(run);
             }
         }

@@ -31,6 +31,10 @@ fn kernels_longer_than_four_seconds_keep_their_exact_length() {
     assert_eq!(d0.largest_gaps[0].length_ns, S - 3);
     assert_eq!(d0.largest_gaps[0].before.as_ref().unwrap().name, "long");
     assert_eq!(r.devices[1].timeline.busy_ns, u64::from(u32::MAX));
+    // Records out of start order take the sorted fallback, which stores long kernels out of line.
+    let mut reversed = t.clone();
+    reversed.kernels.reverse();
+    assert_eq!(analyze(&reversed, &Options::default()).unwrap(), r);
     // Clipped to a window, a long kernel is re-clipped from its record.
     let w = Window::resolve(
         Some(TimeArg::Absolute(11 * S)),
