@@ -193,6 +193,11 @@ fn text_report_shows_the_union_and_labels_the_sum() {
         .find(|l| l.trim_start().starts_with("7 "))
         .expect("a row for stream 7");
     assert!(line.contains("200 ns") && line.contains("2.5 %"), "{line}");
+    assert!(
+        text.contains("stream 7 largest gap: 200 ns at ")
+            && text.contains("after gemm (corr 11, stream 7) → before gemm (corr 12, stream 7)"),
+        "{text}"
+    );
     // No busy percentage above 100.
     for pct in text
         .split(" %")

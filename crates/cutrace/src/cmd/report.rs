@@ -382,24 +382,7 @@ fn render_device(o: &mut String, d: &DeviceReport) {
     if !t.largest_gaps.is_empty() {
         let _ = writeln!(o, "  largest idle gaps:");
         for g in &t.largest_gaps {
-            let side = |k: &Option<cutrace_analysis::KernelRef>| {
-                k.as_ref().map_or("?".to_string(), |k| {
-                    format!(
-                        "{} (corr {}, stream {})",
-                        short_name(&k.name, 60),
-                        k.correlation_id,
-                        k.stream
-                    )
-                })
-            };
-            let _ = writeln!(
-                o,
-                "    {:>12} at {} ns: after {} → before {}",
-                fmt_ns(g.length_ns),
-                g.start_ns,
-                side(&g.before),
-                side(&g.after)
-            );
+            let _ = writeln!(o, "    {}", gap_line(g));
         }
     }
     if !d.streams.is_empty() {
@@ -411,7 +394,34 @@ fn render_device(o: &mut String, d: &DeviceReport) {
         for s in &d.streams {
             render_timeline_line(o, &s.stream.to_string(), &s.timeline);
         }
+        // Per stream, only its largest gap (the JSON has the full lists).
+        for s in &d.streams {
+            if let Some(g) = s.timeline.largest_gaps.first() {
+                let _ = writeln!(o, "  stream {} largest gap: {}", s.stream, gap_line(g));
+            }
+        }
     }
+}
+
+/// `200 ns at T ns: after NAME (corr 11, stream 7) → before NAME (corr 12, stream 7)`.
+fn gap_line(g: &cutrace_analysis::Gap) -> String {
+    let side = |k: &Option<cutrace_analysis::KernelRef>| {
+        k.as_ref().map_or("?".to_string(), |k| {
+            format!(
+                "{} (corr {}, stream {})",
+                short_name(&k.name, 60),
+                k.correlation_id,
+                k.stream
+            )
+        })
+    };
+    format!(
+        "{} at {} ns: after {} → before {}",
+        fmt_ns(g.length_ns),
+        g.start_ns,
+        side(&g.before),
+        side(&g.after)
+    )
 }
 
 fn render_correlation(o: &mut String, r: &Report) {
