@@ -9,7 +9,8 @@
 //!
 //! Launch-to-start latency = kernel start − end of its API call, as i64: imported traces whose host
 //! and device clocks disagree can make it negative, which is reported, not hidden. It is measured
-//! for attributed kernels whose (unclipped) start lies in the time window.
+//! for attributed kernels whose (unclipped) start lies in the time window. The kernels of one
+//! CUDA graph launch share that call's correlation id; each is measured from the call's end.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
