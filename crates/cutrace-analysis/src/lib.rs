@@ -26,7 +26,7 @@ pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
 pub use names::display_name;
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};
 pub use ranges::{range_breakdown, RangeSummary};
-pub use report::{analyze, DataLoss, DeviceReport, Options, Report, TraceInfo};
+pub use report::{analyze, DataLoss, DeviceReport, Options, Report, TraceInfo, WindowInfo};
 pub use summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
 pub use timeline::{
     kernel_timelines, DeviceTimeline, Gap, GapBucket, KernelRef, StreamTimeline, Timeline,

@@ -58,6 +58,13 @@ pub struct SkippedEvents {
     pub count: u64,
 }
 
+/// The time window as reported: `to_ns` is null when the window is open-ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct WindowInfo {
+    pub from_ns: Ns,
+    pub to_ns: Option<Ns>,
+}
+
 /// What the trace is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TraceInfo {
@@ -92,7 +99,7 @@ pub struct DeviceReport {
 pub struct Report {
     pub trace: TraceInfo,
     /// The time window, when one was given.
-    pub window: Option<Window>,
+    pub window: Option<WindowInfo>,
     pub data_loss: DataLoss,
     pub devices: Vec<DeviceReport>,
     pub correlation: Correlation,
@@ -183,7 +190,10 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             api_calls: trace.api_calls.len() as u64,
             ranges: trace.ranges.len() as u64,
         },
-        window: opts.window,
+        window: opts.window.map(|w| WindowInfo {
+            from_ns: w.from_ns,
+            to_ns: (w.to_ns != Ns::MAX).then_some(w.to_ns),
+        }),
         data_loss: data_loss(trace, inverted),
         devices,
         correlation,

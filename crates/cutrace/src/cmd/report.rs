@@ -224,11 +224,7 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
         let _ = writeln!(o, "trace clock: {a} → {b} ns ({})", fmt_ns(b - a));
     }
     if let Some(w) = &r.window {
-        let to = if w.to_ns == u64::MAX {
-            "end".to_string()
-        } else {
-            format!("{} ns", w.to_ns)
-        };
+        let to = w.to_ns.map_or("the end".to_string(), |t| format!("{t} ns"));
         let _ = writeln!(
             o,
             "time window: {} ns → {to} (intervals clipped to it)",
