@@ -171,6 +171,16 @@ fn missing_launch_records_are_orphans_in_json_and_text() {
     );
     let text = ok(&[], &trace);
     assert!(text.contains("orphans 2 (ids 12, 14)"), "{text}");
+    // The list is capped; the count stays exact.
+    let v: Value =
+        serde_json::from_str(&ok(&["--format", "json", "--orphans", "1"], &trace)).unwrap();
+    assert_eq!(v["correlation"]["orphans"], 2);
+    assert_eq!(
+        v["correlation"]["orphan_correlation_ids"],
+        serde_json::json!([12])
+    );
+    let text = ok(&["--orphans", "1"], &trace);
+    assert!(text.contains("orphans 2 (ids 12, …)"), "{text}");
 }
 
 #[test]
