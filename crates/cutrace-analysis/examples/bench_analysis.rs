@@ -207,7 +207,7 @@ fn run_case(name: &str, trace: &Trace) {
         "kernel summary by name",
         n,
         time3(|| {
-            std::hint::black_box(kernel_summary(trace, None, 1));
+            std::hint::black_box(kernel_summary(trace, None));
         }),
     );
     report(

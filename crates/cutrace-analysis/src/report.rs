@@ -152,14 +152,11 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     }
 
     let devices = device_reports(timelines, &copy_runs, &overlap);
-    let total_busy: Ns = devices
-        .iter()
-        .fold(0, |acc: Ns, d| acc.saturating_add(d.timeline.busy_ns));
     // One scratch buffer serves the latency values and both summaries' durations.
     let mut scratch: Vec<u64> = Vec::new();
     let (correlation, launch_latency) = correlate_in(trace, window, opts.orphan_list, &mut scratch);
 
-    let mut kernel_rows = kernel_summary_in(trace, window, total_busy, &mut scratch);
+    let mut kernel_rows = kernel_summary_in(trace, window, &mut scratch);
     let kernel_names = kernel_rows.len() as u64;
     kernel_rows.truncate(opts.top);
     let mut api_rows = api_summary_in(trace, window, &mut scratch);

@@ -34,9 +34,10 @@ pub struct NameStats {
 pub struct KernelNameSummary {
     #[serde(flatten)]
     pub stats: NameStats,
-    /// `total_ns` over the busy time of all devices (each device's union, added). Kernels that
-    /// overlap each other make the shares add up to more than 100 %.
-    pub share_of_busy_pct: f64,
+    /// `total_ns` over the summed duration of every kernel (nsys's "Time (%)"): the rows add up
+    /// to 100 %. It is a share of kernel time, not of busy time: overlapping kernels make summed
+    /// kernel time exceed busy time (the union), so a share of *busy* time would pass 100 %.
+    pub share_of_kernel_time_pct: f64,
 }
 
 /// Groups (name, duration) pairs by name. `names` bounds the ids (out-of-range ids share one
@@ -116,29 +117,24 @@ where
     rows
 }
 
-/// Kernel summary by name, all rows (the report caps them). `total_busy_ns` is the sum of the
-/// devices' busy times.
-pub fn kernel_summary(
-    trace: &Trace,
-    window: Option<&Window>,
-    total_busy_ns: Ns,
-) -> Vec<KernelNameSummary> {
-    kernel_summary_in(trace, window, total_busy_ns, &mut Vec::new())
+/// Kernel summary by name (like `nsys stats` cuda_gpu_kern_sum), all rows.
+pub fn kernel_summary(trace: &Trace, window: Option<&Window>) -> Vec<KernelNameSummary> {
+    kernel_summary_in(trace, window, &mut Vec::new())
 }
 
 pub(crate) fn kernel_summary_in(
     trace: &Trace,
     window: Option<&Window>,
-    total_busy_ns: Ns,
     scratch: &mut Vec<Ns>,
 ) -> Vec<KernelNameSummary> {
     let items = trace.kernels.iter().filter_map(move |k| {
         clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
     });
-    summarize_by_name_in(trace, items, scratch)
-        .into_iter()
+    let rows = summarize_by_name_in(trace, items, scratch);
+    let summed: Ns = rows.iter().fold(0, |a, r| a.saturating_add(r.total_ns));
+    rows.into_iter()
         .map(|stats| KernelNameSummary {
-            share_of_busy_pct: pct(stats.total_ns, total_busy_ns),
+            share_of_kernel_time_pct: pct(stats.total_ns, summed),
             stats,
         })
         .collect()

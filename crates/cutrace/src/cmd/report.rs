@@ -490,21 +490,22 @@ fn render_kernels(o: &mut String, r: &Report) {
     }
     let _ = writeln!(
         o,
-        "\nKernels by total time (top {} of {} names; share of busy = total / union busy of all GPUs)",
+        "\nKernels by total time (top {} of {} names; time% = share of summed kernel time, as in nsys: \
+         not of busy time, which overlap makes smaller)",
         r.kernel_summary.len(),
         r.kernel_names
     );
     let _ = writeln!(
         o,
         "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  name",
-        "busy%", "total", "count", "mean", "min", "median", "p99", "max"
+        "time%", "total", "count", "mean", "min", "median", "p99", "max"
     );
     for k in &r.kernel_summary {
         let s = &k.stats;
         let _ = writeln!(
             o,
             "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
-            format!("{:.1}", k.share_of_busy_pct),
+            format!("{:.1}", k.share_of_kernel_time_pct),
             fmt_ns(s.total_ns),
             s.count,
             fmt_ns(s.mean_ns),
