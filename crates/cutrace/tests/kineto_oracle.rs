@@ -96,6 +96,24 @@ fn compare(py: &str, trace: &Path) {
     assert!(expected["devices"]
         .as_array()
         .is_some_and(|d| !d.is_empty()));
+    // Kernel shares are of summed kernel time: each at most 100 %, all rows together 100 %.
+    let rows = got["kernel_summary"].as_array().unwrap();
+    let shares: Vec<f64> = rows
+        .iter()
+        .map(|r| r["share_of_kernel_time_pct"].as_f64().unwrap())
+        .collect();
+    assert!(
+        shares.iter().all(|s| (0.0..=100.0).contains(s)),
+        "{shares:?}"
+    );
+    if got["kernel_names"].as_u64() == Some(rows.len() as u64) {
+        let total: f64 = shares.iter().sum();
+        assert!(
+            (total - 100.0).abs() < 1e-6,
+            "{}: shares add to {total}",
+            trace.display()
+        );
+    }
 }
 
 #[test]
