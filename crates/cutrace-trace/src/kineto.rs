@@ -149,6 +149,17 @@ struct Sink {
     skipped: std::collections::BTreeMap<String, u64>,
 }
 
+/// A kernel, copy or memset event's placement and timing.
+struct GpuEvent {
+    start: Ns,
+    end: Ns,
+    device: u32,
+    context: u32,
+    stream: u64,
+    correlation_id: u64,
+    args: GpuArgs,
+}
+
 /// The typed view of [`Args`] for one GPU or API event.
 #[derive(Default)]
 struct GpuArgs {
@@ -646,61 +657,49 @@ impl Sink {
         let name_str = name_text.as_ref();
         match cat {
             "kernel" => {
-                let (start, end) = self.interval(&ev, at)?;
-                let a = self.args(&ev, at)?;
+                let g = self.gpu_event(&ev, at)?;
                 let name = self.strings.intern(name_str);
                 self.trace.kernels.push(Kernel {
-                    device: a
-                        .device
-                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
-                        .unwrap_or(0),
-                    context: a.context.unwrap_or(0),
-                    stream: a.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
-                    correlation_id: a.correlation.unwrap_or(0),
-                    start_ns: start,
-                    end_ns: end,
+                    device: g.device,
+                    context: g.context,
+                    stream: g.stream,
+                    correlation_id: g.correlation_id,
+                    start_ns: g.start,
+                    end_ns: g.end,
                     name,
-                    grid: a.grid.unwrap_or_default(),
-                    block: a.block.unwrap_or_default(),
-                    registers_per_thread: a.registers.unwrap_or(0),
+                    grid: g.args.grid.unwrap_or_default(),
+                    block: g.args.block.unwrap_or_default(),
+                    registers_per_thread: g.args.registers.unwrap_or(0),
                     // Kineto writes a single "shared memory" figure; keep it as static.
-                    static_shared_bytes: a.shared_memory.unwrap_or(0),
+                    static_shared_bytes: g.args.shared_memory.unwrap_or(0),
                     dynamic_shared_bytes: 0,
-                    graph_id: a.graph_id.unwrap_or(0),
+                    graph_id: g.args.graph_id.unwrap_or(0),
                 });
             }
             "gpu_memcpy" => {
-                let (start, end) = self.interval(&ev, at)?;
-                let a = self.args(&ev, at)?;
+                let g = self.gpu_event(&ev, at)?;
                 self.trace.memcpys.push(Memcpy {
                     kind: copy_kind(name_str),
-                    bytes: a.bytes.unwrap_or(0),
-                    device: a
-                        .device
-                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
-                        .unwrap_or(0),
-                    context: a.context.unwrap_or(0),
-                    stream: a.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
-                    correlation_id: a.correlation.unwrap_or(0),
-                    start_ns: start,
-                    end_ns: end,
+                    bytes: g.args.bytes.unwrap_or(0),
+                    device: g.device,
+                    context: g.context,
+                    stream: g.stream,
+                    correlation_id: g.correlation_id,
+                    start_ns: g.start,
+                    end_ns: g.end,
                 });
             }
             "gpu_memset" => {
-                let (start, end) = self.interval(&ev, at)?;
-                let a = self.args(&ev, at)?;
+                let g = self.gpu_event(&ev, at)?;
                 self.trace.memsets.push(Memset {
-                    bytes: a.bytes.unwrap_or(0),
+                    bytes: g.args.bytes.unwrap_or(0),
                     value: 0,
-                    device: a
-                        .device
-                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
-                        .unwrap_or(0),
-                    context: a.context.unwrap_or(0),
-                    stream: a.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
-                    correlation_id: a.correlation.unwrap_or(0),
-                    start_ns: start,
-                    end_ns: end,
+                    device: g.device,
+                    context: g.context,
+                    stream: g.stream,
+                    correlation_id: g.correlation_id,
+                    start_ns: g.start,
+                    end_ns: g.end,
                 });
             }
             "cuda_runtime" | "cuda_driver" => {
@@ -810,6 +809,25 @@ impl Sink {
             .checked_add(dur)
             .ok_or_else(|| self.malformed(at, "\"ts\" + \"dur\" overflows 64-bit nanoseconds"))?;
         Ok((start, end))
+    }
+
+    /// Where and when a device-side event ran: `args` first, then Kineto's `pid` (device) and
+    /// `tid` (stream) lanes.
+    fn gpu_event(&self, ev: &Event<'_>, at: u64) -> Result<GpuEvent, TraceError> {
+        let (start, end) = self.interval(ev, at)?;
+        let args = self.args(ev, at)?;
+        Ok(GpuEvent {
+            start,
+            end,
+            device: args
+                .device
+                .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
+                .unwrap_or(0),
+            context: args.context.unwrap_or(0),
+            stream: args.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
+            correlation_id: args.correlation.unwrap_or(0),
+            args,
+        })
     }
 
     fn args(&self, ev: &Event<'_>, at: u64) -> Result<GpuArgs, TraceError> {

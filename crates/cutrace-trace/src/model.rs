@@ -185,7 +185,7 @@ pub struct Overhead {
 }
 
 /// Static properties of one GPU, as far as the source knows them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceProps {
     pub device: u32,
     pub name: String,
@@ -315,6 +315,11 @@ impl Interner {
 
     pub fn into_strings(self) -> Vec<String> {
         self.strings
+    }
+
+    /// The strings interned so far, by id.
+    pub fn as_slice(&self) -> &[String] {
+        &self.strings
     }
 }
 

@@ -188,16 +188,8 @@ pub struct ClockRef {
     pub monotonic_ns: u64,
 }
 
-/// One GPU as the recorder saw it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DeviceInfo {
-    pub device: u32,
-    pub name: String,
-    pub compute_capability: Option<(u32, u32)>,
-    pub sm_count: Option<u32>,
-    pub global_memory_bytes: Option<u64>,
-    pub uuid: Option<String>,
-}
+/// One GPU as the recorder saw it: the model's device properties, stored as JSON in `META`.
+pub type DeviceInfo = crate::model::DeviceProps;
 
 /// The `HEAD` chunk: who wrote the file, where, with what.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

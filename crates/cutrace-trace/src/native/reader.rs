@@ -399,19 +399,7 @@ impl PartBuilder {
         m.driver_version = header.driver_version.clone();
         m.host = header.host.clone();
         m.pid = header.pid;
-        m.devices = self
-            .meta
-            .devices
-            .iter()
-            .map(|d| DeviceProps {
-                device: d.device,
-                name: d.name.clone(),
-                compute_capability: d.compute_capability,
-                sm_count: d.sm_count,
-                global_memory_bytes: d.global_memory_bytes,
-                uuid: d.uuid.clone(),
-            })
-            .collect();
+        m.devices = self.meta.devices.clone();
         let (cupti_drops, rec_drops) = match &self.tail {
             Some(t) => (t.dropped_by_cupti, t.dropped_by_recorder),
             None => (

@@ -13,8 +13,7 @@ use crate::model::*;
 /// Appends records to a native trace.
 pub struct Writer<W: Write> {
     out: W,
-    strings: Vec<String>,
-    index: HashMap<String, StrId>,
+    strings: Interner,
     strings_written: usize,
     rows: HashMap<Table, Vec<u64>>,
     pending_rows: usize,
@@ -31,8 +30,7 @@ impl<W: Write> Writer<W> {
         out.write_all(&start)?;
         let mut w = Writer {
             out,
-            strings: Vec::new(),
-            index: HashMap::new(),
+            strings: Interner::new(),
             strings_written: 0,
             rows: HashMap::new(),
             pending_rows: 0,
@@ -48,13 +46,7 @@ impl<W: Write> Writer<W> {
 
     /// Interns a string for this file; ids are dense from 0 in first-use order.
     pub fn intern(&mut self, s: &str) -> StrId {
-        if let Some(&id) = self.index.get(s) {
-            return id;
-        }
-        let id = self.strings.len() as StrId;
-        self.strings.push(s.to_owned());
-        self.index.insert(s.to_owned(), id);
-        id
+        self.strings.intern(s)
     }
 
     /// Rows buffered and not yet written.
@@ -207,16 +199,18 @@ impl<W: Write> Writer<W> {
 
     /// Writes new strings and every buffered row as chunks, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
-        if self.strings_written < self.strings.len() {
+        let strings = self.strings.as_slice();
+        if self.strings_written < strings.len() {
             let mut p = Vec::new();
             put_varint(&mut p, self.strings_written as u64);
-            put_varint(&mut p, (self.strings.len() - self.strings_written) as u64);
-            for s in &self.strings[self.strings_written..] {
+            put_varint(&mut p, (strings.len() - self.strings_written) as u64);
+            for s in &strings[self.strings_written..] {
                 put_varint(&mut p, s.len() as u64);
                 p.extend_from_slice(s.as_bytes());
             }
+            let total = strings.len();
             self.chunk(tag::STRS, &p, true)?;
-            self.strings_written = self.strings.len();
+            self.strings_written = total;
         }
         for table in Table::ALL {
             let Some(flat) = self.rows.get_mut(&table) else {
