@@ -84,7 +84,9 @@ impl<R: Read> Read for CountingReader<'_, R> {
 /// A chunked window over the input with absolute byte offsets for error messages.
 struct Input<R> {
     reader: R,
+    /// Always initialized up to its length; `buf[..end]` holds input.
     buf: Vec<u8>,
+    end: usize,
     pos: usize,
     /// Absolute offset of `buf[0]` in the (decompressed) stream.
     base: u64,
@@ -100,28 +102,37 @@ impl<R: Read> Input<R> {
             return Ok(false);
         }
         if self.pos > 0 {
-            self.buf.drain(..self.pos);
+            self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;
+            self.end -= self.pos;
             self.pos = 0;
         }
-        let old = self.buf.len();
-        let want = self.chunk.max(old);
-        loop {
-            match (&mut self.reader)
-                .take(want as u64)
-                .read_to_end(&mut self.buf)
-            {
+        let old = self.end;
+        let target = old + self.chunk.max(old);
+        while self.end < target {
+            // The buffer stays initialized: it is zeroed only where it grows (by at most 1 MiB
+            // ahead of the data), never again per read.
+            if self.buf.len() == self.end {
+                let grow = (target - self.end).min(1 << 20);
+                self.buf.resize(self.end + grow, 0);
+            }
+            let stop = self.buf.len().min(target);
+            match self.reader.read(&mut self.buf[self.end..stop]) {
                 Ok(0) => {
                     self.eof = true;
                     break;
                 }
-                Ok(_) => break,
+                Ok(n) => self.end += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
         }
-        let filled = self.buf.len();
-        Ok(filled > old)
+        Ok(self.end > old)
+    }
+
+    /// The bytes read and not yet consumed.
+    fn rest(&self) -> &[u8] {
+        &self.buf[self.pos..self.end]
     }
 
     fn offset(&self) -> u64 {
@@ -138,6 +149,8 @@ struct Importer<R> {
     parallel_min: usize,
     /// Speculative parts merged, and thrown away (their cut was not proven); for tests.
     parts: (u64, u64),
+    /// Emptied part sinks, kept for the next block.
+    spares: Vec<Sink>,
 }
 
 /// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
@@ -248,7 +261,8 @@ impl<R: Read> Importer<R> {
         Importer {
             input: Input {
                 reader,
-                buf: Vec::with_capacity(CHUNK),
+                buf: Vec::new(),
+                end: 0,
                 pos: 0,
                 base: 0,
                 eof: false,
@@ -264,6 +278,7 @@ impl<R: Read> Importer<R> {
             threads: threads.max(1),
             parallel_min: PARALLEL_MIN,
             parts: (0, 0),
+            spares: Vec::new(),
         }
     }
 
@@ -290,7 +305,7 @@ impl<R: Read> Importer<R> {
     /// Next non-whitespace byte, without consuming it; None at end of input.
     fn peek(&mut self) -> Result<Option<u8>, TraceError> {
         loop {
-            while self.input.pos < self.input.buf.len() {
+            while self.input.pos < self.input.end {
                 let c = self.input.buf[self.input.pos];
                 if c.is_ascii_whitespace() {
                     self.input.pos += 1;
@@ -344,7 +359,7 @@ impl<R: Read> Importer<R> {
         self.peek()?;
         loop {
             let start = self.input.offset();
-            let slice = &self.input.buf[self.input.pos..];
+            let slice = self.input.rest();
             match parse(slice, self.input.eof, start, &mut self.sink) {
                 Ok(Some((v, used))) => {
                     self.input.pos += used;
@@ -352,14 +367,9 @@ impl<R: Read> Importer<R> {
                 }
                 Ok(None) => {
                     if !self.input.refill().map_err(|e| self.io(e))? {
-                        if self.input.eof && !self.input.buf[self.input.pos..].is_empty() {
+                        if self.input.eof && !self.input.rest().is_empty() {
                             // One more pass with eof set reports the real error.
-                            match parse(
-                                &self.input.buf[self.input.pos..],
-                                true,
-                                start,
-                                &mut self.sink,
-                            ) {
+                            match parse(self.input.rest(), true, start, &mut self.sink) {
                                 Ok(Some((v, used))) => {
                                     self.input.pos += used;
                                     return Ok(v);
@@ -526,7 +536,7 @@ impl<R: Read> Importer<R> {
             if self.peek()?.is_none() {
                 return Err(self.truncated("inside \"traceEvents\""));
             }
-            let short = self.input.buf.len() - self.input.pos < self.input.chunk;
+            let short = self.input.end - self.input.pos < self.input.chunk;
             if (short || stalled) && !self.input.eof {
                 self.input.refill().map_err(|e| self.io(e))?;
             } else if stalled {
@@ -547,7 +557,7 @@ impl<R: Read> Importer<R> {
     /// can be cut (see `parallel`). Returns how the proven prefix ended and its length.
     fn scan_block(&mut self) -> Result<(RunEnd, usize), TraceError> {
         let base = self.input.offset();
-        let block = &self.input.buf[self.input.pos..];
+        let block = self.input.rest();
         let cuts = if self.threads > 1 && block.len() >= self.parallel_min {
             parallel::cuts(block, 0, self.threads)
         } else {
@@ -556,15 +566,20 @@ impl<R: Read> Importer<R> {
         let path = self.sink.path.clone();
         let main = &mut self.sink;
         let counts = &mut self.parts;
+        let spares = &mut self.spares;
+        // Part sinks are reused from block to block so their vectors keep their capacity.
+        let sinks: Vec<Sink> = cuts
+            .iter()
+            .map(|_| spares.pop().unwrap_or_else(|| parallel::part_sink(&path)))
+            .collect();
         std::thread::scope(|s| {
             let parts: Vec<_> = cuts
                 .iter()
+                .zip(sinks)
                 .enumerate()
-                .map(|(k, &start)| {
+                .map(|(k, (&start, mut sink))| {
                     let stop = cuts.get(k + 1).copied();
-                    let path = &path;
                     s.spawn(move || {
-                        let mut sink = parallel::part_sink(path);
                         let r = parallel::run(block, start, stop, base, &mut sink);
                         (r, sink)
                     })
@@ -573,18 +588,22 @@ impl<R: Read> Importer<R> {
             let mut cur = parallel::run(block, 0, cuts.first().copied(), base, main);
             let total = parts.len() as u64;
             let mut merged = 0;
+            let mut proven = true;
             for (k, part) in parts.into_iter().enumerate() {
-                if cur.error.is_some() || cur.end != RunEnd::Stop || cur.pos != cuts[k] {
-                    break; // the cut is not proven: drop this part and the ones after it
+                // A part counts only if the one before it ended exactly at its cut; otherwise it
+                // and every part after it are thrown away (a panicking part too).
+                proven &= cur.error.is_none() && cur.end == RunEnd::Stop && cur.pos == cuts[k];
+                let Ok((r, mut sink)) = part.join() else {
+                    proven = false;
+                    continue;
+                };
+                if proven {
+                    main.absorb(&mut sink);
+                    merged += 1;
+                    cur = r;
                 }
-                match part.join() {
-                    Ok((r, sink)) => {
-                        main.absorb(sink);
-                        merged += 1;
-                        cur = r;
-                    }
-                    Err(_) => break, // a panicking part: fall back to the proven prefix
-                }
+                sink.reset();
+                spares.push(sink);
             }
             counts.0 += merged;
             counts.1 += total - merged;
@@ -629,27 +648,13 @@ impl Sink {
         let cat_text = text(ev.cat)?;
         let cat = cat_text.as_ref();
         if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
-            let label = if cat.is_empty() {
-                format!("ph={}", text(ev.ph)?)
-            } else {
-                cat.to_owned()
-            };
+            // Labelled by phase: the scanner stops reading them after `ph`.
+            let label = format!("ph={}", text(ev.ph)?);
             self.skip(&label);
             return Ok(());
         }
-        const MODELLED: [&str; 9] = [
-            "kernel",
-            "gpu_memcpy",
-            "gpu_memset",
-            "cuda_runtime",
-            "cuda_driver",
-            "cuda_sync",
-            "user_annotation",
-            "gpu_user_annotation",
-            "overhead",
-        ];
         // Names are decoded (and UTF-8 checked) only for events that are kept.
-        let name_text = if MODELLED.contains(&cat) {
+        let name_text = if scan::MODELLED.contains(&cat) {
             text(ev.name)?
         } else {
             Cow::Borrowed("")

@@ -144,16 +144,17 @@ pub(super) fn part_sink(path: &Path) -> Sink {
 }
 
 impl Sink {
-    /// Appends another sink's records (which came later in the file), re-interning its names.
-    pub(super) fn absorb(&mut self, other: Sink) {
+    /// Moves another sink's records (which came later in the file) to the end of this one's,
+    /// re-interning its names. `other` keeps its vectors' capacity for reuse.
+    pub(super) fn absorb(&mut self, other: &mut Sink) {
         let map: Vec<StrId> = other
             .strings
-            .into_strings()
+            .as_slice()
             .iter()
             .map(|s| self.strings.intern(s))
             .collect();
         let m = |id: StrId| map.get(id as usize).copied().unwrap_or(id);
-        let mut t = other.trace;
+        let t = &mut other.trace;
         for k in &mut t.kernels {
             k.name = m(k.name);
         }
@@ -176,8 +177,24 @@ impl Sink {
         me.marks.append(&mut t.marks);
         me.overheads.append(&mut t.overheads);
         self.events += other.events;
-        for (k, n) in other.skipped {
+        for (k, n) in std::mem::take(&mut other.skipped) {
             *self.skipped.entry(k).or_insert(0) += n;
         }
+    }
+
+    /// Empties a part sink for the next block, keeping its vectors' capacity.
+    pub(super) fn reset(&mut self) {
+        let t = &mut self.trace;
+        t.kernels.clear();
+        t.memcpys.clear();
+        t.memsets.clear();
+        t.api_calls.clear();
+        t.syncs.clear();
+        t.ranges.clear();
+        t.marks.clear();
+        t.overheads.clear();
+        self.strings = Interner::new();
+        self.events = 0;
+        self.skipped.clear();
     }
 }

@@ -353,11 +353,67 @@ impl<'a> Scanner<'a> {
     }
 }
 
-/// Scans one event object at the front of `b`; returns it and the bytes it took.
+/// Event categories whose fields cutrace reads; any other event is skipped as soon as its `ph`
+/// or `cat` says so.
+pub const MODELLED: [&str; 9] = [
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cuda_driver",
+    "cuda_sync",
+    "user_annotation",
+    "gpu_user_annotation",
+    "overhead",
+];
+
+impl Scanner<'_> {
+    /// Skips the rest of an object whose first keys were read: only strings and braces matter
+    /// for finding its end, so this jumps between them (SIMD) instead of reading every value.
+    /// Inside a skipped remainder, JSON syntax other than strings and braces is not checked.
+    fn skip_rest_of_object(&mut self) -> R<()> {
+        let mut depth = 1u32;
+        loop {
+            let Some(off) = memchr::memchr3(b'"', b'{', b'}', &self.b[self.i..]) else {
+                return Err(ScanError::NeedMore);
+            };
+            self.i += off;
+            match self.b[self.i] {
+                b'"' => {
+                    self.string()?;
+                    continue;
+                }
+                b'{' => depth += 1,
+                _ => {
+                    depth -= 1;
+                    if depth == 0 {
+                        self.i += 1;
+                        return Ok(());
+                    }
+                }
+            }
+            self.i += 1;
+        }
+    }
+}
+
+/// Scans one event object at the front of `b`; returns it and the bytes it took. Events that
+/// cutrace does not model (`ph` other than "X", or a `cat` not in [`MODELLED`]) are skipped
+/// after those keys, and come back with the fields read so far.
 pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
     let mut s = Scanner { b, i: 0 };
     let mut ev = Event::default();
-    s.object_keys(|s, key| {
+    s.expect(b'{', "at the start of an object")?;
+    if s.ws()? == b'}' {
+        s.i += 1;
+        return Ok((ev, s.i));
+    }
+    loop {
+        if s.ws()? != b'"' {
+            return s.bad("expected a quoted key");
+        }
+        let key = s.string()?;
+        s.expect(b':', "after a key")?;
         match key.raw {
             b"ph" => ev.ph = Some(s.str_value("ph")?),
             b"cat" => ev.cat = Some(s.str_value("cat")?),
@@ -371,9 +427,28 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
                 s.value()?;
             }
         }
-        Ok(())
-    })?;
-    Ok((ev, s.i))
+        match s.ws()? {
+            b',' => s.i += 1,
+            b'}' => {
+                s.i += 1;
+                return Ok((ev, s.i));
+            }
+            c => {
+                return s.bad(format!(
+                    "expected ',' or '}}' in an object, found '{}'",
+                    (c as char).escape_default()
+                ))
+            }
+        }
+        let not_x = ev.ph.is_some_and(|p| !p.bytes_eq("X"));
+        let unmodelled = ev
+            .cat
+            .is_some_and(|c| !MODELLED.iter().any(|m| c.bytes_eq(m)));
+        if not_x || unmodelled {
+            s.skip_rest_of_object()?;
+            return Ok((ev, s.i));
+        }
+    }
 }
 
 #[cfg(test)]
