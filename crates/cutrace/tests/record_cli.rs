@@ -123,3 +123,39 @@ fn convert_writes_csv_tables_of_a_real_trace() {
     assert_eq!(meta["complete"], true);
     assert_eq!(meta["parts"][0]["cupti_version"], 130001);
 }
+
+/// SIGINT and SIGTERM sent to `cutrace record` reach the program's own handlers, and its exit
+/// status is the program's: `record` execs the program, so the pid the user signals is its pid.
+#[test]
+fn sigint_and_sigterm_reach_the_programs_handlers() {
+    use std::io::{BufRead, BufReader};
+    for sig in ["INT", "TERM"] {
+        let (dir, lib) = setup(&format!("handler-{sig}"));
+        let mut child = record(
+            &dir,
+            &lib,
+            "trap 'echo caught; exit 42' INT TERM; echo ready; while :; do sleep 0.05; done",
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(line, "ready\n");
+        let st = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        line.clear();
+        out.read_line(&mut line).unwrap();
+        assert_eq!(
+            line, "caught\n",
+            "SIG{sig}: the program's handler did not run"
+        );
+        assert_eq!(child.wait().unwrap().code(), Some(42), "SIG{sig}");
+    }
+}
