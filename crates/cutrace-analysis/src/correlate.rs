@@ -7,8 +7,9 @@
 //! calls share an id (a runtime call and the driver call beneath it, or a duplicated record), the
 //! runtime call wins, then the earlier start, then the earlier end: a choice by content.
 //!
-//! Launch-to-start latency = kernel start − end of its API call, as i64: imported traces whose host
-//! and device clocks disagree can make it negative, which is reported, not hidden. It is measured
+//! Launch-to-start latency = kernel start − end of its API call, as i64. It can be negative: the
+//! GPU may start a kernel before the launch call returns, and on imported traces host and device
+//! clocks may disagree; negative values are reported, not hidden. It is measured
 //! for attributed kernels whose (unclipped) start lies in the time window. The kernels of one
 //! CUDA graph launch share that call's correlation id; each is measured from the call's end.
 

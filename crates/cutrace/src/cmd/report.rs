@@ -477,7 +477,7 @@ fn render_correlation(o: &mut String, r: &Report) {
         if l.negative > 0 {
             let _ = writeln!(
                 o,
-                "  {} of them start before their API call ends (host and device clocks disagree)",
+                "  {} of them start before their API call returns (the GPU may start a kernel before the launch call returns; a host/device clock offset also shows here)",
                 l.negative
             );
         }
