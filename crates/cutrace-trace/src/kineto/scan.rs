@@ -98,18 +98,35 @@ fn hex4(b: &[u8], i: usize) -> Result<u32, String> {
 }
 
 /// Position of the next `"` or `\\` at or after `from`. Most strings are short keys and
-/// categories, where a plain loop beats memchr's set-up; long names go to memchr (SIMD).
+/// categories: they are searched 8 bytes at a time in a register (SWAR); past 32 bytes the search
+/// goes to memchr (SIMD), which wins on long kernel names but costs more to set up.
 #[inline]
 fn find_quote_or_backslash(b: &[u8], from: usize) -> Option<usize> {
-    let short_end = (from + 16).min(b.len());
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // High bit set in the first byte of `w` equal to `c` (bits above it may be spurious).
+    let eq = |w: u64, c: u8| {
+        let x = w ^ (ONES * u64::from(c));
+        x.wrapping_sub(ONES) & !x & HIGH
+    };
     let mut j = from;
-    while j < short_end {
-        if b[j] == b'"' || b[j] == b'\\' {
-            return Some(j);
+    while let Some(chunk) = b.get(j..j + 8) {
+        let w = u64::from_le_bytes([
+            chunk[0], chunk[1], chunk[2], chunk[3], chunk[4], chunk[5], chunk[6], chunk[7],
+        ]);
+        let m = eq(w, b'"') | eq(w, b'\\');
+        if m != 0 {
+            return Some(j + (m.trailing_zeros() / 8) as usize);
         }
-        j += 1;
+        j += 8;
+        if j - from >= 32 {
+            return memchr::memchr2(b'"', b'\\', &b[j..]).map(|off| j + off);
+        }
     }
-    memchr::memchr2(b'"', b'\\', b.get(j..)?).map(|off| j + off)
+    b[j.min(b.len())..]
+        .iter()
+        .position(|&c| c == b'"' || c == b'\\')
+        .map(|off| j + off)
 }
 
 /// The raw text of the `args` fields cutrace models.
@@ -414,9 +431,19 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
         }
         let key = s.string()?;
         s.expect(b':', "after a key")?;
+        // Whether the rest can be skipped is decided once, when `ph` or `cat` is read.
+        let mut skip_rest = false;
         match key.raw {
-            b"ph" => ev.ph = Some(s.str_value("ph")?),
-            b"cat" => ev.cat = Some(s.str_value("cat")?),
+            b"ph" => {
+                let ph = s.str_value("ph")?;
+                skip_rest = !ph.bytes_eq("X");
+                ev.ph = Some(ph);
+            }
+            b"cat" => {
+                let cat = s.str_value("cat")?;
+                skip_rest = !MODELLED.iter().any(|m| cat.bytes_eq(m));
+                ev.cat = Some(cat);
+            }
             b"name" => ev.name = Some(s.str_value("name")?),
             b"pid" => ev.pid = Some(s.value()?),
             b"tid" => ev.tid = Some(s.value()?),
@@ -440,11 +467,7 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
                 ))
             }
         }
-        let not_x = ev.ph.is_some_and(|p| !p.bytes_eq("X"));
-        let unmodelled = ev
-            .cat
-            .is_some_and(|c| !MODELLED.iter().any(|m| c.bytes_eq(m)));
-        if not_x || unmodelled {
+        if skip_rest {
             s.skip_rest_of_object()?;
             return Ok((ev, s.i));
         }
@@ -469,6 +492,31 @@ mod tests {
         let a = ev.args.unwrap();
         assert_eq!(a.grid, Some(&b"[1, 2, 3]"[..]));
         assert_eq!(a.device, Some(&b"0"[..]));
+    }
+
+    #[test]
+    fn quote_search_finds_the_first_quote_or_backslash_anywhere() {
+        for len in 0..80 {
+            for at in 0..=len {
+                for c in [b'"', b'\\'] {
+                    let mut v = vec![b'a'; len];
+                    if at < len {
+                        v[at] = c;
+                        // A later quote must not be found first.
+                        if at + 1 < len {
+                            v[at + 1] = b'"';
+                        }
+                    }
+                    let want = if at < len { Some(at) } else { None };
+                    for from in 0..=at.min(len) {
+                        assert_eq!(find_quote_or_backslash(&v, from), want, "{len} {at} {from}");
+                    }
+                }
+            }
+        }
+        // Bytes that differ from a quote only in the high bit, and 0x21/0x23 next to it.
+        let v = [0xa2u8, 0x21, 0x23, 0xdc, b'x', b'"'];
+        assert_eq!(find_quote_or_backslash(&v, 0), Some(5));
     }
 
     #[test]
