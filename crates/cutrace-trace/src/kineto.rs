@@ -325,16 +325,20 @@ impl<R: Read> Importer<R> {
                 self.input.pos += 1;
                 Ok(())
             }
-            Some(c) => Err(self.malformed(
-                self.input.offset(),
-                format!(
-                    "expected '{}' {context}, found '{}'",
-                    want as char,
-                    (c as char).escape_default()
-                ),
-            )),
+            Some(c) => Err(self.unexpected(&format!("'{}' {context}", want as char), c)),
             None => Err(self.truncated(context)),
         }
+    }
+
+    /// "expected X, found 'c'" at the cursor.
+    fn unexpected(&self, expected: &str, found: u8) -> TraceError {
+        self.malformed(
+            self.input.offset(),
+            format!(
+                "expected {expected}, found '{}'",
+                (found as char).escape_default()
+            ),
+        )
     }
 
     fn truncated(&self, context: &str) -> TraceError {
@@ -441,15 +445,7 @@ impl<R: Read> Importer<R> {
                     });
                 }
             }
-            Some(c) => {
-                return Err(self.malformed(
-                    self.input.offset(),
-                    format!(
-                        "expected a JSON object with \"traceEvents\", found '{}'",
-                        (c as char).escape_default()
-                    ),
-                ))
-            }
+            Some(c) => return Err(self.unexpected("a JSON object with \"traceEvents\"", c)),
         }
         if let Some(c) = self.peek()? {
             return Err(self.malformed(
@@ -520,15 +516,7 @@ impl<R: Read> Importer<R> {
                         self.input.pos += 1;
                         return Ok(());
                     }
-                    Some(c) => {
-                        return Err(self.malformed(
-                            self.input.offset(),
-                            format!(
-                                "expected ',' or ']' between events, found '{}'",
-                                (c as char).escape_default()
-                            ),
-                        ))
-                    }
+                    Some(c) => return Err(self.unexpected("',' or ']' between events", c)),
                     None => return Err(self.truncated("inside \"traceEvents\"")),
                 }
                 need_separator = false;
