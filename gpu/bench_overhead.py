@@ -5,8 +5,12 @@ usage: bench_overhead.py cpp|torch OUT.json [--reps 7]
   env: CUTRACE (binary), WORKLOADS (gpu/workloads binary), SAMPLE_LIB (NVIDIA's
        cupti_trace_injection library, optional), NSYS (Nsight Systems collector, optional),
        LAUNCH_CBIDS (runtime callback ids for the lowered floor, optional)
-The C++ workload reports µs per launch of 100,000 empty kernels; the PyTorch one µs per eager
-op and ms per training step. Ratios are to the untraced median of the same run.
+The C++ workload reports µs per launch of empty kernels (median of 5 batches of 100,000 in one
+process); the PyTorch one µs per eager op and ms per training step (medians of batches, see
+bench_torch.py). Beside the wall time, the launching thread's CPU time per launch/op: tracing
+costs CPU on that thread, and CPU time is less disturbed by other tenants than wall time.
+Ratios are to the untraced median of the same run, and per repetition (variant / untraced of the
+same repetition). Every peer runs on every workload it can trace.
 """
 import json
 import os
@@ -25,17 +29,19 @@ tmp = tempfile.mkdtemp(prefix="ctbench")
 def variants():
     if kind == "cpp":
         w = os.environ["WORKLOADS"]
-        base = [w, "tiny", "100000", "--json"]
+        base = [w, "tiny", "100000", "--batches", "5", "--json"]
     else:
-        base = ["python3", os.path.join(os.path.dirname(__file__), "bench_torch.py")]
+        base = ["python3", os.path.join(os.path.dirname(__file__), "bench_torch.py"), "--json"]
     rec = lambda extra=(): [CUTRACE, "record", *extra, "-o", "{dir}", "--"]
     v = {
         "untraced": ([], {}),
         "cutrace": (rec(), {}),
         "floor (same kinds, records discarded)": (rec(["--discard"]), {}),
     }
+    v["cutrace without the driver kind"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
+    v["floor without the driver kind"] = (rec(["--discard", "--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
     if kind == "cpp":
-        v["cutrace without the driver kind"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
+        v["cutrace without the runtime kind"] = (rec(["--kinds", "kernel,driver,memcpy,memset,sync,nvtx,overhead"]), {})
     cb = os.environ.get("LAUNCH_CBIDS")
     if cb and os.environ.get("BENCH_LAUNCH_ONLY"):
         v["cutrace, runtime records for launch/copy calls only"] = (rec(), {"CUTRACE_RUNTIME_CBIDS": cb})
@@ -51,12 +57,13 @@ def variants():
         ]:
             v[f"floor, kinds: {label}"] = (rec(["--discard", "--kinds", ",".join(ks)]), {})
         v["floor, no cuptiSubscribe"] = (rec(["--discard"]), {"CUTRACE_SUBSCRIBE": "0"})
-    if kind == "cpp":
-        if os.environ.get("SAMPLE_LIB"):
-            v["NVIDIA cupti_trace_injection sample"] = ([], {"CUDA_INJECTION64_PATH": os.environ["SAMPLE_LIB"]})
-        if os.environ.get("NSYS"):
-            v["Nsight Systems collector (-t cuda)"] = ([os.environ["NSYS"], "profile", "-t", "cuda", "--force-overwrite=true", "-o", "{dir}/nsys"], {})
-    else:
+    if os.environ.get("SAMPLE_LIB"):
+        v["NVIDIA cupti_trace_injection sample"] = ([], {"CUDA_INJECTION64_PATH": os.environ["SAMPLE_LIB"]})
+    if os.environ.get("NSYS"):
+        # CUDA tracing only, no CPU sampling or context switches: the collector's cheapest way to
+        # get what cutrace records.
+        v["Nsight Systems collector (-t cuda, no sampling)"] = ([os.environ["NSYS"], "profile", "-t", "cuda", "-s", "none", "--cpuctxsw=none", "--force-overwrite=true", "-o", "{dir}/nsys"], {})
+    if kind == "torch":
         v["torch.profiler (CPU+CUDA)"] = ([], {"_profiler": "1"})
     return base, v
 
@@ -75,18 +82,17 @@ def run_one(base, prefix, env_extra, i, name):
         # Same CPUs for every variant: the machine's run-to-run spread is mostly scheduling.
         cmd = ["taskset", "-c", os.environ["BENCH_CPUS"]] + cmd
     js = os.path.join(d, "out.json")
-    if kind == "cpp":
-        cmd.append(js)
-    elif prof:
+    cmd.append(js)
+    if prof:
         cmd.append("--profiler")
-    p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
+    # The sample prints every record on stdout: send it to a file, not a pipe.
+    with open(os.path.join(d, "stdout"), "w") as so:
+        p = subprocess.run(cmd, env=env, stdout=so, stderr=subprocess.PIPE, text=True, timeout=150)
     if p.returncode != 0:
         raise RuntimeError(f"{name}: rc={p.returncode}: {p.stderr[-2000:]}")
-    if kind == "cpp":
-        r = json.load(open(js))
-        res = {"us_per_launch": r["us_per_launch"]}
-    else:
-        res = json.loads(p.stdout.strip().splitlines()[-1])
+    r = json.load(open(js))
+    keep = ["us_per_launch", "cpu_us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "eager_cpu_us_per_op", "train_ms_per_step"]
+    res = {k: r[k] for k in keep}
     sz = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".cutrace"))
     if sz:
         res["trace_bytes"] = sz
@@ -94,9 +100,57 @@ def run_one(base, prefix, env_extra, i, name):
     return res
 
 
+def steal_ticks():
+    # Time the hypervisor gave this VM's CPUs to someone else (the 'steal' column of /proc/stat).
+    try:
+        return int(open("/proc/stat").readline().split()[8])
+    except Exception:
+        return None
+
+
 base, v = variants()
+steal0 = steal_ticks()
 samples = {name: [] for name in v}
 errors = {}
+metrics = ["us_per_launch", "cpu_us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "eager_cpu_us_per_op", "train_ms_per_step"]
+
+
+def summarize():
+    steal1 = steal_ticks()
+    summary = {}
+    for name, s in samples.items():
+        if not s:
+            continue
+        row = {"n": len(s)}
+        for m in metrics:
+            xs = [x[m] for x in s]
+            row[m] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+        tb = [x["trace_bytes"] for x in s if "trace_bytes" in x]
+        if tb:
+            row["trace_bytes_median"] = statistics.median(tb)
+        summary[name] = row
+    for name, row in summary.items():
+        for m in metrics:
+            u = summary.get("untraced", {}).get(m, {}).get("median")
+            f = summary.get("floor (same kinds, records discarded)", {}).get(m, {}).get("median")
+            if u:
+                row[m]["ratio_to_untraced"] = row[m]["median"] / u
+            if f:
+                row[m]["ratio_to_floor"] = row[m]["median"] / f
+    # Ratios within each repetition (variant / untraced of the same repetition): the machine drifts
+    # between repetitions, so these are steadier than ratios of medians.
+    for name, row in summary.items():
+        for m in metrics:
+            pairs = [(x[m], u[m]) for x, u in zip(samples[name], samples.get("untraced", [])) if m in x and m in u]
+            if pairs:
+                r = [a / b for a, b in pairs]
+                row[m]["per_rep_ratio_median"] = statistics.median(r)
+                row[m]["per_rep_ratio_min"] = min(r)
+                row[m]["per_rep_ratio_max"] = max(r)
+    json.dump({"kind": kind, "reps": reps, "steal_ticks": None if steal0 is None or steal1 is None else steal1 - steal0, "summary": summary, "samples": samples, "errors": errors}, open(out_path, "w"), indent=1)
+    return summary
+
+
 for i in range(reps):
     order = list(v.items())
     if i % 2:
@@ -108,44 +162,14 @@ for i in range(reps):
             samples[name].append(run_one(base, prefix, dict(env_extra), i, name))
         except Exception as e:  # a peer that fails is reported, not fatal
             errors[name] = str(e)[-600:]
+    summarize()  # partial results survive a run cut short
 
-metrics = ["us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "train_ms_per_step"]
-summary = {}
-for name, s in samples.items():
-    if not s:
-        continue
-    row = {"n": len(s)}
-    for m in metrics:
-        xs = [x[m] for x in s]
-        row[m] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
-    tb = [x["trace_bytes"] for x in s if "trace_bytes" in x]
-    if tb:
-        row["trace_bytes_median"] = statistics.median(tb)
-    summary[name] = row
-for name, row in summary.items():
-    for m in metrics:
-        u = summary.get("untraced", {}).get(m, {}).get("median")
-        f = summary.get("floor (same kinds, records discarded)", {}).get(m, {}).get("median")
-        if u:
-            row[m]["ratio_to_untraced"] = row[m]["median"] / u
-        if f:
-            row[m]["ratio_to_floor"] = row[m]["median"] / f
-# Ratios within each repetition (variant / untraced of the same repetition): the machine drifts
-# between repetitions, so these are steadier than ratios of medians.
-for name, row in summary.items():
-    for m in metrics:
-        pairs = [(x[m], u[m]) for x, u in zip(samples[name], samples.get("untraced", [])) if m in x and m in u]
-        if pairs:
-            r = [a / b for a, b in pairs]
-            row[m]["per_rep_ratio_median"] = statistics.median(r)
-            row[m]["per_rep_ratio_min"] = min(r)
-            row[m]["per_rep_ratio_max"] = max(r)
-json.dump({"kind": kind, "reps": reps, "summary": summary, "samples": samples, "errors": errors}, open(out_path, "w"), indent=1)
+summary = summarize()
 for name, row in summary.items():
     cells = []
     for m in metrics:
         x = row[m]
-        cells.append(f"{m}={x['median']:.3f} [{x['min']:.3f}..{x['max']:.3f}] x{x.get('ratio_to_untraced', 0):.3f} rep-x{x.get('per_rep_ratio_median', 0):.3f}")
-    print(f"{kind:5} {name:55} " + "  ".join(cells))
+        cells.append(f"{m.split('_per')[0]}={x['median']:.3f} x{x.get('ratio_to_untraced', 0):.3f} rep-x{x.get('per_rep_ratio_median', 0):.3f} [{x.get('per_rep_ratio_min', 0):.2f}..{x.get('per_rep_ratio_max', 0):.2f}]")
+    print(f"{kind:5} {name[:44]:44} " + " ".join(cells))
 for name, e in errors.items():
-    print(f"{kind:5} {name:55} FAILED: {e[-300:]}")
+    print(f"{kind:5} {name[:44]:44} FAILED: {e[-300:]}")

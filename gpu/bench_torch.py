@@ -1,14 +1,22 @@
 #!/usr/bin/env python3
-"""PyTorch overhead workloads: eager `t + 1.0` on 256 floats 20k times (µs per op), and a
-realistic training step (ms per step). --profiler wraps the timed loops in torch.profiler
-(CPU+CUDA). Prints one JSON line."""
+"""PyTorch overhead workloads: eager `t + 1.0` on 256 floats (µs per op), timed in 6 batches of
+20k ops, and a realistic training step (ms per step), timed in 4 batches of 25 steps. Each figure
+is the median batch, so a burst of noise on the shared machine spoils one batch, not the run;
+the main thread's CPU time per op is reported beside the wall time. --profiler wraps the timed
+loops in torch.profiler (CPU+CUDA). Writes one JSON object to --json PATH (stdout if absent:
+NVIDIA's sample prints records on stdout at exit)."""
 import json
+import statistics
 import sys
 import time
 
 import torch
 
 prof = "--profiler" in sys.argv
+out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+EAGER_BATCHES, EAGER_OPS = 6, 20000
+TRAIN_BATCHES, TRAIN_STEPS = 4, 25
+
 t = torch.zeros(256, device="cuda")
 for _ in range(200):
     t = t + 1.0
@@ -34,23 +42,40 @@ torch.cuda.synchronize()
 
 def timed():
     global t
-    t0 = time.perf_counter()
-    for _ in range(20000):
-        t = t + 1.0
-    torch.cuda.synchronize()
-    t1 = time.perf_counter()
-    for _ in range(30):
-        train_step()
-    torch.cuda.synchronize()
-    t2 = time.perf_counter()
-    return (t1 - t0) / 20000 * 1e6, (t2 - t1) / 30 * 1e3
+    eager, eager_cpu, train = [], [], []
+    for _ in range(EAGER_BATCHES):
+        t0, c0 = time.perf_counter(), time.thread_time()
+        for _ in range(EAGER_OPS):
+            t = t + 1.0
+        torch.cuda.synchronize()
+        eager.append((time.perf_counter() - t0) / EAGER_OPS * 1e6)
+        eager_cpu.append((time.thread_time() - c0) / EAGER_OPS * 1e6)
+    for _ in range(TRAIN_BATCHES):
+        t0 = time.perf_counter()
+        for _ in range(TRAIN_STEPS):
+            train_step()
+        torch.cuda.synchronize()
+        train.append((time.perf_counter() - t0) / TRAIN_STEPS * 1e3)
+    return {
+        "eager_us_per_op": statistics.median(eager),
+        "eager_cpu_us_per_op": statistics.median(eager_cpu),
+        "train_ms_per_step": statistics.median(train),
+        "eager_batches": eager,
+        "train_batches": train,
+    }
 
 
 if prof:
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
-        eager_us, step_ms = timed()
+        r = timed()
 else:
-    eager_us, step_ms = timed()
-print(json.dumps({"eager_us_per_op": eager_us, "train_ms_per_step": step_ms}))
+    r = timed()
+r["kernels_launched"] = 200 + EAGER_BATCHES * EAGER_OPS
+text = json.dumps(r)
+if out:
+    with open(out, "w") as f:
+        f.write(text + "\n")
+else:
+    print(text)

@@ -2,7 +2,9 @@
 """Compares a cutrace trace (converted to CSV by `cutrace convert --csv`) with what the workload
 itself says it launched (its --json output). Prints one JSON line of results; exit 1 on failure.
 
-usage: check.py EXPECTED.json CSV_DIR TRACE_DIR [--tolerance 0.02]
+usage: check.py EXPECTED.json CSV_DIR TRACE_DIR [--tolerance 0.02] [--no-api-names]
+  --no-api-names: skip the per-name API call counts (for traces without the runtime kind, whose
+                  API records are the driver's), keep everything else, orphans included.
 """
 import csv
 import json
@@ -83,8 +85,11 @@ def main():
         n = norm_api(r["name"])
         counts[n] = counts.get(n, 0) + 1
     res["api_total"] = len(a)
-    for name, want in exp["api"].items():
-        eq("api:" + name, counts.get(name, 0), want)
+    if "--no-api-names" in sys.argv:
+        res["api_names"] = dict(sorted(counts.items(), key=lambda x: -x[1])[:8])
+    else:
+        for name, want in exp["api"].items():
+            eq("api:" + name, counts.get(name, 0), want)
     # Kernels launched by each launch call: graph launches carry several.
     launch_corr = {int(r["correlation_id"]) for r in a if norm_api(r["name"]) in ("cudaLaunchKernel", "cudaGraphLaunch")}
     res["kernels_joined_to_launch_calls"] = sum(1 for r in k if int(r["correlation_id"]) in launch_corr)

@@ -16,7 +16,7 @@ rm -rf "$W"; mkdir -p "$W/logs" "$W/fix" "$OUT"
 export PATH="$BIN:/usr/local/cuda/bin:$PATH"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 CT="$BIN/cutrace"
-R="$W/results.jsonl"
+R="$OUT/results.jsonl"
 G=$(cd "$(dirname "$0")" && pwd)
 has() { [[ " $PHASES " == *" $1 "* ]]; }
 log() { echo "== $*" >&2; }
@@ -28,16 +28,19 @@ nvcc -O2 -arch=sm_90 -o "$W/workloads" "$G/workloads.cu" > "$W/logs/nvcc.txt" 2>
 WL="$W/workloads"
 
 if has correct; then
-  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000" "tiny 1000 nodriver"; do
+  for mode in two_streams copy_overlap graph threads8 nvtx "tiny 100000" "tiny 5000" "tiny 1000 nodriver" "tiny 1000 noruntime"; do
     name=${mode// /_}
     kinds=kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead
+    chk=()
     [[ $mode == *nodriver ]] && { kinds=kernel,runtime,memcpy,memset,sync,nvtx,overhead; mode=${mode% nodriver}; }
+    # Driver records only: do kernels launched through the runtime still join an API record?
+    [[ $mode == *noruntime ]] && { kinds=kernel,driver,memcpy,memset,sync,nvtx,overhead; mode=${mode% noruntime}; chk=(--no-api-names); }
     log "trace $name"
     "$CT" record --kinds $kinds -o "$W/$name.trace" -- $WL $mode --json "$W/$name.json" > "$W/logs/$name.out" 2> "$W/logs/$name.err"
     echo "rc=$?" >> "$W/logs/$name.err"
     "$CT" convert "$W/$name.trace" --csv "$W/$name.csv" 2>> "$W/logs/$name.err"
     "$CT" report "$W/$name.trace" > "$W/logs/$name.report.txt" 2>&1
-    python3 "$G/check.py" "$W/$name.json" "$W/$name.csv" "$W/$name.trace" >> "$R" 2>> "$W/logs/$name.err" || true
+    python3 "$G/check.py" "$W/$name.json" "$W/$name.csv" "$W/$name.trace" "${chk[@]}" >> "$R" 2>> "$W/logs/$name.err" || true
   done
   for name in two_streams copy_overlap graph threads8 nvtx tiny_5000; do
     mkdir -p "$W/fix/$name"; cp "$W/$name.trace"/*.cutrace "$W/$name.json" "$W/fix/$name/" 2>/dev/null
@@ -108,7 +111,7 @@ if has torch_steps; then
   echo "{\"mode\":\"torch_steps\",\"profiler\":$a,\"cutrace\":$b}" >> "$R"
 fi
 
-if has peers || has bench_cpp; then
+if has peers || has bench_cpp || has bench_torch; then
   # NVIDIA's sample builds only in place (its Makefile uses paths relative to the toolkit).
   S=/usr/local/cuda/extras/CUPTI/samples
   (cd $S/cupti_trace_injection 2>/dev/null && make > "$W/logs/sample_build.txt" 2>&1)
@@ -118,11 +121,11 @@ fi
 export CUTRACE="$CT" WORKLOADS="$WL"
 if has bench_cpp; then
   log "overhead: C++ 100k tiny kernels"
-  python3 "$G/bench_overhead.py" cpp "$W/bench_cpp.json" --reps $REPS > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
+  BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps $REPS > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
 fi
 if has bench_torch; then
   log "overhead: PyTorch eager + training step"
-  python3 "$G/bench_overhead.py" torch "$W/bench_torch.json" --reps $REPS > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err"
+  python3 "$G/bench_overhead.py" torch "$OUT/bench_torch.json" --reps $REPS > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err"
 fi
 
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).
@@ -133,15 +136,14 @@ fi
 
 tar -czf "$OUT/fixtures.tar.gz" -C "$W/fix" . 2>/dev/null
 tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/dev/null) 2>/dev/null
-cp "$R" "$OUT/results.jsonl" 2>/dev/null
-cat "$W"/bench_*.json > /dev/null 2>&1 && tar -czf "$OUT/bench.tar.gz" -C "$W" $(cd "$W" && ls bench_*.json bench_*.txt 2>/dev/null)
+
 {
   echo "---- results"
   python3 - "$R" <<'EOF'
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

@@ -10,12 +10,14 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,23 +161,43 @@ static void two_streams(Report &r) {
   }
 }
 
-// 100,000 one-thread empty kernels on one stream: the launch-overhead benchmark.
-static void tiny(Report &r, long n) {
+static double thread_cpu_us() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// `batches` batches of `n` one-thread empty kernels on one stream: the launch-overhead
+// benchmark. Each batch is timed on its own (wall and this thread's CPU time); us_per_launch is
+// the median batch, so a burst of noise on the shared machine spoils one batch, not the run.
+static void tiny(Report &r, long n, int batches) {
   cudaStream_t s;
   CK(cudaStreamCreate(&s));
   empty_kernel<<<1, 1, 0, s>>>();  // warm-up (module load)
   CK(cudaStreamSynchronize(s));
-  double t0 = now_us();
-  for (long i = 0; i < n; i++) empty_kernel<<<1, 1, 0, s>>>();
-  CK(cudaStreamSynchronize(s));
-  double t1 = now_us();
-  r.kernels = n + 1;
-  r.add_api("cudaLaunchKernel", n + 1);
-  r.add_api("cudaStreamSynchronize", 2);
-  char buf[128];
-  snprintf(buf, sizeof buf, ",\"launches\":%ld,\"wall_us\":%.3f,\"us_per_launch\":%.5f", n,
-           t1 - t0, (t1 - t0) / n);
-  r.extra += buf;
+  std::vector<double> wall, cpu;
+  for (int b = 0; b < batches; b++) {
+    double t0 = now_us(), c0 = thread_cpu_us();
+    for (long i = 0; i < n; i++) empty_kernel<<<1, 1, 0, s>>>();
+    CK(cudaStreamSynchronize(s));
+    wall.push_back((now_us() - t0) / n);
+    cpu.push_back((thread_cpu_us() - c0) / n);
+  }
+  r.kernels = n * batches + 1;
+  r.add_api("cudaLaunchKernel", n * batches + 1);
+  r.add_api("cudaStreamSynchronize", batches + 1);
+  std::string b = ",\"launches\":" + std::to_string(n * batches) +
+                  ",\"batches\":" + std::to_string(batches) + ",\"batch_us_per_launch\":[";
+  for (int i = 0; i < batches; i++) b += (i ? "," : "") + std::to_string(wall[i]);
+  b += "],\"us_per_launch\":" + std::to_string(median(wall)) +
+       ",\"cpu_us_per_launch\":" + std::to_string(median(cpu));
+  r.extra += b;
 }
 
 // Host<->device copies on one stream overlapped with compute on another.
@@ -350,15 +372,17 @@ static int longrun(Report &r, double seconds) {
 int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
-            "usage: %s MODE [ARG] [--json PATH]\n  modes: two_streams tiny [N] copy_overlap "
+            "usage: %s MODE [ARG] [--json PATH] [--batches B]\n  modes: two_streams tiny [N] copy_overlap "
             "graph threads8 nvtx longrun SECONDS\n",
             argv[0]);
     return 2;
   }
   const char *json = nullptr;
+  int batches = 1;
   std::vector<std::string> args;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+    else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
     else args.push_back(argv[i]);
   }
   Report r;
@@ -370,7 +394,7 @@ int main(int argc, char **argv) {
   scale<<<1, 32>>>(nullptr, 0, 1.0f);
   CK(cudaDeviceSynchronize());
   if (r.mode == "two_streams") two_streams(r);
-  else if (r.mode == "tiny") tiny(r, args.size() > 1 ? atol(args[1].c_str()) : 100000);
+  else if (r.mode == "tiny") tiny(r, args.size() > 1 ? atol(args[1].c_str()) : 100000, batches < 1 ? 1 : batches);
   else if (r.mode == "copy_overlap") copy_overlap(r);
   else if (r.mode == "graph") graph(r);
   else if (r.mode == "threads8") threads8(r);
