@@ -1,14 +1,23 @@
 //! Where libcupti is looked for, in order, without loading anything (pure over its inputs).
 //!
 //! Order: `CUTRACE_CUPTI_LIB`; a libcupti the process has already loaded (two copies in one
-//! process would fight); `CUDA_HOME` / `CUDA_PATH`; `/usr/local/cuda`; the `nvidia` pip wheels
-//! beside the running Python; finally the bare soname, which the dynamic loader resolves through
-//! `LD_LIBRARY_PATH` and the `ldconfig` cache.
+//! process would fight; torch loads its wheel's copy at import, before CUDA starts): seen in
+//! `/proc/self/maps`, or, where that cannot be read, by asking the dynamic loader for the known
+//! sonames without loading anything; `CUDA_HOME` / `CUDA_PATH`; `/usr/local/cuda`; the `nvidia`
+//! pip wheels beside the running Python; finally the bare soname, which the dynamic loader
+//! resolves through `LD_LIBRARY_PATH` and the `ldconfig` cache.
 
 use std::path::{Path, PathBuf};
 
 /// The soname this build's record layouts were written for (CUPTI 13, CUDA 13.x).
 pub const CUPTI_SONAME: &str = "libcupti.so.13";
+
+/// Sonames a program's own libcupti may carry, newest first. Only [`CUPTI_SONAME`] can be
+/// traced with; the others matter for finding a copy that is already loaded.
+pub const KNOWN_SONAMES: &[&str] = &[CUPTI_SONAME, "libcupti.so.12", "libcupti.so"];
+
+/// The [`Candidate::source`] of a libcupti the process had loaded before cutrace looked.
+pub const ALREADY_LOADED: &str = "already loaded by the program";
 
 /// One place to try, with why it is on the list (shown when nothing loads).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,6 +38,9 @@ pub struct SearchInputs<'a> {
     pub exists: &'a dyn Fn(&Path) -> bool,
     /// Lists a directory's entries (for `lib/python3*/site-packages`).
     pub list_dir: &'a dyn Fn(&Path) -> Vec<PathBuf>,
+    /// Whether the dynamic loader has a library of this soname loaded (asked only when `maps`
+    /// is unreadable).
+    pub is_loaded: &'a dyn Fn(&str) -> bool,
 }
 
 /// libcupti files already mapped into the process, from `/proc/self/maps` text.
@@ -59,13 +71,21 @@ pub fn candidates(inp: &SearchInputs<'_>) -> Vec<Candidate> {
         // An explicit choice is not second-guessed.
         return out;
     }
-    if let Some(maps) = inp.maps {
-        for p in loaded_from_maps(maps) {
-            push(p, "already loaded by the program", &mut out);
+    match inp.maps {
+        Some(maps) => {
+            for p in loaded_from_maps(maps) {
+                push(p, ALREADY_LOADED, &mut out);
+            }
         }
-        if !out.is_empty() {
-            return out;
+        None => {
+            // Loading the soname again returns the copy already in the process.
+            if let Some(s) = KNOWN_SONAMES.iter().find(|s| (inp.is_loaded)(s)) {
+                push(PathBuf::from(s), ALREADY_LOADED, &mut out);
+            }
         }
+    }
+    if !out.is_empty() {
+        return out;
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(root) = (inp.env)(var).filter(|s| !s.is_empty()) {
@@ -135,6 +155,23 @@ fn pip_wheel_candidates(exe: &Path, inp: &SearchInputs<'_>) -> Vec<PathBuf> {
     out
 }
 
+/// Whether a library of this soname (or path) is loaded in this process; loads nothing.
+pub fn is_loaded_here(soname: &str) -> bool {
+    let Ok(name) = std::ffi::CString::new(soname) else {
+        return false;
+    };
+    // SAFETY: RTLD_NOLOAD only looks the name up among loaded objects; the reference it takes
+    // on a hit is given back at once.
+    unsafe {
+        let h = libc::dlopen(name.as_ptr(), libc::RTLD_NOLOAD | libc::RTLD_LAZY);
+        if h.is_null() {
+            return false;
+        }
+        libc::dlclose(h);
+    }
+    true
+}
+
 /// The search over the real process and filesystem.
 pub fn candidates_here() -> Vec<Candidate> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok();
@@ -152,6 +189,7 @@ pub fn candidates_here() -> Vec<Candidate> {
         exe: exe.as_deref(),
         exists: &exists,
         list_dir: &list_dir,
+        is_loaded: &is_loaded_here,
     })
 }
 
@@ -165,6 +203,16 @@ mod tests {
         maps: Option<&str>,
         files: &[&str],
         exe: Option<&str>,
+    ) -> Vec<Candidate> {
+        run_loaded(env, maps, files, exe, &[])
+    }
+
+    fn run_loaded(
+        env: &[(&str, &str)],
+        maps: Option<&str>,
+        files: &[&str],
+        exe: Option<&str>,
+        loaded: &[&str],
     ) -> Vec<Candidate> {
         let env: HashMap<String, String> = env
             .iter()
@@ -192,6 +240,7 @@ mod tests {
             exe: exe.as_deref(),
             exists: &exists,
             list_dir: &list_dir,
+            is_loaded: &|s| loaded.contains(&s),
         })
     }
 
@@ -227,6 +276,50 @@ mod tests {
                 source: "already loaded by the program"
             }]
         );
+    }
+
+    #[test]
+    fn without_maps_the_loader_is_asked_for_a_loaded_soname() {
+        let c = run_loaded(
+            &[("CUDA_HOME", "/c")],
+            None,
+            &["/c/lib64/libcupti.so.13"],
+            None,
+            &["libcupti.so.13"],
+        );
+        assert_eq!(
+            c,
+            vec![Candidate {
+                path: "libcupti.so.13".into(),
+                source: ALREADY_LOADED
+            }]
+        );
+        // Readable maps are the whole truth: the loader is not asked.
+        let c = run_loaded(&[], Some(""), &[], None, &["libcupti.so.13"]);
+        assert_eq!(
+            c[0].source,
+            "dynamic loader search (LD_LIBRARY_PATH, ldconfig)"
+        );
+    }
+
+    #[test]
+    fn explicit_path_beats_a_loaded_copy() {
+        let maps = "7f00-7f01 r-xp 00000000 08:01 1 /venv/libcupti.so.13\n";
+        let c = run(
+            &[("CUTRACE_CUPTI_LIB", "/x/libcupti.so.13")],
+            Some(maps),
+            &[],
+            None,
+        );
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].source, "CUTRACE_CUPTI_LIB");
+    }
+
+    #[test]
+    fn is_loaded_here_loads_nothing() {
+        assert!(!is_loaded_here("libcutrace-no-such-library.so.1"));
+        #[cfg(target_env = "gnu")]
+        assert!(is_loaded_here("libc.so.6"));
     }
 
     #[test]
