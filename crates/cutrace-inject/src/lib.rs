@@ -6,11 +6,17 @@
 //! runs under `catch_unwind`); no file I/O on the application's threads; memory is bounded by
 //! the buffer pool, and records that do not fit are dropped and counted; when CUPTI is missing,
 //! incompatible or already taken, the program runs untraced with one line on stderr.
+//!
+//! Preloaded by `cutrace record`, the library also stands in front of libcupti for the program's
+//! own CUPTI users (`interpose.rs`), to tell them in one line why they get nothing.
 
 pub mod config;
 pub mod decode;
+mod interpose;
 pub mod pool;
 mod writer;
+
+pub use interpose::{cuptiActivityRegisterCallbacks, cuptiSubscribe};
 
 use std::collections::VecDeque;
 use std::ffi::c_void;
@@ -50,6 +56,13 @@ pub(crate) struct Global {
 static GLOBAL: OnceLock<Global> = OnceLock::new();
 static STARTED: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
+/// cutrace holds this process's CUPTI subscriber slot.
+pub(crate) static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+/// Another tool replaced our buffer callbacks: CUPTI's buffers are its now, so cutrace stops
+/// asking CUPTI to flush them.
+pub(crate) static CALLBACKS_TAKEN: AtomicBool = AtomicBool::new(false);
+/// Most notes kept for the trace (a misbehaving program must not grow them without bound).
+const MAX_NOTES: usize = 64;
 
 /// Called by the CUDA driver during `cuInit` when this library is named in
 /// `CUDA_INJECTION64_PATH`. Always returns 1: a tracing failure must not fail the program.
@@ -85,6 +98,13 @@ fn init() -> Result<(), String> {
         .map_err(|e| format!("{} could not report its version: {e}", cupti.path))?;
     let driver = api::driver_version();
     let mut notes = config.notes.clone();
+    if cupti.source == cutrace_cupti::locate::ALREADY_LOADED {
+        notes.push(format!(
+            "using the libcupti the program had already loaded ({}), so the process holds one \
+             CUPTI",
+            cupti.path
+        ));
+    }
     match check_pairing(version, driver, &cupti.path) {
         Pairing::Ok => {}
         Pairing::Warn(w) => notes.push(w),
@@ -97,6 +117,8 @@ fn init() -> Result<(), String> {
         if let Err(e) = cupti.subscribe(noop_callback) {
             return Err(refusal("cuptiSubscribe", &e));
         }
+        // (Ok also when this CUPTI lacks cuptiSubscribe, which no CUPTI 13 does.)
+        SUBSCRIBED.store(true, Ordering::SeqCst);
     }
     // CUPTI zeroes buffers it is handed unless told they are zeroed already; the pool zeroes
     // them on the writer thread, away from the application's threads.
@@ -172,6 +194,35 @@ fn init() -> Result<(), String> {
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
     Ok(())
+}
+
+/// cutrace is recording in this process.
+pub(crate) fn is_tracing() -> bool {
+    GLOBAL.get().is_some() && !FORKED.load(Ordering::Relaxed)
+}
+
+/// Adds a note for the trace; the writer puts notes that come after the header in a META chunk.
+pub(crate) fn add_note(note: String) {
+    let Some(g) = GLOBAL.get() else { return };
+    if let Ok(mut n) = g.notes.lock() {
+        if n.len() < MAX_NOTES {
+            n.push(note);
+        }
+    }
+}
+
+/// Whether a buffer-request callback handed to CUPTI is cutrace's own.
+pub(crate) fn is_our_buffer_callback(requested: usize) -> bool {
+    requested == buffer_requested as *const () as usize
+}
+
+pub(crate) fn cupti_timestamp() -> Option<u64> {
+    GLOBAL.get().and_then(|g| g.cupti.timestamp())
+}
+
+/// The libcupti cutrace loaded (a path, or the soname the loader resolved).
+pub(crate) fn cupti_path() -> Option<String> {
+    GLOBAL.get().map(|g| g.cupti.path.clone())
 }
 
 fn is_fatal(e: &CuptiError) -> bool {
@@ -266,8 +317,11 @@ extern "C" fn at_exit() {
             return;
         }
         let Some(g) = GLOBAL.get() else { return };
-        // Deliver every buffer, including records not yet complete.
-        let _ = g.cupti.flush_all(api::FLUSH_FORCED);
+        // Deliver every buffer, including records not yet complete, unless they belong to
+        // another tool now.
+        if !CALLBACKS_TAKEN.load(Ordering::SeqCst) {
+            let _ = g.cupti.flush_all(api::FLUSH_FORCED);
+        }
         g.stop.store(true, Ordering::SeqCst);
         g.queue_cv.notify_all();
         let deadline = Duration::from_millis(g.config.exit_deadline_ms);

@@ -1,6 +1,7 @@
 //! The writer thread: takes completed buffers, decodes them into the native format, appends
 //! chunks to this process's part file, zeroes the buffers and returns them to the pool. It also
-//! asks CUPTI for completed buffers periodically, so a long run streams to disk.
+//! asks CUPTI for completed buffers periodically, so a long run streams to disk. Notes that
+//! arrive after the header was written go into `META` chunks.
 
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -14,7 +15,7 @@ use cutrace_cupti::api::{CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API};
 use cutrace_trace::native::{self, ClockRef, Header, Meta, Tail, Writer};
 
 use crate::decode::Decoder;
-use crate::{Done, Global};
+use crate::{Done, Global, CALLBACKS_TAKEN};
 
 /// Rows after which the writer writes chunks even before the flush period has passed.
 const ROWS_PER_FLUSH: usize = 262_144;
@@ -37,6 +38,8 @@ pub(crate) fn run(g: &'static Global, kinds: Vec<u32>) {
 struct Out {
     w: Writer<File>,
     path: PathBuf,
+    /// How many of `Global::notes` are in the file already.
+    notes_written: usize,
 }
 
 fn run_inner(g: &'static Global, kinds: &[u32]) {
@@ -81,9 +84,11 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         let stopping = g.stop.load(Ordering::SeqCst);
         if let Some(o) = out.as_mut() {
             let due = last_write.elapsed() >= period || o.w.pending_rows() >= ROWS_PER_FLUSH;
+            let mut pending = 0;
+            let mut r = Ok(());
             if o.w.pending_rows() > 0 && (due || stopping) {
-                let pending = o.w.pending_rows() as u64;
-                let mut r = o.w.flush();
+                pending = o.w.pending_rows() as u64;
+                r = o.w.flush();
                 last_write = Instant::now();
                 let meta_now = (
                     g.dropped_by_cupti.load(Ordering::Relaxed),
@@ -100,19 +105,25 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
                     dec.devices_changed = false;
                     last_meta = meta_now;
                 }
-                if let Err(e) = r {
-                    eprintln!(
-                        "cutrace: pid {}: writing {} failed ({e}); recording stops here, the \
-                         trace keeps what was written",
-                        std::process::id(),
-                        o.path.display()
-                    );
-                    lost_records += pending;
-                    out = None;
-                }
+            }
+            if r.is_ok() {
+                r = write_new_notes(g, o);
+            }
+            if let Err(e) = r {
+                eprintln!(
+                    "cutrace: pid {}: writing {} failed ({e}); recording stops here, the \
+                     trace keeps what was written",
+                    std::process::id(),
+                    o.path.display()
+                );
+                lost_records += pending;
+                out = None;
             }
         }
-        if last_flush_request.elapsed() >= period && !stopping {
+        if last_flush_request.elapsed() >= period
+            && !stopping
+            && !CALLBACKS_TAKEN.load(Ordering::Relaxed)
+        {
             // Completed buffers come back through buffer_completed on this thread.
             let _ = g.cupti.flush_all(0);
             last_flush_request = Instant::now();
@@ -121,7 +132,8 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             break;
         }
     }
-    if let Some(o) = out {
+    if let Some(mut o) = out {
+        let _ = write_new_notes(g, &mut o);
         let tail = Tail {
             records: 0,
             dropped_by_cupti: g.dropped_by_cupti.load(Ordering::Relaxed),
@@ -145,6 +157,20 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             );
         }
     }
+}
+
+/// Notes added since the last call (an interposed CUPTI call from another tool, a buffer that
+/// could not be walked) as a `META` chunk; the reader appends them to the earlier ones.
+fn write_new_notes(g: &Global, o: &mut Out) -> std::io::Result<()> {
+    let notes: Vec<String> = match g.notes.lock() {
+        Ok(n) if n.len() > o.notes_written => n[o.notes_written..].to_vec(),
+        _ => return Ok(()),
+    };
+    o.notes_written += notes.len();
+    o.w.write_meta(&Meta {
+        notes,
+        ..Meta::default()
+    })
 }
 
 fn process(g: &Global, out: Option<&mut Out>, dec: &mut Decoder, d: &Done) {
@@ -270,6 +296,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
             .unwrap_or_default()
     });
     let notes = g.notes.lock().map(|n| n.clone()).unwrap_or_default();
+    let notes_written = notes.len();
     let header = Header {
         format_version: native::FORMAT_VERSION,
         cutrace_version: env!("CARGO_PKG_VERSION").into(),
@@ -289,5 +316,9 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
     };
     let w =
         Writer::new(f, &header).map_err(|e| format!("cannot write {} ({e})", path.display()))?;
-    Ok(Out { w, path })
+    Ok(Out {
+        w,
+        path,
+        notes_written,
+    })
 }

@@ -5,33 +5,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn build_fake() -> Option<PathBuf> {
-    // Tests run in parallel threads: build once.
-    static LIB: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
-    LIB.get_or_init(build_fake_once).clone()
-}
+mod util;
 
-fn build_fake_once() -> Option<PathBuf> {
-    let out = std::env::temp_dir().join(format!("cutrace-fake-cupti-{}", std::process::id()));
-    std::fs::create_dir_all(&out).ok()?;
-    let lib = out.join("libcupti.so.13");
-    if lib.exists() {
-        return Some(lib);
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_cupti/fake_cupti.c");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let st = Command::new(&cc)
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&lib)
-        .arg(&src)
-        .status();
-    match st {
-        Ok(s) if s.success() => Some(lib),
-        _ => {
-            eprintln!("SKIPPED: no C compiler ({cc}) to build the fake libcupti");
-            None
-        }
-    }
+fn build_fake() -> Option<PathBuf> {
+    util::programs().map(|p| p.fake_cupti.clone())
 }
 
 /// Runs this test binary's `child` test in a new process with the given environment.
@@ -65,11 +42,7 @@ fn child() {
 }
 
 fn cutrace_lines(o: &std::process::Output) -> Vec<String> {
-    String::from_utf8_lossy(&o.stderr)
-        .lines()
-        .filter(|l| l.starts_with("cutrace:"))
-        .map(str::to_owned)
-        .collect()
+    util::cutrace_lines(&o.stderr)
 }
 
 #[test]

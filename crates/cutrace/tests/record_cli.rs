@@ -67,6 +67,62 @@ fn program_gets_absolute_injection_env() {
     assert!(dir.join("trace").is_dir());
 }
 
+/// The injection library goes first in LD_PRELOAD (absolute), the program's own entries stay
+/// after it; `--no-preload` leaves LD_PRELOAD as it was.
+#[test]
+fn program_gets_the_injection_library_first_in_ld_preload() {
+    let (dir, lib) = setup("preload");
+    let lib_abs = std::fs::canonicalize(&lib).unwrap();
+    let show = "echo \"[$LD_PRELOAD]\"";
+    for (existing, no_preload, want) in [
+        (None, false, format!("[{}]", lib_abs.display())),
+        (
+            Some("libc.so.6 libm.so.6"),
+            false,
+            format!("[{}:libc.so.6:libm.so.6]", lib_abs.display()),
+        ),
+        (None, true, "[]".to_string()),
+        (Some("libc.so.6"), true, "[libc.so.6]".to_string()),
+    ] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
+        c.env("CUTRACE_INJECT_LIB", &lib)
+            .env_remove("CUDA_INJECTION64_PATH")
+            .env_remove("LD_PRELOAD")
+            .args(["record", "-o"])
+            .arg(dir.join("trace"));
+        if no_preload {
+            c.arg("--no-preload");
+        }
+        if let Some(e) = existing {
+            c.env("LD_PRELOAD", e);
+        }
+        let out = c.args(["--", "sh", "-c", show]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            want,
+            "LD_PRELOAD={existing:?} --no-preload={no_preload}"
+        );
+    }
+    let help = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["record", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout).to_lowercase();
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains(
+            "--no-preload do not interpose cupti entry points; a profiler started inside the \
+             program then fails silently"
+        ),
+        "{help}"
+    );
+}
+
 #[test]
 fn death_by_signal_passes_through() {
     let (dir, lib) = setup("sig");

@@ -4,8 +4,14 @@
 //! stderr, signals and the exit status are the program's own, exactly. Every CUDA process the
 //! program starts (fork+exec, multiprocessing, torchrun workers) inherits the environment and
 //! writes its own part `HOST-PID.cutrace` into the output directory, created exclusively.
+//!
+//! The injection library is also put first in `LD_PRELOAD`, so that it stands in front of
+//! libcupti for the program's own CUPTI users: a profiler the program starts itself
+//! (torch.profiler) cannot share CUPTI with cutrace before CUDA 13.3, and is then told so in one
+//! line instead of failing silently (cutrace-inject's `interpose.rs`).
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -60,6 +66,10 @@ pub struct Args {
     /// Store the program's command line in the trace (off by default: it can hold secrets).
     #[arg(long)]
     record_cmdline: bool,
+    /// Do not interpose CUPTI entry points; a profiler started inside the program then fails
+    /// silently.
+    #[arg(long)]
+    no_preload: bool,
     /// Benchmark floor: enable the same kinds but discard every record (writes no trace).
     #[arg(long, hide = true)]
     discard: bool,
@@ -139,6 +149,26 @@ pub fn injection_env(
     env
 }
 
+/// `LD_PRELOAD` for the program: the injection library first, then the entries already there
+/// (the dynamic loader splits on spaces and colons). `None` when the library's path holds a
+/// space or colon, which `LD_PRELOAD` cannot carry.
+pub fn preload_value(inject: &Path, existing: Option<&OsStr>) -> Option<OsString> {
+    let lib = inject.as_os_str().as_bytes();
+    if lib.is_empty() || lib.iter().any(|&b| b == b' ' || b == b':') {
+        return None;
+    }
+    let mut value = lib.to_vec();
+    let rest = existing.map(OsStr::as_bytes).unwrap_or_default();
+    for entry in rest.split(|&b| b == b' ' || b == b':') {
+        // A nested `cutrace record` does not preload the library twice.
+        if !entry.is_empty() && entry != lib {
+            value.push(b':');
+            value.extend_from_slice(entry);
+        }
+    }
+    Some(OsString::from_vec(value))
+}
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
     for k in &args.kinds {
         if !KINDS.iter().any(|(n, _)| n == k) {
@@ -202,6 +232,17 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         };
         if let Some(v) = value {
             env.push(("NVTX_INJECTION64_PATH".into(), v));
+        }
+    }
+    if !args.no_preload {
+        match preload_value(&inject, std::env::var_os("LD_PRELOAD").as_deref()) {
+            Some(v) => env.push(("LD_PRELOAD".into(), v)),
+            None => eprintln!(
+                "cutrace: warning: {} cannot go in LD_PRELOAD (its path holds a space or colon), \
+                 so CUPTI entry points are not interposed: a profiler started inside the program \
+                 fails silently. Fix: install cutrace under a path without spaces or colons",
+                inject.display()
+            ),
         }
     }
     if let Some(prev) = std::env::var_os("CUDA_INJECTION64_PATH") {
@@ -268,6 +309,24 @@ mod tests {
         assert_eq!(get("CUTRACE_BUFFER_BYTES").unwrap(), "4194304");
         assert_eq!(get("CUTRACE_RECORD_CMDLINE").unwrap(), "1");
         assert!(get("CUTRACE_DISCARD").is_none());
+    }
+
+    #[test]
+    fn preload_puts_the_library_first_and_keeps_the_rest() {
+        let lib = Path::new("/opt/cutrace/libcutrace_inject.so");
+        let v = |e: Option<&str>| preload_value(lib, e.map(OsStr::new));
+        assert_eq!(v(None).unwrap(), "/opt/cutrace/libcutrace_inject.so");
+        assert_eq!(v(Some("")).unwrap(), "/opt/cutrace/libcutrace_inject.so");
+        assert_eq!(
+            v(Some("libjemalloc.so.2 /x/libfoo.so:/y/libbar.so")).unwrap(),
+            "/opt/cutrace/libcutrace_inject.so:libjemalloc.so.2:/x/libfoo.so:/y/libbar.so"
+        );
+        assert_eq!(
+            v(Some("/opt/cutrace/libcutrace_inject.so:/x/libfoo.so")).unwrap(),
+            "/opt/cutrace/libcutrace_inject.so:/x/libfoo.so"
+        );
+        assert!(preload_value(Path::new("/my tools/libcutrace_inject.so"), None).is_none());
+        assert!(preload_value(Path::new("/a:b/libcutrace_inject.so"), None).is_none());
     }
 
     #[test]

@@ -1,0 +1,46 @@
+/* A program that starts a CUPTI tool itself, as a Python program that imports torch and starts
+ * torch.profiler does. Usage: host TOOL.so|- local|global STEPS
+ * The tool library is dlopen'ed first (as `import torch` loads libcupti), RTLD_LOCAL or
+ * RTLD_GLOBAL. STEPS, one letter each, in order:
+ *   i  the CUDA driver starts the injection: dlopen($CUDA_INJECTION64_PATH), InitializeInjection
+ *   s  the tool calls cuptiSubscribe
+ *   r  the tool calls cuptiActivityRegisterCallbacks
+ *   b  cuptiSubscribe looked up in the global scope (no libcupti loaded) and called
+ * Prints each result on stdout and exits with status 3 through exit(), so atexit handlers run. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int main(int argc, char **argv) {
+  if (argc != 4) return 2;
+  void *tool = 0;
+  if (strcmp(argv[1], "-")) {
+    tool = dlopen(argv[1], RTLD_NOW | (strcmp(argv[2], "global") ? RTLD_LOCAL : RTLD_GLOBAL));
+    if (!tool) { fprintf(stderr, "host: %s\n", dlerror()); return 2; }
+  }
+  for (const char *s = argv[3]; *s; s++) {
+    if (*s == 'i') {
+      void *inj = dlopen(getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_LOCAL);
+      int (*init)(void) = inj ? (int (*)(void))dlsym(inj, "InitializeInjection") : 0;
+      printf("init %d\n", init ? init() : -1);
+    } else if (*s == 's' || *s == 'r') {
+      int (*f)(void) = (int (*)(void))dlsym(tool, *s == 's' ? "tool_subscribe" : "tool_register");
+      printf("%s %d\n", *s == 's' ? "subscribe" : "register", f ? f() : -1);
+    } else if (*s == 'b') {
+      int (*f)(void **, void *, void *) =
+          (int (*)(void **, void *, void *))dlsym(RTLD_DEFAULT, "cuptiSubscribe");
+      void *h = 0;
+      if (f) printf("bare subscribe %d\n", f(&h, 0, 0));
+      else printf("bare subscribe absent\n");
+    }
+    fflush(stdout);
+  }
+  if (tool) {
+    int (*calls)(const char *) = (int (*)(const char *))dlsym(tool, "tool_calls_reaching_cupti");
+    printf("libcupti saw %d cuptiSubscribe, %d cuptiActivityRegisterCallbacks\n",
+           calls("cuptiSubscribe"), calls("cuptiActivityRegisterCallbacks"));
+  }
+  fflush(stdout);
+  exit(3);
+}
