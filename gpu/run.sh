@@ -5,7 +5,7 @@
 #
 # usage (repository root on the GPU machine): bash gpu/run.sh
 #   BIN=.dev          folder holding the `cutrace` binary and libcutrace_inject.so
-#   PHASES="..."      any of: correct crash conflict torch_steps bench_cpp bench_torch peers others
+#   PHASES="..."      any of: correct crash conflict torch_steps pin bench_cpp bench_torch peers others
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
 OUT=${OUT:-/tmp/cutrace-out}
@@ -89,16 +89,25 @@ if has conflict; then
   log "torch.profiler inside a traced program"
   python3 "$G/torch_conflict.py" > "$W/logs/conflict_plain.out" 2> "$W/logs/conflict_plain.err"; rc1=$?
   "$CT" record -o "$W/conflict.trace" -- python3 "$G/torch_conflict.py" > "$W/logs/conflict_traced.out" 2> "$W/logs/conflict_traced.err"; rc2=$?
-  "$CT" convert "$W/conflict.trace" --csv "$W/conflict.csv" 2>> "$W/logs/conflict_traced.err"
-  python3 - "$W/logs" $rc1 $rc2 "$W/conflict.csv" >> "$R" <<'EOF'
+  "$CT" record --no-preload -o "$W/conflict_np.trace" -- python3 "$G/torch_conflict.py" > "$W/logs/conflict_np.out" 2> "$W/logs/conflict_np.err"; rc3=$?
+  "$CT" convert "$W/conflict.trace" --csv "$W/conflict.csv" 2> "$W/logs/conflict_convert.err"
+  "$CT" report "$W/conflict.trace" > "$W/logs/conflict.report.txt" 2>&1
+  mkdir -p "$W/fix/conflict"; cp "$W/conflict.trace"/*.cutrace "$W/fix/conflict/" 2>/dev/null
+  python3 - "$W/logs" $rc1 $rc2 "$W/conflict.csv" $rc3 >> "$R" <<'EOF'
 import json, sys, csv
-d, rc1, rc2 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+d, rc1, rc2, rc3 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5])
 nk = sum(1 for _ in csv.DictReader(open(sys.argv[4] + "/kernels.csv")))
-o1, o2 = open(d + "/conflict_plain.out").read(), open(d + "/conflict_traced.out").read()
+meta = open(sys.argv[4] + "/meta.json").read()
+o1, o2, o3 = (open(d + f"/conflict_{x}.out").read() for x in ("plain", "traced", "np"))
 e2 = open(d + "/conflict_traced.err").read().splitlines()
-print(json.dumps({"mode": "torch_profiler_conflict", "rc_plain": rc1, "rc_traced": rc2, "stdout_equal": o1 == o2,
-                  "cutrace_lines": [l for l in e2 if l.startswith("cutrace:")], "stderr_traced_tail": e2[-6:], "cutrace_kernels": nk,
-                  "ok": rc1 == rc2 == 3 and o1 == o2}))
+e3 = open(d + "/conflict_np.err").read().splitlines()
+lines = [l for l in e2 if l.startswith("cutrace:") and "recording into" not in l]
+conflict = [l for l in lines if "MULTIPLE_SUBSCRIBERS" in l]
+print(json.dumps({"mode": "torch_profiler_conflict", "rc_plain": rc1, "rc_traced": rc2, "rc_no_preload": rc3,
+                  "stdout_equal": o1 == o2 == o3, "cutrace_lines": lines,
+                  "no_preload_cutrace_lines": [l for l in e3 if l.startswith("cutrace:") and "recording into" not in l],
+                  "stderr_traced_tail": e2[-8:], "cutrace_kernels": nk, "meta_has_note": "tried to" in meta, "meta": meta[:2000],
+                  "ok": rc1 == rc2 == rc3 == 3 and o1 == o2 == o3 and len(conflict) == 1 and len(lines) == 1}))
 EOF
 fi
 
@@ -119,6 +128,24 @@ if has peers || has bench_cpp || has bench_torch; then
   export NSYS=$(ls /opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys 2>/dev/null | head -1)
 fi
 export CUTRACE="$CT" WORKLOADS="$WL"
+if has pin; then
+  log "does pinning steady the launch loop? (untraced / cutrace, pinned / not, alternating)"
+  python3 - "$WL" "$CT" "$W" >> "$R" <<'EOF'
+import json, subprocess, sys, statistics
+wl, ct, w = sys.argv[1:4]
+v = {"untraced": [], "untraced pinned cpu4": ["taskset", "-c", "4"],
+     "cutrace": [ct, "record", "-o", w + "/pin.trace", "--"],
+     "cutrace pinned cpus4-7": ["taskset", "-c", "4-7", ct, "record", "-o", w + "/pin.trace", "--"]}
+res = {k: [] for k in v}
+for i in range(12):
+    for k, pre in (list(v.items()) if i % 2 == 0 else list(v.items())[::-1]):
+        subprocess.run(pre + [wl, "tiny", "100000", "--json", w + "/pin.json"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["rm", "-rf", w + "/pin.trace"])
+        res[k].append(json.load(open(w + "/pin.json"))["us_per_launch"])
+out = {k: {"median": round(statistics.median(x), 3), "min": round(min(x), 3), "max": round(max(x), 3), "stdev": round(statistics.stdev(x), 3)} for k, x in res.items()}
+print(json.dumps({"mode": "pinning", "samples": res, "stats": out}))
+EOF
+fi
 if has bench_cpp; then
   log "overhead: C++ 100k tiny kernels"
   BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps $REPS > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
@@ -143,7 +170,7 @@ tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/d
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)
