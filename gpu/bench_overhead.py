@@ -19,9 +19,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 kind, out_path = sys.argv[1], sys.argv[2]
 reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 7
+# Stop starting repetitions after this many seconds (a device call has a hard limit).
+max_seconds = float(sys.argv[sys.argv.index("--max-seconds") + 1]) if "--max-seconds" in sys.argv else 1e9
+t_start = time.monotonic()
 CUTRACE = os.environ["CUTRACE"]
 tmp = tempfile.mkdtemp(prefix="ctbench")
 
@@ -29,7 +33,7 @@ tmp = tempfile.mkdtemp(prefix="ctbench")
 def variants():
     if kind == "cpp":
         w = os.environ["WORKLOADS"]
-        base = [w, "tiny", "100000", "--batches", "5", "--json"]
+        base = [w, "tiny", "100000", "--batches", os.environ.get("BENCH_BATCHES", "5"), "--json"]
     else:
         base = ["python3", os.path.join(os.path.dirname(__file__), "bench_torch.py"), "--json"]
     rec = lambda extra=(): [CUTRACE, "record", *extra, "-o", "{dir}", "--"]
@@ -65,6 +69,11 @@ def variants():
         v["Nsight Systems collector (-t cuda, no sampling)"] = ([os.environ["NSYS"], "profile", "-t", "cuda", "-s", "none", "--cpuctxsw=none", "--force-overwrite=true", "-o", "{dir}/nsys"], {})
     if kind == "torch":
         v["torch.profiler (CPU+CUDA)"] = ([], {"_profiler": "1"})
+    only = os.environ.get("BENCH_ONLY")
+    if only:
+        keep = [x.strip() for x in only.split(";")]
+        # Exact names; a name ending in '*' matches by prefix.
+        v = {k: x for k, x in v.items() if any(k == p or (p.endswith("*") and k.startswith(p[:-1])) for p in keep)}
     return base, v
 
 
@@ -147,11 +156,13 @@ def summarize():
                 row[m]["per_rep_ratio_median"] = statistics.median(r)
                 row[m]["per_rep_ratio_min"] = min(r)
                 row[m]["per_rep_ratio_max"] = max(r)
-    json.dump({"kind": kind, "reps": reps, "steal_ticks": None if steal0 is None or steal1 is None else steal1 - steal0, "summary": summary, "samples": samples, "errors": errors}, open(out_path, "w"), indent=1)
+    json.dump({"kind": kind, "reps": reps, "reps_done": min((len(x) for x in samples.values()), default=0), "seconds": round(time.monotonic() - t_start, 1), "steal_ticks": None if steal0 is None or steal1 is None else steal1 - steal0, "summary": summary, "samples": samples, "errors": errors}, open(out_path, "w"), indent=1)
     return summary
 
 
 for i in range(reps):
+    if time.monotonic() - t_start > max_seconds:
+        break
     order = list(v.items())
     if i % 2:
         order.reverse()

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""PyTorch overhead workloads: eager `t + 1.0` on 256 floats (µs per op), timed in 6 batches of
-20k ops, and a realistic training step (ms per step), timed in 4 batches of 25 steps. Each figure
+"""PyTorch overhead workloads: eager `t + 1.0` on 256 floats (µs per op), timed in batches of
+20k ops (EAGER_BATCHES, default 6), and a realistic training step (ms per step), timed in batches of 25 steps (TRAIN_BATCHES, default 4). Each figure
 is the median batch, so a burst of noise on the shared machine spoils one batch, not the run;
 the main thread's CPU time per op is reported beside the wall time. --profiler wraps the timed
 loops in torch.profiler (CPU+CUDA). Writes one JSON object to --json PATH (stdout if absent:
 NVIDIA's sample prints records on stdout at exit)."""
 import json
+import os
 import statistics
 import sys
 import time
@@ -14,8 +15,8 @@ import torch
 
 prof = "--profiler" in sys.argv
 out = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
-EAGER_BATCHES, EAGER_OPS = 6, 20000
-TRAIN_BATCHES, TRAIN_STEPS = 4, 25
+EAGER_BATCHES, EAGER_OPS = int(os.environ.get("EAGER_BATCHES", 6)), 20000
+TRAIN_BATCHES, TRAIN_STEPS = int(os.environ.get("TRAIN_BATCHES", 4)), 25
 
 t = torch.zeros(256, device="cuda")
 for _ in range(200):

@@ -5,6 +5,10 @@
 #
 # usage (repository root on the GPU machine): bash gpu/run.sh
 #   BIN=.dev          folder holding the `cutrace` binary and libcutrace_inject.so
+#   CPP_REPS, TORCH_REPS, CPP_SECONDS, TORCH_SECONDS: repetitions, and seconds after which no new
+#                     repetition starts (a device call has a hard limit)
+#   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix); BENCH_BATCHES (C++ loop),
+#                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
 #   PHASES="..."      any of: correct crash conflict torch_steps pin bench_cpp bench_torch peers others
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
@@ -93,6 +97,7 @@ if has conflict; then
   "$CT" convert "$W/conflict.trace" --csv "$W/conflict.csv" 2> "$W/logs/conflict_convert.err"
   "$CT" report "$W/conflict.trace" > "$W/logs/conflict.report.txt" 2>&1
   mkdir -p "$W/fix/conflict"; cp "$W/conflict.trace"/*.cutrace "$W/fix/conflict/" 2>/dev/null
+  tar -czf "$OUT/conflict.tar.gz" -C "$W" fix/conflict logs/conflict_plain.out logs/conflict_plain.err logs/conflict_traced.out logs/conflict_traced.err logs/conflict_np.err logs/conflict.report.txt 2>/dev/null
   python3 - "$W/logs" $rc1 $rc2 "$W/conflict.csv" $rc3 >> "$R" <<'EOF'
 import json, sys, csv
 d, rc1, rc2, rc3 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[5])
@@ -148,11 +153,11 @@ EOF
 fi
 if has bench_cpp; then
   log "overhead: C++ 100k tiny kernels"
-  BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps $REPS > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
+  BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps ${CPP_REPS:-$REPS} --max-seconds ${CPP_SECONDS:-100000} > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
 fi
 if has bench_torch; then
   log "overhead: PyTorch eager + training step"
-  python3 "$G/bench_overhead.py" torch "$OUT/bench_torch.json" --reps $REPS > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err"
+  python3 "$G/bench_overhead.py" torch "$OUT/bench_torch.json" --reps ${TORCH_REPS:-$REPS} --max-seconds ${TORCH_SECONDS:-100000} > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err"
 fi
 
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).
