@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cutrace_trace::{Ns, SourceFormat, Trace};
+use cutrace_trace::{Ns, SourceFormat, Trace, TraceNote};
 use serde::Serialize;
 
 use crate::correlate::{correlate_in, Correlation, LaunchLatency};
@@ -101,6 +101,10 @@ pub struct Report {
     /// The time window, when one was given.
     pub window: Option<WindowInfo>,
     pub data_loss: DataLoss,
+    /// What the recorder noted while recording (`{pid, part, text}`; the whole trace, not
+    /// clipped to the window): another CUPTI tool in the program, settings that failed,
+    /// fallbacks taken. Empty for imported traces.
+    pub notes: Vec<TraceNote>,
     pub devices: Vec<DeviceReport>,
     pub correlation: Correlation,
     pub launch_latency: LaunchLatency,
@@ -192,6 +196,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             to_ns: (w.to_ns != Ns::MAX).then_some(w.to_ns),
         }),
         data_loss: data_loss(trace, inverted),
+        notes: trace.meta.notes.clone(),
         devices,
         correlation,
         launch_latency,

@@ -133,6 +133,26 @@ fn a_second_subscriber_gets_cuptis_answer_and_one_line() {
             ),
             "{scope}: the conflict note is not in the part"
         );
+        // And the reader hands it on (for `cutrace report` and `convert`), after the header's,
+        // tagged with the process.
+        let notes: Vec<&str> = t.meta.notes.iter().map(|n| n.text.as_str()).collect();
+        assert!(
+            notes[0].contains("already loaded")
+                && notes.last().is_some_and(|n| n.contains(
+                    "tried to subscribe and got CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+                ))
+                && notes
+                    .iter()
+                    .filter(|n| n.contains("tried to subscribe"))
+                    .count()
+                    == 1,
+            "{scope}: {notes:?}"
+        );
+        assert!(t
+            .meta
+            .notes
+            .iter()
+            .all(|n| n.pid == h.pid && n.pid.is_some()));
         assert_eq!(
             t.kernels.len(),
             3,
@@ -240,6 +260,13 @@ fn taking_over_the_activity_buffers_is_said_once() {
         &raw,
         "replaced cutrace's activity buffer callbacks at CUPTI time"
     ));
+    assert!(
+        t.meta.notes.iter().any(|n| n
+            .text
+            .contains("replaced cutrace's activity buffer callbacks")),
+        "{:?}",
+        t.meta.notes
+    );
     // Once its buffers are taken cutrace stops asking CUPTI to flush them: no records here.
     assert!(t.kernels.is_empty());
 }

@@ -205,6 +205,18 @@ pub enum SourceFormat {
     Kineto,
 }
 
+/// Something the recorder wanted a reader to know: a setting that failed, a fallback it took,
+/// another CUPTI tool in the program, a buffer it could not read to its end. Native traces carry
+/// them in the `HEAD` chunk and in later `META` chunks of each part.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TraceNote {
+    /// The process whose part holds the note (`HEAD.pid`), when known.
+    pub pid: Option<u32>,
+    /// The part file that holds it.
+    pub part: Option<String>,
+    pub text: String,
+}
+
 /// Facts about the trace as a whole. Every count of lost data lives here and is reported.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TraceMeta {
@@ -230,6 +242,9 @@ pub struct TraceMeta {
     pub incomplete_reason: Option<String>,
     /// Events in the source the importer did not model (by category), so nothing vanishes silently.
     pub skipped_events: Vec<(String, u64)>,
+    /// The recorder's notes, part by part in read order, each once per part (`HEAD` notes first,
+    /// then `META` notes in file order).
+    pub notes: Vec<TraceNote>,
 }
 
 /// A whole trace: flat vectors of records plus the interned strings they point into.

@@ -284,6 +284,78 @@ fn directory_of_parts_merges_and_reports_incomplete_parts() {
     assert!(native::read(&empty, &mut |_, _| {}).is_err());
 }
 
+/// A part whose header and later `META` chunks carry notes (as the injection writes them).
+fn part_with_notes(pid: u32) -> Vec<u8> {
+    let header = Header {
+        pid: Some(pid),
+        notes: vec![
+            "using the libcupti the program had already loaded (libcupti.so.13)".into(),
+            "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not set".into(),
+        ],
+        ..Header::default()
+    };
+    let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
+    for notes in [
+        vec![
+            "another CUPTI tool in the program tried to subscribe".to_string(),
+            "a buffer could not be walked to its end: 1".to_string(),
+        ],
+        vec!["a buffer could not be walked to its end: 1".to_string()],
+    ] {
+        w.write_meta(&Meta {
+            notes,
+            ..Meta::default()
+        })
+        .unwrap();
+    }
+    w.finish(&Tail::default()).unwrap().into_inner()
+}
+
+#[test]
+fn notes_from_head_and_meta_chunks_are_kept_once_per_part() {
+    let dir = tmpdir("notes");
+    let t = read_bytes(&dir, "h-7.cutrace", &part_with_notes(7)).unwrap();
+    let texts: Vec<&str> = t.meta.notes.iter().map(|n| n.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "using the libcupti the program had already loaded (libcupti.so.13)",
+            "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not set",
+            "another CUPTI tool in the program tried to subscribe",
+            "a buffer could not be walked to its end: 1",
+        ]
+    );
+    let part = dir.join("h-7.cutrace").display().to_string();
+    assert!(t
+        .meta
+        .notes
+        .iter()
+        .all(|n| n.pid == Some(7) && n.part.as_deref() == Some(part.as_str())));
+    // Parts keep their own notes, each tagged with its process.
+    let parts = tmpdir("notes-parts");
+    for pid in [1, 2] {
+        std::fs::write(
+            parts.join(native::part_file_name("h", pid, 0)),
+            part_with_notes(pid),
+        )
+        .unwrap();
+    }
+    let t = native::read(&parts, &mut |_, _| {}).unwrap();
+    assert_eq!(t.meta.notes.len(), 8);
+    assert!(t.meta.notes[..4].iter().all(|n| n.pid == Some(1)));
+    assert!(t.meta.notes[4..].iter().all(|n| n.pid == Some(2)
+        && n.part
+            .as_deref()
+            .is_some_and(|p| p.ends_with("h-2.cutrace"))));
+    // A trace without notes has none.
+    let (bytes, _) = sample_bytes();
+    assert!(read_bytes(&dir, "a.cutrace", &bytes)
+        .unwrap()
+        .meta
+        .notes
+        .is_empty());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
     #[test]

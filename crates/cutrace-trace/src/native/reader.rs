@@ -417,6 +417,17 @@ impl PartBuilder {
         let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
         skipped.sort();
         m.skipped_events = skipped;
+        let part = path.display().to_string();
+        for text in header.notes.iter().chain(&self.meta.notes) {
+            // A note repeated (one per failed buffer, say) is shown once.
+            if !m.notes.iter().any(|n| &n.text == text) {
+                m.notes.push(TraceNote {
+                    pid: header.pid,
+                    part: Some(part.clone()),
+                    text: text.clone(),
+                });
+            }
+        }
         (t, header)
     }
 
@@ -550,6 +561,8 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         for (k, v) in m.skipped_events {
             *skipped.entry(k).or_default() += v;
         }
+        // Each part's notes stay its own (tagged with its pid and file), in part order.
+        out.meta.notes.extend(m.notes);
     }
     out.strings = interner.into_strings();
     out.meta.source = SourceFormat::Native;

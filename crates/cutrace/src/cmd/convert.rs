@@ -27,8 +27,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .with_context(|| format!("creating {}", args.csv.display()))?;
     let headers = part_headers(&args.trace);
     write_csv(&args.csv, &t, &headers)?;
+    let notes = match t.meta.notes.len() {
+        0 => String::new(),
+        1 => "; 1 note from the recorder in meta.json".into(),
+        n => format!("; {n} notes from the recorder in meta.json"),
+    };
     eprintln!(
-        "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges to {}{}",
+        "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges to {}{notes}{}",
         t.kernels.len(),
         t.api_calls.len(),
         t.memcpys.len(),
@@ -95,6 +100,9 @@ fn meta_json(m: &TraceMeta, headers: &[cutrace_trace::native::Header]) -> serde_
             "sm_count": d.sm_count, "global_memory_bytes": d.global_memory_bytes, "uuid": d.uuid,
         })).collect::<Vec<_>>(),
         "skipped_events": m.skipped_events,
+        // Every part's notes (HEAD and later META chunks), each with its pid and part file;
+        // `parts[].notes` holds only what each header had.
+        "notes": m.notes,
         "parts": headers,
     })
 }

@@ -232,6 +232,7 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
         );
     }
     render_data_loss(o, r);
+    render_notes(o, r);
     if r.devices.is_empty() {
         let _ = writeln!(
             o,
@@ -302,6 +303,31 @@ fn render_data_loss(o: &mut String, r: &Report) {
     );
     if !skipped.is_empty() {
         let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
+    }
+}
+
+/// The recorder's notes, after the data-loss line: they often say why data is missing (another
+/// CUPTI tool in the program, a setting that failed). Tagged with the process when the trace has
+/// several parts.
+fn render_notes(o: &mut String, r: &Report) {
+    if r.notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "Notes from the recorder ({}):", r.notes.len());
+    let several = r.trace.paths.len() > 1;
+    for n in &r.notes {
+        let tag = match (several, n.pid, n.part.as_deref()) {
+            (false, _, _) => String::new(),
+            (true, Some(pid), _) => format!("[pid {pid}] "),
+            (true, None, Some(part)) => format!(
+                "[{}] ",
+                Path::new(part)
+                    .file_name()
+                    .map_or(part.into(), |f| f.to_string_lossy())
+            ),
+            (true, None, None) => String::new(),
+        };
+        let _ = writeln!(o, "  - {tag}{}", n.text);
     }
 }
 

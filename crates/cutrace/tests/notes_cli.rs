@@ -1,0 +1,194 @@
+//! The recorder's notes (the `HEAD` chunk's and those in later `META` chunks, where the injection
+//! puts what happens while recording, such as another CUPTI tool in the program being refused)
+//! reach `cutrace report` (text and JSON) and `cutrace convert`'s meta.json. The trace is written
+//! here with the format's own writer; no GPU needed.
+
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cutrace_trace::native::{part_file_name, Header, Meta, Tail, Writer};
+use cutrace_trace::{ApiCall, ApiKind, Kernel};
+use serde_json::Value;
+
+const HEAD_NOTE: &str = "using the libcupti the program had already loaded (libcupti.so.13), so \
+                         the process holds one CUPTI";
+const CONFLICT_NOTE: &str = "another CUPTI tool in the program (torch.profiler, Nsight, a CUPTI \
+                             library) tried to subscribe and got \
+                             CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: it recorded no CUDA \
+                             activity; this trace is unaffected";
+
+fn tmpdir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cutrace-notes-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// One process's part: a kernel and its launch, the header's note, then the conflict note in a
+/// `META` chunk (twice, as a note repeated by the recorder would be).
+fn part(pid: u32) -> Vec<u8> {
+    let header = Header {
+        cutrace_version: "test".into(),
+        host: Some("h".into()),
+        pid: Some(pid),
+        notes: vec![HEAD_NOTE.into()],
+        ..Header::default()
+    };
+    let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
+    let k = w.intern("_Z4gemmPf");
+    let a = w.intern("cudaLaunchKernel");
+    w.push_api(&ApiCall {
+        kind: ApiKind::Runtime,
+        name: a,
+        cbid: 211,
+        process: pid,
+        thread: 1,
+        correlation_id: 1,
+        start_ns: 1_000,
+        end_ns: 1_100,
+        return_value: 0,
+    });
+    w.push_kernel(&Kernel {
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation_id: 1,
+        start_ns: 2_000,
+        end_ns: 5_000,
+        name: k,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        registers_per_thread: 8,
+        static_shared_bytes: 0,
+        dynamic_shared_bytes: 0,
+        graph_id: 0,
+    });
+    w.flush().unwrap();
+    for _ in 0..2 {
+        w.write_meta(&Meta {
+            notes: vec![CONFLICT_NOTE.into()],
+            ..Meta::default()
+        })
+        .unwrap();
+    }
+    w.finish(&Tail::default()).unwrap().into_inner()
+}
+
+/// A trace directory with one part per pid.
+fn trace(name: &str, pids: &[u32]) -> PathBuf {
+    let dir = tmpdir(name).join("trace");
+    std::fs::create_dir_all(&dir).unwrap();
+    for &pid in pids {
+        std::fs::write(dir.join(part_file_name("h", pid, 0)), part(pid)).unwrap();
+    }
+    dir
+}
+
+fn cutrace(args: &[&str], path: &Path) -> Output {
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(args)
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "cutrace {args:?} failed\nstdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    o
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+#[test]
+fn report_text_shows_the_recorders_notes_after_the_data_loss_line() {
+    let dir = trace("text", &[4242]);
+    let text = stdout(&cutrace(&["report"], &dir));
+    let loss = text.find("data loss: none recorded").expect(&text);
+    let notes = text.find("Notes from the recorder (2):").expect(&text);
+    assert!(loss < notes, "{text}");
+    // Header note first, then the META note, once although recorded twice; no pid tag with
+    // one part.
+    assert!(
+        text.contains(&format!("\n  - {HEAD_NOTE}\n  - {CONFLICT_NOTE}\n")),
+        "{text}"
+    );
+    assert_eq!(text.matches("tried to subscribe").count(), 1, "{text}");
+}
+
+#[test]
+fn report_text_tags_notes_with_their_process_when_there_are_several() {
+    let dir = trace("text-parts", &[11, 12]);
+    let text = stdout(&cutrace(&["report"], &dir));
+    assert!(text.contains("Notes from the recorder (4):"), "{text}");
+    for pid in [11, 12] {
+        assert!(
+            text.contains(&format!("  - [pid {pid}] {CONFLICT_NOTE}\n")),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("  - [pid {pid}] {HEAD_NOTE}\n")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
+fn report_json_carries_the_notes_with_pid_and_part() {
+    let dir = trace("json", &[4242]);
+    let v: Value =
+        serde_json::from_slice(&cutrace(&["report", "--format", "json"], &dir).stdout).unwrap();
+    let notes = v["notes"].as_array().expect("notes array");
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert_eq!(notes[0]["text"], HEAD_NOTE);
+    assert_eq!(notes[1]["text"], CONFLICT_NOTE);
+    assert_eq!(notes[1]["pid"], 4242);
+    assert!(notes[1]["part"]
+        .as_str()
+        .unwrap()
+        .ends_with(&part_file_name("h", 4242, 0)));
+}
+
+#[test]
+fn a_trace_without_notes_has_no_notes_section() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native/nvtx");
+    let text = stdout(&cutrace(&["report"], &fixture));
+    assert!(!text.contains("Notes from the recorder"), "{text}");
+    let v: Value =
+        serde_json::from_slice(&cutrace(&["report", "--format", "json"], &fixture).stdout).unwrap();
+    assert_eq!(v["notes"], serde_json::json!([]));
+}
+
+#[test]
+fn convert_writes_the_notes_into_meta_json() {
+    let dir = trace("convert", &[11, 12]);
+    let out = dir.parent().unwrap().join("csv");
+    let o = cutrace(&["convert", "--csv", out.to_str().unwrap()], &dir);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("4 notes from the recorder in meta.json"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(out.join("meta.json")).unwrap()).unwrap();
+    let notes = meta["notes"].as_array().expect("notes array");
+    let got: Vec<(u64, &str)> = notes
+        .iter()
+        .map(|n| (n["pid"].as_u64().unwrap(), n["text"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (11, HEAD_NOTE),
+            (11, CONFLICT_NOTE),
+            (12, HEAD_NOTE),
+            (12, CONFLICT_NOTE)
+        ]
+    );
+    // The per-part headers are still there, with only their own (HEAD) notes.
+    assert_eq!(meta["parts"][0]["notes"], serde_json::json!([HEAD_NOTE]));
+}
