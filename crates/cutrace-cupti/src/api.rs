@@ -1,6 +1,7 @@
 //! The loaded libcupti: symbols resolved once, optional ones as `Option`s, never a panic.
 
 use std::ffi::{c_char, c_void, CStr};
+use std::sync::Arc;
 
 use crate::error::{check, CuptiError, CuptiResult};
 use crate::locate::Candidate;
@@ -30,13 +31,14 @@ type GetDropped = unsafe extern "C" fn(*mut c_void, u32, *mut usize) -> CuptiRes
 type SetAttribute = unsafe extern "C" fn(u32, *mut usize, *mut c_void) -> CuptiResult;
 type GetTimestamp = unsafe extern "C" fn(*mut u64) -> CuptiResult;
 type Subscribe = unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void) -> CuptiResult;
+type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> CuptiResult;
 type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult;
 type EnableApi = unsafe extern "C" fn(u32, u8) -> CuptiResult;
 
 /// A loaded libcupti. Dropping it unloads nothing that CUPTI still uses only if the caller
 /// keeps it alive as long as callbacks may fire: the injection leaks it on purpose.
 pub struct Cupti {
-    _lib: libloading::Library,
+    lib: Arc<libloading::Library>,
     pub path: String,
     pub source: &'static str,
     get_version: GetVersion,
@@ -49,6 +51,7 @@ pub struct Cupti {
     set_attribute: Option<SetAttribute>,
     get_timestamp: Option<GetTimestamp>,
     subscribe: Option<Subscribe>,
+    unsubscribe: Option<Unsubscribe>,
     get_callback_name: Option<GetCallbackName>,
     enable_runtime_api: Option<EnableApi>,
     enable_driver_api: Option<EnableApi>,
@@ -114,12 +117,13 @@ impl Cupti {
             set_attribute: opt!("cuptiActivitySetAttribute"),
             get_timestamp: opt!("cuptiGetTimestamp"),
             subscribe: opt!("cuptiSubscribe"),
+            unsubscribe: opt!("cuptiUnsubscribe"),
             get_callback_name: opt!("cuptiGetCallbackName"),
             enable_runtime_api: opt!("cuptiActivityEnableRuntimeApi"),
             enable_driver_api: opt!("cuptiActivityEnableDriverApi"),
             path: path.into(),
             source,
-            _lib: lib,
+            lib: Arc::new(lib),
         })
     }
 
@@ -205,15 +209,22 @@ impl Cupti {
     }
 
     /// `cuptiSubscribe` with a callback that enables no domain: it claims CUPTI for this
-    /// process so a second tool is told, and tells us when one was here first.
-    pub fn subscribe(&self, cb: CallbackFn) -> Result<(), CuptiError> {
+    /// process so a second tool is told, and tells us when one was here first. `Ok(None)` when
+    /// this CUPTI has no `cuptiSubscribe` (no CUPTI 13 lacks it): nothing was claimed.
+    pub fn subscribe(&self, cb: CallbackFn) -> Result<Option<Subscription>, CuptiError> {
         let Some(f) = self.subscribe else {
-            return Ok(());
+            return Ok(None);
         };
         let mut handle: *mut c_void = std::ptr::null_mut();
         check("cuptiSubscribe", unsafe {
             f(&mut handle, cb, std::ptr::null_mut())
-        })
+        })?;
+        Ok(Some(Subscription {
+            handle,
+            unsubscribe: self.unsubscribe,
+            path: self.path.clone(),
+            _lib: Arc::clone(&self.lib),
+        }))
     }
 
     /// The API function name of a callback id (`cudaLaunchKernel_v7000`).
@@ -238,6 +249,32 @@ impl Cupti {
             symbol: name,
         })?;
         check(name, unsafe { f(cbid, u8::from(on)) })
+    }
+}
+
+/// A `cuptiSubscribe` subscriber: this process's CUPTI subscriber slot (one per process before
+/// CUDA 13.3). Dropping it keeps the subscription for the life of the process; [`release`] gives
+/// the slot back. It keeps its libcupti loaded, so it may outlive the [`Cupti`] it came from.
+///
+/// [`release`]: Subscription::release
+pub struct Subscription {
+    handle: *mut c_void,
+    unsubscribe: Option<Unsubscribe>,
+    path: String,
+    _lib: Arc<libloading::Library>,
+}
+
+impl Subscription {
+    /// `cuptiUnsubscribe`: frees the slot for another tool. An error (or a CUPTI without
+    /// `cuptiUnsubscribe`) means the slot is still taken.
+    pub fn release(self) -> Result<(), CuptiError> {
+        let f = self.unsubscribe.ok_or(CuptiError::MissingSymbol {
+            path: self.path.clone(),
+            symbol: "cuptiUnsubscribe",
+        })?;
+        // SAFETY: the handle cuptiSubscribe returned, released once (release takes self); the
+        // library is kept loaded by `_lib`.
+        check("cuptiUnsubscribe", unsafe { f(self.handle) })
     }
 }
 

@@ -5,7 +5,8 @@
 //! Rules this file keeps (DESIGN.md decision 4): no panic crosses `extern "C"` (every entry point
 //! runs under `catch_unwind`); no file I/O on the application's threads; memory is bounded by
 //! the buffer pool, and records that do not fit are dropped and counted; when CUPTI is missing,
-//! incompatible or already taken, the program runs untraced with one line on stderr.
+//! incompatible or already taken, the program runs untraced with one line on stderr, and a start
+//! that fails after taking CUPTI's subscriber slot gives it back (`Claim`).
 //!
 //! Preloaded by `cutrace record`, the library also stands in front of libcupti for the program's
 //! own CUPTI users (`interpose.rs`), to tell them in one line why they get nothing.
@@ -21,11 +22,12 @@ pub use interpose::{cuptiActivityRegisterCallbacks, cuptiSubscribe};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use cutrace_cupti::activity::kind;
+use cutrace_cupti::api::Subscription;
 use cutrace_cupti::version::{check_pairing, Pairing};
 use cutrace_cupti::{api, explain, result_name, Cupti, CuptiError};
 
@@ -58,6 +60,11 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
 /// cutrace holds this process's CUPTI subscriber slot.
 pub(crate) static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
+/// What a start that failed after subscribing did with the slot: `RELEASE_*`.
+static RELEASE: AtomicU8 = AtomicU8::new(RELEASE_NONE);
+const RELEASE_NONE: u8 = 0;
+const RELEASE_DONE: u8 = 1;
+const RELEASE_FAILED: u8 = 2;
 /// Another tool replaced our buffer callbacks: CUPTI's buffers are its now, so cutrace stops
 /// asking CUPTI to flush them.
 pub(crate) static CALLBACKS_TAKEN: AtomicBool = AtomicBool::new(false);
@@ -80,7 +87,48 @@ pub extern "C" fn InitializeInjection() -> i32 {
 }
 
 fn untraced(msg: &str) {
-    eprintln!("cutrace: pid {} runs untraced: {msg}", std::process::id());
+    let slot = match RELEASE.load(Ordering::SeqCst) {
+        RELEASE_DONE => {
+            ". cutrace gave its CUPTI subscription back: the program's own CUPTI tools \
+             (torch.profiler) work as they would without it"
+        }
+        RELEASE_FAILED => {
+            ". cutrace could not give its CUPTI subscription back (cuptiUnsubscribe failed): \
+             the program's own CUPTI tools (torch.profiler) get \
+             CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
+        }
+        _ => "",
+    };
+    eprintln!(
+        "cutrace: pid {} runs untraced: {msg}{slot}",
+        std::process::id()
+    );
+}
+
+/// cutrace's hold on the CUPTI subscriber slot while it starts. Unless kept, it is given back
+/// (`cuptiUnsubscribe`) when dropped, on every error return and on a panic alike: a start that
+/// fails after subscribing must not block the program's own CUPTI tools while tracing nothing.
+struct Claim(Option<Subscription>);
+
+impl Claim {
+    /// Tracing started: the slot stays cutrace's for the life of the process.
+    fn keep(mut self) {
+        // Dropping a Subscription keeps the subscription.
+        drop(self.0.take());
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let Some(s) = self.0.take() else { return };
+        if s.release().is_ok() {
+            // The interposer no longer blames cutrace for another tool's refusal.
+            SUBSCRIBED.store(false, Ordering::SeqCst);
+            RELEASE.store(RELEASE_DONE, Ordering::SeqCst);
+        } else {
+            RELEASE.store(RELEASE_FAILED, Ordering::SeqCst);
+        }
+    }
 }
 
 fn init() -> Result<(), String> {
@@ -112,13 +160,19 @@ fn init() -> Result<(), String> {
     }
     // Claiming the subscriber slot makes a later tracer (torch.profiler) see
     // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED and stay off our buffers, and tells us when
-    // one was here first. CUTRACE_SUBSCRIBE=0 skips it (benchmarks only).
+    // one was here first. CUTRACE_SUBSCRIBE=0 skips it (benchmarks only). Every failure from
+    // here on gives the slot back (`claim` is dropped).
+    let mut claim = Claim(None);
     if std::env::var("CUTRACE_SUBSCRIBE").as_deref() != Ok("0") {
-        if let Err(e) = cupti.subscribe(noop_callback) {
-            return Err(refusal("cuptiSubscribe", &e));
+        match cupti.subscribe(noop_callback) {
+            Ok(Some(s)) => {
+                claim.0 = Some(s);
+                SUBSCRIBED.store(true, Ordering::SeqCst);
+            }
+            // This CUPTI lacks cuptiSubscribe (no CUPTI 13 does): nothing is held.
+            Ok(None) => {}
+            Err(e) => return Err(refusal("cuptiSubscribe", &e)),
         }
-        // (Ok also when this CUPTI lacks cuptiSubscribe, which no CUPTI 13 does.)
-        SUBSCRIBED.store(true, Ordering::SeqCst);
     }
     // CUPTI zeroes buffers it is handed unless told they are zeroed already; the pool zeroes
     // them on the writer thread, away from the application's threads.
@@ -193,6 +247,7 @@ fn init() -> Result<(), String> {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
+    claim.keep();
     Ok(())
 }
 

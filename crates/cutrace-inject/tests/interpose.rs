@@ -95,7 +95,7 @@ fn a_second_subscriber_gets_cuptis_answer_and_one_line() {
         assert_eq!(
             stdout(&o),
             "init 1\nsubscribe 39\nsubscribe 39\n\
-             libcupti saw 3 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks\n",
+             libcupti saw 3 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks, 0 cuptiUnsubscribe\n",
             "{scope}: {err}"
         );
         let lines = cutrace_lines(&o.stderr);
@@ -181,7 +181,7 @@ fn without_the_preload_the_conflict_is_silent() {
     assert_eq!(
         stdout(&o),
         "init 1\nsubscribe 39\nsubscribe 39\n\
-         libcupti saw 3 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks\n"
+         libcupti saw 3 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks, 0 cuptiUnsubscribe\n"
     );
     assert!(
         cutrace_lines(&o.stderr).is_empty(),
@@ -210,7 +210,7 @@ fn without_cutrace_holding_cupti_nothing_is_said() {
     assert_eq!(
         stdout(&o),
         "subscribe 0\nsubscribe 39\nregister 0\n\
-         libcupti saw 2 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks\n"
+         libcupti saw 2 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks, 0 cuptiUnsubscribe\n"
     );
     assert!(
         cutrace_lines(&o.stderr).is_empty(),
@@ -242,7 +242,7 @@ fn taking_over_the_activity_buffers_is_said_once() {
     assert_eq!(
         stdout(&o),
         "init 1\nsubscribe 0\nregister 0\nregister 0\n\
-         libcupti saw 1 cuptiSubscribe, 3 cuptiActivityRegisterCallbacks\n",
+         libcupti saw 1 cuptiSubscribe, 3 cuptiActivityRegisterCallbacks, 0 cuptiUnsubscribe\n",
         "{err}"
     );
     let lines = cutrace_lines(&o.stderr);
@@ -269,6 +269,99 @@ fn taking_over_the_activity_buffers_is_said_once() {
     );
     // Once its buffers are taken cutrace stops asking CUPTI to flush them: no records here.
     assert!(t.kernels.is_empty());
+}
+
+/// A start that fails after cutrace subscribed (its cuptiActivityRegisterCallbacks refused, or
+/// a fatal cuptiActivityEnable) gives the subscriber slot back: the program's own tool then
+/// subscribes and registers as it would without cutrace. The one cutrace line says it runs
+/// untraced and that the slot was given back; no conflict line, no trace.
+#[test]
+fn a_start_that_fails_after_subscribing_gives_the_slot_back() {
+    let Some(p) = programs() else { return };
+    for (mode, refusal) in [
+        (
+            "3",
+            "cuptiActivityRegisterCallbacks returned CUPTI_ERROR_UNKNOWN",
+        ),
+        (
+            "4",
+            "cuptiActivityEnable returned CUPTI_ERROR_NOT_INITIALIZED",
+        ),
+    ] {
+        let dir = out_dir(&format!("failed-start-{mode}"));
+        let o = host(
+            &Run {
+                scope: "local",
+                steps: "isr",
+                preload: true,
+                env: &[("FAKE_CUPTI_MODE", mode)],
+            },
+            Some(&p.tool),
+            &dir,
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "mode {mode}: {err}");
+        assert_eq!(
+            stdout(&o),
+            "init 1\nsubscribe 0\nregister 0\n\
+             libcupti saw 2 cuptiSubscribe, 2 cuptiActivityRegisterCallbacks, 1 cuptiUnsubscribe\n",
+            "mode {mode}: {err}"
+        );
+        let lines = cutrace_lines(&o.stderr);
+        assert_eq!(lines.len(), 1, "mode {mode}: {lines:?}");
+        for want in [
+            "runs untraced",
+            refusal,
+            "cutrace gave its CUPTI subscription back",
+        ] {
+            assert!(
+                lines[0].contains(want),
+                "mode {mode}: no '{want}' in {}",
+                lines[0]
+            );
+        }
+        assert!(!dir.exists(), "mode {mode}: no trace when untraced");
+    }
+}
+
+/// If CUPTI will not take the slot back (cuptiUnsubscribe fails), cutrace says so, and the
+/// program's tool, refused, is told why: cutrace holds CUPTI though it does not trace.
+#[test]
+fn a_slot_that_cannot_be_given_back_is_named() {
+    let Some(p) = programs() else { return };
+    let dir = out_dir("failed-release");
+    let o = host(
+        &Run {
+            scope: "local",
+            steps: "is",
+            preload: true,
+            env: &[("FAKE_CUPTI_MODE", "5")],
+        },
+        Some(&p.tool),
+        &dir,
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert_eq!(
+        stdout(&o),
+        "init 1\nsubscribe 39\n\
+         libcupti saw 2 cuptiSubscribe, 1 cuptiActivityRegisterCallbacks, 1 cuptiUnsubscribe\n",
+        "{err}"
+    );
+    let lines = cutrace_lines(&o.stderr);
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert!(
+        lines[0].contains("runs untraced")
+            && lines[0].contains("could not give its CUPTI subscription back"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].contains("while cutrace holds CUPTI")
+            && lines[1].contains("cutrace is not tracing either"),
+        "{}",
+        lines[1]
+    );
 }
 
 /// `cuptiSubscribe` found in the global scope of a process with no libcupti at all resolves to

@@ -1,9 +1,15 @@
 /* A stand-in for libcupti.so, for testing the injection without a GPU. FAKE_CUPTI_MODE:
  * 0 = works and delivers one buffer of hand-built CUPTI 13 records (3 runtime + 3 kernel)
- *     at the first cuptiActivityFlushAll; like CUPTI before 13.3, only the first
- *     cuptiSubscribe succeeds, later ones get CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED;
+ *     at the first cuptiActivityFlushAll; like CUPTI before 13.3, one subscriber at a time:
+ *     cuptiSubscribe while another holds the slot gets
+ *     CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, cuptiUnsubscribe frees it;
  * 1 = cuptiSubscribe reports another subscriber;
- * 2 = reports an old CUPTI (API version 24, CUDA 12.x). Record layouts: CUpti_ActivityAPI
+ * 2 = reports an old CUPTI (API version 24, CUDA 12.x);
+ * 3 = as 0, but the first cuptiActivityRegisterCallbacks (cutrace's) fails with
+ *     CUPTI_ERROR_UNKNOWN;
+ * 4 = as 0, but every cuptiActivityEnable fails with CUPTI_ERROR_NOT_INITIALIZED;
+ * 5 = as 3, and cuptiUnsubscribe fails with CUPTI_ERROR_INVALID_OPERATION.
+ * Record layouts: CUpti_ActivityAPI
  * (40 bytes) and CUpti_ActivityKernel10 (216 bytes), offsets as in the CUPTI 13 headers.
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
@@ -16,7 +22,8 @@ typedef void (*done_t)(void *, uint32_t, uint8_t *, size_t, size_t);
 static req_t g_req;
 static done_t g_done;
 static int g_flushed;
-static int g_subscribe_calls, g_register_calls;
+static int g_subscribe_calls, g_register_calls, g_unsubscribe_calls;
+static int g_subscribed; /* the one subscriber slot; its address is the subscriber handle */
 static const char *g_kname = "_Z4fakePf";
 
 static int mode(void) {
@@ -28,17 +35,32 @@ static void put64(uint8_t *p, size_t o, uint64_t v) { memcpy(p + o, &v, 8); }
 
 int cuptiGetVersion(uint32_t *v) { *v = mode() == 2 ? 24 : 130001; return 0; }
 int cuptiSubscribe(void **h, void *cb, void *ud) {
-  (void)h; (void)cb; (void)ud;
-  int first = g_subscribe_calls++ == 0;
-  return (mode() == 1 || !first) ? 39 : 0;
+  (void)cb; (void)ud;
+  g_subscribe_calls++;
+  if (mode() == 1 || g_subscribed) return 39;
+  g_subscribed = 1;
+  *h = &g_subscribed;
+  return 0;
 }
-int cuptiActivityRegisterCallbacks(req_t r, done_t d) { g_register_calls++; g_req = r; g_done = d; return 0; }
+int cuptiUnsubscribe(void *h) {
+  g_unsubscribe_calls++;
+  if (mode() == 5) return 7;
+  if (h != &g_subscribed || !g_subscribed) return 1; /* CUPTI_ERROR_INVALID_PARAMETER */
+  g_subscribed = 0;
+  return 0;
+}
+int cuptiActivityRegisterCallbacks(req_t r, done_t d) {
+  if (g_register_calls++ == 0 && (mode() == 3 || mode() == 5)) return 999;
+  g_req = r; g_done = d;
+  return 0;
+}
 int fake_cupti_calls(const char *name) {
   if (!strcmp(name, "cuptiSubscribe")) return g_subscribe_calls;
   if (!strcmp(name, "cuptiActivityRegisterCallbacks")) return g_register_calls;
+  if (!strcmp(name, "cuptiUnsubscribe")) return g_unsubscribe_calls;
   return -1;
 }
-int cuptiActivityEnable(uint32_t k) { (void)k; return 0; }
+int cuptiActivityEnable(uint32_t k) { (void)k; return mode() == 4 ? 15 : 0; }
 int cuptiActivityDisable(uint32_t k) { (void)k; return 0; }
 int cuptiActivitySetAttribute(uint32_t a, size_t *s, void *v) { (void)a; (void)s; (void)v; return 0; }
 int cuptiGetTimestamp(uint64_t *t) { *t = 1000; return 0; }

@@ -38,8 +38,9 @@ int main(int argc, char **argv) {
   }
   if (tool) {
     int (*calls)(const char *) = (int (*)(const char *))dlsym(tool, "tool_calls_reaching_cupti");
-    printf("libcupti saw %d cuptiSubscribe, %d cuptiActivityRegisterCallbacks\n",
-           calls("cuptiSubscribe"), calls("cuptiActivityRegisterCallbacks"));
+    printf("libcupti saw %d cuptiSubscribe, %d cuptiActivityRegisterCallbacks, %d cuptiUnsubscribe\n",
+           calls("cuptiSubscribe"), calls("cuptiActivityRegisterCallbacks"),
+           calls("cuptiUnsubscribe"));
   }
   fflush(stdout);
   exit(3);
