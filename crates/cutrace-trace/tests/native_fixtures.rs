@@ -156,7 +156,7 @@ fn real_traces_truncated_anywhere_never_panic() {
     let tmp = std::env::temp_dir().join(format!("cutrace-fixture-trunc-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let mut x = 0x853c49e6748fea9bu64;
-    for mode in MODES.iter().chain(["sigkill"].iter()) {
+    for mode in MODES.iter().chain(["sigkill", "conflict"].iter()) {
         let dir = fixtures().join(mode);
         let part = std::fs::read_dir(&dir)
             .unwrap()

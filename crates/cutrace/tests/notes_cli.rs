@@ -192,3 +192,31 @@ fn convert_writes_the_notes_into_meta_json() {
     // The per-part headers are still there, with only their own (HEAD) notes.
     assert_eq!(meta["parts"][0]["notes"], serde_json::json!([HEAD_NOTE]));
 }
+
+/// A real trace from the H200 (gpu/run.sh, conflict phase): `python3 gpu/torch_conflict.py`, a
+/// program that starts torch.profiler itself, under `cutrace record`. The injection reused the
+/// libcupti torch had loaded, held the subscriber slot, and recorded torch.profiler's refused
+/// `cuptiSubscribe` as a note; the program's 100 adds, its fill and its reduction are all there.
+#[test]
+fn the_h200_conflict_trace_says_what_happened_to_torch_profiler() {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native/conflict");
+    let text = stdout(&cutrace(&["report"], &fixture));
+    assert!(text.contains("records: 102 kernels"), "{text}");
+    assert!(text.contains("Notes from the recorder (2):"), "{text}");
+    assert!(
+        text.contains("tried to subscribe and got CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+        "{text}"
+    );
+    assert!(text.contains("nvidia/cu13/lib/libcupti.so.13"), "{text}");
+    assert!(text.contains("kernels: 102, attributed 102, orphans 0"), "{text}");
+    let v: Value =
+        serde_json::from_slice(&cutrace(&["report", "--format", "json"], &fixture).stdout).unwrap();
+    let notes = v["notes"].as_array().expect("notes array");
+    assert_eq!(notes.len(), 2);
+    assert!(notes.iter().all(|n| n["pid"] == 510));
+    assert!(notes[1]["text"]
+        .as_str()
+        .unwrap()
+        .contains("MULTIPLE_SUBSCRIBERS"));
+}

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Tables for BENCHMARKS.md from gpu/bench_overhead.py's JSON: for each variant, the median of
+per-repetition ratios (variant / untraced of the same repetition) with a 95 % bootstrap interval,
+and cutrace's paired ratio to each peer (cutrace / peer, same repetition).
+
+usage: overhead_stats.py BENCH.json [BENCH.json ...]   (several files of one kind are pooled,
+       repetition by repetition; say so when you quote a pooled figure)
+"""
+import json
+import random
+import statistics
+import sys
+
+PEERS = [
+    "floor (same kinds, records discarded)",
+    "Nsight Systems collector (-t cuda, no sampling)",
+    "NVIDIA cupti_trace_injection sample",
+    "torch.profiler (CPU+CUDA)",
+]
+
+
+def ci(xs, n=4000, seed=1):
+    rnd = random.Random(seed)
+    meds = sorted(statistics.median(rnd.choices(xs, k=len(xs))) for _ in range(n))
+    return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
+
+
+def main():
+    docs = [json.load(open(p)) for p in sys.argv[1:]]
+    kind = docs[0]["kind"]
+    metrics = ["us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "train_ms_per_step"]
+    names = [n for n in docs[0]["samples"] if all(n in d["samples"] for d in docs)]
+    reps = sum(min(len(d["samples"][n]) for n in names) for d in docs)
+    print(f"{kind}: {len(docs)} run(s), {reps} repetitions, variants alternated in each")
+    for m in metrics:
+        print(f"\n{m}")
+        print(f"| variant | median {m} | × untraced (per-rep median) | 95 % interval | range |")
+        print("|---|---|---|---|---|")
+        ratios = {}
+        for n in names:
+            xs, r = [], []
+            for d in docs:
+                s, u = d["samples"][n], d["samples"]["untraced"]
+                k = min(len(s), len(u))
+                xs += [x[m] for x in s[:k]]
+                r += [a[m] / b[m] for a, b in zip(s[:k], u[:k])]
+            ratios[n] = r
+            lo, hi = ci(r)
+            print(f"| {n} | {statistics.median(xs):.3f} | {statistics.median(r):.3f} | {lo:.3f}–{hi:.3f} | {min(r):.2f}–{max(r):.2f} |")
+        print(f"\ncutrace / peer, same repetition ({m})")
+        print("| peer | median | 95 % interval |")
+        print("|---|---|---|")
+        for p in PEERS:
+            if p not in names:
+                continue
+            pr = []
+            for d in docs:
+                a, b = d["samples"]["cutrace"], d["samples"][p]
+                pr += [x[m] / y[m] for x, y in zip(a, b)]
+            lo, hi = ci(pr)
+            print(f"| {p} | {statistics.median(pr):.3f} | {lo:.3f}–{hi:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
