@@ -209,7 +209,10 @@ fn the_h200_conflict_trace_says_what_happened_to_torch_profiler() {
         "{text}"
     );
     assert!(text.contains("nvidia/cu13/lib/libcupti.so.13"), "{text}");
-    assert!(text.contains("kernels: 102, attributed 102, orphans 0"), "{text}");
+    assert!(
+        text.contains("kernels: 102, attributed 102, orphans 0"),
+        "{text}"
+    );
     let v: Value =
         serde_json::from_slice(&cutrace(&["report", "--format", "json"], &fixture).stdout).unwrap();
     let notes = v["notes"].as_array().expect("notes array");
