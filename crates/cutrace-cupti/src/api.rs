@@ -16,6 +16,10 @@ pub type CallbackFn = unsafe extern "C" fn(*mut c_void, u32, u32, *const c_void)
 /// `CUpti_CallbackDomain` values.
 pub const CB_DOMAIN_DRIVER_API: u32 = 1;
 pub const CB_DOMAIN_RUNTIME_API: u32 = 2;
+/// Callback ids [`Cupti::callback_names`] asks about at most, and how many unnamed ids in a row
+/// end the walk (CUDA 13.0's tables end below 1,000; ids are dense, with short gaps).
+pub const MAX_CALLBACK_ID: u32 = 4096;
+pub const UNNAMED_IDS_THAT_END_A_WALK: u32 = 512;
 /// `CUPTI_ACTIVITY_FLAG_FLUSH_FORCED`.
 pub const FLUSH_FORCED: u32 = 1;
 /// `CUpti_ActivityAttribute` values used here.
@@ -235,6 +239,42 @@ impl Cupti {
             return None;
         }
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
+    /// Every callback id of `domain` that has a name, with the name, walking ids from 1 until
+    /// [`UNNAMED_IDS_THAT_END_A_WALK`] in a row have none (or [`MAX_CALLBACK_ID`]). Empty
+    /// without `cuptiGetCallbackName`.
+    pub fn callback_names(&self, domain: u32) -> Vec<(u32, String)> {
+        let mut out = Vec::new();
+        if self.get_callback_name.is_none() {
+            return out;
+        }
+        let mut misses = 0;
+        for cbid in 1..=MAX_CALLBACK_ID {
+            match self.callback_name(domain, cbid) {
+                Some(n) if !n.is_empty() => {
+                    out.push((cbid, n));
+                    misses = 0;
+                }
+                _ => {
+                    misses += 1;
+                    if misses >= UNNAMED_IDS_THAT_END_A_WALK {
+                        break;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// This CUPTI can name callback ids and enable RUNTIME (or DRIVER) records per id.
+    pub fn has_api_record_filter(&self, driver: bool) -> bool {
+        let per_id = if driver {
+            self.enable_driver_api.is_some()
+        } else {
+            self.enable_runtime_api.is_some()
+        };
+        per_id && self.get_callback_name.is_some()
     }
 
     /// Per-callback-id enabling of RUNTIME (or DRIVER) records, when this CUPTI has it.

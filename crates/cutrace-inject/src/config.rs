@@ -2,6 +2,8 @@
 
 use cutrace_cupti::activity::kind;
 
+use crate::api_filter::ApiMode;
+
 /// Activity kinds by their short names (`--kinds`), in enabling order.
 pub const KIND_NAMES: &[(&str, u32)] = &[
     ("kernel", kind::CONCURRENT_KERNEL),
@@ -37,6 +39,8 @@ pub struct Config {
     pub serialize_kernels: bool,
     /// When set, RUNTIME records only for these callback ids (cuptiActivityEnableRuntimeApi).
     pub runtime_cbids: Option<Vec<u32>>,
+    /// Which RUNTIME/DRIVER calls get records (`CUTRACE_API`, `cutrace record --api`).
+    pub api_mode: ApiMode,
     pub record_cmdline: bool,
     /// How long the exit handler waits for the writer.
     pub exit_deadline_ms: u64,
@@ -85,6 +89,15 @@ impl Config {
                 .filter_map(|x| x.trim().parse::<u32>().ok())
                 .collect::<Vec<_>>()
         });
+        let api_mode = match env("CUTRACE_API") {
+            None => ApiMode::All,
+            Some(s) => ApiMode::parse(&s).unwrap_or_else(|| {
+                notes.push(format!(
+                    "unknown CUTRACE_API '{s}' (all, lean, launches); recording all API calls"
+                ));
+                ApiMode::All
+            }),
+        };
         Config {
             output_dir: env("CUTRACE_OUTPUT_DIR")
                 .filter(|s| !s.is_empty())
@@ -97,6 +110,7 @@ impl Config {
             discard: env("CUTRACE_DISCARD").as_deref() == Some("1"),
             serialize_kernels,
             runtime_cbids,
+            api_mode,
             record_cmdline: env("CUTRACE_RECORD_CMDLINE").as_deref() == Some("1"),
             exit_deadline_ms: num("CUTRACE_EXIT_DEADLINE_MS", 10_000),
             flush_period_ms: num("CUTRACE_FLUSH_PERIOD_MS", 1_000).max(10),
@@ -116,6 +130,7 @@ mod tests {
         assert_eq!(c.kinds[0], kind::CONCURRENT_KERNEL);
         assert_eq!(c.buffer_bytes, 8 << 20);
         assert!(!c.discard);
+        assert_eq!(c.api_mode, ApiMode::All);
         let c = Config::from_env(&|k| match k {
             "CUTRACE_KINDS" => Some("kernel,bogus,runtime".into()),
             "CUTRACE_SERIALIZE_KERNELS" => Some("1".into()),
@@ -125,5 +140,14 @@ mod tests {
         assert_eq!(c.kinds, vec![kind::KERNEL, kind::RUNTIME]);
         assert_eq!(c.notes.len(), 2);
         assert_eq!(c.buffer_bytes, 8 << 20);
+        let api = |v: &str| {
+            let v = v.to_string();
+            Config::from_env(&move |k| (k == "CUTRACE_API").then(|| v.clone()))
+        };
+        assert_eq!(api("lean").api_mode, ApiMode::Lean);
+        assert_eq!(api("launches").api_mode, ApiMode::Launches);
+        let c = api("few");
+        assert_eq!(c.api_mode, ApiMode::All);
+        assert!(c.notes[0].contains("CUTRACE_API 'few'"), "{:?}", c.notes);
     }
 }

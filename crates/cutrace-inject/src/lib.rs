@@ -11,6 +11,7 @@
 //! Preloaded by `cutrace record`, the library also stands in front of libcupti for the program's
 //! own CUPTI users (`interpose.rs`), to tell them in one line why they get nothing.
 
+pub mod api_filter;
 pub mod config;
 pub mod decode;
 mod interpose;
@@ -31,6 +32,7 @@ use cutrace_cupti::api::Subscription;
 use cutrace_cupti::version::{check_pairing, Pairing};
 use cutrace_cupti::{api, explain, result_name, Cupti, CuptiError};
 
+use api_filter::{ApiMode, Outcome};
 use config::Config;
 use pool::Pool;
 
@@ -185,6 +187,8 @@ fn init() -> Result<(), String> {
         .register_callbacks(buffer_requested, buffer_completed)
         .map_err(|e| refusal("cuptiActivityRegisterCallbacks", &e))?;
     let mut enabled = Vec::new();
+    let mut filtered: [Option<Outcome>; 2] = [None, None];
+    let filter_api = config.api_mode != ApiMode::All;
     for &k in &config.kinds {
         let r = if k == kind::RUNTIME && config.runtime_cbids.is_some() {
             let mut r = Ok(());
@@ -193,7 +197,18 @@ fn init() -> Result<(), String> {
                     r = Err(e);
                 }
             }
+            if filter_api {
+                notes.push(format!(
+                    "CUTRACE_RUNTIME_CBIDS decides which runtime calls are recorded; --api {} \
+                     applies to driver calls only",
+                    config.api_mode.name()
+                ));
+            }
             r
+        } else if filter_api && (k == kind::RUNTIME || k == kind::DRIVER) {
+            let driver = k == kind::DRIVER;
+            enable_api_calls(&cupti, driver, config.api_mode, &mut notes)
+                .map(|o| filtered[usize::from(driver)] = o)
         } else {
             cupti.enable(k)
         };
@@ -207,6 +222,14 @@ fn init() -> Result<(), String> {
             }
             Err(e) => notes.push(format!("{} not enabled: {e}", kind::name(k))),
         }
+    }
+    if filtered.iter().any(Option::is_some) {
+        let [runtime, driver] = &filtered;
+        notes.push(api_filter::note(
+            config.api_mode,
+            runtime.as_ref(),
+            driver.as_ref(),
+        ));
     }
     if cupti.enable(kind::DEVICE).is_err() {
         notes.push("CUPTI_ACTIVITY_KIND_DEVICE not enabled: no device properties".into());
@@ -249,6 +272,73 @@ fn init() -> Result<(), String> {
     }
     claim.keep();
     Ok(())
+}
+
+/// Enables RUNTIME (or DRIVER) records for the calls `mode` keeps, one callback id at a time,
+/// instead of the whole kind. `Some` with what was left out; `None` when the whole kind was
+/// enabled instead (this CUPTI cannot filter, or refused an id), after a note saying so: the
+/// fallback records too much, never too little.
+fn enable_api_calls(
+    cupti: &Cupti,
+    driver: bool,
+    mode: ApiMode,
+    notes: &mut Vec<String>,
+) -> Result<Option<Outcome>, CuptiError> {
+    let (what, k, domain, call) = if driver {
+        (
+            "driver",
+            kind::DRIVER,
+            api::CB_DOMAIN_DRIVER_API,
+            "cuptiActivityEnableDriverApi",
+        )
+    } else {
+        (
+            "runtime",
+            kind::RUNTIME,
+            api::CB_DOMAIN_RUNTIME_API,
+            "cuptiActivityEnableRuntimeApi",
+        )
+    };
+    let mut whole = |why: String| {
+        notes.push(format!(
+            "api records: --api {} not applied to {what} calls, all of them are recorded: {why}",
+            mode.name()
+        ));
+        cupti.enable(k).map(|()| None)
+    };
+    if !cupti.has_api_record_filter(driver) {
+        return whole(format!(
+            "this libcupti ({}) lacks {call} or cuptiGetCallbackName",
+            cupti.path
+        ));
+    }
+    let names = cupti.callback_names(domain);
+    if names.is_empty() {
+        return whole("cuptiGetCallbackName named no callback id".into());
+    }
+    let (ids, mut outcome) = api_filter::split(mode, &names);
+    for (cbid, name) in &ids {
+        if let Err(e) = cupti.enable_api_record(driver, *cbid, true) {
+            if is_fatal(&e) {
+                let _ = cupti.disable(k);
+                return Err(e);
+            }
+            // A call that launches or copies nothing may go unrecorded (the note names it);
+            // one that device records point back to may not: then the whole kind.
+            if !api_filter::is_launch_or_copy(name) {
+                if !outcome.refused_names.contains(name) {
+                    outcome.refused_names.push(name.clone());
+                }
+                continue;
+            }
+            let why = match e.code() {
+                Some(code) => format!("{call}({cbid}, {name}) returned {}", result_name(code)),
+                None => format!("{call}({cbid}, {name}) failed: {e}"),
+            };
+            return whole(why);
+        }
+    }
+    Ok(Some(outcome))
 }
 
 /// cutrace is recording in this process.

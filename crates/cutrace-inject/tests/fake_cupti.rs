@@ -13,14 +13,28 @@ fn build_fake() -> Option<PathBuf> {
 
 /// Runs this test binary's `child` test in a new process with the given environment.
 fn run_child(mode: &str, lib: &Path, out_dir: &Path) -> std::process::Output {
-    Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+    run_child_env(mode, lib, out_dir, &[])
+}
+
+fn run_child_env(
+    mode: &str,
+    lib: &Path,
+    out_dir: &Path,
+    env: &[(&str, &str)],
+) -> std::process::Output {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env("CUTRACE_INJECT_CHILD", "1")
         .env("FAKE_CUPTI_MODE", mode)
         .env("CUTRACE_CUPTI_LIB", lib)
         .env("CUTRACE_OUTPUT_DIR", out_dir)
-        .output()
-        .unwrap()
+        .env_remove("CUTRACE_API")
+        .env_remove("CUTRACE_RUNTIME_CBIDS")
+        .env_remove("FAKE_CUPTI_LOG");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
 }
 
 #[test]
@@ -111,4 +125,221 @@ fn old_cupti_is_refused_with_both_versions() {
         "{}",
         lines[0]
     );
+}
+
+/// What the injection asked the fake CUPTI to record with `--api MODE` (`CUTRACE_API`):
+/// the kinds enabled whole, the runtime and driver callback ids enabled one by one, and the
+/// one part's trace and header.
+struct ApiRun {
+    whole_kinds: Vec<u32>,
+    runtime_ids: Vec<u32>,
+    driver_ids: Vec<u32>,
+    trace: cutrace_trace::model::Trace,
+    header: cutrace_trace::native::Header,
+}
+
+fn api_run(name: &str, lib: &Path, fake_mode: &str, api: &str) -> ApiRun {
+    let dir = std::env::temp_dir().join(format!("cutrace-fake-api-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cupti.log");
+    let out = dir.join("trace");
+    let log_s = log.to_str().unwrap();
+    let o = run_child_env(
+        fake_mode,
+        lib,
+        &out,
+        &[("CUTRACE_API", api), ("FAKE_CUPTI_LOG", log_s)],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(cutrace_lines(&o).is_empty(), "{:?}", cutrace_lines(&o));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut r = ApiRun {
+        whole_kinds: Vec::new(),
+        runtime_ids: Vec::new(),
+        driver_ids: Vec::new(),
+        trace: Default::default(),
+        header: Default::default(),
+    };
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        let n: u32 = f[1].parse().unwrap();
+        match f[0] {
+            "enable" => r.whole_kinds.push(n),
+            "runtime_api" => r.runtime_ids.push(n),
+            "driver_api" => r.driver_ids.push(n),
+            other => panic!("unexpected log line {other}"),
+        }
+        if f.len() > 2 {
+            assert_eq!(f[2], "1", "{line}: only enabling is asked for");
+        }
+    }
+    let parts: Vec<PathBuf> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let (t, h) = cutrace_trace::native::read_file(&parts[0], &mut |_, _| {}).unwrap();
+    r.trace = t;
+    r.header = h;
+    let _ = std::fs::remove_dir_all(&dir);
+    r
+}
+
+const RUNTIME: u32 = cutrace_cupti::activity::kind::RUNTIME;
+const DRIVER: u32 = cutrace_cupti::activity::kind::DRIVER;
+
+fn api_note(h: &cutrace_trace::native::Header) -> Option<&String> {
+    h.notes.iter().find(|n| n.starts_with("api records"))
+}
+
+/// Kernels still join their launch calls: the correlation a mode must never lose.
+fn assert_kernels_joined(r: &ApiRun) {
+    assert_eq!(r.trace.kernels.len(), 3);
+    assert_eq!(r.trace.api_calls.len(), 3);
+    let mut launch: Vec<u64> = r.trace.api_calls.iter().map(|a| a.correlation_id).collect();
+    let mut kern: Vec<u64> = r.trace.kernels.iter().map(|k| k.correlation_id).collect();
+    launch.sort();
+    kern.sort();
+    assert_eq!(launch, kern);
+}
+
+#[test]
+fn api_all_enables_whole_kinds_and_no_callback_ids() {
+    let Some(lib) = build_fake() else { return };
+    let r = api_run("all", &lib, "0", "all");
+    assert!(r.whole_kinds.contains(&RUNTIME) && r.whole_kinds.contains(&DRIVER));
+    assert!(r.runtime_ids.is_empty() && r.driver_ids.is_empty());
+    assert!(api_note(&r.header).is_none(), "{:?}", r.header.notes);
+    assert_kernels_joined(&r);
+}
+
+#[test]
+fn api_lean_enables_every_callback_id_but_the_queries() {
+    let Some(lib) = build_fake() else { return };
+    let r = api_run("lean", &lib, "0", "lean");
+    assert!(!r.whole_kinds.contains(&RUNTIME) && !r.whole_kinds.contains(&DRIVER));
+    // The fake names runtime 10, 17 (queries), 41, 131, 211; driver 245, 307, 392, 719 (queries).
+    assert_eq!(r.runtime_ids, vec![41, 131, 211]);
+    assert_eq!(r.driver_ids, vec![245, 307]);
+    // The other kinds are untouched, and the header still lists the API kinds.
+    assert!(r
+        .whole_kinds
+        .contains(&cutrace_cupti::activity::kind::CONCURRENT_KERNEL));
+    assert!(
+        r.header.kinds.iter().any(|k| k.contains("RUNTIME")),
+        "{:?}",
+        r.header.kinds
+    );
+    let note = api_note(&r.header).expect("a note names what lean leaves out");
+    assert!(note.starts_with("api records: lean"), "{note}");
+    assert!(note.contains("2 runtime and 2 driver"), "{note}");
+    for n in [
+        "cudaGetLastError",
+        "cudaGetDevice",
+        "cuDevicePrimaryCtxGetState",
+        "cuKernelGetName",
+    ] {
+        assert!(note.contains(n), "{note}");
+    }
+    assert_kernels_joined(&r);
+}
+
+#[test]
+fn api_launches_enables_only_launch_and_copy_callback_ids() {
+    let Some(lib) = build_fake() else { return };
+    let r = api_run("launches", &lib, "0", "launches");
+    assert!(!r.whole_kinds.contains(&RUNTIME) && !r.whole_kinds.contains(&DRIVER));
+    assert_eq!(r.runtime_ids, vec![41, 211]);
+    assert_eq!(r.driver_ids, vec![307]);
+    let note = api_note(&r.header).expect("a note says only launches are recorded");
+    assert!(note.starts_with("api records: launches"), "{note}");
+    assert!(note.contains("cudaLaunchKernel"), "{note}");
+    assert_kernels_joined(&r);
+}
+
+#[test]
+fn api_filter_falls_back_to_whole_kinds_when_cupti_cannot_filter_launches() {
+    let Some(p) = util::programs() else { return };
+    // A libcupti without cuptiActivityEnableRuntimeApi/DriverApi.
+    let r = api_run("nosym", &p.fake_cupti_no_filter, "0", "lean");
+    assert!(r.whole_kinds.contains(&RUNTIME) && r.whole_kinds.contains(&DRIVER));
+    assert!(r.runtime_ids.is_empty() && r.driver_ids.is_empty());
+    let fallbacks: Vec<&String> = r
+        .header
+        .notes
+        .iter()
+        .filter(|n| n.contains("not applied") && n.contains("lacks"))
+        .collect();
+    assert_eq!(fallbacks.len(), 2, "{:?}", r.header.notes);
+    assert!(!r
+        .header
+        .notes
+        .iter()
+        .any(|n| n.starts_with("api records: lean")));
+    assert_kernels_joined(&r);
+    // A libcupti that refuses the per-id enables (mode 6).
+    let r = api_run("refused", &p.fake_cupti, "6", "launches");
+    assert!(r.whole_kinds.contains(&RUNTIME) && r.whole_kinds.contains(&DRIVER));
+    assert!(
+        r.header
+            .notes
+            .iter()
+            .filter(|n| n.contains("not applied") && n.contains("CUPTI_ERROR_NOT_SUPPORTED"))
+            .count()
+            == 2,
+        "{:?}",
+        r.header.notes
+    );
+    assert_kernels_joined(&r);
+    // A libcupti that refuses only ids that launch or copy nothing (mode 7: 131
+    // cudaStreamSynchronize, 245 cuMemAlloc_v2): the filter stays, the note names them.
+    let r = api_run("some", &p.fake_cupti, "7", "lean");
+    assert!(!r.whole_kinds.contains(&RUNTIME) && !r.whole_kinds.contains(&DRIVER));
+    assert_eq!(r.runtime_ids, vec![41, 131, 211]);
+    assert_eq!(r.driver_ids, vec![245, 307]);
+    let note = api_note(&r.header).expect("a lean note");
+    assert!(
+        note.ends_with(
+            "; CUPTI refused to enable 2 more, not recorded either: cudaStreamSynchronize, \
+             cuMemAlloc"
+        ),
+        "{note}"
+    );
+    assert_kernels_joined(&r);
+}
+
+#[test]
+fn runtime_cbids_still_choose_the_runtime_ids() {
+    let Some(lib) = build_fake() else { return };
+    let dir = std::env::temp_dir().join(format!("cutrace-fake-cbids-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cupti.log");
+    let o = run_child_env(
+        "0",
+        &lib,
+        &dir.join("trace"),
+        &[
+            ("CUTRACE_RUNTIME_CBIDS", "41,211"),
+            ("FAKE_CUPTI_LOG", log.to_str().unwrap()),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines.contains(&"runtime_api 41 1") && lines.contains(&"runtime_api 211 1"));
+    assert!(
+        !lines.contains(&format!("enable {RUNTIME}").as_str()),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&format!("enable {DRIVER}").as_str()),
+        "{lines:?}"
+    );
+    assert!(
+        !lines.iter().any(|l| l.starts_with("driver_api")),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -123,6 +123,64 @@ fn program_gets_the_injection_library_first_in_ld_preload() {
     );
 }
 
+/// `--api` reaches the injection as CUTRACE_API, always set (default `all`) so a value left in
+/// the environment does not choose; an unknown mode is refused; `--help` says what each does.
+#[test]
+fn api_mode_reaches_the_program_and_is_explained() {
+    let (dir, lib) = setup("api");
+    for (flag, want) in [
+        (None, "all"),
+        (Some("lean"), "lean"),
+        (Some("launches"), "launches"),
+    ] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
+        c.env("CUTRACE_INJECT_LIB", &lib)
+            .env("CUTRACE_API", "launches-left-over")
+            .env_remove("CUDA_INJECTION64_PATH")
+            .args(["record", "-o"])
+            .arg(dir.join("trace"));
+        if let Some(m) = flag {
+            c.args(["--api", m]);
+        }
+        let out = c
+            .args(["--", "sh", "-c", "echo \"[$CUTRACE_API]\""])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("[{want}]")
+        );
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", &lib)
+        .args(["record", "--api", "few", "--", "true"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("lean"));
+    let help = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["record", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    for s in [
+        "join their launching call by correlation id",
+        "- all: Every API call",
+        "- lean: Every call except",
+        "cudaGetDevice, cudaGetLastError, cuDevicePrimaryCtxGetState, cuKernelGetName",
+        "- launches: Only calls that launch work",
+    ] {
+        assert!(words.contains(s), "{s}: {help}");
+    }
+}
+
 #[test]
 fn death_by_signal_passes_through() {
     let (dir, lib) = setup("sig");

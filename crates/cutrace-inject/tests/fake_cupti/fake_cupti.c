@@ -8,12 +8,20 @@
  * 3 = as 0, but the first cuptiActivityRegisterCallbacks (cutrace's) fails with
  *     CUPTI_ERROR_UNKNOWN;
  * 4 = as 0, but every cuptiActivityEnable fails with CUPTI_ERROR_NOT_INITIALIZED;
- * 5 = as 3, and cuptiUnsubscribe fails with CUPTI_ERROR_INVALID_OPERATION.
+ * 5 = as 3, and cuptiUnsubscribe fails with CUPTI_ERROR_INVALID_OPERATION;
+ * 6 = as 0, but cuptiActivityEnableRuntimeApi/DriverApi fail with CUPTI_ERROR_NOT_SUPPORTED;
+ * 7 = as 0, but they fail (CUPTI_ERROR_INVALID_PARAMETER) for cudaStreamSynchronize (131) and
+ *     cuMemAlloc_v2 (245) only.
+ * cuptiGetCallbackName knows a few real ids per domain (table below) and fails on the rest.
+ * With FAKE_CUPTI_LOG=FILE, cuptiActivityEnable and the per-callback-id enables append a line
+ * each to FILE ("enable KIND", "runtime_api CBID ON", "driver_api CBID ON"). Built with
+ * -DFAKE_NO_API_FILTER, the per-callback-id enables are absent, as in a CUPTI without them.
  * Record layouts: CUpti_ActivityAPI
  * (40 bytes) and CUpti_ActivityKernel10 (216 bytes), offsets as in the CUPTI 13 headers.
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,12 +68,54 @@ int fake_cupti_calls(const char *name) {
   if (!strcmp(name, "cuptiUnsubscribe")) return g_unsubscribe_calls;
   return -1;
 }
-int cuptiActivityEnable(uint32_t k) { (void)k; return mode() == 4 ? 15 : 0; }
+static void log_line(const char *what, uint32_t a, int b) {
+  const char *path = getenv("FAKE_CUPTI_LOG");
+  if (!path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  if (b < 0) fprintf(f, "%s %u\n", what, a);
+  else fprintf(f, "%s %u %d\n", what, a, b);
+  fclose(f);
+}
+int cuptiActivityEnable(uint32_t k) {
+  log_line("enable", k, -1);
+  return mode() == 4 ? 15 : 0;
+}
+#ifndef FAKE_NO_API_FILTER
+int cuptiActivityEnableRuntimeApi(uint32_t cbid, uint8_t on) {
+  log_line("runtime_api", cbid, on);
+  if (mode() == 7 && cbid == 131) return 1;
+  return mode() == 6 ? 27 : 0;
+}
+int cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t on) {
+  log_line("driver_api", cbid, on);
+  if (mode() == 7 && cbid == 245) return 1;
+  return mode() == 6 ? 27 : 0;
+}
+#endif
 int cuptiActivityDisable(uint32_t k) { (void)k; return 0; }
 int cuptiActivitySetAttribute(uint32_t a, size_t *s, void *v) { (void)a; (void)s; (void)v; return 0; }
 int cuptiGetTimestamp(uint64_t *t) { *t = 1000; return 0; }
+/* Callback ids as CUDA 13.0's CUPTI numbers them (cuMemAlloc_v2's is made up). */
+static const struct { uint32_t dom, cbid; const char *name; } g_names[] = {
+  {2, 10, "cudaGetLastError_v3020"},
+  {2, 17, "cudaGetDevice_v3020"},
+  {2, 41, "cudaMemcpyAsync_v3020"},
+  {2, 131, "cudaStreamSynchronize_v3020"},
+  {2, 211, "cudaLaunchKernel_v7000"},
+  {1, 245, "cuMemAlloc_v2"},
+  {1, 307, "cuLaunchKernel"},
+  {1, 392, "cuDevicePrimaryCtxGetState"},
+  {1, 719, "cuKernelGetName"},
+};
 int cuptiGetCallbackName(uint32_t dom, uint32_t cbid, const char **n) {
-  (void)dom; (void)cbid; *n = "cudaLaunchKernel_v7000"; return 0;
+  for (size_t i = 0; i < sizeof g_names / sizeof g_names[0]; i++) {
+    if (g_names[i].dom == dom && g_names[i].cbid == cbid) {
+      *n = g_names[i].name;
+      return 0;
+    }
+  }
+  return 1; /* CUPTI_ERROR_INVALID_PARAMETER */
 }
 int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
 

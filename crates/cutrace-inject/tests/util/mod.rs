@@ -9,6 +9,8 @@ use std::sync::OnceLock;
 
 pub struct Programs {
     pub fake_cupti: PathBuf,
+    /// The same fake without cuptiActivityEnableRuntimeApi/DriverApi (`-DFAKE_NO_API_FILTER`).
+    pub fake_cupti_no_filter: PathBuf,
     pub tool: PathBuf,
     pub host: PathBuf,
 }
@@ -39,9 +41,10 @@ fn cc(args: &[&std::ffi::OsStr]) -> bool {
 
 fn build_once() -> Option<Programs> {
     let out = std::env::temp_dir().join(format!("cutrace-fake-cupti-{}", std::process::id()));
-    std::fs::create_dir_all(&out).ok()?;
+    std::fs::create_dir_all(out.join("nofilter")).ok()?;
     let p = Programs {
         fake_cupti: out.join("libcupti.so.13"),
+        fake_cupti_no_filter: out.join("nofilter/libcupti.so.13"),
         tool: out.join("libfaketool.so"),
         host: out.join("host"),
     };
@@ -53,6 +56,15 @@ fn build_once() -> Option<Programs> {
         "-Wl,-soname,libcupti.so.13".as_ref(),
         "-o".as_ref(),
         p.fake_cupti.as_os_str(),
+        src("fake_cupti.c").as_os_str(),
+    ]) && cc(&[
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-O1".as_ref(),
+        "-DFAKE_NO_API_FILTER".as_ref(),
+        "-Wl,-soname,libcupti.so.13".as_ref(),
+        "-o".as_ref(),
+        p.fake_cupti_no_filter.as_os_str(),
         src("fake_cupti.c").as_os_str(),
     ]) && cc(&[
         "-shared".as_ref(),

@@ -39,6 +39,31 @@ pub const KINDS: &[(&str, &str)] = &[
     ("overhead", "time CUPTI itself spent"),
 ];
 
+/// Which CUDA runtime/driver API calls get a record (`--api`; the injection reads `CUTRACE_API`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApiRecords {
+    /// Every API call.
+    All,
+    /// Every call except ~60 state queries that launch, move, allocate and synchronize nothing
+    /// (cudaGetDevice, cudaGetLastError, cuDevicePrimaryCtxGetState, cuKernelGetName, ...): most
+    /// of an eager PyTorch op's API records. The trace notes list what was left out.
+    Lean,
+    /// Only calls that launch work (kernels, host functions, graphs) or copy, set or prefetch
+    /// memory; allocations, synchronizations, creations and queries are not recorded.
+    Launches,
+}
+
+impl ApiRecords {
+    /// The value of `CUTRACE_API`.
+    pub fn env_value(self) -> &'static str {
+        match self {
+            ApiRecords::All => "all",
+            ApiRecords::Lean => "lean",
+            ApiRecords::Launches => "launches",
+        }
+    }
+}
+
 /// Trace a CUDA program with no code change.
 ///
 /// The trace is a directory: each CUDA process writes its own part, HOST-PID.cutrace (never
@@ -60,6 +85,11 @@ pub struct Args {
     /// CUPTI activity buffer size in MiB (1–10).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10))]
     buffer_size: u32,
+    /// Which API calls of the runtime/driver kinds are recorded. Every mode keeps the calls that
+    /// launch kernels or copy/set memory, so kernels, copies and memsets still join their
+    /// launching call by correlation id.
+    #[arg(long, value_enum, default_value_t = ApiRecords::All)]
+    api: ApiRecords,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
     #[arg(long)]
     serialize_kernels: bool,
@@ -216,6 +246,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         args.record_cmdline,
         args.discard,
     );
+    // Always set, so a CUTRACE_API left in the environment does not choose for the user.
+    env.push(("CUTRACE_API".into(), args.api.env_value().into()));
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {
         // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti. The bare
@@ -309,6 +341,18 @@ mod tests {
         assert_eq!(get("CUTRACE_BUFFER_BYTES").unwrap(), "4194304");
         assert_eq!(get("CUTRACE_RECORD_CMDLINE").unwrap(), "1");
         assert!(get("CUTRACE_DISCARD").is_none());
+    }
+
+    #[test]
+    fn api_modes_reach_the_injection_by_their_names() {
+        use clap::ValueEnum;
+        // The injection parses these names (cutrace-inject's ApiMode::parse).
+        for m in ApiRecords::value_variants() {
+            let shown = m.to_possible_value().unwrap();
+            assert_eq!(shown.get_name(), m.env_value());
+        }
+        assert_eq!(ApiRecords::Lean.env_value(), "lean");
+        assert_eq!(ApiRecords::Launches.env_value(), "launches");
     }
 
     #[test]
