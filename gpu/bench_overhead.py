@@ -44,6 +44,9 @@ def variants():
     }
     v["cutrace without the driver kind"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
     v["floor without the driver kind"] = (rec(["--discard", "--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
+    # API records without the state queries (cudaGetDevice & co.; see `cutrace record --help`).
+    v["cutrace --api lean"] = (rec(["--api", "lean"]), {})
+    v["floor --api lean"] = (rec(["--discard", "--api", "lean"]), {})
     if kind == "cpp":
         v["cutrace without the runtime kind"] = (rec(["--kinds", "kernel,driver,memcpy,memset,sync,nvtx,overhead"]), {})
     cb = os.environ.get("LAUNCH_CBIDS")

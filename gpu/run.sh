@@ -123,6 +123,13 @@ if has torch_steps; then
   "$CT" convert "$W/steps.trace" --csv "$W/steps.csv" 2>> "$W/logs/steps.err"
   a=$(tail -1 "$W/logs/steps_prof.out"); b=$(python3 "$G/torch_steps_check.py" "$W/steps.csv" 2>&1 | tail -1)
   echo "{\"mode\":\"torch_steps\",\"profiler\":$a,\"cutrace\":$b}" >> "$R"
+  # The same steps with --api lean: every kernel must still join its launch (runtime and driver).
+  "$CT" record --api lean -o "$W/steps_lean.trace" -- python3 "$G/torch_steps.py" > "$W/logs/steps_lean.out" 2> "$W/logs/steps_lean.err"
+  "$CT" convert "$W/steps_lean.trace" --csv "$W/steps_lean.csv" 2>> "$W/logs/steps_lean.err"
+  "$CT" report "$W/steps_lean.trace" > "$W/logs/steps_lean.report.txt" 2>&1
+  c=$(python3 "$G/torch_steps_check.py" "$W/steps_lean.csv" 2>&1 | tail -1)
+  echo "{\"mode\":\"torch_steps_api_lean\",\"profiler\":$a,\"cutrace\":$c}" >> "$R"
+  mkdir -p "$W/fix/steps_lean"; cp "$W/steps_lean.trace"/*.cutrace "$W/fix/steps_lean/" 2>/dev/null
 fi
 
 if has peers || has bench_cpp || has bench_torch; then

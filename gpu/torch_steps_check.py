@@ -20,6 +20,7 @@ print(json.dumps({
     "cutrace_kernels_in_steps": sum(1 for r in k if int(r["correlation_id"]) in inside),
     "kernels_total": len(k),
     "orphans": sum(1 for r in k if int(r["correlation_id"]) not in corr),
+    "api_records": len(api),
     "launch_api_in_steps": dict(__import__("collections").Counter(
         by_corr[int(r["correlation_id"])] for r in k if int(r["correlation_id"]) in inside)),
 }))
