@@ -1,6 +1,15 @@
 //! The audit on real ELF files built with `cc` at test time: one importing Event and Metric API
 //! functions, one clean, one "bundled libcupti".
 
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
 use cutrace_doctor::audit::{audit, Removal};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,7 +36,7 @@ fn cc_shared(dir: &Path, name: &str, src: &str, extra: &[&str]) -> Option<PathBu
         Ok(s) if s.success() => Some(out),
         Ok(s) => panic!("cc failed ({s}) building {name}"),
         Err(e) => {
-            eprintln!("SKIPPED: no C compiler `cc` to build test ELF files ({e}); install gcc to run this test");
+            loud!("SKIPPED: no C compiler `cc` to build test ELF files ({e}); install gcc to run this test");
             None
         }
     }

@@ -1,5 +1,14 @@
 //! `cutrace audit` end to end on ELF files built with `cc` at test time.
 
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -21,7 +30,7 @@ fn build(dir: &std::path::Path, name: &str, src: &str) -> Option<PathBuf> {
         Ok(s) if s.success() => Some(out),
         Ok(s) => panic!("cc failed: {s}"),
         Err(e) => {
-            eprintln!("SKIPPED: no C compiler `cc` ({e}); install gcc to run the audit CLI test");
+            loud!("SKIPPED: no C compiler `cc` ({e}); install gcc to run the audit CLI test");
             None
         }
     }

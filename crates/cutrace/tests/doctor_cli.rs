@@ -1,5 +1,14 @@
 //! `cutrace doctor` end to end on the doctor crate's fixture trees: exit status and output.
 
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -91,7 +100,7 @@ fn a_missing_root_is_a_usage_error() {
 #[test]
 fn probe_without_libcuda_reports_it() {
     if std::path::Path::new("/proc/driver/nvidia/version").exists() {
-        eprintln!(
+        loud!(
             "SKIPPED: this machine has an NVIDIA driver; the no-libcuda path cannot be shown here"
         );
         return;
@@ -166,9 +175,7 @@ fn build_fakes(dir: &std::path::Path) -> bool {
             Ok(s) if s.success() => {}
             Ok(s) => panic!("cc failed: {s}"),
             Err(e) => {
-                eprintln!(
-                    "SKIPPED: no C compiler `cc` to build the stand-in libcuda/libcupti ({e})"
-                );
+                loud!("SKIPPED: no C compiler `cc` to build the stand-in libcuda/libcupti ({e})");
                 return false;
             }
         }

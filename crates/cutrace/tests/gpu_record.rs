@@ -6,6 +6,15 @@
 //! why. The H200 runs the full set through gpu/run.sh, whose traces are committed as fixtures
 //! (tests/fixtures/native) that the other tests check without a GPU.
 
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -39,7 +48,7 @@ fn missing_gpu() -> Option<String> {
 #[test]
 fn record_two_streams_on_a_real_gpu() {
     if let Some(why) = missing_gpu() {
-        eprintln!(
+        loud!(
             "SKIPPED (GPU test): {why}; on a GPU machine this test, and gpu/run.sh, run for real"
         );
         return;

@@ -2,6 +2,15 @@
 //! under tests/fixtures/kineto) and on a synthetic one must agree exactly with an independent
 //! computation: tests/oracle/kineto_oracle.py (Python, decimal.Decimal, event sweep).
 
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -119,7 +128,7 @@ fn compare(py: &str, trace: &Path) {
 #[test]
 fn real_h200_traces_agree_exactly_with_the_oracle() {
     let Some(py) = python() else {
-        eprintln!("SKIPPED: no python3 on PATH; the oracle comparison needs it");
+        loud!("SKIPPED: no python3 on PATH; the oracle comparison needs it");
         return;
     };
     let mut n = 0;
@@ -136,7 +145,7 @@ fn real_h200_traces_agree_exactly_with_the_oracle() {
 #[test]
 fn synthetic_overlapping_trace_agrees_exactly_with_the_oracle() {
     let Some(py) = python() else {
-        eprintln!("SKIPPED: no python3 on PATH; the oracle comparison needs it");
+        loud!("SKIPPED: no python3 on PATH; the oracle comparison needs it");
         return;
     };
     let dir = std::env::temp_dir().join(format!("cutrace-oracle-{}", std::process::id()));

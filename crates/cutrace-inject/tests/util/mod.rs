@@ -2,6 +2,14 @@
 //! a fake libcupti.so.13, a CUPTI tool library linked against it, and a host program. Tests skip
 //! themselves, loudly, where no C compiler is found.
 #![allow(dead_code)]
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -26,14 +34,14 @@ fn cc(args: &[&std::ffi::OsStr]) -> bool {
     match Command::new(&cc).args(args).output() {
         Ok(o) if o.status.success() => true,
         Ok(o) => {
-            eprintln!(
+            loud!(
                 "SKIPPED: {cc} failed on the C stand-ins: {}",
                 String::from_utf8_lossy(&o.stderr)
             );
             false
         }
         Err(e) => {
-            eprintln!("SKIPPED: no C compiler ({cc}: {e}) to build the fake libcupti");
+            loud!("SKIPPED: no C compiler ({cc}: {e}) to build the fake libcupti");
             false
         }
     }
@@ -91,7 +99,7 @@ pub fn programs() -> Option<&'static Programs> {
     static BUILT: OnceLock<Option<Programs>> = OnceLock::new();
     let p = BUILT.get_or_init(build_once).as_ref();
     if p.is_none() {
-        eprintln!("SKIPPED: the C stand-ins could not be built (see above)");
+        loud!("SKIPPED: the C stand-ins could not be built (see above)");
     }
     p
 }
