@@ -9,6 +9,10 @@ use std::path::PathBuf;
 ///
 /// Exit status: 1 when a dropped API is found, 0 otherwise, 2 on a usage error.
 #[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace audit /opt/app/bin/server                      one binary
+  cutrace audit $(python3 -c 'import site; print(site.getsitepackages()[0])')   a whole Python environment
+  cutrace audit /opt --format json                       for scripts"#)]
 pub struct Args {
     /// Files or directories to scan.
     #[arg(required = true, value_name = "PATH")]

@@ -11,6 +11,10 @@ use std::time::Duration;
 /// reservation; while DCGM watches profiling metrics the others get CUPTI_ERROR_HARDWARE_BUSY.
 /// While paused, DCGM publishes BLANK values for profiling metrics.
 #[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace dcgm run -- ncu --metrics sm__cycles_elapsed.avg ./app   pause, run, always resume
+  cutrace dcgm pause --for 10m                                      pause; a watchdog resumes
+  cutrace dcgm resume                                               resume now"#)]
 pub struct Args {
     #[command(subcommand)]
     action: Action,

@@ -9,6 +9,11 @@ use std::path::PathBuf;
 /// Exit status: 0 when tracing and counters are both available, 1 when counters are not, 2 when
 /// even tracing is not.
 #[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace doctor                      checks this machine; exit 0 / 1 / 2 as above
+  cutrace doctor --probe              also opens a real Range Profiler session on each GPU
+  cutrace doctor --format json        for scripts and fleet checks
+  cutrace doctor --root /mnt/snap     checks a copied /proc, /sys, /etc tree (another node's)"#)]
 pub struct Args {
     /// Read every file under DIR instead of `/` (a fixture tree, a mounted image, a container's root).
     #[arg(long, value_name = "DIR", default_value = "/")]

@@ -70,6 +70,17 @@ impl ApiRecords {
 /// overwriting another). Read it with `cutrace report DIR`. The program's output, signals and
 /// exit status are passed through unchanged.
 #[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace record -o run1 -- ./my_app --size 4096            a CUDA C++ program
+  cutrace record -o run1 -- python3 train.py                 PyTorch, no code change
+  cutrace record -o run1 -- torchrun --nproc-per-node 8 train.py   one part per worker process
+  cutrace record --api lean -o run1 -- python3 train.py      fewer API records (no state queries)
+  cutrace report run1                                        then read it
+
+The runtime kind is what joins kernels launched through the CUDA runtime to their launch call
+(with the driver kind alone, every such kernel is an orphan); the driver kind adds programs that
+launch through the driver API (Triton, JAX, CuPy raw kernels). A program that starts its own
+CUPTI tool (torch.profiler, Nsight) while traced: cutrace keeps tracing, and says so once."#)]
 pub struct Args {
     /// Trace directory (created if missing); one part per CUDA process is written into it.
     #[arg(short, long, default_value = "cutrace-trace")]

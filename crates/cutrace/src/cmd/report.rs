@@ -23,6 +23,11 @@ use cutrace_trace::Trace;
 /// without one are counted as orphans. Lost data (dropped records, an incomplete trace, events
 /// the importer skipped) is always reported.
 #[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace report trace.json.gz                 torch.profiler (Kineto) trace: busy, idle, gaps, kernels
+  cutrace report run1/                         a `cutrace record` trace directory (all processes)
+  cutrace report run1/ --from 2s --to 2.5s     only that half second after the trace start
+  cutrace report trace.json --format json | jq '.devices[0].busy_ns'"#)]
 pub struct Args {
     /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
     /// (`.json` or `.json.gz`).
