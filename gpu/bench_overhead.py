@@ -70,6 +70,9 @@ def variants():
         # CUDA tracing only, no CPU sampling or context switches: the collector's cheapest way to
         # get what cutrace records.
         v["Nsight Systems collector (-t cuda, no sampling)"] = ([os.environ["NSYS"], "profile", "-t", "cuda", "-s", "none", "--cpuctxsw=none", "--force-overwrite=true", "-o", "{dir}/nsys"], {})
+        # nsys skips "non-critical" CUDA APIs unless told otherwise (--cuda-trace-all-apis,
+        # default false): this is the variant that records every call, as `cutrace --api all`.
+        v["Nsight Systems collector, all APIs"] = ([os.environ["NSYS"], "profile", "-t", "cuda", "-s", "none", "--cpuctxsw=none", "--cuda-trace-all-apis=true", "--force-overwrite=true", "-o", "{dir}/nsys"], {})
     if kind == "torch":
         v["torch.profiler (CPU+CUDA)"] = ([], {"_profiler": "1"})
     only = os.environ.get("BENCH_ONLY")
