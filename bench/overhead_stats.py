@@ -13,7 +13,9 @@ import sys
 
 PEERS = [
     "floor (same kinds, records discarded)",
+    "floor --api lean",
     "Nsight Systems collector (-t cuda, no sampling)",
+    "Nsight Systems collector, all APIs",
     "NVIDIA cupti_trace_injection sample",
     "torch.profiler (CPU+CUDA)",
 ]
@@ -29,6 +31,7 @@ def main():
     docs = [json.load(open(p)) for p in sys.argv[1:]]
     kind = docs[0]["kind"]
     metrics = ["us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "train_ms_per_step"]
+    metrics = [m for m in metrics if any(m in x for d in docs for s in d["samples"].values() for x in s)]
     names = [n for n in docs[0]["samples"] if all(n in d["samples"] for d in docs)]
     reps = sum(min(len(d["samples"][n]) for n in names) for d in docs)
     print(f"{kind}: {len(docs)} run(s), {reps} repetitions, variants alternated in each")
@@ -47,19 +50,22 @@ def main():
             ratios[n] = r
             lo, hi = ci(r)
             print(f"| {n} | {statistics.median(xs):.3f} | {statistics.median(r):.3f} | {lo:.3f}–{hi:.3f} | {min(r):.2f}–{max(r):.2f} |")
-        print(f"\ncutrace / peer, same repetition ({m})")
-        print("| peer | median | 95 % interval |")
-        print("|---|---|---|")
-        for p in PEERS:
-            if p not in names:
+        for ours in ("cutrace", "cutrace --api lean"):
+            if ours not in names:
                 continue
-            pr = []
-            for d in docs:
-                a, b = d["samples"]["cutrace"], d["samples"][p]
-                pr += [x[m] / y[m] for x, y in zip(a, b)]
-            lo, hi = ci(pr)
-            print(f"| {p} | {statistics.median(pr):.3f} | {lo:.3f}–{hi:.3f} |")
-
+            print(f"\n{ours} / peer, same repetition ({m})")
+            print("| peer | median | 95 % interval |")
+            print("|---|---|---|")
+            for p in PEERS:
+                if p not in names:
+                    continue
+                pr = []
+                for d in docs:
+                    a, b = d["samples"][ours], d["samples"][p]
+                    pr += [x[m] / y[m] for x, y in zip(a, b) if m in x and m in y]
+                if pr:
+                    lo, hi = ci(pr)
+                    print(f"| {p} | {statistics.median(pr):.3f} | {lo:.3f}–{hi:.3f} |")
 
 if __name__ == "__main__":
     main()

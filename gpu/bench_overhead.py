@@ -107,7 +107,7 @@ def run_one(base, prefix, env_extra, i, name):
         raise RuntimeError(f"{name}: rc={p.returncode}: {p.stderr[-2000:]}")
     r = json.load(open(js))
     keep = ["us_per_launch", "cpu_us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "eager_cpu_us_per_op", "train_ms_per_step"]
-    res = {k: r[k] for k in keep}
+    res = {k: r[k] for k in keep if k in r}
     sz = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".cutrace"))
     if sz:
         res["trace_bytes"] = sz
@@ -138,14 +138,16 @@ def summarize():
             continue
         row = {"n": len(s)}
         for m in metrics:
-            xs = [x[m] for x in s]
+            xs = [x[m] for x in s if m in x]
+            if not xs:
+                continue
             row[m] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
         tb = [x["trace_bytes"] for x in s if "trace_bytes" in x]
         if tb:
             row["trace_bytes_median"] = statistics.median(tb)
         summary[name] = row
     for name, row in summary.items():
-        for m in metrics:
+        for m in [m for m in metrics if m in row]:
             u = summary.get("untraced", {}).get(m, {}).get("median")
             f = summary.get("floor (same kinds, records discarded)", {}).get(m, {}).get("median")
             if u:
@@ -155,7 +157,7 @@ def summarize():
     # Ratios within each repetition (variant / untraced of the same repetition): the machine drifts
     # between repetitions, so these are steadier than ratios of medians.
     for name, row in summary.items():
-        for m in metrics:
+        for m in [m for m in metrics if m in row]:
             pairs = [(x[m], u[m]) for x, u in zip(samples[name], samples.get("untraced", [])) if m in x and m in u]
             if pairs:
                 r = [a / b for a, b in pairs]
@@ -184,7 +186,7 @@ for i in range(reps):
 summary = summarize()
 for name, row in summary.items():
     cells = []
-    for m in metrics:
+    for m in [m for m in metrics if m in row]:
         x = row[m]
         cells.append(f"{m.split('_per')[0]}={x['median']:.3f} x{x.get('ratio_to_untraced', 0):.3f} rep-x{x.get('per_rep_ratio_median', 0):.3f} [{x.get('per_rep_ratio_min', 0):.2f}..{x.get('per_rep_ratio_max', 0):.2f}]")
     print(f"{kind:5} {name[:44]:44} " + " ".join(cells))

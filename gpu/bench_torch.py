@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """PyTorch overhead workloads: eager `t + 1.0` on 256 floats (µs per op), timed in batches of
-20k ops (EAGER_BATCHES, default 6), and a realistic training step (ms per step), timed in batches of 25 steps (TRAIN_BATCHES, default 4). Each figure
+20k ops (EAGER_BATCHES, default 6), and a realistic training step (ms per step), timed in batches of 25 steps (TRAIN_BATCHES, default 4; 0 skips the
+model entirely, for a shorter eager-only run). Each figure
 is the median batch, so a burst of noise on the shared machine spoils one batch, not the run;
 the main thread's CPU time per op is reported beside the wall time. --profiler wraps the timed
 loops in torch.profiler (CPU+CUDA). Writes one JSON object to --json PATH (stdout if absent:
@@ -23,11 +24,13 @@ for _ in range(200):
     t = t + 1.0
 torch.cuda.synchronize()
 
-torch.manual_seed(0)
-d = 2048
-model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)) for _ in range(4)]).cuda().to(torch.bfloat16)
-opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-x = torch.randn(4096, d, device="cuda", dtype=torch.bfloat16)
+model = opt = x = None
+if TRAIN_BATCHES:
+    torch.manual_seed(0)
+    d = 2048
+    model = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(d, 4 * d), torch.nn.GELU(), torch.nn.Linear(4 * d, d)) for _ in range(4)]).cuda().to(torch.bfloat16)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+    x = torch.randn(4096, d, device="cuda", dtype=torch.bfloat16)
 
 
 def train_step():
@@ -36,9 +39,10 @@ def train_step():
     opt.step()
 
 
-for _ in range(5):
-    train_step()
-torch.cuda.synchronize()
+if TRAIN_BATCHES:
+    for _ in range(5):
+        train_step()
+    torch.cuda.synchronize()
 
 
 def timed():
@@ -57,13 +61,15 @@ def timed():
             train_step()
         torch.cuda.synchronize()
         train.append((time.perf_counter() - t0) / TRAIN_STEPS * 1e3)
-    return {
+    r = {
         "eager_us_per_op": statistics.median(eager),
         "eager_cpu_us_per_op": statistics.median(eager_cpu),
-        "train_ms_per_step": statistics.median(train),
         "eager_batches": eager,
-        "train_batches": train,
     }
+    if train:
+        r["train_ms_per_step"] = statistics.median(train)
+        r["train_batches"] = train
+    return r
 
 
 if prof:
