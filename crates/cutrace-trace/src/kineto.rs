@@ -494,6 +494,11 @@ impl<R: Read> Importer<R> {
                     self.parse_owned("reading \"cuda_driver_version\"")?;
                 Ok(())
             }
+            "cutrace" => {
+                let v: serde_json::Value = self.parse_owned("reading \"cutrace\"")?;
+                restore_meta(&mut self.sink.trace.meta, &v);
+                Ok(())
+            }
             _ => self
                 .parse_owned::<IgnoredAny>("skipping a top-level value")
                 .map(|_| ()),
@@ -636,6 +641,10 @@ impl Sink {
         let cat_text = text(ev.cat)?;
         let cat = cat_text.as_ref();
         if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
+            if ev.ph.is_some_and(|p| p.bytes_eq("i")) && cat == "user_annotation" {
+                // An NVTX mark, as `cutrace convert --chrome` writes one.
+                return self.mark(&ev, text(ev.name)?.as_ref(), at);
+            }
             // Labelled by phase: the scanner stops reading them after `ph`.
             let label = format!("ph={}", text(ev.ph)?);
             self.skip(&label);
@@ -651,7 +660,13 @@ impl Sink {
         match cat {
             "kernel" => {
                 let g = self.gpu_event(&ev, at)?;
-                let name = self.strings.intern(name_str);
+                // `cutrace convert --chrome` writes the demangled name and keeps CUPTI's in
+                // "mangled": the model holds the name as CUPTI reported it.
+                let mangled = match ev.args.and_then(|a| a.mangled) {
+                    Some(m) => Some(m.decode().map_err(|e| self.malformed(at, e))?),
+                    None => None,
+                };
+                let name = self.strings.intern(mangled.as_deref().unwrap_or(name_str));
                 self.trace.kernels.push(Kernel {
                     device: g.device,
                     context: g.context,
@@ -778,6 +793,26 @@ impl Sink {
         Ok(())
     }
 
+    fn mark(&mut self, ev: &Event<'_>, name: &str, at: u64) -> Result<(), TraceError> {
+        let ts = ev
+            .ts
+            .ok_or_else(|| self.malformed(at, "a mark (\"ph\": \"i\") has no \"ts\""))?;
+        let ts_ns = parse_us_to_ns_bytes(unquote_b(ts)).map_err(|e| {
+            self.malformed(
+                at,
+                format!("\"ts\" of a mark (\"ph\": \"i\") is {e}: {}", raw_text(ts)),
+            )
+        })?;
+        let name = self.strings.intern(name);
+        self.trace.marks.push(NvtxMark {
+            name,
+            process: raw_u64(ev.pid).unwrap_or(0) as u32,
+            thread: raw_u64(ev.tid).unwrap_or(0),
+            ts_ns,
+        });
+        Ok(())
+    }
+
     fn interval(&self, ev: &Event<'_>, at: u64) -> Result<(Ns, Ns), TraceError> {
         let what = cat_or_event(ev);
         let ts = ev
@@ -833,6 +868,38 @@ impl Sink {
                 )
             }),
         }
+    }
+}
+
+/// Takes back what the `"cutrace"` member (written by `cutrace convert --chrome`) says about the
+/// exported trace: whether it was complete, what was dropped, the recorder's notes. So a report
+/// on an export shows the same data loss as a report on the original. Fields of the wrong type
+/// are ignored.
+fn restore_meta(m: &mut TraceMeta, v: &serde_json::Value) {
+    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
+    let count = |k: &str| v.get(k).and_then(|x| x.as_u64());
+    if let Some(c) = v.get("complete").and_then(|x| x.as_bool()) {
+        m.complete = c;
+    }
+    if let Some(r) = text("incomplete_reason") {
+        m.incomplete_reason = Some(r);
+    }
+    if let Some(n) = count("dropped_by_recorder") {
+        m.dropped_by_recorder = n;
+    }
+    if let Some(n) = count("dropped_by_cupti") {
+        m.dropped_by_cupti = n;
+    }
+    m.host = text("host").or(m.host.take());
+    m.driver_version = text("driver_version").or(m.driver_version.take());
+    if let Some(p) = count("pid").and_then(|p| u32::try_from(p).ok()) {
+        m.pid = Some(p);
+    }
+    if let Some(notes) = v
+        .get("notes")
+        .and_then(|n| serde_json::from_value::<Vec<TraceNote>>(n.clone()).ok())
+    {
+        m.notes = notes;
     }
 }
 
@@ -1048,6 +1115,63 @@ mod tests {
                 .to_string();
             assert_eq!(par_err, seq_err);
         }
+    }
+
+    /// What `cutrace convert --chrome` adds to Kineto's shape reads back: CUPTI's kernel name in
+    /// args "mangled", NVTX marks as `user_annotation` instant events, and the "cutrace" member's
+    /// facts about the exported trace. Other instant events are still skipped.
+    #[test]
+    fn cutrace_exports_read_back() {
+        let json = r#"{"cutrace": {"complete": false, "incomplete_reason": "no TAIL chunk",
+            "dropped_by_cupti": 3, "dropped_by_recorder": 4, "host": "h", "pid": 7,
+            "notes": [{"pid": 7, "part": "h-7.cutrace", "text": "a note"}], "future": [1]},
+          "traceEvents": [
+          {"ph": "X", "cat": "kernel", "name": "foo(int)", "pid": 0, "tid": 7, "ts": 1.5,
+           "dur": 2, "args": {"device": 0, "stream": 7, "correlation": 1, "mangled": "_Z3fooi"}},
+          {"ph": "X", "cat": "kernel", "name": "bar", "pid": 0, "tid": 7, "ts": 4, "dur": 1,
+           "args": {"device": 0, "stream": 7, "correlation": 2}},
+          {"ph": "i", "cat": "user_annotation", "name": "checkpoint", "pid": 7, "tid": 9,
+           "ts": 5.001, "s": "t"},
+          {"name": "Iteration Start", "ph": "i", "s": "g", "pid": "Traces", "tid": "T", "ts": 1}
+        ]}"#;
+        let t = import_with(json.as_bytes(), 1 << 20, 1).unwrap();
+        assert_eq!(t.str(t.kernels[0].name), "_Z3fooi");
+        assert_eq!(t.str(t.kernels[1].name), "bar");
+        assert_eq!(t.marks.len(), 1);
+        let m = &t.marks[0];
+        assert_eq!(
+            (t.str(m.name), m.process, m.thread, m.ts_ns),
+            ("checkpoint", 7, 9, 5_001)
+        );
+        assert!(!t.meta.complete);
+        assert_eq!(t.meta.incomplete_reason.as_deref(), Some("no TAIL chunk"));
+        assert_eq!(
+            (t.meta.dropped_by_cupti, t.meta.dropped_by_recorder),
+            (3, 4)
+        );
+        assert_eq!((t.meta.host.as_deref(), t.meta.pid), (Some("h"), Some(7)));
+        assert_eq!(t.meta.notes[0].text, "a note");
+        assert_eq!(t.meta.skipped_events, vec![("ph=i".to_owned(), 1)]);
+        // Marks found by a part scanned on another thread keep their names.
+        let mut events = String::new();
+        for i in 0..400 {
+            events.push_str(&format!(
+                ",\n{{\"ph\": \"i\", \"cat\": \"user_annotation\", \"name\": \"m{}\", \
+                 \"pid\": 1, \"tid\": 1, \"ts\": {i}}}",
+                i % 5
+            ));
+        }
+        let json = format!("{{\"traceEvents\": [{}]}}", &events[1..]);
+        let seq = import_with(json.as_bytes(), 1 << 20, 1).unwrap();
+        let par = import_with(json.as_bytes(), 2 << 10, 4).unwrap();
+        assert_eq!(seq.marks.len(), 400);
+        let names = |t: &Trace| {
+            t.marks
+                .iter()
+                .map(|m| t.str(m.name).to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&par), names(&seq));
     }
 
     /// Values cut by a chunk boundary at every possible position must parse the same as whole.

@@ -167,6 +167,9 @@ impl Sink {
         for o in &mut t.overheads {
             o.kind = m(o.kind);
         }
+        for mk in &mut t.marks {
+            mk.name = m(mk.name);
+        }
         let me = &mut self.trace;
         me.kernels.append(&mut t.kernels);
         me.memcpys.append(&mut t.memcpys);

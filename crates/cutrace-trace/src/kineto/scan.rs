@@ -143,6 +143,9 @@ pub struct Args<'a> {
     pub bytes: Option<&'a [u8]>,
     pub cbid: Option<&'a [u8]>,
     pub graph_id: Option<&'a [u8]>,
+    /// The kernel's name as CUPTI reported it, when `name` holds a demangled one (written by
+    /// `cutrace convert --chrome`; torch.profiler does not write it).
+    pub mangled: Option<JStr<'a>>,
 }
 
 /// One event's fields, as raw text borrowed from the input.
@@ -358,6 +361,10 @@ impl<'a> Scanner<'a> {
                 b"bytes" => &mut a.bytes,
                 b"cbid" => &mut a.cbid,
                 b"graph id" => &mut a.graph_id,
+                b"mangled" => {
+                    a.mangled = Some(s.str_value("mangled")?);
+                    return Ok(());
+                }
                 _ => {
                     s.value()?;
                     return Ok(());
@@ -415,8 +422,8 @@ impl Scanner<'_> {
 }
 
 /// Scans one event object at the front of `b`; returns it and the bytes it took. Events that
-/// cutrace does not model (`ph` other than "X", or a `cat` not in [`MODELLED`]) are skipped
-/// after those keys, and come back with the fields read so far.
+/// cutrace does not model (`ph` other than "X" or "i", or a `cat` not in [`MODELLED`]) are
+/// skipped after those keys, and come back with the fields read so far.
 pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
     let mut s = Scanner { b, i: 0 };
     let mut ev = Event::default();
@@ -436,7 +443,8 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
         match key.raw {
             b"ph" => {
                 let ph = s.str_value("ph")?;
-                skip_rest = !ph.bytes_eq("X");
+                // "i": instant events; those of `user_annotation` are NVTX marks.
+                skip_rest = !(ph.bytes_eq("X") || ph.bytes_eq("i"));
                 ev.ph = Some(ph);
             }
             b"cat" => {
