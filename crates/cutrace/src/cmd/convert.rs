@@ -1,5 +1,7 @@
-//! `cutrace convert`: a native trace (a part or a directory of parts) to plain CSV tables and a
-//! JSON metadata file, so any tool (pandas, pyarrow, DuckDB, a spreadsheet) reads it.
+//! `cutrace convert`: a trace (native, or a torch.profiler/Kineto JSON) to plain CSV tables and a
+//! JSON metadata file, so any tool (pandas, pyarrow, DuckDB, a spreadsheet) reads it; and/or to
+//! Chrome Trace Event JSON for Perfetto UI, chrome://tracing, Holistic Trace Analysis and
+//! TensorBoard (see `chrome.rs`).
 
 use std::fmt::Write as _;
 use std::io::Write;
@@ -8,42 +10,179 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use cutrace_trace::{Trace, TraceMeta};
 
-/// Convert a trace into CSV tables (one file per record kind) plus meta.json.
+use super::chrome;
+
+/// Convert a trace to CSV tables, or to Chrome Trace Event JSON for Perfetto / chrome://tracing /
+/// HTA.
+///
+/// --csv writes one CSV file per record kind plus meta.json. --chrome writes the trace in the
+/// shape torch.profiler (Kineto) exports: ui.perfetto.dev, chrome://tracing, Holistic Trace
+/// Analysis and TensorBoard open it, and `cutrace report` reads it back to the same numbers.
+/// Give --csv, --chrome, or both. A trace the recorder did not finish is converted as far as it
+/// was recovered, and said to be incomplete.
 #[derive(clap::Args)]
+#[command(
+    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "chrome"])),
+    after_help = "Examples:\n  \
+        cutrace convert trace/ --csv tables/              CSV tables + meta.json in tables/\n  \
+        cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA"
+)]
 pub struct Args {
     /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace.
     trace: PathBuf,
     /// Output directory for kernels.csv, api_calls.csv, memcpys.csv, memsets.csv, syncs.csv,
     /// ranges.csv, marks.csv, overheads.csv and meta.json.
+    #[arg(long, value_name = "DIR")]
+    csv: Option<PathBuf>,
+    /// Output file for Chrome Trace Event JSON (Kineto's shape); gzip-compressed when the name
+    /// ends in `.gz`. Timestamps are exact: µs with 3 decimals from integer nanoseconds.
+    #[arg(long, value_name = "OUT.json[.gz]")]
+    chrome: Option<PathBuf>,
+    /// Overwrite the --chrome file if it exists.
     #[arg(long)]
-    csv: PathBuf,
+    force: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(out) = &args.chrome {
+        // Before the (possibly long) read: say at once that the output is in the way.
+        if !args.force && std::fs::symlink_metadata(out).is_ok() {
+            return Err(exists(out));
+        }
+    }
     let t = cutrace_trace::native::read(&args.trace, &mut |_, _| {})
         .or_else(|_| cutrace_trace::open(&args.trace, &mut |_, _| {}))
         .with_context(|| format!("reading {}", args.trace.display()))?;
-    std::fs::create_dir_all(&args.csv)
-        .with_context(|| format!("creating {}", args.csv.display()))?;
-    let headers = part_headers(&args.trace);
-    write_csv(&args.csv, &t, &headers)?;
-    let notes = match t.meta.notes.len() {
-        0 => String::new(),
-        1 => "; 1 note from the recorder in meta.json".into(),
-        n => format!("; {n} notes from the recorder in meta.json"),
-    };
-    eprintln!(
-        "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges to {}{notes}{}",
-        t.kernels.len(),
-        t.api_calls.len(),
-        t.memcpys.len(),
-        t.memsets.len(),
-        t.syncs.len(),
-        t.ranges.len(),
-        args.csv.display(),
-        if t.meta.complete { "" } else { " (the trace is INCOMPLETE; see meta.json)" }
-    );
+    if let Some(dir) = &args.csv {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let headers = part_headers(&args.trace);
+        write_csv(dir, &t, &headers)?;
+        let notes = match t.meta.notes.len() {
+            0 => String::new(),
+            1 => "; 1 note from the recorder in meta.json".into(),
+            n => format!("; {n} notes from the recorder in meta.json"),
+        };
+        eprintln!(
+            "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges to {}{notes}{}",
+            t.kernels.len(),
+            t.api_calls.len(),
+            t.memcpys.len(),
+            t.memsets.len(),
+            t.syncs.len(),
+            t.ranges.len(),
+            dir.display(),
+            if t.meta.complete { "" } else { " (the trace is INCOMPLETE; see meta.json)" }
+        );
+    }
+    if let Some(out) = &args.chrome {
+        let w = write_chrome_file(out, &t, args.force)?;
+        let incomplete = if t.meta.complete {
+            String::new()
+        } else {
+            format!(
+                " (the trace is INCOMPLETE{}: this is what was recovered; the file's \"cutrace\" \
+                 member says so)",
+                t.meta
+                    .incomplete_reason
+                    .as_deref()
+                    .map(|r| format!(": {r}"))
+                    .unwrap_or_default()
+            )
+        };
+        let inverted = match w.inverted {
+            0 => String::new(),
+            n => format!("; {n} records that end before they start written with dur 0"),
+        };
+        eprintln!(
+            "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges, \
+             {} flow arrows ({} events) to {}{inverted}{incomplete}",
+            t.kernels.len(),
+            t.api_calls.len(),
+            t.memcpys.len(),
+            t.memsets.len(),
+            t.syncs.len(),
+            t.ranges.len(),
+            w.flows,
+            w.events,
+            out.display(),
+        );
+    }
     Ok(0)
+}
+
+fn exists(out: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} already exists; pass --force to overwrite it, or choose another --chrome path",
+        out.display()
+    )
+}
+
+/// The output file, gzip-compressed when its name ends in `.gz`.
+enum Output {
+    Plain(std::io::BufWriter<std::fs::File>),
+    Gzip(Box<std::io::BufWriter<flate2::write::GzEncoder<std::io::BufWriter<std::fs::File>>>>),
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::Plain(w) => w.write(buf),
+            Output::Gzip(w) => w.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Output::Plain(w) => w.write_all(buf),
+            Output::Gzip(w) => w.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::Plain(w) => w.flush(),
+            Output::Gzip(w) => w.flush(),
+        }
+    }
+}
+
+impl Output {
+    fn finish(self) -> std::io::Result<()> {
+        let mut file = match self {
+            Output::Plain(w) => w,
+            Output::Gzip(w) => w.into_inner().map_err(|e| e.into_error())?.finish()?,
+        };
+        file.flush()?;
+        file.get_ref().sync_all()
+    }
+}
+
+/// Writes the Chrome JSON to `out`: a new file (`--force`: replaces one), removed again if the
+/// write fails, so a failed export leaves no half-written JSON behind.
+fn write_chrome_file(out: &Path, t: &Trace, force: bool) -> anyhow::Result<chrome::Written> {
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true);
+    if force {
+        opts.create(true).truncate(true);
+    } else {
+        opts.create_new(true);
+    }
+    let file = match opts.open(out) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists(out)),
+        Err(e) => return Err(e).with_context(|| format!("creating {}", out.display())),
+    };
+    let file = std::io::BufWriter::with_capacity(1 << 20, file);
+    let gz = out.extension().is_some_and(|x| x == "gz");
+    let mut w = if gz {
+        let enc = flate2::write::GzEncoder::new(file, flate2::Compression::new(3));
+        Output::Gzip(Box::new(std::io::BufWriter::with_capacity(1 << 20, enc)))
+    } else {
+        Output::Plain(file)
+    };
+    let result = chrome::write_chrome(&mut w, t).and_then(|n| w.finish().map(|()| n));
+    result.or_else(|e| {
+        let _ = std::fs::remove_file(out);
+        Err(e).with_context(|| format!("writing {}", out.display()))
+    })
 }
 
 fn part_headers(path: &Path) -> Vec<cutrace_trace::native::Header> {

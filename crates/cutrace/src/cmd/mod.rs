@@ -1,6 +1,7 @@
 //! One module per subcommand; each defines its `Args` and a `run` returning the exit status.
 
 pub mod audit;
+pub mod chrome;
 pub mod convert;
 pub mod dcgm;
 pub mod doctor;

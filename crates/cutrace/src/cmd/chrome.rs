@@ -1,0 +1,1072 @@
+//! `cutrace convert --chrome`: a trace as Chrome Trace Event JSON in the shape torch.profiler
+//! (Kineto) writes, so Perfetto UI, chrome://tracing, Holistic Trace Analysis and TensorBoard open
+//! it, and cutrace's own Kineto importer reads it back to the same records.
+//!
+//! Written as a stream, one event per line (millions of records never become one JSON value).
+//! `ts` and `dur` are microseconds with exactly three decimals, printed from the integer
+//! nanoseconds by integer arithmetic: the importer parses them back to the same nanoseconds.
+//! The mapping is documented in docs/FORMAT.md ("Exporting").
+
+use std::collections::BTreeSet;
+use std::io::{self, Write};
+
+use cutrace_analysis::correlate::ApiIndex;
+use cutrace_analysis::display_name;
+use cutrace_trace::{
+    ApiKind, CopyKind, Ns, RangeDomain, SourceFormat, StrId, SyncKind, Trace, TraceMeta,
+};
+
+/// What was written, for the command's summary line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Every element of `traceEvents` (records, flow events, metadata).
+    pub events: u64,
+    /// Flow arrows: one `"s"` per launching API call (each with one `"f"` per device record).
+    pub flows: u64,
+    /// Records that end before they start, written with `"dur": 0`.
+    pub inverted: u64,
+}
+
+/// `ns` as microseconds with exactly three decimals (`1796022092907496988` →
+/// `1796022092907496.988`), by integer arithmetic.
+#[cfg(test)]
+fn us_text(ns: Ns) -> String {
+    let mut b = Vec::with_capacity(24);
+    push_us(&mut b, ns);
+    String::from_utf8(b).expect("digits are ASCII")
+}
+
+fn push_u64(b: &mut Vec<u8>, mut v: u64) {
+    let mut tmp = [0u8; 20];
+    let mut i = tmp.len();
+    loop {
+        i -= 1;
+        tmp[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    b.extend_from_slice(&tmp[i..]);
+}
+
+fn push_us(b: &mut Vec<u8>, ns: Ns) {
+    push_u64(b, ns / 1000);
+    let f = ns % 1000;
+    b.extend_from_slice(&[
+        b'.',
+        b'0' + (f / 100) as u8,
+        b'0' + (f / 10 % 10) as u8,
+        b'0' + (f % 10) as u8,
+    ]);
+}
+
+/// A host `pid`: the process id, or -1 where the trace does not know it (as Kineto writes for
+/// CUPTI's overhead records), so it never lands on GPU 0's lane.
+fn push_pid(b: &mut Vec<u8>, process: u32) {
+    if process == 0 {
+        b.extend_from_slice(b"-1");
+    } else {
+        push_u64(b, u64::from(process));
+    }
+}
+
+fn push_i128(b: &mut Vec<u8>, v: i128) {
+    if v < 0 {
+        b.push(b'-');
+    }
+    match u64::try_from(v.unsigned_abs()) {
+        Ok(u) => push_u64(b, u),
+        Err(_) => {
+            let _ = write!(b, "{}", v.unsigned_abs());
+        }
+    }
+}
+
+/// A kernel's demangled display name and, when it differs, CUPTI's name; both JSON-quoted.
+type KernelName = (Box<[u8]>, Option<Box<[u8]>>);
+
+/// JSON-escaped, quoted names, made once per interned string.
+struct Names<'t> {
+    t: &'t Trace,
+    /// By string id; the last slot serves ids outside the table (`"?"`).
+    plain: Vec<Option<Box<[u8]>>>,
+    /// Kernel names: the demangled display name, and CUPTI's name when it differs.
+    kernel: Vec<Option<KernelName>>,
+}
+
+fn quoted(s: &str) -> Box<[u8]> {
+    serde_json::to_vec(s)
+        .expect("a string always serializes")
+        .into_boxed_slice()
+}
+
+impl<'t> Names<'t> {
+    fn new(t: &'t Trace) -> Self {
+        let n = t.strings.len() + 1;
+        Names {
+            t,
+            plain: vec![None; n],
+            kernel: vec![None; n],
+        }
+    }
+
+    fn slot(&self, id: StrId) -> usize {
+        (id as usize).min(self.t.strings.len())
+    }
+
+    fn plain(&mut self, id: StrId) -> &[u8] {
+        let i = self.slot(id);
+        let t = self.t;
+        self.plain[i].get_or_insert_with(|| quoted(t.str(id)))
+    }
+
+    fn kernel(&mut self, id: StrId) -> (&[u8], Option<&[u8]>) {
+        let i = self.slot(id);
+        let t = self.t;
+        let (d, m) = self.kernel[i].get_or_insert_with(|| {
+            let raw = t.str(id);
+            let shown = display_name(raw);
+            let mangled = (shown != raw).then(|| quoted(raw));
+            (quoted(&shown), mangled)
+        });
+        (d, m.as_deref())
+    }
+}
+
+/// Host lanes (Perfetto's processes and threads) that records land on, for the metadata events.
+#[derive(Default)]
+struct Lanes {
+    /// (process, thread).
+    host: BTreeSet<(u32, u64)>,
+    inverted: u64,
+}
+
+fn survey(t: &Trace) -> Lanes {
+    fn span(s: Ns, e: Ns, l: &mut Lanes) {
+        l.inverted += u64::from(e < s);
+    }
+    let mut l = Lanes::default();
+    for k in &t.kernels {
+        span(k.start_ns, k.end_ns, &mut l);
+    }
+    for m in &t.memcpys {
+        span(m.start_ns, m.end_ns, &mut l);
+    }
+    for m in &t.memsets {
+        span(m.start_ns, m.end_ns, &mut l);
+    }
+    for s in &t.syncs {
+        span(s.start_ns, s.end_ns, &mut l);
+    }
+    for a in &t.api_calls {
+        l.host.insert((a.process, a.thread));
+        span(a.start_ns, a.end_ns, &mut l);
+    }
+    for r in &t.ranges {
+        if r.domain == RangeDomain::Host {
+            l.host.insert((r.process, r.thread));
+        }
+        span(r.start_ns, r.end_ns, &mut l);
+    }
+    for m in &t.marks {
+        l.host.insert((m.process, m.thread));
+    }
+    for o in &t.overheads {
+        l.host.insert((o.process, o.thread));
+        span(o.start_ns, o.end_ns, &mut l);
+    }
+    l
+}
+
+/// Rows of a GPU process. Perfetto drops a complete event that partially overlaps another on
+/// the same track (`slice_drop_overlapping_complete_event`), and GPU work does overlap: a
+/// synchronization waits while the stream's kernels run, kernels of one CUDA graph launch can
+/// run at once on their launch stream. So each stream gets rows in which events only nest or
+/// follow each other: `tid = slot × base + stream`, where `base` is a power of ten (at least
+/// 1,000,000) above every stream id, and the slot is
+///
+/// * 0: the stream's own row (`tid` = the stream id, as Kineto writes it): kernels, copies,
+///   memsets, and GPU annotation ranges (which always stay here, as torch.profiler puts them);
+/// * 1: its synchronizations; work on no stream (context-wide synchronization) uses the stream
+///   number `base − 1`;
+/// * 2, 4, …: further rows for work that overlaps work already on the stream's row;
+/// * 3, 5, …: further rows for overlapping synchronizations.
+///
+/// The importer takes devices and streams from `args`, never from these `tid`s.
+struct GpuRows {
+    base: u128,
+    kernels: Vec<u16>,
+    memcpys: Vec<u16>,
+    memsets: Vec<u16>,
+    syncs: Vec<u16>,
+    /// Every (device, stream, slot) used; `None` = no stream.
+    lanes: BTreeSet<(u32, Option<u64>, u16)>,
+    /// GPU annotation ranges without a stream (only in imported traces) go to `tid` -1.
+    streamless_ranges: BTreeSet<u32>,
+}
+
+impl GpuRows {
+    fn tid(&self, stream: Option<u64>, slot: u16) -> i128 {
+        let s = stream.map_or(self.base - 1, u128::from);
+        (u128::from(slot) * self.base + s) as i128
+    }
+}
+
+fn gpu_rows(t: &Trace) -> GpuRows {
+    // What one sweep item is: which record, and whether it may move off the stream's row.
+    const KERNEL: u8 = 0;
+    const MEMCPY: u8 = 1;
+    const MEMSET: u8 = 2;
+    const SYNC: u8 = 3;
+    const RANGE: u8 = 4;
+    struct Item {
+        device: u32,
+        stream: Option<u64>,
+        family: u8,
+        start: Ns,
+        end: Ns,
+        kind: u8,
+        index: u32,
+    }
+    let item = |device, stream, family, start: Ns, end: Ns, kind, index: usize| Item {
+        device,
+        stream,
+        family,
+        start,
+        end: end.max(start),
+        kind,
+        index: index as u32,
+    };
+    let mut items: Vec<Item> =
+        Vec::with_capacity(t.kernels.len() + t.memcpys.len() + t.memsets.len() + t.syncs.len());
+    let mut max_stream = 0u64;
+    let mut streamless_ranges = BTreeSet::new();
+    for (i, k) in t.kernels.iter().enumerate() {
+        max_stream = max_stream.max(k.stream);
+        items.push(item(
+            k.device,
+            Some(k.stream),
+            0,
+            k.start_ns,
+            k.end_ns,
+            KERNEL,
+            i,
+        ));
+    }
+    for (i, c) in t.memcpys.iter().enumerate() {
+        max_stream = max_stream.max(c.stream);
+        items.push(item(
+            c.device,
+            Some(c.stream),
+            0,
+            c.start_ns,
+            c.end_ns,
+            MEMCPY,
+            i,
+        ));
+    }
+    for (i, c) in t.memsets.iter().enumerate() {
+        max_stream = max_stream.max(c.stream);
+        items.push(item(
+            c.device,
+            Some(c.stream),
+            0,
+            c.start_ns,
+            c.end_ns,
+            MEMSET,
+            i,
+        ));
+    }
+    for (i, s) in t.syncs.iter().enumerate() {
+        max_stream = max_stream.max(s.stream.unwrap_or(0));
+        items.push(item(s.device, s.stream, 1, s.start_ns, s.end_ns, SYNC, i));
+    }
+    for (i, r) in t.ranges.iter().enumerate() {
+        if r.domain != RangeDomain::Gpu {
+            continue;
+        }
+        let device = r.device.unwrap_or(0);
+        match r.stream {
+            Some(s) => {
+                max_stream = max_stream.max(s);
+                items.push(item(device, Some(s), 0, r.start_ns, r.end_ns, RANGE, i));
+            }
+            None => {
+                streamless_ranges.insert(device);
+            }
+        }
+    }
+    let mut base: u128 = 1_000_000;
+    while base <= u128::from(max_stream) + 1 {
+        base *= 10;
+    }
+    // Within a row, earlier first and, at one start, longer first (a parent before its child).
+    items.sort_unstable_by(|a, b| {
+        (
+            a.device,
+            a.stream,
+            a.family,
+            a.start,
+            b.end,
+            b.kind == RANGE,
+        )
+            .cmp(&(
+                b.device,
+                b.stream,
+                b.family,
+                b.start,
+                a.end,
+                a.kind == RANGE,
+            ))
+    });
+    let mut out = GpuRows {
+        base,
+        kernels: vec![0; t.kernels.len()],
+        memcpys: vec![0; t.memcpys.len()],
+        memsets: vec![0; t.memsets.len()],
+        syncs: vec![0; t.syncs.len()],
+        lanes: BTreeSet::new(),
+        streamless_ranges,
+    };
+    // Per row, the ends of the events still open at the sweep's time (innermost last).
+    let mut rows: Vec<Vec<Ns>> = Vec::new();
+    let mut group = None;
+    for it in &items {
+        let key = (it.device, it.stream, it.family);
+        if group != Some(key) {
+            group = Some(key);
+            rows.iter_mut().for_each(Vec::clear);
+        }
+        let fits = |st: &mut Vec<Ns>| {
+            while st.last().is_some_and(|&top| top <= it.start) {
+                st.pop();
+            }
+            st.last().is_none_or(|&top| it.end <= top)
+        };
+        let row = if it.kind == RANGE {
+            // Annotation ranges stay on the stream's row whatever happens.
+            if rows.is_empty() {
+                rows.push(Vec::new());
+            }
+            fits(&mut rows[0]);
+            rows[0].push(it.end);
+            0
+        } else {
+            let mut r = 0;
+            loop {
+                if r == rows.len() {
+                    rows.push(Vec::new());
+                }
+                if fits(&mut rows[r]) {
+                    rows[r].push(it.end);
+                    break r;
+                }
+                r += 1;
+            }
+        };
+        let slot = u16::try_from(2 * row + usize::from(it.family)).unwrap_or(u16::MAX);
+        out.lanes.insert((it.device, it.stream, slot));
+        let i = it.index as usize;
+        match it.kind {
+            KERNEL => out.kernels[i] = slot,
+            MEMCPY => out.memcpys[i] = slot,
+            MEMSET => out.memsets[i] = slot,
+            SYNC => out.syncs[i] = slot,
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The Kineto name of a synchronization; the importer maps it back to the same kind.
+fn sync_name(k: SyncKind) -> &'static str {
+    match k {
+        SyncKind::EventSynchronize => "Event Sync",
+        SyncKind::StreamWaitEvent => "Stream Wait Event",
+        SyncKind::StreamSynchronize => "Stream Sync",
+        SyncKind::ContextSynchronize => "Context Sync",
+        SyncKind::Unknown => "Unknown Sync",
+    }
+}
+
+fn copy_name(k: CopyKind) -> &'static str {
+    match k {
+        CopyKind::HtoD => "\"Memcpy HtoD\"",
+        CopyKind::DtoH => "\"Memcpy DtoH\"",
+        CopyKind::DtoD => "\"Memcpy DtoD\"",
+        CopyKind::HtoH => "\"Memcpy HtoH\"",
+        CopyKind::PtoP => "\"Memcpy PtoP\"",
+        CopyKind::Unknown => "\"Memcpy unknown\"",
+    }
+}
+
+/// Streams events into `traceEvents`: `,\n` between them (one event per line, which also lets
+/// the importer scan the file on several threads).
+struct Events<'w, W: Write> {
+    w: &'w mut W,
+    b: Vec<u8>,
+    n: u64,
+}
+
+impl<W: Write> Events<'_, W> {
+    /// Starts the next event in the line buffer.
+    fn begin(&mut self) -> &mut Vec<u8> {
+        self.b.clear();
+        self.b
+            .extend_from_slice(if self.n == 0 { b"\n" } else { b",\n" });
+        &mut self.b
+    }
+
+    fn end(&mut self) -> io::Result<()> {
+        self.n += 1;
+        self.w.write_all(&self.b)
+    }
+}
+
+/// `{"ph":"X","cat":…,"name":…,"pid":…,"tid":…,"ts":…,"dur":…` (no closing brace), with the pid
+/// and tid already written as text by the caller's closure.
+fn complete_head(
+    b: &mut Vec<u8>,
+    cat: &str,
+    name: &[u8],
+    lane: impl FnOnce(&mut Vec<u8>),
+    start: Ns,
+    end: Ns,
+) {
+    b.extend_from_slice(b"{\"ph\":\"X\",\"cat\":\"");
+    b.extend_from_slice(cat.as_bytes());
+    b.extend_from_slice(b"\",\"name\":");
+    b.extend_from_slice(name);
+    lane(b);
+    b.extend_from_slice(b",\"ts\":");
+    push_us(b, start);
+    b.extend_from_slice(b",\"dur\":");
+    push_us(b, end.saturating_sub(start));
+}
+
+fn gpu_lane(device: u32, tid: i128) -> impl FnOnce(&mut Vec<u8>) {
+    move |b: &mut Vec<u8>| {
+        b.extend_from_slice(b",\"pid\":");
+        push_u64(b, u64::from(device));
+        b.extend_from_slice(b",\"tid\":");
+        push_i128(b, tid);
+    }
+}
+
+fn host_lane(process: u32, thread: u64) -> impl FnOnce(&mut Vec<u8>) {
+    move |b: &mut Vec<u8>| {
+        b.extend_from_slice(b",\"pid\":");
+        push_pid(b, process);
+        b.extend_from_slice(b",\"tid\":");
+        push_u64(b, thread);
+    }
+}
+
+/// `,"key":value` for an unsigned integer.
+fn arg(b: &mut Vec<u8>, key: &str, v: u64) {
+    b.extend_from_slice(b",\"");
+    b.extend_from_slice(key.as_bytes());
+    b.extend_from_slice(b"\":");
+    push_u64(b, v);
+}
+
+/// `"args":{"device":…,"context":…,"stream":…,"correlation":…` (no closing brace).
+fn gpu_args(b: &mut Vec<u8>, device: u32, context: u32, stream: Option<u64>, correlation: u64) {
+    b.extend_from_slice(b",\"args\":{\"device\":");
+    push_u64(b, u64::from(device));
+    arg(b, "context", u64::from(context));
+    if let Some(s) = stream {
+        arg(b, "stream", s);
+    }
+    arg(b, "correlation", correlation);
+}
+
+/// The `"f"` end of a flow arrow, on the device record it points at.
+fn flow_end(b: &mut Vec<u8>, correlation: u64, device: u32, tid: i128, start: Ns) {
+    b.extend_from_slice(b"{\"ph\":\"f\",\"id\":");
+    push_u64(b, correlation);
+    gpu_lane(device, tid)(b);
+    b.extend_from_slice(b",\"ts\":");
+    push_us(b, start);
+    b.extend_from_slice(b",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}");
+}
+
+fn dim3(b: &mut Vec<u8>, key: &str, v: [u32; 3]) {
+    b.extend_from_slice(b",\"");
+    b.extend_from_slice(key.as_bytes());
+    b.extend_from_slice(b"\":[");
+    for (i, x) in v.iter().enumerate() {
+        if i > 0 {
+            b.push(b',');
+        }
+        push_u64(b, u64::from(*x));
+    }
+    b.push(b']');
+}
+
+/// GB/s of a copy or memset (bytes per ns), as Kineto writes it; "N/A" when it took no time.
+fn bandwidth(b: &mut Vec<u8>, bytes: u64, start: Ns, end: Ns) {
+    b.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
+    let d = end.saturating_sub(start);
+    if d == 0 {
+        b.extend_from_slice(b"\"N/A\"");
+    } else {
+        // A derived figure for display; times stay integers.
+        let _ = write!(b, "{}", bytes as f64 / d as f64);
+    }
+}
+
+fn source_label(m: &TraceMeta) -> &'static str {
+    match m.source {
+        SourceFormat::Native => "native",
+        SourceFormat::Kineto => "kineto",
+    }
+}
+
+/// The top-level `"cutrace"` member: what the trace says about itself, read back by the importer.
+fn cutrace_member(t: &Trace, lanes: &Lanes) -> serde_json::Value {
+    let m = &t.meta;
+    let mut notes: Vec<String> = vec![
+        "ts and dur are microseconds with exactly 3 decimals: the trace's integer nanoseconds"
+            .into(),
+    ];
+    if lanes.inverted > 0 {
+        notes.push(format!(
+            "{} records end before they start; they are written with \"dur\": 0",
+            lanes.inverted
+        ));
+    }
+    // Metadata and flow events of the source are written anew; anything else unmodelled is lost.
+    let lost: Vec<&(String, u64)> = m
+        .skipped_events
+        .iter()
+        .filter(|(c, _)| !matches!(c.as_str(), "ph=M" | "ph=s" | "ph=f"))
+        .collect();
+    if !lost.is_empty() {
+        let total: u64 = lost.iter().map(|(_, n)| n).sum();
+        let list: Vec<String> = lost.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+        notes.push(format!(
+            "{total} events of the source that cutrace does not model are not in this file ({})",
+            list.join(", ")
+        ));
+    }
+    serde_json::json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "source": source_label(m),
+        "source_paths": m.paths,
+        "complete": m.complete,
+        "incomplete_reason": m.incomplete_reason,
+        "dropped_by_recorder": m.dropped_by_recorder,
+        "dropped_by_cupti": m.dropped_by_cupti,
+        "host": m.host,
+        "pid": m.pid,
+        "driver_version": m.driver_version,
+        "notes": m.notes,
+        "export_notes": notes,
+    })
+}
+
+fn device_properties(m: &TraceMeta) -> serde_json::Value {
+    let devs: Vec<serde_json::Value> = m
+        .devices
+        .iter()
+        .map(|d| {
+            let mut o = serde_json::Map::new();
+            o.insert("id".into(), d.device.into());
+            o.insert("name".into(), d.name.clone().into());
+            if let Some(b) = d.global_memory_bytes {
+                o.insert("totalGlobalMem".into(), b.into());
+            }
+            if let Some((major, minor)) = d.compute_capability {
+                o.insert("computeMajor".into(), major.into());
+                o.insert("computeMinor".into(), minor.into());
+            }
+            if let Some(n) = d.sm_count {
+                o.insert("numSms".into(), n.into());
+            }
+            if let Some(u) = &d.uuid {
+                o.insert("uuid".into(), u.clone().into());
+            }
+            serde_json::Value::Object(o)
+        })
+        .collect();
+    serde_json::Value::Array(devs)
+}
+
+/// `{"ph":"M","name":<what>,"pid":…,"tid":…,"args":{<key>:<value>}}`.
+fn meta_event(
+    ev: &mut Events<'_, impl Write>,
+    what: &str,
+    lane: impl FnOnce(&mut Vec<u8>),
+    key: &str,
+    value: &serde_json::Value,
+) -> io::Result<()> {
+    let b = ev.begin();
+    b.extend_from_slice(b"{\"ph\":\"M\",\"name\":\"");
+    b.extend_from_slice(what.as_bytes());
+    b.push(b'"');
+    lane(b);
+    b.extend_from_slice(b",\"args\":{\"");
+    b.extend_from_slice(key.as_bytes());
+    b.extend_from_slice(b"\":");
+    serde_json::to_writer(&mut *b, value).map_err(io::Error::other)?;
+    b.extend_from_slice(b"}}");
+    ev.end()
+}
+
+/// Writes `t` as Chrome Trace Event JSON (see the module doc).
+pub fn write_chrome<W: Write>(w: &mut W, t: &Trace) -> io::Result<Written> {
+    let lanes = survey(t);
+    let rows = gpu_rows(t);
+    let m = &t.meta;
+
+    w.write_all(b"{\n\"schemaVersion\": 1,\n\"deviceProperties\": ")?;
+    serde_json::to_writer(&mut *w, &device_properties(m)).map_err(io::Error::other)?;
+    if let Some(v) = m.cupti_version {
+        write!(w, ",\n\"cupti_version\": {v}")?;
+    }
+    if let Some(v) = m.cuda_driver_version {
+        write!(w, ",\n\"cuda_driver_version\": {v}")?;
+    }
+    w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
+    serde_json::to_writer(&mut *w, &cutrace_member(t, &lanes)).map_err(io::Error::other)?;
+    w.write_all(b",\n\"traceEvents\": [")?;
+
+    let mut ev = Events {
+        w,
+        b: Vec::with_capacity(512),
+        n: 0,
+    };
+    write_metadata(&mut ev, t, &lanes, &rows)?;
+
+    // Flow arrows join an API call to the device records that carry its correlation id, with the
+    // report's choice of call where two share an id. Orphans get none.
+    let index = ApiIndex::build(&t.api_calls);
+    let mut launches = vec![false; t.api_calls.len()];
+    let gpu_ids = t
+        .kernels
+        .iter()
+        .map(|k| k.correlation_id)
+        .chain(t.memcpys.iter().map(|r| r.correlation_id))
+        .chain(t.memsets.iter().map(|r| r.correlation_id));
+    for id in gpu_ids {
+        if let Some(i) = index.get(id) {
+            launches[i] = true;
+        }
+    }
+    let attributed = |id: u64| index.get(id).is_some();
+
+    let mut names = Names::new(t);
+    let mut flows = 0u64;
+    for (i, a) in t.api_calls.iter().enumerate() {
+        let cat = match a.kind {
+            ApiKind::Runtime => "cuda_runtime",
+            ApiKind::Driver => "cuda_driver",
+        };
+        let b = ev.begin();
+        complete_head(
+            b,
+            cat,
+            names.plain(a.name),
+            host_lane(a.process, a.thread),
+            a.start_ns,
+            a.end_ns,
+        );
+        b.extend_from_slice(b",\"args\":{\"cbid\":");
+        push_u64(b, u64::from(a.cbid));
+        arg(b, "correlation", a.correlation_id);
+        if a.return_value != 0 {
+            let _ = write!(b, ",\"return value\":{}", a.return_value);
+        }
+        b.extend_from_slice(b"}}");
+        ev.end()?;
+        if launches[i] {
+            let b = ev.begin();
+            b.extend_from_slice(b"{\"ph\":\"s\",\"id\":");
+            push_u64(b, a.correlation_id);
+            host_lane(a.process, a.thread)(b);
+            b.extend_from_slice(b",\"ts\":");
+            push_us(b, a.start_ns);
+            b.extend_from_slice(b",\"cat\":\"ac2g\",\"name\":\"ac2g\"}");
+            ev.end()?;
+            flows += 1;
+        }
+    }
+
+    for (i, k) in t.kernels.iter().enumerate() {
+        let (shown, mangled) = names.kernel(k.name);
+        let tid = rows.tid(Some(k.stream), rows.kernels[i]);
+        let b = ev.begin();
+        complete_head(
+            b,
+            "kernel",
+            shown,
+            gpu_lane(k.device, tid),
+            k.start_ns,
+            k.end_ns,
+        );
+        gpu_args(b, k.device, k.context, Some(k.stream), k.correlation_id);
+        arg(b, "registers per thread", u64::from(k.registers_per_thread));
+        // Kineto's "shared memory" is static + dynamic.
+        let shared = u64::from(k.static_shared_bytes) + u64::from(k.dynamic_shared_bytes);
+        arg(b, "shared memory", shared);
+        arg(b, "static shared memory", u64::from(k.static_shared_bytes));
+        arg(
+            b,
+            "dynamic shared memory",
+            u64::from(k.dynamic_shared_bytes),
+        );
+        dim3(b, "grid", k.grid);
+        dim3(b, "block", k.block);
+        if k.graph_id != 0 {
+            arg(b, "graph id", u64::from(k.graph_id));
+        }
+        if let Some(m) = mangled {
+            b.extend_from_slice(b",\"mangled\":");
+            b.extend_from_slice(m);
+        }
+        b.extend_from_slice(b"}}");
+        ev.end()?;
+        if attributed(k.correlation_id) {
+            flow_end(ev.begin(), k.correlation_id, k.device, tid, k.start_ns);
+            ev.end()?;
+        }
+    }
+
+    for (i, c) in t.memcpys.iter().enumerate() {
+        let tid = rows.tid(Some(c.stream), rows.memcpys[i]);
+        let b = ev.begin();
+        complete_head(
+            b,
+            "gpu_memcpy",
+            copy_name(c.kind).as_bytes(),
+            gpu_lane(c.device, tid),
+            c.start_ns,
+            c.end_ns,
+        );
+        gpu_args(b, c.device, c.context, Some(c.stream), c.correlation_id);
+        arg(b, "bytes", c.bytes);
+        bandwidth(b, c.bytes, c.start_ns, c.end_ns);
+        b.extend_from_slice(b"}}");
+        ev.end()?;
+        if attributed(c.correlation_id) {
+            flow_end(ev.begin(), c.correlation_id, c.device, tid, c.start_ns);
+            ev.end()?;
+        }
+    }
+
+    for (i, s) in t.memsets.iter().enumerate() {
+        let tid = rows.tid(Some(s.stream), rows.memsets[i]);
+        let b = ev.begin();
+        complete_head(
+            b,
+            "gpu_memset",
+            b"\"Memset\"",
+            gpu_lane(s.device, tid),
+            s.start_ns,
+            s.end_ns,
+        );
+        gpu_args(b, s.device, s.context, Some(s.stream), s.correlation_id);
+        arg(b, "bytes", s.bytes);
+        arg(b, "value", u64::from(s.value));
+        bandwidth(b, s.bytes, s.start_ns, s.end_ns);
+        b.extend_from_slice(b"}}");
+        ev.end()?;
+        if attributed(s.correlation_id) {
+            flow_end(ev.begin(), s.correlation_id, s.device, tid, s.start_ns);
+            ev.end()?;
+        }
+    }
+
+    for (i, s) in t.syncs.iter().enumerate() {
+        let name = sync_name(s.kind);
+        let tid = rows.tid(s.stream, rows.syncs[i]);
+        let b = ev.begin();
+        let quoted_name = format!("\"{name}\"");
+        complete_head(
+            b,
+            "cuda_sync",
+            quoted_name.as_bytes(),
+            gpu_lane(s.device, tid),
+            s.start_ns,
+            s.end_ns,
+        );
+        b.extend_from_slice(b",\"args\":{\"cuda_sync_kind\":");
+        b.extend_from_slice(quoted_name.as_bytes());
+        b.extend_from_slice(b",\"device\":");
+        push_u64(b, u64::from(s.device));
+        arg(b, "context", u64::from(s.context));
+        if let Some(st) = s.stream {
+            arg(b, "stream", st);
+        }
+        arg(b, "correlation", s.correlation_id);
+        b.extend_from_slice(b"}}");
+        ev.end()?;
+    }
+
+    for r in &t.ranges {
+        let b = ev.begin();
+        let name = names.plain(r.name);
+        match r.domain {
+            RangeDomain::Host => complete_head(
+                b,
+                "user_annotation",
+                name,
+                host_lane(r.process, r.thread),
+                r.start_ns,
+                r.end_ns,
+            ),
+            RangeDomain::Gpu => complete_head(
+                b,
+                "gpu_user_annotation",
+                name,
+                gpu_lane(
+                    r.device.unwrap_or(0),
+                    r.stream.map_or(-1, |s| rows.tid(Some(s), 0)),
+                ),
+                r.start_ns,
+                r.end_ns,
+            ),
+        }
+        b.push(b'}');
+        ev.end()?;
+    }
+
+    for mk in &t.marks {
+        let b = ev.begin();
+        b.extend_from_slice(b"{\"ph\":\"i\",\"cat\":\"user_annotation\",\"name\":");
+        b.extend_from_slice(names.plain(mk.name));
+        host_lane(mk.process, mk.thread)(b);
+        b.extend_from_slice(b",\"ts\":");
+        push_us(b, mk.ts_ns);
+        b.extend_from_slice(b",\"s\":\"t\"}");
+        ev.end()?;
+    }
+
+    for o in &t.overheads {
+        let b = ev.begin();
+        complete_head(
+            b,
+            "overhead",
+            names.plain(o.kind),
+            host_lane(o.process, o.thread),
+            o.start_ns,
+            o.end_ns,
+        );
+        b.push(b'}');
+        ev.end()?;
+    }
+
+    let events = ev.n;
+    w.write_all(b"\n]\n}\n")?;
+    Ok(Written {
+        events,
+        flows,
+        inverted: lanes.inverted,
+    })
+}
+
+/// Process and thread names (Perfetto and chrome://tracing label lanes with them) and sort order:
+/// GPUs after host processes (as Kineto sorts them), each stream's rows together.
+fn write_metadata<W: Write>(
+    ev: &mut Events<'_, W>,
+    t: &Trace,
+    lanes: &Lanes,
+    rows: &GpuRows,
+) -> io::Result<()> {
+    use serde_json::Value;
+    let mut devices: BTreeSet<u32> = rows.lanes.iter().map(|l| l.0).collect();
+    devices.extend(rows.streamless_ranges.iter().copied());
+    devices.extend(t.meta.devices.iter().map(|d| d.device));
+    for &d in &devices {
+        let lane = |b: &mut Vec<u8>| {
+            b.extend_from_slice(b",\"pid\":");
+            push_u64(b, u64::from(d));
+            b.extend_from_slice(b",\"tid\":0");
+        };
+        meta_event(ev, "process_name", lane, "name", &format!("GPU {d}").into())?;
+        if let Some(p) = t.meta.devices.iter().find(|p| p.device == d) {
+            if !p.name.is_empty() {
+                meta_event(ev, "process_labels", lane, "labels", &p.name.clone().into())?;
+            }
+        }
+        let sort = Value::from(5_000_000u64 + u64::from(d));
+        meta_event(ev, "process_sort_index", lane, "sort_index", &sort)?;
+    }
+    for &(d, s, slot) in &rows.lanes {
+        let stream = match s {
+            Some(s) => format!("stream {s}"),
+            None => "no stream".to_owned(),
+        };
+        let (row, sync) = (slot / 2 + 1, slot % 2 == 1);
+        let name = match (sync, row, s) {
+            (false, 1, _) => stream,
+            (false, r, _) => format!("{stream} (overlapping, row {r})"),
+            (true, 1, None) => "context-wide syncs".to_owned(),
+            (true, 1, Some(_)) => format!("{stream} syncs"),
+            (true, r, None) => format!("context-wide syncs (row {r})"),
+            (true, r, Some(_)) => format!("{stream} syncs (row {r})"),
+        };
+        let tid = rows.tid(s, slot);
+        // Rows of one stream together, the stream's own row first.
+        let order = s.map_or(rows.base - 1, u128::from) * 65_536 + u128::from(slot);
+        let sort = Value::from(u64::try_from(order).unwrap_or(u64::MAX));
+        meta_event(ev, "thread_name", gpu_lane(d, tid), "name", &name.into())?;
+        meta_event(
+            ev,
+            "thread_sort_index",
+            gpu_lane(d, tid),
+            "sort_index",
+            &sort,
+        )?;
+    }
+    for &d in &rows.streamless_ranges {
+        let name = Value::from("annotations without a stream");
+        meta_event(ev, "thread_name", gpu_lane(d, -1), "name", &name)?;
+    }
+    let processes: BTreeSet<u32> = lanes.host.iter().map(|l| l.0).collect();
+    for &p in &processes {
+        let lane = |b: &mut Vec<u8>| {
+            b.extend_from_slice(b",\"pid\":");
+            push_pid(b, p);
+            b.extend_from_slice(b",\"tid\":0");
+        };
+        let name = if p == 0 {
+            "unknown process".to_owned()
+        } else {
+            format!("process {p}")
+        };
+        meta_event(ev, "process_name", lane, "name", &name.into())?;
+        let sort = if p == 0 { -1 } else { i64::from(p) };
+        meta_event(ev, "process_sort_index", lane, "sort_index", &sort.into())?;
+    }
+    for &(p, th) in &lanes.host {
+        let name = format!("thread {th}");
+        meta_event(ev, "thread_name", host_lane(p, th), "name", &name.into())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn microseconds_have_three_decimals_by_integer_arithmetic() {
+        assert_eq!(us_text(1_796_022_092_907_496_988), "1796022092907496.988");
+        assert_eq!(us_text(0), "0.000");
+        assert_eq!(us_text(5), "0.005");
+        assert_eq!(us_text(1_000), "1.000");
+        assert_eq!(us_text(12_340), "12.340");
+        assert_eq!(us_text(u64::MAX), "18446744073709551.615");
+        // Every value reads back exactly through the importer's parser.
+        for ns in [1, 999, 1_001, 5_153_875_767_895_669, u64::MAX - 1] {
+            assert_eq!(
+                cutrace_trace::timeparse::parse_us_to_ns(&us_text(ns)),
+                Ok(ns)
+            );
+        }
+    }
+
+    fn kernel(stream: u64, start: Ns, end: Ns) -> cutrace_trace::Kernel {
+        cutrace_trace::Kernel {
+            device: 0,
+            context: 1,
+            stream,
+            correlation_id: 0,
+            start_ns: start,
+            end_ns: end,
+            name: 0,
+            grid: [1; 3],
+            block: [1; 3],
+            registers_per_thread: 0,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            graph_id: 0,
+        }
+    }
+
+    fn sync(stream: Option<u64>, start: Ns, end: Ns) -> cutrace_trace::Synchronization {
+        cutrace_trace::Synchronization {
+            kind: if stream.is_some() {
+                SyncKind::StreamSynchronize
+            } else {
+                SyncKind::ContextSynchronize
+            },
+            device: 0,
+            context: 1,
+            stream,
+            correlation_id: 0,
+            start_ns: start,
+            end_ns: end,
+        }
+    }
+
+    /// Events that would cross on a stream's row go to rows of their own; annotation ranges stay.
+    #[test]
+    fn overlapping_gpu_work_gets_rows_that_nest() {
+        let t = Trace {
+            strings: vec!["k".into()],
+            kernels: vec![
+                kernel(7, 100, 300),
+                kernel(7, 200, 400), // crosses the first and the range
+                kernel(7, 120, 150), // inside the first
+                kernel(7, 400, 500), // after the second: back on the stream's row
+            ],
+            syncs: vec![sync(Some(7), 150, 500), sync(None, 10, 20)],
+            ranges: vec![cutrace_trace::NvtxRange {
+                domain: RangeDomain::Gpu,
+                name: 0,
+                process: 0,
+                thread: 0,
+                device: Some(0),
+                stream: Some(7),
+                start_ns: 90,
+                end_ns: 350,
+            }],
+            ..Trace::default()
+        };
+        let rows = gpu_rows(&t);
+        assert_eq!(rows.base, 1_000_000);
+        let tids: Vec<i128> = rows.kernels.iter().map(|&s| rows.tid(Some(7), s)).collect();
+        assert_eq!(tids, [7, 2_000_007, 7, 7]);
+        assert_eq!(rows.tid(Some(7), rows.syncs[0]), 1_000_007);
+        assert_eq!(rows.tid(None, rows.syncs[1]), 1_999_999);
+        let mut out = Vec::new();
+        write_chrome(&mut out, &t).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let names: Vec<&str> = v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["name"] == "thread_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "context-wide syncs",
+                "stream 7",
+                "stream 7 syncs",
+                "stream 7 (overlapping, row 2)"
+            ]
+        );
+        // A stream id that reaches the base moves the base up a power of ten.
+        let t = Trace {
+            kernels: vec![kernel(999_999, 0, 1)],
+            ..Trace::default()
+        };
+        assert_eq!(gpu_rows(&t).base, 10_000_000);
+    }
+
+    #[test]
+    fn an_empty_trace_is_valid_json() {
+        let mut out = Vec::new();
+        let w = write_chrome(&mut out, &Trace::default()).unwrap();
+        assert_eq!(w.events, 0);
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["traceEvents"], serde_json::json!([]));
+        assert_eq!(v["displayTimeUnit"], "ns");
+    }
+}

@@ -1,0 +1,823 @@
+//! `cutrace convert --chrome` end to end: every real native fixture and every real Kineto fixture
+//! is exported, read back with cutrace's own Kineto importer, and must give the same records and
+//! the same `cutrace report --format json` numbers to the nanosecond. The file's structure is
+//! checked as Perfetto and chrome://tracing need it (flows that pair up, named lanes, events that
+//! nest on every lane), and the command's errors.
+
+/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
+/// tests, and a skip must be seen in CI's log.
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use cutrace_trace::Trace;
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+const NATIVE: [&str; 8] = [
+    "sigkill",
+    "two_streams",
+    "copy_overlap",
+    "graph",
+    "tiny_5000",
+    "threads8",
+    "nvtx",
+    "conflict",
+];
+
+/// A temp dir per test, removed on success.
+struct Dir(PathBuf);
+
+impl Dir {
+    fn new(name: &str) -> Dir {
+        let d = std::env::temp_dir().join(format!("cutrace-chrome-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Dir(d)
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn cutrace(args: &[&std::ffi::OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(args)
+        .output()
+        .expect("run cutrace")
+}
+
+fn explain(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `cutrace convert SRC --chrome OUT`; returns its stderr.
+fn export(src: &Path, out: &Path) -> String {
+    let o = cutrace(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        "--chrome".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert!(
+        o.status.success(),
+        "convert {}: {}",
+        src.display(),
+        explain(&o)
+    );
+    String::from_utf8(o.stderr).unwrap()
+}
+
+/// `cutrace report --format json` with long lists (every kernel name, the 1,000 largest gaps,
+/// every orphan), less what names the source itself
+/// (its format and path) and what the source had but did not model (`skipped_events`: the export
+/// adds metadata and flow events, which the importer counts there).
+fn report(trace: &Path) -> Value {
+    let o = cutrace(&[
+        "report".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--top".as_ref(),
+        "1000".as_ref(),
+        "--orphans".as_ref(),
+        "1000000".as_ref(),
+        trace.as_os_str(),
+    ]);
+    assert!(
+        o.status.success(),
+        "report {}: {}",
+        trace.display(),
+        explain(&o)
+    );
+    let mut v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let t = v["trace"].as_object_mut().unwrap();
+    t.remove("source");
+    t.remove("paths");
+    v["data_loss"]
+        .as_object_mut()
+        .unwrap()
+        .remove("skipped_events");
+    v
+}
+
+/// The first place two JSON values differ, for a readable failure.
+fn first_difference(a: &Value, b: &Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| match (x.get(k), y.get(k)) {
+                (Some(u), Some(v)) => first_difference(u, v, &format!("{at}.{k}")),
+                _ => Some(format!("{at}.{k}: present on one side only")),
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (u, v))| first_difference(u, v, &format!("{at}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{at}: {a} vs {b}")),
+    }
+}
+
+fn load(path: &Path) -> Trace {
+    if path.is_dir() {
+        cutrace_trace::native::read(path, &mut |_, _| {}).unwrap()
+    } else {
+        cutrace_trace::open(path, &mut |_, _| {}).unwrap()
+    }
+}
+
+/// Every record as text with its names resolved, per kind, in the trace's order. What Kineto's
+/// shape cannot carry is normalised: its single "shared memory" figure (static + dynamic), and
+/// a memset's value and an API call's return value, which the importer does not read.
+fn records(t: &Trace) -> BTreeMap<&'static str, Vec<String>> {
+    let mut m = BTreeMap::new();
+    m.insert(
+        "kernels",
+        t.kernels
+            .iter()
+            .map(|k| {
+                format!(
+                    "{} {} {} {} {} {} {:?} {:?} {:?} {} {} {}",
+                    k.device,
+                    k.context,
+                    k.stream,
+                    k.correlation_id,
+                    k.start_ns,
+                    k.end_ns,
+                    t.str(k.name),
+                    k.grid,
+                    k.block,
+                    k.registers_per_thread,
+                    k.static_shared_bytes + k.dynamic_shared_bytes,
+                    k.graph_id
+                )
+            })
+            .collect(),
+    );
+    m.insert(
+        "api_calls",
+        t.api_calls
+            .iter()
+            .map(|a| {
+                format!(
+                    "{:?} {:?} {} {} {} {} {} {}",
+                    a.kind,
+                    t.str(a.name),
+                    a.cbid,
+                    a.process,
+                    a.thread,
+                    a.correlation_id,
+                    a.start_ns,
+                    a.end_ns
+                )
+            })
+            .collect(),
+    );
+    m.insert(
+        "memcpys",
+        t.memcpys.iter().map(|c| format!("{c:?}")).collect(),
+    );
+    m.insert(
+        "memsets",
+        t.memsets
+            .iter()
+            .map(|s| {
+                let mut s = s.clone();
+                s.value = 0;
+                format!("{s:?}")
+            })
+            .collect(),
+    );
+    m.insert("syncs", t.syncs.iter().map(|s| format!("{s:?}")).collect());
+    m.insert(
+        "ranges",
+        t.ranges
+            .iter()
+            .map(|r| {
+                format!(
+                    "{:?} {:?} {} {} {:?} {:?} {} {}",
+                    r.domain,
+                    t.str(r.name),
+                    r.process,
+                    r.thread,
+                    r.device,
+                    r.stream,
+                    r.start_ns,
+                    r.end_ns
+                )
+            })
+            .collect(),
+    );
+    m.insert(
+        "marks",
+        t.marks
+            .iter()
+            .map(|k| format!("{:?} {} {} {}", t.str(k.name), k.process, k.thread, k.ts_ns))
+            .collect(),
+    );
+    m.insert(
+        "overheads",
+        t.overheads
+            .iter()
+            .map(|o| {
+                let kind = t.str(o.kind);
+                format!(
+                    "{kind:?} {} {} {} {}",
+                    o.process, o.thread, o.start_ns, o.end_ns
+                )
+            })
+            .collect(),
+    );
+    m
+}
+
+/// The source and its export hold the same records, the same facts about data loss, and give the
+/// same report (returned).
+fn assert_round_trip(src: &Path, exported: &Path) -> Value {
+    let a = load(src);
+    let b = load(exported);
+    assert!(!a.kernels.is_empty(), "{}: no kernels", src.display());
+    assert_eq!(a.kernels.len(), b.kernels.len(), "{}", src.display());
+    let (ra, rb) = (records(&a), records(&b));
+    for (kind, list) in &ra {
+        let other = &rb[kind];
+        assert_eq!(list.len(), other.len(), "{}: {kind} count", src.display());
+        if let Some(i) = (0..list.len()).find(|&i| list[i] != other[i]) {
+            panic!(
+                "{}: {kind}[{i}] differs:\n  source: {}\n  export: {}",
+                src.display(),
+                list[i],
+                other[i]
+            );
+        }
+    }
+    assert_eq!(a.meta.complete, b.meta.complete);
+    assert_eq!(a.meta.incomplete_reason, b.meta.incomplete_reason);
+    assert_eq!(a.meta.dropped_by_recorder, b.meta.dropped_by_recorder);
+    assert_eq!(a.meta.dropped_by_cupti, b.meta.dropped_by_cupti);
+    assert_eq!(a.meta.notes, b.meta.notes);
+    assert_eq!(a.meta.devices.len(), b.meta.devices.len());
+
+    let (x, y) = (report(src), report(exported));
+    if let Some(d) = first_difference(&x, &y, "report") {
+        panic!("{}: the reports differ at {d}", src.display());
+    }
+    // The numbers the report exists for, named (the whole report is equal already).
+    for dev in x["devices"].as_array().unwrap() {
+        for key in ["busy_ns", "idle_ns", "gaps", "window_ns"] {
+            assert!(dev[key].is_u64(), "{}: {key}", src.display());
+        }
+    }
+    assert!(x["correlation"]["orphans"].is_u64());
+    assert!(x["kernel_summary"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty()));
+    x
+}
+
+#[test]
+fn every_native_fixture_round_trips_exactly() {
+    let dir = Dir::new("native");
+    let found: BTreeSet<String> = std::fs::read_dir(repo().join("tests/fixtures/native"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        found,
+        NATIVE.iter().map(|s| s.to_string()).collect(),
+        "a new native fixture: add it to NATIVE"
+    );
+    // Two at a time (CI has two cores); sigkill and tiny_5000 are the large ones.
+    std::thread::scope(|scope| {
+        let dir = &dir;
+        let workers: Vec<_> = [&NATIVE[..4], &NATIVE[4..]]
+            .into_iter()
+            .map(|names| {
+                scope.spawn(move || {
+                    for name in names {
+                        native_round_trip(dir, name);
+                    }
+                })
+            })
+            .collect();
+        for w in workers {
+            w.join().unwrap();
+        }
+    });
+}
+
+fn native_round_trip(dir: &Dir, name: &str) {
+    let src = repo().join("tests/fixtures/native").join(name);
+    let out = dir.path(&format!("{name}.json"));
+    let stderr = export(&src, &out);
+    let bytes = read_plain(&out);
+    assert_nesting(&bytes, name);
+    let report = assert_round_trip(&src, &out);
+    let member = cutrace_member(&bytes);
+    let complete = member["complete"].as_bool().unwrap();
+    if name == "sigkill" {
+        // Killed recorder: what was recovered is exported, and said to be incomplete, by the
+        // command, in the file, and by a report on the file (equal to the source's report).
+        assert!(!complete);
+        let reason = member["incomplete_reason"].as_str().unwrap();
+        assert!(reason.contains("TAIL"), "{reason}");
+        assert!(stderr.contains("INCOMPLETE"), "{stderr}");
+        assert_eq!(report["data_loss"]["complete"], false);
+    } else {
+        assert!(complete, "{name}");
+        assert!(!stderr.contains("INCOMPLETE"), "{stderr}");
+    }
+}
+
+/// The top-level "cutrace" member, without building the events.
+fn cutrace_member(bytes: &[u8]) -> Value {
+    #[derive(serde::Deserialize)]
+    struct Top {
+        cutrace: Value,
+    }
+    serde_json::from_slice::<Top>(bytes).unwrap().cutrace
+}
+
+#[test]
+fn every_kineto_fixture_round_trips_exactly() {
+    let dir = Dir::new("kineto");
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(repo().join("tests/fixtures/kineto"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".json.gz"))
+        .collect();
+    sources.sort();
+    assert!(sources.len() >= 5);
+    sources.push(repo().join("examples/two_streams.json.gz"));
+    for (i, src) in sources.iter().enumerate() {
+        let out = dir.path(&format!("{i}.json.gz"));
+        export(src, &out);
+        let member = cutrace_member(&read_plain(&out));
+        assert_eq!(member["source"], "kineto");
+        // The events the importer does not model (cpu_op, …) are said to be left out.
+        let notes = member["export_notes"].to_string();
+        assert!(
+            notes.contains("not in this file"),
+            "{}: {notes}",
+            src.display()
+        );
+        let has_cpu_ops = load(src)
+            .meta
+            .skipped_events
+            .iter()
+            .any(|(c, _)| c == "cpu_op");
+        assert_eq!(notes.contains("cpu_op: "), has_cpu_ops, "{notes}");
+        assert_round_trip(src, &out);
+    }
+}
+
+/// The export as a JSON value (gzip or plain).
+fn parse(path: &Path) -> Value {
+    serde_json::from_slice(&read_plain(path)).unwrap()
+}
+
+fn read_plain(path: &Path) -> Vec<u8> {
+    let bytes = std::fs::read(path).unwrap();
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::MultiGzDecoder::new(&bytes[..])
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    } else {
+        bytes
+    }
+}
+
+/// The events of an export, each as a JSON value plus its `ts` and `dur` as written (serde_json's
+/// f64 cannot hold these times).
+struct Ev {
+    v: Value,
+    ts: String,
+    dur: String,
+}
+
+impl std::ops::Index<&str> for Ev {
+    type Output = Value;
+    fn index(&self, key: &str) -> &Value {
+        &self.v[key]
+    }
+}
+
+fn events(bytes: &[u8]) -> Vec<Ev> {
+    let raw: RawTrace = serde_json::from_slice(bytes).unwrap();
+    raw.events
+        .iter()
+        .map(|e| {
+            let text = |k: &str| e.get(k).map(|r| r.get().to_owned()).unwrap_or_default();
+            let v: Value = e
+                .iter()
+                .map(|(k, r)| (k.to_string(), serde_json::from_str(r.get()).unwrap()))
+                .collect::<serde_json::Map<String, Value>>()
+                .into();
+            Ev {
+                v,
+                ts: text("ts"),
+                dur: text("dur"),
+            }
+        })
+        .collect()
+}
+
+fn lane(e: &Value) -> (i64, i64) {
+    (e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap())
+}
+
+/// µs text → ns, independently of the exporter: split at the point.
+fn ns(text: &str) -> u64 {
+    let (i, f) = text.split_once('.').unwrap();
+    assert_eq!(f.len(), 3, "{text}");
+    i.parse::<u64>().unwrap() * 1000 + f.parse::<u64>().unwrap()
+}
+
+/// No two complete events on one lane overlap without nesting: Perfetto drops such events.
+fn assert_nesting(bytes: &[u8], name: &str) {
+    #[derive(serde::Deserialize)]
+    struct Slim<'a> {
+        ph: &'a str,
+        pid: Option<i64>,
+        tid: Option<i64>,
+        #[serde(borrow)]
+        ts: Option<&'a RawValue>,
+        #[serde(borrow)]
+        dur: Option<&'a RawValue>,
+    }
+    #[derive(serde::Deserialize)]
+    struct File<'a> {
+        #[serde(rename = "traceEvents", borrow)]
+        events: Vec<Slim<'a>>,
+    }
+    let file: File = serde_json::from_slice(bytes).unwrap();
+    let mut lanes: BTreeMap<(i64, i64), Vec<(u64, u64)>> = BTreeMap::new();
+    for e in file.events.iter().filter(|e| e.ph == "X") {
+        let s = ns(e.ts.unwrap().get());
+        let end = s + ns(e.dur.unwrap().get());
+        let lane = (e.pid.unwrap(), e.tid.unwrap());
+        lanes.entry(lane).or_default().push((s, end));
+    }
+    for (l, mut evs) in lanes {
+        evs.sort_by_key(|&(s, e)| (s, std::cmp::Reverse(e)));
+        let mut open: Vec<u64> = Vec::new();
+        for (s, e) in evs {
+            while open.last().is_some_and(|&end| end <= s) {
+                open.pop();
+            }
+            if let Some(&end) = open.last() {
+                assert!(
+                    e <= end,
+                    "{name}: lane {l:?}: [{s}, {e}) crosses the end {end}"
+                );
+            }
+            open.push(e);
+        }
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct RawTrace<'a> {
+    #[serde(rename = "traceEvents", borrow)]
+    events: Vec<BTreeMap<&'a str, &'a RawValue>>,
+}
+
+#[test]
+fn the_file_has_the_shape_perfetto_and_chrome_tracing_read() {
+    let dir = Dir::new("shape");
+    for name in ["copy_overlap", "graph", "nvtx", "threads8"] {
+        let src = repo().join("tests/fixtures/native").join(name);
+        let out = dir.path(&format!("{name}.json"));
+        export(&src, &out);
+        let bytes = std::fs::read(&out).unwrap();
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        let native = load(&src);
+        assert_eq!(v["displayTimeUnit"], "ns");
+        assert_eq!(v["cutrace"]["source"], "native");
+        assert_eq!(v["cutrace"]["version"], env!("CARGO_PKG_VERSION"));
+        let dev = &v["deviceProperties"][0];
+        assert_eq!(dev["name"], "NVIDIA H200");
+        assert_eq!(dev["numSms"], 132);
+        assert_eq!(dev["computeMajor"], 9);
+        let events = events(&bytes);
+
+        // Every timed event has ts, pid, tid (and X a dur); times have exactly three decimals.
+        let three = |t: &str| {
+            let (i, f) = t.split_once('.').unwrap_or((t, ""));
+            !i.is_empty() && i.bytes().all(|c| c.is_ascii_digit()) && f.len() == 3
+        };
+        let mut complete = 0;
+        for e in events.iter().filter(|e| e["ph"] != "M") {
+            assert!(e["pid"].is_i64() && e["tid"].is_i64(), "{name}: {}", e.v);
+            assert!(three(&e.ts), "{name}: ts {}", e.ts);
+            if e["ph"] == "X" {
+                assert!(three(&e.dur), "{name}: dur {}", e.dur);
+                complete += 1;
+            }
+        }
+        let n_records = native.kernels.len()
+            + native.api_calls.len()
+            + native.memcpys.len()
+            + native.memsets.len()
+            + native.syncs.len()
+            + native.ranges.len()
+            + native.overheads.len();
+        assert_eq!(complete, n_records, "{name}: one complete event per record");
+        let marks = events.iter().filter(|e| e["ph"] == "i").count();
+        assert_eq!(marks, native.marks.len());
+
+        // A chosen record: the earliest kernel, its start printed as its nanoseconds.
+        let k = native.kernels.iter().min_by_key(|k| k.start_ns).unwrap();
+        let digits = k.start_ns.to_string();
+        let (int, frac) = digits.split_at(digits.len() - 3);
+        let want = format!("{int}.{frac}");
+        let found = events.iter().any(|e| {
+            e["cat"] == "kernel" && e["args"]["correlation"] == k.correlation_id && e.ts == want
+        });
+        assert!(found, "{name}: no kernel event at ts {want}");
+
+        // Kernel names are demangled as report shows them; CUPTI's name is kept.
+        let mut mangled = 0;
+        for e in events.iter().filter(|e| e["cat"] == "kernel") {
+            if let Some(m) = e["args"]["mangled"].as_str() {
+                assert!(m.starts_with("_Z"));
+                assert_eq!(e["name"], *cutrace_analysis::display_name(m));
+                mangled += 1;
+            }
+        }
+        assert!(mangled > 0, "{name}: no mangled name kept");
+
+        // Flows pair up: one "s" per id, on the launching call; its "f"s on device records.
+        let mut starts: BTreeMap<u64, &Ev> = BTreeMap::new();
+        let mut finishes: BTreeMap<u64, Vec<&Ev>> = BTreeMap::new();
+        for e in &events {
+            let id = || e["id"].as_u64().unwrap();
+            match e["ph"].as_str() {
+                Some("s") => {
+                    assert_eq!(e["cat"], "ac2g");
+                    assert!(starts.insert(id(), e).is_none(), "two \"s\" for one id");
+                }
+                Some("f") => {
+                    assert_eq!(e["cat"], "ac2g");
+                    assert_eq!(e["bp"], "e");
+                    finishes.entry(id()).or_default().push(e);
+                }
+                _ => {}
+            }
+        }
+        assert!(!starts.is_empty());
+        let s_ids: BTreeSet<u64> = starts.keys().copied().collect();
+        let f_ids: BTreeSet<u64> = finishes.keys().copied().collect();
+        assert_eq!(s_ids, f_ids, "{name}: unpaired flow ids");
+        let is_gpu = |e: &Ev| {
+            e["ph"] == "X"
+                && ["kernel", "gpu_memcpy", "gpu_memset"].contains(&e["cat"].as_str().unwrap())
+        };
+        for (id, fs) in &finishes {
+            for f in fs {
+                let target = events.iter().any(|g| {
+                    is_gpu(g)
+                        && g["args"]["correlation"] == *id
+                        && lane(&g.v) == lane(&f.v)
+                        && g.ts == f.ts
+                });
+                assert!(target, "{name}: flow {id} points at no device record");
+            }
+        }
+        for (id, s) in &starts {
+            let call = events.iter().any(|e| {
+                e["ph"] == "X"
+                    && e["cat"].as_str().unwrap().starts_with("cuda_")
+                    && e["args"]["correlation"] == *id
+                    && lane(&e.v) == lane(&s.v)
+                    && e.ts == s.ts
+            });
+            assert!(call, "{name}: flow {id} starts on no API call");
+        }
+        if name == "graph" {
+            // One graph launch, many kernels: several "f" for one "s", as Kineto writes them.
+            assert!(finishes.values().any(|f| f.len() > 1));
+        }
+
+        // Metadata names every process and every lane that holds an event.
+        let mut processes = BTreeMap::new();
+        let mut threads = BTreeMap::new();
+        for e in events.iter().filter(|e| e["ph"] == "M") {
+            let n = e["args"]["name"].as_str().map(str::to_owned);
+            match e["name"].as_str().unwrap() {
+                "process_name" => {
+                    processes.insert(e["pid"].as_i64().unwrap(), n.unwrap());
+                }
+                "thread_name" => {
+                    threads.insert(lane(&e.v), n.unwrap());
+                }
+                _ => {}
+            }
+        }
+        for e in events.iter().filter(|e| e["ph"] != "M") {
+            let (pid, tid) = lane(&e.v);
+            assert!(
+                processes.contains_key(&pid),
+                "{name}: pid {pid} has no name"
+            );
+            assert!(
+                threads.contains_key(&(pid, tid)),
+                "{name}: ({pid}, {tid}) has no name"
+            );
+        }
+        for k in &native.kernels {
+            let (d, s) = (i64::from(k.device), k.stream as i64);
+            assert_eq!(processes[&d], format!("GPU {d}"));
+            assert_eq!(threads[&(d, s)], format!("stream {s}"));
+        }
+        // Device records carry their stream in args; on the stream's own row it is the tid,
+        // on the stream's further rows tid mod 1,000,000 (see docs/FORMAT.md).
+        for g in events.iter().filter(|e| is_gpu(e)) {
+            let (_, tid) = lane(&g.v);
+            let stream = g["args"]["stream"].as_i64().unwrap();
+            assert_eq!(tid % 1_000_000, stream, "{name}: {}", g.v);
+        }
+        assert_nesting(&bytes, name);
+    }
+}
+
+#[test]
+fn gzip_output_is_the_plain_output_compressed() {
+    let dir = Dir::new("gzip");
+    let src = repo().join("tests/fixtures/native/copy_overlap");
+    let plain = dir.path("t.json");
+    let gz = dir.path("t.json.gz");
+    export(&src, &plain);
+    export(&src, &gz);
+    let gz_bytes = std::fs::read(&gz).unwrap();
+    assert!(gz_bytes.starts_with(&[0x1f, 0x8b]), "not gzip");
+    assert!(gz_bytes.len() < std::fs::metadata(&plain).unwrap().len() as usize);
+    assert_eq!(read_plain(&gz), std::fs::read(&plain).unwrap());
+}
+
+#[test]
+fn csv_and_chrome_together() {
+    let dir = Dir::new("both");
+    let src = repo().join("tests/fixtures/native/nvtx");
+    let csv = dir.path("tables");
+    let json = dir.path("t.json");
+    let o = cutrace(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        "--csv".as_ref(),
+        csv.as_os_str(),
+        "--chrome".as_ref(),
+        json.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", explain(&o));
+    let kernels = std::fs::read_to_string(csv.join("kernels.csv")).unwrap();
+    assert_eq!(kernels.lines().count(), 1 + 22);
+    let v = parse(&json);
+    let n = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "kernel")
+        .count();
+    assert_eq!(n, 22);
+}
+
+#[test]
+fn refuses_to_overwrite_without_force_and_reports_bad_input() {
+    let dir = Dir::new("errors");
+    let src = repo().join("tests/fixtures/native/two_streams");
+    let out = dir.path("taken.json");
+    std::fs::write(&out, "keep me").unwrap();
+    let args = |force: bool| {
+        let mut a: Vec<&std::ffi::OsStr> = vec![
+            "convert".as_ref(),
+            src.as_os_str(),
+            "--chrome".as_ref(),
+            out.as_os_str(),
+        ];
+        if force {
+            a.push("--force".as_ref());
+        }
+        a
+    };
+    let o = cutrace(&args(false));
+    assert_eq!(o.status.code(), Some(2), "{}", explain(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&out.display().to_string()), "{err}");
+    assert!(err.contains("--force"), "{err}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "keep me");
+    let o = cutrace(&args(true));
+    assert!(o.status.success(), "{}", explain(&o));
+    assert_eq!(parse(&out)["cutrace"]["complete"], true);
+
+    // Neither output: clap says one is required.
+    let o = cutrace(&["convert".as_ref(), src.as_os_str()]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("required"), "{err}");
+    assert!(err.contains("--csv") && err.contains("--chrome"), "{err}");
+
+    // An unreadable input is reported as such, and no output is left behind.
+    let missing = dir.path("no-such-trace");
+    let fresh = dir.path("fresh.json");
+    let o = cutrace(&[
+        "convert".as_ref(),
+        missing.as_os_str(),
+        "--chrome".as_ref(),
+        fresh.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no-such-trace"), "{err}");
+    assert!(!fresh.exists());
+
+    // An output in a directory that does not exist: named in the error.
+    let nodir = dir.path("nodir/t.json");
+    let o = cutrace(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        "--chrome".as_ref(),
+        nodir.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("nodir"));
+}
+
+#[test]
+fn help_has_an_example_per_format() {
+    let o = cutrace(&["convert".as_ref(), "--help".as_ref()]);
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("cutrace convert trace/ --csv tables/"),
+        "{help}"
+    );
+    assert!(
+        help.contains("cutrace convert trace/ --chrome trace.json.gz"),
+        "{help}"
+    );
+}
+
+/// Python's json module reads the export too (a second, independent JSON parser).
+#[test]
+fn python_json_loads_the_export() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        loud!("SKIPPED: no python3 to json.load the Chrome export");
+        return;
+    }
+    let dir = Dir::new("python");
+    let src = repo().join("tests/fixtures/native/nvtx");
+    let out = dir.path("t.json.gz");
+    export(&src, &out);
+    let script = "import gzip, json, sys\n\
+                  d = json.load(gzip.open(sys.argv[1]))\n\
+                  ev = d['traceEvents']\n\
+                  print(len(ev), sum(1 for e in ev if e.get('cat') == 'kernel'))";
+    let o = Command::new("python3")
+        .args(["-c", script])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", explain(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    let counts: Vec<u64> = text
+        .split_whitespace()
+        .map(|w| w.parse().unwrap())
+        .collect();
+    assert_eq!(counts[1], 22, "{text}");
+    assert_eq!(
+        counts[0],
+        parse(&out)["traceEvents"].as_array().unwrap().len() as u64
+    );
+}
