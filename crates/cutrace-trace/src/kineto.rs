@@ -151,6 +151,10 @@ struct Importer<R> {
     parts: (u64, u64),
     /// Emptied part sinks, kept for the next block.
     spares: Vec<Sink>,
+    /// `"cutrace": {"time_base_ns": …}` of a `cutrace convert --chrome` export: its `ts` are
+    /// relative to this, and it is added back so the trace has its original clock. (torch.profiler's
+    /// own `baseTimeNanoseconds` is not applied: its traces are reported on their own clock.)
+    time_base_ns: Ns,
 }
 
 /// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
@@ -279,11 +283,16 @@ impl<R: Read> Importer<R> {
             parallel_min: PARALLEL_MIN,
             parts: (0, 0),
             spares: Vec::new(),
+            time_base_ns: 0,
         }
     }
 
     fn finish(self) -> Trace {
         let mut trace = self.sink.trace;
+        if self.time_base_ns != 0 {
+            let base = self.time_base_ns;
+            trace.map_times(|t| t.saturating_add(base));
+        }
         trace.strings = self.sink.strings.into_strings();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
         trace
@@ -497,6 +506,7 @@ impl<R: Read> Importer<R> {
             "cutrace" => {
                 let v: serde_json::Value = self.parse_owned("reading \"cutrace\"")?;
                 restore_meta(&mut self.sink.trace.meta, &v);
+                self.time_base_ns = v.get("time_base_ns").and_then(|x| x.as_u64()).unwrap_or(0);
                 Ok(())
             }
             _ => self

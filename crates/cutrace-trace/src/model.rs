@@ -263,6 +263,42 @@ pub struct Trace {
 }
 
 impl Trace {
+    /// The earliest timestamp of any record, `None` for a trace without records.
+    pub fn earliest_ns(&self) -> Option<Ns> {
+        let starts = self.kernels.iter().map(|r| r.start_ns);
+        let starts = starts.chain(self.memcpys.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.memsets.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.api_calls.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.syncs.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.ranges.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.marks.iter().map(|r| r.ts_ns));
+        let starts = starts.chain(self.overheads.iter().map(|r| r.start_ns));
+        starts.min()
+    }
+
+    /// Applies `f` to every timestamp of every record (starts, ends, marks). Used to move a
+    /// trace to and from a time base, as `cutrace convert --chrome` writes relative times.
+    pub fn map_times(&mut self, f: impl Fn(Ns) -> Ns) {
+        macro_rules! both {
+            ($v:expr) => {
+                for r in $v.iter_mut() {
+                    r.start_ns = f(r.start_ns);
+                    r.end_ns = f(r.end_ns);
+                }
+            };
+        }
+        both!(self.kernels);
+        both!(self.memcpys);
+        both!(self.memsets);
+        both!(self.api_calls);
+        both!(self.syncs);
+        both!(self.ranges);
+        both!(self.overheads);
+        for m in self.marks.iter_mut() {
+            m.ts_ns = f(m.ts_ns);
+        }
+    }
+
     /// The string an id points at; `"?"` for an id outside the table (never a panic).
     pub fn str(&self, id: StrId) -> &str {
         self.strings

@@ -557,9 +557,30 @@ fn the_file_has_the_shape_perfetto_and_chrome_tracing_read() {
         let marks = events.iter().filter(|e| e["ph"] == "i").count();
         assert_eq!(marks, native.marks.len());
 
-        // A chosen record: the earliest kernel, its start printed as its nanoseconds.
+        // Times count from a whole second before the first record, written twice (Kineto's
+        // baseTimeNanoseconds, and the "cutrace" member that cutrace's importer reads), so `ts`
+        // stays well inside a double's 53 bits at ns resolution.
+        let base = v["baseTimeNanoseconds"]
+            .as_u64()
+            .expect("baseTimeNanoseconds");
+        assert_eq!(v["cutrace"]["time_base_ns"].as_u64(), Some(base));
+        assert_eq!(base % 1_000_000_000, 0, "{name}: base {base}");
+        let first = [
+            native.kernels.iter().map(|r| r.start_ns).min(),
+            native.api_calls.iter().map(|r| r.start_ns).min(),
+            native.syncs.iter().map(|r| r.start_ns).min(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap();
+        assert!(
+            base <= first && first - base < 1_000_000_000,
+            "{name}: base {base}, first {first}"
+        );
+        // A chosen record: the earliest kernel, its start printed as its nanoseconds from the base.
         let k = native.kernels.iter().min_by_key(|k| k.start_ns).unwrap();
-        let digits = k.start_ns.to_string();
+        let digits = format!("{:04}", k.start_ns - base);
         let (int, frac) = digits.split_at(digits.len() - 3);
         let want = format!("{int}.{frac}");
         let found = events.iter().any(|e| {

@@ -528,7 +528,9 @@ fn source_label(m: &TraceMeta) -> &'static str {
 fn cutrace_member(t: &Trace, lanes: &Lanes) -> serde_json::Value {
     let m = &t.meta;
     let mut notes: Vec<String> = vec![
-        "ts and dur are microseconds with exactly 3 decimals: the trace's integer nanoseconds"
+        "ts and dur are microseconds with exactly 3 decimals: the trace's integer nanoseconds; ts \
+         counts from baseTimeNanoseconds (time_base_ns here), a whole second before the first \
+         record"
             .into(),
     ];
     if lanes.inverted > 0 {
@@ -615,8 +617,16 @@ fn meta_event(
     ev.end()
 }
 
-/// Writes `t` as Chrome Trace Event JSON (see the module doc).
-pub fn write_chrome<W: Write>(w: &mut W, t: &Trace) -> io::Result<Written> {
+/// The time base an export is written against: the whole second at or before the trace's first
+/// record (0 for an empty trace).
+pub fn time_base(t: &Trace) -> Ns {
+    t.earliest_ns().map(|e| e - e % 1_000_000_000).unwrap_or(0)
+}
+
+/// Writes `t` as Chrome Trace Event JSON (see the module doc). `t`'s times are relative to
+/// `base_ns` (see [`time_base`]), which the file carries as `baseTimeNanoseconds` and as the
+/// `"cutrace"` member's `time_base_ns`.
+pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<Written> {
     let lanes = survey(t);
     let rows = gpu_rows(t);
     let m = &t.meta;
@@ -629,8 +639,11 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace) -> io::Result<Written> {
     if let Some(v) = m.cuda_driver_version {
         write!(w, ",\n\"cuda_driver_version\": {v}")?;
     }
+    write!(w, ",\n\"baseTimeNanoseconds\": {base_ns}")?;
     w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
-    serde_json::to_writer(&mut *w, &cutrace_member(t, &lanes)).map_err(io::Error::other)?;
+    let mut member = cutrace_member(t, &lanes);
+    member["time_base_ns"] = base_ns.into();
+    serde_json::to_writer(&mut *w, &member).map_err(io::Error::other)?;
     w.write_all(b",\n\"traceEvents\": [")?;
 
     let mut ev = Events {
@@ -1034,7 +1047,7 @@ mod tests {
         assert_eq!(rows.tid(Some(7), rows.syncs[0]), 1_000_007);
         assert_eq!(rows.tid(None, rows.syncs[1]), 1_999_999);
         let mut out = Vec::new();
-        write_chrome(&mut out, &t).unwrap();
+        write_chrome(&mut out, &t, 0).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         let names: Vec<&str> = v["traceEvents"]
             .as_array()
@@ -1063,7 +1076,7 @@ mod tests {
     #[test]
     fn an_empty_trace_is_valid_json() {
         let mut out = Vec::new();
-        let w = write_chrome(&mut out, &Trace::default()).unwrap();
+        let w = write_chrome(&mut out, &Trace::default(), 0).unwrap();
         assert_eq!(w.events, 0);
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["traceEvents"], serde_json::json!([]));

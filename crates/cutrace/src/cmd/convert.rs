@@ -50,7 +50,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             return Err(exists(out));
         }
     }
-    let t = cutrace_trace::native::read(&args.trace, &mut |_, _| {})
+    let mut t = cutrace_trace::native::read(&args.trace, &mut |_, _| {})
         .or_else(|_| cutrace_trace::open(&args.trace, &mut |_, _| {}))
         .with_context(|| format!("reading {}", args.trace.display()))?;
     if let Some(dir) = &args.csv {
@@ -75,7 +75,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     }
     if let Some(out) = &args.chrome {
-        let w = write_chrome_file(out, &t, args.force)?;
+        // Written relative to a whole second before the first record (Kineto's
+        // baseTimeNanoseconds): absolute CUPTI times (~1.8e15 µs) do not fit a double's 53 bits at
+        // ns resolution, and viewers parse `ts` as doubles. The base is in the file; cutrace's
+        // importer adds it back.
+        let base = chrome::time_base(&t);
+        t.map_times(|x| x - base);
+        let w = write_chrome_file(out, &t, base, args.force)?;
         let incomplete = if t.meta.complete {
             String::new()
         } else {
@@ -157,7 +163,12 @@ impl Output {
 
 /// Writes the Chrome JSON to `out`: a new file (`--force`: replaces one), removed again if the
 /// write fails, so a failed export leaves no half-written JSON behind.
-fn write_chrome_file(out: &Path, t: &Trace, force: bool) -> anyhow::Result<chrome::Written> {
+fn write_chrome_file(
+    out: &Path,
+    t: &Trace,
+    base: cutrace_trace::Ns,
+    force: bool,
+) -> anyhow::Result<chrome::Written> {
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true);
     if force {
@@ -178,7 +189,7 @@ fn write_chrome_file(out: &Path, t: &Trace, force: bool) -> anyhow::Result<chrom
     } else {
         Output::Plain(file)
     };
-    let result = chrome::write_chrome(&mut w, t).and_then(|n| w.finish().map(|()| n));
+    let result = chrome::write_chrome(&mut w, t, base).and_then(|n| w.finish().map(|()| n));
     result.or_else(|e| {
         let _ = std::fs::remove_file(out);
         Err(e).with_context(|| format!("writing {}", out.display()))
