@@ -9,7 +9,7 @@
 #                     repetition starts (a device call has a hard limit)
 #   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix); BENCH_BATCHES (C++ loop),
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
-#   PHASES="..."      any of: correct crash conflict torch_steps pin bench_cpp bench_torch peers others
+#   PHASES="..."      any of: correct multiproc crash conflict torch_steps pin bench_cpp bench_torch peers others
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
 OUT=${OUT:-/tmp/cutrace-out}
@@ -62,6 +62,13 @@ print(",".join(map(str, sorted(ids))))
 EOF
 )
   echo "{\"launch_cbids\":\"$LAUNCH_CBIDS\"}" >> "$R"
+fi
+
+if has multiproc; then
+  log "fork+exec and fork-only children, each its own part"
+  "$CT" record -o "$W/mp.trace" -- $WL multiproc 4 --json "$W/mp" > "$W/logs/mp.out" 2> "$W/logs/mp.err"; rc=$?
+  python3 "$G/check_multiproc.py" "$CT" "$W" $rc >> "$R"
+  mkdir -p "$W/fix/multiproc"; cp "$W/mp.trace"/*.cutrace "$W"/mp.*.json "$W/fix/multiproc/" 2>/dev/null
 fi
 
 if has crash; then
@@ -182,7 +189,7 @@ tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/d
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

@@ -5,7 +5,8 @@
 // ranges) and its own cudaEvent timing per stream, so gpu/check.py can compare a trace with
 // the program's own account. Build: nvcc -O2 -arch=sm_90 -o workloads workloads.cu
 //
-// Modes: two_streams, tiny, copy_overlap, graph, threads8, nvtx, longrun SECONDS
+// Modes: two_streams, tiny, copy_overlap, graph, threads8, nvtx, longrun SECONDS,
+//        multiproc K (K child processes, each a traced CUDA process of its own)
 
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
@@ -20,6 +21,8 @@
 #include <ctime>
 #include <string>
 #include <thread>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #define CK(x)                                                                              \
@@ -385,6 +388,53 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--batches") && i + 1 < argc) batches = atoi(argv[++i]);
     else args.push_back(argv[i]);
   }
+  if (args[0] == "multiproc") {
+    // K children, none of them sharing CUDA with the parent (which never touches it): even ones
+    // fork and exec `tiny 1000` (a new program image: a fresh injection), odd ones only fork and
+    // run the same work in the copied image (the injection library is already mapped there,
+    // untouched, and starts at the child's own cuInit). Each child writes JSON_i with its pid.
+    int k = args.size() > 1 ? atoi(args[1].c_str()) : 4;
+    std::string base = json ? json : "multiproc";
+    std::vector<pid_t> kids;
+    for (int i = 0; i < k; i++) {
+      std::string path = base + "." + std::to_string(i) + ".json";
+      pid_t pid = fork();
+      if (pid < 0) {
+        perror("fork");
+        return 1;
+      }
+      if (pid == 0) {
+        if (i % 2 == 0) {
+          execl("/proc/self/exe", argv[0], "tiny", "1000", "--json", path.c_str(), (char *)nullptr);
+          perror("execl");
+          _exit(127);
+        }
+        Report c;
+        c.mode = "tiny";
+        CK(cudaFree(nullptr));
+        spin<<<1, 32>>>(0ULL, nullptr);
+        scale<<<1, 32>>>(nullptr, 0, 1.0f);
+        CK(cudaDeviceSynchronize());
+        tiny(c, 1000, 1);
+        CK(cudaDeviceSynchronize());
+        c.kernels += 2;
+        c.add_api("cudaLaunchKernel", 2);
+        c.add_api("cudaDeviceSynchronize", 2);
+        c.extra += ",\"pid\":" + std::to_string(getpid()) + ",\"how\":\"fork\"";
+        c.print(path.c_str());
+        exit(0);  // not _exit: atexit handlers (the injection's final flush) must run
+      }
+      kids.push_back(pid);
+    }
+    int bad = 0;
+    for (pid_t pid : kids) {
+      int st = 0;
+      waitpid(pid, &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) bad++;
+    }
+    printf("multiproc: %d children, %d failed\n", k, bad);
+    return bad ? 1 : 0;
+  }
   Report r;
   r.mode = args[0];
   int rc = 0;
@@ -408,6 +458,7 @@ int main(int argc, char **argv) {
   r.kernels += 2;
   r.add_api("cudaLaunchKernel", 2);
   r.add_api("cudaDeviceSynchronize", 2);
+  r.extra += ",\"pid\":" + std::to_string(getpid());
   r.print(json);
   return rc;
 }
