@@ -44,6 +44,9 @@ def variants():
     }
     v["cutrace without the driver kind"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
     v["floor without the driver kind"] = (rec(["--discard", "--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
+    # A larger CUPTI device buffer for kernel records (does it lower the floor?).
+    v["cutrace, 64 MiB device buffer"] = (rec(), {"CUTRACE_DEVICE_BUFFER_BYTES": str(64 << 20)})
+    v["floor, 64 MiB device buffer"] = (rec(["--discard"]), {"CUTRACE_DEVICE_BUFFER_BYTES": str(64 << 20)})
     # API records without the state queries (cudaGetDevice & co.; see `cutrace record --help`).
     v["cutrace --api lean"] = (rec(["--api", "lean"]), {})
     v["floor --api lean"] = (rec(["--discard", "--api", "lean"]), {})

@@ -41,6 +41,10 @@ pub struct Config {
     pub runtime_cbids: Option<Vec<u32>>,
     /// Which RUNTIME/DRIVER calls get records (`CUTRACE_API`, `cutrace record --api`).
     pub api_mode: ApiMode,
+    /// CUPTI's per-context device buffer for kernel records
+    /// (`CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE`), from `CUTRACE_DEVICE_BUFFER_BYTES`; `None`
+    /// leaves CUPTI's default. A benchmark knob: whether a larger one lowers the floor.
+    pub device_buffer_bytes: Option<usize>,
     pub record_cmdline: bool,
     /// How long the exit handler waits for the writer.
     pub exit_deadline_ms: u64,
@@ -98,6 +102,18 @@ impl Config {
                 ApiMode::All
             }),
         };
+        let device_buffer_bytes = match env("CUTRACE_DEVICE_BUFFER_BYTES")
+            .map(|s| s.parse::<usize>())
+        {
+            None => None,
+            Some(Ok(b)) if (1 << 20..=1 << 30).contains(&b) => Some(b),
+            Some(_) => {
+                notes.push(
+                    "CUTRACE_DEVICE_BUFFER_BYTES outside 1 MiB–1 GiB; CUPTI's default kept".into(),
+                );
+                None
+            }
+        };
         Config {
             output_dir: env("CUTRACE_OUTPUT_DIR")
                 .filter(|s| !s.is_empty())
@@ -111,6 +127,7 @@ impl Config {
             serialize_kernels,
             runtime_cbids,
             api_mode,
+            device_buffer_bytes,
             record_cmdline: env("CUTRACE_RECORD_CMDLINE").as_deref() == Some("1"),
             exit_deadline_ms: num("CUTRACE_EXIT_DEADLINE_MS", 10_000),
             flush_period_ms: num("CUTRACE_FLUSH_PERIOD_MS", 1_000).max(10),
@@ -131,6 +148,18 @@ mod tests {
         assert_eq!(c.buffer_bytes, 8 << 20);
         assert!(!c.discard);
         assert_eq!(c.api_mode, ApiMode::All);
+        assert_eq!(c.device_buffer_bytes, None);
+        let c =
+            Config::from_env(&|k| (k == "CUTRACE_DEVICE_BUFFER_BYTES").then(|| "33554432".into()));
+        assert_eq!(c.device_buffer_bytes, Some(32 << 20));
+        assert!(c.notes.is_empty());
+        let c = Config::from_env(&|k| (k == "CUTRACE_DEVICE_BUFFER_BYTES").then(|| "12".into()));
+        assert_eq!(c.device_buffer_bytes, None);
+        assert!(
+            c.notes[0].contains("CUTRACE_DEVICE_BUFFER_BYTES"),
+            "{:?}",
+            c.notes
+        );
         let c = Config::from_env(&|k| match k {
             "CUTRACE_KINDS" => Some("kernel,bogus,runtime".into()),
             "CUTRACE_SERIALIZE_KERNELS" => Some("1".into()),

@@ -183,6 +183,13 @@ fn init() -> Result<(), String> {
             "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not set: {e}"
         ));
     }
+    if let Some(bytes) = config.device_buffer_bytes {
+        if let Err(e) = cupti.set_attribute(api::ATTR_DEVICE_BUFFER_SIZE, bytes) {
+            notes.push(format!(
+                "CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE = {bytes} not set: {e}"
+            ));
+        }
+    }
     cupti
         .register_callbacks(buffer_requested, buffer_completed)
         .map_err(|e| refusal("cuptiActivityRegisterCallbacks", &e))?;
