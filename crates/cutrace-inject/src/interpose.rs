@@ -35,6 +35,8 @@ static REAL_REGISTER: AtomicUsize = AtomicUsize::new(0);
 /// Each conflict is reported once per process.
 static SUBSCRIBE_REPORTED: AtomicBool = AtomicBool::new(false);
 static REGISTER_REPORTED: AtomicBool = AtomicBool::new(false);
+/// cutrace is handing CUPTI's buffers over to another tool's callbacks, or has.
+static HANDING_OVER: AtomicBool = AtomicBool::new(false);
 
 /// `cuptiSubscribe`, forwarded. When it fails because cutrace holds the one subscriber slot
 /// that CUPTI before 13.3 allows, says so once.
@@ -67,8 +69,10 @@ pub unsafe extern "C" fn cuptiSubscribe(
 }
 
 /// `cuptiActivityRegisterCallbacks`, forwarded. When another tool replaces cutrace's buffer
-/// callbacks while cutrace traces, says once that cutrace's trace ends there. It is not
-/// blocked: the program's own tool keeps working as it would without cutrace.
+/// callbacks while cutrace traces, cutrace first turns off the records it enabled and has CUPTI
+/// deliver what it holds for cutrace (so the trace keeps everything up to that point and the
+/// tool gets no record it did not ask for), then forwards, and says once that cutrace's trace
+/// ends there. The tool is not blocked: it keeps working as it would without cutrace.
 ///
 /// # Safety
 /// The caller's arguments go to libcupti unchanged; the caller owes libcupti's contract.
@@ -89,8 +93,9 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
     }
     // SAFETY: `real` is libcupti's function of this type, never this one.
     let f: RegisterCallbacksFn = unsafe { std::mem::transmute::<usize, RegisterCallbacksFn>(real) };
+    let handed = catch_unwind(|| before_register(requested as usize)).unwrap_or(false);
     let result = unsafe { f(requested, completed) };
-    let _ = catch_unwind(|| after_register(result, requested as usize));
+    let _ = catch_unwind(|| after_register(result, handed));
     result
 }
 
@@ -125,28 +130,49 @@ fn after_subscribe(result: CuptiResult) {
     );
 }
 
-fn after_register(result: CuptiResult, requested: usize) {
-    if result != 0
-        || !crate::is_tracing()
+/// Whether this registration takes CUPTI's buffers from cutrace; if so, cutrace's records are
+/// turned off and flushed to cutrace first (`hand_over_buffers`).
+fn before_register(requested: usize) -> bool {
+    if !crate::is_tracing()
         || crate::is_our_buffer_callback(requested)
-        || REGISTER_REPORTED.swap(true, Ordering::SeqCst)
+        || HANDING_OVER.swap(true, Ordering::SeqCst)
     {
+        return false;
+    }
+    crate::hand_over_buffers();
+    true
+}
+
+fn after_register(result: CuptiResult, handed: bool) {
+    if !handed {
+        return;
+    }
+    if result != 0 {
+        // CUPTI kept cutrace's callbacks: cutrace records on, and a later registration is
+        // handled afresh.
+        crate::take_buffers_back();
+        HANDING_OVER.store(false, Ordering::SeqCst);
         return;
     }
     crate::CALLBACKS_TAKEN.store(true, Ordering::SeqCst);
+    if REGISTER_REPORTED.swap(true, Ordering::SeqCst) {
+        return;
+    }
     let at = crate::cupti_timestamp()
         .map(|t| format!(" at CUPTI time {t} ns"))
         .unwrap_or_default();
     say(
         "another CUPTI tool in this program registered its own activity buffer callbacks \
          (cuptiActivityRegisterCallbacks) while cutrace is tracing: CUPTI now hands activity \
-         records to that tool, so cutrace's trace ends here (what it recorded so far is kept). \
-         Fix: trace with one tool at a time: run the program without that tool, or without \
+         records to that tool, so cutrace's trace ends here (cutrace flushed what it had recorded \
+         so far into its trace and turned its own activity records off first, so that tool gets \
+         only the records it asks for). Fix: trace with one tool at a time: run the program without that tool, or without \
          `cutrace record`",
     );
     crate::add_note(format!(
         "another CUPTI tool in the program replaced cutrace's activity buffer callbacks{at}; \
-         records after that point went to it and are missing from this trace"
+         cutrace flushed the records CUPTI held for it and turned its activity records off just \
+         before, so activity after that point is missing from this trace"
     ));
 }
 

@@ -55,6 +55,11 @@ pub(crate) struct Global {
     pub buffers_completed: AtomicU64,
     pub notes: Mutex<Vec<String>>,
     pub driver_cuda_version: Option<u32>,
+    /// Activity kinds cutrace enabled as a whole (`cuptiActivityEnable`), DEVICE included.
+    pub enabled_kinds: Vec<u32>,
+    /// RUNTIME/DRIVER records cutrace enabled one callback id at a time (`--api lean`,
+    /// `launches`, `CUTRACE_RUNTIME_CBIDS`): (driver?, callback id).
+    pub enabled_api_records: Vec<(bool, u32)>,
 }
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
@@ -68,7 +73,7 @@ const RELEASE_NONE: u8 = 0;
 const RELEASE_DONE: u8 = 1;
 const RELEASE_FAILED: u8 = 2;
 /// Another tool replaced our buffer callbacks: CUPTI's buffers are its now, so cutrace stops
-/// asking CUPTI to flush them.
+/// asking CUPTI to flush them (it flushed its own and disabled its records just before).
 pub(crate) static CALLBACKS_TAKEN: AtomicBool = AtomicBool::new(false);
 /// Most notes kept for the trace (a misbehaving program must not grow them without bound).
 const MAX_NOTES: usize = 64;
@@ -194,14 +199,16 @@ fn init() -> Result<(), String> {
         .register_callbacks(buffer_requested, buffer_completed)
         .map_err(|e| refusal("cuptiActivityRegisterCallbacks", &e))?;
     let mut enabled = Vec::new();
+    let mut api_records: Vec<(bool, u32)> = Vec::new();
     let mut filtered: [Option<Outcome>; 2] = [None, None];
     let filter_api = config.api_mode != ApiMode::All;
     for &k in &config.kinds {
         let r = if k == kind::RUNTIME && config.runtime_cbids.is_some() {
             let mut r = Ok(());
             for &cbid in config.runtime_cbids.as_deref().unwrap_or(&[]) {
-                if let Err(e) = cupti.enable_api_record(false, cbid, true) {
-                    r = Err(e);
+                match cupti.enable_api_record(false, cbid, true) {
+                    Ok(()) => api_records.push((false, cbid)),
+                    Err(e) => r = Err(e),
                 }
             }
             if filter_api {
@@ -214,8 +221,14 @@ fn init() -> Result<(), String> {
             r
         } else if filter_api && (k == kind::RUNTIME || k == kind::DRIVER) {
             let driver = k == kind::DRIVER;
-            enable_api_calls(&cupti, driver, config.api_mode, &mut notes)
-                .map(|o| filtered[usize::from(driver)] = o)
+            enable_api_calls(
+                &cupti,
+                driver,
+                config.api_mode,
+                &mut notes,
+                &mut api_records,
+            )
+            .map(|o| filtered[usize::from(driver)] = o)
         } else {
             cupti.enable(k)
         };
@@ -238,7 +251,15 @@ fn init() -> Result<(), String> {
             driver.as_ref(),
         ));
     }
-    if cupti.enable(kind::DEVICE).is_err() {
+    // The kinds turned on whole: not RUNTIME/DRIVER where only some callback ids were.
+    let by_id = |k: u32| {
+        (k == kind::RUNTIME && (config.runtime_cbids.is_some() || filtered[0].is_some()))
+            || (k == kind::DRIVER && filtered[1].is_some())
+    };
+    let mut enabled_kinds: Vec<u32> = enabled.iter().copied().filter(|&k| !by_id(k)).collect();
+    if cupti.enable(kind::DEVICE).is_ok() {
+        enabled_kinds.push(kind::DEVICE);
+    } else {
         notes.push("CUPTI_ACTIVITY_KIND_DEVICE not enabled: no device properties".into());
     }
     let pool = Pool::new(config.buffer_bytes, config.max_buffers);
@@ -255,6 +276,8 @@ fn init() -> Result<(), String> {
         buffers_completed: AtomicU64::new(0),
         notes: Mutex::new(notes),
         driver_cuda_version: driver,
+        enabled_kinds,
+        enabled_api_records: api_records,
     };
     if GLOBAL.set(g).is_err() {
         return Ok(());
@@ -290,6 +313,7 @@ fn enable_api_calls(
     driver: bool,
     mode: ApiMode,
     notes: &mut Vec<String>,
+    enabled_ids: &mut Vec<(bool, u32)>,
 ) -> Result<Option<Outcome>, CuptiError> {
     let (what, k, domain, call) = if driver {
         (
@@ -325,7 +349,11 @@ fn enable_api_calls(
     }
     let (ids, mut outcome) = api_filter::split(mode, &names);
     for (cbid, name) in &ids {
-        if let Err(e) = cupti.enable_api_record(driver, *cbid, true) {
+        let r = cupti.enable_api_record(driver, *cbid, true);
+        if r.is_ok() {
+            enabled_ids.push((driver, *cbid));
+        }
+        if let Err(e) = r {
             if is_fatal(&e) {
                 let _ = cupti.disable(k);
                 return Err(e);
@@ -351,6 +379,37 @@ fn enable_api_calls(
 /// cutrace is recording in this process.
 pub(crate) fn is_tracing() -> bool {
     GLOBAL.get().is_some() && !FORKED.load(Ordering::Relaxed)
+}
+
+/// Just before another tool's activity buffer callbacks replace cutrace's: turns off every
+/// activity record cutrace enabled (so that tool receives only what it asks for), then has CUPTI
+/// deliver what it holds for cutrace (`FLUSH_FORCED`, through cutrace's own handle, to cutrace's
+/// callbacks, while they are still the registered ones). Disabling first leaves no moment where
+/// a record of cutrace's could enter CUPTI's buffers after the flush.
+pub(crate) fn hand_over_buffers() {
+    let Some(g) = GLOBAL.get() else { return };
+    set_records(g, false);
+    let _ = g.cupti.flush_all(api::FLUSH_FORCED);
+}
+
+/// The other tool's registration failed, so cutrace's callbacks are still CUPTI's: turns
+/// cutrace's records back on.
+pub(crate) fn take_buffers_back() {
+    let Some(g) = GLOBAL.get() else { return };
+    set_records(g, true);
+}
+
+fn set_records(g: &Global, on: bool) {
+    for &(driver, cbid) in &g.enabled_api_records {
+        let _ = g.cupti.enable_api_record(driver, cbid, on);
+    }
+    for &k in &g.enabled_kinds {
+        let _ = if on {
+            g.cupti.enable(k)
+        } else {
+            g.cupti.disable(k)
+        };
+    }
 }
 
 /// Adds a note for the trace; the writer puts notes that come after the header in a META chunk.

@@ -221,54 +221,141 @@ fn without_cutrace_holding_cupti_nothing_is_said() {
 }
 
 /// A tool that gets the slot (cutrace did not subscribe) and then registers its own activity
-/// buffer callbacks takes CUPTI's records away from cutrace: forwarded, said once, noted in the
-/// trace. cutrace's own registration (through libcupti's handle) is not mistaken for it.
+/// buffer callbacks takes CUPTI's records away from cutrace. Before forwarding that call cutrace
+/// turns off every record it enabled (whole kinds, and in `--api lean` the callback ids it
+/// enabled one by one) and has CUPTI flush what it holds to cutrace's callbacks, so the records
+/// made before the takeover are in the trace and the tool gets none of cutrace's. Then it
+/// forwards, says so once, and notes it in the trace. cutrace's own registration (through
+/// libcupti's handle) is not mistaken for it, and the tool's second registration hands nothing
+/// over again.
 #[test]
 fn taking_over_the_activity_buffers_is_said_once() {
     let Some(p) = programs() else { return };
-    let dir = out_dir("takeover");
-    let o = host(
-        &Run {
-            scope: "local",
-            steps: "isrr",
-            preload: true,
-            env: &[("CUTRACE_SUBSCRIBE", "0")],
-        },
-        Some(&p.tool),
-        &dir,
-    );
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(3), "{err}");
-    assert_eq!(
-        stdout(&o),
-        "init 1\nsubscribe 0\nregister 0\nregister 0\n\
-         libcupti saw 1 cuptiSubscribe, 3 cuptiActivityRegisterCallbacks, 0 cuptiUnsubscribe\n",
-        "{err}"
-    );
-    let lines = cutrace_lines(&o.stderr);
-    assert_eq!(lines.len(), 1, "{lines:?}");
-    assert!(
-        lines[0].contains("registered its own activity buffer callbacks")
-            && lines[0].contains("cutrace's trace ends here")
-            && lines[0].contains("Fix:"),
-        "{}",
-        lines[0]
-    );
-    let (raw, t, _) = the_part(&dir);
-    assert!(t.meta.complete, "{:?}", t.meta.incomplete_reason);
-    assert!(contains(
-        &raw,
-        "replaced cutrace's activity buffer callbacks at CUPTI time"
-    ));
-    assert!(
-        t.meta.notes.iter().any(|n| n
-            .text
-            .contains("replaced cutrace's activity buffer callbacks")),
-        "{:?}",
-        t.meta.notes
-    );
-    // Once its buffers are taken cutrace stops asking CUPTI to flush them: no records here.
-    assert!(t.kernels.is_empty());
+    for api in ["all", "lean"] {
+        let dir = out_dir(&format!("takeover-{api}"));
+        let log = std::env::temp_dir().join(format!(
+            "cutrace-interpose-takeover-{api}-{}.log",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&log);
+        let o = host(
+            &Run {
+                scope: "local",
+                steps: "isrr",
+                preload: true,
+                env: &[
+                    ("CUTRACE_SUBSCRIBE", "0"),
+                    ("CUTRACE_API", api),
+                    ("FAKE_CUPTI_LOG", log.to_str().unwrap()),
+                ],
+            },
+            Some(&p.tool),
+            &dir,
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(3), "{api}: {err}");
+        assert_eq!(
+            stdout(&o),
+            "init 1\nsubscribe 0\nregister 0\nregister 0\n\
+             libcupti saw 1 cuptiSubscribe, 3 cuptiActivityRegisterCallbacks, 0 cuptiUnsubscribe\n",
+            "{api}: {err}"
+        );
+        let lines = cutrace_lines(&o.stderr);
+        assert_eq!(lines.len(), 1, "{api}: {lines:?}");
+        assert!(
+            lines[0].contains("registered its own activity buffer callbacks")
+                && lines[0].contains("cutrace's trace ends here")
+                && lines[0].contains("flushed what it had recorded so far into its trace")
+                && lines[0].contains("Fix:"),
+            "{api}: {}",
+            lines[0]
+        );
+
+        // What libcupti saw, in order.
+        let text = std::fs::read_to_string(&log).unwrap();
+        // The writer's periodic flushes (flag 0) come at any time; they are not at issue.
+        let calls: Vec<&str> = text.lines().filter(|c| *c != "flush 0").collect();
+        let at = |l: &str| calls.iter().position(|c| *c == l);
+        let foreign = at("register 2").unwrap_or_else(|| panic!("{api}: {calls:?}"));
+        assert_eq!(
+            at("register 1"),
+            Some(0),
+            "{api}: cutrace's own first: {calls:?}"
+        );
+        let (before, after) = calls.split_at(foreign);
+        // What cutrace turned on, as the call that turns it off.
+        let mut want: Vec<String> = before
+            .iter()
+            .filter_map(|c| match c.strip_prefix("enable ") {
+                Some(k) => Some(format!("disable {k}")),
+                None => c
+                    .strip_suffix(" 1")
+                    .filter(|c| c.contains("_api "))
+                    .map(|c| format!("{c} 0")),
+            })
+            .collect();
+        let is_off =
+            |c: &str| c.starts_with("disable ") || c.contains("_api ") && c.ends_with(" 0");
+        let mut off: Vec<String> = before
+            .iter()
+            .filter(|c| is_off(c))
+            .map(|c| c.to_string())
+            .collect();
+        // All of them turned off together, right before the flush that ends `before`.
+        let n = before.len();
+        assert!(
+            n > off.len() && before[n - 1 - off.len()..n - 1].iter().all(|c| is_off(c)),
+            "{api}: {calls:?}"
+        );
+        off.sort();
+        want.sort();
+        assert_eq!(
+            off, want,
+            "{api}: every record cutrace enabled is off: {calls:?}"
+        );
+        assert!(
+            off.iter().any(|w| w == "disable 10") && off.iter().any(|w| w == "disable 8"),
+            "{api}: kernels and devices among them: {calls:?}"
+        );
+        if api == "lean" {
+            assert!(
+                off.iter().any(|w| w == "runtime_api 211 0")
+                    && off.iter().any(|w| w == "driver_api 307 0"),
+                "{api}: the per-callback-id records among them: {calls:?}"
+            );
+        } else {
+            assert!(!calls.iter().any(|c| c.contains("_api ")), "{calls:?}");
+        }
+        // Then the forced flush (CUPTI_ACTIVITY_FLAG_FLUSH_FORCED = 1), the last call before the
+        // tool's registration.
+        assert_eq!(before.last(), Some(&"flush 1"), "{api}: {calls:?}");
+        // After it: the tool's two registrations, and nothing of cutrace's (no flush at exit,
+        // nothing turned on or off again).
+        assert_eq!(after, ["register 2", "register 3"], "{api}: {calls:?}");
+
+        let (raw, t, _) = the_part(&dir);
+        assert!(t.meta.complete, "{api}: {:?}", t.meta.incomplete_reason);
+        assert!(contains(
+            &raw,
+            "replaced cutrace's activity buffer callbacks at CUPTI time"
+        ));
+        assert!(
+            t.meta.notes.iter().any(|n| n
+                .text
+                .contains("replaced cutrace's activity buffer callbacks")
+                && n.text.contains("flushed the records CUPTI held for it")),
+            "{api}: {:?}",
+            t.meta.notes
+        );
+        // The records CUPTI held for cutrace at the takeover (the fake delivers its one buffer
+        // at the first flush, here the forced one) reached cutrace's trace.
+        assert_eq!(
+            t.kernels.len(),
+            3,
+            "{api}: records before the takeover are kept"
+        );
+        let _ = std::fs::remove_file(&log);
+    }
 }
 
 /// A start that fails after cutrace subscribed (its cuptiActivityRegisterCallbacks refused, or

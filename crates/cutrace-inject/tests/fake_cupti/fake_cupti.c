@@ -13,8 +13,10 @@
  * 7 = as 0, but they fail (CUPTI_ERROR_INVALID_PARAMETER) for cudaStreamSynchronize (131) and
  *     cuMemAlloc_v2 (245) only.
  * cuptiGetCallbackName knows a few real ids per domain (table below) and fails on the rest.
- * With FAKE_CUPTI_LOG=FILE, cuptiActivityEnable and the per-callback-id enables append a line
- * each to FILE ("enable KIND", "runtime_api CBID ON", "driver_api CBID ON"). Built with
+ * With FAKE_CUPTI_LOG=FILE, these calls append a line each to FILE, in call order:
+ * cuptiActivityEnable ("enable KIND"), cuptiActivityDisable ("disable KIND"), the per-callback-id
+ * enables ("runtime_api CBID ON", "driver_api CBID ON"), cuptiActivityFlushAll ("flush FLAG")
+ * and cuptiActivityRegisterCallbacks ("register N", N counting the calls from 1). Built with
  * -DFAKE_NO_API_FILTER, the per-callback-id enables are absent, as in a CUPTI without them.
  * Record layouts: CUpti_ActivityAPI
  * (40 bytes) and CUpti_ActivityKernel10 (216 bytes), offsets as in the CUPTI 13 headers.
@@ -41,6 +43,15 @@ static int mode(void) {
 static void put32(uint8_t *p, size_t o, uint32_t v) { memcpy(p + o, &v, 4); }
 static void put64(uint8_t *p, size_t o, uint64_t v) { memcpy(p + o, &v, 8); }
 
+static void log_line(const char *what, uint32_t a, int b) {
+  const char *path = getenv("FAKE_CUPTI_LOG");
+  if (!path) return;
+  FILE *f = fopen(path, "a");
+  if (!f) return;
+  if (b < 0) fprintf(f, "%s %u\n", what, a);
+  else fprintf(f, "%s %u %d\n", what, a, b);
+  fclose(f);
+}
 int cuptiGetVersion(uint32_t *v) { *v = mode() == 2 ? 24 : 130001; return 0; }
 int cuptiSubscribe(void **h, void *cb, void *ud) {
   (void)cb; (void)ud;
@@ -58,6 +69,7 @@ int cuptiUnsubscribe(void *h) {
   return 0;
 }
 int cuptiActivityRegisterCallbacks(req_t r, done_t d) {
+  log_line("register", (uint32_t)g_register_calls + 1, -1);
   if (g_register_calls++ == 0 && (mode() == 3 || mode() == 5)) return 999;
   g_req = r; g_done = d;
   return 0;
@@ -67,15 +79,6 @@ int fake_cupti_calls(const char *name) {
   if (!strcmp(name, "cuptiActivityRegisterCallbacks")) return g_register_calls;
   if (!strcmp(name, "cuptiUnsubscribe")) return g_unsubscribe_calls;
   return -1;
-}
-static void log_line(const char *what, uint32_t a, int b) {
-  const char *path = getenv("FAKE_CUPTI_LOG");
-  if (!path) return;
-  FILE *f = fopen(path, "a");
-  if (!f) return;
-  if (b < 0) fprintf(f, "%s %u\n", what, a);
-  else fprintf(f, "%s %u %d\n", what, a, b);
-  fclose(f);
 }
 int cuptiActivityEnable(uint32_t k) {
   log_line("enable", k, -1);
@@ -93,7 +96,7 @@ int cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t on) {
   return mode() == 6 ? 27 : 0;
 }
 #endif
-int cuptiActivityDisable(uint32_t k) { (void)k; return 0; }
+int cuptiActivityDisable(uint32_t k) { log_line("disable", k, -1); return 0; }
 int cuptiActivitySetAttribute(uint32_t a, size_t *s, void *v) { (void)a; (void)s; (void)v; return 0; }
 int cuptiGetTimestamp(uint64_t *t) { *t = 1000; return 0; }
 /* Callback ids as CUDA 13.0's CUPTI numbers them (cuMemAlloc_v2's is made up). */
@@ -120,7 +123,7 @@ int cuptiGetCallbackName(uint32_t dom, uint32_t cbid, const char **n) {
 int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
 
 int cuptiActivityFlushAll(uint32_t flag) {
-  (void)flag;
+  log_line("flush", flag, -1);
   if (g_flushed || !g_req) return 0;
   g_flushed = 1;
   uint8_t *buf = 0;
