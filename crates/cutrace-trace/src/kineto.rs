@@ -291,7 +291,8 @@ impl<R: Read> Importer<R> {
         let mut trace = self.sink.trace;
         if self.time_base_ns != 0 {
             let base = self.time_base_ns;
-            trace.map_times(|t| t.saturating_add(base));
+            // 0 is "not collected" in the export (see `cutrace convert --chrome`): left as is.
+            trace.map_times(|t| if t == 0 { 0 } else { t.saturating_add(base) });
         }
         trace.strings = self.sink.strings.into_strings();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();

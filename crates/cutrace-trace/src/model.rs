@@ -263,7 +263,8 @@ pub struct Trace {
 }
 
 impl Trace {
-    /// The earliest timestamp of any record, `None` for a trace without records.
+    /// The earliest non-zero start of any record, `None` when there is none. (CUPTI writes 0 for
+    /// a timestamp it could not collect; such zeros are not the start of the trace.)
     pub fn earliest_ns(&self) -> Option<Ns> {
         let starts = self.kernels.iter().map(|r| r.start_ns);
         let starts = starts.chain(self.memcpys.iter().map(|r| r.start_ns));
@@ -273,7 +274,7 @@ impl Trace {
         let starts = starts.chain(self.ranges.iter().map(|r| r.start_ns));
         let starts = starts.chain(self.marks.iter().map(|r| r.ts_ns));
         let starts = starts.chain(self.overheads.iter().map(|r| r.start_ns));
-        starts.min()
+        starts.filter(|&t| t != 0).min()
     }
 
     /// Applies `f` to every timestamp of every record (starts, ends, marks). Used to move a

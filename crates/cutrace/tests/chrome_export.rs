@@ -842,3 +842,160 @@ fn python_json_loads_the_export() {
         parse(&out)["traceEvents"].as_array().unwrap().len() as u64
     );
 }
+
+/// CUPTI writes 0 for a timestamp it could not collect, and a record can end before it starts.
+/// Neither may wrap the relative times, pull the time base to 0, or be passed off as real: the
+/// base sits strictly before the first non-zero start, a 0 stays 0 both ways, and an inverted
+/// record is written with `"dur": 0` and counted.
+#[test]
+fn zero_and_inverted_timestamps_keep_the_base_and_never_wrap() {
+    use cutrace_trace::native::{part_file_name, Header, Tail, Writer};
+    use cutrace_trace::{ApiCall, ApiKind, Kernel};
+    let dir = Dir::new("zeros");
+    let src = dir.path("trace");
+    std::fs::create_dir_all(&src).unwrap();
+    let t0: u64 = 1_796_022_092_500_020_000; // CUPTI clock: Unix time in ns
+    let header = Header {
+        cutrace_version: "test".into(),
+        host: Some("h".into()),
+        pid: Some(9),
+        ..Header::default()
+    };
+    let mut w = Writer::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
+    let (k, a) = (w.intern("_Z1kv"), w.intern("cudaLaunchKernel"));
+    let api = |corr: u64, start: u64, end: u64| ApiCall {
+        kind: ApiKind::Runtime,
+        name: a,
+        cbid: 211,
+        process: 9,
+        thread: 1,
+        correlation_id: corr,
+        start_ns: start,
+        end_ns: end,
+        return_value: 0,
+    };
+    let kernel = |corr: u64, start: u64, end: u64| Kernel {
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation_id: corr,
+        start_ns: start,
+        end_ns: end,
+        name: k,
+        grid: [1, 1, 1],
+        block: [1, 1, 1],
+        registers_per_thread: 8,
+        static_shared_bytes: 0,
+        dynamic_shared_bytes: 0,
+        graph_id: 0,
+    };
+    w.push_api(&api(1, t0, t0 + 100));
+    w.push_api(&api(2, 0, 0)); // not collected
+    w.push_kernel(&kernel(1, t0 + 1_000, t0 + 5_000)); // normal
+    w.push_kernel(&kernel(2, t0 + 6_000, 0)); // end not collected
+    w.push_kernel(&kernel(1, t0 + 9_000, t0 + 8_000)); // ends before it starts
+    w.flush().unwrap();
+    let bytes = w.finish(&Tail::default()).unwrap().into_inner();
+    std::fs::write(src.join(part_file_name("h", 9, 0)), bytes).unwrap();
+
+    let out = dir.path("z.json");
+    let err = export(&src, &out);
+    assert!(
+        err.contains("2 records that end before they start"),
+        "{err}"
+    );
+    let v = parse(&out);
+    let base = v["baseTimeNanoseconds"].as_u64().unwrap();
+    assert_eq!(
+        base, 1_796_022_092_000_000_000,
+        "the whole second before t0"
+    );
+    let evs = v["traceEvents"].as_array().unwrap();
+    let ts_of = |cat: &str, corr: u64| -> Vec<(String, String)> {
+        evs.iter()
+            .filter(|e| e["ph"] == "X" && e["cat"] == cat && e["args"]["correlation"] == corr)
+            .map(|e| (e["ts"].to_string(), e["dur"].to_string()))
+            .collect()
+    };
+    assert_eq!(ts_of("cuda_runtime", 2), [("0.0".into(), "0.0".into())]);
+    let mut k = ts_of("kernel", 1);
+    k.sort();
+    assert_eq!(
+        k,
+        [
+            ("500021.0".into(), "4.0".into()),
+            ("500029.0".into(), "0.0".into())
+        ]
+    );
+    assert_eq!(ts_of("kernel", 2), [("500026.0".into(), "0.0".into())]);
+    // Every ts is small (no wrapped value) and carries three decimals in the file.
+    let text = std::fs::read_to_string(&out).unwrap();
+    assert!(!text.contains("\"dur\":1665"), "a wrapped duration");
+    // Back in: the real times exactly, 0 still 0.
+    let t = load(&out);
+    let mut api_times: Vec<(u64, u64)> =
+        t.api_calls.iter().map(|a| (a.start_ns, a.end_ns)).collect();
+    api_times.sort();
+    assert_eq!(api_times, [(0, 0), (t0, t0 + 100)]);
+    let mut kt: Vec<(u64, u64)> = t.kernels.iter().map(|k| (k.start_ns, k.end_ns)).collect();
+    kt.sort();
+    assert_eq!(
+        kt,
+        [
+            (t0 + 1_000, t0 + 5_000),
+            (t0 + 6_000, t0 + 6_000),
+            (t0 + 9_000, t0 + 9_000)
+        ]
+    );
+}
+
+/// `--force` replaces a regular file only once the new export is complete, leaves no temporary
+/// file behind, and never removes or writes through anything else at that path.
+#[test]
+fn force_replaces_regular_files_only_and_atomically() {
+    let dir = Dir::new("force");
+    let src = repo().join("tests/fixtures/native/nvtx");
+    let out = dir.path("t.json");
+    std::fs::write(&out, b"old").unwrap();
+    let o = cutrace(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        "--chrome".as_ref(),
+        out.as_os_str(),
+        "--force".as_ref(),
+    ]);
+    assert!(o.status.success(), "{}", explain(&o));
+    assert!(parse(&out)["traceEvents"].is_array());
+    let left: Vec<_> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(
+        left,
+        [std::ffi::OsString::from("t.json")],
+        "no temporary file left"
+    );
+
+    let link = dir.path("l.json");
+    std::os::unix::fs::symlink("/dev/full", &link).unwrap();
+    let o = cutrace(&[
+        "convert".as_ref(),
+        src.as_os_str(),
+        "--chrome".as_ref(),
+        link.as_os_str(),
+        "--force".as_ref(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", explain(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not a regular file"),
+        "{}",
+        explain(&o)
+    );
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link is still there"
+    );
+}

@@ -617,10 +617,24 @@ fn meta_event(
     ev.end()
 }
 
-/// The time base an export is written against: the whole second at or before the trace's first
-/// record (0 for an empty trace).
+/// The time base an export is written against: the whole second strictly before the trace's
+/// first non-zero start (0 when there is none). Strictly before, so every real timestamp is
+/// written as a positive offset and 0 keeps meaning "not collected" (see [`to_base`]).
 pub fn time_base(t: &Trace) -> Ns {
-    t.earliest_ns().map(|e| e - e % 1_000_000_000).unwrap_or(0)
+    t.earliest_ns()
+        .map(|e| {
+            let e = e - 1;
+            e - e % 1_000_000_000
+        })
+        .unwrap_or(0)
+}
+
+/// A timestamp relative to `base`: 0 stays 0 (CUPTI's "not collected"), and a time before the
+/// base (only the end of a record that ends before it starts) becomes 0, never a wrapped value;
+/// such a record is written with `"dur": 0` and counted. The importer adds the base back to
+/// every non-zero time.
+pub fn to_base(t: Ns, base: Ns) -> Ns {
+    t.saturating_sub(base)
 }
 
 /// Writes `t` as Chrome Trace Event JSON (see the module doc). `t`'s times are relative to

@@ -80,7 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // ns resolution, and viewers parse `ts` as doubles. The base is in the file; cutrace's
         // importer adds it back.
         let base = chrome::time_base(&t);
-        t.map_times(|x| x - base);
+        t.map_times(|x| chrome::to_base(x, base));
         let w = write_chrome_file(out, &t, base, args.force)?;
         let incomplete = if t.meta.complete {
             String::new()
@@ -169,29 +169,58 @@ fn write_chrome_file(
     base: cutrace_trace::Ns,
     force: bool,
 ) -> anyhow::Result<chrome::Written> {
-    let mut opts = std::fs::OpenOptions::new();
-    opts.write(true);
-    if force {
-        opts.create(true).truncate(true);
+    // Without --force the file is created here, exclusively, so on failure it is ours to remove.
+    // With --force the export goes to a new file beside it, renamed over it only once complete:
+    // a failed export leaves the old file (or whatever the path is: a link, a device) untouched.
+    let target = if force {
+        if let Ok(m) = std::fs::symlink_metadata(out) {
+            if !m.file_type().is_file() {
+                anyhow::bail!(
+                    "{} exists and is not a regular file (a link, a directory or a device); \
+                     --force replaces only regular files: remove it or choose another --chrome path",
+                    out.display()
+                );
+            }
+        }
+        let name = out
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "export".into());
+        out.with_file_name(format!(".{name}.cutrace-{}.tmp", std::process::id()))
     } else {
-        opts.create_new(true);
-    }
-    let file = match opts.open(out) {
+        out.to_path_buf()
+    };
+    let file = match std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&target)
+    {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Err(exists(out)),
-        Err(e) => return Err(e).with_context(|| format!("creating {}", out.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !force => {
+            return Err(exists(out))
+        }
+        Err(e) => return Err(e).with_context(|| format!("creating {}", target.display())),
     };
     let file = std::io::BufWriter::with_capacity(1 << 20, file);
-    let gz = out.extension().is_some_and(|x| x == "gz");
+    let gz = out
+        .extension()
+        .is_some_and(|x| x.eq_ignore_ascii_case("gz"));
     let mut w = if gz {
         let enc = flate2::write::GzEncoder::new(file, flate2::Compression::new(3));
         Output::Gzip(Box::new(std::io::BufWriter::with_capacity(1 << 20, enc)))
     } else {
         Output::Plain(file)
     };
-    let result = chrome::write_chrome(&mut w, t, base).and_then(|n| w.finish().map(|()| n));
+    let result = chrome::write_chrome(&mut w, t, base)
+        .and_then(|n| w.finish().map(|()| n))
+        .and_then(|n| {
+            if force {
+                std::fs::rename(&target, out)?;
+            }
+            Ok(n)
+        });
     result.or_else(|e| {
-        let _ = std::fs::remove_file(out);
+        let _ = std::fs::remove_file(&target);
         Err(e).with_context(|| format!("writing {}", out.display()))
     })
 }
