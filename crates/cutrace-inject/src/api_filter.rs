@@ -3,9 +3,12 @@
 //! enumerates the callback ids, asks [`keeps`] for each, and enables records only for the ids
 //! kept (`cuptiActivityEnableRuntimeApi` / `cuptiActivityEnableDriverApi`).
 //!
-//! Correlation is never lost by a mode: every call that launches a kernel or moves or sets
-//! memory is kept by each of them, and those are the calls that kernel, memcpy and memset
-//! records point back to by correlation id.
+//! Kernel, memcpy and memset records keep their launching call in every mode: each mode keeps
+//! every call that launches a kernel or moves or sets memory, and those are the calls these
+//! records point back to by correlation id. Not every record keeps its call, though: `launches`
+//! drops the synchronization calls (cudaStreamSynchronize, cudaEventSynchronize, ...) while the
+//! sync kind still records the synchronizations, so in that mode synchronization records point
+//! to API calls that are not in the trace.
 
 /// `CUTRACE_API` / `cutrace record --api`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,7 +17,8 @@ pub enum ApiMode {
     All,
     /// Every API call except the state queries in [`QUERY_CALLS`].
     Lean,
-    /// Only calls that launch work or move/set memory ([`is_launch_or_copy`]).
+    /// Only calls that launch work or move/set memory ([`is_launch_or_copy`]); synchronization
+    /// records then have no API call.
     Launches,
 }
 
@@ -135,7 +139,10 @@ pub fn is_launch_or_copy(name: &str) -> bool {
     if name.contains("Graph") {
         return name.contains("GraphLaunch");
     }
+    // `cudaLaunch` is the legacy launch (before cudaLaunchKernel); `cudaLaunchKernel` & co.
+    // match below.
     name.starts_with("cuLaunch")
+        || name == "cudaLaunch"
         || [
             "LaunchKernel",
             "LaunchCooperativeKernel",
@@ -263,7 +270,7 @@ pub fn note(mode: ApiMode, runtime: Option<&Outcome>, driver: Option<&Outcome>) 
         ApiMode::Launches => format!(
             "api records: launches — only {} callbacks that launch work or move/set memory are \
              recorded ({}); the other {} API calls (allocations, synchronizations, queries, \
-             creations) are not recorded by choice",
+             creations) are not recorded by choice, so synchronization records have no API call",
             join(
                 count(runtime, |o| o.kept, "runtime"),
                 count(driver, |o| o.kept, "driver")
@@ -362,6 +369,8 @@ mod tests {
             "cuGraphLaunch",
             "cuMemcpyHtoD_v2",
             "cuMemsetD8Async",
+            "cudaLaunch_v3020",
+            "cudaLaunch_ptsz_v7000",
         ] {
             assert!(keeps(ApiMode::Launches, w), "{w}");
         }
@@ -375,6 +384,7 @@ mod tests {
             "cuGraphInstantiate",
             "cuKernelGetName",
             "cuLibraryGetKernel",
+            "cudaLaunchFoo",
         ] {
             assert!(!keeps(ApiMode::Launches, d), "{d}");
         }

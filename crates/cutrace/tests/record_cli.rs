@@ -171,7 +171,8 @@ fn api_mode_reaches_the_program_and_is_explained() {
     let help = String::from_utf8_lossy(&help.stdout);
     let words = help.split_whitespace().collect::<Vec<_>>().join(" ");
     for s in [
-        "join their launching call by correlation id",
+        "In every mode kernels, memcpys and memsets keep their launching call",
+        "in `launches` mode synchronization records have no API call",
         "- all: Every API call",
         "- lean: Every call except",
         "cudaGetDevice, cudaGetLastError, cuDevicePrimaryCtxGetState, cuKernelGetName",

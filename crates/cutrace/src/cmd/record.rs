@@ -44,12 +44,13 @@ pub const KINDS: &[(&str, &str)] = &[
 pub enum ApiRecords {
     /// Every API call.
     All,
-    /// Every call except ~60 state queries that launch, move, allocate and synchronize nothing
+    /// Every call except ~55 state queries that launch, move, allocate and synchronize nothing
     /// (cudaGetDevice, cudaGetLastError, cuDevicePrimaryCtxGetState, cuKernelGetName, ...): most
     /// of an eager PyTorch op's API records. The trace notes list what was left out.
     Lean,
     /// Only calls that launch work (kernels, host functions, graphs) or copy, set or prefetch
-    /// memory; allocations, synchronizations, creations and queries are not recorded.
+    /// memory; allocations, synchronizations, creations and queries are not recorded (so
+    /// synchronization records have no API call).
     Launches,
 }
 
@@ -96,9 +97,9 @@ pub struct Args {
     /// CUPTI activity buffer size in MiB (1–10).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10))]
     buffer_size: u32,
-    /// Which API calls of the runtime/driver kinds are recorded. Every mode keeps the calls that
-    /// launch kernels or copy/set memory, so kernels, copies and memsets still join their
-    /// launching call by correlation id.
+    /// Which API calls of the runtime/driver kinds are recorded. In every mode kernels, memcpys
+    /// and memsets keep their launching call (joined by correlation id); in `launches` mode
+    /// synchronization records have no API call.
     #[arg(long, value_enum, default_value_t = ApiRecords::All)]
     api: ApiRecords,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
