@@ -121,6 +121,14 @@ fn program_gets_the_injection_library_first_in_ld_preload() {
         ),
         "{help}"
     );
+    for s in [
+        "every child process loads the injection library",
+        "it needs libgcc_s.so.1",
+        "32-bit program, or child in another root or mount namespace, prints one ld.so \
+         \"cannot be preloaded\" line: use --no-preload for those",
+    ] {
+        assert!(words.contains(s), "{s}: {help}");
+    }
 }
 
 /// `--api` reaches the injection as CUTRACE_API, always set (default `all`) so a value left in

@@ -81,7 +81,9 @@ impl ApiRecords {
 The runtime kind is what joins kernels launched through the CUDA runtime to their launch call
 (with the driver kind alone, every such kernel is an orphan); the driver kind adds programs that
 launch through the driver API (Triton, JAX, CuPy raw kernels). A program that starts its own
-CUPTI tool (torch.profiler, Nsight) while traced: cutrace keeps tracing, and says so once."#)]
+CUPTI tool (torch.profiler, Nsight) while traced: cutrace keeps tracing and says so once; if
+that tool takes CUPTI's activity buffers, cutrace's trace ends there (it keeps what it had
+recorded) and says so once."#)]
 pub struct Args {
     /// Trace directory (created if missing); one part per CUDA process is written into it.
     #[arg(short, long, default_value = "cutrace-trace")]
@@ -109,7 +111,9 @@ pub struct Args {
     #[arg(long)]
     record_cmdline: bool,
     /// Do not interpose CUPTI entry points; a profiler started inside the program then fails
-    /// silently.
+    /// silently. Without it every child process loads the injection library (through
+    /// LD_PRELOAD; it needs libgcc_s.so.1), and each 32-bit program, or child in another root or
+    /// mount namespace, prints one ld.so "cannot be preloaded" line: use --no-preload for those.
     #[arg(long)]
     no_preload: bool,
     /// Benchmark floor: enable the same kinds but discard every record (writes no trace).
