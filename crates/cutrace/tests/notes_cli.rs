@@ -223,3 +223,20 @@ fn the_h200_conflict_trace_says_what_happened_to_torch_profiler() {
         .unwrap()
         .contains("MULTIPLE_SUBSCRIBERS"));
 }
+
+/// Two processes' parts reuse CUPTI's per-process correlation ids (both start at 1): each kernel
+/// joins its own process's launch call, never the other's, and no duplicate id is reported.
+#[test]
+fn parts_of_several_processes_keep_their_correlation_apart() {
+    let dir = trace("corr", &[42, 200]);
+    let v: Value =
+        serde_json::from_slice(&cutrace(&["report", "--format", "json"], &dir).stdout).unwrap();
+    let c = &v["correlation"];
+    assert_eq!(c["attributed"], 2, "{c}");
+    assert_eq!(c["orphans"], 0, "{c}");
+    assert_eq!(c["duplicate_api_correlation_ids"], 0, "{c}");
+    // Each part's kernel starts 900 ns after its own call ends: a cross join would show otherwise.
+    let lat = &v["launch_latency"];
+    assert_eq!(lat["max_ns"], 900, "{lat}");
+    assert_eq!(lat["min_ns"], 900, "{lat}");
+}

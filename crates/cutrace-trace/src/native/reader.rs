@@ -513,15 +513,21 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
     let mut reasons = Vec::new();
     let mut complete = true;
     let mut skipped: HashMap<String, u64> = HashMap::new();
-    for t in traces {
+    for (part, t) in traces.into_iter().enumerate() {
         let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
         let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
+        // CUPTI's correlation ids are per process (32-bit, from 1 in each): the parts of a
+        // multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³² added, so a
+        // kernel never joins another process's launch call; the first part keeps its own ids.
+        let corr = |id: u64| id.wrapping_add((part as u64) << 32);
         out.kernels.extend(t.kernels.into_iter().map(|mut k| {
             k.name = re(k.name);
+            k.correlation_id = corr(k.correlation_id);
             k
         }));
         out.api_calls.extend(t.api_calls.into_iter().map(|mut a| {
             a.name = re(a.name);
+            a.correlation_id = corr(a.correlation_id);
             a
         }));
         out.ranges.extend(t.ranges.into_iter().map(|mut r| {
@@ -536,9 +542,18 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
             r.kind = re(r.kind);
             r
         }));
-        out.memcpys.extend(t.memcpys);
-        out.memsets.extend(t.memsets);
-        out.syncs.extend(t.syncs);
+        out.memcpys.extend(t.memcpys.into_iter().map(|mut r| {
+            r.correlation_id = corr(r.correlation_id);
+            r
+        }));
+        out.memsets.extend(t.memsets.into_iter().map(|mut r| {
+            r.correlation_id = corr(r.correlation_id);
+            r
+        }));
+        out.syncs.extend(t.syncs.into_iter().map(|mut r| {
+            r.correlation_id = corr(r.correlation_id);
+            r
+        }));
         let m = t.meta;
         out.meta.paths.extend(m.paths.iter().cloned());
         out.meta.dropped_by_cupti += m.dropped_by_cupti;
