@@ -64,6 +64,11 @@ pub(crate) struct Global {
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
 static STARTED: AtomicBool = AtomicBool::new(false);
+/// Tracing really started: CUPTI set up and the writer thread running. (`GLOBAL` is set before
+/// the writer is started, so its presence alone does not say that.)
+static TRACING: AtomicBool = AtomicBool::new(false);
+/// The writer could not open the trace part and turned cutrace's records off: untraced after all.
+pub(crate) static WRITER_GAVE_UP: AtomicBool = AtomicBool::new(false);
 static FORKED: AtomicBool = AtomicBool::new(false);
 /// cutrace holds this process's CUPTI subscriber slot.
 pub(crate) static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
@@ -300,6 +305,7 @@ fn init() -> Result<(), String> {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
+    TRACING.store(true, Ordering::SeqCst);
     claim.keep();
     Ok(())
 }
@@ -376,9 +382,12 @@ fn enable_api_calls(
     Ok(Some(outcome))
 }
 
-/// cutrace is recording in this process.
+/// cutrace is recording in this process: it started (writer thread included), its writer did
+/// not give up, and this is not a forked child.
 pub(crate) fn is_tracing() -> bool {
-    GLOBAL.get().is_some() && !FORKED.load(Ordering::Relaxed)
+    TRACING.load(Ordering::SeqCst)
+        && !WRITER_GAVE_UP.load(Ordering::SeqCst)
+        && !FORKED.load(Ordering::Relaxed)
 }
 
 /// Just before another tool's activity buffer callbacks replace cutrace's: turns off every
