@@ -63,15 +63,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             n => format!("; {n} notes from the recorder in meta.json"),
         };
         eprintln!(
-            "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges to {}{notes}{}",
-            t.kernels.len(),
-            t.api_calls.len(),
-            t.memcpys.len(),
-            t.memsets.len(),
-            t.syncs.len(),
-            t.ranges.len(),
+            "cutrace: wrote {} to {}{notes}{}",
+            record_counts(&t),
             dir.display(),
-            if t.meta.complete { "" } else { " (the trace is INCOMPLETE; see meta.json)" }
+            if t.meta.complete {
+                ""
+            } else {
+                " (the trace is INCOMPLETE; see meta.json)"
+            }
         );
     }
     if let Some(out) = &args.chrome {
@@ -100,20 +99,27 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             n => format!("; {n} records that end before they start written with dur 0"),
         };
         eprintln!(
-            "cutrace: wrote {} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges, \
-             {} flow arrows ({} events) to {}{inverted}{incomplete}",
-            t.kernels.len(),
-            t.api_calls.len(),
-            t.memcpys.len(),
-            t.memsets.len(),
-            t.syncs.len(),
-            t.ranges.len(),
+            "cutrace: wrote {}, {} flow arrows ({} events) to {}{inverted}{incomplete}",
+            record_counts(&t),
             w.flows,
             w.events,
             out.display(),
         );
     }
     Ok(0)
+}
+
+/// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges", for the summary lines.
+fn record_counts(t: &Trace) -> String {
+    format!(
+        "{} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges",
+        t.kernels.len(),
+        t.api_calls.len(),
+        t.memcpys.len(),
+        t.memsets.len(),
+        t.syncs.len(),
+        t.ranges.len()
+    )
 }
 
 fn exists(out: &Path) -> anyhow::Error {
