@@ -91,10 +91,17 @@ impl Cupti {
     /// Loads one library by path or soname.
     pub fn load_one(path: &str, source: &'static str) -> Result<Cupti, CuptiError> {
         // SAFETY: loading libcupti runs its initializers, which is what every CUPTI tool does.
-        let lib = unsafe { libloading::Library::new(path) }.map_err(|e| CuptiError::Load {
-            path: path.into(),
-            reason: e.to_string(),
-        })?;
+        // RTLD_NODELETE: once any CUPTI call has hooked it into the driver, libcupti must never
+        // be unmapped, even when a start fails later and this handle is dropped (an unloaded
+        // CUPTI with live driver hooks would crash the program at its next CUDA call).
+        let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
+        let lib: libloading::Library =
+            unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+                .map_err(|e| CuptiError::Load {
+                    path: path.into(),
+                    reason: e.to_string(),
+                })?
+                .into();
         macro_rules! req {
             ($name:literal) => {
                 unsafe { sym(&lib, concat!($name, "\0").as_bytes()) }.ok_or(

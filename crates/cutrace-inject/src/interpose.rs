@@ -106,6 +106,18 @@ fn after_subscribe(result: CuptiResult) {
     {
         return;
     }
+    if crate::FORKED.load(Ordering::SeqCst) {
+        // A child forked (without exec) from a traced process: the slot is held by the copy of
+        // cutrace's subscription it inherited; cutrace records nothing here.
+        say(
+            "another CUPTI tool tried to start in a process forked from a traced one and got \
+             CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CUPTI's one subscriber slot is still \
+             held by cutrace's copy from the parent (cutrace records nothing in this child). \
+             Fix: start children with exec (multiprocessing's 'spawn'), which gives each its own \
+             CUPTI, or run without `cutrace record`",
+        );
+        return;
+    }
     let (when, ours) = if crate::is_tracing() {
         ("is tracing", " and cutrace's trace is unaffected")
     } else {

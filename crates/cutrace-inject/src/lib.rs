@@ -69,7 +69,7 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 static TRACING: AtomicBool = AtomicBool::new(false);
 /// The writer could not open the trace part and turned cutrace's records off: untraced after all.
 pub(crate) static WRITER_GAVE_UP: AtomicBool = AtomicBool::new(false);
-static FORKED: AtomicBool = AtomicBool::new(false);
+pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
 /// cutrace holds this process's CUPTI subscriber slot.
 pub(crate) static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
 /// What a start that failed after subscribing did with the slot: `RELEASE_*`.

@@ -498,3 +498,36 @@ fn programs_without_cuda_are_untouched_by_the_preload() {
     assert!(o.status.success());
     assert!(o.stdout.is_empty() && o.stderr.is_empty());
 }
+
+/// A child forked (without exec) from a traced process inherits cutrace's subscription, and
+/// cutrace records nothing there: a tool that subscribes in the child is told that, not that
+/// "cutrace is tracing". The parent's trace is still written, complete.
+#[test]
+fn a_forked_child_is_told_the_slot_is_the_parents() {
+    let Some(p) = programs() else { return };
+    let dir = out_dir("forked");
+    let o = host(
+        &Run {
+            scope: "local",
+            steps: "ifs",
+            preload: true,
+            env: &[],
+        },
+        Some(&p.tool),
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(3));
+    let out = stdout(&o);
+    assert!(out.starts_with("init 1\nsubscribe 39\n"), "{out}");
+    assert!(out.contains("child exited 3\n"), "{out}");
+    let lines = cutrace_lines(&o.stderr);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("forked from a traced one"),
+        "{}",
+        lines[0]
+    );
+    assert!(!lines[0].contains("is tracing"), "{}", lines[0]);
+    let (_, t, _) = the_part(&dir);
+    assert!(t.meta.complete, "the parent's trace is complete");
+}

@@ -6,11 +6,14 @@
  *   s  the tool calls cuptiSubscribe
  *   r  the tool calls cuptiActivityRegisterCallbacks
  *   b  cuptiSubscribe looked up in the global scope (no libcupti loaded) and called
+ *   f  fork: the child goes on with the remaining steps, the parent waits for it and stops
  * Prints each result on stdout and exits with status 3 through exit(), so atexit handlers run. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 int main(int argc, char **argv) {
   if (argc != 4) return 2;
@@ -20,6 +23,18 @@ int main(int argc, char **argv) {
     if (!tool) { fprintf(stderr, "host: %s\n", dlerror()); return 2; }
   }
   for (const char *s = argv[3]; *s; s++) {
+    if (*s == 'f') {
+      fflush(stdout);
+      pid_t pid = fork();
+      if (pid < 0) return 2;
+      if (pid > 0) {
+        int st = 0;
+        waitpid(pid, &st, 0);
+        printf("child exited %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        break;
+      }
+      continue;
+    }
     if (*s == 'i') {
       void *inj = dlopen(getenv("CUDA_INJECTION64_PATH"), RTLD_NOW | RTLD_LOCAL);
       int (*init)(void) = inj ? (int (*)(void))dlsym(inj, "InitializeInjection") : 0;
