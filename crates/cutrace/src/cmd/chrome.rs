@@ -242,42 +242,26 @@ fn gpu_rows(t: &Trace) -> GpuRows {
         Vec::with_capacity(t.kernels.len() + t.memcpys.len() + t.memsets.len() + t.syncs.len());
     let mut max_stream = 0u64;
     let mut streamless_ranges = BTreeSet::new();
-    for (i, k) in t.kernels.iter().enumerate() {
-        max_stream = max_stream.max(k.stream);
-        items.push(item(
-            k.device,
-            Some(k.stream),
-            0,
-            k.start_ns,
-            k.end_ns,
-            KERNEL,
-            i,
-        ));
+    // Kernels, copies and memsets: stream work of the same shape.
+    macro_rules! stream_work {
+        ($records:expr, $kind:expr) => {
+            for (i, r) in $records.iter().enumerate() {
+                max_stream = max_stream.max(r.stream);
+                items.push(item(
+                    r.device,
+                    Some(r.stream),
+                    0,
+                    r.start_ns,
+                    r.end_ns,
+                    $kind,
+                    i,
+                ));
+            }
+        };
     }
-    for (i, c) in t.memcpys.iter().enumerate() {
-        max_stream = max_stream.max(c.stream);
-        items.push(item(
-            c.device,
-            Some(c.stream),
-            0,
-            c.start_ns,
-            c.end_ns,
-            MEMCPY,
-            i,
-        ));
-    }
-    for (i, c) in t.memsets.iter().enumerate() {
-        max_stream = max_stream.max(c.stream);
-        items.push(item(
-            c.device,
-            Some(c.stream),
-            0,
-            c.start_ns,
-            c.end_ns,
-            MEMSET,
-            i,
-        ));
-    }
+    stream_work!(t.kernels, KERNEL);
+    stream_work!(t.memcpys, MEMCPY);
+    stream_work!(t.memsets, MEMSET);
     for (i, s) in t.syncs.iter().enumerate() {
         max_stream = max_stream.max(s.stream.unwrap_or(0));
         items.push(item(s.device, s.stream, 1, s.start_ns, s.end_ns, SYNC, i));
