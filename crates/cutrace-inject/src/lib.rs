@@ -98,7 +98,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
     1
 }
 
-fn untraced(msg: &str) {
+pub(crate) fn untraced(msg: &str) {
     let slot = match RELEASE.load(Ordering::SeqCst) {
         RELEASE_DONE => {
             ". cutrace gave its CUPTI subscription back: the program's own CUPTI tools \

@@ -50,7 +50,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         match open_part(g, kinds) {
             Ok(o) => Some(o),
             Err(msg) => {
-                eprintln!("cutrace: pid {} runs untraced: {msg}", std::process::id());
+                crate::untraced(&msg);
                 crate::WRITER_GAVE_UP.store(true, Ordering::SeqCst);
                 // Nothing can be written: stop CUPTI's per-launch work too.
                 for &k in kinds {

@@ -520,40 +520,23 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         // multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³² added, so a
         // kernel never joins another process's launch call; the first part keeps its own ids.
         let corr = |id: u64| id.wrapping_add((part as u64) << 32);
-        out.kernels.extend(t.kernels.into_iter().map(|mut k| {
-            k.name = re(k.name);
-            k.correlation_id = corr(k.correlation_id);
-            k
-        }));
-        out.api_calls.extend(t.api_calls.into_iter().map(|mut a| {
-            a.name = re(a.name);
-            a.correlation_id = corr(a.correlation_id);
-            a
-        }));
-        out.ranges.extend(t.ranges.into_iter().map(|mut r| {
-            r.name = re(r.name);
-            r
-        }));
-        out.marks.extend(t.marks.into_iter().map(|mut r| {
-            r.name = re(r.name);
-            r
-        }));
-        out.overheads.extend(t.overheads.into_iter().map(|mut r| {
-            r.kind = re(r.kind);
-            r
-        }));
-        out.memcpys.extend(t.memcpys.into_iter().map(|mut r| {
-            r.correlation_id = corr(r.correlation_id);
-            r
-        }));
-        out.memsets.extend(t.memsets.into_iter().map(|mut r| {
-            r.correlation_id = corr(r.correlation_id);
-            r
-        }));
-        out.syncs.extend(t.syncs.into_iter().map(|mut r| {
-            r.correlation_id = corr(r.correlation_id);
-            r
-        }));
+        // Each record moves over with its names re-interned and its correlation id offset.
+        macro_rules! adopt {
+            ($field:ident, $r:ident => $($fix:expr);*) => {
+                out.$field.extend(t.$field.into_iter().map(|mut $r| {
+                    $($fix;)*
+                    $r
+                }))
+            };
+        }
+        adopt!(kernels, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id));
+        adopt!(api_calls, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id));
+        adopt!(ranges, r => r.name = re(r.name));
+        adopt!(marks, r => r.name = re(r.name));
+        adopt!(overheads, r => r.kind = re(r.kind));
+        adopt!(memcpys, r => r.correlation_id = corr(r.correlation_id));
+        adopt!(memsets, r => r.correlation_id = corr(r.correlation_id));
+        adopt!(syncs, r => r.correlation_id = corr(r.correlation_id));
         let m = t.meta;
         out.meta.paths.extend(m.paths.iter().cloned());
         out.meta.dropped_by_cupti += m.dropped_by_cupti;

@@ -406,6 +406,25 @@ impl<W: Write> Events<'_, W> {
         self.n += 1;
         self.w.write_all(&self.b)
     }
+
+    /// Closes a device record's event (its `args` and the event), then writes the `"f"` end of
+    /// its flow arrow when an API call carries its correlation id.
+    fn end_gpu(
+        &mut self,
+        attributed: bool,
+        correlation: u64,
+        device: u32,
+        tid: i128,
+        start: Ns,
+    ) -> io::Result<()> {
+        self.b.extend_from_slice(b"}}");
+        self.end()?;
+        if attributed {
+            flow_end(self.begin(), correlation, device, tid, start);
+            self.end()?;
+        }
+        Ok(())
+    }
 }
 
 /// `{"ph":"X","cat":…,"name":…,"pid":…,"tid":…,"ts":…,"dur":…` (no closing brace), with the pid
@@ -737,12 +756,13 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
             b.extend_from_slice(b",\"mangled\":");
             b.extend_from_slice(m);
         }
-        b.extend_from_slice(b"}}");
-        ev.end()?;
-        if attributed(k.correlation_id) {
-            flow_end(ev.begin(), k.correlation_id, k.device, tid, k.start_ns);
-            ev.end()?;
-        }
+        ev.end_gpu(
+            attributed(k.correlation_id),
+            k.correlation_id,
+            k.device,
+            tid,
+            k.start_ns,
+        )?;
     }
 
     for (i, c) in t.memcpys.iter().enumerate() {
@@ -759,12 +779,13 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         gpu_args(b, c.device, c.context, Some(c.stream), c.correlation_id);
         arg(b, "bytes", c.bytes);
         bandwidth(b, c.bytes, c.start_ns, c.end_ns);
-        b.extend_from_slice(b"}}");
-        ev.end()?;
-        if attributed(c.correlation_id) {
-            flow_end(ev.begin(), c.correlation_id, c.device, tid, c.start_ns);
-            ev.end()?;
-        }
+        ev.end_gpu(
+            attributed(c.correlation_id),
+            c.correlation_id,
+            c.device,
+            tid,
+            c.start_ns,
+        )?;
     }
 
     for (i, s) in t.memsets.iter().enumerate() {
@@ -782,12 +803,13 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         arg(b, "bytes", s.bytes);
         arg(b, "value", u64::from(s.value));
         bandwidth(b, s.bytes, s.start_ns, s.end_ns);
-        b.extend_from_slice(b"}}");
-        ev.end()?;
-        if attributed(s.correlation_id) {
-            flow_end(ev.begin(), s.correlation_id, s.device, tid, s.start_ns);
-            ev.end()?;
-        }
+        ev.end_gpu(
+            attributed(s.correlation_id),
+            s.correlation_id,
+            s.device,
+            tid,
+            s.start_ns,
+        )?;
     }
 
     for (i, s) in t.syncs.iter().enumerate() {
