@@ -4,7 +4,8 @@
 usage: bench_overhead.py cpp|torch OUT.json [--reps 7]
   env: CUTRACE (binary), WORKLOADS (gpu/workloads binary), SAMPLE_LIB (NVIDIA's
        cupti_trace_injection library, optional), NSYS (Nsight Systems collector, optional),
-       LAUNCH_CBIDS (runtime callback ids for the lowered floor, optional)
+       LAUNCH_CBIDS (runtime callback ids for the lowered floor, optional), BENCH_DEVBUF
+       (device buffer sizes in MiB to compare, optional)
 The C++ workload reports µs per launch of empty kernels (median of 5 batches of 100,000 in one
 process); the PyTorch one µs per eager op and ms per training step (medians of batches, see
 bench_torch.py). Beside the wall time, the launching thread's CPU time per launch/op: tracing
@@ -44,9 +45,18 @@ def variants():
     }
     v["cutrace without the driver kind"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
     v["floor without the driver kind"] = (rec(["--discard", "--kinds", "kernel,runtime,memcpy,memset,sync,nvtx,overhead"]), {})
-    # A larger CUPTI device buffer for kernel records (does it lower the floor?).
-    v["cutrace, 64 MiB device buffer"] = (rec(), {"CUTRACE_DEVICE_BUFFER_BYTES": str(64 << 20)})
-    v["floor, 64 MiB device buffer"] = (rec(["--discard"]), {"CUTRACE_DEVICE_BUFFER_BYTES": str(64 << 20)})
+    # cutrace asks CUPTI for a 64 MiB device buffer per context (run 7: 64 MiB lowered the
+    # launch loop's cost); these keep CUPTI's own default, as the peers do.
+    v["cutrace, CUPTI's default device buffer"] = (rec(), {"CUTRACE_DEVICE_BUFFER_BYTES": "0"})
+    v["floor, CUPTI's default device buffer"] = (rec(["--discard"]), {"CUTRACE_DEVICE_BUFFER_BYTES": "0"})
+    # BENCH_DEVBUF="16,64": cutrace with these device buffer sizes (MiB), to weigh speed
+    # against the memory they hold (phase devmem).
+    for mib in filter(None, os.environ.get("BENCH_DEVBUF", "").split(",")):
+        v[f"cutrace, {int(mib)} MiB device buffer"] = (rec(), {"CUTRACE_DEVICE_BUFFER_BYTES": str(int(mib) << 20)})
+    # Kinds cut down to what an nsys `-t cuda` timeline shows (no driver records, NVTX or
+    # CUPTI overhead records): is the gap to the collector in the kinds?
+    v["cutrace, kinds kernel,runtime,memcpy,memset,sync"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync"]), {})
+    v["cutrace --api lean, kinds kernel,runtime,memcpy,memset,sync"] = (rec(["--api", "lean", "--kinds", "kernel,runtime,memcpy,memset,sync"]), {})
     # API records without the state queries (cudaGetDevice & co.; see `cutrace record --help`).
     v["cutrace --api lean"] = (rec(["--api", "lean"]), {})
     v["floor --api lean"] = (rec(["--discard", "--api", "lean"]), {})

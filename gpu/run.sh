@@ -9,7 +9,7 @@
 #                     repetition starts (a device call has a hard limit)
 #   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix); BENCH_BATCHES (C++ loop),
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
-#   PHASES="..."      any of: correct multiproc crash conflict torch_steps pin bench_cpp bench_torch peers others
+#   PHASES="..."      any of: correct multiproc crash conflict torch_steps devmem pin bench_cpp bench_torch peers others
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
 OUT=${OUT:-/tmp/cutrace-out}
@@ -38,7 +38,7 @@ if has correct; then
     chk=()
     [[ $mode == *nodriver ]] && { kinds=kernel,runtime,memcpy,memset,sync,nvtx,overhead; mode=${mode% nodriver}; }
     # Driver records only: do kernels launched through the runtime still join an API record?
-    [[ $mode == *noruntime ]] && { kinds=kernel,driver,memcpy,memset,sync,nvtx,overhead; mode=${mode% noruntime}; chk=(--no-api-names); }
+    [[ $mode == *noruntime ]] && { kinds=kernel,driver,memcpy,memset,sync,nvtx,overhead; mode=${mode% noruntime}; chk=(--no-api-names --expect-orphans); }
     log "trace $name"
     "$CT" record --kinds $kinds -o "$W/$name.trace" -- $WL $mode --json "$W/$name.json" > "$W/logs/$name.out" 2> "$W/logs/$name.err"
     echo "rc=$?" >> "$W/logs/$name.err"
@@ -139,6 +139,28 @@ if has torch_steps; then
   mkdir -p "$W/fix/steps_lean"; cp "$W/steps_lean.trace"/*.cutrace "$W/fix/steps_lean/" 2>/dev/null
 fi
 
+if has devmem; then
+  log "memory held by CUPTI's device buffers"
+  python3 "$G/devmem.py" "$W/devmem_untraced.json" > "$W/logs/devmem.out" 2>&1
+  for b in 0 8388608 67108864; do
+    CUTRACE_DEVICE_BUFFER_BYTES=$b "$CT" record -o "$W/devmem_$b.trace" -- python3 "$G/devmem.py" "$W/devmem_$b.json" >> "$W/logs/devmem.out" 2>&1
+  done
+  python3 - "$W" >> "$R" <<'EOF'
+import json, sys
+w = sys.argv[1]
+u = json.load(open(w + "/devmem_untraced.json"))
+res = {}
+for b in ("0", "8388608", "67108864"):
+    t = json.load(open(f"{w}/devmem_{b}.json"))
+    res["CUPTI default" if b == "0" else f"{int(b) >> 20} MiB"] = {
+        "gpu_mib_first_kernel": round((u["free_after_first_kernel"] - t["free_after_first_kernel"]) / 2**20, 1),
+        "gpu_mib_after_100k": round((u["free_after_100k"] - t["free_after_100k"]) / 2**20, 1),
+        "rss_mib_after_100k": round((t["host_after_100k"]["VmRSS"] - u["host_after_100k"]["VmRSS"]) / 2**20, 1),
+        "locked_mib_after_100k": round((t["host_after_100k"].get("VmLck", 0) - u["host_after_100k"].get("VmLck", 0)) / 2**20, 1)}
+print(json.dumps({"mode": "devmem", "memory_vs_untraced": res, "untraced": u}))
+EOF
+fi
+
 if has peers || has bench_cpp || has bench_torch; then
   # NVIDIA's sample builds only in place (its Makefile uses paths relative to the toolkit).
   S=/usr/local/cuda/extras/CUPTI/samples
@@ -189,7 +211,7 @@ tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/d
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

@@ -312,6 +312,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
         clock,
         kinds: kinds.iter().map(|&k| kind::name(k).to_owned()).collect(),
         buffer_bytes: Some(g.config.buffer_bytes as u64),
+        device_buffer_bytes: g.config.device_buffer_bytes.map(|b| b as u64),
         cmdline,
         notes,
     };

@@ -207,6 +207,9 @@ pub struct Header {
     /// Activity kinds enabled, in CUPTI's names.
     pub kinds: Vec<String>,
     pub buffer_bytes: Option<u64>,
+    /// CUPTI's per-context device buffer asked for with `CUTRACE_DEVICE_BUFFER_BYTES` (`None`:
+    /// CUPTI's default); a note says so if CUPTI refused it.
+    pub device_buffer_bytes: Option<u64>,
     /// Only with `cutrace record --record-cmdline` (a command line can hold secrets).
     pub cmdline: Option<Vec<String>>,
     /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).

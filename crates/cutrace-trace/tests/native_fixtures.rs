@@ -156,7 +156,10 @@ fn real_traces_truncated_anywhere_never_panic() {
     let tmp = std::env::temp_dir().join(format!("cutrace-fixture-trunc-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let mut x = 0x853c49e6748fea9bu64;
-    for mode in MODES.iter().chain(["sigkill", "conflict"].iter()) {
+    for mode in MODES
+        .iter()
+        .chain(["sigkill", "conflict", "steps_lean"].iter())
+    {
         let dir = fixtures().join(mode);
         let part = std::fs::read_dir(&dir)
             .unwrap()
@@ -189,4 +192,94 @@ fn real_traces_truncated_anywhere_never_panic() {
             assert!(t.kernels.len() <= full.kernels.len());
         }
     }
+}
+
+/// `gpu/workloads multiproc 4` on the H200 (run 7): two fork+exec and two fork-only children,
+/// each its own part. Merged, every child's kernels join launch calls of that child alone (parts
+/// share CUPTI's per-process correlation ids; the reader keeps them apart).
+#[test]
+fn multiprocess_trace_joins_each_kernel_to_its_own_process() {
+    let dir = fixtures().join("multiproc");
+    let t = read(&dir);
+    assert!(t.meta.complete, "{:?}", t.meta.incomplete_reason);
+    let parts = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "cutrace")
+        })
+        .count();
+    assert_eq!(parts, 4);
+    let pid_of: HashMap<u64, u32> = t
+        .api_calls
+        .iter()
+        .map(|a| (a.correlation_id, a.process))
+        .collect();
+    let mut total = 0;
+    let mut hows = Vec::new();
+    for i in 0..4 {
+        let exp: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join(format!("mp.{i}.json"))).unwrap())
+                .unwrap();
+        let pid = exp["pid"].as_u64().unwrap() as u32;
+        hows.push(exp["how"].as_str().unwrap_or("exec").to_owned());
+        let mine = t
+            .kernels
+            .iter()
+            .filter(|k| pid_of.get(&k.correlation_id) == Some(&pid))
+            .count();
+        assert_eq!(mine, exp["kernels"].as_u64().unwrap() as usize, "pid {pid}");
+        let launches = t
+            .api_calls
+            .iter()
+            .filter(|a| a.process == pid && t.str(a.name).contains("cudaLaunchKernel"))
+            .count();
+        assert_eq!(
+            launches,
+            exp["api"]["cudaLaunchKernel"].as_u64().unwrap() as usize
+        );
+        total += mine;
+    }
+    hows.sort();
+    assert_eq!(hows, ["exec", "exec", "fork", "fork"]);
+    // Every kernel is accounted for by exactly one child: none joined a stranger's call.
+    assert_eq!(total, t.kernels.len());
+    assert_eq!(t.kernels.len(), 4 * 1003);
+}
+
+/// torch_steps under `cutrace record --api lean` on the H200 (run 7): torch.profiler counted 150
+/// kernels in the profiled steps; the whole run has 253, every one still joined to its launch
+/// while the state queries (cudaGetDevice & co.) were left out and said so.
+#[test]
+fn lean_api_trace_keeps_every_join_and_drops_the_state_queries() {
+    let t = read(&fixtures().join("steps_lean"));
+    assert!(t.meta.complete);
+    assert_eq!(t.kernels.len(), 253);
+    assert_eq!(t.api_calls.len(), 451);
+    let corr: HashSet<u64> = t.api_calls.iter().map(|a| a.correlation_id).collect();
+    assert!(t.kernels.iter().all(|k| corr.contains(&k.correlation_id)));
+    assert!(t.memcpys.iter().all(|m| corr.contains(&m.correlation_id)));
+    let names: HashSet<&str> = t.api_calls.iter().map(|a| t.str(a.name)).collect();
+    for gone in [
+        "cudaGetDevice",
+        "cudaGetLastError",
+        "cuDevicePrimaryCtxGetState",
+    ] {
+        assert!(
+            !names.iter().any(|n| n.trim_start_matches('_') == gone),
+            "{gone}"
+        );
+    }
+    assert!(names.iter().any(|n| n.contains("cuLaunchKernel")));
+    assert!(
+        t.meta
+            .notes
+            .iter()
+            .any(|n| n.text.contains("api records: lean")),
+        "{:?}",
+        t.meta.notes
+    );
 }
