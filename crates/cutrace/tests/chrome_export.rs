@@ -26,8 +26,10 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-const NATIVE: [&str; 8] = [
+const NATIVE: [&str; 10] = [
     "sigkill",
+    "multiproc",
+    "steps_lean",
     "two_streams",
     "copy_overlap",
     "graph",

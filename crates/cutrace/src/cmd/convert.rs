@@ -1,5 +1,6 @@
-//! `cutrace convert`: a trace (native, or a torch.profiler/Kineto JSON) to plain CSV tables and a
-//! JSON metadata file, so any tool (pandas, pyarrow, DuckDB, a spreadsheet) reads it; and/or to
+//! `cutrace convert`: a trace (native, or a torch.profiler/Kineto JSON) to plain CSV tables or
+//! Parquet files and a JSON metadata file, so any tool (pandas, pyarrow, DuckDB, Polars, a
+//! spreadsheet) reads it; and/or to
 //! Chrome Trace Event JSON for Perfetto UI, chrome://tracing, Holistic Trace Analysis and
 //! TensorBoard (see `chrome.rs`).
 
@@ -11,20 +12,25 @@ use anyhow::Context;
 use cutrace_trace::{Trace, TraceMeta};
 
 use super::chrome;
+use super::parquet;
+use super::tables::{self, Values};
 
-/// Convert a trace to CSV tables, or to Chrome Trace Event JSON for Perfetto / chrome://tracing /
-/// HTA.
+/// Convert a trace to CSV or Parquet tables, or to Chrome Trace Event JSON for Perfetto /
+/// chrome://tracing / HTA.
 ///
-/// --csv writes one CSV file per record kind plus meta.json. --chrome writes the trace in the
+/// --csv writes one CSV file per record kind plus meta.json; --parquet the same tables as Parquet
+/// files (typed columns: unsigned integers stay unsigned, timestamps exact nanoseconds), for
+/// pandas, pyarrow, DuckDB or Polars. --chrome writes the trace in the
 /// shape torch.profiler (Kineto) exports: ui.perfetto.dev, chrome://tracing, Holistic Trace
 /// Analysis and TensorBoard open it, and `cutrace report` reads it back to the same numbers.
-/// Give --csv, --chrome, or both. A trace the recorder did not finish is converted as far as it
+/// Give any of --csv, --parquet, --chrome. A trace the recorder did not finish is converted as far as it
 /// was recovered, and said to be incomplete.
 #[derive(clap::Args)]
 #[command(
-    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "chrome"])),
+    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome"])),
     after_help = "Examples:\n  \
         cutrace convert trace/ --csv tables/              CSV tables + meta.json in tables/\n  \
+        cutrace convert trace/ --parquet tables/          kernels.parquet, api_calls.parquet, …\n  \
         cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA"
 )]
 pub struct Args {
@@ -34,6 +40,10 @@ pub struct Args {
     /// ranges.csv, marks.csv, overheads.csv and meta.json.
     #[arg(long, value_name = "DIR")]
     csv: Option<PathBuf>,
+    /// Output directory for the same tables as Parquet (kernels.parquet, api_calls.parquet, …)
+    /// and meta.json; each file also holds meta.json's content under the key `cutrace.meta`.
+    #[arg(long, value_name = "DIR")]
+    parquet: Option<PathBuf>,
     /// Output file for Chrome Trace Event JSON (Kineto's shape); gzip-compressed when the name
     /// ends in `.gz`. Timestamps are exact: µs with 3 decimals from integer nanoseconds.
     #[arg(long, value_name = "OUT.json[.gz]")]
@@ -64,6 +74,21 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         };
         eprintln!(
             "cutrace: wrote {} to {}{notes}{}",
+            record_counts(&t),
+            dir.display(),
+            if t.meta.complete {
+                ""
+            } else {
+                " (the trace is INCOMPLETE; see meta.json)"
+            }
+        );
+    }
+    if let Some(dir) = &args.parquet {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let headers = part_headers(&args.trace);
+        write_parquet(dir, &t, &headers)?;
+        eprintln!(
+            "cutrace: wrote {} to {} as Parquet{}",
             record_counts(&t),
             dir.display(),
             if t.meta.complete {
@@ -257,17 +282,6 @@ fn q(s: &str) -> String {
     }
 }
 
-fn table(dir: &Path, name: &str, header: &str, body: String) -> anyhow::Result<()> {
-    let p = dir.join(name);
-    let mut f = std::io::BufWriter::new(
-        std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
-    );
-    writeln!(f, "{header}")?;
-    f.write_all(body.as_bytes())?;
-    f.flush()?;
-    Ok(())
-}
-
 fn meta_json(m: &TraceMeta, headers: &[cutrace_trace::native::Header]) -> serde_json::Value {
     serde_json::json!({
         "paths": m.paths,
@@ -292,161 +306,65 @@ fn meta_json(m: &TraceMeta, headers: &[cutrace_trace::native::Header]) -> serde_
     })
 }
 
+/// Writes every table of `t` as a Parquet file into `dir`, and meta.json.
+pub fn write_parquet(
+    dir: &Path,
+    t: &Trace,
+    headers: &[cutrace_trace::native::Header],
+) -> anyhow::Result<()> {
+    let meta = serde_json::to_string_pretty(&meta_json(&t.meta, headers))?;
+    for name in tables::NAMES {
+        let p = dir.join(format!("{name}.parquet"));
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
+        );
+        parquet::write(&mut f, &tables::build(t, name), &meta)
+            .and_then(|()| f.flush())
+            .with_context(|| format!("writing {}", p.display()))?;
+    }
+    std::fs::write(dir.join("meta.json"), meta)?;
+    Ok(())
+}
+
 /// Writes every table of `t` as CSV into `dir`.
 pub fn write_csv(
     dir: &Path,
     t: &Trace,
     headers: &[cutrace_trace::native::Header],
 ) -> anyhow::Result<()> {
-    let mut b = String::new();
-    for k in &t.kernels {
-        let _ = writeln!(
-            b,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            k.device,
-            k.context,
-            k.stream,
-            k.correlation_id,
-            k.start_ns,
-            k.end_ns,
-            q(t.str(k.name)),
-            k.grid[0],
-            k.grid[1],
-            k.grid[2],
-            k.block[0],
-            k.block[1],
-            k.block[2],
-            k.registers_per_thread,
-            k.static_shared_bytes,
-            k.dynamic_shared_bytes,
-            k.graph_id
+    for name in tables::NAMES {
+        let tb = tables::build(t, name);
+        let p = dir.join(format!("{}.csv", tb.name));
+        let mut f = std::io::BufWriter::new(
+            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
         );
+        let header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
+        writeln!(f, "{}", header.join(","))?;
+        let mut line = String::new();
+        for row in 0..tb.rows() {
+            line.clear();
+            for (i, c) in tb.columns.iter().enumerate() {
+                if i > 0 {
+                    line.push(',');
+                }
+                let _ = match &c.values {
+                    Values::U32(v) => write!(line, "{}", v[row]),
+                    Values::U64(v) => write!(line, "{}", v[row]),
+                    Values::I32(v) => write!(line, "{}", v[row]),
+                    Values::OptU64(v) => match v[row] {
+                        Some(x) => write!(line, "{x}"),
+                        None => Ok(()),
+                    },
+                    Values::Str(v) => write!(line, "{}", q(&v[row])),
+                };
+            }
+            line.push('\n');
+            f.write_all(line.as_bytes())
+                .with_context(|| format!("writing {}", p.display()))?;
+        }
+        f.flush()
+            .with_context(|| format!("writing {}", p.display()))?;
     }
-    table(dir, "kernels.csv", "device,context,stream,correlation_id,start_ns,end_ns,name,grid_x,grid_y,grid_z,block_x,block_y,block_z,registers_per_thread,static_shared_bytes,dynamic_shared_bytes,graph_id", std::mem::take(&mut b))?;
-    for a in &t.api_calls {
-        let _ = writeln!(
-            b,
-            "{:?},{},{},{},{},{},{},{},{}",
-            a.kind,
-            q(t.str(a.name)),
-            a.cbid,
-            a.process,
-            a.thread,
-            a.correlation_id,
-            a.start_ns,
-            a.end_ns,
-            a.return_value
-        );
-    }
-    table(
-        dir,
-        "api_calls.csv",
-        "kind,name,cbid,process,thread,correlation_id,start_ns,end_ns,return_value",
-        std::mem::take(&mut b),
-    )?;
-    for m in &t.memcpys {
-        let _ = writeln!(
-            b,
-            "{},{},{},{},{},{},{},{}",
-            m.kind.label(),
-            m.bytes,
-            m.device,
-            m.context,
-            m.stream,
-            m.correlation_id,
-            m.start_ns,
-            m.end_ns
-        );
-    }
-    table(
-        dir,
-        "memcpys.csv",
-        "kind,bytes,device,context,stream,correlation_id,start_ns,end_ns",
-        std::mem::take(&mut b),
-    )?;
-    for m in &t.memsets {
-        let _ = writeln!(
-            b,
-            "{},{},{},{},{},{},{},{}",
-            m.bytes, m.value, m.device, m.context, m.stream, m.correlation_id, m.start_ns, m.end_ns
-        );
-    }
-    table(
-        dir,
-        "memsets.csv",
-        "bytes,value,device,context,stream,correlation_id,start_ns,end_ns",
-        std::mem::take(&mut b),
-    )?;
-    for s in &t.syncs {
-        let _ = writeln!(
-            b,
-            "{},{},{},{},{},{},{}",
-            s.kind.label(),
-            s.device,
-            s.context,
-            s.stream.map(|x| x.to_string()).unwrap_or_default(),
-            s.correlation_id,
-            s.start_ns,
-            s.end_ns
-        );
-    }
-    table(
-        dir,
-        "syncs.csv",
-        "kind,device,context,stream,correlation_id,start_ns,end_ns",
-        std::mem::take(&mut b),
-    )?;
-    for r in &t.ranges {
-        let _ = writeln!(
-            b,
-            "{:?},{},{},{},{},{}",
-            r.domain,
-            q(t.str(r.name)),
-            r.process,
-            r.thread,
-            r.start_ns,
-            r.end_ns
-        );
-    }
-    table(
-        dir,
-        "ranges.csv",
-        "domain,name,process,thread,start_ns,end_ns",
-        std::mem::take(&mut b),
-    )?;
-    for m in &t.marks {
-        let _ = writeln!(
-            b,
-            "{},{},{},{}",
-            q(t.str(m.name)),
-            m.process,
-            m.thread,
-            m.ts_ns
-        );
-    }
-    table(
-        dir,
-        "marks.csv",
-        "name,process,thread,ts_ns",
-        std::mem::take(&mut b),
-    )?;
-    for o in &t.overheads {
-        let _ = writeln!(
-            b,
-            "{},{},{},{},{}",
-            q(t.str(o.kind)),
-            o.process,
-            o.thread,
-            o.start_ns,
-            o.end_ns
-        );
-    }
-    table(
-        dir,
-        "overheads.csv",
-        "kind,process,thread,start_ns,end_ns",
-        std::mem::take(&mut b),
-    )?;
     let meta = meta_json(&t.meta, headers);
     std::fs::write(dir.join("meta.json"), serde_json::to_vec_pretty(&meta)?)?;
     Ok(())

@@ -5,5 +5,7 @@ pub mod chrome;
 pub mod convert;
 pub mod dcgm;
 pub mod doctor;
+pub mod parquet;
 pub mod record;
 pub mod report;
+pub mod tables;

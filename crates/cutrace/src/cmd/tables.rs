@@ -1,0 +1,182 @@
+//! The trace as flat, typed tables: one per record kind, one column per field. `convert --csv`
+//! and `convert --parquet` both write these, so the two exports always hold the same columns.
+
+use std::borrow::Cow;
+
+use cutrace_trace::Trace;
+
+/// One column's values, typed as the model holds them.
+pub enum Values<'a> {
+    U32(Vec<u32>),
+    U64(Vec<u64>),
+    I32(Vec<i32>),
+    /// `None` is a value the source did not have (a CSV empty field, a Parquet null).
+    OptU64(Vec<Option<u64>>),
+    Str(Vec<Cow<'a, str>>),
+}
+
+impl Values<'_> {
+    pub fn len(&self) -> usize {
+        match self {
+            Values::U32(v) => v.len(),
+            Values::U64(v) => v.len(),
+            Values::I32(v) => v.len(),
+            Values::OptU64(v) => v.len(),
+            Values::Str(v) => v.len(),
+        }
+    }
+}
+
+pub struct Column<'a> {
+    pub name: &'static str,
+    pub values: Values<'a>,
+}
+
+pub struct Table<'a> {
+    /// File stem: `kernels` → kernels.csv / kernels.parquet.
+    pub name: &'static str,
+    pub columns: Vec<Column<'a>>,
+}
+
+impl Table<'_> {
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, |c| c.values.len())
+    }
+}
+
+/// The tables, in the order they are written.
+pub const NAMES: [&str; 8] = [
+    "kernels",
+    "api_calls",
+    "memcpys",
+    "memsets",
+    "syncs",
+    "ranges",
+    "marks",
+    "overheads",
+];
+
+/// Builds one table (by its name in [`NAMES`]); one at a time keeps a large trace's peak memory
+/// to a single table's columns.
+pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
+    macro_rules! col {
+        ($recs:expr, $ty:ident, $name:literal, |$r:ident| $e:expr) => {
+            Column {
+                name: $name,
+                values: Values::$ty($recs.iter().map(|$r| $e).collect()),
+            }
+        };
+    }
+    let s = |id| Cow::Borrowed(t.str(id));
+    let columns = match name {
+        "kernels" => {
+            let k = &t.kernels;
+            vec![
+                col!(k, U32, "device", |r| r.device),
+                col!(k, U32, "context", |r| r.context),
+                col!(k, U64, "stream", |r| r.stream),
+                col!(k, U64, "correlation_id", |r| r.correlation_id),
+                col!(k, U64, "start_ns", |r| r.start_ns),
+                col!(k, U64, "end_ns", |r| r.end_ns),
+                col!(k, Str, "name", |r| s(r.name)),
+                col!(k, U32, "grid_x", |r| r.grid[0]),
+                col!(k, U32, "grid_y", |r| r.grid[1]),
+                col!(k, U32, "grid_z", |r| r.grid[2]),
+                col!(k, U32, "block_x", |r| r.block[0]),
+                col!(k, U32, "block_y", |r| r.block[1]),
+                col!(k, U32, "block_z", |r| r.block[2]),
+                col!(k, U32, "registers_per_thread", |r| r.registers_per_thread),
+                col!(k, U32, "static_shared_bytes", |r| r.static_shared_bytes),
+                col!(k, U32, "dynamic_shared_bytes", |r| r.dynamic_shared_bytes),
+                col!(k, U32, "graph_id", |r| r.graph_id),
+            ]
+        }
+        "api_calls" => {
+            let a = &t.api_calls;
+            vec![
+                col!(a, Str, "kind", |r| Cow::Owned(format!("{:?}", r.kind))),
+                col!(a, Str, "name", |r| s(r.name)),
+                col!(a, U32, "cbid", |r| r.cbid),
+                col!(a, U32, "process", |r| r.process),
+                col!(a, U64, "thread", |r| r.thread),
+                col!(a, U64, "correlation_id", |r| r.correlation_id),
+                col!(a, U64, "start_ns", |r| r.start_ns),
+                col!(a, U64, "end_ns", |r| r.end_ns),
+                col!(a, I32, "return_value", |r| r.return_value),
+            ]
+        }
+        "memcpys" => {
+            let m = &t.memcpys;
+            vec![
+                col!(m, Str, "kind", |r| Cow::Borrowed(r.kind.label())),
+                col!(m, U64, "bytes", |r| r.bytes),
+                col!(m, U32, "device", |r| r.device),
+                col!(m, U32, "context", |r| r.context),
+                col!(m, U64, "stream", |r| r.stream),
+                col!(m, U64, "correlation_id", |r| r.correlation_id),
+                col!(m, U64, "start_ns", |r| r.start_ns),
+                col!(m, U64, "end_ns", |r| r.end_ns),
+            ]
+        }
+        "memsets" => {
+            let m = &t.memsets;
+            vec![
+                col!(m, U64, "bytes", |r| r.bytes),
+                col!(m, U32, "value", |r| r.value),
+                col!(m, U32, "device", |r| r.device),
+                col!(m, U32, "context", |r| r.context),
+                col!(m, U64, "stream", |r| r.stream),
+                col!(m, U64, "correlation_id", |r| r.correlation_id),
+                col!(m, U64, "start_ns", |r| r.start_ns),
+                col!(m, U64, "end_ns", |r| r.end_ns),
+            ]
+        }
+        "syncs" => {
+            let y = &t.syncs;
+            vec![
+                col!(y, Str, "kind", |r| Cow::Borrowed(r.kind.label())),
+                col!(y, U32, "device", |r| r.device),
+                col!(y, U32, "context", |r| r.context),
+                col!(y, OptU64, "stream", |r| r.stream),
+                col!(y, U64, "correlation_id", |r| r.correlation_id),
+                col!(y, U64, "start_ns", |r| r.start_ns),
+                col!(y, U64, "end_ns", |r| r.end_ns),
+            ]
+        }
+        "ranges" => {
+            let g = &t.ranges;
+            vec![
+                col!(g, Str, "domain", |r| Cow::Owned(format!("{:?}", r.domain))),
+                col!(g, Str, "name", |r| s(r.name)),
+                col!(g, U32, "process", |r| r.process),
+                col!(g, U64, "thread", |r| r.thread),
+                col!(g, U64, "start_ns", |r| r.start_ns),
+                col!(g, U64, "end_ns", |r| r.end_ns),
+            ]
+        }
+        "marks" => {
+            let m = &t.marks;
+            vec![
+                col!(m, Str, "name", |r| s(r.name)),
+                col!(m, U32, "process", |r| r.process),
+                col!(m, U64, "thread", |r| r.thread),
+                col!(m, U64, "ts_ns", |r| r.ts_ns),
+            ]
+        }
+        "overheads" => {
+            let o = &t.overheads;
+            vec![
+                col!(o, Str, "kind", |r| s(r.kind)),
+                col!(o, U32, "process", |r| r.process),
+                col!(o, U64, "thread", |r| r.thread),
+                col!(o, U64, "start_ns", |r| r.start_ns),
+                col!(o, U64, "end_ns", |r| r.end_ns),
+            ]
+        }
+        other => unreachable!("no table named {other}"),
+    };
+    Table {
+        name: NAMES.iter().find(|n| **n == name).unwrap(),
+        columns,
+    }
+}

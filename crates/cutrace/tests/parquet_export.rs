@@ -1,0 +1,138 @@
+//! `cutrace convert --parquet`: the export of a real H200 trace is byte-for-byte the one in
+//! tests/fixtures/parquet (which pyarrow read and checked against the CSV export when it was
+//! made: its README), and, where pyarrow is installed, pyarrow reads today's export to the same
+//! values as the CSV export (tests/parquet_pyarrow.py). The format itself is tested value by
+//! value against an independent reader in the writer's unit tests.
+
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn convert(args: &[&str]) -> std::process::Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .arg("convert")
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+const TABLES: [&str; 8] = [
+    "kernels",
+    "api_calls",
+    "memcpys",
+    "memsets",
+    "syncs",
+    "ranges",
+    "marks",
+    "overheads",
+];
+
+#[test]
+fn the_h200_trace_exports_to_the_parquet_files_pyarrow_checked() {
+    let tmp = std::env::temp_dir().join(format!("cutrace-parquet-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let pq = tmp.join("pq");
+    let csv = tmp.join("csv");
+    let out = convert(&[
+        "tests/fixtures/native/copy_overlap",
+        "--parquet",
+        pq.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("19 kernels, 203 API calls, 16 copies, 1 memsets, 7 syncs")
+            && err.contains("as Parquet"),
+        "{err}"
+    );
+    let golden = root().join("tests/fixtures/parquet/copy_overlap");
+    for t in TABLES {
+        let f = format!("{t}.parquet");
+        let a = std::fs::read(pq.join(&f)).unwrap();
+        let b = std::fs::read(golden.join(&f)).unwrap();
+        assert!(
+            a == b,
+            "{f} differs from the pyarrow-checked file in {}: if the change is intended, \
+             regenerate it as its README says and check it with pyarrow again",
+            golden.display()
+        );
+    }
+    let py = Command::new("python3")
+        .args(["-c", "import pyarrow"])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !py {
+        loud!(
+            "SKIPPED (pyarrow not installed): reading today's Parquet export with pyarrow; the \
+             byte-for-byte comparison with the pyarrow-checked files above still ran"
+        );
+    } else {
+        let o = Command::new("python3")
+            .arg(root().join("tests/parquet_pyarrow.py"))
+            .args([&pq, &csv])
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "pyarrow: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&o.stdout).lines().count(), 8);
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn a_kineto_trace_exports_too_and_an_incomplete_one_says_so() {
+    let tmp = std::env::temp_dir().join(format!("cutrace-parquet-k-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    let out = convert(&[
+        "examples/two_streams.json.gz",
+        "--parquet",
+        tmp.join("k").to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("10 kernels"));
+    for t in TABLES {
+        let b = std::fs::read(tmp.join("k").join(format!("{t}.parquet"))).unwrap();
+        assert!(b.starts_with(b"PAR1") && b.ends_with(b"PAR1"), "{t}");
+    }
+    // A part cut mid-chunk: converted as far as recovered, and said to be incomplete.
+    let part = std::fs::read_dir(root().join("tests/fixtures/native/nvtx"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "cutrace"))
+        .unwrap();
+    let bytes = std::fs::read(&part).unwrap();
+    let cut = tmp.join("cut.cutrace");
+    std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).unwrap();
+    let out = convert(&[
+        cut.to_str().unwrap(),
+        "--parquet",
+        tmp.join("c").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("INCOMPLETE"), "{err}");
+    let meta = std::fs::read_to_string(tmp.join("c/meta.json")).unwrap();
+    assert!(meta.contains("\"complete\": false"), "{meta}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
