@@ -136,3 +136,25 @@ fn a_kineto_trace_exports_too_and_an_incomplete_one_says_so() {
     assert!(meta.contains("\"complete\": false"), "{meta}");
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+#[test]
+fn a_table_directory_that_is_a_file_is_refused_before_reading() {
+    let f = std::env::temp_dir().join(format!("cutrace-parquet-file-{}", std::process::id()));
+    std::fs::write(&f, b"keep me").unwrap();
+    for flag in ["--parquet", "--csv"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+            .args(["convert", "tests/fixtures/native/nvtx", flag])
+            .arg(&f)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{flag} takes a directory")) && err.contains("is a file"),
+            "{err}"
+        );
+    }
+    assert_eq!(std::fs::read(&f).unwrap(), b"keep me");
+    let _ = std::fs::remove_file(&f);
+}

@@ -54,6 +54,18 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    // Before the (possibly long) read: a table directory that cannot be one.
+    for (flag, dir) in [("--csv", &args.csv), ("--parquet", &args.parquet)] {
+        if let Some(dir) = dir {
+            if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+                anyhow::bail!(
+                    "{flag} takes a directory (it writes one file per table there), but {} is a \
+                     file; choose a new or existing directory",
+                    dir.display()
+                );
+            }
+        }
+    }
     if let Some(out) = &args.chrome {
         // Before the (possibly long) read: say at once that the output is in the way.
         if !args.force && std::fs::symlink_metadata(out).is_ok() {
