@@ -14,6 +14,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 TABLES = ["kernels", "api_calls", "memcpys", "memsets", "syncs", "ranges", "marks", "overheads"]
+U64 = {"start_ns", "end_ns", "ts_ns", "correlation_id", "stream", "bytes", "thread"}
+
+
+def expected_type(col):
+    """The Arrow type each column must read as (the model's Rust type)."""
+    if col in ("kind", "name", "domain"):
+        return pa.string()
+    if col == "return_value":
+        return pa.int32()
+    return pa.uint64() if col in U64 else pa.uint32()
 
 
 def main():
@@ -30,8 +40,7 @@ def main():
         assert t.num_rows == len(rows), (name, t.num_rows, len(rows))
         for j, col in enumerate(t.column_names):
             ty = t.schema.field(col).type
-            if col in ("start_ns", "end_ns", "ts_ns", "correlation_id", "stream", "bytes", "thread"):
-                assert ty == pa.uint64(), (name, col, ty)
+            assert ty == expected_type(col), (name, col, ty)
             for i, v in enumerate(t.column(col).to_pylist()):
                 want = rows[i][j]
                 got = "" if v is None else str(v)

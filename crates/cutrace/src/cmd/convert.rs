@@ -57,11 +57,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Before the (possibly long) read: a table directory that cannot be one.
     for (flag, dir) in [("--csv", &args.csv), ("--parquet", &args.parquet)] {
         if let Some(dir) = dir {
-            if std::fs::metadata(dir).is_ok_and(|m| !m.is_dir()) {
+            // The path itself or the nearest part of it that exists must be a directory.
+            if let Some(file) = dir
+                .ancestors()
+                .find(|a| std::fs::metadata(a).is_ok())
+                .filter(|a| std::fs::metadata(a).is_ok_and(|m| !m.is_dir()))
+            {
                 anyhow::bail!(
                     "{flag} takes a directory (it writes one file per table there), but {} is a \
                      file; choose a new or existing directory",
-                    dir.display()
+                    file.display()
                 );
             }
         }
@@ -318,6 +323,72 @@ fn meta_json(m: &TraceMeta, headers: &[cutrace_trace::native::Header]) -> serde_
     })
 }
 
+/// Files written under temporary names in one directory and renamed into place together once
+/// every one is complete: a failed export (a full disk) leaves neither a half-written table nor
+/// a mix of this export's tables and an older one's. Temporary files are removed on failure.
+struct Staged {
+    dir: PathBuf,
+    files: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Staged {
+    fn new(dir: &Path) -> Staged {
+        Staged {
+            dir: dir.to_owned(),
+            files: Vec::new(),
+        }
+    }
+
+    /// A writer for `name` in the directory, and the path the file will finally have.
+    fn create(
+        &mut self,
+        name: &str,
+    ) -> anyhow::Result<(PathBuf, std::io::BufWriter<std::fs::File>)> {
+        let fin = self.dir.join(name);
+        let tmp = self
+            .dir
+            .join(format!(".{name}.cutrace-tmp-{}", std::process::id()));
+        let f =
+            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        self.files.push((tmp, fin.clone()));
+        Ok((fin, std::io::BufWriter::new(f)))
+    }
+
+    fn write(&mut self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
+        let (fin, mut f) = self.create(name)?;
+        f.write_all(bytes)
+            .and_then(|()| f.flush())
+            .with_context(|| format!("writing {}", fin.display()))
+    }
+
+    fn commit(mut self) -> anyhow::Result<()> {
+        // What would stop a rename half-way (a directory of that name) stops all of them.
+        for (_, fin) in &self.files {
+            if std::fs::symlink_metadata(fin).is_ok_and(|m| m.is_dir()) {
+                anyhow::bail!(
+                    "{} is a directory; move it away (nothing was written)",
+                    fin.display()
+                );
+            }
+        }
+        for (tmp, fin) in std::mem::take(&mut self.files) {
+            if let Err(e) = std::fs::rename(&tmp, &fin) {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e).with_context(|| format!("writing {}", fin.display()));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        for (tmp, _) in &self.files {
+            let _ = std::fs::remove_file(tmp);
+        }
+    }
+}
+
 /// Writes every table of `t` as a Parquet file into `dir`, and meta.json.
 pub fn write_parquet(
     dir: &Path,
@@ -325,17 +396,15 @@ pub fn write_parquet(
     headers: &[cutrace_trace::native::Header],
 ) -> anyhow::Result<()> {
     let meta = serde_json::to_string_pretty(&meta_json(&t.meta, headers))?;
+    let mut st = Staged::new(dir);
     for name in tables::NAMES {
-        let p = dir.join(format!("{name}.parquet"));
-        let mut f = std::io::BufWriter::new(
-            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
-        );
+        let (p, mut f) = st.create(&format!("{name}.parquet"))?;
         parquet::write(&mut f, &tables::build(t, name), &meta)
             .and_then(|()| f.flush())
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    std::fs::write(dir.join("meta.json"), meta)?;
-    Ok(())
+    st.write("meta.json", meta.as_bytes())?;
+    st.commit()
 }
 
 /// Writes every table of `t` as CSV into `dir`.
@@ -344,12 +413,10 @@ pub fn write_csv(
     t: &Trace,
     headers: &[cutrace_trace::native::Header],
 ) -> anyhow::Result<()> {
+    let mut st = Staged::new(dir);
     for name in tables::NAMES {
         let tb = tables::build(t, name);
-        let p = dir.join(format!("{}.csv", tb.name));
-        let mut f = std::io::BufWriter::new(
-            std::fs::File::create(&p).with_context(|| format!("creating {}", p.display()))?,
-        );
+        let (p, mut f) = st.create(&format!("{}.csv", tb.name))?;
         let header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
         writeln!(f, "{}", header.join(","))?;
         let mut line = String::new();
@@ -378,6 +445,6 @@ pub fn write_csv(
             .with_context(|| format!("writing {}", p.display()))?;
     }
     let meta = meta_json(&t.meta, headers);
-    std::fs::write(dir.join("meta.json"), serde_json::to_vec_pretty(&meta)?)?;
-    Ok(())
+    st.write("meta.json", &serde_json::to_vec_pretty(&meta)?)?;
+    st.commit()
 }

@@ -142,7 +142,7 @@ fn physical(v: &Values) -> (i32, i32) {
 
 /// PLAIN-encoded bytes of rows `a..b` (non-null values only) and, for a nullable column, the
 /// definition levels (RLE runs, bit width 1).
-fn encode(v: &Values, a: usize, b: usize, out: &mut Vec<u8>) {
+fn encode(v: &Values, a: usize, b: usize, out: &mut Vec<u8>) -> std::io::Result<()> {
     match v {
         Values::U32(x) => x[a..b].iter().for_each(|y| out.extend(y.to_le_bytes())),
         Values::I32(x) => x[a..b].iter().for_each(|y| out.extend(y.to_le_bytes())),
@@ -169,11 +169,26 @@ fn encode(v: &Values, a: usize, b: usize, out: &mut Vec<u8>) {
         }
         Values::Str(x) => {
             for s in &x[a..b] {
-                out.extend((s.len() as u32).to_le_bytes());
+                out.extend(fits_u32(s.len())?.to_le_bytes());
                 out.extend(s.as_bytes());
             }
         }
     }
+    Ok(())
+}
+
+/// Parquet's lengths and page sizes are 32-bit: a value or page beyond that is refused, never
+/// wrapped into a corrupt file.
+fn fits_u32(n: usize) -> std::io::Result<u32> {
+    u32::try_from(n)
+        .ok()
+        .filter(|&v| v <= i32::MAX as u32)
+        .ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{n} bytes exceed Parquet's 2 GiB limit for a value or page"),
+            )
+        })
 }
 
 /// Bytes a row takes in a page, to cut pages near [`PAGE_BYTES`].
@@ -215,14 +230,14 @@ fn write_chunk(
             end += 1;
         }
         body.clear();
-        encode(v, start, end, &mut body);
+        encode(v, start, end, &mut body)?;
         let packed = gzip(&body)?;
         let mut h = Thrift::new();
         h.i32(1, PAGE_DATA);
-        h.i32(2, body.len() as i32);
-        h.i32(3, packed.len() as i32);
+        h.i32(2, fits_u32(body.len())? as i32);
+        h.i32(3, fits_u32(packed.len())? as i32);
         h.begin(Some(5));
-        h.i32(1, (end - start) as i32);
+        h.i32(1, fits_u32(end - start)? as i32);
         h.i32(2, ENC_PLAIN);
         h.i32(3, ENC_RLE);
         h.i32(4, ENC_RLE);
@@ -337,6 +352,8 @@ fn write_with(
         }
         f.i64(2, chunks.iter().map(|k| k.uncompressed as i64).sum());
         f.i64(3, *n as i64);
+        f.i64(5, chunks[0].offset as i64);
+        f.i64(6, chunks.iter().map(|k| k.compressed as i64).sum());
         f.end();
     }
     f.list(5, T_STRUCT, 1);
@@ -487,6 +504,30 @@ mod tests {
         let mut r = R { b: file, p: start };
         let meta = r.strukt();
         assert_eq!(r.p, file.len() - 8, "footer length");
+        assert_eq!(meta.get(1).int(), 1, "FileMetaData.version");
+        assert!(meta.get(6).bin().starts_with(b"cutrace version "));
+        // Row groups: rows add up; their sizes are their chunks'; they follow each other.
+        let groups = meta.get(4).list();
+        let rows: i64 = groups.iter().map(|g| g.get(3).int()).sum();
+        assert_eq!(rows, meta.get(3).int(), "num_rows");
+        let mut next = 4;
+        for g in groups {
+            let cols = g.get(1).list();
+            let sum = |id| cols.iter().map(|c| c.get(3).get(id).int()).sum::<i64>();
+            assert_eq!(g.get(2).int(), sum(6), "RowGroup.total_byte_size");
+            assert_eq!(g.get(6).int(), sum(7), "RowGroup.total_compressed_size");
+            assert_eq!(g.get(5).int(), cols[0].get(2).int(), "RowGroup.file_offset");
+            for c in cols {
+                assert_eq!(
+                    c.get(2).int(),
+                    next,
+                    "ColumnChunk.file_offset: chunks back to back"
+                );
+                assert_eq!(c.get(3).get(9).int(), next, "data_page_offset");
+                next += c.get(3).get(7).int();
+            }
+        }
+        assert_eq!(next as usize, start, "the footer follows the last chunk");
         let schema = meta.get(2).list();
         assert_eq!(schema[0].get(5).int() as usize, schema.len() - 1);
         let mut out = BTreeMap::new();
@@ -500,12 +541,26 @@ mod tests {
             } else {
                 (0, true)
             };
+            // The converted type agrees with the logical one (older readers use only it).
+            let converted = el.has(6).then(|| el.get(6).int());
+            match (ty, bits) {
+                (6, _) => {
+                    assert_eq!(converted, Some(0), "{name}: UTF8");
+                    assert!(el.get(10).has(1), "{name}: STRING");
+                }
+                (_, 32) => assert_eq!(converted, Some(13), "{name}: UINT_32"),
+                (_, 64) => assert_eq!(converted, Some(14), "{name}: UINT_64"),
+                _ => assert_eq!(converted, None, "{name}: plain signed"),
+            }
             let mut cells = Vec::new();
             for rg in meta.get(4).list() {
                 let cm = rg.get(1).list()[i].get(3);
                 assert_eq!(cm.get(1).int(), ty);
                 assert_eq!(cm.get(3).list()[0].bin(), name.as_bytes());
                 assert_eq!(cm.get(4).int(), 2, "GZIP");
+                let enc: Vec<i64> = cm.get(2).list().iter().map(V::int).collect();
+                assert_eq!(enc, [0, 3], "{name}: encodings PLAIN, RLE");
+                let mut raw_total = 0;
                 let mut p = cm.get(9).int() as usize;
                 let end = p + cm.get(7).int() as usize;
                 let mut values = 0;
@@ -519,6 +574,9 @@ mod tests {
                         .read_to_end(&mut body)
                         .unwrap();
                     assert_eq!(body.len(), raw);
+                    assert_eq!(h.get(5).get(2).int(), 0, "PLAIN");
+                    assert_eq!(h.get(5).get(3).int(), 3, "RLE definition levels");
+                    raw_total += (pr.p - p) + raw;
                     p = pr.p + packed;
                     let nv = h.get(5).get(1).int() as usize;
                     values += nv;
@@ -562,6 +620,7 @@ mod tests {
                 }
                 assert_eq!(p, end);
                 assert_eq!(values as i64, cm.get(5).int());
+                assert_eq!(raw_total as i64, cm.get(6).int(), "total_uncompressed_size");
             }
             out.insert(name, (cells, bits, signed));
         }
