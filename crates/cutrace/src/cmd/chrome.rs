@@ -194,16 +194,16 @@ fn survey(t: &Trace) -> Lanes {
 /// * 3, 5, …: further rows for overlapping synchronizations.
 ///
 /// The importer takes devices and streams from `args`, never from these `tid`s.
-struct GpuRows {
-    base: u128,
-    kernels: Vec<u16>,
-    memcpys: Vec<u16>,
-    memsets: Vec<u16>,
-    syncs: Vec<u16>,
+pub(super) struct GpuRows {
+    pub(super) base: u128,
+    pub(super) kernels: Vec<u16>,
+    pub(super) memcpys: Vec<u16>,
+    pub(super) memsets: Vec<u16>,
+    pub(super) syncs: Vec<u16>,
     /// Every (device, stream, slot) used; `None` = no stream.
-    lanes: BTreeSet<(u32, Option<u64>, u16)>,
+    pub(super) lanes: BTreeSet<(u32, Option<u64>, u16)>,
     /// GPU annotation ranges without a stream (only in imported traces) go to `tid` -1.
-    streamless_ranges: BTreeSet<u32>,
+    pub(super) streamless_ranges: BTreeSet<u32>,
 }
 
 impl GpuRows {
@@ -213,7 +213,7 @@ impl GpuRows {
     }
 }
 
-fn gpu_rows(t: &Trace) -> GpuRows {
+pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
     // What one sweep item is: which record, and whether it may move off the stream's row.
     const KERNEL: u8 = 0;
     const MEMCPY: u8 = 1;
@@ -364,7 +364,7 @@ fn gpu_rows(t: &Trace) -> GpuRows {
 }
 
 /// The Kineto name of a synchronization; the importer maps it back to the same kind.
-fn sync_name(k: SyncKind) -> &'static str {
+pub(super) fn sync_name(k: SyncKind) -> &'static str {
     match k {
         SyncKind::EventSynchronize => "Event Sync",
         SyncKind::StreamWaitEvent => "Stream Wait Event",
@@ -374,7 +374,7 @@ fn sync_name(k: SyncKind) -> &'static str {
     }
 }
 
-fn copy_name(k: CopyKind) -> &'static str {
+pub(super) fn copy_name(k: CopyKind) -> &'static str {
     match k {
         CopyKind::HtoD => "\"Memcpy HtoD\"",
         CopyKind::DtoH => "\"Memcpy DtoH\"",

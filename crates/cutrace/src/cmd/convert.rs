@@ -13,6 +13,7 @@ use cutrace_trace::{Trace, TraceMeta};
 
 use super::chrome;
 use super::parquet;
+use super::perfetto;
 use super::tables::{self, Values};
 
 /// Convert a trace to CSV or Parquet tables, or to Chrome Trace Event JSON for Perfetto /
@@ -27,11 +28,12 @@ use super::tables::{self, Values};
 /// was recovered, and said to be incomplete.
 #[derive(clap::Args)]
 #[command(
-    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome"])),
+    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome", "perfetto"])),
     after_help = "Examples:\n  \
         cutrace convert trace/ --csv tables/              CSV tables + meta.json in tables/\n  \
         cutrace convert trace/ --parquet tables/          kernels.parquet, api_calls.parquet, …\n  \
-        cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA"
+        cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA\n  \
+        cutrace convert trace/ --perfetto trace.pftrace   Perfetto's own format: big traces, small file"
 )]
 pub struct Args {
     /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace.
@@ -48,7 +50,12 @@ pub struct Args {
     /// ends in `.gz`. Timestamps are exact: µs with 3 decimals from integer nanoseconds.
     #[arg(long, value_name = "OUT.json[.gz]")]
     chrome: Option<PathBuf>,
-    /// Overwrite the --chrome file if it exists.
+    /// Output file for Perfetto's protobuf trace format (ui.perfetto.dev, trace_processor):
+    /// much smaller than --chrome and without the JSON importer's size limits; gzip-compressed
+    /// when the name ends in `.gz`. Timestamps are CUPTI's integer nanoseconds.
+    #[arg(long, value_name = "OUT.pftrace")]
+    perfetto: Option<PathBuf>,
+    /// Overwrite the --chrome / --perfetto file if it exists.
     #[arg(long)]
     force: bool,
 }
@@ -71,10 +78,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         }
     }
-    if let Some(out) = &args.chrome {
-        // Before the (possibly long) read: say at once that the output is in the way.
-        if !args.force && std::fs::symlink_metadata(out).is_ok() {
-            return Err(exists(out));
+    for (flag, out) in [("--chrome", &args.chrome), ("--perfetto", &args.perfetto)] {
+        if let Some(out) = out {
+            // Before the (possibly long) read: say at once that the output is in the way.
+            if !args.force && std::fs::symlink_metadata(out).is_ok() {
+                return Err(exists(out, flag));
+            }
         }
     }
     let mut t = cutrace_trace::native::read(&args.trace, &mut |_, _| {})
@@ -115,6 +124,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         );
     }
+    if let Some(out) = &args.perfetto {
+        let w = export_file(out, "--perfetto", args.force, |w| {
+            perfetto::write_perfetto(w, &t)
+        })?;
+        let inverted = match w.inverted {
+            0 => String::new(),
+            n => format!("; {n} records that end before they start written as zero-length slices"),
+        };
+        eprintln!(
+            "cutrace: wrote {}, {} flow arrows ({} tracks, {} packets) to {}{inverted}{}",
+            record_counts(&t),
+            w.flows,
+            w.tracks,
+            w.packets,
+            out.display(),
+            if t.meta.complete {
+                ""
+            } else {
+                " (the trace is INCOMPLETE: this is what was recovered)"
+            }
+        );
+    }
     if let Some(out) = &args.chrome {
         // Written relative to a whole second before the first record (Kineto's
         // baseTimeNanoseconds): absolute CUPTI times (~1.8e15 µs) do not fit a double's 53 bits at
@@ -122,7 +153,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // importer adds it back.
         let base = chrome::time_base(&t);
         t.map_times(|x| chrome::to_base(x, base));
-        let w = write_chrome_file(out, &t, base, args.force)?;
+        let w = export_file(out, "--chrome", args.force, |w| {
+            chrome::write_chrome(w, &t, base)
+        })?;
         let incomplete = if t.meta.complete {
             String::new()
         } else {
@@ -164,9 +197,9 @@ fn record_counts(t: &Trace) -> String {
     )
 }
 
-fn exists(out: &Path) -> anyhow::Error {
+fn exists(out: &Path, flag: &str) -> anyhow::Error {
     anyhow::anyhow!(
-        "{} already exists; pass --force to overwrite it, or choose another --chrome path",
+        "{} already exists; pass --force to overwrite it, or choose another {flag} path",
         out.display()
     )
 }
@@ -211,21 +244,22 @@ impl Output {
 
 /// Writes the Chrome JSON to `out`: a new file (`--force`: replaces one), removed again if the
 /// write fails, so a failed export leaves no half-written JSON behind.
-fn write_chrome_file(
+/// Writes one export file through `write`: gzip-compressed when the name ends in `.gz`.
+/// Without --force the file is created here, exclusively, so on failure it is ours to remove.
+/// With --force the export goes to a new file beside it, renamed over it only once complete: a
+/// failed export leaves the old file (or whatever the path is: a link, a device) untouched.
+fn export_file<T>(
     out: &Path,
-    t: &Trace,
-    base: cutrace_trace::Ns,
+    flag: &str,
     force: bool,
-) -> anyhow::Result<chrome::Written> {
-    // Without --force the file is created here, exclusively, so on failure it is ours to remove.
-    // With --force the export goes to a new file beside it, renamed over it only once complete:
-    // a failed export leaves the old file (or whatever the path is: a link, a device) untouched.
+    write: impl FnOnce(&mut Output) -> std::io::Result<T>,
+) -> anyhow::Result<T> {
     let target = if force {
         if let Ok(m) = std::fs::symlink_metadata(out) {
             if !m.file_type().is_file() {
                 anyhow::bail!(
                     "{} exists and is not a regular file (a link, a directory or a device); \
-                     --force replaces only regular files: remove it or choose another --chrome path",
+                     --force replaces only regular files: remove it or choose another {flag} path",
                     out.display()
                 );
             }
@@ -245,7 +279,7 @@ fn write_chrome_file(
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !force => {
-            return Err(exists(out))
+            return Err(exists(out, flag))
         }
         Err(e) => return Err(e).with_context(|| format!("creating {}", target.display())),
     };
@@ -259,7 +293,7 @@ fn write_chrome_file(
     } else {
         Output::Plain(file)
     };
-    let result = chrome::write_chrome(&mut w, t, base)
+    let result = write(&mut w)
         .and_then(|n| w.finish().map(|()| n))
         .and_then(|n| {
             if force {

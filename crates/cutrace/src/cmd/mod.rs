@@ -6,6 +6,7 @@ pub mod convert;
 pub mod dcgm;
 pub mod doctor;
 pub mod parquet;
+pub mod perfetto;
 pub mod record;
 pub mod report;
 pub mod tables;

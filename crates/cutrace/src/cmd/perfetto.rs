@@ -1,0 +1,927 @@
+//! `cutrace convert --perfetto`: a trace as Perfetto's native protobuf (`.pftrace`), which
+//! ui.perfetto.dev and trace_processor load without the JSON importer's size limits and at a
+//! fraction of the Chrome JSON's size.
+//!
+//! One packet sequence of TrackEvents (Perfetto's `perfetto_trace.proto`): a track descriptor per
+//! GPU (a root track named after the device) with a child track per stream row, and per host
+//! process and thread; then slices as SLICE_BEGIN/SLICE_END pairs in time order, NVTX marks as
+//! instants. Event names, categories and argument names are interned. Times are CUPTI's
+//! nanoseconds as they are (TrackEvent timestamps are integer ns, so nothing is rounded). Each
+//! device record ends a flow that starts on the API call it joins (the report's correlation
+//! join). Rows on a track only nest or follow each other: GPU rows are the Chrome export's
+//! (`chrome::gpu_rows`), host rows are made the same way per thread.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{self, Write};
+
+use cutrace_analysis::correlate::ApiIndex;
+use cutrace_analysis::display_name;
+use cutrace_trace::{ApiKind, Ns, RangeDomain, StrId, Trace};
+
+use super::chrome::{self, copy_name, sync_name, GpuRows};
+
+/// What was written, for the command's summary line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    pub packets: u64,
+    pub tracks: u64,
+    /// Flow arrows, one per device record joined to its API call.
+    pub flows: u64,
+    /// Records that end before they start, written as zero-length slices.
+    pub inverted: u64,
+}
+
+// ---- protobuf wire format ----
+
+fn varint(b: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        b.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    b.push(v as u8);
+}
+
+fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
+    varint(b, u64::from(field) << 3);
+    varint(b, v);
+}
+
+/// int32/int64 fields: negative values as ten-byte two's complement, as protobuf does.
+fn int(b: &mut Vec<u8>, field: u32, v: i64) {
+    uint(b, field, v as u64);
+}
+
+fn fixed64(b: &mut Vec<u8>, field: u32, v: u64) {
+    varint(b, (u64::from(field) << 3) | 1);
+    b.extend(v.to_le_bytes());
+}
+
+fn bytes(b: &mut Vec<u8>, field: u32, v: &[u8]) {
+    varint(b, (u64::from(field) << 3) | 2);
+    varint(b, v.len() as u64);
+    b.extend_from_slice(v);
+}
+
+/// A length-delimited sub-message built by `f`.
+fn msg(b: &mut Vec<u8>, field: u32, f: impl FnOnce(&mut Vec<u8>)) {
+    let mut sub = Vec::new();
+    f(&mut sub);
+    bytes(b, field, &sub);
+}
+
+// perfetto_trace.proto field numbers.
+mod pf {
+    pub const TRACE_PACKET: u32 = 1;
+    // TracePacket
+    pub const TIMESTAMP: u32 = 8;
+    pub const SEQUENCE_ID: u32 = 10;
+    pub const TRACK_EVENT: u32 = 11;
+    pub const INTERNED_DATA: u32 = 12;
+    pub const SEQUENCE_FLAGS: u32 = 13;
+    pub const TRACK_DESCRIPTOR: u32 = 60;
+    pub const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+    pub const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+    // TrackDescriptor
+    pub const TD_UUID: u32 = 1;
+    pub const TD_NAME: u32 = 2;
+    pub const TD_PROCESS: u32 = 3;
+    pub const TD_THREAD: u32 = 4;
+    pub const TD_PARENT_UUID: u32 = 5;
+    pub const TD_CHILD_ORDERING: u32 = 11;
+    pub const TD_SIBLING_ORDER_RANK: u32 = 12;
+    pub const ORDERING_EXPLICIT: u64 = 3;
+    // ProcessDescriptor / ThreadDescriptor
+    pub const PD_PID: u32 = 1;
+    pub const PD_NAME: u32 = 6;
+    pub const THD_PID: u32 = 1;
+    pub const THD_TID: u32 = 2;
+    pub const THD_NAME: u32 = 5;
+    // TrackEvent
+    pub const TE_CATEGORY_IIDS: u32 = 3;
+    pub const TE_DEBUG_ANNOTATIONS: u32 = 4;
+    pub const TE_TYPE: u32 = 9;
+    pub const TE_NAME_IID: u32 = 10;
+    pub const TE_TRACK_UUID: u32 = 11;
+    pub const TE_FLOW_IDS: u32 = 47;
+    pub const TE_TERMINATING_FLOW_IDS: u32 = 48;
+    pub const SLICE_BEGIN: u64 = 1;
+    pub const SLICE_END: u64 = 2;
+    pub const INSTANT: u64 = 3;
+    // DebugAnnotation
+    pub const DA_NAME_IID: u32 = 1;
+    pub const DA_UINT: u32 = 3;
+    pub const DA_INT: u32 = 4;
+    pub const DA_DOUBLE: u32 = 5;
+    pub const DA_STRING: u32 = 6;
+    // InternedData: event_categories, event_names, debug_annotation_names; each {iid = 1, name = 2}
+    pub const ID_CATEGORIES: u32 = 1;
+    pub const ID_EVENT_NAMES: u32 = 2;
+    pub const ID_ANNOTATION_NAMES: u32 = 3;
+}
+
+/// Interned strings of one kind: iids from 1, and the entries a packet must carry the first time
+/// it uses one.
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<String, u64>,
+    fresh: Vec<(u64, String)>,
+}
+
+impl Interner {
+    fn iid(&mut self, s: &str) -> u64 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        let i = self.ids.len() as u64 + 1;
+        self.ids.insert(s.to_owned(), i);
+        self.fresh.push((i, s.to_owned()));
+        i
+    }
+}
+
+/// What a slice or instant is: which record.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Rec {
+    Kernel(u32),
+    Memcpy(u32),
+    Memset(u32),
+    Sync(u32),
+    Api(u32),
+    Range(u32),
+    Overhead(u32),
+    Mark(u32),
+}
+
+/// A slice (or, for a mark, an instant) on a track: start, end, record.
+type Item = (Ns, Ns, Rec);
+
+/// One begin, end or instant, in output order.
+struct Ev {
+    ts: Ns,
+    seq: u32,
+    track: u32,
+    /// 0 begin, 1 end, 2 instant.
+    what: u8,
+    rec: Rec,
+}
+
+struct Track {
+    uuid: u64,
+    parent: Option<u64>,
+    name: String,
+    /// Host process / thread descriptors, for Perfetto's process and thread grouping.
+    process: Option<u32>,
+    thread: Option<(u32, u64)>,
+    rank: i64,
+    /// (start, end, record) of the slices on this track.
+    items: Vec<Item>,
+}
+
+/// Tracks by key, created on first use.
+struct Tracks {
+    list: Vec<Track>,
+    by_key: BTreeMap<(u8, u64, u64, u64), u32>,
+}
+
+impl Tracks {
+    fn get(&mut self, key: (u8, u64, u64, u64), make: impl FnOnce(u64) -> Track) -> u32 {
+        if let Some(&i) = self.by_key.get(&key) {
+            return i;
+        }
+        let i = self.list.len() as u32;
+        self.list.push(make(i as u64 + 1));
+        self.by_key.insert(key, i);
+        i
+    }
+}
+
+/// Rows in which the slices of one host thread only nest or follow each other (NVTX start/end
+/// ranges may cross each other or a call). Row 0 is the thread itself.
+fn host_rows(items: &[Item]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..items.len()).collect();
+    order.sort_by_key(|&i| (items[i].0, std::cmp::Reverse(items[i].1)));
+    let mut rows: Vec<Vec<Ns>> = Vec::new();
+    let mut out = vec![0u32; items.len()];
+    for i in order {
+        let (s, e, _) = items[i];
+        let mut r = 0;
+        loop {
+            if r == rows.len() {
+                rows.push(Vec::new());
+            }
+            let st = &mut rows[r];
+            while st.last().is_some_and(|&top| top <= s) {
+                st.pop();
+            }
+            if st.last().is_none_or(|&top| e <= top) {
+                st.push(e);
+                break;
+            }
+            r += 1;
+        }
+        out[i] = r as u32;
+    }
+    out
+}
+
+fn pid_of(process: u32) -> i64 {
+    // 0: the trace does not know the process (Kineto's CUPTI overhead records).
+    if process == 0 {
+        -1
+    } else {
+        i64::from(process)
+    }
+}
+
+fn device_label(t: &Trace, device: u32) -> String {
+    match t.meta.devices.iter().find(|d| d.device == device) {
+        Some(d) if !d.name.is_empty() => format!("GPU {device}: {}", d.name),
+        _ => format!("GPU {device}"),
+    }
+}
+
+fn stream_label(stream: Option<u64>, slot: u16) -> String {
+    let s = stream.map_or("no stream".to_string(), |s| format!("stream {s}"));
+    match slot {
+        0 => s,
+        1 => format!("{s} sync"),
+        n if n % 2 == 0 => format!("{s} (overlap {})", n / 2),
+        n => format!("{s} sync (overlap {})", n / 2),
+    }
+}
+
+/// Lays the records out on tracks.
+fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
+    let mut tr = Tracks {
+        list: Vec::new(),
+        by_key: BTreeMap::new(),
+    };
+    let mut inverted = 0u64;
+    let mut span = |s: Ns, e: Ns| {
+        inverted += u64::from(e < s);
+        (s, e.max(s))
+    };
+    // GPUs first, in device order, then host processes.
+    let gpu = |tr: &mut Tracks, device: u32| {
+        tr.get((0, u64::from(device), 0, 0), |uuid| Track {
+            uuid,
+            parent: None,
+            name: device_label(t, device),
+            process: None,
+            thread: None,
+            rank: i64::from(device),
+            items: Vec::new(),
+        })
+    };
+    let lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u16| {
+        let root = gpu(tr, device);
+        let parent = Some(tr.list[root as usize].uuid);
+        let s = stream.map_or(u64::MAX, |s| s);
+        tr.get((1, u64::from(device), s, u64::from(slot)), |uuid| Track {
+            uuid,
+            parent,
+            name: stream_label(stream, slot),
+            process: None,
+            thread: None,
+            // Streams in id order, each stream's rows together, no-stream work last.
+            rank: (s.min(i64::MAX as u64 / 2048) as i64) * 1024 + i64::from(slot.min(1023)),
+            items: Vec::new(),
+        })
+    };
+    let mut devices: Vec<u32> = rows.lanes.iter().map(|l| l.0).collect();
+    devices.extend(rows.streamless_ranges.iter().copied());
+    devices.sort_unstable();
+    devices.dedup();
+    for d in devices {
+        gpu(&mut tr, d);
+    }
+    for (i, k) in t.kernels.iter().enumerate() {
+        let l = lane(&mut tr, k.device, Some(k.stream), rows.kernels[i]);
+        let (s, e) = span(k.start_ns, k.end_ns);
+        tr.list[l as usize]
+            .items
+            .push((s, e, Rec::Kernel(i as u32)));
+    }
+    for (i, m) in t.memcpys.iter().enumerate() {
+        let l = lane(&mut tr, m.device, Some(m.stream), rows.memcpys[i]);
+        let (s, e) = span(m.start_ns, m.end_ns);
+        tr.list[l as usize]
+            .items
+            .push((s, e, Rec::Memcpy(i as u32)));
+    }
+    for (i, m) in t.memsets.iter().enumerate() {
+        let l = lane(&mut tr, m.device, Some(m.stream), rows.memsets[i]);
+        let (s, e) = span(m.start_ns, m.end_ns);
+        tr.list[l as usize]
+            .items
+            .push((s, e, Rec::Memset(i as u32)));
+    }
+    for (i, y) in t.syncs.iter().enumerate() {
+        let l = lane(&mut tr, y.device, y.stream, rows.syncs[i]);
+        let (s, e) = span(y.start_ns, y.end_ns);
+        tr.list[l as usize].items.push((s, e, Rec::Sync(i as u32)));
+    }
+    // GPU annotation ranges: on their stream's own row, as the Chrome export puts them; those
+    // without a stream (imported traces only) on rows of a device-wide "annotations" track.
+    let mut streamless: BTreeMap<u32, Vec<Item>> = BTreeMap::new();
+    for (i, r) in t.ranges.iter().enumerate() {
+        if r.domain != RangeDomain::Gpu {
+            continue;
+        }
+        let (s, e) = span(r.start_ns, r.end_ns);
+        let device = r.device.unwrap_or(0);
+        match r.stream {
+            Some(st) => {
+                let l = lane(&mut tr, device, Some(st), 0);
+                tr.list[l as usize].items.push((s, e, Rec::Range(i as u32)));
+            }
+            None => streamless
+                .entry(device)
+                .or_default()
+                .push((s, e, Rec::Range(i as u32))),
+        }
+    }
+    for (device, items) in streamless {
+        let root = gpu(&mut tr, device);
+        let parent = Some(tr.list[root as usize].uuid);
+        let rows = host_rows(&items);
+        for (it, row) in items.into_iter().zip(rows) {
+            let l = tr.get((2, u64::from(device), 0, u64::from(row)), |uuid| Track {
+                uuid,
+                parent,
+                name: if row == 0 {
+                    "annotations".into()
+                } else {
+                    format!("annotations (overlap {row})")
+                },
+                process: None,
+                thread: None,
+                rank: i64::MAX - 1024 + i64::from(row.min(1023)),
+                items: Vec::new(),
+            });
+            tr.list[l as usize].items.push(it);
+        }
+    }
+    // Host: per thread, API calls, NVTX ranges and CUPTI overhead, in rows that nest.
+    let mut threads: BTreeMap<(u32, u64), Vec<Item>> = BTreeMap::new();
+    for (i, a) in t.api_calls.iter().enumerate() {
+        let (s, e) = span(a.start_ns, a.end_ns);
+        threads
+            .entry((a.process, a.thread))
+            .or_default()
+            .push((s, e, Rec::Api(i as u32)));
+    }
+    for (i, r) in t.ranges.iter().enumerate() {
+        if r.domain == RangeDomain::Host {
+            let (s, e) = span(r.start_ns, r.end_ns);
+            threads
+                .entry((r.process, r.thread))
+                .or_default()
+                .push((s, e, Rec::Range(i as u32)));
+        }
+    }
+    for (i, o) in t.overheads.iter().enumerate() {
+        let (s, e) = span(o.start_ns, o.end_ns);
+        threads
+            .entry((o.process, o.thread))
+            .or_default()
+            .push((s, e, Rec::Overhead(i as u32)));
+    }
+    for (i, m) in t.marks.iter().enumerate() {
+        threads.entry((m.process, m.thread)).or_default().push((
+            m.ts_ns,
+            m.ts_ns,
+            Rec::Mark(i as u32),
+        ));
+    }
+    for ((process, thread), mut items) in threads {
+        let proc_track = tr.get((3, u64::from(process), 0, 0), |uuid| Track {
+            uuid,
+            parent: None,
+            name: if process == 0 {
+                "process unknown".into()
+            } else {
+                format!("process {process}")
+            },
+            process: Some(process),
+            thread: None,
+            rank: 0,
+            items: Vec::new(),
+        });
+        let proc_uuid = tr.list[proc_track as usize].uuid;
+        // Marks are instants: they take no room in a row.
+        let (marks, slices): (Vec<_>, Vec<_>) =
+            items.drain(..).partition(|x| matches!(x.2, Rec::Mark(_)));
+        let rows = host_rows(&slices);
+        let thread_track = |tr: &mut Tracks, row: u32| {
+            tr.get((4, u64::from(process), thread, u64::from(row)), |uuid| {
+                Track {
+                    uuid,
+                    parent: (row > 0).then_some(proc_uuid),
+                    name: if row == 0 {
+                        format!("thread {thread}")
+                    } else {
+                        format!("thread {thread} (overlap {row})")
+                    },
+                    process: None,
+                    thread: (row == 0).then_some((process, thread)),
+                    rank: 0,
+                    items: Vec::new(),
+                }
+            })
+        };
+        for it in marks {
+            let l = thread_track(&mut tr, 0);
+            tr.list[l as usize].items.push(it);
+        }
+        for (it, row) in slices.into_iter().zip(rows) {
+            let l = thread_track(&mut tr, row);
+            tr.list[l as usize].items.push(it);
+        }
+    }
+    (tr, inverted)
+}
+
+/// Begin/end/instant events of every track, in the order they must be read: by time, and on one
+/// track in nesting order at equal times (an enclosing slice begins first and ends last).
+fn events(tracks: &Tracks) -> Vec<Ev> {
+    let mut out = Vec::new();
+    let mut seq = 0u32;
+    for (ti, track) in tracks.list.iter().enumerate() {
+        let mut items: Vec<&Item> = track.items.iter().collect();
+        items.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1)));
+        let mut open: Vec<(Ns, Rec)> = Vec::new();
+        let mut push = |out: &mut Vec<Ev>, ts, what, rec| {
+            out.push(Ev {
+                ts,
+                seq,
+                track: ti as u32,
+                what,
+                rec,
+            });
+            seq += 1;
+        };
+        for &&(s, e, rec) in &items {
+            if matches!(rec, Rec::Mark(_)) {
+                push(&mut out, s, 2, rec);
+                continue;
+            }
+            while open.last().is_some_and(|&(end, _)| end <= s) {
+                let (end, r) = open.pop().expect("checked");
+                push(&mut out, end, 1, r);
+            }
+            push(&mut out, s, 0, rec);
+            open.push((e, rec));
+        }
+        while let Some((end, r)) = open.pop() {
+            push(&mut out, end, 1, r);
+        }
+    }
+    out.sort_unstable_by_key(|e| (e.ts, e.seq));
+    out
+}
+
+struct Writer<'t, W: Write> {
+    w: W,
+    t: &'t Trace,
+    names: Interner,
+    cats: Interner,
+    keys: Interner,
+    /// Name iids by string id: kernels (demangled) and everything else (as it is).
+    kernel_iids: HashMap<StrId, u64>,
+    plain_iids: HashMap<StrId, u64>,
+    packets: u64,
+}
+
+impl<W: Write> Writer<'_, W> {
+    fn packet(&mut self, p: &[u8]) -> io::Result<()> {
+        let mut head = Vec::with_capacity(12);
+        varint(&mut head, u64::from(pf::TRACE_PACKET) << 3 | 2);
+        varint(&mut head, p.len() as u64);
+        self.w.write_all(&head)?;
+        self.w.write_all(p)?;
+        self.packets += 1;
+        Ok(())
+    }
+
+    /// The name iid of a kernel (its demangled display name), made once per string.
+    fn kernel_iid(&mut self, id: StrId) -> u64 {
+        if let Some(&i) = self.kernel_iids.get(&id) {
+            return i;
+        }
+        let i = self.names.iid(&display_name(self.t.str(id)));
+        self.kernel_iids.insert(id, i);
+        i
+    }
+
+    /// The name iid of a string used as it is.
+    fn plain_iid(&mut self, id: StrId) -> u64 {
+        if let Some(&i) = self.plain_iids.get(&id) {
+            return i;
+        }
+        let i = self.names.iid(self.t.str(id));
+        self.plain_iids.insert(id, i);
+        i
+    }
+}
+
+/// Debug annotations of one event, interned by key.
+struct Args<'a> {
+    b: Vec<u8>,
+    keys: &'a mut Interner,
+}
+
+fn varint_len(v: u64) -> u64 {
+    u64::from(64 - v.max(1).leading_zeros()).div_ceil(7)
+}
+
+impl Args<'_> {
+    /// `debug_annotations { name_iid: key, <field>: <value> }`, written without a scratch buffer:
+    /// `value` is the value's encoding after its key byte (all annotation fields are < 16).
+    fn put(&mut self, key: &str, field: u32, wire: u64, value: &[u8]) {
+        let k = self.keys.iid(key);
+        let len = 1 + varint_len(k) + 1 + value.len() as u64;
+        varint(&mut self.b, (u64::from(pf::TE_DEBUG_ANNOTATIONS) << 3) | 2);
+        varint(&mut self.b, len);
+        uint(&mut self.b, pf::DA_NAME_IID, k);
+        varint(&mut self.b, (u64::from(field) << 3) | wire);
+        self.b.extend_from_slice(value);
+    }
+    fn u(&mut self, key: &str, v: u64) {
+        let mut x = Vec::with_capacity(10);
+        varint(&mut x, v);
+        self.put(key, pf::DA_UINT, 0, &x);
+    }
+    fn i(&mut self, key: &str, v: i64) {
+        let mut x = Vec::with_capacity(10);
+        varint(&mut x, v as u64);
+        self.put(key, pf::DA_INT, 0, &x);
+    }
+    fn f(&mut self, key: &str, v: f64) {
+        self.put(key, pf::DA_DOUBLE, 1, &v.to_le_bytes());
+    }
+    fn s(&mut self, key: &str, v: &str) {
+        let mut x = Vec::with_capacity(v.len() + 2);
+        varint(&mut x, v.len() as u64);
+        x.extend_from_slice(v.as_bytes());
+        self.put(key, pf::DA_STRING, 2, &x);
+    }
+}
+
+/// Writes `t` as a Perfetto protobuf trace to `w`.
+pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
+    let rows = chrome::gpu_rows(t);
+    let (tracks, inverted) = layout(t, &rows);
+    let evs = events(&tracks);
+
+    // Flows: each device record joined to an API call ends a flow that starts on that call.
+    let index = ApiIndex::build(&t.api_calls);
+    let mut flow_starts: HashMap<u32, Vec<u64>> = HashMap::new();
+    let mut next_flow = 1u64;
+    let mut flow_of = |corr: u64, flow_starts: &mut HashMap<u32, Vec<u64>>| -> Option<u64> {
+        let api = index.get(corr)?;
+        let id = next_flow;
+        next_flow += 1;
+        flow_starts.entry(api as u32).or_default().push(id);
+        Some(id)
+    };
+    let kernel_flows: Vec<Option<u64>> = t
+        .kernels
+        .iter()
+        .map(|k| flow_of(k.correlation_id, &mut flow_starts))
+        .collect();
+    let memcpy_flows: Vec<Option<u64>> = t
+        .memcpys
+        .iter()
+        .map(|m| flow_of(m.correlation_id, &mut flow_starts))
+        .collect();
+    let memset_flows: Vec<Option<u64>> = t
+        .memsets
+        .iter()
+        .map(|m| flow_of(m.correlation_id, &mut flow_starts))
+        .collect();
+    let flows = next_flow - 1;
+
+    let mut wr = Writer {
+        w,
+        t,
+        names: Interner::default(),
+        cats: Interner::default(),
+        keys: Interner::default(),
+        kernel_iids: HashMap::new(),
+        plain_iids: HashMap::new(),
+        packets: 0,
+    };
+
+    // Track descriptors; the first packet also clears the sequence's incremental state.
+    for (i, tk) in tracks.list.iter().enumerate() {
+        let mut p = Vec::new();
+        uint(&mut p, pf::SEQUENCE_ID, 1);
+        if i == 0 {
+            uint(
+                &mut p,
+                pf::SEQUENCE_FLAGS,
+                pf::SEQ_INCREMENTAL_STATE_CLEARED,
+            );
+        }
+        msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
+            uint(d, pf::TD_UUID, tk.uuid);
+            if let Some(parent) = tk.parent {
+                uint(d, pf::TD_PARENT_UUID, parent);
+            }
+            if let Some(process) = tk.process {
+                msg(d, pf::TD_PROCESS, |m| {
+                    int(m, pf::PD_PID, pid_of(process));
+                    bytes(m, pf::PD_NAME, tk.name.as_bytes());
+                });
+            } else if let Some((process, thread)) = tk.thread {
+                msg(d, pf::TD_THREAD, |m| {
+                    int(m, pf::THD_PID, pid_of(process));
+                    int(m, pf::THD_TID, thread as i64);
+                    bytes(m, pf::THD_NAME, tk.name.as_bytes());
+                });
+            } else {
+                bytes(d, pf::TD_NAME, tk.name.as_bytes());
+            }
+            if tk.parent.is_none() && tk.process.is_none() && tk.thread.is_none() {
+                uint(d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
+            }
+            if tk.parent.is_some() {
+                int(
+                    d,
+                    pf::TD_SIBLING_ORDER_RANK,
+                    tk.rank.clamp(i32::MIN as i64, i32::MAX as i64),
+                );
+            }
+        });
+        wr.packet(&p)?;
+    }
+    if tracks.list.is_empty() {
+        let mut p = Vec::new();
+        uint(&mut p, pf::SEQUENCE_ID, 1);
+        uint(
+            &mut p,
+            pf::SEQUENCE_FLAGS,
+            pf::SEQ_INCREMENTAL_STATE_CLEARED,
+        );
+        wr.packet(&p)?;
+    }
+
+    let mut p = Vec::with_capacity(256);
+    for ev in &evs {
+        let track = tracks.list[ev.track as usize].uuid;
+        let mut te = Vec::with_capacity(160);
+        uint(&mut te, pf::TE_TRACK_UUID, track);
+        if ev.what == 1 {
+            uint(&mut te, pf::TE_TYPE, pf::SLICE_END);
+        } else {
+            let (name_iid, cat) = match ev.rec {
+                Rec::Kernel(i) => (wr.kernel_iid(t.kernels[i as usize].name), "kernel"),
+                Rec::Memcpy(i) => (
+                    wr.names.iid(copy_name(t.memcpys[i as usize].kind)),
+                    "gpu_memcpy",
+                ),
+                Rec::Memset(_) => (wr.names.iid("Memset"), "gpu_memset"),
+                Rec::Sync(i) => (
+                    wr.names.iid(sync_name(t.syncs[i as usize].kind)),
+                    "cuda_sync",
+                ),
+                Rec::Api(i) => {
+                    let a = &t.api_calls[i as usize];
+                    let cat = match a.kind {
+                        ApiKind::Runtime => "cuda_runtime",
+                        ApiKind::Driver => "cuda_driver",
+                    };
+                    (wr.plain_iid(a.name), cat)
+                }
+                Rec::Range(i) => {
+                    let r = &t.ranges[i as usize];
+                    let cat = match r.domain {
+                        RangeDomain::Host => "nvtx",
+                        RangeDomain::Gpu => "gpu_user_annotation",
+                    };
+                    (wr.plain_iid(r.name), cat)
+                }
+                Rec::Overhead(i) => (wr.plain_iid(t.overheads[i as usize].kind), "cupti_overhead"),
+                Rec::Mark(i) => (wr.plain_iid(t.marks[i as usize].name), "nvtx"),
+            };
+            let cat_iid = wr.cats.iid(cat);
+            uint(
+                &mut te,
+                pf::TE_TYPE,
+                if ev.what == 2 {
+                    pf::INSTANT
+                } else {
+                    pf::SLICE_BEGIN
+                },
+            );
+            uint(&mut te, pf::TE_NAME_IID, name_iid);
+            uint(&mut te, pf::TE_CATEGORY_IIDS, cat_iid);
+            let mut args = Args {
+                b: Vec::new(),
+                keys: &mut wr.keys,
+            };
+            match ev.rec {
+                Rec::Kernel(i) => {
+                    let k = &t.kernels[i as usize];
+                    args.u("device", u64::from(k.device));
+                    args.u("stream", k.stream);
+                    args.u("correlation", k.correlation_id);
+                    args.s(
+                        "grid",
+                        &format!("[{}, {}, {}]", k.grid[0], k.grid[1], k.grid[2]),
+                    );
+                    args.s(
+                        "block",
+                        &format!("[{}, {}, {}]", k.block[0], k.block[1], k.block[2]),
+                    );
+                    args.u("registers per thread", u64::from(k.registers_per_thread));
+                    args.u("static shared memory", u64::from(k.static_shared_bytes));
+                    args.u("dynamic shared memory", u64::from(k.dynamic_shared_bytes));
+                    if k.graph_id != 0 {
+                        args.u("graph id", u64::from(k.graph_id));
+                    }
+                    let raw = t.str(k.name);
+                    if display_name(raw) != raw {
+                        args.s("mangled", raw);
+                    }
+                    if let Some(f) = kernel_flows[i as usize] {
+                        fixed64(&mut te, pf::TE_TERMINATING_FLOW_IDS, f);
+                    }
+                }
+                Rec::Memcpy(i) => {
+                    let m = &t.memcpys[i as usize];
+                    args.u("device", u64::from(m.device));
+                    args.u("stream", m.stream);
+                    args.u("correlation", m.correlation_id);
+                    args.u("bytes", m.bytes);
+                    if m.end_ns > m.start_ns {
+                        args.f("GB/s", m.bytes as f64 / (m.end_ns - m.start_ns) as f64);
+                    }
+                    if let Some(f) = memcpy_flows[i as usize] {
+                        fixed64(&mut te, pf::TE_TERMINATING_FLOW_IDS, f);
+                    }
+                }
+                Rec::Memset(i) => {
+                    let m = &t.memsets[i as usize];
+                    args.u("device", u64::from(m.device));
+                    args.u("stream", m.stream);
+                    args.u("correlation", m.correlation_id);
+                    args.u("bytes", m.bytes);
+                    args.u("value", u64::from(m.value));
+                    if let Some(f) = memset_flows[i as usize] {
+                        fixed64(&mut te, pf::TE_TERMINATING_FLOW_IDS, f);
+                    }
+                }
+                Rec::Sync(i) => {
+                    let y = &t.syncs[i as usize];
+                    args.u("device", u64::from(y.device));
+                    if let Some(s) = y.stream {
+                        args.u("stream", s);
+                    }
+                    args.u("correlation", y.correlation_id);
+                }
+                Rec::Api(i) => {
+                    let a = &t.api_calls[i as usize];
+                    args.u("cbid", u64::from(a.cbid));
+                    args.u("correlation", a.correlation_id);
+                    if a.return_value != 0 {
+                        args.i("return value", i64::from(a.return_value));
+                    }
+                    for &f in flow_starts.get(&i).into_iter().flatten() {
+                        fixed64(&mut te, pf::TE_FLOW_IDS, f);
+                    }
+                }
+                Rec::Range(_) | Rec::Overhead(_) | Rec::Mark(_) => {}
+            }
+            te.extend_from_slice(&args.b);
+        }
+        p.clear();
+        uint(&mut p, pf::TIMESTAMP, ev.ts);
+        uint(&mut p, pf::SEQUENCE_ID, 1);
+        uint(&mut p, pf::SEQUENCE_FLAGS, pf::SEQ_NEEDS_INCREMENTAL_STATE);
+        if !(wr.names.fresh.is_empty() && wr.cats.fresh.is_empty() && wr.keys.fresh.is_empty()) {
+            let fresh = [
+                (pf::ID_CATEGORIES, std::mem::take(&mut wr.cats.fresh)),
+                (pf::ID_EVENT_NAMES, std::mem::take(&mut wr.names.fresh)),
+                (pf::ID_ANNOTATION_NAMES, std::mem::take(&mut wr.keys.fresh)),
+            ];
+            msg(&mut p, pf::INTERNED_DATA, |d| {
+                for (field, list) in &fresh {
+                    for (iid, s) in list {
+                        msg(d, *field, |m| {
+                            uint(m, 1, *iid);
+                            bytes(m, 2, s.as_bytes());
+                        });
+                    }
+                }
+            });
+        }
+        bytes(&mut p, pf::TRACK_EVENT, &te);
+        let packet = std::mem::take(&mut p);
+        wr.packet(&packet)?;
+        p = packet;
+    }
+    wr.w.flush()?;
+    Ok(Written {
+        packets: wr.packets,
+        tracks: tracks.list.len() as u64,
+        flows,
+        inverted,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Replays the events as trace_processor pairs them (an END closes the innermost open slice
+    /// of its track) and returns each record's (start, end).
+    fn replay(evs: &[Ev]) -> Vec<(u32, Ns, Ns)> {
+        let mut open: HashMap<u32, Vec<(Ns, Rec)>> = HashMap::new();
+        let mut out = Vec::new();
+        let mut last = 0;
+        for e in evs {
+            assert!(e.ts >= last);
+            last = e.ts;
+            let id = |r: Rec| match r {
+                Rec::Kernel(i) | Rec::Api(i) | Rec::Mark(i) => i,
+                _ => unreachable!(),
+            };
+            match e.what {
+                0 => open.entry(e.track).or_default().push((e.ts, e.rec)),
+                1 => {
+                    let (s, r) = open.get_mut(&e.track).unwrap().pop().unwrap();
+                    assert!(r == e.rec, "END of {} closes {}", id(e.rec), id(r));
+                    out.push((id(r), s, e.ts));
+                }
+                _ => out.push((id(e.rec), e.ts, e.ts)),
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn tracks(items: Vec<Vec<Item>>) -> Tracks {
+        Tracks {
+            list: items
+                .into_iter()
+                .enumerate()
+                .map(|(i, items)| Track {
+                    uuid: i as u64 + 1,
+                    parent: None,
+                    name: String::new(),
+                    process: None,
+                    thread: None,
+                    rank: 0,
+                    items,
+                })
+                .collect(),
+            by_key: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn equal_starts_nest_outer_first_and_back_to_back_slices_do_not_nest() {
+        // On one track: 0 and 1 start together (1 inside 0); 2 starts where 1 ends; 3 is
+        // zero-length where 2 ends; 4 starts where 0 ends; a mark inside; a second track.
+        let items = vec![
+            vec![
+                (10, 50, Rec::Kernel(1)),
+                (10, 100, Rec::Kernel(0)),
+                (50, 70, Rec::Kernel(2)),
+                (70, 70, Rec::Kernel(3)),
+                (100, 120, Rec::Kernel(4)),
+                (60, 60, Rec::Mark(9)),
+            ],
+            vec![(0, 200, Rec::Api(5)), (10, 10, Rec::Api(6))],
+        ];
+        let t = tracks(items.clone());
+        let mut want: Vec<(u32, Ns, Ns)> = items
+            .iter()
+            .flatten()
+            .map(|&(s, e, r)| {
+                let i = match r {
+                    Rec::Kernel(i) | Rec::Api(i) | Rec::Mark(i) => i,
+                    _ => unreachable!(),
+                };
+                (i, s, e)
+            })
+            .collect();
+        want.sort();
+        assert_eq!(replay(&events(&t)), want);
+    }
+
+    #[test]
+    fn host_rows_keep_crossing_ranges_apart() {
+        // NVTX start/end ranges that cross: the second goes to another row; a call inside the
+        // first stays on row 0.
+        let items = vec![
+            (0, 100, Rec::Api(0)),
+            (50, 150, Rec::Api(1)),
+            (10, 20, Rec::Api(2)),
+            (100, 110, Rec::Api(3)),
+        ];
+        assert_eq!(host_rows(&items), [0, 1, 0, 0]);
+    }
+}

@@ -1,0 +1,525 @@
+//! `cutrace convert --perfetto`: every fixture's export is decoded here with a small protobuf
+//! reader written apart from the writer, its slices rebuilt the way trace_processor does (an END
+//! closes the innermost open slice of its track), and compared with the trace: every kernel,
+//! copy, memset, sync, API call, NVTX range and mark is there with its exact start and end, on a
+//! track of its device and stream (or its process and thread); every device record that joins an
+//! API call has a flow from that call. Where the `perfetto` Python package is installed, its
+//! `perfetto_trace.proto` bindings also parse the export and find no unknown field
+//! (tests/perfetto_schema_check.py).
+
+macro_rules! loud {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
+    }};
+}
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cutrace_trace::{RangeDomain, Trace};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+struct Pb<'a> {
+    b: &'a [u8],
+    p: usize,
+}
+
+/// A field's value: varint, fixed 64-bit, or bytes.
+enum F<'a> {
+    V(u64),
+    X(u64),
+    B(&'a [u8]),
+}
+
+impl<'a> Pb<'a> {
+    fn new(b: &'a [u8]) -> Self {
+        Pb { b, p: 0 }
+    }
+    fn varint(&mut self) -> u64 {
+        let (mut v, mut s) = (0u64, 0);
+        loop {
+            let x = self.b[self.p];
+            self.p += 1;
+            v |= u64::from(x & 0x7f) << s;
+            if x < 0x80 {
+                return v;
+            }
+            s += 7;
+        }
+    }
+    fn next(&mut self) -> Option<(u64, F<'a>)> {
+        if self.p >= self.b.len() {
+            return None;
+        }
+        let k = self.varint();
+        let v = match k & 7 {
+            0 => F::V(self.varint()),
+            1 => {
+                self.p += 8;
+                F::X(u64::from_le_bytes(
+                    self.b[self.p - 8..self.p].try_into().unwrap(),
+                ))
+            }
+            2 => {
+                let n = self.varint() as usize;
+                self.p += n;
+                F::B(&self.b[self.p - n..self.p])
+            }
+            w => panic!("wire type {w}"),
+        };
+        Some((k >> 3, v))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Slice {
+    track: u64,
+    name: String,
+    cat: String,
+    start: u64,
+    end: u64,
+    args: BTreeMap<String, String>,
+    flows: Vec<u64>,
+    ends_flows: Vec<u64>,
+}
+
+#[derive(Default, Debug)]
+struct TrackInfo {
+    name: String,
+    parent: Option<u64>,
+    thread: Option<(i64, i64)>,
+    process: Option<i64>,
+}
+
+struct Decoded {
+    tracks: HashMap<u64, TrackInfo>,
+    slices: Vec<Slice>,
+    instants: Vec<Slice>,
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8(b.to_vec()).unwrap()
+}
+
+fn decode(file: &[u8]) -> Decoded {
+    let mut tracks = HashMap::new();
+    let (mut names, mut cats, mut keys) = (HashMap::new(), HashMap::new(), HashMap::new());
+    let mut open: HashMap<u64, Vec<Slice>> = HashMap::new();
+    let mut slices = Vec::new();
+    let mut instants = Vec::new();
+    let mut cleared = false;
+    let mut last_ts = 0;
+    let mut top = Pb::new(file);
+    while let Some((field, v)) = top.next() {
+        assert_eq!(field, 1, "Trace.packet");
+        let F::B(pk) = v else { panic!("packet") };
+        let (mut ts, mut te, mut td) = (None, None, None);
+        let mut p = Pb::new(pk);
+        while let Some((f, v)) = p.next() {
+            match (f, v) {
+                (8, F::V(x)) => ts = Some(x),
+                (10, F::V(x)) => assert_eq!(x, 1, "one sequence"),
+                (13, F::V(x)) => {
+                    if x & 1 == 1 {
+                        cleared = true;
+                    }
+                    if x & 2 == 2 {
+                        assert!(cleared, "interning before the state was cleared");
+                    }
+                }
+                (11, F::B(b)) => te = Some(b),
+                (60, F::B(b)) => td = Some(b),
+                (12, F::B(b)) => {
+                    let mut d = Pb::new(b);
+                    while let Some((kind, F::B(e))) = d.next() {
+                        let (mut iid, mut s) = (0, String::new());
+                        let mut m = Pb::new(e);
+                        while let Some((f, v)) = m.next() {
+                            match (f, v) {
+                                (1, F::V(x)) => iid = x,
+                                (2, F::B(x)) => s = text(x),
+                                _ => panic!("interned entry"),
+                            }
+                        }
+                        let map = match kind {
+                            1 => &mut cats,
+                            2 => &mut names,
+                            3 => &mut keys,
+                            k => panic!("interned kind {k}"),
+                        };
+                        assert!(map.insert(iid, s).is_none(), "iid {iid} interned twice");
+                    }
+                }
+                (f, _) => panic!("unexpected TracePacket field {f}"),
+            }
+        }
+        if let Some(b) = td {
+            let mut info = TrackInfo::default();
+            let mut uuid = 0;
+            let mut d = Pb::new(b);
+            while let Some((f, v)) = d.next() {
+                match (f, v) {
+                    (1, F::V(x)) => uuid = x,
+                    (2, F::B(x)) => info.name = text(x),
+                    (5, F::V(x)) => info.parent = Some(x),
+                    (3, F::B(x)) => {
+                        let mut m = Pb::new(x);
+                        while let Some((f, v)) = m.next() {
+                            match (f, v) {
+                                (1, F::V(x)) => info.process = Some(x as i64),
+                                (6, F::B(x)) => info.name = text(x),
+                                _ => panic!("process descriptor"),
+                            }
+                        }
+                    }
+                    (4, F::B(x)) => {
+                        let (mut pid, mut tid) = (0, 0);
+                        let mut m = Pb::new(x);
+                        while let Some((f, v)) = m.next() {
+                            match (f, v) {
+                                (1, F::V(x)) => pid = x as i64,
+                                (2, F::V(x)) => tid = x as i64,
+                                (5, F::B(x)) => info.name = text(x),
+                                _ => panic!("thread descriptor"),
+                            }
+                        }
+                        info.thread = Some((pid, tid));
+                    }
+                    (11 | 12, F::V(_)) => {}
+                    (f, _) => panic!("track descriptor field {f}"),
+                }
+            }
+            assert!(tracks.insert(uuid, info).is_none(), "track {uuid} twice");
+        }
+        if let Some(b) = te {
+            let ts = ts.expect("a track event has a timestamp");
+            assert!(ts >= last_ts, "events in time order");
+            last_ts = ts;
+            let mut s = Slice {
+                track: 0,
+                name: String::new(),
+                cat: String::new(),
+                start: ts,
+                end: ts,
+                args: BTreeMap::new(),
+                flows: vec![],
+                ends_flows: vec![],
+            };
+            let mut ty = 0;
+            let mut e = Pb::new(b);
+            while let Some((f, v)) = e.next() {
+                match (f, v) {
+                    (11, F::V(x)) => s.track = x,
+                    (9, F::V(x)) => ty = x,
+                    (10, F::V(x)) => s.name = names[&x].clone(),
+                    (3, F::V(x)) => s.cat = cats[&x].clone(),
+                    (47, F::X(x)) => s.flows.push(x),
+                    (48, F::X(x)) => s.ends_flows.push(x),
+                    (4, F::B(x)) => {
+                        let (mut k, mut val) = (String::new(), String::new());
+                        let mut m = Pb::new(x);
+                        while let Some((f, v)) = m.next() {
+                            match (f, v) {
+                                (1, F::V(i)) => k = keys[&i].clone(),
+                                (3, F::V(u)) => val = u.to_string(),
+                                (4, F::V(i)) => val = (i as i64).to_string(),
+                                (5, F::X(d)) => val = f64::from_bits(d).to_string(),
+                                (6, F::B(t)) => val = text(t),
+                                _ => panic!("debug annotation"),
+                            }
+                        }
+                        s.args.insert(k, val);
+                    }
+                    (f, _) => panic!("track event field {f}"),
+                }
+            }
+            assert!(
+                tracks.contains_key(&s.track),
+                "event on an undeclared track"
+            );
+            match ty {
+                1 => open.entry(s.track).or_default().push(s),
+                2 => {
+                    let mut b = open
+                        .get_mut(&s.track)
+                        .and_then(Vec::pop)
+                        .expect("an END closes an open slice");
+                    b.end = ts;
+                    slices.push(b);
+                }
+                3 => instants.push(s),
+                t => panic!("event type {t}"),
+            }
+        }
+    }
+    assert!(open.values().all(Vec::is_empty), "slices left open");
+    Decoded {
+        tracks,
+        slices,
+        instants,
+    }
+}
+
+fn export(src: &str, out: &Path) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["convert", src, "--perfetto"])
+        .arg(out)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn read(src: &str) -> Trace {
+    let p = root().join(src);
+    cutrace_trace::native::read(&p, &mut |_, _| {})
+        .or_else(|_| cutrace_trace::open(&p, &mut |_, _| {}))
+        .unwrap()
+}
+
+/// Checks one export against its trace.
+fn check(src: &str, d: &Decoded, t: &Trace) {
+    let by_cat = |c: &str| -> Vec<&Slice> { d.slices.iter().filter(|s| s.cat == c).collect() };
+    // Device records: exact times, on a track under their GPU named after their stream.
+    let gpu_track = |s: &Slice| {
+        let tk = &d.tracks[&s.track];
+        let root = &d.tracks[&tk.parent.expect("stream tracks have a GPU parent")];
+        (root.name.clone(), tk.name.clone())
+    };
+    let mut want: Vec<(u64, u64, u64, String)> = t
+        .kernels
+        .iter()
+        .map(|k| {
+            (
+                k.start_ns,
+                k.end_ns.max(k.start_ns),
+                k.correlation_id,
+                format!("stream {}", k.stream),
+            )
+        })
+        .collect();
+    let mut got: Vec<(u64, u64, u64, String)> = by_cat("kernel")
+        .iter()
+        .map(|s| {
+            let (gpu, stream) = gpu_track(s);
+            assert!(gpu.starts_with("GPU "), "{src}: {gpu}");
+            (
+                s.start,
+                s.end,
+                s.args["correlation"].parse().unwrap(),
+                stream.split(" (").next().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{src}: kernels");
+    let times = |v: Vec<&Slice>| {
+        let mut x: Vec<(u64, u64)> = v.iter().map(|s| (s.start, s.end)).collect();
+        x.sort();
+        x
+    };
+    let spans = |it: &mut dyn Iterator<Item = (u64, u64)>| {
+        let mut x: Vec<(u64, u64)> = it.map(|(s, e)| (s, e.max(s))).collect();
+        x.sort();
+        x
+    };
+    assert_eq!(
+        times(by_cat("gpu_memcpy")),
+        spans(&mut t.memcpys.iter().map(|m| (m.start_ns, m.end_ns))),
+        "{src}: memcpys"
+    );
+    assert_eq!(
+        times(by_cat("gpu_memset")),
+        spans(&mut t.memsets.iter().map(|m| (m.start_ns, m.end_ns))),
+        "{src}: memsets"
+    );
+    assert_eq!(
+        times(by_cat("cuda_sync")),
+        spans(&mut t.syncs.iter().map(|m| (m.start_ns, m.end_ns))),
+        "{src}: syncs"
+    );
+    // Host: API calls on their thread's track (or one of its overlap rows), exact times.
+    let mut api: Vec<&Slice> = by_cat("cuda_runtime");
+    api.extend(by_cat("cuda_driver"));
+    assert_eq!(
+        times(api.clone()),
+        spans(&mut t.api_calls.iter().map(|a| (a.start_ns, a.end_ns))),
+        "{src}: API calls"
+    );
+    for s in &api {
+        let tk = &d.tracks[&s.track];
+        let thread = tk.thread.or_else(|| {
+            tk.parent
+                .and_then(|p| d.tracks[&p].process.map(|p| (p, -1)))
+        });
+        assert!(thread.is_some(), "{src}: API call off a host track");
+    }
+    let nvtx: Vec<&Slice> = by_cat("nvtx");
+    let host_ranges: Vec<_> = t
+        .ranges
+        .iter()
+        .filter(|r| r.domain == RangeDomain::Host)
+        .collect();
+    assert_eq!(
+        times(nvtx.clone()),
+        spans(&mut host_ranges.iter().map(|r| (r.start_ns, r.end_ns))),
+        "{src}: NVTX ranges"
+    );
+    let mut range_names: Vec<&str> = nvtx.iter().map(|s| s.name.as_str()).collect();
+    let mut want_names: Vec<&str> = host_ranges.iter().map(|r| t.str(r.name)).collect();
+    range_names.sort();
+    want_names.sort();
+    assert_eq!(range_names, want_names, "{src}: range names");
+    assert_eq!(
+        times(by_cat("gpu_user_annotation")).len(),
+        t.ranges.len() - host_ranges.len(),
+        "{src}: GPU annotation ranges"
+    );
+    assert_eq!(d.instants.len(), t.marks.len(), "{src}: marks");
+    assert_eq!(
+        by_cat("cupti_overhead").len(),
+        t.overheads.len(),
+        "{src}: overheads"
+    );
+    // Flows: each ends on a device record and starts on an API call with its correlation id.
+    let mut starts: HashMap<u64, &Slice> = HashMap::new();
+    for s in &api {
+        for &f in &s.flows {
+            assert!(
+                starts.insert(f, s).is_none(),
+                "{src}: flow {f} starts twice"
+            );
+        }
+    }
+    let corr: HashSet<u64> = t.api_calls.iter().map(|a| a.correlation_id).collect();
+    let mut ended = 0;
+    for s in &d.slices {
+        for f in &s.ends_flows {
+            let from = starts.get(f).expect("a flow's start is on an API call");
+            assert_eq!(
+                from.args["correlation"], s.args["correlation"],
+                "{src}: flow joins a call to a record of another correlation id"
+            );
+            ended += 1;
+        }
+        if matches!(s.cat.as_str(), "kernel" | "gpu_memcpy" | "gpu_memset") {
+            let joined = corr.contains(&s.args["correlation"].parse().unwrap());
+            assert_eq!(s.ends_flows.len(), usize::from(joined), "{src}: {}", s.name);
+        }
+    }
+    assert_eq!(ended, starts.len(), "{src}: every flow started ends");
+    // Kernel names as the report shows them (demangled), CUPTI's kept as an argument.
+    for s in by_cat("kernel") {
+        if let Some(m) = s.args.get("mangled") {
+            assert!(m.starts_with("_Z") && !s.name.starts_with("_Z"), "{src}");
+        }
+    }
+}
+
+#[test]
+fn every_fixture_exports_to_perfetto_with_every_record_and_flow() {
+    let tmp = std::env::temp_dir().join(format!("cutrace-perfetto-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut sources: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/native"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir())
+        .map(|p| {
+            format!(
+                "tests/fixtures/native/{}",
+                p.file_name().unwrap().to_string_lossy()
+            )
+        })
+        .collect();
+    for e in std::fs::read_dir(root().join("tests/fixtures/kineto")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json.gz") || name.ends_with(".json") {
+            sources.push(format!("tests/fixtures/kineto/{name}"));
+        }
+    }
+    sources.sort();
+    sources.push("examples/two_streams.json.gz".into());
+    let py = Command::new("python3")
+        .args([
+            "-c",
+            "import perfetto.protos.perfetto.trace.perfetto_trace_pb2",
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !py {
+        loud!(
+            "SKIPPED (the perfetto Python package is not installed): parsing the exports with \
+             Perfetto's own perfetto_trace.proto bindings; the decoding checks below still run"
+        );
+    }
+    for (i, src) in sources.iter().enumerate() {
+        if !root().join(src).exists() {
+            panic!("{src} is missing");
+        }
+        let out = tmp.join(format!("{i}.pftrace"));
+        let err = export(src, &out);
+        assert!(err.contains("flow arrows"), "{err}");
+        let t = read(src);
+        let d = decode(&std::fs::read(&out).unwrap());
+        check(src, &d, &t);
+        if py {
+            let o = Command::new("python3")
+                .arg(root().join("tests/perfetto_schema_check.py"))
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert!(
+                o.status.success(),
+                "{src}: {}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+#[test]
+fn an_existing_file_is_kept_without_force_and_replaced_with_it() {
+    let tmp = std::env::temp_dir().join(format!("cutrace-perfetto-f-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = tmp.join("t.pftrace");
+    std::fs::write(&out, b"mine").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["convert", "tests/fixtures/native/nvtx", "--perfetto"])
+        .arg(&out)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("already exists") && err.contains("--force") && err.contains("--perfetto"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&out).unwrap(), b"mine");
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args([
+            "convert",
+            "tests/fixtures/native/nvtx",
+            "--force",
+            "--perfetto",
+        ])
+        .arg(&out)
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(o.status.success());
+    let d = decode(&std::fs::read(&out).unwrap());
+    assert_eq!(d.slices.iter().filter(|s| s.cat == "kernel").count(), 22);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
