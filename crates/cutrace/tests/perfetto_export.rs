@@ -78,6 +78,8 @@ impl<'a> Pb<'a> {
 
 #[derive(Debug, Clone)]
 struct Slice {
+    /// Position of its BEGIN among the file's events.
+    order: usize,
     track: u64,
     name: String,
     cat: String,
@@ -118,12 +120,12 @@ fn decode(file: &[u8]) -> Decoded {
     while let Some((field, v)) = top.next() {
         assert_eq!(field, 1, "Trace.packet");
         let F::B(pk) = v else { panic!("packet") };
-        let (mut ts, mut te, mut td) = (None, None, None);
+        let (mut ts, mut te, mut td, mut seq) = (None, None, None, 0);
         let mut p = Pb::new(pk);
         while let Some((f, v)) = p.next() {
             match (f, v) {
                 (8, F::V(x)) => ts = Some(x),
-                (10, F::V(x)) => assert_eq!(x, 1, "one sequence"),
+                (10, F::V(x)) => seq = x,
                 (13, F::V(x)) => {
                     if x & 1 == 1 {
                         cleared = true;
@@ -157,6 +159,14 @@ fn decode(file: &[u8]) -> Decoded {
                 }
                 (f, _) => panic!("unexpected TracePacket field {f}"),
             }
+        }
+        // Descriptors on a sequence of their own (not the events', where a thread descriptor
+        // would become the default thread of every GPU event).
+        if td.is_some() {
+            assert_eq!(seq, 2, "descriptors on sequence 2");
+        }
+        if te.is_some() {
+            assert_eq!(seq, 1, "events on sequence 1");
         }
         if let Some(b) = td {
             let mut info = TrackInfo::default();
@@ -201,6 +211,7 @@ fn decode(file: &[u8]) -> Decoded {
             assert!(ts >= last_ts, "events in time order");
             last_ts = ts;
             let mut s = Slice {
+                order: slices.len() + instants.len() + open.values().map(Vec::len).sum::<usize>(),
                 track: 0,
                 name: String::new(),
                 cat: String::new(),
@@ -388,33 +399,55 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
         t.overheads.len(),
         "{src}: overheads"
     );
-    // Flows: each ends on a device record and starts on an API call with its correlation id.
-    let mut starts: HashMap<u64, &Slice> = HashMap::new();
-    for s in &api {
+    // Flows: each joins one API call and one device record of the same correlation id. The
+    // call is read first and the record ends the flow; where the record starts before the call
+    // (clock skew) it only steps the flow, and the arrow is drawn from it to the call.
+    let mut on: HashMap<u64, Vec<(&Slice, bool)>> = HashMap::new();
+    for s in &d.slices {
         for &f in &s.flows {
+            on.entry(f).or_default().push((s, false));
+        }
+        for &f in &s.ends_flows {
+            on.entry(f).or_default().push((s, true));
+        }
+    }
+    let is_api = |s: &Slice| s.cat == "cuda_runtime" || s.cat == "cuda_driver";
+    for (f, v) in &on {
+        assert_eq!(v.len(), 2, "{src}: flow {f} on {} slices", v.len());
+        let (call, rec) = if is_api(v[0].0) {
+            (v[0], v[1])
+        } else {
+            (v[1], v[0])
+        };
+        assert!(
+            is_api(call.0) && !call.1,
+            "{src}: flow {f} starts on an API call"
+        );
+        assert!(!is_api(rec.0), "{src}: flow {f} reaches a device record");
+        assert_eq!(
+            call.0.args["correlation"], rec.0.args["correlation"],
+            "{src}: flow {f}"
+        );
+        if rec.1 {
             assert!(
-                starts.insert(f, s).is_none(),
-                "{src}: flow {f} starts twice"
+                call.0.order < rec.0.order,
+                "{src}: flow {f} ends before it starts"
+            );
+        } else {
+            assert!(
+                rec.0.start < call.0.start,
+                "{src}: flow {f} does not end on its record"
             );
         }
     }
     let corr: HashSet<u64> = t.api_calls.iter().map(|a| a.correlation_id).collect();
-    let mut ended = 0;
     for s in &d.slices {
-        for f in &s.ends_flows {
-            let from = starts.get(f).expect("a flow's start is on an API call");
-            assert_eq!(
-                from.args["correlation"], s.args["correlation"],
-                "{src}: flow joins a call to a record of another correlation id"
-            );
-            ended += 1;
-        }
         if matches!(s.cat.as_str(), "kernel" | "gpu_memcpy" | "gpu_memset") {
             let joined = corr.contains(&s.args["correlation"].parse().unwrap());
-            assert_eq!(s.ends_flows.len(), usize::from(joined), "{src}: {}", s.name);
+            let n = s.ends_flows.len() + s.flows.len();
+            assert_eq!(n, usize::from(joined), "{src}: {}", s.name);
         }
     }
-    assert_eq!(ended, starts.len(), "{src}: every flow started ends");
     // Kernel names as the report shows them (demangled), CUPTI's kept as an argument.
     for s in by_cat("kernel") {
         if let Some(m) = s.args.get("mangled") {
@@ -447,6 +480,7 @@ fn every_fixture_exports_to_perfetto_with_every_record_and_flow() {
     }
     sources.sort();
     sources.push("examples/two_streams.json.gz".into());
+    sources.push("tests/fixtures/perfetto/crossing.json".into());
     let py = Command::new("python3")
         .args([
             "-c",
@@ -521,5 +555,50 @@ fn an_existing_file_is_kept_without_force_and_replaced_with_it() {
     assert!(o.status.success());
     let d = decode(&std::fs::read(&out).unwrap());
     assert_eq!(d.slices.iter().filter(|s| s.cat == "kernel").count(), 22);
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// The hand-made cases (tests/fixtures/perfetto/README.md): a GPU range crossing a kernel keeps
+/// both slices whole; a kernel that starts before its call still gets its arrow.
+#[test]
+fn crossing_ranges_and_skewed_launches_come_out_right() {
+    let tmp = std::env::temp_dir().join(format!("cutrace-perfetto-x-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = tmp.join("x.pftrace");
+    export("tests/fixtures/perfetto/crossing.json", &out);
+    let d = decode(&std::fs::read(&out).unwrap());
+    let get = |name: &str| d.slices.iter().find(|s| s.name == name).unwrap().clone();
+    let (a, r) = (get("kA"), get("R"));
+    assert_eq!((a.start, a.end), (1_020_000, 1_120_000));
+    assert_eq!((r.start, r.end), (1_070_000, 1_170_000));
+    assert_ne!(a.track, r.track, "the crossing range has a row of its own");
+    assert!(d.tracks[&r.track].name.starts_with("stream 7 annotations"));
+    let b = get("kB");
+    assert_eq!(b.flows.len() + b.ends_flows.len(), 1);
+    assert_eq!(
+        b.flows.len(),
+        1,
+        "kB starts before its call: a flow step, not an end"
+    );
+    let c = get("kC");
+    assert_eq!(
+        c.ends_flows.len(),
+        1,
+        "kC starts with its call: the call is read first"
+    );
+    let call_c = d
+        .slices
+        .iter()
+        .find(|s| s.flows.contains(&c.ends_flows[0]) && s.cat == "cuda_runtime")
+        .unwrap();
+    assert!(
+        call_c.order < c.order,
+        "at one time the call's BEGIN comes first"
+    );
+    let step = get("step");
+    let crossing = get("crosses step");
+    assert_eq!((crossing.start, crossing.end), (1_250_000, 1_450_000));
+    assert_ne!(step.track, crossing.track);
     let _ = std::fs::remove_dir_all(&tmp);
 }

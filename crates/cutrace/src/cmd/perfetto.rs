@@ -155,6 +155,28 @@ enum Rec {
 /// A slice (or, for a mark, an instant) on a track: start, end, record.
 type Item = (Ns, Ns, Rec);
 
+/// The flow a device record is on: it ends there, or (when the record starts before its API
+/// call) passes through.
+#[derive(Clone, Copy)]
+struct Flow {
+    id: u64,
+    ends: bool,
+}
+
+impl Flow {
+    fn write(self, te: &mut Vec<u8>) {
+        let field = if self.ends {
+            pf::TE_TERMINATING_FLOW_IDS
+        } else {
+            pf::TE_FLOW_IDS
+        };
+        fixed64(te, field, self.id);
+    }
+}
+
+const EVENT_SEQUENCE: u64 = 1;
+const DESCRIPTOR_SEQUENCE: u64 = 2;
+
 /// One begin, end or instant, in output order.
 struct Ev {
     ts: Ns,
@@ -172,7 +194,11 @@ struct Track {
     /// Host process / thread descriptors, for Perfetto's process and thread grouping.
     process: Option<u32>,
     thread: Option<(u32, u64)>,
-    rank: i64,
+    /// Where the track goes among its parent's children (ranks are made from it, densely).
+    order: (u64, u64),
+    /// A GPU track: at equal times its events come after host events, so a flow's start (on the
+    /// API call) is read before its end.
+    gpu: bool,
     /// (start, end, record) of the slices on this track.
     items: Vec<Item>,
 }
@@ -224,10 +250,15 @@ fn host_rows(items: &[Item]) -> Vec<u32> {
     out
 }
 
+/// The pid written for a process: 0 means the trace does not know it (Kineto's CUPTI overhead
+/// records); that becomes a placeholder no real pid reaches (Linux's pid_max is at most 2²²),
+/// positive because trace_processor reads a process descriptor's pid as unsigned and a
+/// thread descriptor's as signed.
+const UNKNOWN_PID: i64 = i32::MAX as i64;
+
 fn pid_of(process: u32) -> i64 {
-    // 0: the trace does not know the process (Kineto's CUPTI overhead records).
     if process == 0 {
-        -1
+        UNKNOWN_PID
     } else {
         i64::from(process)
     }
@@ -269,7 +300,8 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             name: device_label(t, device),
             process: None,
             thread: None,
-            rank: i64::from(device),
+            order: (u64::from(device), 0),
+            gpu: true,
             items: Vec::new(),
         })
     };
@@ -284,7 +316,8 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             process: None,
             thread: None,
             // Streams in id order, each stream's rows together, no-stream work last.
-            rank: (s.min(i64::MAX as u64 / 2048) as i64) * 1024 + i64::from(slot.min(1023)),
+            order: (s, u64::from(slot)),
+            gpu: true,
             items: Vec::new(),
         })
     };
@@ -321,42 +354,46 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         let (s, e) = span(y.start_ns, y.end_ns);
         tr.list[l as usize].items.push((s, e, Rec::Sync(i as u32)));
     }
-    // GPU annotation ranges: on their stream's own row, as the Chrome export puts them; those
-    // without a stream (imported traces only) on rows of a device-wide "annotations" track.
-    let mut streamless: BTreeMap<u32, Vec<Item>> = BTreeMap::new();
+    // GPU annotation ranges (torch's `gpu_user_annotation`): rows of their own under their
+    // stream, since they may cross the stream's kernels (work launched from two threads), and
+    // trace_processor closes the innermost open slice at each end; ranges without a stream
+    // (imported traces only) on rows of a device-wide "annotations" track.
+    let mut annotations: BTreeMap<(u32, Option<u64>), Vec<Item>> = BTreeMap::new();
     for (i, r) in t.ranges.iter().enumerate() {
-        if r.domain != RangeDomain::Gpu {
-            continue;
-        }
-        let (s, e) = span(r.start_ns, r.end_ns);
-        let device = r.device.unwrap_or(0);
-        match r.stream {
-            Some(st) => {
-                let l = lane(&mut tr, device, Some(st), 0);
-                tr.list[l as usize].items.push((s, e, Rec::Range(i as u32)));
-            }
-            None => streamless
-                .entry(device)
+        if r.domain == RangeDomain::Gpu {
+            let (s, e) = span(r.start_ns, r.end_ns);
+            annotations
+                .entry((r.device.unwrap_or(0), r.stream))
                 .or_default()
-                .push((s, e, Rec::Range(i as u32))),
+                .push((s, e, Rec::Range(i as u32)));
         }
     }
-    for (device, items) in streamless {
+    for ((device, stream), items) in annotations {
         let root = gpu(&mut tr, device);
         let parent = Some(tr.list[root as usize].uuid);
         let rows = host_rows(&items);
+        let base = stream.map_or("annotations".to_string(), |s| {
+            format!("stream {s} annotations")
+        });
         for (it, row) in items.into_iter().zip(rows) {
-            let l = tr.get((2, u64::from(device), 0, u64::from(row)), |uuid| Track {
+            let key = (
+                2,
+                u64::from(device),
+                stream.map_or(u64::MAX, |s| s),
+                u64::from(row),
+            );
+            let l = tr.get(key, |uuid| Track {
                 uuid,
                 parent,
                 name: if row == 0 {
-                    "annotations".into()
+                    base.clone()
                 } else {
-                    format!("annotations (overlap {row})")
+                    format!("{base} (overlap {row})")
                 },
                 process: None,
                 thread: None,
-                rank: i64::MAX - 1024 + i64::from(row.min(1023)),
+                order: (key.2, (1 << 32) + u64::from(row)),
+                gpu: true,
                 items: Vec::new(),
             });
             tr.list[l as usize].items.push(it);
@@ -405,19 +442,23 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             },
             process: Some(process),
             thread: None,
-            rank: 0,
+            order: (0, 0),
+            gpu: false,
             items: Vec::new(),
         });
-        let proc_uuid = tr.list[proc_track as usize].uuid;
+        let _ = proc_track;
         // Marks are instants: they take no room in a row.
         let (marks, slices): (Vec<_>, Vec<_>) =
             items.drain(..).partition(|x| matches!(x.2, Rec::Mark(_)));
         let rows = host_rows(&slices);
+        // Row 0 is the thread's own track; overlap rows are its children.
         let thread_track = |tr: &mut Tracks, row: u32| {
+            let parent = (row > 0)
+                .then(|| tr.list[tr.by_key[&(4, u64::from(process), thread, 0)] as usize].uuid);
             tr.get((4, u64::from(process), thread, u64::from(row)), |uuid| {
                 Track {
                     uuid,
-                    parent: (row > 0).then_some(proc_uuid),
+                    parent,
                     name: if row == 0 {
                         format!("thread {thread}")
                     } else {
@@ -425,11 +466,13 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
                     },
                     process: None,
                     thread: (row == 0).then_some((process, thread)),
-                    rank: 0,
+                    order: (u64::from(row), 0),
+                    gpu: false,
                     items: Vec::new(),
                 }
             })
         };
+        thread_track(&mut tr, 0);
         for it in marks {
             let l = thread_track(&mut tr, 0);
             tr.list[l as usize].items.push(it);
@@ -477,7 +520,9 @@ fn events(tracks: &Tracks) -> Vec<Ev> {
             push(&mut out, end, 1, r);
         }
     }
-    out.sort_unstable_by_key(|e| (e.ts, e.seq));
+    // At equal times host events first: a flow's start (on the API call) must be read before
+    // its end (on the device record).
+    out.sort_unstable_by_key(|e| (e.ts, tracks.list[e.track as usize].gpu, e.seq));
     out
 }
 
@@ -575,30 +620,37 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     let evs = events(&tracks);
 
     // Flows: each device record joined to an API call ends a flow that starts on that call.
+    // A record that starts before its call does (clock skew between host and GPU timestamps)
+    // would be read first, and trace_processor ignores an end it has not seen start: there the
+    // record carries the id as an ordinary flow step, and the arrow is drawn between the two.
     let index = ApiIndex::build(&t.api_calls);
     let mut flow_starts: HashMap<u32, Vec<u64>> = HashMap::new();
     let mut next_flow = 1u64;
-    let mut flow_of = |corr: u64, flow_starts: &mut HashMap<u32, Vec<u64>>| -> Option<u64> {
-        let api = index.get(corr)?;
-        let id = next_flow;
-        next_flow += 1;
-        flow_starts.entry(api as u32).or_default().push(id);
-        Some(id)
-    };
-    let kernel_flows: Vec<Option<u64>> = t
+    let mut flow_of =
+        |corr: u64, start: Ns, flow_starts: &mut HashMap<u32, Vec<u64>>| -> Option<Flow> {
+            let api = index.get(corr)?;
+            let id = next_flow;
+            next_flow += 1;
+            flow_starts.entry(api as u32).or_default().push(id);
+            Some(Flow {
+                id,
+                ends: t.api_calls[api].start_ns <= start,
+            })
+        };
+    let kernel_flows: Vec<Option<Flow>> = t
         .kernels
         .iter()
-        .map(|k| flow_of(k.correlation_id, &mut flow_starts))
+        .map(|k| flow_of(k.correlation_id, k.start_ns, &mut flow_starts))
         .collect();
-    let memcpy_flows: Vec<Option<u64>> = t
+    let memcpy_flows: Vec<Option<Flow>> = t
         .memcpys
         .iter()
-        .map(|m| flow_of(m.correlation_id, &mut flow_starts))
+        .map(|m| flow_of(m.correlation_id, m.start_ns, &mut flow_starts))
         .collect();
-    let memset_flows: Vec<Option<u64>> = t
+    let memset_flows: Vec<Option<Flow>> = t
         .memsets
         .iter()
-        .map(|m| flow_of(m.correlation_id, &mut flow_starts))
+        .map(|m| flow_of(m.correlation_id, m.start_ns, &mut flow_starts))
         .collect();
     let flows = next_flow - 1;
 
@@ -613,17 +665,26 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         packets: 0,
     };
 
-    // Track descriptors; the first packet also clears the sequence's incremental state.
+    // Sibling ranks, dense per parent; a parent with children orders them explicitly.
+    let mut children: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (i, tk) in tracks.list.iter().enumerate() {
+        if let Some(p) = tk.parent {
+            children.entry(p).or_default().push(i);
+        }
+    }
+    let mut rank = vec![0i64; tracks.list.len()];
+    for kids in children.values_mut() {
+        kids.sort_by_key(|&i| tracks.list[i].order);
+        for (r, &i) in kids.iter().enumerate() {
+            rank[i] = r as i64;
+        }
+    }
+    // Track descriptors go on a sequence of their own: on the events' sequence, the last thread
+    // descriptor would become that sequence's default thread, and trace_processor would tie
+    // every GPU event to it.
     for (i, tk) in tracks.list.iter().enumerate() {
         let mut p = Vec::new();
-        uint(&mut p, pf::SEQUENCE_ID, 1);
-        if i == 0 {
-            uint(
-                &mut p,
-                pf::SEQUENCE_FLAGS,
-                pf::SEQ_INCREMENTAL_STATE_CLEARED,
-            );
-        }
+        uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);
         msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
             uint(d, pf::TD_UUID, tk.uuid);
             if let Some(parent) = tk.parent {
@@ -643,31 +704,22 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
             } else {
                 bytes(d, pf::TD_NAME, tk.name.as_bytes());
             }
-            if tk.parent.is_none() && tk.process.is_none() && tk.thread.is_none() {
+            if children.contains_key(&tk.uuid) {
                 uint(d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
             }
             if tk.parent.is_some() {
                 int(
                     d,
                     pf::TD_SIBLING_ORDER_RANK,
-                    tk.rank.clamp(i32::MIN as i64, i32::MAX as i64),
+                    rank[i].min(i64::from(i32::MAX)),
                 );
             }
         });
         wr.packet(&p)?;
     }
-    if tracks.list.is_empty() {
-        let mut p = Vec::new();
-        uint(&mut p, pf::SEQUENCE_ID, 1);
-        uint(
-            &mut p,
-            pf::SEQUENCE_FLAGS,
-            pf::SEQ_INCREMENTAL_STATE_CLEARED,
-        );
-        wr.packet(&p)?;
-    }
 
     let mut p = Vec::with_capacity(256);
+    let mut first = true;
     for ev in &evs {
         let track = tracks.list[ev.track as usize].uuid;
         let mut te = Vec::with_capacity(160);
@@ -746,7 +798,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                         args.s("mangled", raw);
                     }
                     if let Some(f) = kernel_flows[i as usize] {
-                        fixed64(&mut te, pf::TE_TERMINATING_FLOW_IDS, f);
+                        f.write(&mut te);
                     }
                 }
                 Rec::Memcpy(i) => {
@@ -759,7 +811,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                         args.f("GB/s", m.bytes as f64 / (m.end_ns - m.start_ns) as f64);
                     }
                     if let Some(f) = memcpy_flows[i as usize] {
-                        fixed64(&mut te, pf::TE_TERMINATING_FLOW_IDS, f);
+                        f.write(&mut te);
                     }
                 }
                 Rec::Memset(i) => {
@@ -770,7 +822,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                     args.u("bytes", m.bytes);
                     args.u("value", u64::from(m.value));
                     if let Some(f) = memset_flows[i as usize] {
-                        fixed64(&mut te, pf::TE_TERMINATING_FLOW_IDS, f);
+                        f.write(&mut te);
                     }
                 }
                 Rec::Sync(i) => {
@@ -798,8 +850,19 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         }
         p.clear();
         uint(&mut p, pf::TIMESTAMP, ev.ts);
-        uint(&mut p, pf::SEQUENCE_ID, 1);
-        uint(&mut p, pf::SEQUENCE_FLAGS, pf::SEQ_NEEDS_INCREMENTAL_STATE);
+        uint(&mut p, pf::SEQUENCE_ID, EVENT_SEQUENCE);
+        // The first event packet starts the sequence's interning afresh.
+        let cleared = if first {
+            first = false;
+            pf::SEQ_INCREMENTAL_STATE_CLEARED
+        } else {
+            0
+        };
+        uint(
+            &mut p,
+            pf::SEQUENCE_FLAGS,
+            cleared | pf::SEQ_NEEDS_INCREMENTAL_STATE,
+        );
         if !(wr.names.fresh.is_empty() && wr.cats.fresh.is_empty() && wr.keys.fresh.is_empty()) {
             let fresh = [
                 (pf::ID_CATEGORIES, std::mem::take(&mut wr.cats.fresh)),
@@ -873,7 +936,8 @@ mod tests {
                     name: String::new(),
                     process: None,
                     thread: None,
-                    rank: 0,
+                    order: (0, 0),
+                    gpu: false,
                     items,
                 })
                 .collect(),
