@@ -86,6 +86,14 @@ def variants():
         # nsys skips "non-critical" CUDA APIs unless told otherwise (--cuda-trace-all-apis,
         # default false): this is the variant that records every call, as `cutrace --api all`.
         v["Nsight Systems collector, all APIs"] = ([os.environ["NSYS"], "profile", "-t", "cuda", "-s", "none", "--cpuctxsw=none", "--cuda-trace-all-apis=true", "--force-overwrite=true", "-o", "{dir}/nsys"], {})
+        # Is the gap to the collector in CUPTI's build? nsys ships its own libcupti beside it.
+        import glob
+        libs = sorted(glob.glob(os.path.join(os.path.dirname(os.environ["NSYS"]), "libcupti.so.13*")))
+        if libs:
+            v["cutrace with the collector's libcupti"] = (rec(), {"CUTRACE_CUPTI_LIB": libs[0]})
+    # Does the writer's periodic cuptiActivityFlushAll (default every 1 s) contend with launches?
+    v["cutrace, flush every 100 ms"] = (rec(), {"CUTRACE_FLUSH_PERIOD_MS": "100"})
+    v["cutrace, flush every 10 s"] = (rec(), {"CUTRACE_FLUSH_PERIOD_MS": "10000"})
     if kind == "torch":
         v["torch.profiler (CPU+CUDA)"] = ([], {"_profiler": "1"})
     only = os.environ.get("BENCH_ONLY")
