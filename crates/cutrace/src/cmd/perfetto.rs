@@ -180,7 +180,6 @@ const DESCRIPTOR_SEQUENCE: u64 = 2;
 /// One begin, end or instant, in output order.
 struct Ev {
     ts: Ns,
-    seq: u32,
     track: u32,
     /// 0 begin, 1 end, 2 instant.
     what: u8,
@@ -485,45 +484,90 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     (tr, inverted)
 }
 
-/// Begin/end/instant events of every track, in the order they must be read: by time, and on one
-/// track in nesting order at equal times (an enclosing slice begins first and ends last).
-fn events(tracks: &Tracks) -> Vec<Ev> {
-    let mut out = Vec::new();
-    let mut seq = 0u32;
-    for (ti, track) in tracks.list.iter().enumerate() {
+/// One track's begin/end/instant events in order, made on demand: an enclosing slice begins
+/// first and ends last; a slice that ends where the next begins is closed before it.
+struct Cursor<'a> {
+    items: Vec<&'a Item>,
+    next: usize,
+    open: Vec<(Ns, Rec)>,
+}
+
+impl<'a> Cursor<'a> {
+    fn new(track: &'a Track) -> Self {
         let mut items: Vec<&Item> = track.items.iter().collect();
         items.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1)));
-        let mut open: Vec<(Ns, Rec)> = Vec::new();
-        let mut push = |out: &mut Vec<Ev>, ts, what, rec| {
-            out.push(Ev {
-                ts,
-                seq,
-                track: ti as u32,
-                what,
-                rec,
-            });
-            seq += 1;
-        };
-        for &&(s, e, rec) in &items {
-            if matches!(rec, Rec::Mark(_)) {
-                push(&mut out, s, 2, rec);
-                continue;
-            }
-            while open.last().is_some_and(|&(end, _)| end <= s) {
-                let (end, r) = open.pop().expect("checked");
-                push(&mut out, end, 1, r);
-            }
-            push(&mut out, s, 0, rec);
-            open.push((e, rec));
-        }
-        while let Some((end, r)) = open.pop() {
-            push(&mut out, end, 1, r);
+        Cursor {
+            items,
+            next: 0,
+            open: Vec::new(),
         }
     }
-    // At equal times host events first: a flow's start (on the API call) must be read before
-    // its end (on the device record).
-    out.sort_unstable_by_key(|e| (e.ts, tracks.list[e.track as usize].gpu, e.seq));
-    out
+
+    /// (time, 0 begin / 1 end / 2 instant, record).
+    fn pull(&mut self) -> Option<(Ns, u8, Rec)> {
+        let Some(&&(s, e, rec)) = self.items.get(self.next) else {
+            return self.open.pop().map(|(end, r)| (end, 1, r));
+        };
+        if self.open.last().is_some_and(|&(end, _)| end <= s) {
+            return self.open.pop().map(|(end, r)| (end, 1, r));
+        }
+        self.next += 1;
+        if matches!(rec, Rec::Mark(_)) {
+            return Some((s, 2, rec));
+        }
+        self.open.push((e, rec));
+        Some((s, 0, rec))
+    }
+}
+
+/// Every track's events merged by time, without holding them all: at equal times host events
+/// first (a flow's start, on the API call, must be read before its end on the device record),
+/// then by track; one track's events keep their order.
+struct Merge<'a> {
+    gpu: Vec<bool>,
+    cursors: Vec<Cursor<'a>>,
+    heads: Vec<Option<(Ns, u8, Rec)>>,
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Ns, bool, u32)>>,
+}
+
+impl<'a> Merge<'a> {
+    fn new(tracks: &'a Tracks) -> Self {
+        let mut m = Merge {
+            gpu: tracks.list.iter().map(|t| t.gpu).collect(),
+            cursors: tracks.list.iter().map(Cursor::new).collect(),
+            heads: vec![None; tracks.list.len()],
+            heap: std::collections::BinaryHeap::new(),
+        };
+        for i in 0..m.cursors.len() {
+            m.refill(i);
+        }
+        m
+    }
+
+    fn refill(&mut self, i: usize) {
+        self.heads[i] = self.cursors[i].pull();
+        if let Some((ts, _, _)) = self.heads[i] {
+            self.heap
+                .push(std::cmp::Reverse((ts, self.gpu[i], i as u32)));
+        }
+    }
+}
+
+impl Iterator for Merge<'_> {
+    type Item = Ev;
+    fn next(&mut self) -> Option<Ev> {
+        let std::cmp::Reverse((_, _, i)) = self.heap.pop()?;
+        let (ts, what, rec) = self.heads[i as usize]
+            .take()
+            .expect("a head per heap entry");
+        self.refill(i as usize);
+        Some(Ev {
+            ts,
+            track: i,
+            what,
+            rec,
+        })
+    }
 }
 
 struct Writer<'t, W: Write> {
@@ -617,26 +661,25 @@ impl Args<'_> {
 pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     let rows = chrome::gpu_rows(t);
     let (tracks, inverted) = layout(t, &rows);
-    let evs = events(&tracks);
 
     // Flows: each device record joined to an API call ends a flow that starts on that call.
     // A record that starts before its call does (clock skew between host and GPU timestamps)
     // would be read first, and trace_processor ignores an end it has not seen start: there the
     // record carries the id as an ordinary flow step, and the arrow is drawn between the two.
     let index = ApiIndex::build(&t.api_calls);
-    let mut flow_starts: HashMap<u32, Vec<u64>> = HashMap::new();
+    // (API call index, flow id), sorted by call once all are known.
+    let mut flow_starts: Vec<(u32, u64)> = Vec::new();
     let mut next_flow = 1u64;
-    let mut flow_of =
-        |corr: u64, start: Ns, flow_starts: &mut HashMap<u32, Vec<u64>>| -> Option<Flow> {
-            let api = index.get(corr)?;
-            let id = next_flow;
-            next_flow += 1;
-            flow_starts.entry(api as u32).or_default().push(id);
-            Some(Flow {
-                id,
-                ends: t.api_calls[api].start_ns <= start,
-            })
-        };
+    let mut flow_of = |corr: u64, start: Ns, flow_starts: &mut Vec<(u32, u64)>| -> Option<Flow> {
+        let api = index.get(corr)?;
+        let id = next_flow;
+        next_flow += 1;
+        flow_starts.push((api as u32, id));
+        Some(Flow {
+            id,
+            ends: t.api_calls[api].start_ns <= start,
+        })
+    };
     let kernel_flows: Vec<Option<Flow>> = t
         .kernels
         .iter()
@@ -653,6 +696,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         .map(|m| flow_of(m.correlation_id, m.start_ns, &mut flow_starts))
         .collect();
     let flows = next_flow - 1;
+    flow_starts.sort_unstable();
 
     let mut wr = Writer {
         w,
@@ -720,7 +764,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
 
     let mut p = Vec::with_capacity(256);
     let mut first = true;
-    for ev in &evs {
+    for ev in Merge::new(&tracks) {
         let track = tracks.list[ev.track as usize].uuid;
         let mut te = Vec::with_capacity(160);
         uint(&mut te, pf::TE_TRACK_UUID, track);
@@ -840,7 +884,9 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                     if a.return_value != 0 {
                         args.i("return value", i64::from(a.return_value));
                     }
-                    for &f in flow_starts.get(&i).into_iter().flatten() {
+                    let from = flow_starts.partition_point(|x| x.0 < i);
+                    let to = flow_starts.partition_point(|x| x.0 <= i);
+                    for &(_, f) in &flow_starts[from..to] {
                         fixed64(&mut te, pf::TE_FLOW_IDS, f);
                     }
                 }
@@ -973,7 +1019,7 @@ mod tests {
             })
             .collect();
         want.sort();
-        assert_eq!(replay(&events(&t)), want);
+        assert_eq!(replay(&Merge::new(&t).collect::<Vec<_>>()), want);
     }
 
     #[test]
