@@ -16,15 +16,16 @@ use super::parquet;
 use super::perfetto;
 use super::tables::{self, Values};
 
-/// Convert a trace to CSV or Parquet tables, or to Chrome Trace Event JSON for Perfetto /
-/// chrome://tracing / HTA.
+/// Convert a trace to CSV or Parquet tables, to Perfetto's own format, or to Chrome Trace Event
+/// JSON for Perfetto / chrome://tracing / HTA.
 ///
 /// --csv writes one CSV file per record kind plus meta.json; --parquet the same tables as Parquet
 /// files (typed columns: unsigned integers stay unsigned, timestamps exact nanoseconds), for
 /// pandas, pyarrow, DuckDB or Polars. --chrome writes the trace in the
 /// shape torch.profiler (Kineto) exports: ui.perfetto.dev, chrome://tracing, Holistic Trace
 /// Analysis and TensorBoard open it, and `cutrace report` reads it back to the same numbers.
-/// Give any of --csv, --parquet, --chrome. A trace the recorder did not finish is converted as far as it
+/// --perfetto writes Perfetto's protobuf format: a quarter of the JSON's size, for traces too
+/// big for the JSON importers. Give any of --csv, --parquet, --chrome, --perfetto. A trace the recorder did not finish is converted as far as it
 /// was recovered, and said to be incomplete.
 #[derive(clap::Args)]
 #[command(
