@@ -762,6 +762,13 @@ impl Sink {
                 let (start, end) = self.interval(&ev, at)?;
                 let name = self.strings.intern(name_str);
                 let gpu = cat == "gpu_user_annotation";
+                // A GPU range's device and stream: its args where given (cutrace's export writes
+                // them, its row may not be the stream's), else its pid and tid, as torch writes.
+                let a = if gpu {
+                    self.args(&ev, at)?
+                } else {
+                    GpuArgs::default()
+                };
                 self.trace.ranges.push(NvtxRange {
                     domain: if gpu {
                         RangeDomain::Gpu
@@ -776,11 +783,15 @@ impl Sink {
                     },
                     thread: if gpu { 0 } else { raw_u64(ev.tid).unwrap_or(0) },
                     device: if gpu {
-                        raw_u64(ev.pid).map(|v| v as u32)
+                        a.device.or(raw_u64(ev.pid).map(|v| v as u32))
                     } else {
                         None
                     },
-                    stream: if gpu { raw_u64(ev.tid) } else { None },
+                    stream: if gpu {
+                        a.stream.or(raw_u64(ev.tid))
+                    } else {
+                        None
+                    },
                     start_ns: start,
                     end_ns: end,
                 });

@@ -1001,3 +1001,28 @@ fn force_replaces_regular_files_only_and_atomically() {
         "the link is still there"
     );
 }
+
+/// A GPU annotation range that crosses a kernel on its stream (tests/fixtures/perfetto) goes to
+/// a further row of that stream, where Perfetto keeps both; the report is unchanged.
+#[test]
+fn a_gpu_range_crossing_a_kernel_gets_a_row_of_its_own() {
+    let dir = Dir::new("crossing");
+    let src = repo().join("tests/fixtures/perfetto/crossing.json");
+    let out = dir.0.join("x.json");
+    export(&src, &out);
+    assert_round_trip(&src, &out);
+    let v = parse(&out);
+    let ev = |name: &str| {
+        v["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name && e["ph"] == "X")
+            .unwrap_or_else(|| panic!("{name}"))
+            .clone()
+    };
+    let (k, r) = (ev("kA"), ev("R"));
+    assert_eq!(k["tid"], 7, "the kernel stays on its stream's row");
+    assert_ne!(r["tid"], k["tid"], "the crossing range moves off it");
+    assert_eq!(r["args"]["stream"], 7);
+}

@@ -187,7 +187,8 @@ fn survey(t: &Trace) -> Lanes {
 /// 1,000,000) above every stream id, and the slot is
 ///
 /// * 0: the stream's own row (`tid` = the stream id, as Kineto writes it): kernels, copies,
-///   memsets, and GPU annotation ranges (which always stay here, as torch.profiler puts them);
+///   memsets, and GPU annotation ranges (as torch.profiler puts them; one that crosses the
+///   stream's work goes to a further row, like work that overlaps);
 /// * 1: its synchronizations; work on no stream (context-wide synchronization) uses the stream
 ///   number `base − 1`;
 /// * 2, 4, …: further rows for work that overlaps work already on the stream's row;
@@ -200,6 +201,8 @@ pub(super) struct GpuRows {
     pub(super) memcpys: Vec<u16>,
     pub(super) memsets: Vec<u16>,
     pub(super) syncs: Vec<u16>,
+    /// By range index; only GPU ranges with a stream use theirs.
+    pub(super) ranges: Vec<u16>,
     /// Every (device, stream, slot) used; `None` = no stream.
     pub(super) lanes: BTreeSet<(u32, Option<u64>, u16)>,
     /// GPU annotation ranges without a stream (only in imported traces) go to `tid` -1.
@@ -310,6 +313,7 @@ pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
         memcpys: vec![0; t.memcpys.len()],
         memsets: vec![0; t.memsets.len()],
         syncs: vec![0; t.syncs.len()],
+        ranges: vec![0; t.ranges.len()],
         lanes: BTreeSet::new(),
         streamless_ranges,
     };
@@ -328,15 +332,10 @@ pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
             }
             st.last().is_none_or(|&top| it.end <= top)
         };
-        let row = if it.kind == RANGE {
-            // Annotation ranges stay on the stream's row whatever happens.
-            if rows.is_empty() {
-                rows.push(Vec::new());
-            }
-            fits(&mut rows[0]);
-            rows[0].push(it.end);
-            0
-        } else {
+        // Annotation ranges too: on the stream's row where they fit (as torch.profiler puts
+        // them), on a further row where they cross the stream's work (work launched from two
+        // threads), which Perfetto would otherwise drop.
+        let row = {
             let mut r = 0;
             loop {
                 if r == rows.len() {
@@ -357,6 +356,7 @@ pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
             MEMCPY => out.memcpys[i] = slot,
             MEMSET => out.memsets[i] = slot,
             SYNC => out.syncs[i] = slot,
+            RANGE => out.ranges[i] = slot,
             _ => {}
         }
     }
@@ -838,7 +838,7 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         ev.end()?;
     }
 
-    for r in &t.ranges {
+    for (i, r) in t.ranges.iter().enumerate() {
         let b = ev.begin();
         let name = names.plain(r.name);
         match r.domain {
@@ -856,11 +856,18 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
                 name,
                 gpu_lane(
                     r.device.unwrap_or(0),
-                    r.stream.map_or(-1, |s| rows.tid(Some(s), 0)),
+                    r.stream.map_or(-1, |s| rows.tid(Some(s), rows.ranges[i])),
                 ),
                 r.start_ns,
                 r.end_ns,
             ),
+        }
+        // A GPU range's device and stream, for the importer: its row need not be the stream's.
+        if let (RangeDomain::Gpu, Some(st)) = (r.domain, r.stream) {
+            b.extend_from_slice(b",\"args\":{\"device\":");
+            push_u64(b, u64::from(r.device.unwrap_or(0)));
+            arg(b, "stream", st);
+            b.push(b'}');
         }
         b.push(b'}');
         ev.end()?;
@@ -1036,7 +1043,7 @@ mod tests {
         }
     }
 
-    /// Events that would cross on a stream's row go to rows of their own; annotation ranges stay.
+    /// Events that would cross on a stream's row go to rows of their own, annotation ranges too.
     #[test]
     fn overlapping_gpu_work_gets_rows_that_nest() {
         let t = Trace {
