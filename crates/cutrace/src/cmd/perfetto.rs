@@ -431,7 +431,8 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         ));
     }
     for ((process, thread), mut items) in threads {
-        let proc_track = tr.get((3, u64::from(process), 0, 0), |uuid| Track {
+        // The process's own track names it (its threads find it by pid).
+        tr.get((3, u64::from(process), 0, 0), |uuid| Track {
             uuid,
             parent: None,
             name: if process == 0 {
@@ -445,7 +446,6 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             gpu: false,
             items: Vec::new(),
         });
-        let _ = proc_track;
         // Marks are instants: they take no room in a row.
         let (marks, slices): (Vec<_>, Vec<_>) =
             items.drain(..).partition(|x| matches!(x.2, Rec::Mark(_)));
