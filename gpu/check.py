@@ -7,7 +7,7 @@ usage: check.py EXPECTED.json CSV_DIR TRACE_DIR [--tolerance 0.02] [--no-api-nam
                   API records are the driver's), keep everything else, orphans included.
   --expect-orphans: the experiment with driver records alone: every kernel launched through the
                   runtime is expected to be an orphan (such a launch leaves no driver record:
-                  H200 runs 4 and 7 saw no cuLaunchKernel); passes only if that is still so.
+                  H200 runs 4 and 8 saw no cuLaunchKernel); passes only if that is still so.
 """
 import csv
 import json

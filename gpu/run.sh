@@ -7,7 +7,8 @@
 #   BIN=.dev          folder holding the `cutrace` binary and libcutrace_inject.so
 #   CPP_REPS, TORCH_REPS, CPP_SECONDS, TORCH_SECONDS: repetitions, and seconds after which no new
 #                     repetition starts (a device call has a hard limit)
-#   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix); BENCH_BATCHES (C++ loop),
+#   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix; a name matching no variant of
+#                     a workload stops that benchmark before it starts); BENCH_BATCHES (C++ loop),
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
 #   PHASES="..."      any of: correct multiproc crash conflict torch_steps devmem pin bench_cpp bench_torch peers others
 set -u
@@ -189,11 +190,11 @@ EOF
 fi
 if has bench_cpp; then
   log "overhead: C++ 100k tiny kernels"
-  BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps ${CPP_REPS:-$REPS} --max-seconds ${CPP_SECONDS:-100000} > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err"
+  BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps ${CPP_REPS:-$REPS} --max-seconds ${CPP_SECONDS:-100000} > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err" || { echo "bench_cpp failed:"; tail -3 "$W/logs/bench_cpp.err"; } >&2
 fi
 if has bench_torch; then
   log "overhead: PyTorch eager + training step"
-  python3 "$G/bench_overhead.py" torch "$OUT/bench_torch.json" --reps ${TORCH_REPS:-$REPS} --max-seconds ${TORCH_SECONDS:-100000} > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err"
+  python3 "$G/bench_overhead.py" torch "$OUT/bench_torch.json" --reps ${TORCH_REPS:-$REPS} --max-seconds ${TORCH_SECONDS:-100000} > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err" || { echo "bench_torch failed:"; tail -3 "$W/logs/bench_torch.err"; } >&2
 fi
 
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).

@@ -762,12 +762,13 @@ impl Sink {
                 let (start, end) = self.interval(&ev, at)?;
                 let name = self.strings.intern(name_str);
                 let gpu = cat == "gpu_user_annotation";
-                // A GPU range's device and stream: its args where given (cutrace's export writes
-                // them, its row may not be the stream's), else its pid and tid, as torch writes.
-                let a = if gpu {
-                    self.args(&ev, at)?
-                } else {
-                    GpuArgs::default()
+                // A GPU range's device and stream: its args where given as integers (cutrace's
+                // export writes them: its row may not be the stream's), else its pid and tid, as
+                // torch writes. Nothing else in these args is read, so nothing there can fail.
+                let arg = |v: Option<&[u8]>| v.and_then(parse_uint::<u64>);
+                let (a_device, a_stream) = match (&ev.args, gpu) {
+                    (Some(a), true) => (arg(a.device), arg(a.stream)),
+                    _ => (None, None),
                 };
                 self.trace.ranges.push(NvtxRange {
                     domain: if gpu {
@@ -783,12 +784,12 @@ impl Sink {
                     },
                     thread: if gpu { 0 } else { raw_u64(ev.tid).unwrap_or(0) },
                     device: if gpu {
-                        a.device.or(raw_u64(ev.pid).map(|v| v as u32))
+                        a_device.or(raw_u64(ev.pid)).map(|v| v as u32)
                     } else {
                         None
                     },
                     stream: if gpu {
-                        a.stream.or(raw_u64(ev.tid))
+                        a_stream.or(raw_u64(ev.tid))
                     } else {
                         None
                     },
@@ -1221,5 +1222,43 @@ mod tests {
                 .unwrap_or_else(|e| panic!("chunk {chunk}: {e}"));
             assert_eq!(t, whole, "chunk size {chunk}");
         }
+    }
+}
+
+#[cfg(test)]
+mod gpu_range_tests {
+    use super::*;
+
+    fn import(text: &str) -> Trace {
+        let mut imp = Importer::new(Path::new("mem.json"), text.as_bytes(), 1 << 30, 1);
+        imp.run().unwrap();
+        imp.finish()
+    }
+
+    /// A GPU range's device and stream come from its args when they are integers (cutrace's
+    /// export), else from pid/tid (torch); args that are not integers are ignored, never fatal.
+    #[test]
+    fn gpu_range_stream_from_args_else_tid() {
+        let ev = |args: &str| {
+            format!(
+                "{{\"traceEvents\": [{{\"ph\": \"X\", \"cat\": \"gpu_user_annotation\", \
+                 \"name\": \"r\", \"pid\": 1, \"tid\": 7, \"ts\": 10.0, \"dur\": 5.0, \
+                 \"args\": {args}}}]}}"
+            )
+        };
+        let r = |args: &str| {
+            let t = import(&ev(args));
+            (t.ranges[0].device, t.ranges[0].stream)
+        };
+        assert_eq!(r("{\"External id\": 3}"), (Some(1), Some(7)));
+        assert_eq!(r("{\"device\": 0, \"stream\": 13}"), (Some(0), Some(13)));
+        assert_eq!(
+            r("{\"device\": -1, \"stream\": \"13\"}"),
+            (Some(1), Some(7))
+        );
+        assert_eq!(
+            r("{\"stream\": 13, \"bytes\": \"lots\"}"),
+            (Some(1), Some(13))
+        );
     }
 }

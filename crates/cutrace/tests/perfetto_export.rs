@@ -388,11 +388,29 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
     range_names.sort();
     want_names.sort();
     assert_eq!(range_names, want_names, "{src}: range names");
-    assert_eq!(
-        times(by_cat("gpu_user_annotation")).len(),
-        t.ranges.len() - host_ranges.len(),
-        "{src}: GPU annotation ranges"
-    );
+    // GPU annotation ranges: exact times, on an annotation row of their stream's GPU.
+    let mut gpu_ranges: Vec<(u64, u64, String)> = t
+        .ranges
+        .iter()
+        .filter(|r| r.domain == RangeDomain::Gpu)
+        .map(|r| {
+            let label = r.stream.map_or("annotations".to_string(), |s| {
+                format!("stream {s} annotations")
+            });
+            (r.start_ns, r.end_ns.max(r.start_ns), label)
+        })
+        .collect();
+    let mut got_ranges: Vec<(u64, u64, String)> = by_cat("gpu_user_annotation")
+        .iter()
+        .map(|s| {
+            let (gpu, row) = gpu_track(s);
+            assert!(gpu.starts_with("GPU "), "{src}: {gpu}");
+            (s.start, s.end, row.split(" (").next().unwrap().to_owned())
+        })
+        .collect();
+    gpu_ranges.sort();
+    got_ranges.sort();
+    assert_eq!(got_ranges, gpu_ranges, "{src}: GPU annotation ranges");
     assert_eq!(d.instants.len(), t.marks.len(), "{src}: marks");
     assert_eq!(
         by_cat("cupti_overhead").len(),

@@ -65,6 +65,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Before the (possibly long) read: a table directory that cannot be one.
     for (flag, dir) in [("--csv", &args.csv), ("--parquet", &args.parquet)] {
         if let Some(dir) = dir {
+            if std::fs::symlink_metadata(dir).is_ok() && std::fs::metadata(dir).is_err() {
+                anyhow::bail!(
+                    "{flag} {} is a link to nothing; give a directory",
+                    dir.display()
+                );
+            }
             // The path itself or the nearest part of it that exists must be a directory.
             if let Some(file) = dir
                 .ancestors()
@@ -243,8 +249,6 @@ impl Output {
     }
 }
 
-/// Writes the Chrome JSON to `out`: a new file (`--force`: replaces one), removed again if the
-/// write fails, so a failed export leaves no half-written JSON behind.
 /// Writes one export file through `write`: gzip-compressed when the name ends in `.gz`.
 /// Without --force the file is created here, exclusively, so on failure it is ours to remove.
 /// With --force the export goes to a new file beside it, renamed over it only once complete: a
@@ -406,11 +410,10 @@ impl Staged {
                 );
             }
         }
-        for (tmp, fin) in std::mem::take(&mut self.files) {
-            if let Err(e) = std::fs::rename(&tmp, &fin) {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e).with_context(|| format!("writing {}", fin.display()));
-            }
+        // Renamed ones leave the list; on a failure the rest stay in it, for Drop to remove.
+        while let Some((tmp, fin)) = self.files.first().cloned() {
+            std::fs::rename(&tmp, &fin).with_context(|| format!("writing {}", fin.display()))?;
+            self.files.remove(0);
         }
         Ok(())
     }
@@ -466,6 +469,10 @@ pub fn write_csv(
                     Values::U64(v) => write!(line, "{}", v[row]),
                     Values::I32(v) => write!(line, "{}", v[row]),
                     Values::OptU64(v) => match v[row] {
+                        Some(x) => write!(line, "{x}"),
+                        None => Ok(()),
+                    },
+                    Values::OptU32(v) => match v[row] {
                         Some(x) => write!(line, "{x}"),
                         None => Ok(()),
                     },

@@ -135,9 +135,26 @@ fn physical(v: &Values) -> (i32, i32) {
     match v {
         Values::U32(_) | Values::I32(_) => (TYPE_INT32, REQUIRED),
         Values::U64(_) => (TYPE_INT64, REQUIRED),
+        Values::OptU32(_) => (TYPE_INT32, OPTIONAL),
         Values::OptU64(_) => (TYPE_INT64, OPTIONAL),
         Values::Str(_) => (TYPE_BYTE_ARRAY, REQUIRED),
     }
+}
+
+/// Definition levels of a nullable column's page (1: a value, 0: null) as RLE runs of bit width
+/// 1, after their length (u32 LE).
+fn levels<T>(x: &[Option<T>], out: &mut Vec<u8>) {
+    let mut l = Thrift::new();
+    let mut i = 0;
+    while i < x.len() {
+        let present = x[i].is_some();
+        let run = x[i..].iter().take_while(|y| y.is_some() == present).count();
+        l.varint((run as u64) << 1);
+        l.buf.push(present as u8);
+        i += run;
+    }
+    out.extend((l.buf.len() as u32).to_le_bytes());
+    out.extend(&l.buf);
 }
 
 /// PLAIN-encoded bytes of rows `a..b` (non-null values only) and, for a nullable column, the
@@ -147,21 +164,15 @@ fn encode(v: &Values, a: usize, b: usize, out: &mut Vec<u8>) -> std::io::Result<
         Values::U32(x) => x[a..b].iter().for_each(|y| out.extend(y.to_le_bytes())),
         Values::I32(x) => x[a..b].iter().for_each(|y| out.extend(y.to_le_bytes())),
         Values::U64(x) => x[a..b].iter().for_each(|y| out.extend(y.to_le_bytes())),
+        Values::OptU32(x) => {
+            levels(&x[a..b], out);
+            x[a..b]
+                .iter()
+                .flatten()
+                .for_each(|y| out.extend(y.to_le_bytes()));
+        }
         Values::OptU64(x) => {
-            let mut levels = Thrift::new();
-            let mut i = a;
-            while i < b {
-                let present = x[i].is_some();
-                let run = x[i..b]
-                    .iter()
-                    .take_while(|y| y.is_some() == present)
-                    .count();
-                levels.varint((run as u64) << 1);
-                levels.buf.push(present as u8);
-                i += run;
-            }
-            out.extend((levels.buf.len() as u32).to_le_bytes());
-            out.extend(&levels.buf);
+            levels(&x[a..b], out);
             x[a..b]
                 .iter()
                 .flatten()
@@ -195,6 +206,7 @@ fn fits_u32(n: usize) -> std::io::Result<u32> {
 fn row_bytes(v: &Values, i: usize) -> usize {
     match v {
         Values::U32(_) | Values::I32(_) => 4,
+        Values::OptU32(_) => 4,
         Values::U64(_) | Values::OptU64(_) => 8,
         Values::Str(x) => 4 + x[i].len(),
     }
@@ -295,7 +307,7 @@ fn write_with(
         f.i32(3, rep);
         f.binary(4, c.name.as_bytes());
         let unsigned = match c.values {
-            Values::U32(_) => Some(32i8),
+            Values::U32(_) | Values::OptU32(_) => Some(32i8),
             Values::U64(_) | Values::OptU64(_) => Some(64),
             _ => None,
         };
@@ -654,6 +666,14 @@ mod tests {
                     ),
                 },
                 Column {
+                    name: "maybe32",
+                    values: Values::OptU32(
+                        (0..n as u32)
+                            .map(|i| (i % 5 != 1).then_some(u32::MAX - i))
+                            .collect(),
+                    ),
+                },
+                Column {
                     name: "name",
                     values: Values::Str(
                         (0..n)
@@ -683,11 +703,15 @@ mod tests {
                 Values::U64(v) => v.iter().map(|&x| Some(Cell::I(x as i64))).collect(),
                 Values::I32(v) => v.iter().map(|&x| Some(Cell::I(x as i64))).collect(),
                 Values::OptU64(v) => v.iter().map(|x| x.map(|x| Cell::I(x as i64))).collect(),
+                Values::OptU32(v) => v
+                    .iter()
+                    .map(|x| x.map(|x| Cell::I(x as i32 as i64)))
+                    .collect(),
                 Values::Str(v) => v.iter().map(|x| Some(Cell::S(x.to_string()))).collect(),
             };
             assert_eq!(got, &want, "{}", c.name);
             let logical = match c.values {
-                Values::U32(_) => (32, false),
+                Values::U32(_) | Values::OptU32(_) => (32, false),
                 Values::U64(_) | Values::OptU64(_) => (64, false),
                 _ => (0, true),
             };
@@ -708,6 +732,7 @@ mod tests {
                 Values::U64(_) => Values::U64(vec![]),
                 Values::I32(_) => Values::I32(vec![]),
                 Values::OptU64(_) => Values::OptU64(vec![]),
+                Values::OptU32(_) => Values::OptU32(vec![]),
                 Values::Str(_) => Values::Str(vec![]),
             };
         }
@@ -716,7 +741,7 @@ mod tests {
         let (cols, meta) = read_back(&file);
         assert_eq!(meta.get(3).int(), 0);
         assert!(meta.get(4).list().is_empty());
-        assert_eq!(cols.len(), 5);
+        assert_eq!(cols.len(), 6);
         assert!(cols.values().all(|c| c.0.is_empty()));
     }
 }

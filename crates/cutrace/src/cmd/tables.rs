@@ -12,6 +12,7 @@ pub enum Values<'a> {
     I32(Vec<i32>),
     /// `None` is a value the source did not have (a CSV empty field, a Parquet null).
     OptU64(Vec<Option<u64>>),
+    OptU32(Vec<Option<u32>>),
     Str(Vec<Cow<'a, str>>),
 }
 
@@ -22,6 +23,7 @@ impl Values<'_> {
             Values::U64(v) => v.len(),
             Values::I32(v) => v.len(),
             Values::OptU64(v) => v.len(),
+            Values::OptU32(v) => v.len(),
             Values::Str(v) => v.len(),
         }
     }
@@ -152,6 +154,9 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(g, U64, "thread", |r| r.thread),
                 col!(g, U64, "start_ns", |r| r.start_ns),
                 col!(g, U64, "end_ns", |r| r.end_ns),
+                // GPU ranges only (torch's gpu_user_annotation); empty / null for host ranges.
+                col!(g, OptU32, "device", |r| r.device),
+                col!(g, OptU64, "stream", |r| r.stream),
             ]
         }
         "marks" => {
