@@ -93,8 +93,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         }
     }
-    let mut t = cutrace_trace::native::read(&args.trace, &mut |_, _| {})
-        .or_else(|_| cutrace_trace::open(&args.trace, &mut |_, _| {}))
+    // As `report` reads: progress on stderr for a long read, the reader picked by the input.
+    let mut t = super::report::load(&args.trace)
         .with_context(|| format!("reading {}", args.trace.display()))?;
     if let Some(dir) = &args.csv {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -109,7 +109,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// Reads the trace, showing progress on stderr when it is a terminal or the read takes > 1 s.
-fn load(path: &Path) -> anyhow::Result<Trace> {
+pub(super) fn load(path: &Path) -> anyhow::Result<Trace> {
     let started = Instant::now();
     let tty = std::io::stderr().is_terminal();
     let mut last: Option<Instant> = None;
