@@ -620,3 +620,30 @@ fn crossing_ranges_and_skewed_launches_come_out_right() {
     assert_ne!(step.track, crossing.track);
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+/// Outputs that cannot be written are refused before the read, naming the flag and the path.
+#[test]
+fn an_output_that_cannot_be_written_is_refused_up_front() {
+    let dir = std::env::temp_dir().join(format!("cutrace-perfetto-d-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (flag, out, want) in [
+        ("--perfetto", dir.clone(), "is a directory"),
+        ("--chrome", dir.join("no/such/x.json"), "does not exist"),
+        (
+            "--perfetto",
+            dir.join("no/such/x.pftrace"),
+            "does not exist",
+        ),
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+            .args(["convert", "tests/fixtures/native/nvtx", flag])
+            .arg(&out)
+            .current_dir(root())
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag) && err.contains(want), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -87,7 +87,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     for (flag, out) in [("--chrome", &args.chrome), ("--perfetto", &args.perfetto)] {
         if let Some(out) = out {
-            // Before the (possibly long) read: say at once that the output is in the way.
+            // Before the (possibly long) read: say at once that the output cannot be written.
+            if std::fs::metadata(out).is_ok_and(|m| m.is_dir()) {
+                anyhow::bail!(
+                    "{flag} takes a file name, but {} is a directory",
+                    out.display()
+                );
+            }
+            if let Some(parent) = out.parent().filter(|p| !p.as_os_str().is_empty()) {
+                if !parent.is_dir() {
+                    anyhow::bail!(
+                        "{flag} {}: the folder {} does not exist",
+                        out.display(),
+                        parent.display()
+                    );
+                }
+            }
             if !args.force && std::fs::symlink_metadata(out).is_ok() {
                 return Err(exists(out, flag));
             }
