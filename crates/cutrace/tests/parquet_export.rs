@@ -18,13 +18,19 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn convert(args: &[&str]) -> std::process::Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+/// `cutrace convert ARGS…` from the repository root, whatever its outcome.
+fn run_convert<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cutrace"))
         .arg("convert")
         .args(args)
         .current_dir(root())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+/// `cutrace convert ARGS…`, which must succeed.
+fn convert(args: &[&str]) -> std::process::Output {
+    let out = run_convert(args);
     assert!(
         out.status.success(),
         "{}",
@@ -144,12 +150,11 @@ fn a_table_directory_that_is_a_file_is_refused_before_reading() {
     let f = std::env::temp_dir().join(format!("cutrace-parquet-file-{}", std::process::id()));
     std::fs::write(&f, b"keep me").unwrap();
     for flag in ["--parquet", "--csv"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-            .args(["convert", "tests/fixtures/native/nvtx", flag])
-            .arg(&f)
-            .current_dir(root())
-            .output()
-            .unwrap();
+        let out = run_convert(&[
+            std::ffi::OsStr::new("tests/fixtures/native/nvtx"),
+            std::ffi::OsStr::new(flag),
+            f.as_os_str(),
+        ]);
         assert_eq!(out.status.code(), Some(2));
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
@@ -167,12 +172,11 @@ fn a_failed_export_leaves_the_old_tables_and_no_partial_files() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("syncs.parquet")).unwrap(); // in the way of one table
     std::fs::write(dir.join("kernels.parquet"), b"an older export").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .args(["convert", "tests/fixtures/native/nvtx", "--parquet"])
-        .arg(&dir)
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let out = run_convert(&[
+        std::ffi::OsStr::new("tests/fixtures/native/nvtx"),
+        std::ffi::OsStr::new("--parquet"),
+        dir.as_os_str(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("syncs.parquet"), "{err}");

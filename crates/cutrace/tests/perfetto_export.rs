@@ -276,13 +276,20 @@ fn decode(file: &[u8]) -> Decoded {
     }
 }
 
-fn export(src: &str, out: &Path) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .args(["convert", src, "--perfetto"])
+/// `cutrace convert SRC ARGS… OUT`, run from the repository root.
+fn convert(src: &str, args: &[&str], out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .arg("convert")
+        .arg(src)
+        .args(args)
         .arg(out)
         .current_dir(root())
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+fn export(src: &str, out: &Path) -> String {
+    let o = convert(src, &["--perfetto"], out);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -546,12 +553,7 @@ fn an_existing_file_is_kept_without_force_and_replaced_with_it() {
     std::fs::create_dir_all(&tmp).unwrap();
     let out = tmp.join("t.pftrace");
     std::fs::write(&out, b"mine").unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .args(["convert", "tests/fixtures/native/nvtx", "--perfetto"])
-        .arg(&out)
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let o = convert("tests/fixtures/native/nvtx", &["--perfetto"], &out);
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
@@ -559,17 +561,11 @@ fn an_existing_file_is_kept_without_force_and_replaced_with_it() {
         "{err}"
     );
     assert_eq!(std::fs::read(&out).unwrap(), b"mine");
-    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .args([
-            "convert",
-            "tests/fixtures/native/nvtx",
-            "--force",
-            "--perfetto",
-        ])
-        .arg(&out)
-        .current_dir(root())
-        .output()
-        .unwrap();
+    let o = convert(
+        "tests/fixtures/native/nvtx",
+        &["--force", "--perfetto"],
+        &out,
+    );
     assert!(o.status.success());
     let d = decode(&std::fs::read(&out).unwrap());
     assert_eq!(d.slices.iter().filter(|s| s.cat == "kernel").count(), 22);
@@ -635,12 +631,7 @@ fn an_output_that_cannot_be_written_is_refused_up_front() {
             "does not exist",
         ),
     ] {
-        let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-            .args(["convert", "tests/fixtures/native/nvtx", flag])
-            .arg(&out)
-            .current_dir(root())
-            .output()
-            .unwrap();
+        let o = convert("tests/fixtures/native/nvtx", &[flag], &out);
         assert_eq!(o.status.code(), Some(2));
         let err = String::from_utf8_lossy(&o.stderr);
         assert!(err.contains(flag) && err.contains(want), "{err}");

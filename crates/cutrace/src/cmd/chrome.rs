@@ -216,6 +216,27 @@ impl GpuRows {
     }
 }
 
+/// The first row where `[start, end]` only nests in or follows what is there, with each row the
+/// ends of its events still open at `start` (innermost last); items must come in start order,
+/// and at one start the longer first.
+pub(super) fn place(rows: &mut Vec<Vec<Ns>>, start: Ns, end: Ns) -> usize {
+    let mut r = 0;
+    loop {
+        if r == rows.len() {
+            rows.push(Vec::new());
+        }
+        let st = &mut rows[r];
+        while st.last().is_some_and(|&top| top <= start) {
+            st.pop();
+        }
+        if st.last().is_none_or(|&top| end <= top) {
+            st.push(end);
+            return r;
+        }
+        r += 1;
+    }
+}
+
 pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
     // What one sweep item is: which record, and whether it may move off the stream's row.
     const KERNEL: u8 = 0;
@@ -326,28 +347,10 @@ pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
             group = Some(key);
             rows.iter_mut().for_each(Vec::clear);
         }
-        let fits = |st: &mut Vec<Ns>| {
-            while st.last().is_some_and(|&top| top <= it.start) {
-                st.pop();
-            }
-            st.last().is_none_or(|&top| it.end <= top)
-        };
         // Annotation ranges too: on the stream's row where they fit (as torch.profiler puts
         // them), on a further row where they cross the stream's work (work launched from two
         // threads), which Perfetto would otherwise drop.
-        let row = {
-            let mut r = 0;
-            loop {
-                if r == rows.len() {
-                    rows.push(Vec::new());
-                }
-                if fits(&mut rows[r]) {
-                    rows[r].push(it.end);
-                    break r;
-                }
-                r += 1;
-            }
-        };
+        let row = place(&mut rows, it.start, it.end);
         let slot = u16::try_from(2 * row + usize::from(it.family)).unwrap_or(u16::MAX);
         out.lanes.insert((it.device, it.stream, slot));
         let i = it.index as usize;

@@ -483,14 +483,9 @@ pub fn write_csv(
                     Values::U32(v) => write!(line, "{}", v[row]),
                     Values::U64(v) => write!(line, "{}", v[row]),
                     Values::I32(v) => write!(line, "{}", v[row]),
-                    Values::OptU64(v) => match v[row] {
-                        Some(x) => write!(line, "{x}"),
-                        None => Ok(()),
-                    },
-                    Values::OptU32(v) => match v[row] {
-                        Some(x) => write!(line, "{x}"),
-                        None => Ok(()),
-                    },
+                    // A null is an empty field.
+                    Values::OptU64(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
+                    Values::OptU32(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
                     Values::Str(v) => write!(line, "{}", q(&v[row])),
                 };
             }

@@ -228,23 +228,7 @@ fn host_rows(items: &[Item]) -> Vec<u32> {
     let mut rows: Vec<Vec<Ns>> = Vec::new();
     let mut out = vec![0u32; items.len()];
     for i in order {
-        let (s, e, _) = items[i];
-        let mut r = 0;
-        loop {
-            if r == rows.len() {
-                rows.push(Vec::new());
-            }
-            let st = &mut rows[r];
-            while st.last().is_some_and(|&top| top <= s) {
-                st.pop();
-            }
-            if st.last().is_none_or(|&top| e <= top) {
-                st.push(e);
-                break;
-            }
-            r += 1;
-        }
-        out[i] = r as u32;
+        out[i] = chrome::place(&mut rows, items[i].0, items[i].1) as u32;
     }
     out
 }
@@ -327,32 +311,20 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     for d in devices {
         gpu(&mut tr, d);
     }
-    for (i, k) in t.kernels.iter().enumerate() {
-        let l = lane(&mut tr, k.device, Some(k.stream), rows.kernels[i]);
-        let (s, e) = span(k.start_ns, k.end_ns);
-        tr.list[l as usize]
-            .items
-            .push((s, e, Rec::Kernel(i as u32)));
+    // Kernels, copies, memsets and syncs: on the stream row the Chrome export gives them.
+    macro_rules! place_on_rows {
+        ($records:expr, $slots:expr, $rec:ident, |$r:ident| $stream:expr) => {
+            for (i, $r) in $records.iter().enumerate() {
+                let l = lane(&mut tr, $r.device, $stream, $slots[i]);
+                let (s, e) = span($r.start_ns, $r.end_ns);
+                tr.list[l as usize].items.push((s, e, Rec::$rec(i as u32)));
+            }
+        };
     }
-    for (i, m) in t.memcpys.iter().enumerate() {
-        let l = lane(&mut tr, m.device, Some(m.stream), rows.memcpys[i]);
-        let (s, e) = span(m.start_ns, m.end_ns);
-        tr.list[l as usize]
-            .items
-            .push((s, e, Rec::Memcpy(i as u32)));
-    }
-    for (i, m) in t.memsets.iter().enumerate() {
-        let l = lane(&mut tr, m.device, Some(m.stream), rows.memsets[i]);
-        let (s, e) = span(m.start_ns, m.end_ns);
-        tr.list[l as usize]
-            .items
-            .push((s, e, Rec::Memset(i as u32)));
-    }
-    for (i, y) in t.syncs.iter().enumerate() {
-        let l = lane(&mut tr, y.device, y.stream, rows.syncs[i]);
-        let (s, e) = span(y.start_ns, y.end_ns);
-        tr.list[l as usize].items.push((s, e, Rec::Sync(i as u32)));
-    }
+    place_on_rows!(t.kernels, rows.kernels, Kernel, |r| Some(r.stream));
+    place_on_rows!(t.memcpys, rows.memcpys, Memcpy, |r| Some(r.stream));
+    place_on_rows!(t.memsets, rows.memsets, Memset, |r| Some(r.stream));
+    place_on_rows!(t.syncs, rows.syncs, Sync, |r| r.stream);
     // GPU annotation ranges (torch's `gpu_user_annotation`): rows of their own under their
     // stream, since they may cross the stream's kernels (work launched from two threads), and
     // trace_processor closes the innermost open slice at each end; ranges without a stream
