@@ -56,28 +56,33 @@ def shipped(samples):
 def pooled(paths):
     docs = [(p, json.load(open(p))) for p in paths]
     kind = docs[0][1]["kind"]
-    m = "us_per_launch" if kind == "cpp" else "eager_us_per_op"
+    metrics = ["us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "train_ms_per_step"]
     peers = sorted({n for _, d in docs for n in d["samples"] if n in PEERS})
-    print(f"{kind}: cutrace as shipped ÷ peer ({m}), paired within each run, pooled over runs")
-    print("| peer | runs | repetitions | median | 95 % interval (runs, then repetitions, resampled) | per-run medians | share of repetitions > 1 |")
-    print("|---|---|---|---|---|---|---|")
-    for p in peers:
-        per_run, runs = [], []
-        for path, d in docs:
-            s = d["samples"]
-            ours = shipped(s)
-            if ours is None or p not in s:
-                continue
-            r = [x[m] / y[m] for x, y in zip(s[ours], s[p]) if m in x and m in y]
-            if r:
-                per_run.append(r)
-                runs.append(path.rsplit("/", 1)[-1].split("_")[0])
-        if per_run:
-            pr = [x for r in per_run for x in r]
-            lo, hi = ci_runs(per_run)
-            above = sum(x > 1 for x in pr) / len(pr)
-            meds = ", ".join(f"{statistics.median(r):.3f}" for r in per_run)
-            print(f"| {p} | {', '.join(runs)} | {len(pr)} | {statistics.median(pr):.3f} | {lo:.3f}–{hi:.3f} | {meds} | {above:.0%} |")
+    for m in metrics:
+        rows = []
+        for p in peers:
+            per_run, runs = [], []
+            for path, d in docs:
+                s = d["samples"]
+                ours = shipped(s)
+                if ours is None or p not in s:
+                    continue
+                r = [x[m] / y[m] for x, y in zip(s[ours], s[p]) if m in x and m in y]
+                if r:
+                    per_run.append(r)
+                    runs.append(path.rsplit("/", 1)[-1].split("_")[0])
+            if per_run:
+                pr = [x for r in per_run for x in r]
+                lo, hi = ci_runs(per_run)
+                above = sum(x > 1 for x in pr) / len(pr)
+                meds = ", ".join(f"{statistics.median(r):.3f}" for r in per_run)
+                rows.append(f"| {p} | {', '.join(runs)} | {len(pr)} | {statistics.median(pr):.3f} | {lo:.3f}–{hi:.3f} | {meds} | {above:.0%} |")
+        if not rows:
+            continue
+        print(f"{kind}: cutrace as shipped ÷ peer ({m}), paired within each run, pooled over runs")
+        print("| peer | runs | repetitions | median | 95 % interval (runs, then repetitions, resampled) | per-run medians | share of repetitions > 1 |")
+        print("|---|---|---|---|---|---|---|")
+        print("\n".join(rows))
 
 
 def main():
@@ -100,8 +105,10 @@ def main():
             for d in docs:
                 s, u = d["samples"][n], d["samples"]["untraced"]
                 k = min(len(s), len(u))
-                xs += [x[m] for x in s[:k]]
-                r += [a[m] / b[m] for a, b in zip(s[:k], u[:k])]
+                xs += [x[m] for x in s[:k] if m in x]
+                r += [a[m] / b[m] for a, b in zip(s[:k], u[:k]) if m in a and m in b]
+            if not r:
+                continue
             ratios[n] = r
             lo, hi = ci(r)
             print(f"| {n} | {statistics.median(xs):.3f} | {statistics.median(r):.3f} | {lo:.3f}–{hi:.3f} | {min(r):.2f}–{max(r):.2f} |")

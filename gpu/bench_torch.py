@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch overhead workloads: eager `t + 1.0` on 256 floats (µs per op), timed in batches of
 20k ops (EAGER_BATCHES, default 6), and a realistic training step (ms per step), timed in batches of 25 steps (TRAIN_BATCHES, default 4; 0 skips the
-model entirely, for a shorter eager-only run). Each figure
+model entirely, for a shorter eager-only run; EAGER_BATCHES=0 skips the eager loop, for a
+training-only run). Each figure
 is the median batch, so a burst of noise on the shared machine spoils one batch, not the run;
 the main thread's CPU time per op is reported beside the wall time. --profiler wraps the timed
 loops in torch.profiler (CPU+CUDA). Writes one JSON object to --json PATH (stdout if absent:
@@ -61,11 +62,11 @@ def timed():
             train_step()
         torch.cuda.synchronize()
         train.append((time.perf_counter() - t0) / TRAIN_STEPS * 1e3)
-    r = {
-        "eager_us_per_op": statistics.median(eager),
-        "eager_cpu_us_per_op": statistics.median(eager_cpu),
-        "eager_batches": eager,
-    }
+    r = {}
+    if eager:
+        r["eager_us_per_op"] = statistics.median(eager)
+        r["eager_cpu_us_per_op"] = statistics.median(eager_cpu)
+        r["eager_batches"] = eager
     if train:
         r["train_ms_per_step"] = statistics.median(train)
         r["train_batches"] = train
