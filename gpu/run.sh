@@ -10,7 +10,9 @@
 #   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix; a name matching no variant of
 #                     a workload stops that benchmark before it starts); BENCH_BATCHES (C++ loop),
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
-#   PHASES="..."      any of: correct multiproc crash conflict torch_steps devmem pin bench_cpp bench_torch peers others
+#   PHASES="..."      any of: correct multiproc crash conflict torch_steps devmem pin bench_cpp bench_torch
+#                     bench_ab (configurations alternated inside one process: AB_CONFIGS, AB_ROUNDS,
+#                     AB_DISCARD) peers others
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
 OUT=${OUT:-/tmp/cutrace-out}
@@ -18,6 +20,7 @@ PHASES=${PHASES:-"correct crash conflict torch_steps bench_cpp bench_torch peers
 REPS=${REPS:-7}
 W=/tmp/ct
 rm -rf "$W"; mkdir -p "$W/logs" "$W/fix" "$OUT"
+: >> "$OUT/results.jsonl"
 export PATH="$BIN:/usr/local/cuda/bin:$PATH"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 CT="$BIN/cutrace"
@@ -191,6 +194,18 @@ fi
 if has bench_cpp; then
   log "overhead: C++ 100k tiny kernels"
   BENCH_LAUNCH_ONLY=1 python3 "$G/bench_overhead.py" cpp "$OUT/bench_cpp.json" --reps ${CPP_REPS:-$REPS} --max-seconds ${CPP_SECONDS:-100000} > "$W/bench_cpp.txt" 2> "$W/logs/bench_cpp.err" || { echo "bench_cpp failed:"; tail -3 "$W/logs/bench_cpp.err"; } >&2
+fi
+if has bench_ab; then
+  # Configurations compared inside one process (gpu/bench_ab.py): the reference (cutrace's
+  # defaults) first. AB_CONFIGS (';'-separated) overrides; AB_DISCARD=1 adds the floor's run.
+  D=kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead
+  IFS=';' read -r -a AB <<< "${AB_CONFIGS:-$D|all;$D|lean;kernel,runtime,memcpy,memset,sync|all;kernel,runtime,driver,memcpy,memset,sync|all;kernel,runtime,memcpy,memset,sync,nvtx,overhead|all;kernel,runtime|all;kernel|all;|all}"
+  for k in cpp torch; do
+    for fl in "" ${AB_DISCARD:+--discard}; do
+      log "in-process A/B: $k $fl"
+      python3 "$G/bench_ab.py" $k "$OUT/ab_$k${fl:+_floor}.json" --rounds ${AB_ROUNDS:-15} $fl "${AB[@]}" >> "$W/bench_ab.txt" 2>> "$W/logs/bench_ab.err" || { echo "bench_ab $k failed:"; tail -3 "$W/logs/bench_ab.err"; } >&2
+    done
+  done
 fi
 if has bench_torch; then
   log "overhead: PyTorch eager + training step"

@@ -9,6 +9,7 @@
 //        multiproc K (K child processes, each a traced CUDA process of its own)
 
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
@@ -204,6 +205,57 @@ static void tiny(Report &r, long n, int batches) {
 }
 
 // Host<->device copies on one stream overlapped with compute on another.
+// tiny_ab N ROUNDS "KINDS|API" ...: one process alternates record configurations batch by batch
+// through cutrace's bench hook (`cutrace_bench_set`, CUTRACE_BENCH_HOOK=1 under `cutrace record`),
+// timing N launches per configuration per round, the order reversed every other round. Ratios
+// between configurations of the same round are free of the process-to-process spread.
+static int tiny_ab(Report &r, long n, int rounds, const std::vector<std::string> &configs) {
+  typedef int (*set_fn)(const char *, const char *);
+  set_fn set = (set_fn)dlsym(RTLD_DEFAULT, "cutrace_bench_set");
+  if (!set) {
+    fprintf(stderr, "tiny_ab: cutrace_bench_set not found: run under `cutrace record` with CUTRACE_BENCH_HOOK=1\n");
+    return 3;
+  }
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  size_t k = configs.size();
+  std::vector<std::vector<double>> us(k);
+  for (int round = 0; round < rounds; round++) {
+    for (size_t j = 0; j < k; j++) {
+      size_t c = round % 2 ? k - 1 - j : j;
+      std::string kinds = configs[c], api = "all";
+      size_t bar = kinds.find('|');
+      if (bar != std::string::npos) {
+        api = kinds.substr(bar + 1);
+        kinds = kinds.substr(0, bar);
+      }
+      CK(cudaStreamSynchronize(s));
+      int rc = set(kinds.c_str(), api.c_str());
+      if (rc != 0) {
+        fprintf(stderr, "tiny_ab: cutrace_bench_set(\"%s\", \"%s\") = %d\n", kinds.c_str(), api.c_str(), rc);
+        return 3;
+      }
+      for (int i = 0; i < 2000; i++) empty_kernel<<<1, 1, 0, s>>>();
+      CK(cudaStreamSynchronize(s));
+      double t0 = now_us();
+      for (long i = 0; i < n; i++) empty_kernel<<<1, 1, 0, s>>>();
+      CK(cudaStreamSynchronize(s));
+      us[c].push_back((now_us() - t0) / n);
+    }
+  }
+  std::string b = ",\"ab\":{\"launches\":" + std::to_string(n) + ",\"rounds\":" + std::to_string(rounds) + ",\"configs\":[";
+  for (size_t c = 0; c < k; c++) b += std::string(c ? "," : "") + "\"" + configs[c] + "\"";
+  b += "],\"us_per_launch\":[";
+  for (size_t c = 0; c < k; c++) {
+    b += c ? ",[" : "[";
+    for (size_t i = 0; i < us[c].size(); i++) b += (i ? "," : "") + std::to_string(us[c][i]);
+    b += "]";
+  }
+  b += "]}";
+  r.extra += b;
+  return 0;
+}
+
 static void copy_overlap(Report &r) {
   const int chunks = 8;
   const size_t n = 8 << 20;  // floats per chunk (32 MiB)
@@ -376,7 +428,8 @@ int main(int argc, char **argv) {
   if (argc < 2) {
     fprintf(stderr,
             "usage: %s MODE [ARG] [--json PATH] [--batches B]\n  modes: two_streams tiny [N] copy_overlap "
-            "graph threads8 nvtx longrun SECONDS\n",
+            "graph threads8 nvtx longrun SECONDS\n"
+            "         tiny_ab N ROUNDS 'KINDS|API'... (under cutrace record, CUTRACE_BENCH_HOOK=1)\n",
             argv[0]);
     return 2;
   }
@@ -450,6 +503,8 @@ int main(int argc, char **argv) {
   else if (r.mode == "threads8") threads8(r);
   else if (r.mode == "nvtx") nvtx(r);
   else if (r.mode == "longrun") rc = longrun(r, args.size() > 1 ? atof(args[1].c_str()) : 10.0);
+  else if (r.mode == "tiny_ab" && args.size() > 3)
+    rc = tiny_ab(r, atol(args[1].c_str()), atoi(args[2].c_str()), std::vector<std::string>(args.begin() + 3, args.end()));
   else {
     fprintf(stderr, "unknown mode %s\n", r.mode.c_str());
     return 2;

@@ -54,31 +54,41 @@ pub struct Config {
     pub notes: Vec<String>,
 }
 
+/// Activity kinds from a comma-separated list of cutrace's names (`kernel,runtime,...`), in
+/// order, without repeats; `kernel` means CONCURRENT_KERNEL, or the serializing KERNEL kind with
+/// `serialize_kernels`. The second list holds the names that are not kinds.
+pub fn parse_kinds(text: &str, serialize_kernels: bool) -> (Vec<u32>, Vec<String>) {
+    let mut kinds = Vec::new();
+    let mut unknown = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        match KIND_NAMES.iter().find(|(n, _)| *n == name) {
+            Some(&(_, k)) => {
+                let k = if k == kind::CONCURRENT_KERNEL && serialize_kernels {
+                    kind::KERNEL
+                } else {
+                    k
+                };
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
+            None => unknown.push(name.to_string()),
+        }
+    }
+    (kinds, unknown)
+}
+
 impl Config {
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Config {
         let mut notes = Vec::new();
         let serialize_kernels = env("CUTRACE_SERIALIZE_KERNELS").as_deref() == Some("1");
         let kinds_text = env("CUTRACE_KINDS").unwrap_or_else(|| DEFAULT_KINDS.into());
-        let mut kinds = Vec::new();
-        for name in kinds_text
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-        {
-            match KIND_NAMES.iter().find(|(n, _)| *n == name) {
-                Some(&(_, k)) => {
-                    let k = if k == kind::CONCURRENT_KERNEL && serialize_kernels {
-                        kind::KERNEL
-                    } else {
-                        k
-                    };
-                    if !kinds.contains(&k) {
-                        kinds.push(k);
-                    }
-                }
-                None => notes.push(format!("unknown activity kind '{name}' ignored")),
-            }
-        }
+        let (kinds, unknown) = parse_kinds(&kinds_text, serialize_kernels);
+        notes.extend(
+            unknown
+                .into_iter()
+                .map(|name| format!("unknown activity kind '{name}' ignored")),
+        );
         let buffer_bytes = match env("CUTRACE_BUFFER_BYTES").map(|s| s.parse::<usize>()) {
             None => DEFAULT_BUFFER_BYTES,
             Some(Ok(b)) if (MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&b) => b,

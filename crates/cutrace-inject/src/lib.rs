@@ -12,6 +12,7 @@
 //! own CUPTI users (`interpose.rs`), to tell them in one line why they get nothing.
 
 pub mod api_filter;
+pub mod bench_hook;
 pub mod config;
 pub mod decode;
 mod interpose;
@@ -203,65 +204,16 @@ fn init() -> Result<(), String> {
     cupti
         .register_callbacks(buffer_requested, buffer_completed)
         .map_err(|e| refusal("cuptiActivityRegisterCallbacks", &e))?;
-    let mut enabled = Vec::new();
-    let mut api_records: Vec<(bool, u32)> = Vec::new();
-    let mut filtered: [Option<Outcome>; 2] = [None, None];
-    let filter_api = config.api_mode != ApiMode::All;
-    for &k in &config.kinds {
-        let r = if k == kind::RUNTIME && config.runtime_cbids.is_some() {
-            let mut r = Ok(());
-            for &cbid in config.runtime_cbids.as_deref().unwrap_or(&[]) {
-                match cupti.enable_api_record(false, cbid, true) {
-                    Ok(()) => api_records.push((false, cbid)),
-                    Err(e) => r = Err(e),
-                }
-            }
-            if filter_api {
-                notes.push(format!(
-                    "CUTRACE_RUNTIME_CBIDS decides which runtime calls are recorded; --api {} \
-                     applies to driver calls only",
-                    config.api_mode.name()
-                ));
-            }
-            r
-        } else if filter_api && (k == kind::RUNTIME || k == kind::DRIVER) {
-            let driver = k == kind::DRIVER;
-            enable_api_calls(
-                &cupti,
-                driver,
-                config.api_mode,
-                &mut notes,
-                &mut api_records,
-            )
-            .map(|o| filtered[usize::from(driver)] = o)
-        } else {
-            cupti.enable(k)
-        };
-        match r {
-            Ok(()) => enabled.push(k),
-            Err(e) if is_fatal(&e) => {
-                for &k in &enabled {
-                    let _ = cupti.disable(k);
-                }
-                return Err(refusal("cuptiActivityEnable", &e));
-            }
-            Err(e) => notes.push(format!("{} not enabled: {e}", kind::name(k))),
-        }
-    }
-    if filtered.iter().any(Option::is_some) {
-        let [runtime, driver] = &filtered;
-        notes.push(api_filter::note(
-            config.api_mode,
-            runtime.as_ref(),
-            driver.as_ref(),
-        ));
-    }
-    // The kinds turned on whole: not RUNTIME/DRIVER where only some callback ids were.
-    let by_id = |k: u32| {
-        (k == kind::RUNTIME && (config.runtime_cbids.is_some() || filtered[0].is_some()))
-            || (k == kind::DRIVER && filtered[1].is_some())
-    };
-    let mut enabled_kinds: Vec<u32> = enabled.iter().copied().filter(|&k| !by_id(k)).collect();
+    let on = enable_kinds(
+        &cupti,
+        &config.kinds,
+        config.api_mode,
+        config.runtime_cbids.as_deref(),
+        &mut notes,
+    )?;
+    let enabled = on.kinds;
+    let api_records = on.by_id;
+    let mut enabled_kinds = on.whole;
     if cupti.enable(kind::DEVICE).is_ok() {
         enabled_kinds.push(kind::DEVICE);
     } else {
@@ -308,6 +260,88 @@ fn init() -> Result<(), String> {
     TRACING.store(true, Ordering::SeqCst);
     claim.keep();
     Ok(())
+}
+
+/// What [`enable_kinds`] turned on.
+struct Enabled {
+    /// The kinds asked for that are on, whole or for some callback ids.
+    kinds: Vec<u32>,
+    /// The kinds turned on whole: not RUNTIME/DRIVER where only some callback ids are.
+    whole: Vec<u32>,
+    /// RUNTIME (`false`) or DRIVER (`true`) callback ids whose calls get records.
+    by_id: Vec<(bool, u32)>,
+}
+
+/// Turns on `kinds`, RUNTIME/DRIVER records filtered by `api_mode` (or, for RUNTIME, only
+/// `runtime_cbids`). A kind CUPTI refuses is left off with a note; an error that means CUPTI
+/// cannot trace at all turns off everything this call turned on and refuses.
+fn enable_kinds(
+    cupti: &Cupti,
+    kinds: &[u32],
+    api_mode: ApiMode,
+    runtime_cbids: Option<&[u32]>,
+    notes: &mut Vec<String>,
+) -> Result<Enabled, String> {
+    let mut enabled = Vec::new();
+    let mut api_records: Vec<(bool, u32)> = Vec::new();
+    let mut filtered: [Option<Outcome>; 2] = [None, None];
+    let filter_api = api_mode != ApiMode::All;
+    for &k in kinds {
+        let r = if let (true, Some(cbids)) = (k == kind::RUNTIME, runtime_cbids) {
+            let mut r = Ok(());
+            for &cbid in cbids {
+                match cupti.enable_api_record(false, cbid, true) {
+                    Ok(()) => api_records.push((false, cbid)),
+                    Err(e) => r = Err(e),
+                }
+            }
+            if filter_api {
+                notes.push(format!(
+                    "CUTRACE_RUNTIME_CBIDS decides which runtime calls are recorded; --api {} \
+                     applies to driver calls only",
+                    api_mode.name()
+                ));
+            }
+            r
+        } else if filter_api && (k == kind::RUNTIME || k == kind::DRIVER) {
+            let driver = k == kind::DRIVER;
+            enable_api_calls(cupti, driver, api_mode, notes, &mut api_records)
+                .map(|o| filtered[usize::from(driver)] = o)
+        } else {
+            cupti.enable(k)
+        };
+        match r {
+            Ok(()) => enabled.push(k),
+            Err(e) if is_fatal(&e) => {
+                for &k in &enabled {
+                    let _ = cupti.disable(k);
+                }
+                for &(driver, cbid) in &api_records {
+                    let _ = cupti.enable_api_record(driver, cbid, false);
+                }
+                return Err(refusal("cuptiActivityEnable", &e));
+            }
+            Err(e) => notes.push(format!("{} not enabled: {e}", kind::name(k))),
+        }
+    }
+    if filtered.iter().any(Option::is_some) {
+        let [runtime, driver] = &filtered;
+        notes.push(api_filter::note(
+            api_mode,
+            runtime.as_ref(),
+            driver.as_ref(),
+        ));
+    }
+    let by_id = |k: u32| {
+        (k == kind::RUNTIME && (runtime_cbids.is_some() || filtered[0].is_some()))
+            || (k == kind::DRIVER && filtered[1].is_some())
+    };
+    let whole = enabled.iter().copied().filter(|&k| !by_id(k)).collect();
+    Ok(Enabled {
+        kinds: enabled,
+        whole,
+        by_id: api_records,
+    })
 }
 
 /// Enables RUNTIME (or DRIVER) records for the calls `mode` keeps, one callback id at a time,
