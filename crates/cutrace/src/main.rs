@@ -27,8 +27,21 @@ enum Command {
     Dcgm(cmd::dcgm::Args),
 }
 
+/// `cutrace record`'s own failures exit 125 (as `env`, `timeout` and `docker run` do), so they
+/// cannot be mistaken for the traced program's exit status; every other subcommand exits 2.
+const RECORD_FAILED: i32 = 125;
+
 fn main() {
-    let cli = Cli::parse();
+    let is_record = std::env::args_os().nth(1).is_some_and(|a| a == "record");
+    let failed = if is_record { RECORD_FAILED } else { 2 };
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if !e.use_stderr() => e.exit(),
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(failed);
+        }
+    };
     let result = match cli.command {
         Command::Report(a) => cmd::report::run(a),
         Command::Record(a) => cmd::record::run(a),
@@ -44,7 +57,7 @@ fn main() {
             for cause in e.chain().skip(1) {
                 eprintln!("  caused by: {cause}");
             }
-            std::process::exit(2);
+            std::process::exit(failed);
         }
     }
 }

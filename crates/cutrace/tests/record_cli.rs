@@ -12,7 +12,8 @@ fn setup(name: &str) -> (PathBuf, PathBuf) {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let lib = dir.join("libcutrace_inject.so");
-    std::fs::write(&lib, b"not really a library").unwrap();
+    // An ELF header and nothing else: cutrace checks the magic; `sh` never loads CUDA.
+    std::fs::write(&lib, b"\x7fELF, not really a library").unwrap();
     (dir, lib)
 }
 
@@ -206,7 +207,8 @@ fn bad_kind_and_missing_program_are_explained() {
         .current_dir(&dir)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    // cutrace's own failures exit 125, never a status the program could have given.
+    assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown activity kind 'warp'"));
     let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
         .env("CUTRACE_INJECT_LIB", &lib)
@@ -217,6 +219,177 @@ fn bad_kind_and_missing_program_are_explained() {
         .unwrap();
     assert_eq!(out.status.code(), Some(127));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /nonexistent/program"));
+    assert!(
+        !dir.join("t2").exists(),
+        "a program that cannot start leaves no trace directory"
+    );
+}
+
+/// Runs `cutrace record ARGS` in `dir`; (status, stderr).
+fn record_args(dir: &Path, lib: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", lib)
+        .env_remove("CUDA_INJECTION64_PATH")
+        .arg("record")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_program_that_cannot_start_is_named_with_the_reason_and_leaves_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, lib) = setup("cannot-start");
+    std::fs::write(dir.join("bad.py"), "#!/nonexistent/python9\nprint(1)\n").unwrap();
+    std::fs::set_permissions(dir.join("bad.py"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(dir.join("plain.sh"), "echo hi\n").unwrap();
+    std::fs::set_permissions(dir.join("plain.sh"), std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(dir.join("train.py"), "print(1)\n").unwrap();
+    std::fs::create_dir(dir.join("sub")).unwrap();
+    let cases: &[(&str, i32, &str)] = &[
+        ("nosuchprog_cutrace_test", 127, "command not found in PATH"),
+        ("./sub", 126, "a directory, not a program"),
+        ("./plain.sh", 126, "not executable; `chmod +x ./plain.sh`"),
+        (
+            "./bad.py",
+            126,
+            "its interpreter /nonexistent/python9 (the #! line) does not exist",
+        ),
+        (
+            "train.py",
+            127,
+            "run it as ./train.py, or through its interpreter",
+        ),
+    ];
+    for (i, (prog, code, why)) in cases.iter().enumerate() {
+        let out = format!("t{i}");
+        let (status, err) = record_args(&dir, &lib, &["-o", &out, "--", prog]);
+        assert_eq!(status, Some(*code), "{prog}: {err}");
+        assert!(err.contains(why), "{prog}: {err}");
+        assert!(!err.contains("recording into"), "{prog}: {err}");
+        assert!(
+            !dir.join(&out).exists(),
+            "{prog}: a trace directory was left"
+        );
+    }
+}
+
+#[test]
+fn mistyped_options_and_bad_output_directories_are_refused_before_the_program_runs() {
+    use std::os::unix::fs::PermissionsExt;
+    let (dir, lib) = setup("refuse");
+    // A mistyped option is not taken for the program's name.
+    let (status, err) = record_args(&dir, &lib, &["--ouput", "r", "--", "touch", "ran"]);
+    assert_eq!(status, Some(125), "{err}");
+    assert!(
+        err.contains("a similar argument exists: '--output'"),
+        "{err}"
+    );
+    // An option of cutrace's after the program's name is the program's.
+    let (status, err) = record_args(&dir, &lib, &["-o", "r0", "sh", "-c", "exit 4", "-o"]);
+    assert_eq!(status, Some(4), "{err}");
+    std::fs::write(dir.join("afile"), "x").unwrap();
+    std::os::unix::fs::symlink(dir.join("nowhere"), dir.join("dangling")).unwrap();
+    for (out, why) in [
+        ("afile", "exists and is not a directory"),
+        ("dangling", "exists and is a link to nothing"),
+    ] {
+        let (status, err) = record_args(&dir, &lib, &["-o", out, "--", "touch", "ran"]);
+        assert_eq!(status, Some(125), "{out}: {err}");
+        assert!(err.contains(why), "{out}: {err}");
+    }
+    assert!(!dir.join("ran").exists(), "the program ran after a refusal");
+    // A directory parts cannot be created in is found now, not when the program starts CUDA.
+    // (root writes anywhere: the check is only observable as another user.)
+    let ro = dir.join("ro");
+    std::fs::create_dir(&ro).unwrap();
+    std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let probe = ro.join("probe");
+    let root = std::fs::write(&probe, "x").is_ok();
+    let _ = std::fs::remove_file(&probe);
+    if root {
+        eprintln!("SKIPPED (part): the read-only directory check needs a non-root user");
+    } else {
+        let (status, err) = record_args(&dir, &lib, &["-o", "ro", "--", "touch", "ran"]);
+        assert_eq!(status, Some(125), "{err}");
+        assert!(err.contains("cannot create trace parts in"), "{err}");
+        assert!(!dir.join("ran").exists());
+    }
+    // A file that is not a shared library is refused as the injection library.
+    std::fs::write(dir.join("fake.so"), "text").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", dir.join("fake.so"))
+        .args(["record", "-o"])
+        .arg(dir.join("r1"))
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a shared library"));
+}
+
+#[test]
+fn warnings_fit_the_kinds_and_quiet_keeps_only_them() {
+    let (dir, lib) = setup("warn");
+    let (status, err) = record_args(
+        &dir,
+        &lib,
+        &["--kinds", "kernel, runtime", "-o", "a", "--", "true"],
+    );
+    assert_eq!(
+        status,
+        Some(0),
+        "spaces after commas are not part of the names: {err}"
+    );
+    let (_, err) = record_args(&dir, &lib, &["--kinds", "sync", "-o", "b", "--", "true"]);
+    assert!(
+        !err.contains("orphan"),
+        "no kernels, copies or memsets: {err}"
+    );
+    let (_, err) = record_args(&dir, &lib, &["--kinds", "memcpy", "-o", "c", "--", "true"]);
+    assert!(
+        err.contains("copies and memsets recorded cannot be joined"),
+        "{err}"
+    );
+    let (_, err) = record_args(
+        &dir,
+        &lib,
+        &[
+            "--serialize-kernels",
+            "--kinds",
+            "runtime",
+            "-o",
+            "d",
+            "--",
+            "true",
+        ],
+    );
+    assert!(err.contains("--serialize-kernels has no effect"), "{err}");
+    let (_, err) = record_args(
+        &dir,
+        &lib,
+        &[
+            "--api", "lean", "--kinds", "kernel", "-o", "e", "--", "true",
+        ],
+    );
+    assert!(err.contains("--api lean has no effect"), "{err}");
+    let (_, err) = record_args(&dir, &lib, &["-o", "my run", "--", "true"]);
+    assert!(
+        err.contains("`cutrace report '"),
+        "a path with a space is quoted: {err}"
+    );
+    let (status, err) = record_args(
+        &dir,
+        &lib,
+        &["-q", "--no-preload", "-o", "f", "--", "sh", "-c", "exit 3"],
+    );
+    assert_eq!(status, Some(3));
+    assert!(!err.contains("cutrace"), "--quiet: {err}");
 }
 
 #[test]

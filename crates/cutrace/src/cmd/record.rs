@@ -78,6 +78,11 @@ impl ApiRecords {
   cutrace record --api lean -o run1 -- python3 train.py      fewer API records (no state queries)
   cutrace report run1                                        then read it
 
+Exit status: the program's own, exactly (cutrace becomes the program). Before the program
+starts: 125 when cutrace itself fails (a bad option or output directory, no injection library),
+126 when the program is found but cannot be run (a directory, not executable, its #! interpreter
+missing), 127 when it is not found.
+
 The runtime kind is what joins kernels launched through the CUDA runtime to their launch call
 (with the driver kind alone, every such kernel is an orphan); the driver kind adds programs that
 launch through the driver API (Triton, JAX, CuPy raw kernels). A program that starts its own
@@ -116,11 +121,16 @@ pub struct Args {
     /// mount namespace, prints one ld.so "cannot be preloaded" line: use --no-preload for those.
     #[arg(long)]
     no_preload: bool,
+    /// Print nothing of cutrace's own but warnings and errors (no "recording into" line, no
+    /// notes).
+    #[arg(short, long)]
+    quiet: bool,
     /// Benchmark floor: enable the same kinds but discard every record (writes no trace).
     #[arg(long, hide = true)]
     discard: bool,
     /// The program and its arguments (after `--`).
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    /// An option of cutrace's that comes after the program's name is the program's.
+    #[arg(required = true, trailing_var_arg = true)]
     command: Vec<OsString>,
 }
 
@@ -132,6 +142,13 @@ pub fn find_inject_lib(env_value: Option<OsString>, exe: Option<&Path>) -> anyho
         if !p.is_file() {
             bail!(
                 "CUTRACE_INJECT_LIB={} is not a file; point it at {INJECT_LIB_NAME}",
+                p.display()
+            );
+        }
+        if !is_elf(&p) {
+            bail!(
+                "CUTRACE_INJECT_LIB={} is not a shared library (no ELF header); point it at \
+                 {INJECT_LIB_NAME}",
                 p.display()
             );
         }
@@ -156,6 +173,137 @@ pub fn find_inject_lib(env_value: Option<OsString>, exe: Option<&Path>) -> anyho
          CUTRACE_INJECT_LIB",
         tried.join(", ")
     )
+}
+
+fn is_elf(p: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(p)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok()
+        && magic == *b"\x7fELF"
+}
+
+/// Why a program cannot be started, found before anything is created: the exit status a shell
+/// would give (126 found but not runnable, 127 not found) and the message.
+#[derive(Debug)]
+pub struct CannotRun {
+    pub code: i32,
+    pub message: String,
+}
+
+/// Finds `prog` as `execvp` will: a name with a `/` is a path; any other name is looked up in
+/// `path` (`PATH`'s value). The checks `exec` would fail on are made here, so that a failed
+/// start leaves no trace directory and says why in the user's terms.
+pub fn resolve_program(
+    prog: &OsStr,
+    path: Option<&OsStr>,
+    cwd: &Path,
+) -> Result<PathBuf, CannotRun> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = Path::new(prog).display().to_string();
+    let runnable = |p: &Path| -> Result<(), CannotRun> {
+        let md = std::fs::metadata(p).map_err(|e| CannotRun {
+            code: 127,
+            message: if e.kind() == std::io::ErrorKind::NotFound {
+                format!("{shown}: no such file")
+            } else {
+                format!("{shown}: {e}")
+            },
+        })?;
+        if md.is_dir() {
+            return Err(CannotRun {
+                code: 126,
+                message: format!("{shown}: a directory, not a program"),
+            });
+        }
+        if md.permissions().mode() & 0o111 == 0 {
+            return Err(CannotRun {
+                code: 126,
+                message: format!(
+                    "{shown}: not executable; `chmod +x {shown}`, or run it through its \
+                     interpreter (e.g. `python3 {shown}`)"
+                ),
+            });
+        }
+        if let Some(interp) = missing_interpreter(p) {
+            if interp.starts_with('/') && !Path::new(&interp).exists() {
+                return Err(CannotRun {
+                    code: 126,
+                    message: format!(
+                        "{shown}: its interpreter {interp} (the #! line) does not exist; install \
+                         it or fix the #! line"
+                    ),
+                });
+            }
+        }
+        Ok(())
+    };
+    let bytes = prog.as_bytes();
+    if bytes.is_empty() {
+        return Err(CannotRun {
+            code: 127,
+            message: "the program's name is empty".into(),
+        });
+    }
+    if bytes.contains(&b'/') {
+        runnable(Path::new(prog))?;
+        return Ok(PathBuf::from(prog));
+    }
+    for dir in path
+        .map(OsStr::as_bytes)
+        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin")
+        .split(|&b| b == b':')
+    {
+        // An empty PATH entry means the current directory.
+        let dir = if dir.is_empty() {
+            cwd.to_path_buf()
+        } else {
+            PathBuf::from(OsStr::from_bytes(dir))
+        };
+        let cand = dir.join(prog);
+        if cand.is_file() && runnable(&cand).is_ok() {
+            return Ok(cand);
+        }
+    }
+    let here = cwd.join(prog);
+    let message = if here.is_file() {
+        format!(
+            "{shown}: command not found in PATH; there is a file {shown} here: run it as \
+             ./{shown}, or through its interpreter (e.g. `python3 {shown}`)"
+        )
+    } else {
+        format!("{shown}: command not found in PATH")
+    };
+    Err(CannotRun { code: 127, message })
+}
+
+/// Why `exec` of a file that exists failed with ENOENT: its `#!` interpreter is missing.
+fn missing_interpreter(p: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(p)
+        .and_then(|mut f| f.read(&mut head))
+        .ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let interp = String::from_utf8_lossy(line)
+        .split_whitespace()
+        .next()?
+        .to_string();
+    Some(interp)
+}
+
+/// `p` as it can be pasted into a shell.
+pub fn shell_quote(p: &str) -> String {
+    let plain = !p.is_empty()
+        && p.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_./-+:,@%=".contains(&b));
+    if plain {
+        p.to_string()
+    } else {
+        format!("'{}'", p.replace('\'', "'\\''"))
+    }
 }
 
 /// The environment `record` gives the program (names and values), pure for tests.
@@ -215,7 +363,14 @@ pub fn preload_value(inject: &Path, existing: Option<&OsStr>) -> Option<OsString
     Some(OsString::from_vec(value))
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
+pub fn run(mut args: Args) -> anyhow::Result<i32> {
+    // `--kinds "kernel, runtime"`: the spaces are not part of the names.
+    args.kinds = args
+        .kinds
+        .iter()
+        .map(|k| k.trim().to_string())
+        .filter(|k| !k.is_empty())
+        .collect();
     for k in &args.kinds {
         if !KINDS.iter().any(|(n, _)| n == k) {
             let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
@@ -225,27 +380,45 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             );
         }
     }
-    if !args.kinds.iter().any(|k| k == "runtime" || k == "driver") {
+    let has = |k: &str| args.kinds.iter().any(|x| x == k);
+    let api_kinds = has("runtime") || has("driver");
+    if !api_kinds && (has("kernel") || has("memcpy") || has("memset")) {
         eprintln!(
-            "cutrace: warning: neither 'runtime' nor 'driver' is recorded, so kernels cannot be \
-             joined to their launch calls (every kernel will be an orphan)"
+            "cutrace: warning: neither 'runtime' nor 'driver' is recorded, so the kernels, copies \
+             and memsets recorded cannot be joined to their launch calls (each will be an orphan)"
         );
     }
     if args.serialize_kernels {
+        if has("kernel") {
+            eprintln!(
+                "cutrace: warning: --serialize-kernels records the KERNEL kind, which serializes \
+                 every kernel on the GPU: the program's concurrency (and so its timing) changes"
+            );
+        } else {
+            eprintln!(
+                "cutrace: warning: --serialize-kernels has no effect: the 'kernel' kind is not \
+                 recorded"
+            );
+        }
+    }
+    if args.api != ApiRecords::All && !api_kinds {
         eprintln!(
-            "cutrace: warning: --serialize-kernels records the KERNEL kind, which serializes every \
-             kernel on the GPU: the program's concurrency (and so its timing) changes"
+            "cutrace: warning: --api {} has no effect: neither 'runtime' nor 'driver' is recorded",
+            args.api.env_value()
         );
+    }
+    let (prog, rest) = args
+        .command
+        .split_first()
+        .context("no command given: cutrace record [OPTIONS] -- CMD ARGS...")?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    if let Err(e) = resolve_program(prog, std::env::var_os("PATH").as_deref(), &cwd) {
+        eprintln!("cutrace: cannot run {}", e.message);
+        return Ok(e.code);
     }
     let exe = std::env::current_exe().ok();
     let inject = find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe.as_deref())?;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&args.output)
-        .with_context(|| format!("creating the trace directory {}", args.output.display()))?;
-    let out_dir = std::fs::canonicalize(&args.output)
-        .with_context(|| format!("resolving {}", args.output.display()))?;
+    let (out_dir, created) = prepare_output(&args.output)?;
     let earlier = std::fs::read_dir(&out_dir)
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -302,35 +475,101 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             );
         }
     }
-    if earlier > 0 {
+    if earlier > 0 && !args.quiet {
         eprintln!(
             "cutrace: note: {} already holds {earlier} part(s) from earlier runs; `cutrace report` \
              on it reads them together (use a fresh -o to keep runs apart)",
             out_dir.display()
         );
     }
-    eprintln!(
-        "cutrace: recording into {} (one HOST-PID.cutrace part per CUDA process); then run \
-         `cutrace report {}`",
-        out_dir.display(),
-        out_dir.display()
-    );
-    let (prog, rest) = args
-        .command
-        .split_first()
-        .context("no command given: cutrace record [OPTIONS] -- CMD ARGS...")?;
+    if !args.quiet {
+        eprintln!(
+            "cutrace: recording into {} (one HOST-PID.cutrace part per CUDA process); then run \
+             `cutrace report {}`",
+            out_dir.display(),
+            shell_quote(&out_dir.display().to_string())
+        );
+    }
     let err = std::process::Command::new(prog)
         .args(rest)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
         .exec();
     // exec only returns on failure; exit like a shell does.
-    let code = if err.kind() == std::io::ErrorKind::NotFound {
+    let code = if err.kind() == std::io::ErrorKind::NotFound && !Path::new(prog).exists() {
         127
     } else {
         126
     };
-    eprintln!("cutrace: cannot run {}: {err}", Path::new(prog).display());
+    const ENOEXEC: i32 = 8;
+    let interp = (err.kind() == std::io::ErrorKind::NotFound)
+        .then(|| missing_interpreter(Path::new(prog)))
+        .flatten();
+    let why = match interp {
+        Some(interp) => format!(
+            "its interpreter {interp} (the #! line) was not found; install it or fix the #! line"
+        ),
+        None if err.raw_os_error() == Some(ENOEXEC) => {
+            "not a program this machine can run (exec format error)".into()
+        }
+        None => err.to_string(),
+    };
+    eprintln!("cutrace: cannot run {}: {why}", Path::new(prog).display());
+    if created {
+        // Nothing ran: the directory this run made goes too (it is empty).
+        let _ = std::fs::remove_dir(&out_dir);
+    }
     Ok(code)
+}
+
+/// Creates (or reuses) the trace directory and checks, before the program starts, that parts
+/// can be created in it: a failure found later would only show once the program starts CUDA,
+/// perhaps hours into a run.
+/// The directory, and whether this call created it.
+fn prepare_output(dir: &Path) -> anyhow::Result<(PathBuf, bool)> {
+    if let Ok(md) = std::fs::symlink_metadata(dir) {
+        let what = if md.file_type().is_symlink() && std::fs::metadata(dir).is_err() {
+            Some("a link to nothing")
+        } else if !dir.is_dir() {
+            Some("not a directory")
+        } else {
+            None
+        };
+        if let Some(what) = what {
+            bail!(
+                "-o {} exists and is {what}: the trace is a directory (one part per process); \
+                 pass -o a new or existing directory",
+                dir.display()
+            );
+        }
+    }
+    let existed = dir.is_dir();
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .with_context(|| format!("creating the trace directory {}", dir.display()))?;
+    let out_dir =
+        std::fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
+    let probe = out_dir.join(format!(".cutrace-probe-{}", std::process::id()));
+    let made = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe);
+    match made {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&probe);
+        }
+        Err(e) => {
+            if !existed {
+                let _ = std::fs::remove_dir(&out_dir);
+            }
+            bail!(
+                "cannot create trace parts in {} ({e}); choose a directory you can write with -o",
+                out_dir.display()
+            );
+        }
+    }
+    Ok((out_dir, !existed))
 }
 
 #[cfg(test)]
@@ -399,5 +638,40 @@ mod tests {
         let p = find_inject_lib(None, Some(&exe)).unwrap();
         assert!(p.is_absolute());
         assert!(find_inject_lib(Some("/nonexistent.so".into()), Some(&exe)).is_err());
+    }
+
+    #[test]
+    fn paths_are_quoted_for_the_shell_only_when_needed() {
+        assert_eq!(shell_quote("/tmp/run1"), "/tmp/run1");
+        assert_eq!(shell_quote("/tmp/my run"), "'/tmp/my run'");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn programs_are_found_as_execvp_finds_them() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("cutrace-resolve-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        let tool = dir.join("bin/tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = OsString::from(format!("/nonexistent:{}", dir.join("bin").display()));
+        assert_eq!(
+            resolve_program(OsStr::new("tool"), Some(&path), &dir).unwrap(),
+            tool
+        );
+        // An empty PATH entry is the current directory.
+        let here = OsString::from("/nonexistent:");
+        assert_eq!(
+            resolve_program(OsStr::new("tool"), Some(&here), &dir.join("bin")).unwrap(),
+            tool
+        );
+        let e = resolve_program(OsStr::new("tool"), Some(OsStr::new("/nonexistent")), &dir)
+            .unwrap_err();
+        assert_eq!(e.code, 127);
+        assert!(resolve_program(OsStr::new(""), None, &dir).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
