@@ -201,7 +201,8 @@ if has bench_ab; then
   D=kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead
   IFS=';' read -r -a AB <<< "${AB_CONFIGS:-$D|all;$D|lean;kernel,runtime,memcpy,memset,sync|all;kernel,runtime,driver,memcpy,memset,sync|all;kernel,runtime,memcpy,memset,sync,nvtx,overhead|all;kernel,runtime|all;kernel|all;|all}"
   for k in cpp torch; do
-    for fl in "" ${AB_DISCARD:+--discard}; do
+    fls=(""); [ "${AB_DISCARD:-0}" = 1 ] && fls+=(--discard)
+    for fl in "${fls[@]}"; do
       log "in-process A/B: $k $fl"
       python3 "$G/bench_ab.py" $k "$OUT/ab_$k${fl:+_floor}.json" --rounds ${AB_ROUNDS:-15} $fl "${AB[@]}" >> "$W/bench_ab.txt" 2>> "$W/logs/bench_ab.err" || { echo "bench_ab $k failed:"; tail -3 "$W/logs/bench_ab.err"; } >&2
     done

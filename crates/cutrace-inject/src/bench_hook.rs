@@ -7,21 +7,32 @@
 //! process (BENCHMARKS.md, "Record overhead").
 //!
 //! The trace of such a process is for timing only: its header names the kinds asked for at the
-//! start, not the ones switched to later (a note records each switch). Call it only when no work
-//! is in flight (after `cudaDeviceSynchronize`): records of work that straddles a switch may be
-//! lost. It refuses once another tool has taken CUPTI's buffer callbacks.
+//! start, not the ones switched to later (a note names each configuration switched to, once).
+//! Call it only when no work is in flight (after `cudaDeviceSynchronize`): records of work that
+//! straddles a switch may be lost. Before switching, it has CUPTI hand over what it holds
+//! (`FLUSH_FORCED`) and waits (up to 2 s) for the writer to take it, so that the previous
+//! configuration's records are not decoded while the next one is timed. It refuses once another
+//! tool has taken CUPTI's buffer callbacks. Whether per-callback API records (`lean`,
+//! `launches`) switch cleanly after the whole kind was on is CUPTI's business: gpu/bench_ab.py
+//! checks it on a short run (every launch keeps its API record) before it times anything.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::catch_unwind;
 use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use cutrace_cupti::api;
 
 use crate::api_filter::ApiMode;
 use crate::config::parse_kinds;
-use crate::{add_note, enable_kinds, CALLBACKS_TAKEN, GLOBAL, TRACING};
+use crate::{add_note, enable_kinds, is_tracing, CALLBACKS_TAKEN, GLOBAL};
 
 /// Switched.
 pub const OK: c_int = 0;
+/// Switched, but not exactly as asked: CUPTI refused a kind, or could not filter API records by
+/// callback id and records them all (the trace's notes say which).
+pub const APPROXIMATE: c_int = 1;
 /// `CUTRACE_BENCH_HOOK` is not `1`: nothing was changed.
 pub const NOT_ENABLED: c_int = -1;
 /// cutrace is not tracing this process (CUPTI missing or refused, or another tool took over).
@@ -33,8 +44,12 @@ pub const CUPTI_FAILED: c_int = -4;
 /// A panic inside cutrace, caught at the boundary.
 pub const INTERNAL: c_int = -5;
 
-/// What is on now, when a switch has happened: (kinds on whole, API callback ids on).
-type State = (Vec<u32>, Vec<(bool, u32)>);
+/// What is on now, once a switch has happened, and the configurations already noted.
+struct State {
+    whole: Vec<u32>,
+    by_id: Vec<(bool, u32)>,
+    noted: Vec<String>,
+}
 static STATE: Mutex<Option<State>> = Mutex::new(None);
 
 /// The request as cutrace understands it: activity kinds (cutrace's names, comma-separated; ""
@@ -84,41 +99,64 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
     let Some(g) = GLOBAL.get() else {
         return NOT_TRACING;
     };
-    if !TRACING.load(Ordering::SeqCst) || CALLBACKS_TAKEN.load(Ordering::SeqCst) {
+    if !is_tracing() || CALLBACKS_TAKEN.load(Ordering::SeqCst) {
         return NOT_TRACING;
     }
     let Ok(mut state) = STATE.lock() else {
         return INTERNAL;
     };
-    let (whole, by_id) = state.take().unwrap_or_else(|| {
-        let whole = g
+    let st = state.get_or_insert_with(|| State {
+        whole: g
             .enabled_kinds
             .iter()
             .copied()
             .filter(|&k| k != cutrace_cupti::activity::kind::DEVICE)
-            .collect();
-        (whole, g.enabled_api_records.clone())
+            .collect(),
+        by_id: g.enabled_api_records.clone(),
+        noted: Vec::new(),
     });
-    for &(driver, cbid) in &by_id {
+    // The previous configuration's records go to the writer now, not during the next batch.
+    let _ = g.cupti.flush_all(api::FLUSH_FORCED);
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(2)
+        && g.queue.lock().map(|q| !q.is_empty()).unwrap_or(false)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    for &(driver, cbid) in &st.by_id {
         let _ = g.cupti.enable_api_record(driver, cbid, false);
     }
-    for &k in &whole {
+    for &k in &st.whole {
         let _ = g.cupti.disable(k);
     }
     let mut notes = Vec::new();
     let r = enable_kinds(&g.cupti, &kinds, mode, None, &mut notes);
-    add_note(format!(
-        "bench hook: records switched to kinds '{kinds_text}', api {}",
-        mode.name()
-    ));
+    let label = format!("kinds '{kinds_text}', api {}", mode.name());
+    let first = !st.noted.contains(&label);
+    if first {
+        st.noted.push(label.clone());
+        add_note(format!("bench hook: records switched to {label}"));
+        for n in &notes {
+            add_note(format!("bench hook ({label}): {n}"));
+        }
+    }
     match r {
         Ok(on) => {
-            *state = Some((on.whole, on.by_id));
-            OK
+            let exact =
+                on.kinds.len() == kinds.len() && notes.iter().all(|n| !n.contains("not applied"));
+            st.whole = on.whole;
+            st.by_id = on.by_id;
+            if exact {
+                OK
+            } else {
+                APPROXIMATE
+            }
         }
         Err(e) => {
             add_note(format!("bench hook: {e}"));
-            *state = Some((Vec::new(), Vec::new()));
+            st.whole.clear();
+            st.by_id.clear();
             CUPTI_FAILED
         }
     }
