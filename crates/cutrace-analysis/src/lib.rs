@@ -10,6 +10,7 @@ pub mod correlate;
 pub mod error;
 pub mod intervals;
 pub mod names;
+pub mod parts;
 pub mod percentile;
 pub mod ranges;
 pub mod report;
@@ -24,6 +25,7 @@ pub use correlate::{
 pub use error::AnalysisError;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
 pub use names::display_name;
+pub use parts::{separate_runs, PartGap, SeparateRuns};
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};
 pub use ranges::{range_breakdown, RangeSummary};
 pub use report::{analyze, DataLoss, DeviceReport, Options, Report, TraceInfo, WindowInfo};

@@ -5,12 +5,13 @@
 
 use std::collections::BTreeMap;
 
-use cutrace_trace::{Ns, SourceFormat, Trace, TraceNote};
+use cutrace_trace::{Ns, PartMeta, SourceFormat, Trace, TraceNote};
 use serde::Serialize;
 
 use crate::correlate::{correlate_in, Correlation, LaunchLatency};
 use crate::error::AnalysisError;
 use crate::intervals::{BusyIndex, RunIntersector};
+use crate::parts::{separate_runs, SeparateRuns};
 use crate::ranges::{devices_with_gpu_ranges, range_breakdown, RangeSummary};
 use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats};
 use crate::timeline::{kernel_timelines, DeviceTimeline, StreamTimeline, Timeline};
@@ -71,6 +72,12 @@ pub struct TraceInfo {
     /// `native` or `kineto`.
     pub source: &'static str,
     pub paths: Vec<String>,
+    /// The part files read (native traces: one per CUDA process), each with its host, pid and
+    /// time span (`{path, host, pid, first_ns, last_ns, complete}`); empty for imported traces.
+    pub parts: Vec<PartMeta>,
+    /// Set when the parts may come from separate runs merged into one directory: several hosts,
+    /// or time spans with a gap between them. `null` otherwise.
+    pub separate_runs: Option<SeparateRuns>,
     pub first_ns: Option<Ns>,
     pub last_ns: Option<Ns>,
     pub kernels: u64,
@@ -183,6 +190,8 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
                 SourceFormat::Kineto => "kineto",
             },
             paths: trace.meta.paths.clone(),
+            parts: trace.meta.parts.clone(),
+            separate_runs: separate_runs(&trace.meta.parts),
             first_ns: bounds.map(|b| b.0),
             last_ns: bounds.map(|b| b.1),
             kernels: trace.kernels.len() as u64,

@@ -145,24 +145,7 @@ pub fn clip(window: Option<&Window>, start: Ns, end: Ns) -> Option<(Ns, Ns)> {
 
 /// The earliest start and latest end of any timed record in the trace.
 pub fn trace_bounds(trace: &Trace) -> Option<(Ns, Ns)> {
-    let spans = trace
-        .kernels
-        .iter()
-        .map(|r| (r.start_ns, r.end_ns))
-        .chain(trace.memcpys.iter().map(|r| (r.start_ns, r.end_ns)))
-        .chain(trace.memsets.iter().map(|r| (r.start_ns, r.end_ns)))
-        .chain(trace.api_calls.iter().map(|r| (r.start_ns, r.end_ns)))
-        .chain(trace.syncs.iter().map(|r| (r.start_ns, r.end_ns)))
-        .chain(trace.ranges.iter().map(|r| (r.start_ns, r.end_ns)))
-        .chain(trace.overheads.iter().map(|r| (r.start_ns, r.end_ns)))
-        .chain(trace.marks.iter().map(|r| (r.ts_ns, r.ts_ns)));
-    spans.fold(None, |acc, (s, e)| {
-        let e = e.max(s);
-        Some(match acc {
-            None => (s, e),
-            Some((lo, hi)) => (lo.min(s), hi.max(e)),
-        })
-    })
+    trace.bounds_ns()
 }
 
 #[cfg(test)]

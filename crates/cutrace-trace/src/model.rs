@@ -217,6 +217,22 @@ pub struct TraceNote {
     pub text: String,
 }
 
+/// One part file of a native trace (one CUDA process), as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PartMeta {
+    /// The file.
+    pub path: String,
+    /// `HEAD.host` and `HEAD.pid`, when the part's header was read.
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    /// Earliest start and latest end of the part's records ([`Trace::bounds_ns`]); `None` when
+    /// the part holds no records.
+    pub first_ns: Option<Ns>,
+    pub last_ns: Option<Ns>,
+    /// False when the part's writer did not finish or the file was cut short.
+    pub complete: bool,
+}
+
 /// Facts about the trace as a whole. Every count of lost data lives here and is reported.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TraceMeta {
@@ -245,6 +261,8 @@ pub struct TraceMeta {
     /// The recorder's notes, part by part in read order, each once per part (`HEAD` notes first,
     /// then `META` notes in file order).
     pub notes: Vec<TraceNote>,
+    /// The part files read, in read order (native traces; empty for imported ones).
+    pub parts: Vec<PartMeta>,
 }
 
 /// A whole trace: flat vectors of records plus the interned strings they point into.
@@ -275,6 +293,29 @@ impl Trace {
         let starts = starts.chain(self.marks.iter().map(|r| r.ts_ns));
         let starts = starts.chain(self.overheads.iter().map(|r| r.start_ns));
         starts.filter(|&t| t != 0).min()
+    }
+
+    /// The earliest start and latest end of any timed record (an end before its start counts
+    /// as its start); `None` when there is no record.
+    pub fn bounds_ns(&self) -> Option<(Ns, Ns)> {
+        let spans = self
+            .kernels
+            .iter()
+            .map(|r| (r.start_ns, r.end_ns))
+            .chain(self.memcpys.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.memsets.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.api_calls.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.syncs.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.ranges.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.overheads.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.marks.iter().map(|r| (r.ts_ns, r.ts_ns)));
+        spans.fold(None, |acc, (s, e)| {
+            let e = e.max(s);
+            Some(match acc {
+                None => (s, e),
+                Some((lo, hi)) => (lo.min(s), hi.max(e)),
+            })
+        })
     }
 
     /// Applies `f` to every timestamp of every record (starts, ends, marks). Used to move a

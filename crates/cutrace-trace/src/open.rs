@@ -39,7 +39,14 @@ pub fn open(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
         let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
         read_up_to(&mut f, &mut head).map_err(|e| TraceError::io(path, e))?
     };
+    // A part cut shorter than its magic (empty among them: the recorder was killed before its
+    // first write) is too short to detect; its name says what it is, and the native reader
+    // reads it as an empty, incomplete part.
+    let short_part = n < crate::native::MAGIC.len()
+        && head[..n] == crate::native::MAGIC[..n]
+        && path.extension().and_then(|x| x.to_str()) == Some(crate::native::PART_EXTENSION);
     match detect(&head[..n]) {
+        _ if short_part => crate::native::read(path, progress),
         Detected::Native => crate::native::read(path, progress),
         Detected::Gzip | Detected::Json => crate::kineto::import(path, progress),
         Detected::Unknown if n == 0 => Err(TraceError::Malformed {

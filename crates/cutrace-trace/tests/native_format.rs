@@ -284,6 +284,83 @@ fn directory_of_parts_merges_and_reports_incomplete_parts() {
     assert!(native::read(&empty, &mut |_, _| {}).is_err());
 }
 
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/native")
+        .join(rel)
+}
+
+/// A committed fixture part copied into `dir` as `name`; returns its kernel count alone.
+fn copy_fixture_part(dir: &Path, name: &str) -> usize {
+    let src = fixture("two_streams/vm-466.cutrace");
+    std::fs::copy(&src, dir.join(name)).unwrap();
+    native::read(&src, &mut |_, _| {}).unwrap().kernels.len()
+}
+
+/// What a worker killed between creating its part and its first write leaves (0 bytes), or one
+/// killed inside the magic (a prefix of it): an empty, incomplete part named in the reason; the
+/// other parts are read as usual.
+#[test]
+fn a_part_shorter_than_the_magic_is_an_empty_incomplete_part() {
+    for (case, bytes) in [("empty", &b""[..]), ("prefix", &native::MAGIC[..3])] {
+        let dir = tmpdir(&format!("short-{case}"));
+        let kernels = copy_fixture_part(&dir, "h-1.cutrace");
+        std::fs::write(dir.join("h-2.cutrace"), bytes).unwrap();
+        let t = native::read(&dir, &mut |_, _| {}).unwrap_or_else(|e| panic!("{case}: {e}"));
+        assert_eq!(t.kernels.len(), kernels, "{case}");
+        assert!(!t.meta.complete, "{case}");
+        let reason = t.meta.incomplete_reason.clone().unwrap();
+        assert!(
+            reason.contains("h-2.cutrace") && reason.contains(&format!("{} bytes", bytes.len())),
+            "{case}: {reason}"
+        );
+        assert_eq!(t.meta.paths.len(), 2, "{case}");
+        // The part is listed, with no records and not complete.
+        let p = &t.meta.parts[1];
+        assert!(p.path.ends_with("h-2.cutrace"), "{case}: {p:?}");
+        assert_eq!(
+            (p.first_ns, p.pid, p.complete),
+            (None, None, false),
+            "{case}"
+        );
+        assert!(t.meta.parts[0].complete && t.meta.parts[0].first_ns.is_some());
+        // Alone (as a file, through the generic entry point too): an empty incomplete trace.
+        for t in [
+            native::read(&dir.join("h-2.cutrace"), &mut |_, _| {}).unwrap(),
+            cutrace_trace::open(&dir.join("h-2.cutrace"), &mut |_, _| {}).unwrap(),
+        ] {
+            assert_eq!(t.bounds_ns(), None, "{case}");
+            assert!(!t.meta.complete, "{case}");
+        }
+    }
+}
+
+/// A file of the same length that is not a prefix of the magic is not a part: alone it is
+/// refused with an error naming it; among good parts it is left out, and the trace says so.
+#[test]
+fn a_file_that_is_not_a_part_is_named_and_left_out_of_a_directory() {
+    let dir = tmpdir("not-a-part");
+    let kernels = copy_fixture_part(&dir, "h-1.cutrace");
+    std::fs::write(dir.join("h-2.cutrace"), b"\x89CUX").unwrap();
+    let alone = native::read(&dir.join("h-2.cutrace"), &mut |_, _| {}).unwrap_err();
+    assert!(alone.to_string().contains("h-2.cutrace"), "{alone}");
+    assert!(alone.to_string().contains("bad magic"), "{alone}");
+    let t = native::read(&dir, &mut |_, _| {}).unwrap();
+    assert_eq!(t.kernels.len(), kernels);
+    assert!(!t.meta.complete);
+    let reason = t.meta.incomplete_reason.unwrap();
+    assert!(
+        reason.contains("h-2.cutrace") && reason.contains("not a cutrace part"),
+        "{reason}"
+    );
+    assert_eq!(t.meta.paths.len(), 1, "the file left out was not read");
+    // A directory whose only part is not one is refused, naming the file.
+    let only = tmpdir("not-a-part-only");
+    std::fs::write(only.join("h-3.cutrace"), b"hello, world").unwrap();
+    let e = native::read(&only, &mut |_, _| {}).unwrap_err();
+    assert!(e.to_string().contains("h-3.cutrace"), "{e}");
+}
+
 /// A part whose header and later `META` chunks carry notes (as the injection writes them).
 fn part_with_notes(pid: u32) -> Vec<u8> {
     let header = Header {

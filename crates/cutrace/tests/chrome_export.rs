@@ -97,7 +97,8 @@ fn export(src: &Path, out: &Path) -> String {
 
 /// `cutrace report --format json` with long lists (every kernel name, the 1,000 largest gaps,
 /// every orphan), less what names the source itself
-/// (its format and path) and what the source had but did not model (`skipped_events`: the export
+/// (its format, path, and the part files read with what they say about separate runs: an
+/// export is one file) and what the source had but did not model (`skipped_events`: the export
 /// adds metadata and flow events, which the importer counts there).
 fn report(trace: &Path) -> Value {
     let o = cutrace(&[
@@ -120,6 +121,8 @@ fn report(trace: &Path) -> Value {
     let t = v["trace"].as_object_mut().unwrap();
     t.remove("source");
     t.remove("paths");
+    t.remove("parts");
+    t.remove("separate_runs");
     v["data_loss"]
         .as_object_mut()
         .unwrap()

@@ -89,11 +89,41 @@ fn text_output_shows_evidence_and_fix_for_failures() {
     );
 }
 
+/// A bad --root is not a verdict: exit 3 (2 means "even tracing is not available"), a message
+/// that says what is wrong with the path, and with --format json an `{"error"}` object on stdout.
 #[test]
-fn a_missing_root_is_a_usage_error() {
-    let out = cutrace(&["doctor", "--root", "/nonexistent/cutrace-root"]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not a directory"));
+fn a_bad_root_exits_3_and_says_what_is_wrong() {
+    let file = std::env::temp_dir().join(format!("cutrace-doctor-root-{}", std::process::id()));
+    std::fs::write(&file, b"x").unwrap();
+    let file_s = file.to_str().expect("utf-8 path");
+    for (root, want) in [
+        ("/nonexistent/cutrace-root", "does not exist"),
+        (file_s, "is not a directory"),
+    ] {
+        let out = cutrace(&["doctor", "--root", root]);
+        assert_eq!(out.status.code(), Some(3), "{root}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want) && err.contains(root), "{root}: {err}");
+        assert!(
+            out.stdout.is_empty(),
+            "{root}: text output has nothing on stdout"
+        );
+
+        let out = cutrace(&["doctor", "--root", root, "--format", "json"]);
+        assert_eq!(out.status.code(), Some(3), "{root}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{root}: stdout is not JSON ({e}): {out:?}"));
+        let msg = v["error"].as_str().expect("an error string");
+        assert!(msg.contains(want) && msg.contains(root), "{msg}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(want));
+    }
+    let _ = std::fs::remove_file(&file);
+    // The code is documented where the verdict codes are.
+    let help = cutrace(&["doctor", "--help"]);
+    assert!(
+        String::from_utf8_lossy(&help.stdout).contains("3 when there was nothing to check"),
+        "{help:?}"
+    );
 }
 
 /// `--probe` where there is no libcuda (this development machine, CI): a clean report, no crash.

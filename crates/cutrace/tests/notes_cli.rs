@@ -193,6 +193,81 @@ fn convert_writes_the_notes_into_meta_json() {
     assert_eq!(meta["parts"][0]["notes"], serde_json::json!([HEAD_NOTE]));
 }
 
+/// Each output's summary line says where the recorder's notes went (or that the output does not
+/// carry them), and counts in the singular for one.
+#[test]
+fn every_convert_summary_says_where_the_notes_went_in_good_english() {
+    let dir = trace("summaries", &[7]);
+    let out = dir.parent().unwrap();
+    let (csv, parquet) = (out.join("csv"), out.join("parquet"));
+    let (chrome, perfetto) = (out.join("t.json"), out.join("t.pftrace"));
+    let mut args = vec!["convert"];
+    for (flag, p) in [
+        ("--csv", &csv),
+        ("--parquet", &parquet),
+        ("--chrome", &chrome),
+        ("--perfetto", &perfetto),
+    ] {
+        args.extend([flag, p.to_str().unwrap()]);
+    }
+    let err = String::from_utf8(cutrace(&args, &dir).stderr).unwrap();
+    let line = |what: &str| -> &str {
+        err.lines()
+            .find(|l| l.contains(what))
+            .unwrap_or_else(|| panic!("no summary line with {what:?} in\n{err}"))
+    };
+    // One kernel, one launch, nothing else: singular where one.
+    let counts = "1 kernel, 1 API call, 0 copies, 0 memsets, 0 syncs, 0 ranges";
+    for l in err.lines().filter(|l| l.starts_with("cutrace: wrote")) {
+        assert!(l.contains(counts), "{l}");
+    }
+    assert!(
+        line("csv").contains("; 2 notes from the recorder in meta.json"),
+        "{err}"
+    );
+    assert!(
+        line("as Parquet").contains(
+            "; 2 notes from the recorder in meta.json and in each file's `cutrace.meta` \
+             key-value metadata"
+        ),
+        "{err}"
+    );
+    let l = line("t.json");
+    assert!(l.contains("1 flow arrow ("), "{l}");
+    assert!(
+        l.contains("; 2 notes from the recorder in the file's top-level \"cutrace\" member"),
+        "{l}"
+    );
+    let l = line("t.pftrace");
+    assert!(l.contains("1 flow arrow ("), "{l}");
+    assert!(
+        l.contains("; 2 notes from the recorder: not included in the .pftrace"),
+        "{l}"
+    );
+    // Where the summaries say they are, they are.
+    let v: Value = serde_json::from_slice(&std::fs::read(&chrome).unwrap()).unwrap();
+    assert_eq!(v["cutrace"]["notes"].as_array().map(Vec::len), Some(2));
+    let pq = std::fs::read(parquet.join("kernels.parquet")).unwrap();
+    assert!(pq.windows(12).any(|w| w == b"cutrace.meta"));
+    assert!(pq
+        .windows(CONFLICT_NOTE.len().min(60))
+        .any(|w| w == &CONFLICT_NOTE.as_bytes()[..w.len()]));
+    assert!(!std::fs::read(&perfetto)
+        .unwrap()
+        .windows(20)
+        .any(|w| w == &CONFLICT_NOTE.as_bytes()[..20]));
+
+    // A trace with one copy: "1 copy", never "1 copies".
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native/conflict");
+    let csv = out.join("conflict-csv");
+    let err =
+        String::from_utf8(cutrace(&["convert", "--csv", csv.to_str().unwrap()], &fixture).stderr)
+            .unwrap();
+    assert!(err.contains(", 1 copy, "), "{err}");
+    assert!(!err.contains("1 copies"), "{err}");
+}
+
 /// A real trace from the H200 (gpu/run.sh, conflict phase): `python3 gpu/torch_conflict.py`, a
 /// program that starts torch.profiler itself, under `cutrace record`. The injection reused the
 /// libcupti torch had loaded, held the subscriber slot, and recorded torch.profiler's refused

@@ -65,7 +65,7 @@ fn the_h200_trace_exports_to_the_parquet_files_pyarrow_checked() {
     ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("19 kernels, 203 API calls, 16 copies, 1 memsets, 7 syncs")
+        err.contains("19 kernels, 203 API calls, 16 copies, 1 memset, 7 syncs")
             && err.contains("as Parquet"),
         "{err}"
     );

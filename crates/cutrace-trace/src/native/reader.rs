@@ -31,7 +31,8 @@ pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
                 path: path.into(),
                 what: format!(
                     "the directory holds no *.{PART_EXTENSION} parts: no CUDA process wrote a \
-                     trace (did the program use the GPU? is CUDA_INJECTION64_PATH reaching it?)"
+                     trace (did the program use the GPU? is CUDA_INJECTION64_PATH reaching it? \
+                     `cutrace doctor` checks the driver and CUPTI on this machine)"
                 ),
             });
         }
@@ -41,33 +42,90 @@ pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
 }
 
 /// Reads several part files and merges them into one trace.
+///
+/// A file whose first bytes are not the magic (not a part at all, or one whose start was
+/// overwritten) is left out while the others are read, and the trace is incomplete with a reason
+/// that names it; only when no file is a part is that an error. Any other error (I/O, a format
+/// version this reader does not know) stops the read.
 pub fn read_parts(paths: &[PathBuf], progress: Progress<'_>) -> Result<Trace, TraceError> {
     let mut traces = Vec::with_capacity(paths.len());
+    let mut left_out = Vec::new();
     for p in paths {
-        traces.push(read_file(p, &mut *progress)?.0);
+        match read_part(p, &mut *progress)? {
+            Part::Read(read) => traces.push(read.0),
+            Part::NotNative(e) => left_out.push((p, e)),
+        }
     }
-    Ok(merge(traces))
+    if traces.is_empty() && !left_out.is_empty() {
+        return Err(left_out.swap_remove(0).1);
+    }
+    let mut t = merge(traces);
+    if !left_out.is_empty() {
+        let mut reasons: Vec<String> = t.meta.incomplete_reason.take().into_iter().collect();
+        reasons.extend(left_out.iter().map(|(p, _)| {
+            format!(
+                "{}: left out, not a cutrace part (its first bytes are not the magic \
+                 \\x89CUTRACE)",
+                p.display()
+            )
+        }));
+        t.meta.complete = false;
+        t.meta.incomplete_reason = Some(reasons.join("; "));
+    }
+    Ok(t)
 }
 
 /// Reads one part file; also returns its header (default when the header chunk was lost).
+///
+/// A file shorter than the 8-byte magic whose bytes begin it (an empty file among them: a writer
+/// killed between creating its file and its first write) is an empty, incomplete part. A file
+/// whose first bytes are not the magic is refused with an error that names it.
 pub fn read_file(path: &Path, progress: Progress<'_>) -> Result<(Trace, Header), TraceError> {
+    match read_part(path, progress)? {
+        Part::Read(read) => Ok(*read),
+        Part::NotNative(e) => Err(e),
+    }
+}
+
+/// A file read as a part, or found not to be one (the error says so, naming the file).
+enum Part {
+    Read(Box<(Trace, Header)>),
+    NotNative(TraceError),
+}
+
+fn read_part(path: &Path, progress: Progress<'_>) -> Result<Part, TraceError> {
     let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let total = file.metadata().ok().map(|m| m.len());
     let mut r = BufReader::with_capacity(1 << 20, file);
     let mut start = [0u8; 12];
     let n = read_full(&mut r, &mut start).map_err(|e| TraceError::io(path, e))?;
-    if n < 8 || start[..8] != MAGIC {
-        return Err(TraceError::Malformed {
+    let m = n.min(MAGIC.len());
+    if start[..m] != MAGIC[..m] {
+        return Ok(Part::NotNative(TraceError::Malformed {
             path: path.into(),
             offset: 0,
             what: "not a native cutrace trace (bad magic)".into(),
             hint: "expected a file written by `cutrace record`".into(),
-        });
+        }));
     }
     let mut b = PartBuilder::default();
+    if n < MAGIC.len() {
+        b.incomplete(if n == 0 {
+            "the file is empty (0 bytes): the writer was killed before its first write, or the \
+             file was truncated; no records"
+                .to_string()
+        } else {
+            format!(
+                "the file is {n} bytes long, inside the {}-byte magic: the writer was killed \
+                 mid-write, or the file was truncated; no records",
+                MAGIC.len()
+            )
+        });
+        return Ok(Part::Read(Box::new(b.finish(path))));
+    }
     if n < 12 {
         b.incomplete("the file ends inside its 12-byte preamble".into());
-        return Ok(b.finish(path));
+        return Ok(Part::Read(Box::new(b.finish(path))));
     }
     let version = u32::from_le_bytes([start[8], start[9], start[10], start[11]]);
     if version != FORMAT_VERSION {
@@ -157,7 +215,7 @@ pub fn read_file(path: &Path, progress: Progress<'_>) -> Result<(Trace, Header),
         index += 1;
         progress(offset, total);
     }
-    Ok(b.finish(path))
+    Ok(Part::Read(Box::new(b.finish(path))))
 }
 
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -414,6 +472,16 @@ impl PartBuilder {
         }
         m.complete = self.incomplete_reason.is_none();
         m.incomplete_reason = self.incomplete_reason;
+        let bounds = t.bounds_ns();
+        let m = &mut t.meta;
+        m.parts = vec![PartMeta {
+            path: path.display().to_string(),
+            host: header.host.clone(),
+            pid: header.pid,
+            first_ns: bounds.map(|b| b.0),
+            last_ns: bounds.map(|b| b.1),
+            complete: m.complete,
+        }];
         let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
         skipped.sort();
         m.skipped_events = skipped;
@@ -539,6 +607,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         adopt!(syncs, r => r.correlation_id = corr(r.correlation_id));
         let m = t.meta;
         out.meta.paths.extend(m.paths.iter().cloned());
+        out.meta.parts.extend(m.parts);
         out.meta.dropped_by_cupti += m.dropped_by_cupti;
         out.meta.dropped_by_recorder += m.dropped_by_recorder;
         out.meta.cupti_version = out.meta.cupti_version.or(m.cupti_version);

@@ -14,6 +14,7 @@ use cutrace_trace::{Trace, TraceMeta};
 use super::chrome;
 use super::parquet;
 use super::perfetto;
+use super::report::count;
 use super::tables::{self, Values};
 
 /// Convert a trace to CSV or Parquet tables, to Perfetto's own format, or to Chrome Trace Event
@@ -115,11 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let headers = part_headers(&args.trace);
         write_csv(dir, &t, &headers)?;
-        let notes = match t.meta.notes.len() {
-            0 => String::new(),
-            1 => "; 1 note from the recorder in meta.json".into(),
-            n => format!("; {n} notes from the recorder in meta.json"),
-        };
+        let notes = notes_at(&t, "in meta.json");
         eprintln!(
             "cutrace: wrote {} to {}{notes}{}",
             record_counts(&t),
@@ -135,8 +132,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let headers = part_headers(&args.trace);
         write_parquet(dir, &t, &headers)?;
+        let notes = notes_at(
+            &t,
+            "in meta.json and in each file's `cutrace.meta` key-value metadata",
+        );
         eprintln!(
-            "cutrace: wrote {} to {} as Parquet{}",
+            "cutrace: wrote {} to {} as Parquet{notes}{}",
             record_counts(&t),
             dir.display(),
             if t.meta.complete {
@@ -152,14 +153,22 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         })?;
         let inverted = match w.inverted {
             0 => String::new(),
-            n => format!("; {n} records that end before they start written as zero-length slices"),
+            n => format!(
+                "; {} that end before they start written as zero-length slices",
+                count(n as usize, "record", "records")
+            ),
         };
+        let notes = notes_at(
+            &t,
+            ": not included in the .pftrace (--csv or --parquet writes them to meta.json; \
+             `cutrace report` shows them)",
+        );
         eprintln!(
-            "cutrace: wrote {}, {} flow arrows ({} tracks, {} packets) to {}{inverted}{}",
+            "cutrace: wrote {}, {} ({}, {}) to {}{inverted}{notes}{}",
             record_counts(&t),
-            w.flows,
-            w.tracks,
-            w.packets,
+            count(w.flows as usize, "flow arrow", "flow arrows"),
+            count(w.tracks as usize, "track", "tracks"),
+            count(w.packets as usize, "packet", "packets"),
             out.display(),
             if t.meta.complete {
                 ""
@@ -193,30 +202,51 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         };
         let inverted = match w.inverted {
             0 => String::new(),
-            n => format!("; {n} records that end before they start written with dur 0"),
+            n => format!(
+                "; {} that end before they start written with dur 0",
+                count(n as usize, "record", "records")
+            ),
         };
+        let notes = notes_at(
+            &t,
+            "in the file's top-level \"cutrace\" member (\"notes\"), which viewers ignore",
+        );
         eprintln!(
-            "cutrace: wrote {}, {} flow arrows ({} events) to {}{inverted}{incomplete}",
+            "cutrace: wrote {}, {} ({}) to {}{inverted}{notes}{incomplete}",
             record_counts(&t),
-            w.flows,
-            w.events,
+            count(w.flows as usize, "flow arrow", "flow arrows"),
+            count(w.events as usize, "event", "events"),
             out.display(),
         );
     }
     Ok(0)
 }
 
-/// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges", for the summary lines.
+/// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges" (singular for 1), for the
+/// summary lines.
 fn record_counts(t: &Trace) -> String {
-    format!(
-        "{} kernels, {} API calls, {} copies, {} memsets, {} syncs, {} ranges",
-        t.kernels.len(),
-        t.api_calls.len(),
-        t.memcpys.len(),
-        t.memsets.len(),
-        t.syncs.len(),
-        t.ranges.len()
-    )
+    [
+        count(t.kernels.len(), "kernel", "kernels"),
+        count(t.api_calls.len(), "API call", "API calls"),
+        count(t.memcpys.len(), "copy", "copies"),
+        count(t.memsets.len(), "memset", "memsets"),
+        count(t.syncs.len(), "sync", "syncs"),
+        count(t.ranges.len(), "range", "ranges"),
+    ]
+    .join(", ")
+}
+
+/// "; N notes from the recorder WHERE" for a summary line: where this output put the recorder's
+/// notes (or that it could not). Empty when the trace has none.
+fn notes_at(t: &Trace, place: &str) -> String {
+    match t.meta.notes.len() {
+        0 => String::new(),
+        n => format!(
+            "; {} from the recorder{}{place}",
+            count(n, "note", "notes"),
+            if place.starts_with(':') { "" } else { " " }
+        ),
+    }
 }
 
 fn exists(out: &Path, flag: &str) -> anyhow::Error {

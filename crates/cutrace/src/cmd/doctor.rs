@@ -7,10 +7,11 @@ use std::path::PathBuf;
 /// and what to run. Reads /proc, /dev, /etc and /sys (under --root when given).
 ///
 /// Exit status: 0 when tracing and counters are both available, 1 when counters are not, 2 when
-/// even tracing is not.
+/// even tracing is not; 3 when there was nothing to check: --root does not exist or is not a
+/// directory (with --format json, stdout then holds `{"error": "..."}`).
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
-  cutrace doctor                      checks this machine; exit 0 / 1 / 2 as above
+  cutrace doctor                      checks this machine; exit 0 / 1 / 2 (/ 3) as above
   cutrace doctor --probe              also opens a real Range Profiler session on each GPU
   cutrace doctor --format json        for scripts and fleet checks
   cutrace doctor --root /mnt/snap     checks a copied /proc, /sys, /etc tree (another node's)"#)]
@@ -35,9 +36,18 @@ pub enum Format {
     Json,
 }
 
+/// The exit status when --root cannot be checked: distinct from the verdicts (0, 1, 2), so a
+/// script never reads a typo in the path as "tracing is not available".
+pub const EXIT_BAD_ROOT: i32 = 3;
+
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    if !args.root.is_dir() {
-        anyhow::bail!("--root {}: not a directory", args.root.display());
+    if let Some(problem) = root_problem(&args.root) {
+        let msg = format!("--root {}: {problem}", args.root.display());
+        eprintln!("cutrace: error: {msg}");
+        if let Format::Json = args.format {
+            println!("{}", serde_json::json!({ "error": msg }));
+        }
+        return Ok(EXIT_BAD_ROOT);
     }
     let root = Root::new(&args.root);
     let mut report = cutrace_doctor::doctor(&root);
@@ -49,6 +59,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Format::Text => print!("{}", render_text(&report, args.verbose)),
     }
     Ok(report.exit_status)
+}
+
+/// Why `root` cannot be checked, if it cannot.
+fn root_problem(root: &std::path::Path) -> Option<String> {
+    match std::fs::metadata(root) {
+        Ok(m) if m.is_dir() => None,
+        Ok(_) => Some("is not a directory; give the directory that holds proc, sys and etc".into()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("does not exist".into()),
+        Err(e) => Some(format!("cannot be read: {e}")),
+    }
 }
 
 fn mark(s: Status) -> &'static str {

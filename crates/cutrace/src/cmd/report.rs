@@ -225,6 +225,7 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
         "records: {} kernels, {} memcpys, {} memsets, {} API calls, {} annotation ranges",
         r.trace.kernels, r.trace.memcpys, r.trace.memsets, r.trace.api_calls, r.trace.ranges
     );
+    render_parts(o, r);
     if let (Some(a), Some(b)) = (r.trace.first_ns, r.trace.last_ns) {
         let _ = writeln!(o, "trace clock: {a} → {b} ns ({})", fmt_ns(b - a));
     }
@@ -238,7 +239,15 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
     }
     render_data_loss(o, r);
     render_notes(o, r);
-    if r.devices.is_empty() {
+    let t = &r.trace;
+    let no_records = t.first_ns.is_none() && t.api_calls == 0 && t.kernels == 0;
+    if no_records && t.source == "native" {
+        let _ = writeln!(
+            o,
+            "\nno records at all: did the program use the GPU? is CUDA_INJECTION64_PATH reaching \
+             it? `cutrace doctor` checks the driver and CUPTI on this machine"
+        );
+    } else if r.devices.is_empty() {
         let _ = writeln!(
             o,
             "\nno kernels or copies{}",
@@ -264,6 +273,103 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
          are nearest-rank. Mangled kernel names are shown demangled (the JSON keeps the recorded \
          name as mangled_name)."
     );
+}
+
+/// `N` and the noun, singular for 1: `1 part`, `4 parts`.
+pub(super) fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map_or(path.into(), |f| f.to_string_lossy().into_owned())
+}
+
+/// How many part files and processes were read (native traces), and a warning when they may be
+/// from separate runs recorded into one directory.
+fn render_parts(o: &mut String, r: &Report) {
+    let parts = &r.trace.parts;
+    if parts.is_empty() {
+        return;
+    }
+    let mut processes: Vec<(Option<&str>, u32)> = parts
+        .iter()
+        .filter_map(|p| Some((p.host.as_deref(), p.pid?)))
+        .collect();
+    processes.sort_unstable();
+    processes.dedup();
+    let mut hosts: Vec<&str> = parts.iter().filter_map(|p| p.host.as_deref()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    // Pids alone on one host; `host:pid` when the parts name several.
+    const LISTED: usize = 12;
+    let mut list: Vec<String> = processes
+        .iter()
+        .take(LISTED)
+        .map(|(h, pid)| match (hosts.len() > 1, h) {
+            (true, Some(h)) => format!("{h}:{pid}"),
+            _ => pid.to_string(),
+        })
+        .collect();
+    if processes.len() > LISTED {
+        list.push(format!("… {} more", processes.len() - LISTED));
+    }
+    let mut line = format!("parts: {} read", count(parts.len(), "file", "files"));
+    if !processes.is_empty() {
+        let _ = write!(
+            line,
+            ", from {} ({} {})",
+            count(processes.len(), "process", "processes"),
+            if processes.len() == 1 { "pid" } else { "pids" },
+            list.join(", ")
+        );
+    }
+    let unknown = parts.iter().filter(|p| p.pid.is_none()).count();
+    if unknown > 0 {
+        let _ = write!(
+            line,
+            "{}{} with no pid (no header read)",
+            if processes.is_empty() { ", " } else { " and " },
+            count(unknown, "part", "parts")
+        );
+    }
+    match hosts.as_slice() {
+        [] => {}
+        [h] => {
+            let _ = write!(line, " on host {h}");
+        }
+        many => {
+            let _ = write!(line, " on {} hosts ({})", many.len(), many.join(", "));
+        }
+    }
+    let _ = writeln!(o, "{line}");
+    if let Some(s) = &r.trace.separate_runs {
+        let mut why = Vec::new();
+        if !s.hosts.is_empty() {
+            why.push(format!(
+                "they come from {} hosts ({}), whose clocks are not comparable",
+                s.hosts.len(),
+                s.hosts.join(", ")
+            ));
+        }
+        if let Some(g) = &s.first_gap {
+            why.push(format!(
+                "their records form {} time spans that do not overlap (nothing recorded for {} \
+                 between the last record of {} and the first of {})",
+                s.time_spans,
+                fmt_ns(g.gap_ns),
+                file_name(&g.before),
+                file_name(&g.after)
+            ));
+        }
+        let _ = writeln!(
+            o,
+            "WARNING: these parts may be from separate runs merged into one timeline: {}; \
+             record each run into a fresh -o directory",
+            why.join("; and ")
+        );
+    }
 }
 
 fn render_data_loss(o: &mut String, r: &Report) {
@@ -324,12 +430,7 @@ fn render_notes(o: &mut String, r: &Report) {
         let tag = match (several, n.pid, n.part.as_deref()) {
             (false, _, _) => String::new(),
             (true, Some(pid), _) => format!("[pid {pid}] "),
-            (true, None, Some(part)) => format!(
-                "[{}] ",
-                Path::new(part)
-                    .file_name()
-                    .map_or(part.into(), |f| f.to_string_lossy())
-            ),
+            (true, None, Some(part)) => format!("[{}] ", file_name(part)),
             (true, None, None) => String::new(),
         };
         let _ = writeln!(o, "  - {tag}{}", n.text);
