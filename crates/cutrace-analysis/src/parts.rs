@@ -1,0 +1,142 @@
+//! The part files of a native trace taken together: were they recorded by one run? `cutrace
+//! record -o DIR` adds a part per CUDA process, so two runs recorded into the same directory
+//! would silently merge into one timeline. Parts from several hosts, or whose records fall into
+//! time spans that do not overlap at all, are flagged as possibly from separate runs.
+
+use cutrace_trace::{Ns, PartMeta};
+use serde::Serialize;
+
+/// Why the parts of a trace may come from separate runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SeparateRuns {
+    /// The distinct hosts the parts name, sorted, when there are several (clocks of different
+    /// hosts are not comparable); empty otherwise.
+    pub hosts: Vec<String>,
+    /// Number of disjoint time spans the parts' records form (parts whose spans overlap or touch
+    /// share one); 1 when they all overlap.
+    pub time_spans: u64,
+    /// The first gap between spans: nothing is recorded from the end of `before` (the part that
+    /// ends last among those before the gap) to the start of `after`.
+    pub first_gap: Option<PartGap>,
+}
+
+/// A stretch of time between two parts with no part recording.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartGap {
+    pub before: String,
+    pub after: String,
+    /// `before`'s last record end and `after`'s first record start.
+    pub from_ns: Ns,
+    pub to_ns: Ns,
+    pub gap_ns: Ns,
+}
+
+/// `None` when the parts look like one run: one host (or none recorded) and time spans that
+/// overlap into one. Parts without records take no part in the time check.
+pub fn separate_runs(parts: &[PartMeta]) -> Option<SeparateRuns> {
+    let mut hosts: Vec<String> = parts.iter().filter_map(|p| p.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
+    if hosts.len() < 2 {
+        hosts.clear();
+    }
+    let mut spans: Vec<(Ns, Ns, &str)> = parts
+        .iter()
+        .filter_map(|p| Some((p.first_ns?, p.last_ns?, p.path.as_str())))
+        .collect();
+    spans.sort_unstable();
+    let mut time_spans = 0u64;
+    let mut first_gap = None;
+    let mut reach: Option<(Ns, &str)> = None;
+    for &(first, last, path) in &spans {
+        match reach {
+            Some((end, before)) if first > end => {
+                time_spans += 1;
+                first_gap.get_or_insert_with(|| PartGap {
+                    before: before.to_owned(),
+                    after: path.to_owned(),
+                    from_ns: end,
+                    to_ns: first,
+                    gap_ns: first - end,
+                });
+            }
+            Some(_) => {}
+            None => time_spans = 1,
+        }
+        // The latest end so far, and the part it belongs to.
+        let end_here = last.max(first);
+        reach = match reach {
+            Some((end, before)) if end >= end_here => Some((end, before)),
+            _ => Some((end_here, path)),
+        };
+    }
+    (!hosts.is_empty() || time_spans > 1).then_some(SeparateRuns {
+        hosts,
+        time_spans,
+        first_gap,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn part(path: &str, host: &str, span: Option<(Ns, Ns)>) -> PartMeta {
+        PartMeta {
+            path: path.into(),
+            host: Some(host.into()),
+            pid: Some(1),
+            first_ns: span.map(|s| s.0),
+            last_ns: span.map(|s| s.1),
+            complete: true,
+        }
+    }
+
+    #[test]
+    fn overlapping_parts_on_one_host_are_one_run() {
+        let parts = [
+            part("a", "h", Some((100, 500))),
+            part("b", "h", Some((400, 900))),
+            // Inside a's and b's union, and touching its end.
+            part("c", "h", Some((900, 950))),
+            part("empty", "h", None),
+        ];
+        assert_eq!(separate_runs(&parts), None);
+        assert_eq!(separate_runs(&[]), None);
+        assert_eq!(separate_runs(&parts[..1]), None);
+    }
+
+    #[test]
+    fn a_gap_between_parts_is_flagged_with_the_parts_on_either_side() {
+        let parts = [
+            part("late", "h", Some((5_000, 6_000))),
+            part("long", "h", Some((100, 1_000))),
+            part("short", "h", Some((200, 300))),
+            part("later", "h", Some((7_000, 8_000))),
+        ];
+        let s = separate_runs(&parts).expect("flagged");
+        assert_eq!(s.time_spans, 3);
+        assert!(s.hosts.is_empty());
+        assert_eq!(
+            s.first_gap,
+            Some(PartGap {
+                before: "long".into(),
+                after: "late".into(),
+                from_ns: 1_000,
+                to_ns: 5_000,
+                gap_ns: 4_000,
+            })
+        );
+    }
+
+    #[test]
+    fn parts_from_two_hosts_are_flagged_even_when_their_times_overlap() {
+        let parts = [
+            part("a", "node1", Some((100, 500))),
+            part("b", "node2", Some((100, 500))),
+        ];
+        let s = separate_runs(&parts).expect("flagged");
+        assert_eq!(s.hosts, ["node1", "node2"]);
+        assert_eq!((s.time_spans, s.first_gap), (1, None));
+    }
+}
