@@ -28,12 +28,18 @@ enum Command {
 }
 
 /// `cutrace record`'s own failures exit 125 (as `env`, `timeout` and `docker run` do), so they
-/// cannot be mistaken for the traced program's exit status; every other subcommand exits 2.
+/// cannot be mistaken for the traced program's exit status; `cutrace doctor`'s exit 3, since 2 is
+/// one of its verdicts ("even tracing is not available"); every other subcommand's exit 2.
 const RECORD_FAILED: i32 = 125;
+const DOCTOR_FAILED: i32 = 3;
 
 fn main() {
-    let is_record = std::env::args_os().nth(1).is_some_and(|a| a == "record");
-    let failed = if is_record { RECORD_FAILED } else { 2 };
+    let sub = std::env::args_os().nth(1);
+    let failed = match sub.as_ref().and_then(|s| s.to_str()) {
+        Some("record") => RECORD_FAILED,
+        Some("doctor") => DOCTOR_FAILED,
+        _ => 2,
+    };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if !e.use_stderr() => e.exit(),

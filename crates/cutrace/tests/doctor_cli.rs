@@ -289,3 +289,17 @@ fn probe_runs_the_session_and_reports_cupti_results() {
     assert_eq!(code, Some(1));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_wrong_command_line_exits_3_not_a_verdict() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["doctor", "--formatt", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "2 would read as \"tracing not available\""
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--format"));
+}

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 ///
 /// Exit status: 0 when tracing and counters are both available, 1 when counters are not, 2 when
 /// even tracing is not; 3 when there was nothing to check: --root does not exist or is not a
-/// directory (with --format json, stdout then holds `{"error": "..."}`).
+/// directory (with --format json, stdout then holds `{"error": "..."}`), or the command line was
+/// wrong.
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
   cutrace doctor                      checks this machine; exit 0 / 1 / 2 (/ 3) as above
