@@ -78,6 +78,13 @@ pub struct TraceInfo {
     /// Set when the parts may come from separate runs merged into one directory: several hosts,
     /// or time spans with a gap between them. `null` otherwise.
     pub separate_runs: Option<SeparateRuns>,
+    /// A trace merged from several processes' parts: the pid behind each part number N. Stream
+    /// and correlation ids are per process, so the merge adds N·2³² to part N's; the streams and
+    /// gap kernels below are given as their process knows them (with `pid`), while the
+    /// correlation ids in `correlation.orphan_correlation_ids` keep the N·2³² (part `id >> 32`).
+    /// Absent when the trace is one part or was imported.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub id_parts: Vec<Option<u32>>,
     pub first_ns: Option<Ns>,
     pub last_ns: Option<Ns>,
     pub kernels: u64,
@@ -192,6 +199,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             paths: trace.meta.paths.clone(),
             parts: trace.meta.parts.clone(),
             separate_runs: separate_runs(&trace.meta.parts),
+            id_parts: trace.meta.id_parts.clone(),
             first_ns: bounds.map(|b| b.0),
             last_ns: bounds.map(|b| b.1),
             kernels: trace.kernels.len() as u64,

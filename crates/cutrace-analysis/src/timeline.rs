@@ -35,8 +35,12 @@ pub struct KernelRef {
     /// The name as the trace records it, when that differs from `name`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mangled_name: Option<String>,
+    /// Correlation and stream ids as the kernel's process knows them.
     pub correlation_id: u64,
     pub stream: u64,
+    /// The kernel's process, in a trace merged from several processes' parts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     pub start_ns: Ns,
     pub end_ns: Ns,
 }
@@ -91,7 +95,12 @@ pub struct Timeline {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StreamTimeline {
+    /// The stream id as its process knows it.
     pub stream: u64,
+    /// The stream's process, in a trace merged from several processes' parts (stream ids are
+    /// per process: two processes' stream 7 are two streams).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
     #[serde(flatten)]
     pub timeline: Timeline,
 }
@@ -164,10 +173,15 @@ pub fn kernel_timelines(
             st.runs = Vec::new();
             rows.push(StreamTimeline {
                 stream: st.stream,
+                pid: None,
                 timeline: sweep.into_timeline(st.zero_length, trace),
             });
         }
+        // In merged-id order (process by process), then as each process knows its streams.
         rows.sort_unstable_by_key(|s| s.stream);
+        for r in &mut rows {
+            (r.pid, r.stream) = trace.meta.id_origin(r.stream);
+        }
         out.push(DeviceTimeline {
             device: dev.device,
             timeline: dev_sweep.into_timeline(zero, trace),
@@ -662,11 +676,13 @@ impl Sweep {
         let kref = |idx: u32| {
             let k = &trace.kernels[idx as usize];
             let (name, mangled_name) = crate::names::name_pair(trace.str(k.name));
+            let (pid, correlation_id) = trace.meta.id_origin(k.correlation_id);
             KernelRef {
                 name,
                 mangled_name,
-                correlation_id: k.correlation_id,
-                stream: k.stream,
+                correlation_id,
+                stream: trace.meta.id_origin(k.stream).1,
+                pid,
                 start_ns: k.start_ns,
                 end_ns: k.end_ns,
             }

@@ -924,6 +924,14 @@ fn restore_meta(m: &mut TraceMeta, v: &serde_json::Value) {
     {
         m.notes = notes;
     }
+    // A trace merged from several processes: its stream and correlation ids carry N·2³² for
+    // part N, and these say whose they are ([`TraceMeta::id_parts`]).
+    if let Some(ids) = v
+        .get("id_parts")
+        .and_then(|n| serde_json::from_value::<Vec<Option<u32>>>(n.clone()).ok())
+    {
+        m.id_parts = ids;
+    }
 }
 
 /// Why `parse` in `with_value` failed.

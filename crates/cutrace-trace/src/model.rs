@@ -263,6 +263,44 @@ pub struct TraceMeta {
     pub notes: Vec<TraceNote>,
     /// The part files read, in read order (native traces; empty for imported ones).
     pub parts: Vec<PartMeta>,
+    /// A trace merged from several parts: the pid of the process behind each part number N, by
+    /// N. A process's CUPTI correlation and stream ids are its own (each process counts from
+    /// 1), so the merge adds N·2³² to those of part N (N ≥ 1, in read order) to keep processes
+    /// apart; [`TraceMeta::id_origin`] takes that back off for display. Empty when the trace is
+    /// one part or was imported (its ids are as recorded).
+    pub id_parts: Vec<Option<u32>>,
+}
+
+impl TraceMeta {
+    /// An id (correlation or stream) as its own process knows it, and that process's pid:
+    /// `(Some(pid), id − N·2³²)` in a merged trace (`pid` `None` only when part N's header was
+    /// not read), `(None, id)` otherwise.
+    pub fn id_origin(&self, id: u64) -> (Option<u32>, u64) {
+        match self.id_parts.get((id >> 32) as usize) {
+            Some(&pid) if self.id_parts.len() > 1 => (pid, id & 0xffff_ffff),
+            _ => (None, id),
+        }
+    }
+
+    /// `id` for a person: `7`, or `7 (pid 491)` in a merged trace.
+    pub fn show_id(&self, id: u64) -> String {
+        show_merged_id(&self.id_parts, id)
+    }
+}
+
+/// `id` for a person, given a merged trace's [`TraceMeta::id_parts`]: `7 (pid 491)` for part
+/// N's `N·2³² + 7`; the id as is when the trace was not merged.
+pub fn show_merged_id(id_parts: &[Option<u32>], id: u64) -> String {
+    if id_parts.len() > 1 {
+        if let Some(&pid) = id_parts.get((id >> 32) as usize) {
+            let local = id & 0xffff_ffff;
+            return match pid {
+                Some(p) => format!("{local} (pid {p})"),
+                None => format!("{local} (part {})", id >> 32),
+            };
+        }
+    }
+    id.to_string()
 }
 
 /// A whole trace: flat vectors of records plus the interned strings they point into.

@@ -318,7 +318,8 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
                 k.start_ns,
                 k.end_ns.max(k.start_ns),
                 k.correlation_id,
-                format!("stream {}", k.stream),
+                // Named as its process knows it (`7 (pid 491)` in a multi-process trace).
+                format!("stream {}", t.meta.show_id(k.stream)),
             )
         })
         .collect();
@@ -331,7 +332,7 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
                 s.start,
                 s.end,
                 s.args["correlation"].parse().unwrap(),
-                stream.split(" (").next().unwrap().to_owned(),
+                stream.split(" (overlap").next().unwrap().to_owned(),
             )
         })
         .collect();

@@ -581,14 +581,46 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
     let mut reasons = Vec::new();
     let mut complete = true;
     let mut skipped: HashMap<String, u64> = HashMap::new();
+    // GPUs by UUID: a process sees its GPUs as ordinals 0, 1, … of its own
+    // (CUDA_VISIBLE_DEVICES, one GPU per worker), so the same ordinal in two parts may be two
+    // GPUs, and one GPU may have two ordinals. Each GPU keeps its ordinal unless another GPU
+    // has it already; then it gets the next free one.
+    let mut by_uuid: HashMap<String, u32> = HashMap::new();
+    let mut taken: Vec<u32> = Vec::new();
     for (part, t) in traces.into_iter().enumerate() {
         let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
         let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
-        // CUPTI's correlation ids are per process (32-bit, from 1 in each): the parts of a
-        // multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³² added, so a
-        // kernel never joins another process's launch call; the first part keeps its own ids.
+        // CUPTI's correlation and stream ids are per process (32-bit, from 1 in each): the
+        // parts of a multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³²
+        // added, so a kernel never joins another process's launch call and two processes'
+        // streams on one GPU stay two streams; the first part keeps its own ids.
         let corr = |id: u64| id.wrapping_add((part as u64) << 32);
-        // Each record moves over with its names re-interned and its correlation id offset.
+        let stream = corr;
+        let mut devices: HashMap<u32, u32> = HashMap::new();
+        for d in &t.meta.devices {
+            let global = match d.uuid.as_deref().filter(|u| !u.is_empty()) {
+                Some(u) => match by_uuid.get(u) {
+                    Some(&g) => g,
+                    None => {
+                        let g = if taken.contains(&d.device) {
+                            (0..).find(|g| !taken.contains(g)).unwrap_or(d.device)
+                        } else {
+                            d.device
+                        };
+                        by_uuid.insert(u.to_string(), g);
+                        g
+                    }
+                },
+                None => d.device,
+            };
+            if !taken.contains(&global) {
+                taken.push(global);
+            }
+            devices.insert(d.device, global);
+        }
+        let dev = |d: u32| devices.get(&d).copied().unwrap_or(d);
+        // Each record moves over with its names re-interned, its correlation and stream ids
+        // offset and its device renumbered.
         macro_rules! adopt {
             ($field:ident, $r:ident => $($fix:expr);*) => {
                 out.$field.extend(t.$field.into_iter().map(|mut $r| {
@@ -597,15 +629,21 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                 }))
             };
         }
-        adopt!(kernels, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id));
+        adopt!(kernels, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id);
+            r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(api_calls, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id));
-        adopt!(ranges, r => r.name = re(r.name));
+        adopt!(ranges, r => r.name = re(r.name); r.stream = r.stream.map(stream);
+            r.device = r.device.map(dev));
         adopt!(marks, r => r.name = re(r.name));
         adopt!(overheads, r => r.kind = re(r.kind));
-        adopt!(memcpys, r => r.correlation_id = corr(r.correlation_id));
-        adopt!(memsets, r => r.correlation_id = corr(r.correlation_id));
-        adopt!(syncs, r => r.correlation_id = corr(r.correlation_id));
+        adopt!(memcpys, r => r.correlation_id = corr(r.correlation_id);
+            r.stream = stream(r.stream); r.device = dev(r.device));
+        adopt!(memsets, r => r.correlation_id = corr(r.correlation_id);
+            r.stream = stream(r.stream); r.device = dev(r.device));
+        adopt!(syncs, r => r.correlation_id = corr(r.correlation_id);
+            r.stream = r.stream.map(stream); r.device = dev(r.device));
         let m = t.meta;
+        out.meta.id_parts.push(m.pid);
         out.meta.paths.extend(m.paths.iter().cloned());
         out.meta.parts.extend(m.parts);
         out.meta.dropped_by_cupti += m.dropped_by_cupti;
@@ -614,7 +652,8 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         out.meta.cuda_driver_version = out.meta.cuda_driver_version.or(m.cuda_driver_version);
         out.meta.driver_version = out.meta.driver_version.take().or(m.driver_version);
         out.meta.host = out.meta.host.take().or(m.host);
-        for d in m.devices {
+        for mut d in m.devices {
+            d.device = dev(d.device);
             if !out.meta.devices.iter().any(|x| x.device == d.device) {
                 out.meta.devices.push(d);
             }
@@ -639,4 +678,88 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
     skipped.sort();
     out.meta.skipped_events = skipped;
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{DeviceProps, Kernel, TraceMeta};
+
+    /// One process's trace: one kernel on `device` (whose GPU has `uuid`), stream 7, corr 5.
+    fn part(pid: u32, device: u32, uuid: Option<&str>) -> Trace {
+        let mut t = Trace {
+            strings: vec!["k".into()],
+            meta: TraceMeta {
+                pid: Some(pid),
+                devices: vec![DeviceProps {
+                    device,
+                    name: "H200".into(),
+                    uuid: uuid.map(str::to_owned),
+                    ..Default::default()
+                }],
+                complete: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        t.kernels.push(Kernel {
+            device,
+            context: 1,
+            stream: 7,
+            correlation_id: 5,
+            start_ns: 100,
+            end_ns: 200,
+            name: 0,
+            grid: [1; 3],
+            block: [1; 3],
+            registers_per_thread: 0,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            graph_id: 0,
+        });
+        t
+    }
+
+    #[test]
+    fn processes_keep_their_own_streams_and_gpus_are_told_apart_by_uuid() {
+        // Workers with one GPU each (CUDA_VISIBLE_DEVICES): all call theirs device 0. Worker
+        // 12 shares worker 10's GPU; worker 13 sees that GPU as its device 1.
+        let t = merge(vec![
+            part(10, 0, Some("GPU-a")),
+            part(11, 0, Some("GPU-b")),
+            part(12, 0, Some("GPU-a")),
+            part(13, 1, Some("GPU-a")),
+        ]);
+        let devices: Vec<u32> = t.kernels.iter().map(|k| k.device).collect();
+        assert_eq!(devices, [0, 1, 0, 0]);
+        let mut gpus: Vec<(u32, Option<String>)> = t
+            .meta
+            .devices
+            .iter()
+            .map(|d| (d.device, d.uuid.clone()))
+            .collect();
+        gpus.sort();
+        assert_eq!(gpus, [(0, Some("GPU-a".into())), (1, Some("GPU-b".into()))]);
+        // Stream 7 of each process is its own stream; the ids say whose.
+        let streams: Vec<u64> = t.kernels.iter().map(|k| k.stream).collect();
+        assert_eq!(streams, [7, 7 + (1 << 32), 7 + (2 << 32), 7 + (3 << 32)]);
+        assert_eq!(t.meta.id_parts, [Some(10), Some(11), Some(12), Some(13)]);
+        assert_eq!(t.meta.id_origin(t.kernels[2].stream), (Some(12), 7));
+        assert_eq!(t.meta.id_origin(t.kernels[2].correlation_id), (Some(12), 5));
+        assert_eq!(t.meta.show_id(t.kernels[3].correlation_id), "5 (pid 13)");
+    }
+
+    #[test]
+    fn without_uuids_ordinals_are_kept_and_one_part_is_left_as_recorded() {
+        let t = merge(vec![part(10, 0, None), part(11, 0, None)]);
+        assert_eq!(
+            t.kernels[1].device, 0,
+            "no UUID: nothing to tell GPUs apart by"
+        );
+        assert_eq!(t.meta.id_origin(t.kernels[1].stream), (Some(11), 7));
+        let one = merge(vec![part(10, 3, Some("GPU-a"))]);
+        assert_eq!((one.kernels[0].device, one.kernels[0].stream), (3, 7));
+        assert!(one.meta.id_parts.is_empty());
+        assert_eq!(one.meta.show_id(7), "7");
+    }
 }

@@ -572,6 +572,9 @@ fn cutrace_member(t: &Trace, lanes: &Lanes) -> serde_json::Value {
         "driver_version": m.driver_version,
         "notes": m.notes,
         "export_notes": notes,
+        // Stream and correlation ids of part N (N ≥ 1) carry N·2³² (args and tids alike): the
+        // pid behind each N, so a report on this file names processes as one on the original.
+        "id_parts": m.id_parts,
     })
 }
 
@@ -939,7 +942,7 @@ fn write_metadata<W: Write>(
     }
     for &(d, s, slot) in &rows.lanes {
         let stream = match s {
-            Some(s) => format!("stream {s}"),
+            Some(s) => format!("stream {}", t.meta.show_id(s)),
             None => "no stream".to_owned(),
         };
         let (row, sync) = (slot / 2 + 1, slot % 2 == 1);

@@ -254,8 +254,10 @@ fn device_label(t: &Trace, device: u32) -> String {
     }
 }
 
-fn stream_label(stream: Option<u64>, slot: u16) -> String {
-    let s = stream.map_or("no stream".to_string(), |s| format!("stream {s}"));
+fn stream_label(t: &Trace, stream: Option<u64>, slot: u16) -> String {
+    let s = stream.map_or("no stream".to_string(), |s| {
+        format!("stream {}", t.meta.show_id(s))
+    });
     match slot {
         0 => s,
         1 => format!("{s} sync"),
@@ -295,7 +297,7 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         tr.get((1, u64::from(device), s, u64::from(slot)), |uuid| Track {
             uuid,
             parent,
-            name: stream_label(stream, slot),
+            name: stream_label(t, stream, slot),
             process: None,
             thread: None,
             // Streams in id order, each stream's rows together, no-stream work last.
@@ -344,7 +346,7 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         let parent = Some(tr.list[root as usize].uuid);
         let rows = host_rows(&items);
         let base = stream.map_or("annotations".to_string(), |s| {
-            format!("stream {s} annotations")
+            format!("stream {} annotations", t.meta.show_id(s))
         });
         for (it, row) in items.into_iter().zip(rows) {
             let key = (

@@ -437,10 +437,10 @@ fn render_notes(o: &mut String, r: &Report) {
     }
 }
 
-fn render_timeline_line(o: &mut String, label: &str, t: &Timeline) {
+fn render_timeline_line(o: &mut String, label: &str, width: usize, t: &Timeline) {
     let _ = writeln!(
         o,
-        "  {label:<10} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
+        "  {label:<width$} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
         t.kernels,
         fmt_ns(t.busy_ns),
         pct(t.busy_ns, t.window_ns),
@@ -514,29 +514,42 @@ fn render_device(o: &mut String, d: &DeviceReport) {
         }
     }
     if !d.streams.is_empty() {
+        let label = |s: &cutrace_analysis::StreamTimeline| match s.pid {
+            Some(pid) => format!("{} (pid {pid})", s.stream),
+            None => s.stream.to_string(),
+        };
+        let width = d
+            .streams
+            .iter()
+            .map(|s| label(s).chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(10);
         let _ = writeln!(
             o,
-            "  {:<10} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
+            "  {:<width$} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
             "stream", "kernels", "busy", "busy%", "idle", "idle%", "gaps", "sum of durs"
         );
         for s in &d.streams {
-            render_timeline_line(o, &s.stream.to_string(), &s.timeline);
+            render_timeline_line(o, &label(s), width, &s.timeline);
         }
         // Per stream, only its largest gap (the JSON has the full lists).
         for s in &d.streams {
             if let Some(g) = s.timeline.largest_gaps.first() {
-                let _ = writeln!(o, "  stream {} largest gap: {}", s.stream, gap_line(g));
+                let _ = writeln!(o, "  stream {} largest gap: {}", label(s), gap_line(g));
             }
         }
     }
 }
 
-/// `200 ns at T ns: after NAME (corr 11, stream 7) → before NAME (corr 12, stream 7)`.
+/// `200 ns at T ns: after NAME (corr 11, stream 7) → before NAME (corr 12, stream 7)`, with
+/// `, pid P` in a trace merged from several processes.
 fn gap_line(g: &cutrace_analysis::Gap) -> String {
     let side = |k: &Option<cutrace_analysis::KernelRef>| {
         k.as_ref().map_or("?".to_string(), |k| {
+            let pid = k.pid.map_or(String::new(), |p| format!(", pid {p}"));
             format!(
-                "{} (corr {}, stream {})",
+                "{} (corr {}, stream {}{pid})",
                 short_name(&k.name, 60),
                 k.correlation_id,
                 k.stream
@@ -566,7 +579,7 @@ fn render_correlation(o: &mut String, r: &Report) {
         let ids: Vec<String> = c
             .orphan_correlation_ids
             .iter()
-            .map(u64::to_string)
+            .map(|&id| cutrace_trace::show_merged_id(&r.trace.id_parts, id))
             .collect();
         let more = if (c.orphan_correlation_ids.len() as u64)
             < c.orphans - c.kernels_without_correlation_id
