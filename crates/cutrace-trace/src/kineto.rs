@@ -15,7 +15,7 @@ use serde::Deserialize;
 use crate::error::TraceError;
 use crate::model::*;
 use crate::open::Progress;
-use crate::timeparse::parse_us_to_ns_bytes;
+use crate::timeparse::{parse_us_exact, TimeParseError};
 
 mod parallel;
 mod scan;
@@ -54,6 +54,7 @@ pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> 
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
     let mut imp = Importer::new(path, reader, CHUNK, threads);
+    imp.gzip_size = if gz { Some(total.unwrap_or(0)) } else { None };
     imp.run()?;
     let mut trace = imp.finish();
     trace.meta.paths = vec![path.display().to_string()];
@@ -155,6 +156,9 @@ struct Importer<R> {
     /// relative to this, and it is added back so the trace has its original clock. (torch.profiler's
     /// own `baseTimeNanoseconds` is not applied: its traces are reported on their own clock.)
     time_base_ns: Ns,
+    /// The compressed file's size when the input is gzip: a gzip stream that ends early is a file
+    /// cut off there.
+    gzip_size: Option<u64>,
 }
 
 /// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
@@ -164,6 +168,8 @@ struct Sink {
     trace: Trace,
     events: u64,
     skipped: std::collections::BTreeMap<String, u64>,
+    /// `ts` and `dur` values with digits below the nanosecond, rounded to the nearest ns.
+    rounded: u64,
 }
 
 /// A kernel, copy or memset event's placement and timing.
@@ -278,12 +284,14 @@ impl<R: Read> Importer<R> {
                 trace,
                 events: 0,
                 skipped: Default::default(),
+                rounded: 0,
             },
             threads: threads.max(1),
             parallel_min: PARALLEL_MIN,
             parts: (0, 0),
             spares: Vec::new(),
             time_base_ns: 0,
+            gzip_size: None,
         }
     }
 
@@ -296,6 +304,21 @@ impl<R: Read> Importer<R> {
         }
         trace.strings = self.sink.strings.into_strings();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
+        if self.sink.rounded > 0 {
+            // After the "cutrace" member's notes were restored, so it is kept beside them.
+            let n = self.sink.rounded;
+            trace.meta.notes.push(TraceNote {
+                pid: None,
+                part: Some(self.sink.path.display().to_string()),
+                text: format!(
+                    "{n} \"ts\"/\"dur\" value{} had digits below the nanosecond and {} rounded to \
+                     the nearest nanosecond (ties to even; an event's end is its exact ts + dur, \
+                     rounded once)",
+                    if n == 1 { "" } else { "s" },
+                    if n == 1 { "was" } else { "were" },
+                ),
+            });
+        }
         trace
     }
 
@@ -304,6 +327,23 @@ impl<R: Read> Importer<R> {
     }
 
     fn io(&self, e: std::io::Error) -> TraceError {
+        if let (Some(size), std::io::ErrorKind::UnexpectedEof) = (self.gzip_size, e.kind()) {
+            // flate2 says "incomplete deflate stream" or "unexpected end of file": the file
+            // stops inside its gzip stream (header, data or trailer).
+            return TraceError::Malformed {
+                path: self.sink.path.clone(),
+                offset: size,
+                what: format!(
+                    "the gzip stream is cut off: the file ends before its gzip stream does, after \
+                     {} bytes of JSON were decompressed",
+                    self.input.base + self.input.end as u64
+                ),
+                hint: "the trace was probably still being written, or was copied only in part; \
+                       copy it again once complete, or export it again with \
+                       export_chrome_trace"
+                    .into(),
+            };
+        }
         if e.kind() == std::io::ErrorKind::InvalidInput
             || e.kind() == std::io::ErrorKind::InvalidData
         {
@@ -650,7 +690,9 @@ impl Sink {
             }
         };
         let cat_text = text(ev.cat)?;
-        let cat = cat_text.as_ref();
+        // A modelled category in any ASCII case ("Kernel") is read as its lowercase spelling;
+        // any other keeps its own, for the skipped count.
+        let cat = scan::modelled(cat_text.as_ref()).unwrap_or(cat_text.as_ref());
         if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
             if ev.ph.is_some_and(|p| p.bytes_eq("i")) && cat == "user_annotation" {
                 // An NVTX mark, as `cutrace convert --chrome` writes one.
@@ -820,12 +862,15 @@ impl Sink {
         let ts = ev
             .ts
             .ok_or_else(|| self.malformed(at, "a mark (\"ph\": \"i\") has no \"ts\""))?;
-        let ts_ns = parse_us_to_ns_bytes(unquote_b(ts)).map_err(|e| {
+        let bad = |e: TimeParseError| {
             self.malformed(
                 at,
                 format!("\"ts\" of a mark (\"ph\": \"i\") is {e}: {}", raw_text(ts)),
             )
-        })?;
+        };
+        let exact = parse_us_exact(unquote_b(ts)).map_err(bad)?;
+        let ts_ns = exact.round_ns().map_err(bad)?;
+        self.rounded += u64::from(!exact.is_whole());
         let name = self.strings.intern(name);
         self.trace.marks.push(NvtxMark {
             name,
@@ -836,19 +881,25 @@ impl Sink {
         Ok(())
     }
 
-    fn interval(&self, ev: &Event<'_>, at: u64) -> Result<(Ns, Ns), TraceError> {
+    /// An event's start and end in whole nanoseconds. `ts` and `dur` are read exactly; when
+    /// either has digits below the nanosecond, the start and the exact end (`ts + dur`) are each
+    /// rounded to the nearest ns, ties to even, and counted. Rounding both ends (rather than
+    /// `dur`) keeps the order of every two times, so touching events still touch.
+    fn interval(&mut self, ev: &Event<'_>, at: u64) -> Result<(Ns, Ns), TraceError> {
         let what = cat_or_event(ev);
         let ts = ev
             .ts
             .ok_or_else(|| self.malformed(at, format!("a \"{what}\" event has no \"ts\"")))?;
-        let start = parse_us_to_ns_bytes(unquote_b(ts)).map_err(|e| {
+        let bad_ts = |e: TimeParseError| {
             self.malformed(
                 at,
                 format!("\"ts\" of a \"{what}\" event is {e}: {}", raw_text(ts)),
             )
-        })?;
+        };
+        let start = parse_us_exact(unquote_b(ts)).map_err(bad_ts)?;
+        let start_ns = start.round_ns().map_err(bad_ts)?;
         let dur = match ev.dur {
-            Some(d) => parse_us_to_ns_bytes(unquote_b(d)).map_err(|e| {
+            Some(d) => parse_us_exact(unquote_b(d)).map_err(|e| {
                 self.malformed(
                     at,
                     format!("\"dur\" of a \"{what}\" event is {e}: {}", raw_text(d)),
@@ -856,15 +907,19 @@ impl Sink {
             })?,
             None => return Err(self.malformed(at, format!("a \"{what}\" event has no \"dur\""))),
         };
-        let end = start
+        let overflow = || self.malformed(at, "\"ts\" + \"dur\" overflows 64-bit nanoseconds");
+        let end_ns = start
             .checked_add(dur)
-            .ok_or_else(|| self.malformed(at, "\"ts\" + \"dur\" overflows 64-bit nanoseconds"))?;
-        Ok((start, end))
+            .ok_or_else(overflow)?
+            .round_ns()
+            .map_err(|_| overflow())?;
+        self.rounded += u64::from(!start.is_whole()) + u64::from(!dur.is_whole());
+        Ok((start_ns, end_ns))
     }
 
     /// Where and when a device-side event ran: `args` first, then Kineto's `pid` (device) and
     /// `tid` (stream) lanes.
-    fn gpu_event(&self, ev: &Event<'_>, at: u64) -> Result<GpuEvent, TraceError> {
+    fn gpu_event(&mut self, ev: &Event<'_>, at: u64) -> Result<GpuEvent, TraceError> {
         let (start, end) = self.interval(ev, at)?;
         let args = self.args(ev, at)?;
         Ok(GpuEvent {
@@ -1203,6 +1258,31 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         assert_eq!(names(&par), names(&seq));
+    }
+
+    /// Times rounded on other threads are counted like the sequential scan counts them, and
+    /// capitalised categories are read there too.
+    #[test]
+    fn parallel_scan_counts_rounded_times_and_reads_any_case() {
+        let mut events = Vec::new();
+        for i in 0..300 {
+            events.push(format!(
+                "  {{\"ph\": \"X\", \"cat\": \"{}\", \"name\": \"k\", \"ts\": {}.{}, \"dur\": 1,
+    \"args\": {{\"device\": 0, \"stream\": 7, \"correlation\": {i}}}}}",
+                if i % 2 == 0 { "Kernel" } else { "KERNEL" },
+                1000 + i,
+                if i % 3 == 0 { "0004" } else { "5" }
+            ));
+        }
+        let json = format!("{{\"traceEvents\": [\n{}\n]}}", events.join(",\n"));
+        let seq = import_with(json.as_bytes(), 1 << 30, 1).unwrap();
+        assert_eq!(seq.kernels.len(), 300);
+        assert!(seq.meta.notes[0].text.starts_with("100 "));
+        for threads in [2, 4] {
+            let (par, (merged, _)) = import_counting(json.as_bytes(), 2 << 10, threads).unwrap();
+            assert!(merged > 0);
+            assert_eq!(par, seq, "{threads} threads");
+        }
     }
 
     /// Values cut by a chunk boundary at every possible position must parse the same as whole.

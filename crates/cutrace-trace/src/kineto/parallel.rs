@@ -140,6 +140,7 @@ pub(super) fn part_sink(path: &Path) -> Sink {
         trace: Default::default(),
         events: 0,
         skipped: Default::default(),
+        rounded: 0,
     }
 }
 
@@ -180,6 +181,7 @@ impl Sink {
         me.marks.append(&mut t.marks);
         me.overheads.append(&mut t.overheads);
         self.events += other.events;
+        self.rounded += std::mem::take(&mut other.rounded);
         for (k, n) in std::mem::take(&mut other.skipped) {
             *self.skipped.entry(k).or_insert(0) += n;
         }
@@ -198,6 +200,7 @@ impl Sink {
         t.overheads.clear();
         self.strings = Interner::new();
         self.events = 0;
+        self.rounded = 0;
         self.skipped.clear();
     }
 }

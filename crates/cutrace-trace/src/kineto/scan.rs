@@ -30,6 +30,17 @@ impl<'a> JStr<'a> {
         !self.escaped && self.raw == s.as_bytes()
     }
 
+    /// The modelled category this string names, ignoring ASCII case (see [`modelled`]).
+    pub fn modelled(&self) -> Option<&'static str> {
+        if self.escaped {
+            return self.decode().ok().and_then(|c| modelled(&c));
+        }
+        MODELLED
+            .iter()
+            .copied()
+            .find(|m| self.raw.eq_ignore_ascii_case(m.as_bytes()))
+    }
+
     /// The decoded text; borrowed when there are no escapes.
     pub fn decode(&self) -> Result<Cow<'a, str>, String> {
         if !self.escaped {
@@ -378,7 +389,8 @@ impl<'a> Scanner<'a> {
 }
 
 /// Event categories whose fields cutrace reads; any other event is skipped as soon as its `ph`
-/// or `cat` says so.
+/// or `cat` says so. They are matched ignoring ASCII case: Kineto has written "Kernel" as well
+/// as "kernel" over its versions (pytorch/kineto#659).
 pub const MODELLED: [&str; 9] = [
     "kernel",
     "gpu_memcpy",
@@ -390,6 +402,15 @@ pub const MODELLED: [&str; 9] = [
     "gpu_user_annotation",
     "overhead",
 ];
+
+/// The modelled category `cat` names, in the spelling of [`MODELLED`], matched ignoring ASCII
+/// case; `None` for a category cutrace does not model.
+pub fn modelled(cat: &str) -> Option<&'static str> {
+    MODELLED
+        .iter()
+        .copied()
+        .find(|m| m.eq_ignore_ascii_case(cat))
+}
 
 impl Scanner<'_> {
     /// Skips the rest of an object whose first keys were read: only strings and braces matter
@@ -449,7 +470,7 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
             }
             b"cat" => {
                 let cat = s.str_value("cat")?;
-                skip_rest = !MODELLED.iter().any(|m| cat.bytes_eq(m));
+                skip_rest = cat.modelled().is_none();
                 ev.cat = Some(cat);
             }
             b"name" => ev.name = Some(s.str_value("name")?),
