@@ -109,8 +109,14 @@ pub struct DeviceReport {
     pub streams: Vec<StreamTimeline>,
 }
 
+/// The JSON report's version: raised when a field is renamed, removed or changes meaning (new
+/// fields do not raise it).
+pub const SCHEMA_VERSION: u32 = 1;
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: u32,
     pub trace: TraceInfo,
     /// The time window, when one was given.
     pub window: Option<WindowInfo>,
@@ -191,6 +197,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
 
     let (bounds, inverted) = record_facts(trace);
     Ok(Report {
+        schema_version: SCHEMA_VERSION,
         trace: TraceInfo {
             source: match trace.meta.source {
                 SourceFormat::Native => "native",
@@ -234,7 +241,11 @@ fn device_reports(
     overlap: &BTreeMap<u32, Ns>,
 ) -> Vec<DeviceReport> {
     let mut by_dev: BTreeMap<u32, DeviceReport> = BTreeMap::new();
-    for t in timelines {
+    for mut t in timelines {
+        let runs = copy_runs.get(&t.device).map_or(&[][..], Vec::as_slice);
+        for g in &mut t.timeline.largest_gaps {
+            g.copy_ns = Some(overlap_with_runs(runs, g.start_ns, g.end_ns));
+        }
         by_dev.insert(
             t.device,
             DeviceReport {
@@ -259,6 +270,16 @@ fn device_reports(
         row.copy_busy_ns = runs.iter().map(|r| r.1 - r.0).sum();
     }
     by_dev.into_values().collect()
+}
+
+/// How much of `[start, end)` the sorted, disjoint `runs` cover.
+fn overlap_with_runs(runs: &[(Ns, Ns)], start: Ns, end: Ns) -> Ns {
+    let first = runs.partition_point(|r| r.1 <= start);
+    runs[first..]
+        .iter()
+        .take_while(|r| r.0 < end)
+        .map(|r| r.1.min(end).saturating_sub(r.0.max(start)))
+        .sum()
 }
 
 /// Trace bounds and the count of inverted kernel/copy/memset/API records, in one pass per kind.

@@ -55,6 +55,11 @@ pub struct Gap {
     pub before: Option<KernelRef>,
     /// The kernel that starts the busy run after the gap.
     pub after: Option<KernelRef>,
+    /// Of a device's gap: how long memcpys on that device ran within it (no kernel ran, but the
+    /// GPU was moving data: a gap filled by copies is an input-pipeline stall, not an empty
+    /// GPU). Absent for a stream's gaps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub copy_ns: Option<Ns>,
 }
 
 /// Idle gaps whose length lies in `[from_ns, to_ns)` (`to_ns` null for the last bucket).
@@ -696,6 +701,7 @@ impl Sweep {
                 length_ns: len,
                 before: Some(kref(before)),
                 after: Some(kref(after)),
+                copy_ns: None,
             })
             .collect();
         let gap_histogram = self

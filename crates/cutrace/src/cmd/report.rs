@@ -93,6 +93,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Format::Json => {
             out = serde_json::to_string(&report).context("serializing the report")?;
             out.push('\n');
+            if let Some(why) = window_outside_trace(&report) {
+                eprintln!("cutrace: warning: {why}");
+            }
         }
         Format::Text => render_text(&mut out, &args.file, &report),
     }
@@ -207,8 +210,13 @@ fn short_name(name: &str, max: usize) -> String {
     if name.chars().count() <= max {
         return name.to_owned();
     }
-    let mut s: String = name.chars().take(max.saturating_sub(1)).collect();
+    // Keep both ends: template instances of one kernel differ in their arguments, at the end.
+    let head = max.saturating_sub(1) / 2;
+    let tail = max.saturating_sub(1) - head;
+    let chars: Vec<char> = name.chars().collect();
+    let mut s: String = chars[..head].iter().collect();
     s.push('…');
+    s.extend(&chars[chars.len() - tail..]);
     s
 }
 
@@ -236,6 +244,9 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
             "time window: {} ns → {to} (intervals clipped to it)",
             w.from_ns
         );
+        if let Some(why) = window_outside_trace(r) {
+            let _ = writeln!(o, "WARNING: {why}");
+        }
     }
     render_data_loss(o, r);
     render_notes(o, r);
@@ -258,8 +269,9 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
             }
         );
     }
+    let requested = requested_span(r);
     for d in &r.devices {
-        render_device(o, d);
+        render_device(o, d, requested, (r.trace.first_ns, r.trace.last_ns));
     }
     render_correlation(o, r);
     render_kernels(o, r);
@@ -451,7 +463,35 @@ fn render_timeline_line(o: &mut String, label: &str, width: usize, t: &Timeline)
     );
 }
 
-fn render_device(o: &mut String, d: &DeviceReport) {
+/// The requested time window clipped to the trace's records (`None` without a window, or when
+/// they do not meet).
+fn requested_span(r: &Report) -> Option<(u64, u64)> {
+    let w = r.window.as_ref()?;
+    let (first, last) = (r.trace.first_ns?, r.trace.last_ns?);
+    let (a, b) = (w.from_ns.max(first), w.to_ns.unwrap_or(u64::MAX).min(last));
+    (b > a).then_some((a, b))
+}
+
+/// Why a window selects nothing of the trace, when it does not.
+pub(crate) fn window_outside_trace(r: &Report) -> Option<String> {
+    let w = r.window.as_ref()?;
+    let (first, last) = (r.trace.first_ns?, r.trace.last_ns?);
+    let to = w.to_ns.unwrap_or(u64::MAX);
+    (to <= first || w.from_ns >= last).then(|| {
+        format!(
+            "the time window lies outside the trace, which runs from {first} to {last} ns on \
+             its own clock: a plain number is an absolute time on that clock; give offsets from \
+             the trace's start with a unit instead (--from 1ms --to 5ms)"
+        )
+    })
+}
+
+fn render_device(
+    o: &mut String,
+    d: &DeviceReport,
+    requested: Option<(u64, u64)>,
+    trace: (Option<u64>, Option<u64>),
+) {
     let t = &d.timeline;
     let _ = writeln!(o, "\nGPU {}", d.device);
     if let (Some(a), Some(b)) = (t.window_start_ns, t.window_end_ns) {
@@ -469,11 +509,36 @@ fn render_device(o: &mut String, d: &DeviceReport) {
     );
     let _ = writeln!(
         o,
-        "  idle: {} = {} in {} gaps",
+        "  idle: {} = {} in {}",
         fmt_ns(t.idle_ns),
         pct(t.idle_ns, t.window_ns),
-        t.gaps
+        count(t.gaps as usize, "gap", "gaps")
     );
+    if let Some((a, b)) = requested {
+        // The window the user asked for, not the first-to-last-kernel span inside it.
+        let span = b - a;
+        let _ = writeln!(
+            o,
+            "  of the requested window ({a} → {b} ns, {}, clipped to the trace): busy {}, idle {} \
+             (counting the time before the first kernel and after the last)",
+            fmt_ns(span),
+            pct(t.busy_ns, span),
+            pct(span.saturating_sub(t.busy_ns), span)
+        );
+    } else if let (Some(first), Some(last), Some(ws), Some(we)) =
+        (trace.0, trace.1, t.window_start_ns, t.window_end_ns)
+    {
+        let (before, after) = (ws.saturating_sub(first), last.saturating_sub(we));
+        if before > 0 || after > 0 {
+            let _ = writeln!(
+                o,
+                "  outside the window, no kernel ran: {} before the first kernel (from the trace's \
+                 first record) and {} after the last (to its last record)",
+                fmt_ns(before),
+                fmt_ns(after)
+            );
+        }
+    }
     let _ = writeln!(
         o,
         "  sum of kernel durations (double-counts overlap): {}   kernels: {} ({} zero-length)",
@@ -533,6 +598,11 @@ fn render_device(o: &mut String, d: &DeviceReport) {
         for s in &d.streams {
             render_timeline_line(o, &label(s), width, &s.timeline);
         }
+        let _ = writeln!(
+            o,
+            "  (a stream's busy% and idle% are of its own span: its first kernel start → last \
+             kernel end)"
+        );
         // Per stream, only its largest gap (the JSON has the full lists).
         for s in &d.streams {
             if let Some(g) = s.timeline.largest_gaps.first() {
@@ -556,8 +626,12 @@ fn gap_line(g: &cutrace_analysis::Gap) -> String {
             )
         })
     };
+    let copies = match g.copy_ns {
+        Some(c) if c > 0 => format!(" [copies ran {} of it]", fmt_ns(c)),
+        _ => String::new(),
+    };
     format!(
-        "{} at {} ns: after {} → before {}",
+        "{} at {} ns: after {} → before {}{copies}",
         fmt_ns(g.length_ns),
         g.start_ns,
         side(&g.before),
@@ -597,7 +671,22 @@ fn render_correlation(o: &mut String, r: &Report) {
             c.kernels_without_correlation_id
         );
     }
+    if c.orphans > c.kernels_without_correlation_id && c.api_calls == 0 {
+        let _ = write!(
+            line,
+            "; the trace holds no API calls at all (record the runtime and driver kinds; in \
+             torch.profiler, the CUDA activity)"
+        );
+    }
     let _ = writeln!(o, "{line}");
+    if c.duplicate_api_correlation_ids > 0 {
+        let _ = writeln!(
+            o,
+            "  {} API calls share a correlation id with an earlier call: device records with \
+             that id are joined to the earlier one (a merged or hand-edited trace?)",
+            c.duplicate_api_correlation_ids
+        );
+    }
     for (label, j) in [("memcpys", &c.memcpys), ("memsets", &c.memsets)] {
         if j.records > 0 {
             let _ = writeln!(
@@ -611,8 +700,8 @@ fn render_correlation(o: &mut String, r: &Report) {
     if l.kernels > 0 {
         let _ = writeln!(
             o,
-            "  launch → start latency (API call end → kernel start) over {} kernels: min {}  p50 {}  p90 {}  p99 {}  max {}",
-            l.kernels,
+            "  launch → start latency (API call end → kernel start) over {}: min {}  p50 {}  p90 {}  p99 {}  max {}",
+            count(l.kernels as usize, "kernel", "kernels"),
             fmt_opt(l.min_ns),
             fmt_opt(l.p50_ns),
             fmt_opt(l.p90_ns),
@@ -762,6 +851,14 @@ mod tests {
         assert_eq!(fmt_signed_ns(-50), "-50 ns");
         assert_eq!(fmt_round(100_000), "100 µs");
         assert_eq!(fmt_round(1_000_000_000), "1 s");
-        assert_eq!(short_name("abcdef", 4), "abc…");
+        // Both ends kept: instances of one template differ at the end.
+        assert_eq!(short_name("abcdef", 4), "a…ef");
+        assert_eq!(short_name("abcdef", 6), "abcdef");
+        let (f, d) = (
+            "void elementwise_kernel<128, 4, Functor>(int, float)",
+            "void elementwise_kernel<128, 4, Functor>(int, double)",
+        );
+        assert_ne!(short_name(f, 30), short_name(d, 30));
+        assert_eq!(short_name(f, 30).chars().count(), 30);
     }
 }

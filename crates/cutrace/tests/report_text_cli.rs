@@ -1,0 +1,124 @@
+//! What the text report says around its numbers, on small hand-made traces whose answers are
+//! known: copies inside idle gaps, the requested window, a window outside the trace, shared
+//! correlation ids, a trace without API calls, the JSON schema version.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn trace(name: &str, events: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cutrace-report-text-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    std::fs::write(&p, format!(r#"{{"traceEvents":[{events}]}}"#)).unwrap();
+    p
+}
+
+fn report(p: &PathBuf, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .arg("report")
+        .arg(p)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+const KERNEL: &str = r#"{"ph":"X","cat":"kernel","name":"NAME","pid":0,"tid":7,"ts":TS,"dur":DUR,"args":{"device":0,"stream":7,"correlation":CORR}}"#;
+const LAUNCH: &str = r#"{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":TS,"dur":1,"args":{"correlation":CORR}}"#;
+
+fn ev(t: &str, name: &str, ts: u64, dur: u64, corr: u64) -> String {
+    t.replace("NAME", name)
+        .replace("TS", &ts.to_string())
+        .replace("DUR", &dur.to_string())
+        .replace("CORR", &corr.to_string())
+}
+
+#[test]
+fn a_gap_filled_by_a_copy_says_so() {
+    let copy = r#"{"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":0,"tid":7,"ts":120,"dur":60,"args":{"device":0,"stream":7,"correlation":2,"bytes":8}}"#;
+    let p = trace(
+        "g.json",
+        &[
+            ev(KERNEL, "a", 100, 10, 1),
+            copy.into(),
+            ev(KERNEL, "b", 190, 10, 3),
+        ]
+        .join(","),
+    );
+    let t = text(&report(&p, &[]));
+    assert!(t.contains("80.000 µs at 110000 ns"), "{t}");
+    assert!(t.contains("[copies ran 60.000 µs of it]"), "{t}");
+    assert!(
+        t.contains("idle: 80.000 µs = 80.0 % in 1 gap\n"),
+        "singular: {t}"
+    );
+    let j: serde_json::Value =
+        serde_json::from_slice(&report(&p, &["--format", "json"]).stdout).unwrap();
+    assert_eq!(j["schema_version"], 1);
+    assert_eq!(j["devices"][0]["largest_gaps"][0]["copy_ns"], 60_000);
+}
+
+#[test]
+fn a_requested_window_gets_its_own_percentages_and_one_outside_the_trace_a_warning() {
+    let p = trace(
+        "w.json",
+        &[
+            ev(LAUNCH, "", 1, 1, 1),
+            ev(KERNEL, "a", 100, 10, 1),
+            ev(LAUNCH, "", 150, 1, 2),
+            ev(KERNEL, "b", 190, 10, 2),
+            ev(LAUNCH, "", 400, 1, 3),
+        ]
+        .join(","),
+    );
+    // The trace runs 1 → 401 µs; kernels 100–110 and 190–200. Window 50 → 350 µs.
+    let t = text(&report(&p, &["--from", "49us", "--to", "349us"]));
+    assert!(
+        t.contains("of the requested window (50000 → 350000 ns, 300.000 µs, clipped to the trace): busy 6.7 %, idle 93.3 %"),
+        "{t}"
+    );
+    // Without a window: the idle time before the first kernel and after the last is named.
+    let t = text(&report(&p, &[]));
+    assert!(
+        t.contains("99.000 µs before the first kernel (from the trace's first record) and 201.000 µs after the last"),
+        "{t}"
+    );
+    // A plain number is absolute on the trace's clock: far before this trace.
+    let o = report(&p, &["--from", "1", "--to", "2"]);
+    let t = text(&o);
+    assert!(
+        t.contains("WARNING: the time window lies outside the trace"),
+        "{t}"
+    );
+    let o = report(&p, &["--from", "1", "--to", "2", "--format", "json"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("lies outside the trace"));
+    let o = report(&p, &["--from", "49us"]);
+    assert!(!text(&o).contains("WARNING"));
+}
+
+#[test]
+fn shared_correlation_ids_and_missing_api_calls_are_explained() {
+    let p = trace(
+        "dup.json",
+        &[
+            ev(LAUNCH, "", 1, 1, 10),
+            ev(LAUNCH, "", 5, 1, 10),
+            ev(KERNEL, "a", 100, 10, 10),
+        ]
+        .join(","),
+    );
+    let t = text(&report(&p, &[]));
+    assert!(
+        t.contains("1 API calls share a correlation id with an earlier call")
+            || t.contains("share a correlation id"),
+        "{t}"
+    );
+    let p = trace("noapi.json", &ev(KERNEL, "a", 100, 10, 10));
+    let t = text(&report(&p, &[]));
+    assert!(t.contains("orphans 1"), "{t}");
+    assert!(t.contains("the trace holds no API calls at all"), "{t}");
+}
