@@ -44,6 +44,9 @@ impl Default for Options {
 pub struct DataLoss {
     pub dropped_by_recorder: u64,
     pub dropped_by_cupti: u64,
+    /// False when the source does not record drop counts (torch.profiler traces): the two
+    /// counts above are then unknown, not zero.
+    pub drops_recorded: bool,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
     /// Source events the importer did not model, by category.
@@ -334,6 +337,7 @@ fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
     DataLoss {
         dropped_by_recorder: m.dropped_by_recorder,
         dropped_by_cupti: m.dropped_by_cupti,
+        drops_recorded: m.drops_recorded,
         complete: m.complete,
         incomplete_reason: m.incomplete_reason.clone(),
         skipped_events: m

@@ -964,9 +964,11 @@ fn restore_meta(m: &mut TraceMeta, v: &serde_json::Value) {
     }
     if let Some(n) = count("dropped_by_recorder") {
         m.dropped_by_recorder = n;
+        m.drops_recorded = true;
     }
     if let Some(n) = count("dropped_by_cupti") {
         m.dropped_by_cupti = n;
+        m.drops_recorded = true;
     }
     m.host = text("host").or(m.host.take());
     m.driver_version = text("driver_version").or(m.driver_version.take());

@@ -243,6 +243,9 @@ pub struct TraceMeta {
     pub dropped_by_recorder: u64,
     /// CUPTI's own dropped count (`cuptiActivityGetNumDroppedRecords`), summed over contexts.
     pub dropped_by_cupti: u64,
+    /// Whether the source records the two drop counts above: cutrace's own traces (and their
+    /// Chrome exports) do, torch.profiler's do not. When false the counts are unknown, not 0.
+    pub drops_recorded: bool,
     /// `cuptiGetVersion`, when known.
     pub cupti_version: Option<u32>,
     /// `cuDriverGetVersion` (e.g. 13000), when known.

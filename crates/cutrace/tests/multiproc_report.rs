@@ -34,6 +34,9 @@ fn each_process_keeps_its_own_streams_named_with_its_pid() {
         .map(|p| p.as_u64().unwrap())
         .collect();
     assert_eq!(pids, [491, 492, 493, 494]);
+    // cutrace's own parts record their drops (none here).
+    assert_eq!(r["data_loss"]["drops_recorded"], true);
+    assert_eq!(r["data_loss"]["dropped_by_cupti"], 0);
     let devs = r["devices"].as_array().unwrap();
     assert_eq!(devs.len(), 1, "one GPU");
     let streams: BTreeSet<(u64, u64, u64)> = devs[0]["streams"]

@@ -196,7 +196,14 @@ fn text_report_shows_the_union_and_labels_the_sum() {
         text.contains("sum of kernel durations (double-counts overlap): 10.800 µs"),
         "{text}"
     );
-    assert!(text.contains("data loss: none recorded"), "{text}");
+    // A torch.profiler trace does not record drops: unknown, not "none".
+    assert!(
+        text.contains("data loss: trace complete; drop counts unknown"),
+        "{text}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ok(&["--format", "json"], &trace)).unwrap();
+    assert_eq!(json["data_loss"]["drops_recorded"], false);
     // Stream 7 alone: 200 ns idle, 2.5 % of its window.
     let line = text
         .lines()

@@ -467,6 +467,7 @@ impl PartBuilder {
         };
         m.dropped_by_cupti = cupti_drops;
         m.dropped_by_recorder = rec_drops;
+        m.drops_recorded = true;
         if let Some(reason) = self.tail.as_ref().and_then(|t| t.incomplete_reason.clone()) {
             self.incomplete_reason.get_or_insert(reason);
         }
@@ -648,6 +649,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         out.meta.parts.extend(m.parts);
         out.meta.dropped_by_cupti += m.dropped_by_cupti;
         out.meta.dropped_by_recorder += m.dropped_by_recorder;
+        out.meta.drops_recorded |= m.drops_recorded;
         out.meta.cupti_version = out.meta.cupti_version.or(m.cupti_version);
         out.meta.cuda_driver_version = out.meta.cuda_driver_version.or(m.cuda_driver_version);
         out.meta.driver_version = out.meta.driver_version.take().or(m.driver_version);

@@ -565,8 +565,9 @@ fn cutrace_member(t: &Trace, lanes: &Lanes) -> serde_json::Value {
         "source_paths": m.paths,
         "complete": m.complete,
         "incomplete_reason": m.incomplete_reason,
-        "dropped_by_recorder": m.dropped_by_recorder,
-        "dropped_by_cupti": m.dropped_by_cupti,
+        // null: the source does not record them (a torch.profiler trace), so they are unknown.
+        "dropped_by_recorder": m.drops_recorded.then_some(m.dropped_by_recorder),
+        "dropped_by_cupti": m.drops_recorded.then_some(m.dropped_by_cupti),
         "host": m.host,
         "pid": m.pid,
         "driver_version": m.driver_version,

@@ -388,8 +388,9 @@ fn meta_json(m: &TraceMeta, headers: &[cutrace_trace::native::Header]) -> serde_
         "paths": m.paths,
         "complete": m.complete,
         "incomplete_reason": m.incomplete_reason,
-        "dropped_by_recorder": m.dropped_by_recorder,
-        "dropped_by_cupti": m.dropped_by_cupti,
+        // null: the source does not record them (a torch.profiler trace), so they are unknown.
+        "dropped_by_recorder": m.drops_recorded.then_some(m.dropped_by_recorder),
+        "dropped_by_cupti": m.drops_recorded.then_some(m.dropped_by_cupti),
         "cupti_version": m.cupti_version,
         "cuda_driver_version": m.cuda_driver_version,
         "driver_version": m.driver_version,

@@ -418,10 +418,19 @@ fn render_data_loss(o: &mut String, r: &Report) {
     let _ = writeln!(
         o,
         "data loss: {}",
-        if facts.is_empty() {
-            "none recorded (0 dropped by the recorder, 0 by CUPTI; trace complete)".to_string()
-        } else {
-            facts.join("; ")
+        match (facts.is_empty(), l.drops_recorded) {
+            (true, true) => {
+                "none recorded (0 dropped by the recorder, 0 by CUPTI; trace complete)".to_string()
+            }
+            (true, false) => "trace complete; drop counts unknown (this format does not record \
+                              them: a torch.profiler trace says nothing of records CUPTI or the \
+                              profiler dropped)"
+                .to_string(),
+            (false, true) => facts.join("; "),
+            (false, false) => format!(
+                "{}; drop counts unknown (not in this format)",
+                facts.join("; ")
+            ),
         }
     );
     if !skipped.is_empty() {
