@@ -60,8 +60,15 @@ fn main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
             eprintln!("cutrace: error: {e}");
+            // A cause whose text the line above already holds (a message that quotes its OS
+            // error) is not repeated.
+            let mut shown = e.to_string();
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                let c = cause.to_string();
+                if !shown.contains(&c) {
+                    eprintln!("  caused by: {c}");
+                    shown.push_str(&c);
+                }
             }
             std::process::exit(failed);
         }

@@ -122,3 +122,14 @@ fn shared_correlation_ids_and_missing_api_calls_are_explained() {
     assert!(t.contains("orphans 1"), "{t}");
     assert!(t.contains("the trace holds no API calls at all"), "{t}");
 }
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["report", "/nonexistent/cutrace-test.json"])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+}
