@@ -27,7 +27,12 @@ use cutrace_trace::Trace;
   cutrace report trace.json.gz                 torch.profiler (Kineto) trace: busy, idle, gaps, kernels
   cutrace report run1/                         a `cutrace record` trace directory (all processes)
   cutrace report run1/ --from 2s --to 2.5s     only that half second after the trace start
-  cutrace report trace.json --format json | jq '.devices[0].busy_ns'"#)]
+  cutrace report trace.json --format json | jq '.devices[0].busy_ns'
+
+JSON: integers are exact nanoseconds; absolute times of cutrace's own traces are above 2^53, which
+jq before 1.7 and JavaScript round (durations and counts are far below it): read them with
+Python's json, or jq 1.7+. `schema_version` rises when a field is renamed, removed or changes
+meaning."#)]
 pub struct Args {
     /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
     /// (`.json` or `.json.gz`).
@@ -37,7 +42,9 @@ pub struct Args {
     pub format: Format,
     /// Start of the time window. A plain integer is nanoseconds on the trace clock
     /// (`5153875767895669`); a number with a unit (`250us`, `12.5ms`, `2s`, `100ns`) is an offset
-    /// from the trace start. Intervals are clipped to the window.
+    /// from the trace start: its earliest record, the first "trace clock" value of the report
+    /// (a viewer such as Perfetto may count from an earlier profiler event). Intervals are
+    /// clipped to the window.
     #[arg(long, value_name = "TIME")]
     pub from: Option<String>,
     /// End of the time window (exclusive), written like --from.
