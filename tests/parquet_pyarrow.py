@@ -19,7 +19,7 @@ U64 = {"start_ns", "end_ns", "ts_ns", "correlation_id", "stream", "bytes", "thre
 
 def expected_type(col):
     """The Arrow type each column must read as (the model's Rust type)."""
-    if col in ("kind", "name", "domain"):
+    if col in ("kind", "name", "domain", "nvtx_domain"):
         return pa.string()
     if col == "return_value":
         return pa.int32()

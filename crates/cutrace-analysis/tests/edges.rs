@@ -132,6 +132,7 @@ fn copies_overlapping_compute_ranges_and_summaries() {
             stream: Some(7),
             start_ns: 1_500,
             end_ns: 3_500,
+            nvtx_domain: None,
         },
         NvtxRange {
             domain: RangeDomain::Host,
@@ -142,6 +143,7 @@ fn copies_overlapping_compute_ranges_and_summaries() {
             stream: None,
             start_ns: 0,
             end_ns: 900,
+            nvtx_domain: None,
         },
     ];
     let t = Trace {

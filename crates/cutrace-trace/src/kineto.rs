@@ -837,6 +837,8 @@ impl Sink {
                     },
                     start_ns: start,
                     end_ns: end,
+                    // Kineto's JSON does not carry the NVTX domain.
+                    nvtx_domain: None,
                 });
             }
             "overhead" => {
@@ -877,6 +879,7 @@ impl Sink {
             process: raw_u64(ev.pid).unwrap_or(0) as u32,
             thread: raw_u64(ev.tid).unwrap_or(0),
             ts_ns,
+            nvtx_domain: None,
         });
         Ok(())
     }

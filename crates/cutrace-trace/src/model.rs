@@ -162,6 +162,10 @@ pub struct NvtxRange {
     pub stream: Option<u64>,
     pub start_ns: Ns,
     pub end_ns: Ns,
+    /// The NVTX domain the range was pushed in (`nvtxDomainCreate`'s name, e.g. `NCCL`); `None`
+    /// for NVTX's default domain and for sources that do not record one (Kineto JSON). Held as
+    /// text, not a string id, so it survives the merge of parts unchanged.
+    pub nvtx_domain: Option<std::sync::Arc<str>>,
 }
 
 /// An instantaneous NVTX mark.
@@ -171,6 +175,8 @@ pub struct NvtxMark {
     pub process: u32,
     pub thread: u64,
     pub ts_ns: Ns,
+    /// The NVTX domain of the mark, as [`NvtxRange::nvtx_domain`].
+    pub nvtx_domain: Option<std::sync::Arc<str>>,
 }
 
 /// Time CUPTI itself spent (CUPTI_ACTIVITY_KIND_OVERHEAD): buffer flushes, instrumentation.

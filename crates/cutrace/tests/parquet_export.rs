@@ -172,10 +172,13 @@ fn a_failed_export_leaves_the_old_tables_and_no_partial_files() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("syncs.parquet")).unwrap(); // in the way of one table
     std::fs::write(dir.join("kernels.parquet"), b"an older export").unwrap();
+    // Without --force the directory's tables are refused outright (convert_outputs.rs); with
+    // it, the export is staged and fails as a whole.
     let out = run_convert(&[
         std::ffi::OsStr::new("tests/fixtures/native/nvtx"),
         std::ffi::OsStr::new("--parquet"),
         dir.as_os_str(),
+        std::ffi::OsStr::new("--force"),
     ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -504,6 +504,21 @@ impl PartBuilder {
         let mut markers = std::mem::take(&mut self.markers);
         markers.sort_by_key(|m| m.ts_ns);
         let mut open: HashMap<u32, MarkerEvent> = HashMap::new();
+        // The marker's NVTX domain (a string id; the empty string is NVTX's default domain, whose
+        // name CUPTI reports as null), as shared text: one allocation per domain.
+        let strings = &self.strings;
+        let mut domains: HashMap<StrId, Option<std::sync::Arc<str>>> = HashMap::new();
+        let mut domain = |id: StrId| -> Option<std::sync::Arc<str>> {
+            domains
+                .entry(id)
+                .or_insert_with(|| {
+                    strings
+                        .get(id as usize)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| std::sync::Arc::from(s.as_str()))
+                })
+                .clone()
+        };
         for m in markers {
             if m.flags & marker_flags::INSTANTANEOUS != 0 {
                 self.trace.marks.push(NvtxMark {
@@ -511,6 +526,7 @@ impl PartBuilder {
                     process: m.process,
                     thread: m.thread,
                     ts_ns: m.ts_ns,
+                    nvtx_domain: domain(m.domain),
                 });
             } else if m.flags & marker_flags::START != 0 {
                 if open.insert(m.id, m).is_some() {
@@ -530,6 +546,8 @@ impl PartBuilder {
                         stream: None,
                         start_ns: s.ts_ns,
                         end_ns: m.ts_ns,
+                        // The start's domain; the end's where the start has none.
+                        nvtx_domain: domain(s.domain).or_else(|| domain(m.domain)),
                     }),
                     None => {
                         *self

@@ -1071,6 +1071,7 @@ mod tests {
                 stream: Some(7),
                 start_ns: 90,
                 end_ns: 350,
+                nvtx_domain: None,
             }],
             ..Trace::default()
         };

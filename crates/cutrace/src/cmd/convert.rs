@@ -5,7 +5,7 @@
 //! TensorBoard (see `chrome.rs`).
 
 use std::fmt::Write as _;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -26,8 +26,9 @@ use super::tables::{self, Values};
 /// shape torch.profiler (Kineto) exports: ui.perfetto.dev, chrome://tracing, Holistic Trace
 /// Analysis and TensorBoard open it, and `cutrace report` reads it back to the same numbers.
 /// --perfetto writes Perfetto's protobuf format: a quarter of the JSON's size, for traces too
-/// big for the JSON importers. Give any of --csv, --parquet, --chrome, --perfetto. A trace the recorder did not finish is converted as far as it
-/// was recovered, and said to be incomplete.
+/// big for the JSON importers. Give any of --csv, --parquet, --chrome, --perfetto, each its own
+/// path (--csv and --parquet may share a directory: their file names differ). A trace the
+/// recorder did not finish is converted as far as it was recovered, and said to be incomplete.
 #[derive(clap::Args)]
 #[command(
     group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome", "perfetto"])),
@@ -35,29 +36,38 @@ use super::tables::{self, Values};
         cutrace convert trace/ --csv tables/              CSV tables + meta.json in tables/\n  \
         cutrace convert trace/ --parquet tables/          kernels.parquet, api_calls.parquet, …\n  \
         cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA\n  \
-        cutrace convert trace/ --perfetto trace.pftrace   Perfetto's own format: big traces, small file"
+        cutrace convert trace/ --perfetto trace.pftrace   Perfetto's own format: big traces, small file\n  \
+        cutrace convert trace/ --chrome - | gzip > t.json.gz   `-`: to stdout\n  \
+        cutrace convert trace/ --csv t/ --parquet t/ --force   replace the tables already in t/"
 )]
 pub struct Args {
     /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace.
     trace: PathBuf,
     /// Output directory for kernels.csv, api_calls.csv, memcpys.csv, memsets.csv, syncs.csv,
-    /// ranges.csv, marks.csv, overheads.csv and meta.json.
+    /// ranges.csv, marks.csv, overheads.csv and meta.json. A directory that already holds
+    /// cutrace tables (CSV or Parquet) is refused without --force.
     #[arg(long, value_name = "DIR")]
     csv: Option<PathBuf>,
     /// Output directory for the same tables as Parquet (kernels.parquet, api_calls.parquet, …)
     /// and meta.json; each file also holds meta.json's content under the key `cutrace.meta`.
+    /// May be the --csv directory. A directory that already holds cutrace tables is refused
+    /// without --force.
     #[arg(long, value_name = "DIR")]
     parquet: Option<PathBuf>,
     /// Output file for Chrome Trace Event JSON (Kineto's shape); gzip-compressed when the name
-    /// ends in `.gz`. Timestamps are exact: µs with 3 decimals from integer nanoseconds.
+    /// ends in `.gz`; `-` writes it to stdout, uncompressed (`./-` is a file named `-`).
+    /// Timestamps are exact: µs with 3 decimals from integer nanoseconds.
     #[arg(long, value_name = "OUT.json[.gz]")]
     chrome: Option<PathBuf>,
     /// Output file for Perfetto's protobuf trace format (ui.perfetto.dev, trace_processor):
     /// much smaller than --chrome and without the JSON importer's size limits; gzip-compressed
-    /// when the name ends in `.gz`. Timestamps are CUPTI's integer nanoseconds.
+    /// when the name ends in `.gz`; `-` writes it to stdout (not a terminal), uncompressed.
+    /// Timestamps are CUPTI's integer nanoseconds.
     #[arg(long, value_name = "OUT.pftrace")]
     perfetto: Option<PathBuf>,
-    /// Overwrite the --chrome / --perfetto file if it exists.
+    /// Overwrite the --chrome / --perfetto file if it exists, and replace the tables in a
+    /// --csv / --parquet directory that holds some: the tables of the format not written this
+    /// time are removed from it, so a directory never mixes two exports.
     #[arg(long)]
     force: bool,
 }
@@ -66,6 +76,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // Before the (possibly long) read: a table directory that cannot be one.
     for (flag, dir) in [("--csv", &args.csv), ("--parquet", &args.parquet)] {
         if let Some(dir) = dir {
+            if is_stdout(dir) {
+                anyhow::bail!(
+                    "{flag} takes a directory (it writes one file per table there); `-` (stdout) \
+                     is for --chrome and --perfetto; write ./- for a directory named `-`"
+                );
+            }
             if std::fs::symlink_metadata(dir).is_ok() && std::fs::metadata(dir).is_err() {
                 anyhow::bail!(
                     "{flag} {} is a link to nothing; give a directory",
@@ -88,6 +104,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     for (flag, out) in [("--chrome", &args.chrome), ("--perfetto", &args.perfetto)] {
         if let Some(out) = out {
+            if is_stdout(out) {
+                if std::io::stdout().is_terminal() {
+                    anyhow::bail!(
+                        "{flag} - writes the export to stdout, which is a terminal here; \
+                         redirect it to a file or a pipe (`{flag} - | gzip > out.gz`), or give a \
+                         file name"
+                    );
+                }
+                continue;
+            }
             // Before the (possibly long) read: say at once that the output cannot be written.
             if std::fs::metadata(out).is_ok_and(|m| m.is_dir()) {
                 anyhow::bail!(
@@ -109,43 +135,85 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         }
     }
+    check_distinct(&args)?;
+    let groups = table_groups(&args);
+    // A directory that holds an earlier export's tables: replaced only with --force, so that a
+    // directory never ends up with tables of two traces (as --chrome never overwrites a file).
+    if !args.force {
+        for g in &groups {
+            let found = tables_in(&g.dir);
+            if !found.is_empty() {
+                anyhow::bail!(
+                    "{} {} already holds cutrace tables ({}); pass --force to replace them (the \
+                     tables of a format not written this time are removed, so the directory \
+                     holds one export), or choose another directory",
+                    g.flags(),
+                    g.dir.display(),
+                    name_some(&found)
+                );
+            }
+        }
+    }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
     let mut t = super::report::load(&args.trace)
         .with_context(|| format!("reading {}", args.trace.display()))?;
-    if let Some(dir) = &args.csv {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let headers = part_headers(&args.trace);
-        write_csv(dir, &t, &headers)?;
-        let notes = notes_at(&t, "in meta.json");
-        eprintln!(
-            "cutrace: wrote {} to {}{notes}{}",
-            record_counts(&t),
-            dir.display(),
-            if t.meta.complete {
-                ""
-            } else {
-                " (the trace is INCOMPLETE; see meta.json)"
-            }
-        );
-    }
-    if let Some(dir) = &args.parquet {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let headers = part_headers(&args.trace);
-        write_parquet(dir, &t, &headers)?;
-        let notes = notes_at(
-            &t,
-            "in meta.json and in each file's `cutrace.meta` key-value metadata",
-        );
-        eprintln!(
-            "cutrace: wrote {} to {} as Parquet{notes}{}",
-            record_counts(&t),
-            dir.display(),
-            if t.meta.complete {
-                ""
-            } else {
-                " (the trace is INCOMPLETE; see meta.json)"
-            }
-        );
+    let headers = if groups.is_empty() {
+        Vec::new()
+    } else {
+        part_headers(&args.trace)
+    };
+    for g in &groups {
+        std::fs::create_dir_all(&g.dir).with_context(|| format!("creating {}", g.dir.display()))?;
+        let meta = serde_json::to_string_pretty(&meta_json(&t.meta, &headers))?;
+        // Both formats of one directory are staged together and renamed into place together.
+        let mut st = Staged::new(&g.dir);
+        if g.csv {
+            write_csv(&mut st, &t)?;
+        }
+        if g.parquet {
+            write_parquet(&mut st, &t, &meta)?;
+        }
+        st.write("meta.json", meta.as_bytes())?;
+        let written = st.names();
+        st.commit()?;
+        let removed = if args.force {
+            remove_stale(&g.dir, &written)?
+        } else {
+            Vec::new()
+        };
+        let removed = match removed.len() {
+            0 => String::new(),
+            n => format!(
+                "; removed {} of an earlier export ({})",
+                count(n, "table", "tables"),
+                name_some(&removed)
+            ),
+        };
+        let incomplete = if t.meta.complete {
+            ""
+        } else {
+            " (the trace is INCOMPLETE; see meta.json)"
+        };
+        if g.csv {
+            let notes = notes_at(&t, "in meta.json");
+            eprintln!(
+                "cutrace: wrote {} to {}{notes}{incomplete}{}",
+                record_counts(&t),
+                g.dir.display(),
+                if g.parquet { "" } else { removed.as_str() }
+            );
+        }
+        if g.parquet {
+            let notes = notes_at(
+                &t,
+                "in meta.json and in each file's `cutrace.meta` key-value metadata",
+            );
+            eprintln!(
+                "cutrace: wrote {} to {} as Parquet{notes}{incomplete}{removed}",
+                record_counts(&t),
+                g.dir.display(),
+            );
+        }
     }
     if let Some(out) = &args.perfetto {
         let w = export_file(out, "--perfetto", args.force, |w| {
@@ -169,7 +237,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             count(w.flows as usize, "flow arrow", "flow arrows"),
             count(w.tracks as usize, "track", "tracks"),
             count(w.packets as usize, "packet", "packets"),
-            out.display(),
+            shown(out),
             if t.meta.complete {
                 ""
             } else {
@@ -216,7 +284,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             record_counts(&t),
             count(w.flows as usize, "flow arrow", "flow arrows"),
             count(w.events as usize, "event", "events"),
-            out.display(),
+            shown(out),
         );
     }
     Ok(0)
@@ -249,6 +317,193 @@ fn notes_at(t: &Trace, place: &str) -> String {
     }
 }
 
+/// `-`: the export goes to stdout (--chrome and --perfetto).
+fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+/// An output path for a summary line.
+fn shown(out: &Path) -> String {
+    if is_stdout(out) {
+        "stdout".into()
+    } else {
+        out.display().to_string()
+    }
+}
+
+/// `p` made absolute, with the longest part of it that exists resolved (links followed, `.` and
+/// `..` taken out) and the rest appended: two spellings of one file compare equal, whether or
+/// not it exists yet.
+fn resolve(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::env::current_dir()
+        .map(|d| d.join(p))
+        .unwrap_or_else(|_| p.to_path_buf());
+    let parts: Vec<Component> = abs.components().collect();
+    for keep in (1..=parts.len()).rev() {
+        let head: PathBuf = parts[..keep].iter().collect();
+        if let Ok(mut out) = std::fs::canonicalize(&head) {
+            for c in &parts[keep..] {
+                match c {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            return out;
+        }
+    }
+    abs
+}
+
+/// Every name a table directory's export may hold: each table in both formats, and meta.json.
+fn table_file_names() -> impl Iterator<Item = String> {
+    tables::NAMES
+        .iter()
+        .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
+        .chain(["meta.json".to_string()])
+}
+
+/// The cutrace table files (either format, and meta.json) that `dir` holds now.
+fn tables_in(dir: &Path) -> Vec<String> {
+    table_file_names()
+        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
+        .collect()
+}
+
+/// `a, b, c` or `a, b, c and 4 more`.
+fn name_some(names: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        let _ = write!(s, " and {} more", names.len() - SHOWN);
+    }
+    s
+}
+
+/// Removes the table files in `dir` this export did not write (`written`: the names it did),
+/// the other format's tables of an earlier export; returns their names. Only files and links
+/// are removed: a directory in the way is left, and was reported by the staged commit.
+fn remove_stale(dir: &Path, written: &[String]) -> anyhow::Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for name in table_file_names().filter(|n| !written.contains(n)) {
+        let path = dir.join(&name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
+            std::fs::remove_file(&path).with_context(|| {
+                format!(
+                    "removing {}, a table of an earlier export (the directory now mixes two \
+                     exports: remove it by hand)",
+                    path.display()
+                )
+            })?;
+            removed.push(name);
+        }
+    }
+    Ok(removed)
+}
+
+/// One table directory and the formats written to it (--csv and --parquet may name one).
+struct TableGroup {
+    dir: PathBuf,
+    csv: bool,
+    parquet: bool,
+}
+
+impl TableGroup {
+    fn flags(&self) -> &'static str {
+        match (self.csv, self.parquet) {
+            (true, true) => "--csv/--parquet",
+            (true, false) => "--csv",
+            _ => "--parquet",
+        }
+    }
+}
+
+/// The table directories to write, in order (--csv's first), one per directory.
+fn table_groups(args: &Args) -> Vec<TableGroup> {
+    let mut groups: Vec<TableGroup> = Vec::new();
+    for (csv, dir) in [(true, &args.csv), (false, &args.parquet)] {
+        let Some(dir) = dir else { continue };
+        match groups.iter_mut().find(|g| resolve(&g.dir) == resolve(dir)) {
+            Some(g) => g.parquet = true,
+            None => groups.push(TableGroup {
+                dir: dir.clone(),
+                csv,
+                parquet: !csv,
+            }),
+        }
+    }
+    groups
+}
+
+/// Refuses, before the read, two outputs that name one file: --chrome and --perfetto with one
+/// path (or both `-`), a --chrome/--perfetto file that is a table directory, or one that has a
+/// table file's name inside a table directory. --csv and --parquet may share a directory: their
+/// files have different names, and meta.json is the same for both.
+fn check_distinct(args: &Args) -> anyhow::Result<()> {
+    let files: Vec<(&str, &PathBuf)> = [("--chrome", &args.chrome), ("--perfetto", &args.perfetto)]
+        .into_iter()
+        .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
+        .collect();
+    if let [(fa, a), (fb, b)] = files[..] {
+        let same = if is_stdout(a) || is_stdout(b) {
+            is_stdout(a) && is_stdout(b)
+        } else {
+            resolve(a) == resolve(b)
+        };
+        if same && is_stdout(a) {
+            anyhow::bail!(
+                "{fa} - and {fb} - would both write to stdout; give one of them a file name \
+                 (nothing was written)"
+            );
+        }
+        if same {
+            anyhow::bail!(
+                "{fa} {} and {fb} {} name the same file; give each its own file (nothing was \
+                 written)",
+                a.display(),
+                b.display()
+            );
+        }
+    }
+    let dirs = [("--csv", &args.csv), ("--parquet", &args.parquet)];
+    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
+        let rf = resolve(f);
+        for (fd, d) in dirs
+            .iter()
+            .filter_map(|(fd, d)| d.as_ref().map(|d| (fd, d)))
+        {
+            let rd = resolve(d);
+            if rf == rd {
+                anyhow::bail!(
+                    "{ff} {} is also the {fd} directory; give the file another name (nothing was \
+                     written)",
+                    f.display()
+                );
+            }
+            let name = rf.file_name().map(|n| n.to_string_lossy().into_owned());
+            if rf.parent() == Some(rd.as_path())
+                && name.is_some_and(|n| table_file_names().any(|t| t == n))
+            {
+                anyhow::bail!(
+                    "{ff} {} has the name of a table file in the {fd} directory {}; give it \
+                     another name (nothing was written)",
+                    f.display(),
+                    d.display()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn exists(out: &Path, flag: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "{} already exists; pass --force to overwrite it, or choose another {flag} path",
@@ -258,6 +513,7 @@ fn exists(out: &Path, flag: &str) -> anyhow::Error {
 
 /// The output file, gzip-compressed when its name ends in `.gz`.
 enum Output {
+    Stdout(std::io::BufWriter<std::io::Stdout>),
     Plain(std::io::BufWriter<std::fs::File>),
     Gzip(Box<std::io::BufWriter<flate2::write::GzEncoder<std::io::BufWriter<std::fs::File>>>>),
 }
@@ -265,18 +521,21 @@ enum Output {
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         match self {
+            Output::Stdout(w) => w.write(buf),
             Output::Plain(w) => w.write(buf),
             Output::Gzip(w) => w.write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         match self {
+            Output::Stdout(w) => w.write_all(buf),
             Output::Plain(w) => w.write_all(buf),
             Output::Gzip(w) => w.write_all(buf),
         }
     }
     fn flush(&mut self) -> std::io::Result<()> {
         match self {
+            Output::Stdout(w) => w.flush(),
             Output::Plain(w) => w.flush(),
             Output::Gzip(w) => w.flush(),
         }
@@ -286,6 +545,7 @@ impl Write for Output {
 impl Output {
     fn finish(self) -> std::io::Result<()> {
         let mut file = match self {
+            Output::Stdout(mut w) => return w.flush(),
             Output::Plain(w) => w,
             Output::Gzip(w) => w.into_inner().map_err(|e| e.into_error())?.finish()?,
         };
@@ -294,8 +554,8 @@ impl Output {
     }
 }
 
-/// Writes one export file through `write`: gzip-compressed when the name ends in `.gz`.
-/// Without --force the file is created here, exclusively, so on failure it is ours to remove.
+/// Writes one export file through `write`: gzip-compressed when the name ends in `.gz`; to
+/// stdout, as is, for `-`. Without --force the file is created here, exclusively, so on failure it is ours to remove.
 /// With --force the export goes to a new file beside it, renamed over it only once complete: a
 /// failed export leaves the old file (or whatever the path is: a link, a device) untouched.
 fn export_file<T>(
@@ -304,6 +564,15 @@ fn export_file<T>(
     force: bool,
     write: impl FnOnce(&mut Output) -> std::io::Result<T>,
 ) -> anyhow::Result<T> {
+    if is_stdout(out) {
+        let mut w = Output::Stdout(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::io::stdout(),
+        ));
+        return write(&mut w)
+            .and_then(|n| w.finish().map(|()| n))
+            .context("writing stdout");
+    }
     let target = if force {
         if let Ok(m) = std::fs::symlink_metadata(out) {
             if !m.file_type().is_file() {
@@ -446,6 +715,15 @@ impl Staged {
             .with_context(|| format!("writing {}", fin.display()))
     }
 
+    /// The names of the files staged so far.
+    fn names(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter_map(|(_, fin)| fin.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect()
+    }
+
     fn commit(mut self) -> anyhow::Result<()> {
         // What would stop a rename half-way (a directory of that name) stops all of them.
         for (_, fin) in &self.files {
@@ -473,31 +751,19 @@ impl Drop for Staged {
     }
 }
 
-/// Writes every table of `t` as a Parquet file into `dir`, and meta.json.
-pub fn write_parquet(
-    dir: &Path,
-    t: &Trace,
-    headers: &[cutrace_trace::native::Header],
-) -> anyhow::Result<()> {
-    let meta = serde_json::to_string_pretty(&meta_json(&t.meta, headers))?;
-    let mut st = Staged::new(dir);
+/// Stages every table of `t` as a Parquet file, each carrying `meta` (meta.json's text).
+fn write_parquet(st: &mut Staged, t: &Trace, meta: &str) -> anyhow::Result<()> {
     for name in tables::NAMES {
         let (p, mut f) = st.create(&format!("{name}.parquet"))?;
-        parquet::write(&mut f, &tables::build(t, name), &meta)
+        parquet::write(&mut f, &tables::build(t, name), meta)
             .and_then(|()| f.flush())
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    st.write("meta.json", meta.as_bytes())?;
-    st.commit()
+    Ok(())
 }
 
-/// Writes every table of `t` as CSV into `dir`.
-pub fn write_csv(
-    dir: &Path,
-    t: &Trace,
-    headers: &[cutrace_trace::native::Header],
-) -> anyhow::Result<()> {
-    let mut st = Staged::new(dir);
+/// Stages every table of `t` as CSV.
+fn write_csv(st: &mut Staged, t: &Trace) -> anyhow::Result<()> {
     for name in tables::NAMES {
         let tb = tables::build(t, name);
         let (p, mut f) = st.create(&format!("{}.csv", tb.name))?;
@@ -518,6 +784,9 @@ pub fn write_csv(
                     Values::OptU64(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
                     Values::OptU32(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
                     Values::Str(v) => write!(line, "{}", q(&v[row])),
+                    Values::OptStr(v) => {
+                        v[row].as_ref().map_or(Ok(()), |x| write!(line, "{}", q(x)))
+                    }
                 };
             }
             line.push('\n');
@@ -527,7 +796,5 @@ pub fn write_csv(
         f.flush()
             .with_context(|| format!("writing {}", p.display()))?;
     }
-    let meta = meta_json(&t.meta, headers);
-    st.write("meta.json", &serde_json::to_vec_pretty(&meta)?)?;
-    st.commit()
+    Ok(())
 }

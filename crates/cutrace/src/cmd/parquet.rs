@@ -138,6 +138,7 @@ fn physical(v: &Values) -> (i32, i32) {
         Values::OptU32(_) => (TYPE_INT32, OPTIONAL),
         Values::OptU64(_) => (TYPE_INT64, OPTIONAL),
         Values::Str(_) => (TYPE_BYTE_ARRAY, REQUIRED),
+        Values::OptStr(_) => (TYPE_BYTE_ARRAY, OPTIONAL),
     }
 }
 
@@ -184,6 +185,13 @@ fn encode(v: &Values, a: usize, b: usize, out: &mut Vec<u8>) -> std::io::Result<
                 out.extend(s.as_bytes());
             }
         }
+        Values::OptStr(x) => {
+            levels(&x[a..b], out);
+            for s in x[a..b].iter().flatten() {
+                out.extend(fits_u32(s.len())?.to_le_bytes());
+                out.extend(s.as_bytes());
+            }
+        }
     }
     Ok(())
 }
@@ -209,6 +217,7 @@ fn row_bytes(v: &Values, i: usize) -> usize {
         Values::OptU32(_) => 4,
         Values::U64(_) | Values::OptU64(_) => 8,
         Values::Str(x) => 4 + x[i].len(),
+        Values::OptStr(x) => 4 + x[i].as_ref().map_or(0, |s| s.len()),
     }
 }
 
@@ -312,7 +321,7 @@ fn write_with(
             _ => None,
         };
         match (&c.values, unsigned) {
-            (Values::Str(_), _) => {
+            (Values::Str(_) | Values::OptStr(_), _) => {
                 f.i32(6, CONVERTED_UTF8);
                 f.begin(Some(10));
                 f.begin(Some(1)); // StringType
@@ -681,6 +690,16 @@ mod tests {
                             .collect(),
                     ),
                 },
+                Column {
+                    name: "maybe_name",
+                    values: Values::OptStr(
+                        (0..n)
+                            .map(|i| {
+                                (i % 4 != 3).then(|| Cow::Owned(names[i % names.len()].into()))
+                            })
+                            .collect(),
+                    ),
+                },
             ],
         }
     }
@@ -708,6 +727,10 @@ mod tests {
                     .map(|x| x.map(|x| Cell::I(x as i32 as i64)))
                     .collect(),
                 Values::Str(v) => v.iter().map(|x| Some(Cell::S(x.to_string()))).collect(),
+                Values::OptStr(v) => v
+                    .iter()
+                    .map(|x| x.as_ref().map(|x| Cell::S(x.to_string())))
+                    .collect(),
             };
             assert_eq!(got, &want, "{}", c.name);
             let logical = match c.values {
@@ -720,6 +743,10 @@ mod tests {
         assert_eq!(
             cols["maybe"].0.iter().filter(|c| c.is_none()).count(),
             (0..1000).filter(|i| !(i % 7 > 2 || *i > 900)).count()
+        );
+        assert_eq!(
+            cols["maybe_name"].0.iter().filter(|c| c.is_none()).count(),
+            250
         );
     }
 
@@ -734,6 +761,7 @@ mod tests {
                 Values::OptU64(_) => Values::OptU64(vec![]),
                 Values::OptU32(_) => Values::OptU32(vec![]),
                 Values::Str(_) => Values::Str(vec![]),
+                Values::OptStr(_) => Values::OptStr(vec![]),
             };
         }
         let mut file = Vec::new();
@@ -741,7 +769,7 @@ mod tests {
         let (cols, meta) = read_back(&file);
         assert_eq!(meta.get(3).int(), 0);
         assert!(meta.get(4).list().is_empty());
-        assert_eq!(cols.len(), 6);
+        assert_eq!(cols.len(), 7);
         assert!(cols.values().all(|c| c.0.is_empty()));
     }
 }

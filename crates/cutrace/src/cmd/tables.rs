@@ -14,6 +14,7 @@ pub enum Values<'a> {
     OptU64(Vec<Option<u64>>),
     OptU32(Vec<Option<u32>>),
     Str(Vec<Cow<'a, str>>),
+    OptStr(Vec<Option<Cow<'a, str>>>),
 }
 
 impl Values<'_> {
@@ -25,6 +26,7 @@ impl Values<'_> {
             Values::OptU64(v) => v.len(),
             Values::OptU32(v) => v.len(),
             Values::Str(v) => v.len(),
+            Values::OptStr(v) => v.len(),
         }
     }
 }
@@ -70,6 +72,18 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         };
     }
     let s = |id| Cow::Borrowed(t.str(id));
+    // The process that recorded a GPU record. In a trace merged from several processes, the one
+    // whose part the correlation id's offset (N·2³²) names; in a one-process trace, its pid.
+    // Null where unknown (a torch.profiler trace does not say; a part whose header was lost).
+    let merged = t.meta.id_parts.len() > 1;
+    let pid = |corr: u64| {
+        if merged {
+            t.meta.id_origin(corr).0
+        } else {
+            t.meta.pid
+        }
+    };
+    let domain = |d: &'a Option<std::sync::Arc<str>>| d.as_deref().map(Cow::Borrowed);
     let columns = match name {
         "kernels" => {
             let k = &t.kernels;
@@ -91,6 +105,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(k, U32, "static_shared_bytes", |r| r.static_shared_bytes),
                 col!(k, U32, "dynamic_shared_bytes", |r| r.dynamic_shared_bytes),
                 col!(k, U32, "graph_id", |r| r.graph_id),
+                col!(k, OptU32, "pid", |r| pid(r.correlation_id)),
             ]
         }
         "api_calls" => {
@@ -118,6 +133,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(m, U64, "correlation_id", |r| r.correlation_id),
                 col!(m, U64, "start_ns", |r| r.start_ns),
                 col!(m, U64, "end_ns", |r| r.end_ns),
+                col!(m, OptU32, "pid", |r| pid(r.correlation_id)),
             ]
         }
         "memsets" => {
@@ -131,6 +147,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(m, U64, "correlation_id", |r| r.correlation_id),
                 col!(m, U64, "start_ns", |r| r.start_ns),
                 col!(m, U64, "end_ns", |r| r.end_ns),
+                col!(m, OptU32, "pid", |r| pid(r.correlation_id)),
             ]
         }
         "syncs" => {
@@ -143,11 +160,13 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(y, U64, "correlation_id", |r| r.correlation_id),
                 col!(y, U64, "start_ns", |r| r.start_ns),
                 col!(y, U64, "end_ns", |r| r.end_ns),
+                col!(y, OptU32, "pid", |r| pid(r.correlation_id)),
             ]
         }
         "ranges" => {
             let g = &t.ranges;
             vec![
+                // Host or Gpu (where the range was recorded); the NVTX domain is `nvtx_domain`.
                 col!(g, Str, "domain", |r| Cow::Owned(format!("{:?}", r.domain))),
                 col!(g, Str, "name", |r| s(r.name)),
                 col!(g, U32, "process", |r| r.process),
@@ -157,6 +176,8 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 // GPU ranges only (torch's gpu_user_annotation); empty / null for host ranges.
                 col!(g, OptU32, "device", |r| r.device),
                 col!(g, OptU64, "stream", |r| r.stream),
+                // Null for NVTX's default domain and where the source does not record domains.
+                col!(g, OptStr, "nvtx_domain", |r| domain(&r.nvtx_domain)),
             ]
         }
         "marks" => {
@@ -166,6 +187,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(m, U32, "process", |r| r.process),
                 col!(m, U64, "thread", |r| r.thread),
                 col!(m, U64, "ts_ns", |r| r.ts_ns),
+                col!(m, OptStr, "nvtx_domain", |r| domain(&r.nvtx_domain)),
             ]
         }
         "overheads" => {
