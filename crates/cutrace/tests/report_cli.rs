@@ -201,8 +201,7 @@ fn text_report_shows_the_union_and_labels_the_sum() {
         text.contains("data loss: trace complete; drop counts unknown"),
         "{text}"
     );
-    let json: serde_json::Value =
-        serde_json::from_str(&ok(&["--format", "json"], &trace)).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&ok(&["--format", "json"], &trace)).unwrap();
     assert_eq!(json["data_loss"]["drops_recorded"], false);
     // Stream 7 alone: 200 ns idle, 2.5 % of its window.
     let line = text
