@@ -3,20 +3,42 @@
 //! conflict with usage of other developer tools"; the documented workaround is
 //! `dcgmi profile --pause` ... `dcgmi profile --resume` (DCGM feature overview, seed ref 8).
 //!
-//! The resume is done by a watchdog process forked *before* pausing, in its own session (so a
-//! Ctrl-C to cutrace's process group does not reach it). It waits until the read end of a pipe
-//! reports end-of-file — which happens when cutrace closes the write end (normal resume, error,
-//! drop) or when the kernel closes it because cutrace died, even by SIGKILL — or until an
-//! optional deadline passes, then execs `dcgmi profile --resume`. One code path for every exit.
+//! DCGM's pause is one switch for the whole host, so cutrace counts who holds it. Every pause
+//! has a *holder*: a watchdog process forked *before* pausing, in its own session (a Ctrl-C to
+//! cutrace's process group does not reach it), named [`WATCHDOG_NAME`]. While it lives it holds
+//! a shared `flock` on `hold.lock` in the per-user [`StateDir`], and a record
+//! `holder.*` there says who it is (its pid and start time from `/proc/PID/stat`, role, command,
+//! deadline). When its session ends — the pipe from cutrace reports end-of-file because cutrace
+//! closed it or died, even by SIGKILL, or the deadline passed — the watchdog removes its record,
+//! drops its shared lock and tries to take the lock exclusively without waiting: only the last
+//! holder gets it, and only the last holder execs `dcgmi profile --resume` (keeping the
+//! exclusive lock while dcgmi runs, so a new pause waits for that resume to finish instead of
+//! being undone by it). The kernel releases a dead holder's lock, so liveness needs no pid
+//! guessing. One code path for every exit.
 
-use std::ffi::{CString, OsStr};
+use std::ffi::CString;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// "When paused, DCGM will publish BLANK values for profiling metrics."
 pub const BLANK_WARNING: &str = "while DCGM is paused it publishes BLANK values for profiling metrics: utilization panels go blank, and an alert rule that reads blank as zero will fire";
+
+/// The watchdog's process name (`/proc/PID/comm`, at most 15 bytes): the marker that a pid in a
+/// holder record is still that watchdog and not dcgmi it has become or an unrelated process.
+pub const WATCHDOG_NAME: &str = "cutrace-dcgm-wd";
+
+/// The longest deadline accepted: a pause meant to last longer is a plain pause.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long a pause waits for another cutrace's resume (which holds the lock) to finish.
+const LOCK_WAIT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum DcgmError {
@@ -37,6 +59,18 @@ pub enum DcgmError {
     Watchdog(std::io::Error),
     #[error("the resume watchdog (pid {pid}) ended abnormally: {status}")]
     WatchdogStatus { pid: i32, status: String },
+    #[error("refusing to keep cutrace's DCGM state in {path}: {reason}")]
+    State { path: PathBuf, reason: String },
+    #[error("{what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("waited {0:?} for another cutrace's `dcgmi profile --resume` to finish (it holds {1}); is a dcgmi hanging?")]
+    LockBusy(Duration, PathBuf),
+    #[error("the --for duration must be at most 7 days ({0:?} asked)")]
+    DeadlineTooLong(Duration),
 }
 
 /// `dcgmi` on PATH, as an absolute path (resolved before forking: only execve is safe after it).
@@ -78,31 +112,379 @@ fn dcgmi_profile(dcgmi: &Path, action: &'static str) -> Result<(), DcgmError> {
     }
 }
 
-/// `dcgmi profile --pause`, nothing else: DCGM stays paused until someone resumes it.
+/// `dcgmi profile --pause`, nothing else: no holder, no watchdog.
 pub fn pause_plain(dcgmi: &Path) -> Result<(), DcgmError> {
     dcgmi_profile(dcgmi, "--pause")
 }
 
-/// `dcgmi profile --resume`, now.
+/// `dcgmi profile --resume`, now, whoever holds the pause.
 pub fn resume_now(dcgmi: &Path) -> Result<(), DcgmError> {
     dcgmi_profile(dcgmi, "--resume")
 }
 
-/// What the watchdog waits for before it resumes.
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The per-user state directory.
+
+/// Where cutrace keeps its DCGM holders: private to one user, never `$TMPDIR` (a `resume` run
+/// with another TMPDIR must find what a `pause` left).
+#[derive(Debug, Clone)]
+pub struct StateDir {
+    path: PathBuf,
+}
+
+/// `$XDG_RUNTIME_DIR/cutrace-dcgm` when XDG_RUNTIME_DIR is an absolute directory owned by this
+/// user that nobody else can write, else `/tmp/cutrace-dcgm-UID`.
+pub fn default_state_path() -> PathBuf {
+    state_path_for(std::env::var_os("XDG_RUNTIME_DIR"), euid())
+}
+
+/// [`default_state_path`] given XDG_RUNTIME_DIR and the uid: nothing else (TMPDIR least of
+/// all) decides it.
+fn state_path_for(xdg_runtime_dir: Option<std::ffi::OsString>, uid: u32) -> PathBuf {
+    if let Some(x) = xdg_runtime_dir.map(PathBuf::from) {
+        let ok = x.is_absolute()
+            && std::fs::symlink_metadata(&x)
+                .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o022 == 0);
+        if ok {
+            return x.join("cutrace-dcgm");
+        }
+    }
+    PathBuf::from(format!("/tmp/cutrace-dcgm-{uid}"))
+}
+
+impl StateDir {
+    /// The default per-user directory ([`default_state_path`]), created and checked.
+    pub fn for_user() -> Result<StateDir, DcgmError> {
+        StateDir::open(&default_state_path())
+    }
+
+    /// Create `path` with mode 0700 if it is missing, then insist that it is a real directory
+    /// (not a symbolic link), owned by this user, that no other user can enter.
+    pub fn open(path: &Path) -> Result<StateDir, DcgmError> {
+        let refuse = |reason: String| DcgmError::State {
+            path: path.to_path_buf(),
+            reason,
+        };
+        match std::fs::DirBuilder::new().mode(0o700).create(path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(refuse(format!("cannot create it: {e}"))),
+        }
+        if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(refuse("it is a symbolic link; remove it".into()));
+        }
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => refuse("it is a symbolic link; remove it".into()),
+                Some(libc::ENOTDIR) => refuse("it is not a directory; remove it".into()),
+                _ => refuse(format!("cannot open it: {e}")),
+            })?;
+        let m = dir
+            .metadata()
+            .map_err(|e| refuse(format!("cannot stat it: {e}")))?;
+        if m.uid() != euid() {
+            return Err(refuse(format!(
+                "it belongs to uid {}, not to you (uid {}); someone else created it: remove it, or set XDG_RUNTIME_DIR to a private directory",
+                m.uid(),
+                euid()
+            )));
+        }
+        if m.mode() & 0o077 != 0 {
+            return Err(refuse(format!(
+                "its mode {:o} lets other users in; it must be 700 (`chmod 700 {}` if you made it)",
+                m.mode() & 0o7777,
+                path.display()
+            )));
+        }
+        Ok(StateDir {
+            path: path.to_path_buf(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn hold_path(&self) -> PathBuf {
+        self.path.join("hold.lock")
+    }
+
+    fn open_hold(&self) -> Result<File, DcgmError> {
+        let p = self.hold_path();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&p)
+            .map_err(|source| DcgmError::Io {
+                what: "cannot open",
+                path: p,
+                source,
+            })
+    }
+
+    /// The live holders, oldest first. Records whose watchdog is gone (pid no longer alive with
+    /// the recorded start time) are removed.
+    pub fn holders(&self) -> Vec<Holder> {
+        let Ok(rd) = std::fs::read_dir(&self.path) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for e in rd.flatten() {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            if !name.starts_with("holder.") || name.ends_with(".tmp") {
+                continue;
+            }
+            let path = e.path();
+            match Holder::read(&path) {
+                Some(h) if h.is_alive() => out.push(h),
+                _ => {
+                    let _ = std::fs::remove_file(&path);
+                }
+            }
+        }
+        out.sort_by_key(|h| (h.since, h.pid));
+        out
+    }
+}
+
+/// Take `flock(op | LOCK_NB)` on `f`, retrying for up to `LOCK_WAIT`.
+fn lock_waiting(f: &File, op: i32, path: &Path) -> Result<(), DcgmError> {
+    let t = Instant::now();
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) && e.raw_os_error() != Some(libc::EINTR) {
+            return Err(DcgmError::Io {
+                what: "cannot lock",
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+        if t.elapsed() > LOCK_WAIT {
+            return Err(DcgmError::LockBusy(LOCK_WAIT, path.to_path_buf()));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn try_lock(f: &File, op: i32) -> bool {
+    // SAFETY: flock on a descriptor we own.
+    unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) == 0 }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Holder records.
+
+/// Why a holder holds the pause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A session (`cutrace dcgm run`, a [`DcgmGuard`]): it leaves when the session ends.
+    Run,
+    /// `cutrace dcgm pause [--for]`: it leaves at its deadline, or when `resume` or a newer
+    /// `pause` tells it to (SIGTERM: it then exits without resuming).
+    Pause,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Run => "run",
+            Role::Pause => "pause",
+        }
+    }
+}
+
+/// One live holder, as its record says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub role: Role,
+    /// The watchdog's pid and its start time (field 22 of /proc/PID/stat, clock ticks since
+    /// boot): together they name one process, whatever later reuses the pid.
+    pub pid: i32,
+    pub start: u64,
+    /// The cutrace process that paused.
+    pub owner: i32,
+    /// What it paused for (the command of a `run`).
+    pub label: String,
+    /// Unix seconds.
+    pub since: u64,
+    /// Unix seconds of its deadline, if it has one.
+    pub until: Option<u64>,
+    record: PathBuf,
+}
+
+impl Holder {
+    fn render(&self) -> String {
+        format!(
+            "role={}\npid={}\nstart={}\nowner={}\nsince={}\nuntil={}\nlabel={}\n",
+            self.role.as_str(),
+            self.pid,
+            self.start,
+            self.owner,
+            self.since,
+            self.until.map(|u| u.to_string()).unwrap_or_default(),
+            self.label.replace(['\n', '\r'], " ")
+        )
+    }
+
+    fn read(path: &Path) -> Option<Holder> {
+        let mut text = String::new();
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .ok()?
+            .read_to_string(&mut text)
+            .ok()?;
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k).and_then(|r| r.strip_prefix('=')))
+        };
+        Some(Holder {
+            role: match get("role")? {
+                "run" => Role::Run,
+                "pause" => Role::Pause,
+                _ => return None,
+            },
+            pid: get("pid")?.parse().ok().filter(|&p: &i32| p > 0)?,
+            start: get("start")?.parse().ok()?,
+            owner: get("owner")?.parse().ok()?,
+            since: get("since")?.parse().ok()?,
+            until: match get("until")? {
+                "" => None,
+                u => Some(u.parse().ok()?),
+            },
+            label: get("label").unwrap_or_default().to_string(),
+            record: path.to_path_buf(),
+        })
+    }
+
+    fn write(&self) -> std::io::Result<()> {
+        let mut tmp = self.record.clone().into_os_string();
+        tmp.push(".tmp");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&tmp)?;
+        f.write_all(self.render().as_bytes())?;
+        drop(f);
+        std::fs::rename(&tmp, &self.record)
+    }
+
+    /// The recorded process still runs (not a zombie) with the recorded start time.
+    pub fn is_alive(&self) -> bool {
+        proc_stat(self.pid).is_some_and(|s| s.start == self.start && s.state != 'Z')
+    }
+
+    /// Still the watchdog itself (not yet dcgmi), of this user: safe to signal.
+    fn is_signallable_watchdog(&self) -> bool {
+        proc_stat(self.pid)
+            .is_some_and(|s| s.start == self.start && s.state != 'Z' && s.comm == WATCHDOG_NAME)
+            && std::fs::metadata(format!("/proc/{}", self.pid)).is_ok_and(|m| m.uid() == euid())
+    }
+}
+
+struct ProcStat {
+    comm: String,
+    state: char,
+    start: u64,
+}
+
+fn proc_stat(pid: i32) -> Option<ProcStat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let mut rest = text.get(close + 1..)?.split_whitespace();
+    let state = rest.next()?.chars().next()?;
+    // Fields after the comm start at field 3 (state); starttime is field 22.
+    let start = rest.nth(22 - 4)?.parse().ok()?;
+    Some(ProcStat { comm, state, start })
+}
+
+/// Stop a `pause` watchdog that is verifiably ours (pid, start time, name, uid) with SIGTERM, on
+/// which it exits without resuming, and wait (bounded) until it is gone. Never SIGKILL, never a
+/// pid that is not that watchdog.
+fn cancel_pause_watchdog(h: &Holder) -> bool {
+    if h.role != Role::Pause || !h.is_signallable_watchdog() {
+        return false;
+    }
+    // SAFETY: a plain signal to a process just verified to be our watchdog.
+    if unsafe { libc::kill(h.pid, libc::SIGTERM) } != 0 {
+        return false;
+    }
+    let t = Instant::now();
+    while h.is_alive() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = std::fs::remove_file(&h.record);
+    !h.is_alive()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The watchdog.
+
+/// What the watchdog waits for and how it behaves.
 struct WatchSpec {
-    /// Read end of the pipe whose write end the parent holds; None: deadline only.
+    /// Read end of the pipe whose write end the session holds; None: no session (a `pause`).
     pipe_read: Option<i32>,
+    /// The hold lock, locked shared; the watchdog inherits that lock.
+    hold_fd: i32,
+    /// Where the watchdog reports: 'S' ready, 'T' deadline passed, 'R' resuming, 'K' kept
+    /// paused for other holders.
+    report_fd: i32,
+    /// Its record, removed when it leaves.
+    record: PathBuf,
     deadline: Option<Duration>,
     /// Detach stdout/stderr too (the caller is about to exit and may be read through a pipe).
     quiet: bool,
+    /// SIGTERM means "exit without resuming" (pause role); otherwise it is ignored, like
+    /// SIGINT and SIGHUP, so the session's guard is not lost to a stray signal.
+    sigterm_cancels: bool,
+    /// Printed (unless quiet) when the deadline passes and it resumes / keeps the pause.
+    deadline_resume_msg: String,
+    deadline_kept_msg: String,
+}
+
+static WD_CANCEL: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn wd_on_sigterm(_: libc::c_int) {
+    WD_CANCEL.store(true, Ordering::SeqCst);
 }
 
 /// Fork the watchdog. Returns its pid. Everything the child needs is prepared before the fork;
-/// after it the child only makes async-signal-safe calls (setsid, sigaction, open, dup2, close,
-/// poll, read, clock_gettime, execve, _exit).
-fn spawn_watchdog(dcgmi: &Path, spec: WatchSpec) -> Result<i32, DcgmError> {
-    let prog =
-        CString::new(dcgmi.as_os_str().as_bytes()).map_err(|e| DcgmError::Watchdog(e.into()))?;
+/// after it the child only makes async-signal-safe system calls (setsid, prctl, sigaction,
+/// sigprocmask, open, dup2, close, fcntl, ppoll, read, write, unlink, flock, clock_gettime,
+/// execve, _exit).
+fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
+    let wd_err = |e: std::ffi::NulError| DcgmError::Watchdog(e.into());
+    let prog = CString::new(dcgmi.as_os_str().as_bytes()).map_err(wd_err)?;
+    let record = CString::new(spec.record.as_os_str().as_bytes()).map_err(wd_err)?;
     let args: Vec<CString> = ["dcgmi", "profile", "--resume"]
         .iter()
         .map(|a| CString::new(*a).expect("static strings have no NUL"))
@@ -120,6 +502,9 @@ fn spawn_watchdog(dcgmi: &Path, spec: WatchSpec) -> Result<i32, DcgmError> {
     let mut envp: Vec<*const libc::c_char> = env.iter().map(|a| a.as_ptr()).collect();
     envp.push(std::ptr::null());
     let devnull = CString::new("/dev/null").expect("no NUL");
+    let name = CString::new(WATCHDOG_NAME).expect("no NUL");
+    let resume_msg = spec.deadline_resume_msg.as_bytes().to_vec();
+    let kept_msg = spec.deadline_kept_msg.as_bytes().to_vec();
     let max_fd = unsafe {
         let mut rl: libc::rlimit = std::mem::zeroed();
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
@@ -132,6 +517,13 @@ fn spawn_watchdog(dcgmi: &Path, spec: WatchSpec) -> Result<i32, DcgmError> {
         .deadline
         .map(|d| d.as_millis().min(i64::MAX as u128) as i64)
         .unwrap_or(-1);
+    let keep = spec.pipe_read.unwrap_or(-1);
+    let (hold, report, quiet, sigterm_cancels) = (
+        spec.hold_fd,
+        spec.report_fd,
+        spec.quiet,
+        spec.sigterm_cancels,
+    );
 
     // SAFETY: the child branch below calls only async-signal-safe functions on data prepared
     // above, and never returns (execve or _exit).
@@ -144,58 +536,85 @@ fn spawn_watchdog(dcgmi: &Path, spec: WatchSpec) -> Result<i32, DcgmError> {
     }
     unsafe {
         libc::setsid();
-        for sig in [libc::SIGPIPE, libc::SIGINT, libc::SIGHUP] {
-            // SIGPIPE is ignored by Rust programs and would stay ignored in dcgmi; SIGINT and
-            // SIGHUP from a terminal must not stop the resume.
+        libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
+        let set = |sig: libc::c_int, handler: libc::sighandler_t| {
             let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = if sig == libc::SIGPIPE {
-                libc::SIG_DFL
+            sa.sa_sigaction = handler;
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        };
+        // SIGINT and SIGHUP from a terminal must not stop the resume; SIGPIPE: a report nobody
+        // reads any more must not kill the watchdog.
+        set(libc::SIGINT, libc::SIG_IGN);
+        set(libc::SIGHUP, libc::SIG_IGN);
+        set(libc::SIGPIPE, libc::SIG_IGN);
+        // SIGTERM is blocked except inside ppoll, so its flag is never missed.
+        let mut term: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut term);
+        libc::sigaddset(&mut term, libc::SIGTERM);
+        let mut old_mask: libc::sigset_t = std::mem::zeroed();
+        libc::sigprocmask(libc::SIG_BLOCK, &term, &mut old_mask);
+        let mut poll_mask = old_mask;
+        libc::sigdelset(&mut poll_mask, libc::SIGTERM);
+        set(
+            libc::SIGTERM,
+            if sigterm_cancels {
+                wd_on_sigterm as *const () as libc::sighandler_t
             } else {
                 libc::SIG_IGN
-            };
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
+            },
+        );
         let null = libc::open(devnull.as_ptr(), libc::O_RDWR);
         if null >= 0 {
             libc::dup2(null, 0);
-            if spec.quiet {
+            if quiet {
                 libc::dup2(null, 1);
                 libc::dup2(null, 2);
             } else {
                 libc::dup2(2, 1);
             }
         }
-        let keep = spec.pipe_read.unwrap_or(-1);
         for fd in 3..max_fd {
-            if fd != keep {
+            if fd != keep && fd != hold && fd != report {
                 libc::close(fd);
             }
         }
+        // dcgmi inherits the hold lock (exclusive by then) and keeps it while it resumes.
+        libc::fcntl(hold, libc::F_SETFD, 0);
+        let say = |fd: i32, b: &[u8]| {
+            libc::write(fd, b.as_ptr().cast(), b.len());
+        };
+        say(report, b"S");
         let start = now_ms();
+        let mut deadline_passed = false;
         loop {
+            if WD_CANCEL.load(Ordering::SeqCst) {
+                libc::unlink(record.as_ptr());
+                libc::_exit(0);
+            }
             let remaining = if timeout_ms < 0 {
                 -1
             } else {
                 (timeout_ms - (now_ms() - start)).max(0)
             };
             if timeout_ms >= 0 && remaining == 0 {
+                deadline_passed = true;
                 break;
             }
-            let wait = if remaining < 0 {
-                -1
-            } else {
-                remaining.min(i32::MAX as i64) as i32
+            let ts = libc::timespec {
+                tv_sec: (remaining / 1000) as libc::time_t,
+                tv_nsec: ((remaining % 1000) * 1_000_000) as libc::c_long,
             };
             let mut pfd = libc::pollfd {
                 fd: keep,
                 events: libc::POLLIN,
                 revents: 0,
             };
-            let n = if keep >= 0 {
-                libc::poll(&mut pfd, 1, wait)
-            } else {
-                libc::poll(std::ptr::null_mut(), 0, wait)
-            };
+            let n = libc::ppoll(
+                &mut pfd,
+                if keep >= 0 { 1 } else { 0 },
+                if remaining < 0 { std::ptr::null() } else { &ts },
+                &poll_mask,
+            );
             if n < 0 {
                 if *libc::__errno_location() == libc::EINTR {
                     continue;
@@ -207,10 +626,39 @@ fn spawn_watchdog(dcgmi: &Path, spec: WatchSpec) -> Result<i32, DcgmError> {
             }
             let mut buf = [0u8; 64];
             let r = libc::read(keep, buf.as_mut_ptr().cast(), buf.len());
+            if r > 0 && buf[..r as usize].contains(&b'C') {
+                // The session's pause failed: nothing to resume.
+                libc::unlink(record.as_ptr());
+                libc::_exit(0);
+            }
             if r == 0 || (r < 0 && *libc::__errno_location() != libc::EINTR) {
-                break; // EOF: the parent closed its end or died
+                break; // EOF: the session closed its end or died
             }
         }
+        if deadline_passed {
+            say(report, b"T");
+        }
+        libc::unlink(record.as_ptr());
+        libc::flock(hold, libc::LOCK_UN);
+        if libc::flock(hold, libc::LOCK_EX | libc::LOCK_NB) != 0
+            && *libc::__errno_location() == libc::EWOULDBLOCK
+        {
+            // Another holder is alive: the last one to leave resumes.
+            if deadline_passed && !quiet {
+                say(2, &kept_msg);
+            }
+            say(report, b"K");
+            libc::_exit(0);
+        }
+        if deadline_passed && !quiet {
+            say(2, &resume_msg);
+        }
+        say(report, b"R");
+        // A `resume` that verified this pid a moment ago may still send SIGTERM: dcgmi must not
+        // die of it half-way. Ignored signals stay ignored across execve.
+        set(libc::SIGTERM, libc::SIG_IGN);
+        set(libc::SIGPIPE, libc::SIG_DFL);
+        libc::sigprocmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
         libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
         libc::_exit(127);
     }
@@ -258,13 +706,128 @@ fn wait_pid(pid: i32) -> Result<(), DcgmError> {
     }
 }
 
+fn cloexec_pipe() -> Result<(File, File), DcgmError> {
+    let mut fds = [0i32; 2];
+    // O_CLOEXEC: no end may leak into the profiled program (the watchdog would wait for it).
+    // SAFETY: pipe2 fills the two-element array.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(DcgmError::Watchdog(std::io::Error::last_os_error()));
+    }
+    // SAFETY: two fresh descriptors that nothing else owns.
+    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+}
+
+static RECORD_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
+/// A watchdog holding the pause (not yet paused: the caller runs dcgmi next).
+struct Started {
+    holder: Holder,
+    /// Read end of the watchdog's reports ('S' already read).
+    report: File,
+}
+
+/// Lock the hold file shared, fork a watchdog that inherits that lock, wait until it is ready,
+/// and record it.
+fn start_holder(
+    dcgmi: &Path,
+    state: &StateDir,
+    role: Role,
+    deadline: Option<Duration>,
+    label: &str,
+    pipe_read: Option<i32>,
+) -> Result<Started, DcgmError> {
+    if let Some(d) = deadline {
+        if d > MAX_DEADLINE {
+            return Err(DcgmError::DeadlineTooLong(d));
+        }
+    }
+    let hold = state.open_hold()?;
+    lock_waiting(&hold, libc::LOCK_SH, &state.hold_path())?;
+    let (mut report_r, report_w) = cloexec_pipe()?;
+    let owner = std::process::id() as i32;
+    let seq = RECORD_SEQ.fetch_add(1, Ordering::SeqCst);
+    let record = state.path.join(format!("holder.{owner}.{seq}"));
+    let limit = deadline.map(human).unwrap_or_default();
+    let spec = WatchSpec {
+        pipe_read,
+        hold_fd: hold.as_raw_fd(),
+        report_fd: report_w.as_raw_fd(),
+        record: record.clone(),
+        deadline,
+        quiet: role == Role::Pause,
+        sigterm_cancels: role == Role::Pause,
+        deadline_resume_msg: format!("cutrace: the --for time limit ({limit}) ran out while the command was still running: resuming DCGM profiling metrics now; the command keeps running without the counters guaranteed.\n"),
+        deadline_kept_msg: format!("cutrace: the --for time limit ({limit}) ran out while the command was still running; other cutrace sessions still hold the pause, so DCGM stays paused until the last of them ends.\n"),
+    };
+    let pid = spawn_watchdog(dcgmi, &spec)?;
+    // Our copies: the watchdog has its own (and the lock lives on in it).
+    drop(hold);
+    drop(report_w);
+    let mut b = [0u8; 1];
+    if report_r.read_exact(&mut b).is_err() || b[0] != b'S' {
+        let _ = wait_pid(pid);
+        return Err(DcgmError::Watchdog(std::io::Error::other(
+            "the watchdog ended before it was ready",
+        )));
+    }
+    let now = unix_now();
+    let holder = Holder {
+        role,
+        pid,
+        start: proc_stat(pid).map(|s| s.start).unwrap_or(0),
+        owner,
+        label: label.to_string(),
+        since: now,
+        until: deadline.map(|d| now + d.as_secs()),
+        record,
+    };
+    if let Err(e) = holder.write() {
+        eprintln!(
+            "cutrace: warning: could not record the DCGM holder in {}: {e}",
+            holder.record.display()
+        );
+    }
+    Ok(Started {
+        holder,
+        report: report_r,
+    })
+}
+
+/// "90 s", "10 min", "2 h 5 min".
+pub fn human(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0 => format!("{} ms", d.as_millis()),
+        1..=119 => format!("{s} s"),
+        120..=7199 => format!("{} min", s / 60),
+        _ if s % 3600 / 60 == 0 => format!("{} h", s / 3600),
+        _ => format!("{} h {} min", s / 3600, s % 3600 / 60),
+    }
+}
+
+/// How a holder's session ended, as its watchdog reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// The deadline passed while the session still ran (the watchdog left then).
+    pub deadline_passed: bool,
+    /// This holder was the last and resumed DCGM; false: other holders keep it paused.
+    pub resumed: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions: the guard.
+
 /// Options for a pause.
 #[derive(Debug, Clone, Default)]
 pub struct PauseOptions {
     /// The dcgmi to run; None: `dcgmi` on PATH.
     pub dcgmi: Option<PathBuf>,
-    /// Resume after this long even while the session still runs.
+    /// Resume after this long even while the session still runs (at most [`MAX_DEADLINE`]).
     pub deadline: Option<Duration>,
+    /// The state directory; None: [`default_state_path`].
+    pub state_dir: Option<PathBuf>,
+    /// What the session is, for `cutrace dcgm resume`'s list of holders.
+    pub label: Option<String>,
 }
 
 impl PauseOptions {
@@ -274,55 +837,53 @@ impl PauseOptions {
             None => find_dcgmi(),
         }
     }
+
+    fn state(&self) -> Result<StateDir, DcgmError> {
+        match &self.state_dir {
+            Some(p) => StateDir::open(p),
+            None => StateDir::for_user(),
+        }
+    }
 }
 
 /// DCGM's profiling metrics paused for as long as this value lives. Dropping it, calling
-/// `resume`, returning with an error, a signal or SIGKILL of this process: each resumes, through
-/// the watchdog.
+/// `resume`, returning with an error, a signal or SIGKILL of this process: each ends this
+/// session's hold, through the watchdog, which resumes DCGM if no other session holds it.
 #[derive(Debug)]
 pub struct DcgmGuard {
-    pipe_write: i32,
+    pipe_write: Option<File>,
+    report: Option<File>,
     watchdog: i32,
+    state: StateDir,
     done: bool,
 }
 
 impl DcgmGuard {
     pub fn pause(opts: &PauseOptions) -> Result<DcgmGuard, DcgmError> {
         let dcgmi = opts.dcgmi()?;
-        let mut fds = [0i32; 2];
-        // O_CLOEXEC: the write end must not leak into the profiled program, or the watchdog
-        // would wait for it too.
-        // SAFETY: pipe2 fills the two-element array.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(DcgmError::Watchdog(std::io::Error::last_os_error()));
-        }
-        let [read_end, write_end] = fds;
-        let pid = spawn_watchdog(
+        let state = opts.state()?;
+        let (read_end, write_end) = cloexec_pipe()?;
+        let started = start_holder(
             &dcgmi,
-            WatchSpec {
-                pipe_read: Some(read_end),
-                deadline: opts.deadline,
-                quiet: false,
-            },
+            &state,
+            Role::Run,
+            opts.deadline,
+            opts.label.as_deref().unwrap_or("a counter session"),
+            Some(read_end.as_raw_fd()),
         );
-        // SAFETY: closing our copy of the read end; the watchdog has its own.
-        unsafe { libc::close(read_end) };
-        let pid = match pid {
-            Ok(p) => p,
-            Err(e) => {
-                unsafe { libc::close(write_end) };
-                return Err(e);
-            }
-        };
-        let guard = DcgmGuard {
-            pipe_write: write_end,
-            watchdog: pid,
+        drop(read_end); // the watchdog has its own
+        let started = started?;
+        let mut guard = DcgmGuard {
+            pipe_write: Some(write_end),
+            report: Some(started.report),
+            watchdog: started.holder.pid,
+            state,
             done: false,
         };
         if let Err(e) = pause_plain(&dcgmi) {
-            // Nothing was paused; stop the watchdog without letting it resume.
-            let mut g = guard;
-            g.cancel();
+            // Nothing was paused by us; the watchdog leaves without resuming.
+            guard.cancel();
+            let _ = std::fs::remove_file(&started.holder.record);
             return Err(e);
         }
         Ok(guard)
@@ -332,19 +893,39 @@ impl DcgmGuard {
         self.watchdog
     }
 
-    /// Resume now and report dcgmi's result.
-    pub fn resume(mut self) -> Result<(), DcgmError> {
+    pub fn state_dir(&self) -> &StateDir {
+        &self.state
+    }
+
+    /// End this session's hold now: DCGM resumes unless other holders remain. Reports what
+    /// happened and dcgmi's result.
+    pub fn resume(mut self) -> Result<Release, DcgmError> {
         self.finish()
     }
 
-    fn finish(&mut self) -> Result<(), DcgmError> {
+    fn finish(&mut self) -> Result<Release, DcgmError> {
         if self.done {
-            return Ok(());
+            return Ok(Release {
+                deadline_passed: false,
+                resumed: false,
+            });
         }
         self.done = true;
-        // SAFETY: our write end; closing it is the watchdog's cue.
-        unsafe { libc::close(self.pipe_write) };
-        wait_pid(self.watchdog)
+        // Closing our write end is the watchdog's cue.
+        drop(self.pipe_write.take());
+        let status = wait_pid(self.watchdog);
+        let mut said = Vec::new();
+        if let Some(mut r) = self.report.take() {
+            let _ = r.read_to_end(&mut said);
+        }
+        let release = Release {
+            deadline_passed: said.contains(&b'T'),
+            resumed: said.contains(&b'R'),
+        };
+        if said.contains(&b'K') {
+            return Ok(release);
+        }
+        status.map(|()| release)
     }
 
     fn cancel(&mut self) {
@@ -352,10 +933,8 @@ impl DcgmGuard {
             return;
         }
         self.done = true;
-        // SAFETY: signalling and reaping our own child, then closing our fd.
-        unsafe {
-            libc::kill(self.watchdog, libc::SIGKILL);
-            libc::close(self.pipe_write);
+        if let Some(mut w) = self.pipe_write.take() {
+            let _ = w.write_all(b"C");
         }
         let _ = wait_pid(self.watchdog);
     }
@@ -369,54 +948,124 @@ impl Drop for DcgmGuard {
     }
 }
 
-/// Pause, and leave a detached watchdog that resumes after `deadline` (for `cutrace dcgm pause
-/// --for`): the caller may exit at once. Returns the watchdog's pid.
-pub fn pause_for(dcgmi: &Path, deadline: Duration) -> Result<i32, DcgmError> {
-    let pid = spawn_watchdog(
+// ---------------------------------------------------------------------------------------------
+// `cutrace dcgm pause` and `resume`.
+
+/// What `pause` did.
+#[derive(Debug)]
+pub struct PauseReport {
+    /// The new watchdog.
+    pub holder: Holder,
+    /// Earlier `pause` watchdogs this one replaced (stopped without resuming).
+    pub replaced: Vec<Holder>,
+    /// Sessions that hold the pause too.
+    pub others: Vec<Holder>,
+}
+
+/// `cutrace dcgm pause [--for D]`: a detached watchdog holds the pause until the deadline, or,
+/// without one, until `resume`. The newest `pause` replaces an earlier one of this user (its
+/// deadline no longer applies); `run` sessions are unaffected and keep holding.
+pub fn pause_manual(
+    dcgmi: &Path,
+    state: &StateDir,
+    deadline: Option<Duration>,
+) -> Result<PauseReport, DcgmError> {
+    let earlier: Vec<Holder> = state
+        .holders()
+        .into_iter()
+        .filter(|h| h.role == Role::Pause)
+        .collect();
+    let started = start_holder(
         dcgmi,
-        WatchSpec {
-            pipe_read: None,
-            deadline: Some(deadline),
-            quiet: true,
-        },
+        state,
+        Role::Pause,
+        deadline,
+        "cutrace dcgm pause",
+        None,
     )?;
+    let holder = started.holder;
+    drop(started.report);
     if let Err(e) = pause_plain(dcgmi) {
-        // SAFETY: our own child.
-        unsafe { libc::kill(pid, libc::SIGKILL) };
-        let _ = wait_pid(pid);
+        // Our own child, not yet reaped: SIGTERM makes it leave without resuming.
+        // SAFETY: signalling and reaping our own child.
+        unsafe { libc::kill(holder.pid, libc::SIGTERM) };
+        let _ = wait_pid(holder.pid);
+        let _ = std::fs::remove_file(&holder.record);
         return Err(e);
     }
-    Ok(pid)
+    let replaced = earlier.into_iter().filter(cancel_pause_watchdog).collect();
+    let others = state
+        .holders()
+        .into_iter()
+        .filter(|h| h.role == Role::Run)
+        .collect();
+    Ok(PauseReport {
+        holder,
+        replaced,
+        others,
+    })
 }
 
-/// Where `cutrace dcgm pause --for` records its watchdog, so `cutrace dcgm resume` can stop it.
-pub fn watchdog_pidfile() -> PathBuf {
-    std::env::temp_dir().join("cutrace-dcgm-watchdog.pid")
+/// What `resume` did.
+#[derive(Debug)]
+pub enum ResumeReport {
+    /// Nobody else held the pause: dcgmi resumed it.
+    Resumed { cancelled: Vec<Holder> },
+    /// Sessions still hold the pause: DCGM was left paused; the last of them resumes it.
+    HeldByOthers {
+        cancelled: Vec<Holder>,
+        holders: Vec<Holder>,
+    },
+    /// Resumed although these sessions hold the pause.
+    Forced {
+        cancelled: Vec<Holder>,
+        holders: Vec<Holder>,
+    },
 }
 
-/// Stop a watchdog left by `pause --for`, if one is recorded and still ours. Returns its pid.
-pub fn cancel_recorded_watchdog() -> Option<i32> {
-    let file = watchdog_pidfile();
-    let pid: i32 = std::fs::read_to_string(&file).ok()?.trim().parse().ok()?;
-    let _ = std::fs::remove_file(&file);
-    // Only a process that is still a cutrace (the forked watchdog has not exec'd dcgmi yet).
-    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-    let argv0 = cmdline.split(|&b| b == 0).next().unwrap_or_default();
-    if !Path::new(OsStr::from_bytes(argv0))
-        .file_name()
-        .is_some_and(|n| n.as_bytes().starts_with(b"cutrace"))
-    {
-        return None;
+/// `cutrace dcgm resume [--force]`: stop this user's `pause` watchdogs (they exit without
+/// resuming), then resume if no session holds the pause — or regardless, with `force`.
+pub fn release_and_resume(
+    dcgmi: &Path,
+    state: &StateDir,
+    force: bool,
+) -> Result<ResumeReport, DcgmError> {
+    let cancelled: Vec<Holder> = state
+        .holders()
+        .into_iter()
+        .filter(|h| h.role == Role::Pause)
+        .filter(cancel_pause_watchdog)
+        .collect();
+    let hold = state.open_hold()?;
+    let t = Instant::now();
+    loop {
+        if try_lock(&hold, libc::LOCK_EX) {
+            // Held exclusively while dcgmi runs: a pause that starts meanwhile waits for it.
+            resume_now(dcgmi)?;
+            return Ok(ResumeReport::Resumed { cancelled });
+        }
+        let holders = state.holders();
+        if !holders.is_empty() || t.elapsed() > LOCK_WAIT {
+            // (No records but still locked for that long: a holder whose record could not be
+            // written; it is listed as nobody.)
+            if force {
+                resume_now(dcgmi)?;
+                return Ok(ResumeReport::Forced { cancelled, holders });
+            }
+            return Ok(ResumeReport::HeldByOthers { cancelled, holders });
+        }
+        // Locked but no record: a holder is starting or leaving right now.
+        std::thread::sleep(Duration::from_millis(20));
     }
-    // SAFETY: a plain signal to a pid we recorded and checked.
-    (unsafe { libc::kill(pid, libc::SIGKILL) } == 0).then_some(pid)
 }
+
+// ---------------------------------------------------------------------------------------------
+// `cutrace dcgm run`.
 
 static CHILD_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 static GOT_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
 
 extern "C" fn forward_signal(sig: libc::c_int) {
-    use std::sync::atomic::Ordering;
     GOT_SIGNAL.store(sig, Ordering::SeqCst);
     let pid = CHILD_PID.load(Ordering::SeqCst);
     if pid > 0 {
@@ -426,22 +1075,32 @@ extern "C" fn forward_signal(sig: libc::c_int) {
 }
 
 /// How a command run under a pause ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunOutcome {
     /// The command's exit code, or 128 + the signal that ended it.
     pub exit_code: i32,
     /// A SIGINT/SIGTERM/SIGHUP this process received and passed on to the command.
     pub forwarded_signal: Option<i32>,
+    /// How the hold ended.
+    pub release: Release,
+    /// When `release.resumed` is false: who still holds the pause.
+    pub still_held_by: Vec<Holder>,
 }
 
-/// Pause DCGM, run `cmd`, resume. SIGINT, SIGTERM and SIGHUP sent to this process are passed
-/// on to the command, so the resume happens after it has stopped; SIGKILL of this process is
-/// covered by the watchdog.
+/// Pause DCGM, run `cmd`, resume (unless other sessions still hold the pause). SIGINT, SIGTERM
+/// and SIGHUP sent to this process are passed on to the command, so the resume happens after
+/// it has stopped; SIGKILL of this process is covered by the watchdog.
 pub fn run_paused(opts: &PauseOptions, cmd: &mut Command) -> Result<RunOutcome, RunError> {
     use std::os::unix::process::ExitStatusExt;
-    use std::sync::atomic::Ordering;
     let guard = DcgmGuard::pause(opts)?;
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let state = guard.state.clone();
+    let mut child = match cmd.spawn() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = guard.resume();
+            return Err(RunError::Spawn(e));
+        }
+    };
     CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
     let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
     let mut old: Vec<libc::sigaction> = Vec::new();
@@ -462,15 +1121,21 @@ pub fn run_paused(opts: &PauseOptions, cmd: &mut Command) -> Result<RunOutcome, 
         unsafe { libc::sigaction(*sig, prev, std::ptr::null_mut()) };
     }
     CHILD_PID.store(0, Ordering::SeqCst);
-    let resumed = guard.resume();
+    let released = guard.resume();
     let status = status.map_err(RunError::Spawn)?;
-    resumed?;
+    let release = released?;
     let sig = GOT_SIGNAL.swap(0, Ordering::SeqCst);
     Ok(RunOutcome {
         exit_code: status
             .code()
             .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
         forwarded_signal: (sig != 0).then_some(sig),
+        release,
+        still_held_by: if release.resumed {
+            Vec::new()
+        } else {
+            state.holders()
+        },
     })
 }
 
@@ -480,4 +1145,146 @@ pub enum RunError {
     Dcgm(#[from] DcgmError),
     #[error("could not run the command: {0}")]
     Spawn(std::io::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("cutrace-dcgm-unit-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).expect("mkdir");
+        d
+    }
+
+    #[test]
+    fn state_dir_is_created_private() {
+        let d = scratch("create");
+        let s = StateDir::open(&d.join("state")).expect("state dir");
+        let m = std::fs::symlink_metadata(s.path()).expect("stat");
+        assert!(m.is_dir());
+        assert_eq!(m.mode() & 0o777, 0o700);
+        assert_eq!(m.uid(), euid());
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn state_dir_refuses_a_symlink() {
+        let d = scratch("symlink");
+        std::fs::create_dir(d.join("elsewhere")).expect("mkdir");
+        std::fs::set_permissions(d.join("elsewhere"), std::fs::Permissions::from_mode(0o700))
+            .expect("chmod");
+        std::os::unix::fs::symlink(d.join("elsewhere"), d.join("state")).expect("symlink");
+        let e = StateDir::open(&d.join("state")).expect_err("a symlink must be refused");
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn state_dir_refuses_one_others_can_enter() {
+        let d = scratch("mode");
+        let p = d.join("state");
+        std::fs::create_dir(&p).expect("mkdir");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let e = StateDir::open(&p).expect_err("a world-writable dir must be refused");
+        assert!(e.to_string().contains("lets other users in"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn state_dir_refuses_one_of_another_user() {
+        if euid() != 0 {
+            return; // only root can make a directory that belongs to someone else
+        }
+        let d = scratch("owner");
+        let p = d.join("state");
+        std::fs::create_dir(&p).expect("mkdir");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let c = CString::new(p.as_os_str().as_bytes()).expect("path");
+        // SAFETY: chown on a path we made.
+        assert_eq!(unsafe { libc::chown(c.as_ptr(), 4242, 4242) }, 0);
+        let e = StateDir::open(&p).expect_err("someone else's dir must be refused");
+        assert!(e.to_string().contains("belongs to uid 4242"), "{e}");
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn state_path_is_xdg_runtime_dir_or_private_tmp() {
+        let d = scratch("xdg");
+        let uid = euid();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        assert_eq!(
+            state_path_for(Some(d.clone().into_os_string()), uid),
+            d.join("cutrace-dcgm")
+        );
+        let tmp_one = PathBuf::from(format!("/tmp/cutrace-dcgm-{uid}"));
+        assert_eq!(state_path_for(None, uid), tmp_one);
+        // Not this user's, writable by others, relative, missing: not used.
+        assert_eq!(
+            state_path_for(Some(d.clone().into_os_string()), uid + 1),
+            PathBuf::from(format!("/tmp/cutrace-dcgm-{}", uid + 1))
+        );
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert_eq!(
+            state_path_for(Some(d.clone().into_os_string()), uid),
+            tmp_one
+        );
+        assert_eq!(state_path_for(Some("relative/dir".into()), uid), tmp_one);
+        assert_eq!(
+            state_path_for(Some(d.join("missing").into_os_string()), uid),
+            tmp_one
+        );
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn own_process_start_time_is_read() {
+        let me = proc_stat(std::process::id() as i32).expect("own stat");
+        assert!(me.start > 0);
+        assert_ne!(me.state, 'Z');
+    }
+
+    #[test]
+    fn records_of_dead_or_reused_pids_are_dropped() {
+        let d = scratch("records");
+        let s = StateDir::open(&d.join("state")).expect("state");
+        let me = proc_stat(std::process::id() as i32).expect("own stat");
+        let mk = |name: &str, start: u64| Holder {
+            role: Role::Run,
+            pid: std::process::id() as i32,
+            start,
+            owner: 1,
+            label: "x\ny".into(),
+            since: 5,
+            until: None,
+            record: s.path().join(name),
+        };
+        mk("holder.live", me.start).write().expect("write");
+        // Same pid, other start time: a reused pid, not that holder.
+        mk("holder.reused", me.start + 1).write().expect("write");
+        std::fs::write(s.path().join("holder.garbage"), "role=nonsense\n").expect("write");
+        let hs = s.holders();
+        assert_eq!(hs.len(), 1, "{hs:?}");
+        assert_eq!(hs[0].label, "x y");
+        assert!(s.path().join("holder.live").exists());
+        assert!(!s.path().join("holder.reused").exists());
+        assert!(!s.path().join("holder.garbage").exists());
+        // Alive but not a watchdog: never signalled.
+        let mut p = hs[0].clone();
+        p.role = Role::Pause;
+        assert!(!cancel_pause_watchdog(&p));
+        let _ = std::fs::remove_dir_all(&d);
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(Duration::from_millis(300)), "300 ms");
+        assert_eq!(human(Duration::from_secs(90)), "90 s");
+        assert_eq!(human(Duration::from_secs(600)), "10 min");
+        assert_eq!(human(Duration::from_secs(7200)), "2 h");
+        assert_eq!(human(Duration::from_secs(7500)), "2 h 5 min");
+    }
 }

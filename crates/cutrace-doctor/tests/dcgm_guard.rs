@@ -1,6 +1,6 @@
 //! The DCGM guard as counter sessions use it, with a stand-in `dcgmi` that logs its calls.
 
-use cutrace_doctor::dcgm::{DcgmError, DcgmGuard, PauseOptions};
+use cutrace_doctor::dcgm::{DcgmError, DcgmGuard, PauseOptions, Release};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,17 @@ fn stand_in(name: &str, body: &str) -> (PathBuf, PathBuf) {
     (dcgmi, log)
 }
 
+/// Options with a state directory of the test's own (the stand-in's directory), so parallel
+/// tests do not count each other as holders.
+fn opts(dcgmi: &std::path::Path, deadline: Option<Duration>) -> PauseOptions {
+    PauseOptions {
+        dcgmi: Some(dcgmi.to_path_buf()),
+        deadline,
+        state_dir: Some(dcgmi.parent().expect("dir").join("state")),
+        label: None,
+    }
+}
+
 fn lines(log: &PathBuf) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -32,11 +43,7 @@ fn lines(log: &PathBuf) -> Vec<String> {
 fn drop_resumes() {
     let (dcgmi, log) = stand_in("drop", "");
     {
-        let _g = DcgmGuard::pause(&PauseOptions {
-            dcgmi: Some(dcgmi),
-            deadline: None,
-        })
-        .expect("pause");
+        let _g = DcgmGuard::pause(&opts(&dcgmi, None)).expect("pause");
         assert_eq!(lines(&log), ["profile --pause"]);
     }
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
@@ -45,11 +52,7 @@ fn drop_resumes() {
 #[test]
 fn early_return_with_error_resumes() {
     fn session(dcgmi: PathBuf) -> Result<(), String> {
-        let _g = DcgmGuard::pause(&PauseOptions {
-            dcgmi: Some(dcgmi),
-            deadline: None,
-        })
-        .map_err(|e| e.to_string())?;
+        let _g = DcgmGuard::pause(&opts(&dcgmi, None)).map_err(|e| e.to_string())?;
         Err("the counter session failed".into())
     }
     let (dcgmi, log) = stand_in("error", "");
@@ -61,11 +64,7 @@ fn early_return_with_error_resumes() {
 fn explicit_resume_reports_dcgmi_failure() {
     // dcgmi that fails on --resume only.
     let (dcgmi, log) = stand_in("resumefail", "[ \"$2\" = --resume ] && exit 4; exit 0");
-    let g = DcgmGuard::pause(&PauseOptions {
-        dcgmi: Some(dcgmi),
-        deadline: None,
-    })
-    .expect("pause");
+    let g = DcgmGuard::pause(&opts(&dcgmi, None)).expect("pause");
     let err = g.resume().expect_err("resume must report the failure");
     assert!(err.to_string().contains("exit status 4"), "{err}");
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
@@ -74,11 +73,7 @@ fn explicit_resume_reports_dcgmi_failure() {
 #[test]
 fn failed_pause_does_not_resume() {
     let (dcgmi, log) = stand_in("pausefail", "echo 'Error: DCGM not running' >&2; exit 1");
-    let err = DcgmGuard::pause(&PauseOptions {
-        dcgmi: Some(dcgmi),
-        deadline: None,
-    })
-    .expect_err("must fail");
+    let err = DcgmGuard::pause(&opts(&dcgmi, None)).expect_err("must fail");
     match err {
         DcgmError::Failed { action, stderr, .. } => {
             assert_eq!(action, "--pause");
@@ -94,17 +89,74 @@ fn failed_pause_does_not_resume() {
 fn deadline_resumes_while_the_session_still_runs() {
     let (dcgmi, log) = stand_in("deadline", "");
     let t = Instant::now();
-    let g = DcgmGuard::pause(&PauseOptions {
-        dcgmi: Some(dcgmi),
-        deadline: Some(Duration::from_millis(300)),
-    })
-    .expect("pause");
+    let g = DcgmGuard::pause(&opts(&dcgmi, Some(Duration::from_millis(300)))).expect("pause");
     while lines(&log).len() < 2 && t.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
     assert!(t.elapsed() >= Duration::from_millis(250));
     // Ending the session afterwards does not resume a second time.
-    g.resume().expect("already resumed by the deadline");
+    let r = g.resume().expect("already resumed by the deadline");
+    assert_eq!(
+        r,
+        Release {
+            deadline_passed: true,
+            resumed: true
+        }
+    );
     assert_eq!(lines(&log).len(), 2);
+}
+
+#[test]
+fn overlapping_guards_resume_once_when_the_last_ends() {
+    let (dcgmi, log) = stand_in("overlap", "");
+    let first = DcgmGuard::pause(&opts(&dcgmi, None)).expect("first");
+    let second = DcgmGuard::pause(&opts(&dcgmi, None)).expect("second");
+    let r = first.resume().expect("first ends");
+    assert!(!r.resumed, "the first guard resumed while the second holds");
+    assert_eq!(lines(&log), ["profile --pause", "profile --pause"]);
+    let r = second.resume().expect("second ends");
+    assert!(r.resumed);
+    assert_eq!(
+        lines(&log),
+        ["profile --pause", "profile --pause", "profile --resume"]
+    );
+}
+
+#[test]
+fn a_deadline_does_not_resume_while_another_guard_holds() {
+    let (dcgmi, log) = stand_in("deadlineheld", "");
+    let long = DcgmGuard::pause(&opts(&dcgmi, None)).expect("long");
+    let short = DcgmGuard::pause(&opts(&dcgmi, Some(Duration::from_millis(200)))).expect("short");
+    std::thread::sleep(Duration::from_millis(600));
+    assert_eq!(lines(&log), ["profile --pause", "profile --pause"]);
+    let r = short.resume().expect("short ends");
+    assert_eq!(
+        r,
+        Release {
+            deadline_passed: true,
+            resumed: false
+        }
+    );
+    drop(long);
+    assert_eq!(
+        lines(&log),
+        ["profile --pause", "profile --pause", "profile --resume"]
+    );
+}
+
+#[test]
+fn a_failed_pause_does_not_count_as_a_holder() {
+    // dcgmi whose first --pause fails, later calls succeed.
+    let (dcgmi, log) = stand_in(
+        "failedholder",
+        "[ \"$2\" = --pause ] && [ ! -e \"$(dirname \"$0\")/ok\" ] && { touch \"$(dirname \"$0\")/ok\"; exit 1; }; exit 0",
+    );
+    assert!(DcgmGuard::pause(&opts(&dcgmi, None)).is_err());
+    let g = DcgmGuard::pause(&opts(&dcgmi, None)).expect("second pause");
+    assert!(g.resume().expect("resume").resumed);
+    assert_eq!(
+        lines(&log),
+        ["profile --pause", "profile --pause", "profile --resume"]
+    );
 }

@@ -1,15 +1,20 @@
 //! `cutrace dcgm`: pause DCGM's profiling metrics so a counter session can take the GPU's
-//! performance counters, and resume them, always.
+//! performance counters, and resume them, always — but only when the last cutrace session that
+//! needs them paused has ended.
 
-use cutrace_doctor::dcgm::{self, PauseOptions, BLANK_WARNING};
+use cutrace_doctor::dcgm::{self, Holder, PauseOptions, ResumeReport, Role, BLANK_WARNING};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
 /// Pause or resume DCGM's profiling metrics (`dcgmi profile --pause/--resume`).
 ///
-/// DCGM and CUPTI-based profilers (Nsight Compute, cutrace profile) share one counter
-/// reservation; while DCGM watches profiling metrics the others get CUPTI_ERROR_HARDWARE_BUSY.
-/// While paused, DCGM publishes BLANK values for profiling metrics.
+/// DCGM and CUPTI-based profilers (Nsight Compute's `ncu`, the counter check of `cutrace doctor
+/// --probe`) share one counter reservation; while DCGM watches profiling metrics the others get
+/// CUPTI_ERROR_HARDWARE_BUSY. While paused, DCGM publishes BLANK values for profiling metrics.
+///
+/// Overlapping `run`s and `pause`s of one user are counted: DCGM resumes when the last of them
+/// ends, never while another still runs.
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
   cutrace dcgm run -- ncu --metrics sm__cycles_elapsed.avg ./app   pause, run, always resume
@@ -23,17 +28,29 @@ pub struct Args {
 #[derive(clap::Subcommand)]
 enum Action {
     /// Pause DCGM's profiling metrics. With --for, a watchdog resumes them after that long.
+    ///
+    /// A new `pause` replaces an earlier `pause` of yours (its --for no longer applies);
+    /// running `cutrace dcgm run` sessions keep their own hold.
     Pause {
-        /// Resume automatically after this long (e.g. 90s, 10m, 1h), even if nobody runs resume.
+        /// Resume automatically after this long (e.g. 90s, 10m, 1h; at most 7 days), even if
+        /// nobody runs resume — unless a `cutrace dcgm run` still holds the pause then.
         #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
         for_: Option<Duration>,
     },
-    /// Resume DCGM's profiling metrics (and cancel a pending `pause --for` watchdog).
-    Resume,
+    /// Resume DCGM's profiling metrics, ending your `pause` (and its pending --for watchdog).
+    ///
+    /// If a `cutrace dcgm run` of yours still holds the pause, says which and leaves DCGM
+    /// paused (exit 1): it resumes when the last of them ends. --force resumes anyway.
+    Resume {
+        /// Resume even while `cutrace dcgm run` sessions hold the pause (their counters may
+        /// then be taken back by DCGM).
+        #[arg(long)]
+        force: bool,
+    },
     /// Pause, run a command, resume: on success, failure, Ctrl-C, SIGTERM, and even when
-    /// cutrace itself is killed with SIGKILL.
+    /// cutrace itself is killed with SIGKILL. Another session still holding the pause keeps it.
     Run {
-        /// Resume after this long even if the command is still running.
+        /// Resume after this long (at most 7 days) even if the command is still running.
         #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
         for_: Option<Duration>,
         /// The command and its arguments.
@@ -42,85 +59,236 @@ enum Action {
     },
 }
 
-/// `90s`, `10m`, `1h`, `500ms`, or plain seconds.
+/// `90s`, `10m`, `1h`, `500ms`, or plain seconds; more than 0 and at most 7 days.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?}: expected a number with a unit, like 90s or 10m"))?;
-    let ms = match unit {
-        "ms" => n,
-        "" | "s" => n * 1000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
+    let too_long = || {
+        format!("{s:?} is longer than 7 days, the most --for accepts; for an open-ended pause use `cutrace dcgm pause` without --for, which holds until `cutrace dcgm resume`")
+    };
+    let n: u64 = num.parse().map_err(|e: std::num::ParseIntError| {
+        if *e.kind() == std::num::IntErrorKind::PosOverflow {
+            too_long()
+        } else {
+            format!("{s:?}: expected a number with a unit, like 90s or 10m")
+        }
+    })?;
+    let per: u64 = match unit {
+        "ms" => 1,
+        "" | "s" => 1000,
+        "m" => 60_000,
+        "h" => 3_600_000,
         _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
     };
+    let ms = n.checked_mul(per).ok_or_else(too_long)?;
     if ms == 0 {
         return Err("the duration must be more than 0".into());
     }
-    Ok(Duration::from_millis(ms))
+    let d = Duration::from_millis(ms);
+    if d > dcgm::MAX_DEADLINE {
+        return Err(too_long());
+    }
+    Ok(d)
 }
 
 fn human(d: Duration) -> String {
-    let s = d.as_secs();
-    match s {
-        0 => format!("{} ms", d.as_millis()),
-        1..=119 => format!("{s} s"),
-        _ => format!("{} min", s / 60),
+    dcgm::human(d)
+}
+
+fn now_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// "pid 123 (`ncu ./app`, for 42 s, until in 5 min)".
+fn describe(h: &Holder) -> String {
+    let now = now_unix();
+    let what = match h.role {
+        Role::Run => format!("`{}`", h.label),
+        Role::Pause => "`cutrace dcgm pause`".to_string(),
+    };
+    let until = match h.until {
+        Some(u) => format!(
+            ", its --for resumes in {}",
+            human(Duration::from_secs(u.saturating_sub(now)))
+        ),
+        None => String::new(),
+    };
+    format!(
+        "watchdog pid {} of cutrace pid {} ({what}, holding for {}{until})",
+        h.pid,
+        h.owner,
+        human(Duration::from_secs(now.saturating_sub(h.since).max(1)))
+    )
+}
+
+fn list(holders: &[Holder]) -> String {
+    if holders.is_empty() {
+        return "a cutrace session that left no record".into();
     }
+    holders.iter().map(describe).collect::<Vec<_>>().join("; ")
+}
+
+/// A command is looked up like a shell would, before anything is paused: missing gives 127,
+/// present but not executable 126.
+fn resolve_program(prog: &str) -> Result<PathBuf, (i32, String)> {
+    fn check(p: &Path, shown: &str) -> Result<PathBuf, (i32, String)> {
+        match std::fs::metadata(p) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                Err((127, format!("{shown}: No such file or directory")))
+            }
+            Err(e) => Err((126, format!("{shown}: {e}"))),
+            Ok(m) if m.is_dir() => Err((126, format!("{shown}: Is a directory"))),
+            Ok(_) if !executable(p) => Err((126, format!("{shown}: Permission denied"))),
+            Ok(_) => Ok(p.to_path_buf()),
+        }
+    }
+    fn executable(p: &Path) -> bool {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
+            return false;
+        };
+        // SAFETY: access() on a NUL-terminated path.
+        unsafe { libc_access(c.as_ptr()) }
+    }
+    if prog.is_empty() {
+        return Err((127, "'': command not found".into()));
+    }
+    if prog.contains('/') {
+        return check(Path::new(prog), prog);
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut denied = None;
+    for dir in std::env::split_paths(&path) {
+        let cand = dir.join(prog);
+        match std::fs::metadata(&cand) {
+            Ok(m) if m.is_file() && executable(&cand) => return Ok(cand),
+            Ok(m) if m.is_file() && denied.is_none() => denied = Some(cand),
+            _ => {}
+        }
+    }
+    match denied {
+        Some(p) => Err((126, format!("{}: Permission denied", p.display()))),
+        None => Err((127, format!("{prog}: command not found"))),
+    }
+}
+
+/// access(path, X_OK), declared here: the cutrace crate does not depend on libc.
+unsafe fn libc_access(path: *const std::ffi::c_char) -> bool {
+    extern "C" {
+        fn access(path: *const std::ffi::c_char, mode: std::ffi::c_int) -> std::ffi::c_int;
+    }
+    const X_OK: std::ffi::c_int = 1;
+    access(path, X_OK) == 0
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
     match args.action {
-        Action::Pause { for_: None } => {
+        Action::Pause { for_ } => {
             let dcgmi = dcgm::find_dcgmi()?;
-            dcgm::pause_plain(&dcgmi)?;
-            eprintln!("cutrace: DCGM profiling metrics paused; they stay paused until `cutrace dcgm resume` (prefer `pause --for 30m`, which resumes on its own).");
+            let state = dcgm::StateDir::for_user()?;
+            let r = dcgm::pause_manual(&dcgmi, &state, for_)?;
+            match for_ {
+                Some(d) => eprintln!("cutrace: DCGM profiling metrics paused for {}; watchdog pid {} resumes them then (or run `cutrace dcgm resume`).", human(d), r.holder.pid),
+                None => eprintln!("cutrace: DCGM profiling metrics paused; they stay paused until `cutrace dcgm resume` (watchdog pid {} holds them; prefer `pause --for 30m`, which resumes on its own).", r.holder.pid),
+            }
+            for old in &r.replaced {
+                let was = match old.until {
+                    Some(u) => format!(
+                        "it would have resumed them in {}",
+                        human(Duration::from_secs(u.saturating_sub(now_unix())))
+                    ),
+                    None => "it held them until resume".into(),
+                };
+                eprintln!("cutrace: this replaces the earlier `cutrace dcgm pause` (watchdog pid {}; {was}), which has stopped without resuming.", old.pid);
+            }
+            if !r.others.is_empty() {
+                eprintln!("cutrace: also holding the pause: {}; DCGM resumes only when the last holder ends.", list(&r.others));
+            }
             eprintln!("cutrace: note: {BLANK_WARNING}.");
             Ok(0)
         }
-        Action::Pause { for_: Some(d) } => {
+        Action::Resume { force } => {
             let dcgmi = dcgm::find_dcgmi()?;
-            dcgm::cancel_recorded_watchdog();
-            let pid = dcgm::pause_for(&dcgmi, d)?;
-            let file = dcgm::watchdog_pidfile();
-            if let Err(e) = std::fs::write(&file, format!("{pid}\n")) {
-                eprintln!(
-                    "cutrace: warning: could not record the watchdog in {}: {e}",
-                    file.display()
-                );
+            let state = dcgm::StateDir::for_user()?;
+            let report = dcgm::release_and_resume(&dcgmi, &state, force)?;
+            let cancelled = match &report {
+                ResumeReport::Resumed { cancelled }
+                | ResumeReport::HeldByOthers { cancelled, .. }
+                | ResumeReport::Forced { cancelled, .. } => cancelled,
+            };
+            for c in cancelled {
+                match c.until {
+                    Some(_) => eprintln!("cutrace: cancelled the pending resume watchdog of `cutrace dcgm pause --for` (pid {})", c.pid),
+                    None => eprintln!("cutrace: ended the `cutrace dcgm pause` hold (watchdog pid {})", c.pid),
+                }
             }
-            eprintln!("cutrace: DCGM profiling metrics paused for {}; watchdog pid {pid} resumes them then (or run `cutrace dcgm resume`).", human(d));
-            eprintln!("cutrace: note: {BLANK_WARNING}.");
-            Ok(0)
-        }
-        Action::Resume => {
-            let dcgmi = dcgm::find_dcgmi()?;
-            if let Some(pid) = dcgm::cancel_recorded_watchdog() {
-                eprintln!("cutrace: cancelled the pending resume watchdog (pid {pid})");
+            match report {
+                ResumeReport::Resumed { .. } => {
+                    eprintln!("cutrace: DCGM profiling metrics resumed.");
+                    Ok(0)
+                }
+                ResumeReport::HeldByOthers { holders, .. } => {
+                    eprintln!("cutrace: DCGM profiling metrics NOT resumed: still held by {}. They resume when the last of these ends; `cutrace dcgm resume --force` resumes now anyway (those sessions may then lose the counters to DCGM).", list(&holders));
+                    Ok(1)
+                }
+                ResumeReport::Forced { holders, .. } => {
+                    eprintln!("cutrace: DCGM profiling metrics resumed (--force) although still held by {}; their counters may now be taken back by DCGM.", list(&holders));
+                    Ok(0)
+                }
             }
-            dcgm::resume_now(&dcgmi)?;
-            eprintln!("cutrace: DCGM profiling metrics resumed.");
-            Ok(0)
         }
         Action::Run { for_, command } => {
-            let opts = PauseOptions {
-                dcgmi: None,
-                deadline: for_,
-            };
             let (prog, rest) = command
                 .split_first()
                 .ok_or_else(|| anyhow::anyhow!("no command given"))?;
-            let mut cmd = Command::new(prog);
+            // Before pausing anything: a command that cannot start is answered like a shell.
+            let resolved = match resolve_program(prog) {
+                Ok(p) => p,
+                Err((code, msg)) => {
+                    eprintln!("cutrace: {msg} (nothing was paused)");
+                    return Ok(code);
+                }
+            };
+            let opts = PauseOptions {
+                dcgmi: Some(dcgm::find_dcgmi()?),
+                deadline: for_,
+                state_dir: None,
+                label: Some(command.join(" ")),
+            };
+            let mut cmd = Command::new(&resolved);
+            std::os::unix::process::CommandExt::arg0(&mut cmd, prog);
             cmd.args(rest);
             eprintln!(
                 "cutrace: pausing DCGM profiling metrics while `{}` runs; {BLANK_WARNING}.",
                 command.join(" ")
             );
-            let outcome = dcgm::run_paused(&opts, &mut cmd)?;
-            eprintln!("cutrace: DCGM profiling metrics resumed.");
+            let outcome = match dcgm::run_paused(&opts, &mut cmd) {
+                Ok(o) => o,
+                Err(dcgm::RunError::Spawn(e)) => {
+                    let code = if e.kind() == std::io::ErrorKind::NotFound {
+                        127
+                    } else {
+                        126
+                    };
+                    eprintln!("cutrace: {prog}: {e}");
+                    return Ok(code);
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let r = outcome.release;
+            match (r.deadline_passed, r.resumed) {
+                (false, true) => eprintln!("cutrace: DCGM profiling metrics resumed."),
+                (true, true) => eprintln!("cutrace: DCGM profiling metrics had already been resumed by the --for time limit, while the command was still running."),
+                (deadline, false) => eprintln!(
+                    "cutrace: DCGM profiling metrics stay paused: {}still held by {}; the last of them resumes them.",
+                    if deadline { "this session's --for time limit ended its hold earlier; " } else { "" },
+                    list(&outcome.still_held_by)
+                ),
+            }
             Ok(outcome.exit_code)
         }
     }
@@ -128,7 +296,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_duration;
+    use super::{parse_duration, resolve_program};
     use std::time::Duration;
 
     #[test]
@@ -137,7 +305,37 @@ mod tests {
         assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(
+            parse_duration("168h"),
+            Ok(Duration::from_secs(7 * 24 * 3600))
+        );
         assert!(parse_duration("10 parsecs").is_err());
         assert!(parse_duration("0s").is_err());
+    }
+
+    #[test]
+    fn absurd_durations_are_refused_not_overflowed() {
+        for s in [
+            "9999999999999999h",
+            "99999999999999999999999s",
+            "18446744073709551615m",
+            "169h",
+        ] {
+            let e = parse_duration(s).expect_err(s);
+            assert!(e.contains("longer than 7 days"), "{s}: {e}");
+        }
+    }
+
+    #[test]
+    fn programs_resolve_like_a_shell() {
+        assert_eq!(resolve_program("/nonexistent/x").unwrap_err().0, 127);
+        assert_eq!(
+            resolve_program("cutrace-surely-no-such-program")
+                .unwrap_err()
+                .0,
+            127
+        );
+        assert_eq!(resolve_program("/").unwrap_err().0, 126);
+        assert!(resolve_program("sh").is_ok());
     }
 }
