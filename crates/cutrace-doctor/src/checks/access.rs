@@ -105,7 +105,7 @@ fn regkey_fix(ctx: &Ctx) -> Vec<String> {
 fn perfmon_fix() -> Vec<String> {
     vec![
         "# or run the profiled program with CAP_PERFMON (driver R565+), e.g. as an ambient capability:".into(),
-        "sudo capsh --caps='cap_perfmon,cap_setpcap,cap_setuid,cap_setgid+eip' --keep=1 --user=\"$USER\" --addamb=cap_perfmon -- -c 'cutrace profile -- ./app'".into(),
+        "sudo capsh --caps='cap_perfmon,cap_setpcap,cap_setuid,cap_setgid+eip' --keep=1 --user=\"$USER\" --addamb=cap_perfmon -- -c 'ncu ./app'".into(),
     ]
 }
 
@@ -246,7 +246,7 @@ pub fn counter_access(ctx: &Ctx) -> Access {
     fix.push(POLICY.into());
     let mut explanation = String::from(
         "The running driver restricts the GPU performance counters to admins, and this caller is not one: counter \
-         profiling (cutrace profile, ncu, nsys GPU metrics, torch.profiler counters) fails with ERR_NVGPUCTRPERM / \
+         profiling (ncu, nsys GPU metrics, torch.profiler counters, cutrace doctor --probe) fails with ERR_NVGPUCTRPERM / \
          CUPTI_ERROR_INSUFFICIENT_PRIVILEGES. Tracing is not affected. Admin means CAP_SYS_ADMIN, or CAP_PERFMON on \
          driver R565+. Trust /proc/driver/nvidia/params over the comment in nv-reg.h: the comment says the default is \
          0, the code compiles in 1.",

@@ -17,12 +17,12 @@ fn evidence_of(procs: &[(&Process, &str)]) -> Vec<Evidence> {
         .collect()
 }
 
+/// `cutrace doctor --probe` opens a Range Profiler session on each GPU: while it runs it holds
+/// the counters (cutrace has no other counter-reading command yet).
 fn is_cutrace_counter_session(p: &Process) -> bool {
     p.name() == "cutrace"
-        && matches!(
-            p.argv.get(1).map(String::as_str),
-            Some("profile" | "sample")
-        )
+        && p.argv.get(1).map(String::as_str) == Some("doctor")
+        && p.argv.iter().any(|a| a == "--probe")
 }
 
 pub fn counter_holders(ctx: &Ctx) -> Check {
@@ -44,8 +44,8 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
     let sources = &[src::DCGM, src::NCU, src::CUPTI_MAIN];
     if dcgm.is_empty() && tools.is_empty() {
         return Check::new("counter-holders", Status::Ok, Affects::Counters, "no process that takes the counter reservation is running")
-            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys or cutrace profile", ctx.procs.len()))])
-            .explain("Only one client can hold the GPU performance counters at a time. None of the known holders (DCGM, Nsight Compute, Nsight Systems with GPU metrics, another cutrace profile) is running. A holder in another container or on the host is invisible from here: --probe asks CUPTI directly.")
+            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys or cutrace doctor --probe", ctx.procs.len()))])
+            .explain("Only one client can hold the GPU performance counters at a time. None of the known holders (DCGM, Nsight Compute, Nsight Systems with GPU metrics, another cutrace doctor --probe) is running. A holder in another container or on the host is invisible from here: --probe asks CUPTI directly.")
             .sources(sources);
     }
     let mut all = dcgm.clone();
@@ -118,4 +118,33 @@ pub fn tool_conflicts(ctx: &Ctx) -> Check {
         .explain("\"CUPTI still does not support tracing or profiling along with other NVIDIA Developer Tools like cuda-gdb or Compute Sanitizer.\" A program running under these tools cannot be traced or profiled by cutrace at the same time; other programs can.")
         .fix(found.iter().map(|(p, w)| format!("# run one tool at a time: let pid {} ({w}) finish, or trace a program not running under it", p.pid)))
         .sources(sources)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(argv: &[&str]) -> Process {
+        Process {
+            pid: 1,
+            comm: "cutrace".into(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn only_a_probing_doctor_counts_as_a_cutrace_counter_session() {
+        assert!(is_cutrace_counter_session(&p(&[
+            "/usr/bin/cutrace",
+            "doctor",
+            "--probe"
+        ])));
+        assert!(!is_cutrace_counter_session(&p(&["cutrace", "doctor"])));
+        assert!(!is_cutrace_counter_session(&p(&[
+            "cutrace", "record", "--", "./app", "--probe"
+        ])));
+        assert!(!is_cutrace_counter_session(&p(&[
+            "cutrace", "report", "t.json"
+        ])));
+    }
 }
