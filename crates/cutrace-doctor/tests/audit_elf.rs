@@ -136,11 +136,17 @@ fn finds_a_bundled_libcupti_with_its_soname() {
     // A bundled copy is worth knowing about, but it is not a dropped-API caller.
     assert_eq!(r.exit_status, 0);
 
-    // The same code under another name: a statically linked CUPTI.
+    // The same file under another name is still libcupti: its SONAME says so.
     let other = dir.join("libtool_with_cupti.so");
     std::fs::copy(&lib, &other).expect("copy");
     std::fs::remove_file(&lib).expect("rm");
     let r = audit(&[other]).expect("audit");
+    let copy = r.files[0].cupti_copy.as_ref().expect("a CUPTI copy");
+    assert_eq!(copy.how, "bundled libcupti");
+    assert_eq!(copy.cuda_major, Some(12));
+    // The same code without libcupti's SONAME, under another name: a statically linked CUPTI.
+    let stat = cc_shared(&dir, "libtool_with_cupti2.so", FAKE_CUPTI, &[]).expect("cc worked once");
+    let r = audit(&[stat]).expect("audit");
     let copy = r.files[0].cupti_copy.as_ref().expect("a CUPTI copy");
     assert!(copy.how.contains("statically linked"), "{}", copy.how);
     let _ = std::fs::remove_dir_all(&dir);

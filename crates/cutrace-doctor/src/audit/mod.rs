@@ -1,16 +1,28 @@
-//! `cutrace audit`: find the ELF files that import CUPTI APIs which CUDA 13.0 dropped (Event,
-//! Metric, PC Sampling Activity) or deprecated (Profiling), and the copies of libcupti bundled in
-//! a tree, with their versions. "Audit for the dropped APIs before a CUDA 13 rollout. Anything
-//! still calling the Event or Metric API returns CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED and
-//! collects nothing." (seed, "How to maintain it"; CUPTI release notes, seed ref 3)
+//! `cutrace audit`: find the ELF files and `ar` archives that use CUPTI APIs which CUDA 13.0
+//! dropped (Event, Metric, PC Sampling Activity) or deprecated (Profiling), and the copies of
+//! libcupti in a tree, with their versions. "Audit for the dropped APIs before a CUDA 13 rollout.
+//! Anything still calling the Event or Metric API returns
+//! CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED and collects nothing." (seed, "How to maintain it";
+//! CUPTI release notes, seed ref 3)
+//!
+//! Three kinds of evidence, strongest first: the file imports the API (a dynamic call); the file
+//! defines it (a statically linked CUPTI: the API is inside, whether it is called cannot be told
+//! from symbols); the file's bytes name it (a `dlsym(h, "cuptiEventGroupCreate")` lookup,
+//! or just a string: lower confidence). A file or directory that cannot be read is an error of
+//! the audit, counted, and makes the result incomplete (exit 3 when nothing else was found).
 
+pub mod archive;
 pub mod symbols;
 
 use crate::elf;
+use object::ReadCache;
 use serde::Serialize;
-use std::collections::HashSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashSet};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -19,6 +31,21 @@ pub enum Removal {
     Dropped,
     /// Deprecated in CUDA 13.0: still works, will go.
     Deprecated,
+}
+
+/// How a file was seen to use an API family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Evidence {
+    /// Undefined symbols: the file calls the API in a libcupti loaded beside it.
+    Imported,
+    /// Defined symbols in a program or shared object that is not libcupti itself: a statically
+    /// linked CUPTI that carries the API. Whether the program calls it cannot be told from
+    /// symbols.
+    Defined,
+    /// The names occur in the file's bytes but not among its symbols: looked up at run time
+    /// (`dlsym`) most likely, or a mere string. Lower confidence.
+    Strings,
 }
 
 /// One CUPTI API family and what replaces it.
@@ -66,17 +93,19 @@ pub struct ApiFinding {
     pub api: &'static str,
     pub header: &'static str,
     pub removal: Removal,
+    pub evidence: Evidence,
     pub symbols: Vec<String>,
     pub replacement: &'static str,
 }
 
-/// A copy of libcupti inside the scanned tree (a bundled .so, or an ELF that defines CUPTI's
-/// entry points itself: statically linked).
+/// A copy of libcupti inside the scanned tree: a bundled .so (also as renamed by auditwheel,
+/// `libcupti-3a4b5c6d.so.12`), a program or library that defines CUPTI's entry points itself
+/// (statically linked), a static CUPTI archive, or an object file of one.
 #[derive(Debug, Clone, Serialize)]
 pub struct CuptiCopy {
     pub how: &'static str,
     pub soname: Option<String>,
-    /// CUDA major from the SONAME or file name (libcupti.so.12).
+    /// CUDA major from the SONAME or file name (libcupti.so.12, libcupti-<hash>.so.12).
     pub cuda_major: Option<u32>,
     /// nvcc's "Cuda compilation tools, release X.Y" embedded in the file.
     pub build: Option<String>,
@@ -84,16 +113,28 @@ pub struct CuptiCopy {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
+    /// The file's real path (symbolic links resolved).
     pub path: String,
     pub apis: Vec<ApiFinding>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cupti_copy: Option<CuptiCopy>,
+    /// For an `ar` archive: the members the findings come from.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub members: Vec<String>,
 }
 
+/// A file or directory the audit could not read: the result does not cover it.
 #[derive(Debug, Clone, Serialize)]
 pub struct AuditError {
     pub path: String,
     pub error: String,
+}
+
+/// A directory the walk did not enter, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -101,12 +142,25 @@ pub struct AuditReport {
     pub paths: Vec<String>,
     pub files_scanned: u64,
     pub elf_files: u64,
+    /// `ar` archives (`.a`) whose members were read.
+    pub archives: u64,
     /// Only files with something to say.
     pub files: Vec<FileReport>,
+    /// Files and directories that could not be read; any makes the audit incomplete.
     pub errors: Vec<AuditError>,
+    pub skipped: Vec<Skipped>,
+    /// Whether file contents were scanned for API names (dlsym lookups).
+    pub strings_scanned: bool,
     pub dropped_found: bool,
+    pub incomplete: bool,
+    /// 0 nothing dropped found and everything read; 1 a dropped API found; 3 nothing dropped
+    /// found but something could not be read.
     pub exit_status: i32,
 }
+
+pub const EXIT_CLEAN: i32 = 0;
+pub const EXIT_DROPPED: i32 = 1;
+pub const EXIT_INCOMPLETE: i32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditPathError {
@@ -117,8 +171,75 @@ pub enum AuditPathError {
     },
 }
 
+#[derive(Debug, Clone)]
+pub struct AuditOptions {
+    /// Scan every ELF file's bytes for the API names (finds `dlsym` lookups; reads whole files).
+    pub strings: bool,
+    /// Do not leave the filesystem each PATH is on (like `find -xdev`).
+    pub one_file_system: bool,
+}
+
+impl Default for AuditOptions {
+    fn default() -> Self {
+        AuditOptions {
+            strings: true,
+            one_file_system: false,
+        }
+    }
+}
+
+/// Where the walk is, for a progress line.
+pub struct Progress<'a> {
+    pub files_scanned: u64,
+    pub elf_files: u64,
+    pub errors: usize,
+    pub path: &'a Path,
+}
+
+pub trait ReadSeek: Read + Seek {}
+impl<T: Read + Seek> ReadSeek for T {}
+
+/// The seam through which the audit opens files and lists directories, so that a test can make
+/// one fail (running as root, `chmod 000` does not).
+pub trait Fs {
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn ReadSeek>>;
+    fn read_dir(&self, path: &Path) -> std::io::Result<Vec<std::io::Result<PathBuf>>>;
+}
+
+/// The real filesystem.
+pub struct RealFs;
+
+impl Fs for RealFs {
+    fn open(&self, path: &Path) -> std::io::Result<Box<dyn ReadSeek>> {
+        Ok(Box::new(std::fs::File::open(path)?))
+    }
+    fn read_dir(&self, path: &Path) -> std::io::Result<Vec<std::io::Result<PathBuf>>> {
+        Ok(std::fs::read_dir(path)?
+            .map(|e| e.map(|e| e.path()))
+            .collect())
+    }
+}
+
+/// `libcupti.so*`, or the name auditwheel gives its copy: `libcupti-<hash>.so*`.
+fn is_libcupti_name(name: &str) -> bool {
+    if name.starts_with("libcupti.so") {
+        return true;
+    }
+    name.strip_prefix("libcupti-")
+        .and_then(|r| r.split_once(".so"))
+        .is_some_and(|(hash, _)| {
+            !hash.is_empty() && hash.bytes().all(|b| b.is_ascii_alphanumeric())
+        })
+}
+
+/// The CUDA major in `libcupti.so.12` or `libcupti-3a4b5c6d.so.12`; none in the
+/// year-numbered file names (`libcupti.so.2025.1.0`).
 fn major_from_soname(name: &str) -> Option<u32> {
-    name.strip_prefix("libcupti.so.")?
+    if !is_libcupti_name(name) {
+        return None;
+    }
+    name.split_once(".so.")?
+        .1
         .split('.')
         .next()?
         .parse()
@@ -126,77 +247,365 @@ fn major_from_soname(name: &str) -> Option<u32> {
         .filter(|m| *m < 100)
 }
 
-/// Audit one ELF file already known to start with the ELF magic.
-pub fn audit_file(path: &Path) -> Result<Option<FileReport>, elf::ElfError> {
-    let syms = elf::read_symbols(path)?;
-    let imported: HashSet<&str> = syms.imported.iter().map(String::as_str).collect();
-    let mut apis = Vec::new();
-    for fam in &FAMILIES {
-        let found: Vec<String> = fam
-            .symbols
-            .iter()
-            .filter(|s| imported.contains(**s))
-            .map(|s| s.to_string())
-            .collect();
-        if !found.is_empty() {
-            apis.push(ApiFinding {
+/// A reader that remembers its first I/O error, so that a parse that failed because the file
+/// could not be read is told apart from a malformed file.
+struct Tracked {
+    inner: Box<dyn ReadSeek>,
+    error: Rc<RefCell<Option<std::io::Error>>>,
+}
+
+impl Tracked {
+    fn note<T>(&self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            let mut slot = self.error.borrow_mut();
+            if slot.is_none() && e.kind() != std::io::ErrorKind::UnexpectedEof {
+                *slot = Some(std::io::Error::new(e.kind(), e.to_string()));
+            }
+        }
+        r
+    }
+}
+
+impl Read for Tracked {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let r = self.inner.read(buf);
+        self.note(r)
+    }
+}
+
+impl Seek for Tracked {
+    fn seek(&mut self, pos: SeekFrom) -> std::io::Result<u64> {
+        let r = self.inner.seek(pos);
+        self.note(r)
+    }
+}
+
+/// All API names the audit looks for.
+fn all_names() -> HashSet<&'static str> {
+    FAMILIES
+        .iter()
+        .flat_map(|f| f.symbols.iter().copied())
+        .chain(["cuptiGetVersion"])
+        .collect()
+}
+
+/// Group the names in `set` by family, as findings with `evidence`.
+fn findings(set: &BTreeSet<&str>, evidence: Evidence) -> Vec<ApiFinding> {
+    FAMILIES
+        .iter()
+        .filter_map(|fam| {
+            let found: Vec<String> = fam
+                .symbols
+                .iter()
+                .filter(|s| set.contains(**s))
+                .map(|s| s.to_string())
+                .collect();
+            if found.is_empty() {
+                return None;
+            }
+            Some(ApiFinding {
                 api: fam.name,
                 header: fam.header,
                 removal: fam.removal,
+                evidence,
                 symbols: found,
                 replacement: fam.replacement,
-            });
+            })
+        })
+        .collect()
+}
+
+/// What one file turned out to be.
+#[derive(Debug, Default)]
+pub struct FileScan {
+    pub is_elf: bool,
+    pub is_archive: bool,
+    pub report: Option<FileReport>,
+    /// The file could not be read (wholly or in part).
+    pub error: Option<String>,
+}
+
+/// What the symbols of a file (or of all an archive's members) say, before classification.
+#[derive(Default)]
+struct Seen {
+    imported: BTreeSet<String>,
+    defined: BTreeSet<String>,
+    soname: Option<String>,
+    relocatable: bool,
+    /// Archive members with CUPTI symbols.
+    members: Vec<String>,
+}
+
+/// Audit one file: ELF, `ar` archive, or neither.
+pub fn scan_file(fs: &dyn Fs, path: &Path, opts: &AuditOptions) -> FileScan {
+    let mut out = FileScan::default();
+    let mut reader = match fs.open(path) {
+        Ok(r) => r,
+        Err(e) => {
+            out.error = Some(format!("cannot read: {e}"));
+            return out;
         }
+    };
+    let (head, n) = match elf::read_head::<8>(&mut reader) {
+        Ok(h) => h,
+        Err(e) => {
+            out.error = Some(format!("cannot read: {e}"));
+            return out;
+        }
+    };
+    out.is_elf = n >= 4 && head[..4] == elf::ELF_MAGIC;
+    out.is_archive = n == 8 && &head == archive::MAGIC;
+    if !out.is_elf && !out.is_archive {
+        return out;
     }
+    let error = Rc::new(RefCell::new(None));
+    let tracked = Tracked {
+        inner: reader,
+        error: error.clone(),
+    };
+    let io_failed = |what: &str| {
+        error
+            .borrow()
+            .as_ref()
+            .map(|e: &std::io::Error| format!("cannot read {what}: {e}"))
+    };
+    let interesting = all_names();
+    let mut cache = ReadCache::new(tracked);
+    let mut seen = Seen::default();
+    if out.is_elf {
+        let Ok(s) = elf::symbols_of(&cache) else {
+            // Object files, core dumps and truncated ELF are noise, not errors of the audit;
+            // a file that failed to read is one.
+            out.error = io_failed("its ELF headers");
+            return out;
+        };
+        seen.relocatable = s.is_relocatable;
+        seen.soname = s.soname;
+        seen.imported.extend(s.imported);
+        seen.defined.extend(s.defined);
+    } else {
+        let mut reader = cache.into_inner();
+        let list = match archive::members(&mut reader) {
+            Ok(l) => l,
+            Err(archive::ArchiveError::Io(e)) => {
+                out.error = Some(format!("cannot read the archive: {e}"));
+                return out;
+            }
+            Err(archive::ArchiveError::Malformed(_)) => return out,
+        };
+        cache = ReadCache::new(reader);
+        let mut defined_anywhere: BTreeSet<String> = BTreeSet::new();
+        for m in &list {
+            let parsed = elf::symbols_of(cache.range(m.offset, m.size));
+            // Only the symbols are kept: free the member's cached blocks.
+            cache.clear();
+            let Ok(s) = parsed else {
+                if let Some(e) = io_failed(&format!("member {}", m.name)) {
+                    out.error = Some(e);
+                    return out;
+                }
+                continue; // not an ELF member (a text file, LLVM bitcode)
+            };
+            let relevant = s
+                .imported
+                .iter()
+                .chain(&s.defined)
+                .any(|n| interesting.contains(n.as_str()));
+            if relevant {
+                seen.members.push(m.name.clone());
+            }
+            seen.imported.extend(s.imported);
+            defined_anywhere.extend(s.defined);
+        }
+        // A member's call into another member is inside the archive, not an import.
+        seen.imported.retain(|n| !defined_anywhere.contains(n));
+        seen.defined = defined_anywhere;
+        seen.relocatable = true;
+    }
+    finish(path, opts, seen, cache.into_inner(), &interesting, out)
+}
+
+fn finish(
+    path: &Path,
+    opts: &AuditOptions,
+    seen: Seen,
+    mut reader: Tracked,
+    interesting: &HashSet<&'static str>,
+    mut out: FileScan,
+) -> FileScan {
+    let is_archive = out.is_archive;
     let file_name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let named = file_name.starts_with("libcupti.so");
-    let defines = syms.defined.iter().any(|s| s == "cuptiGetVersion");
-    let cupti_copy = (named || defines).then(|| CuptiCopy {
-        how: if named {
-            "bundled libcupti"
-        } else {
-            "defines cuptiGetVersion (statically linked CUPTI)"
-        },
-        cuda_major: syms
+    let of = |set: &BTreeSet<String>| -> BTreeSet<&'static str> {
+        interesting
+            .iter()
+            .copied()
+            .filter(|n| set.contains(*n))
+            .collect()
+    };
+    let imported = of(&seen.imported);
+    let defined = of(&seen.defined);
+    let named =
+        is_libcupti_name(&file_name) || seen.soname.as_deref().is_some_and(is_libcupti_name);
+    let defines_cupti = !defined.is_empty();
+    let how = if named {
+        Some("bundled libcupti")
+    } else if is_archive && (defines_cupti || file_name.starts_with("libcupti")) {
+        Some("static CUPTI archive")
+    } else if seen.relocatable && defines_cupti {
+        Some("object file of a static CUPTI")
+    } else if defines_cupti {
+        Some("statically linked CUPTI")
+    } else {
+        None
+    };
+    let mut apis = findings(&imported, Evidence::Imported);
+    // A linked program or library that is not libcupti itself carries a static CUPTI: the
+    // dropped API is inside it. (libcupti, its archive and its objects define it by nature.)
+    if how.is_some() && !named && !seen.relocatable {
+        apis.extend(findings(&defined, Evidence::Defined));
+    }
+    let mut hits = elf::StringHits::default();
+    if how.is_some() || opts.strings {
+        let scanned = reader
+            .seek(SeekFrom::Start(0))
+            .and_then(|_| elf::scan_strings(&mut reader, interesting));
+        match scanned {
+            Ok(h) => hits = h,
+            Err(e) => out.error = Some(format!("cannot read all of it: {e}")),
+        }
+    }
+    if how.is_none() && opts.strings {
+        let only_named: BTreeSet<&str> = hits
+            .names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !seen.imported.contains(*n) && !seen.defined.contains(*n))
+            .collect();
+        apis.extend(findings(&only_named, Evidence::Strings));
+    }
+    let cupti_copy = how.map(|how| CuptiCopy {
+        how,
+        cuda_major: seen
             .soname
             .as_deref()
             .and_then(major_from_soname)
             .or_else(|| major_from_soname(&file_name)),
-        soname: syms.soname.clone(),
-        build: elf::cuda_release_string(path),
+        soname: seen.soname.clone(),
+        build: hits.cuda_release.clone(),
     });
-    if apis.is_empty() && cupti_copy.is_none() {
-        return Ok(None);
+    if !apis.is_empty() || cupti_copy.is_some() {
+        out.report = Some(FileReport {
+            path: real_path(path),
+            apis,
+            cupti_copy,
+            members: seen.members,
+        });
     }
-    Ok(Some(FileReport {
-        path: path.display().to_string(),
-        apis,
-        cupti_copy,
-    }))
+    out
+}
+
+fn real_path(path: &Path) -> String {
+    std::fs::canonicalize(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Filesystems with nothing to audit and, in /proc's case, endless or blocking files.
+fn pseudo_fs(path: &Path) -> Option<&'static str> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a NUL-terminated path and `st` a properly sized out-parameter.
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)]
+    let magic = st.f_type as u64 & 0xffff_ffff;
+    Some(match magic {
+        0x9fa0 => "proc filesystem",
+        0x6265_6572 => "sysfs",
+        0x1cd1 => "devpts",
+        0x0027_e0eb | 0x6367_7270 => "cgroup filesystem",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpf filesystem",
+        0x6265_6570 => "configfs",
+        0x6165_676c => "pstore",
+        0xde5e_81e4 => "efivarfs",
+        0x4249_4e4d => "binfmt_misc",
+        0x6573_5543 => "fusectl",
+        0x6e73_6673 => "nsfs",
+        _ => return None,
+    })
+}
+
+/// Walk `paths` (files or directories) with the default options on the real filesystem.
+pub fn audit(paths: &[PathBuf]) -> Result<AuditReport, AuditPathError> {
+    audit_with(paths, &AuditOptions::default(), &RealFs, &mut |_| {})
+}
+
+struct Entry {
+    path: PathBuf,
+    /// The device of the directory it was listed in; None for a PATH given.
+    parent_dev: Option<u64>,
+    root_dev: u64,
 }
 
 /// Walk `paths` (files or directories), following symbolic links but never visiting a file or
 /// directory twice (by device and inode), so link loops end and linked copies count once.
-pub fn audit(paths: &[PathBuf]) -> Result<AuditReport, AuditPathError> {
+/// /proc, /sys, /dev and other pseudo filesystems are not entered unless given as a PATH.
+/// `progress` is called after each regular file.
+pub fn audit_with(
+    paths: &[PathBuf],
+    opts: &AuditOptions,
+    fs: &dyn Fs,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<AuditReport, AuditPathError> {
     let mut report = AuditReport {
         paths: paths.iter().map(|p| p.display().to_string()).collect(),
+        strings_scanned: opts.strings,
         ..Default::default()
     };
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
-    let mut stack: Vec<PathBuf> = Vec::new();
+    let mut stack: Vec<Entry> = Vec::new();
     for p in paths {
-        std::fs::metadata(p).map_err(|source| AuditPathError::Missing {
+        let md = std::fs::metadata(p).map_err(|source| AuditPathError::Missing {
             path: p.display().to_string(),
             source,
         })?;
-        stack.push(p.clone());
+        stack.push(Entry {
+            path: p.clone(),
+            parent_dev: None,
+            root_dev: md.dev(),
+        });
     }
+    // /proc, /sys and /dev by identity, wherever a link leads to them from.
+    let myself = std::env::current_exe()
+        .and_then(std::fs::metadata)
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
+    let special: Vec<((u64, u64), &str)> = [
+        ("/proc", "proc filesystem"),
+        ("/sys", "sysfs"),
+        ("/dev", "device files"),
+    ]
+    .into_iter()
+    .filter_map(|(p, why)| std::fs::metadata(p).ok().map(|m| ((m.dev(), m.ino()), why)))
+    .collect();
+    let name_it = "give it as a PATH to scan it";
     // Depth-first, in a stable order: reverse each directory's sorted entries onto the stack.
     stack.reverse();
-    while let Some(path) = stack.pop() {
+    while let Some(Entry {
+        path,
+        parent_dev,
+        root_dev,
+    }) = stack.pop()
+    {
         let md = match std::fs::metadata(&path) {
             Ok(md) => md,
             Err(e) => {
@@ -206,27 +615,67 @@ pub fn audit(paths: &[PathBuf]) -> Result<AuditReport, AuditPathError> {
                     .unwrap_or(true)
                 {
                     report.errors.push(AuditError {
-                        path: path.display().to_string(),
+                        path: real_path(&path),
                         error: e.to_string(),
                     });
                 }
                 continue;
             }
         };
+        let given = parent_dev.is_none();
+        if opts.one_file_system && !given && md.dev() != root_dev {
+            if md.is_dir() && seen.insert((md.dev(), md.ino())) {
+                report.skipped.push(Skipped {
+                    path: real_path(&path),
+                    reason: format!("another filesystem (--one-file-system); {name_it}"),
+                });
+            }
+            continue;
+        }
         if !seen.insert((md.dev(), md.ino())) {
             continue;
         }
         if md.is_dir() {
-            match std::fs::read_dir(&path) {
-                Ok(rd) => {
-                    let mut children: Vec<PathBuf> =
-                        rd.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+            if !given {
+                let why = special
+                    .iter()
+                    .find(|(id, _)| *id == (md.dev(), md.ino()))
+                    .map(|(_, why)| *why)
+                    .or_else(|| {
+                        (parent_dev != Some(md.dev()))
+                            .then(|| pseudo_fs(&path))
+                            .flatten()
+                    });
+                if let Some(why) = why {
+                    report.skipped.push(Skipped {
+                        path: real_path(&path),
+                        reason: format!("{why}; {name_it}"),
+                    });
+                    continue;
+                }
+            }
+            match fs.read_dir(&path) {
+                Ok(entries) => {
+                    let mut children = Vec::new();
+                    for e in entries {
+                        match e {
+                            Ok(p) => children.push(p),
+                            Err(e) => report.errors.push(AuditError {
+                                path: real_path(&path),
+                                error: format!("cannot list directory entry: {e}"),
+                            }),
+                        }
+                    }
                     children.sort();
-                    stack.extend(children.into_iter().rev());
+                    stack.extend(children.into_iter().rev().map(|p| Entry {
+                        path: p,
+                        parent_dev: Some(md.dev()),
+                        root_dev,
+                    }));
                 }
                 Err(e) => report.errors.push(AuditError {
-                    path: path.display().to_string(),
-                    error: e.to_string(),
+                    path: real_path(&path),
+                    error: format!("cannot list directory: {e}"),
                 }),
             }
             continue;
@@ -235,33 +684,49 @@ pub fn audit(paths: &[PathBuf]) -> Result<AuditReport, AuditPathError> {
             continue;
         }
         report.files_scanned += 1;
-        // A file reached through a link is reported where it really is.
-        let is_link = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink());
-        let path = if is_link {
-            std::fs::canonicalize(&path).unwrap_or(path)
-        } else {
-            path
-        };
-        if md.len() < 64 || !elf::has_elf_magic(&path) {
-            continue;
+        // Shorter than an ELF header (or an archive header with a member): nothing to read.
+        if md.len() >= 64 {
+            // cutrace names every API it looks for: its own strings are no finding.
+            let scan = if Some((md.dev(), md.ino())) == myself {
+                let own = AuditOptions {
+                    strings: false,
+                    ..opts.clone()
+                };
+                scan_file(fs, &path, &own)
+            } else {
+                scan_file(fs, &path, opts)
+            };
+            report.elf_files += u64::from(scan.is_elf);
+            report.archives += u64::from(scan.is_archive);
+            if let Some(f) = scan.report {
+                report.files.push(f);
+            }
+            if let Some(error) = scan.error {
+                report.errors.push(AuditError {
+                    path: real_path(&path),
+                    error,
+                });
+            }
         }
-        report.elf_files += 1;
-        match audit_file(&path) {
-            Ok(Some(f)) => report.files.push(f),
-            Ok(None) => {}
-            // Object files, core dumps and truncated ELF are noise, not errors of the audit.
-            Err(elf::ElfError::Malformed { .. }) => {}
-            Err(e) => report.errors.push(AuditError {
-                path: path.display().to_string(),
-                error: e.to_string(),
-            }),
-        }
+        progress(&Progress {
+            files_scanned: report.files_scanned,
+            elf_files: report.elf_files,
+            errors: report.errors.len(),
+            path: &path,
+        });
     }
     report.dropped_found = report
         .files
         .iter()
         .any(|f| f.apis.iter().any(|a| a.removal == Removal::Dropped));
-    report.exit_status = i32::from(report.dropped_found);
+    report.incomplete = !report.errors.is_empty();
+    report.exit_status = if report.dropped_found {
+        EXIT_DROPPED
+    } else if report.incomplete {
+        EXIT_INCOMPLETE
+    } else {
+        EXIT_CLEAN
+    };
     Ok(report)
 }
 
@@ -271,18 +736,30 @@ impl AuditReport {
         let mut out = String::new();
         for f in &self.files {
             let _ = writeln!(out, "{}", f.path);
+            if !f.members.is_empty() {
+                let _ = writeln!(out, "    archive members: {}", f.members.join(", "));
+            }
             for a in &f.apis {
                 let verdict = match a.removal {
                     Removal::Dropped => "DROPPED in CUDA 13.0",
                     Removal::Deprecated => "deprecated in CUDA 13.0",
                 };
-                let _ = writeln!(
-                    out,
-                    "    {} ({}) {verdict}: {}",
-                    a.api,
-                    a.header,
-                    a.symbols.join(", ")
-                );
+                let syms = a.symbols.join(", ");
+                let _ = match a.evidence {
+                    Evidence::Imported => {
+                        writeln!(out, "    {} ({}) {verdict}: {syms}", a.api, a.header)
+                    }
+                    Evidence::Defined => writeln!(
+                        out,
+                        "    {} ({}) {verdict}, present in the CUPTI statically linked here (defines {syms}); whether it is called cannot be told from symbols",
+                        a.api, a.header
+                    ),
+                    Evidence::Strings => writeln!(
+                        out,
+                        "    {} ({}) {verdict}, named in its strings (dlsym?; lower confidence): {syms}",
+                        a.api, a.header
+                    ),
+                };
                 let _ = writeln!(out, "        use instead: {}", a.replacement);
             }
             if let Some(c) = &f.cupti_copy {
@@ -303,21 +780,53 @@ impl AuditReport {
         for e in &self.errors {
             let _ = writeln!(out, "error: {}: {}", e.path, e.error);
         }
+        for s in &self.skipped {
+            let _ = writeln!(out, "skipped: {} ({})", s.path, s.reason);
+        }
         let callers = self.files.iter().filter(|f| !f.apis.is_empty()).count();
+        let by_name_only = self
+            .files
+            .iter()
+            .filter(|f| {
+                !f.apis.is_empty() && f.apis.iter().all(|a| a.evidence == Evidence::Strings)
+            })
+            .count();
         let copies = self.files.iter().filter(|f| f.cupti_copy.is_some()).count();
+        let mut kinds = format!("{} ELF", self.elf_files);
+        if self.archives > 0 {
+            let _ = write!(kinds, ", {} ar archives", self.archives);
+        }
+        let strings = if !self.strings_scanned {
+            " (strings not scanned: --no-strings)".into()
+        } else if by_name_only > 0 {
+            format!(" ({by_name_only} only by name in its strings: dlsym?)")
+        } else {
+            " (strings checked for dlsym names too)".into()
+        };
         let _ = writeln!(
             out,
-            "{} files scanned, {} ELF; {} use a dropped or deprecated CUPTI API; {} CUPTI copies{}",
+            "{} files scanned ({kinds}); {callers} use a dropped or deprecated CUPTI API{strings}; {copies} CUPTI copies; {} could not be read{}",
             self.files_scanned,
-            self.elf_files,
-            callers,
-            copies,
-            if self.dropped_found {
-                " -- APIs dropped in CUDA 13.0 found: those calls return CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED there"
+            self.errors.len(),
+            if self.skipped.is_empty() {
+                String::new()
             } else {
-                ""
+                format!("; {} directories skipped", self.skipped.len())
             }
         );
+        if self.dropped_found {
+            let _ = writeln!(
+                out,
+                "APIs dropped in CUDA 13.0 found: those calls return CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED there"
+            );
+        }
+        if self.incomplete {
+            let _ = writeln!(
+                out,
+                "INCOMPLETE: {} files or directories could not be read (the error: lines); what they hold was not audited",
+                self.errors.len()
+            );
+        }
         out
     }
 }

@@ -1,17 +1,34 @@
 //! `cutrace audit`: which binaries will break on CUDA 13 (dropped CUPTI APIs), and which bundle
 //! their own libcupti.
 
+use cutrace_doctor::audit::{AuditOptions, Progress, RealFs};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
-/// Scan ELF executables and shared libraries under PATHs (recursing into directories such as a
-/// virtualenv or /opt) for imports of CUPTI APIs dropped in CUDA 13.0 (Event, Metric, PC
-/// Sampling Activity) or deprecated there (Profiling), and for bundled copies of libcupti.
+/// Scan ELF executables, shared libraries, object files and `ar` archives under PATHs
+/// (recursing into directories such as a virtualenv or /opt) for CUPTI APIs dropped in CUDA
+/// 13.0 (Event, Metric, PC Sampling Activity) or deprecated there (Profiling), and for copies
+/// of libcupti (bundled, wheel-repaired `libcupti-<hash>.so.N`, statically linked, static
+/// archives).
 ///
-/// Exit status: 1 when a dropped API is found, 0 otherwise, 2 on a usage error.
+/// A file is reported when it imports such an API; when it defines it (a statically linked
+/// CUPTI: the dropped API is inside, whether it is called cannot be told from symbols); or,
+/// at lower confidence, when its bytes name it without a symbol (a dlopen/dlsym lookup such as
+/// `dlsym(h, "cuptiEventGroupCreate")`: every ELF file is read whole for this; --no-strings
+/// skips it). Paths are reported as their real paths. /proc, /sys, /dev and other pseudo
+/// filesystems are not entered unless given as a PATH. Progress goes to stderr on a terminal,
+/// or every 2 s once a walk takes over a second.
+///
+/// Exit status: 0 nothing dropped found and every file and directory read; 1 a dropped API
+/// found (imported, statically linked, or named in strings); 3 nothing dropped found but some
+/// files or directories could not be read (listed as `error:`; the audit is incomplete); 2 a
+/// usage error or a PATH that does not exist.
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
   cutrace audit /opt/app/bin/server                      one binary
   cutrace audit $(python3 -c 'import site; print(site.getsitepackages()[0])')   a whole Python environment
+  cutrace audit / --one-file-system --no-strings         a whole machine's root filesystem, quickly
   cutrace audit /opt --format json                       for scripts"#)]
 pub struct Args {
     /// Files or directories to scan.
@@ -20,6 +37,14 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
+    /// Stay on the filesystem of each PATH: no directory or linked file on another one is read
+    /// (like `find -xdev`).
+    #[arg(long, short = 'x')]
+    one_file_system: bool,
+    /// Do not read whole files looking for API names (dlsym lookups): only ELF headers and
+    /// symbol tables are read (far less I/O on large trees).
+    #[arg(long)]
+    no_strings: bool,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -29,10 +54,80 @@ pub enum Format {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let report = cutrace_doctor::audit::audit(&args.paths)?;
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print!("{}", report.render_text()),
+    let opts = AuditOptions {
+        strings: !args.no_strings,
+        one_file_system: args.one_file_system,
+    };
+    // As `report` reads: progress on stderr when it is a terminal (live), or once the walk
+    // takes over a second (a line every 2 s), so a long walk is never silent.
+    let started = Instant::now();
+    let tty = std::io::stderr().is_terminal();
+    let mut last: Option<Instant> = None;
+    let mut shown = false;
+    let mut progress = |p: &Progress| {
+        let now = Instant::now();
+        if !tty && now.duration_since(started) < Duration::from_secs(1) {
+            return;
+        }
+        let every = if tty {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(2)
+        };
+        if last.is_some_and(|l| now.duration_since(l) < every) {
+            return;
+        }
+        last = Some(now);
+        shown = true;
+        let errors = if p.errors > 0 {
+            format!(", {} unreadable", p.errors)
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "cutrace: audit: {} files scanned ({} ELF{errors}); at {}",
+            p.files_scanned,
+            p.elf_files,
+            p.path.display()
+        );
+        if tty {
+            // One line, cut to a terminal's width.
+            let cut: String = line.chars().take(150).collect();
+            eprint!("\r{cut}\x1b[K");
+        } else {
+            eprintln!("{line}");
+        }
+    };
+    let report = cutrace_doctor::audit::audit_with(&args.paths, &opts, &RealFs, &mut progress)?;
+    if shown && tty {
+        eprint!("\r\x1b[K");
+    }
+    if started.elapsed() > Duration::from_secs(1) {
+        eprintln!(
+            "cutrace: audited {} files in {:.1} s",
+            report.files_scanned,
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let out = match args.format {
+        Format::Json => serde_json::to_string_pretty(&report)? + "\n",
+        Format::Text => report.render_text(),
+    };
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => {}
+        // `cutrace audit … | head` closes the pipe early: the exit status still tells.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(e.into()),
+    }
+    if report.incomplete {
+        eprintln!(
+            "cutrace: audit incomplete: {} files or directories could not be read",
+            report.errors.len()
+        );
     }
     Ok(report.exit_status)
 }
