@@ -681,12 +681,13 @@ impl Sweep {
         let kref = |idx: u32| {
             let k = &trace.kernels[idx as usize];
             let (name, mangled_name) = crate::names::name_pair(trace.str(k.name));
-            let (pid, correlation_id) = trace.meta.id_origin(k.correlation_id);
+            // The stream names the process (correlation id 0, "none", carries no offset).
+            let (pid, stream) = trace.meta.id_origin(k.stream);
             KernelRef {
                 name,
                 mangled_name,
-                correlation_id,
-                stream: trace.meta.id_origin(k.stream).1,
+                correlation_id: trace.meta.id_origin(k.correlation_id).1,
+                stream,
                 pid,
                 start_ns: k.start_ns,
                 end_ns: k.end_ns,

@@ -1029,3 +1029,32 @@ fn a_gpu_range_crossing_a_kernel_gets_a_row_of_its_own() {
     assert_ne!(r["tid"], k["tid"], "the crossing range moves off it");
     assert_eq!(r["args"]["stream"], 7);
 }
+
+/// Viewers read `tid` as a 32-bit number (Perfetto puts a larger one on its process's row, where
+/// rows pile up and overlapping events are dropped): a trace merged from four processes, whose
+/// stream ids carry N·2³², still gets small, distinct GPU rows, one per process's stream.
+#[test]
+fn a_multi_process_trace_keeps_its_gpu_rows_within_32_bits() {
+    let dir = Dir::new("tid32");
+    let out = dir.path("mp.json");
+    export(&repo().join("tests/fixtures/native/multiproc"), &out);
+    let v: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let events = v["traceEvents"].as_array().unwrap();
+    let mut rows = BTreeSet::new();
+    for e in events {
+        if let Some(tid) = e["tid"].as_i64() {
+            assert!((-1..=i64::from(u32::MAX)).contains(&tid), "tid {tid}: {e}");
+        }
+        if e["ph"] == "X" && e["cat"] == "kernel" {
+            rows.insert(e["tid"].as_i64().unwrap());
+        }
+    }
+    // Four processes, each with its stream 7 and stream 13.
+    assert_eq!(rows.len(), 8, "{rows:?}");
+    let names: BTreeSet<&str> = events
+        .iter()
+        .filter(|e| e["name"] == "thread_name" && rows.contains(&e["tid"].as_i64().unwrap_or(-2)))
+        .filter_map(|e| e["args"]["name"].as_str())
+        .collect();
+    assert!(names.contains("stream 13 (pid 492)"), "{names:?}");
+}

@@ -655,3 +655,38 @@ fn gpu_tables_name_the_process_of_each_row_also_in_a_merged_trace() {
     assert_eq!(kernels.len(), 10);
     assert!(kernels.iter().all(|r| r["pid"].is_empty()), "{kernels:?}");
 }
+
+#[test]
+fn not_even_force_overwrites_the_trace_being_converted() {
+    let d = Dir::new("self");
+    let src = d.path("k.json.gz");
+    std::fs::copy(repo().join("examples/two_streams.json.gz"), &src).unwrap();
+    let before = std::fs::read(&src).unwrap();
+    for flag in ["--chrome", "--perfetto"] {
+        let o = convert_in(&d.0, &["k.json.gz", flag, "./k.json.gz", "--force"]);
+        assert!(!o.status.success(), "{flag}");
+        assert!(
+            err(&o).contains("is the trace being converted"),
+            "{}",
+            err(&o)
+        );
+    }
+    assert_eq!(
+        std::fs::read(&src).unwrap(),
+        before,
+        "the source was touched"
+    );
+    // An export into a native trace directory would become a stray file among its parts.
+    let t = d.path("trace");
+    std::fs::create_dir(&t).unwrap();
+    for e in std::fs::read_dir(repo().join("tests/fixtures/native/two_streams")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), t.join(e.file_name())).unwrap();
+    }
+    let o = convert_in(&d.0, &["trace", "--chrome", "trace/x.json"]);
+    assert!(
+        err(&o).contains("is the trace being converted (or inside it)"),
+        "{}",
+        err(&o)
+    );
+}

@@ -613,16 +613,26 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         // parts of a multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³²
         // added, so a kernel never joins another process's launch call and two processes'
         // streams on one GPU stay two streams; the first part keeps its own ids.
-        let corr = |id: u64| id.wrapping_add((part as u64) << 32);
-        let stream = corr;
+        // Id 0 means "none" (no correlation id; the NULL stream is recorded by its own id): it
+        // stays 0, so it never joins anything and never names a part.
+        let corr = |id: u64| {
+            if id == 0 {
+                0
+            } else {
+                id.wrapping_add((part as u64) << 32)
+            }
+        };
+        let stream = |id: u64| id.wrapping_add((part as u64) << 32);
         let mut devices: HashMap<u32, u32> = HashMap::new();
+        let mut this_part: Vec<u32> = Vec::new();
+        let next_free = |taken: &[u32]| (0..).find(|g| !taken.contains(g)).unwrap_or(u32::MAX);
         for d in &t.meta.devices {
             let global = match d.uuid.as_deref().filter(|u| !u.is_empty()) {
                 Some(u) => match by_uuid.get(u) {
                     Some(&g) => g,
                     None => {
                         let g = if taken.contains(&d.device) {
-                            (0..).find(|g| !taken.contains(g)).unwrap_or(d.device)
+                            next_free(&taken)
                         } else {
                             d.device
                         };
@@ -630,11 +640,15 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                         g
                     }
                 },
+                // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
+                // unless a GPU of this same process already went there.
+                None if this_part.contains(&d.device) => next_free(&taken),
                 None => d.device,
             };
             if !taken.contains(&global) {
                 taken.push(global);
             }
+            this_part.push(global);
             devices.insert(d.device, global);
         }
         let dev = |d: u32| devices.get(&d).copied().unwrap_or(d);
@@ -767,6 +781,35 @@ mod tests {
         assert_eq!(t.meta.id_origin(t.kernels[2].stream), (Some(12), 7));
         assert_eq!(t.meta.id_origin(t.kernels[2].correlation_id), (Some(12), 5));
         assert_eq!(t.meta.show_id(t.kernels[3].correlation_id), "5 (pid 13)");
+    }
+
+    #[test]
+    fn correlation_id_0_means_none_in_every_part() {
+        let mut b = part(11, 0, Some("GPU-b"));
+        b.kernels[0].correlation_id = 0;
+        let t = merge(vec![part(10, 0, Some("GPU-a")), b]);
+        assert_eq!(
+            t.kernels[1].correlation_id, 0,
+            "0 is no id: it gets no offset"
+        );
+        assert_eq!(t.meta.id_origin(t.kernels[1].stream), (Some(11), 7));
+    }
+
+    #[test]
+    fn a_gpu_without_uuid_does_not_land_on_one_its_own_process_renumbered() {
+        // Part 1: GPU-c at 0 (moved: GPU-a has 0) and a GPU without UUID at 1.
+        let mut b = part(11, 0, Some("GPU-c"));
+        b.meta.devices.push(DeviceProps {
+            device: 1,
+            name: "H200".into(),
+            ..Default::default()
+        });
+        let mut k = b.kernels[0].clone();
+        k.device = 1;
+        b.kernels.push(k);
+        let t = merge(vec![part(10, 0, Some("GPU-a")), b]);
+        let devices: Vec<u32> = t.kernels.iter().map(|k| k.device).collect();
+        assert_eq!(devices, [0, 1, 2], "three GPUs stay three");
     }
 
     #[test]

@@ -194,9 +194,15 @@ fn survey(t: &Trace) -> Lanes {
 /// * 2, 4, …: further rows for work that overlaps work already on the stream's row;
 /// * 3, 5, …: further rows for overlapping synchronizations.
 ///
+/// In a trace merged from several processes, stream ids carry their part's N·2³²; `tid`s use
+/// `N × local_base + the process's own stream id` instead, so they stay far below 2³² (viewers
+/// read `tid` as a 32-bit number: Perfetto puts a larger one on its process's row).
+///
 /// The importer takes devices and streams from `args`, never from these `tid`s.
 pub(super) struct GpuRows {
     pub(super) base: u128,
+    /// A power of ten above every process's own stream id, in a merged trace.
+    pub(super) local_base: Option<u128>,
     pub(super) kernels: Vec<u16>,
     pub(super) memcpys: Vec<u16>,
     pub(super) memsets: Vec<u16>,
@@ -211,8 +217,17 @@ pub(super) struct GpuRows {
 
 impl GpuRows {
     fn tid(&self, stream: Option<u64>, slot: u16) -> i128 {
-        let s = stream.map_or(self.base - 1, u128::from);
+        let s = stream.map_or(self.base - 1, |s| self.key(s));
         (u128::from(slot) * self.base + s) as i128
+    }
+
+    /// The stream's number within the rows: its id, or in a merged trace
+    /// `N × local_base + its process's own id`.
+    fn key(&self, stream: u64) -> u128 {
+        match self.local_base {
+            Some(lb) => u128::from(stream >> 32) * lb + u128::from(stream & 0xffff_ffff),
+            None => u128::from(stream),
+        }
     }
 }
 
@@ -305,8 +320,26 @@ pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
             }
         }
     }
+    // Merged ids (part N's carry N·2³²): rows are numbered by part and the process's own id.
+    let local_base = (t.meta.id_parts.len() > 1).then(|| {
+        let max_local = items
+            .iter()
+            .filter_map(|it| it.stream)
+            .map(|s| s & 0xffff_ffff)
+            .max()
+            .unwrap_or(0);
+        let mut lb: u128 = 10;
+        while lb <= u128::from(max_local) {
+            lb *= 10;
+        }
+        lb
+    });
+    let max_key = match local_base {
+        Some(lb) => u128::from(max_stream >> 32) * lb + (lb - 1),
+        None => u128::from(max_stream),
+    };
     let mut base: u128 = 1_000_000;
-    while base <= u128::from(max_stream) + 1 {
+    while base <= max_key + 1 {
         base *= 10;
     }
     // Within a row, earlier first and, at one start, longer first (a parent before its child).
@@ -330,6 +363,7 @@ pub(super) fn gpu_rows(t: &Trace) -> GpuRows {
     });
     let mut out = GpuRows {
         base,
+        local_base,
         kernels: vec![0; t.kernels.len()],
         memcpys: vec![0; t.memcpys.len()],
         memsets: vec![0; t.memsets.len()],

@@ -473,6 +473,17 @@ fn check_distinct(args: &Args) -> anyhow::Result<()> {
             );
         }
     }
+    // Not even --force replaces the trace being read (an export keeps less than its source).
+    let input = resolve(&args.trace);
+    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
+        if resolve(f) == input || resolve(f).starts_with(&input) {
+            anyhow::bail!(
+                "{ff} {} is the trace being converted (or inside it); give the export another \
+                 name (nothing was written)",
+                f.display()
+            );
+        }
+    }
     let dirs = [("--csv", &args.csv), ("--parquet", &args.parquet)];
     for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
         let rf = resolve(f);

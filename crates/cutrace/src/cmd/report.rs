@@ -496,8 +496,9 @@ pub(crate) fn window_outside_trace(r: &Report) -> Option<String> {
     (to <= first || w.from_ns >= last).then(|| {
         format!(
             "the time window lies outside the trace, which runs from {first} to {last} ns on \
-             its own clock: a plain number is an absolute time on that clock; give offsets from \
-             the trace's start with a unit instead (--from 1ms --to 5ms)"
+             its own clock ({} long): a plain number is an absolute time on that clock, a \
+             number with a unit (--from 1ms) an offset from the trace's start",
+            fmt_ns(last - first)
         )
     })
 }

@@ -73,16 +73,18 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
     }
     let s = |id| Cow::Borrowed(t.str(id));
     // The process that recorded a GPU record. In a trace merged from several processes, the one
-    // whose part the correlation id's offset (N·2³²) names; in a one-process trace, its pid.
-    // Null where unknown (a torch.profiler trace does not say; a part whose header was lost).
+    // whose part the stream id's offset (N·2³²) names (correlation id 0, "none", carries no
+    // offset); in a one-process trace, its pid. Null where unknown (a torch.profiler trace does
+    // not say; a part whose header was lost; a context-wide sync without a correlation id).
     let merged = t.meta.id_parts.len() > 1;
-    let pid = |corr: u64| {
+    let pid = |id: Option<u64>| {
         if merged {
-            t.meta.id_origin(corr).0
+            id.and_then(|id| t.meta.id_origin(id).0)
         } else {
             t.meta.pid
         }
     };
+    let nonzero = |id: u64| (id != 0).then_some(id);
     let domain = |d: &'a Option<std::sync::Arc<str>>| d.as_deref().map(Cow::Borrowed);
     let columns = match name {
         "kernels" => {
@@ -105,7 +107,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(k, U32, "static_shared_bytes", |r| r.static_shared_bytes),
                 col!(k, U32, "dynamic_shared_bytes", |r| r.dynamic_shared_bytes),
                 col!(k, U32, "graph_id", |r| r.graph_id),
-                col!(k, OptU32, "pid", |r| pid(r.correlation_id)),
+                col!(k, OptU32, "pid", |r| pid(Some(r.stream))),
             ]
         }
         "api_calls" => {
@@ -133,7 +135,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(m, U64, "correlation_id", |r| r.correlation_id),
                 col!(m, U64, "start_ns", |r| r.start_ns),
                 col!(m, U64, "end_ns", |r| r.end_ns),
-                col!(m, OptU32, "pid", |r| pid(r.correlation_id)),
+                col!(m, OptU32, "pid", |r| pid(Some(r.stream))),
             ]
         }
         "memsets" => {
@@ -147,7 +149,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(m, U64, "correlation_id", |r| r.correlation_id),
                 col!(m, U64, "start_ns", |r| r.start_ns),
                 col!(m, U64, "end_ns", |r| r.end_ns),
-                col!(m, OptU32, "pid", |r| pid(r.correlation_id)),
+                col!(m, OptU32, "pid", |r| pid(Some(r.stream))),
             ]
         }
         "syncs" => {
@@ -160,7 +162,9 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(y, U64, "correlation_id", |r| r.correlation_id),
                 col!(y, U64, "start_ns", |r| r.start_ns),
                 col!(y, U64, "end_ns", |r| r.end_ns),
-                col!(y, OptU32, "pid", |r| pid(r.correlation_id)),
+                col!(y, OptU32, "pid", |r| pid(r
+                    .stream
+                    .or(nonzero(r.correlation_id)))),
             ]
         }
         "ranges" => {
