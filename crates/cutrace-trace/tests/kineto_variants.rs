@@ -227,3 +227,27 @@ fn the_rounding_note_joins_restored_notes() {
         "{texts:?}"
     );
 }
+
+/// The PyTorch 1.8-era spellings `Memcpy`, `Memset` and `Runtime` mean today's `gpu_memcpy`,
+/// `gpu_memset` and `cuda_runtime`: such a trace reads exactly like today's.
+#[test]
+fn legacy_category_names_read_as_todays() {
+    let today = load_text("today", &all_categories(|c| c.to_owned())).unwrap();
+    let legacy = |c: &str| {
+        match c {
+            "kernel" => "Kernel",
+            "gpu_memcpy" => "Memcpy",
+            "gpu_memset" => "Memset",
+            "cuda_runtime" => "Runtime",
+            other => other,
+        }
+        .to_owned()
+    };
+    let mut old = load_text("legacy", &all_categories(legacy)).unwrap();
+    old.meta.paths.clone_from(&today.meta.paths);
+    assert_eq!(old, today);
+    assert_eq!(
+        (old.memcpys.len(), old.memsets.len(), old.api_calls.len()),
+        (1, 1, 2)
+    );
+}

@@ -39,6 +39,12 @@ impl<'a> JStr<'a> {
             .iter()
             .copied()
             .find(|m| self.raw.eq_ignore_ascii_case(m.as_bytes()))
+            .or_else(|| {
+                LEGACY
+                    .iter()
+                    .find(|(old, _)| self.raw.eq_ignore_ascii_case(old.as_bytes()))
+                    .map(|&(_, new)| new)
+            })
     }
 
     /// The decoded text; borrowed when there are no escapes.
@@ -403,13 +409,29 @@ pub const MODELLED: [&str; 9] = [
     "overhead",
 ];
 
+/// Older Kineto spellings (the PyTorch 1.8-era chrome traces wrote `Kernel`, `Memcpy`, `Memset`
+/// and `Runtime`; analyzers of those traces, such as AMD's TraceLens, still accept `memcpy` and
+/// `runtime` beside `gpu_memcpy` and `cuda_runtime`) and the category each means today.
+pub const LEGACY: [(&str, &str); 3] = [
+    ("memcpy", "gpu_memcpy"),
+    ("memset", "gpu_memset"),
+    ("runtime", "cuda_runtime"),
+];
+
 /// The modelled category `cat` names, in the spelling of [`MODELLED`], matched ignoring ASCII
-/// case; `None` for a category cutrace does not model.
+/// case (and [`LEGACY`] spellings mapped to today's); `None` for a category cutrace does not
+/// model.
 pub fn modelled(cat: &str) -> Option<&'static str> {
     MODELLED
         .iter()
         .copied()
         .find(|m| m.eq_ignore_ascii_case(cat))
+        .or_else(|| {
+            LEGACY
+                .iter()
+                .find(|(old, _)| old.eq_ignore_ascii_case(cat))
+                .map(|&(_, new)| new)
+        })
 }
 
 impl Scanner<'_> {
