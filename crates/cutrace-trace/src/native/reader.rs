@@ -606,7 +606,14 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
     // has it already; then it gets the next free one.
     let mut by_uuid: HashMap<String, u32> = HashMap::new();
     let mut taken: Vec<u32> = Vec::new();
+    let several = traces.len() > 1;
     for (part, t) in traces.into_iter().enumerate() {
+        // A part with GPU work but no device records (CUPTI's DEVICE kind refused, or its
+        // record lost): nothing says which GPU its ordinals are, so they are taken as they
+        // are, and the reader is told.
+        let unidentified = several
+            && t.meta.devices.is_empty()
+            && !(t.kernels.is_empty() && t.memcpys.is_empty() && t.memsets.is_empty());
         let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
         let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
         // CUPTI's correlation and stream ids are per process (32-bit, from 1 in each): the
@@ -675,7 +682,17 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(syncs, r => r.correlation_id = corr(r.correlation_id);
             r.stream = r.stream.map(stream); r.device = dev(r.device));
-        let m = t.meta;
+        let mut m = t.meta;
+        if unidentified {
+            m.notes.push(TraceNote {
+                pid: m.pid,
+                part: m.paths.first().cloned(),
+                text: "this part has no device records, so nothing tells which GPU its device \
+                       numbers are: its work is counted on the GPU of the same number, which \
+                       may be another process's GPU"
+                    .into(),
+            });
+        }
         out.meta.id_parts.push(m.pid);
         out.meta.paths.extend(m.paths.iter().cloned());
         out.meta.parts.extend(m.parts);
@@ -810,6 +827,27 @@ mod tests {
         let t = merge(vec![part(10, 0, Some("GPU-a")), b]);
         let devices: Vec<u32> = t.kernels.iter().map(|k| k.device).collect();
         assert_eq!(devices, [0, 1, 2], "three GPUs stay three");
+    }
+
+    #[test]
+    fn a_part_without_device_records_is_noted() {
+        let mut b = part(11, 0, None);
+        b.meta.devices.clear();
+        let t = merge(vec![part(10, 0, Some("GPU-a")), b]);
+        assert_eq!(t.kernels[1].device, 0);
+        let notes: Vec<(Option<u32>, &str)> = t
+            .meta
+            .notes
+            .iter()
+            .map(|n| (n.pid, n.text.as_str()))
+            .collect();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].0, Some(11));
+        assert!(notes[0].1.contains("no device records"), "{notes:?}");
+        // One part alone: nothing to confuse it with.
+        let mut c = part(12, 0, None);
+        c.meta.devices.clear();
+        assert!(merge(vec![c]).meta.notes.is_empty());
     }
 
     #[test]
