@@ -50,7 +50,8 @@ pub struct Args {
     /// End of the time window (exclusive), written like --from.
     #[arg(long, value_name = "TIME")]
     pub to: Option<String>,
-    /// Length of each top list: largest gaps, kernel names, API names, ranges.
+    /// Length of each top list: largest gaps, kernel names, API names, ranges. Per stream, the
+    /// text shows only the largest gap; the JSON lists N per stream too.
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
     /// Number of orphan correlation ids listed (the orphan count is always exact).
