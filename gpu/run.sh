@@ -199,7 +199,7 @@ if has bench_ab; then
   # Configurations compared inside one process (gpu/bench_ab.py): the reference (cutrace's
   # defaults) first. AB_CONFIGS (';'-separated) overrides; AB_DISCARD=1 adds the floor's run.
   D=kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead
-  IFS=';' read -r -a AB <<< "${AB_CONFIGS:-$D|all;$D|lean;kernel,runtime,memcpy,memset,sync|all;kernel,runtime,driver,memcpy,memset,sync|all;kernel,runtime,memcpy,memset,sync,nvtx,overhead|all;kernel,runtime|all;kernel|all;|all}"
+  IFS=';' read -r -a AB <<< "${AB_CONFIGS:-$D|all;$D|lean;kernel,runtime,memcpy,memset,sync|all;kernel,runtime,driver,memcpy,memset,sync|all;kernel,runtime,driver,memcpy,memset,sync,nvtx|all;kernel,runtime,memcpy,memset,sync,nvtx,overhead|all;kernel,runtime|all;kernel|all;|all}"
   for k in cpp torch; do
     fls=(""); [ "${AB_DISCARD:-0}" = 1 ] && fls+=(--discard)
     for fl in "${fls[@]}"; do
