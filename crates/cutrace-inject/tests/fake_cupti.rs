@@ -345,3 +345,118 @@ fn runtime_cbids_still_choose_the_runtime_ids() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The benchmark switch (`cutrace_bench_set`), in a child: prints the fake's log length before
+/// each switch and the switch's return code.
+#[test]
+fn bench_child() {
+    if std::env::var("CUTRACE_INJECT_BENCH_CHILD").is_err() {
+        return;
+    }
+    assert_eq!(cutrace_inject::InitializeInjection(), 1);
+    let log = std::env::var("FAKE_CUPTI_LOG").unwrap();
+    let len = || std::fs::read_to_string(&log).map_or(0, |s| s.len());
+    for (kinds, api) in [
+        (c"kernel,runtime,driver", c"lean"),
+        (c"kernel,runtime,driver", c"all"),
+        (c"", c"all"),
+        (c"kernel,warp", c"all"),
+    ] {
+        let at = len();
+        let rc =
+            unsafe { cutrace_inject::bench_hook::cutrace_bench_set(kinds.as_ptr(), api.as_ptr()) };
+        println!("SWITCH {at} {rc}");
+    }
+}
+
+/// Each switch turns off exactly what was on (whole kinds, or the callback ids a filtered mode
+/// turned on) and turns on what is asked for; an unknown kind changes nothing. Checked against
+/// the fake libcupti's log of calls.
+#[test]
+fn the_bench_switch_turns_off_what_was_on_and_on_what_is_asked() {
+    let Some(lib) = build_fake() else { return };
+    let dir = std::env::temp_dir().join(format!("cutrace-fake-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cupti.log");
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "bench_child", "--nocapture", "--test-threads=1"])
+        .env("CUTRACE_INJECT_BENCH_CHILD", "1")
+        .env("CUTRACE_BENCH_HOOK", "1")
+        .env("FAKE_CUPTI_MODE", "0")
+        .env("FAKE_CUPTI_LOG", &log)
+        .env("CUTRACE_CUPTI_LIB", &lib)
+        .env("CUTRACE_OUTPUT_DIR", dir.join("trace"))
+        .env("CUTRACE_KINDS", "kernel,runtime,driver")
+        .env_remove("CUTRACE_API")
+        .env_remove("CUTRACE_RUNTIME_CBIDS");
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let switches: Vec<(usize, i32)> = out
+        .lines()
+        // The harness may print "test bench_child ... " before the first line.
+        .filter_map(|l| l.split_once("SWITCH ").map(|(_, rest)| rest))
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(switches.len(), 4, "{out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let calls = |from: usize, to: usize| -> Vec<String> {
+        text[from..to]
+            .lines()
+            .filter(|l| !l.starts_with("flush"))
+            .map(str::to_owned)
+            .collect()
+    };
+    let (k, rt, dr) = (
+        cutrace_cupti::activity::kind::CONCURRENT_KERNEL,
+        RUNTIME,
+        DRIVER,
+    );
+    // all → lean: the three whole kinds off; the kernel kind and the non-query ids on.
+    assert_eq!(switches[0].1, 0);
+    let first = calls(switches[0].0, switches[1].0);
+    let want: Vec<String> = [
+        format!("disable {k}"),
+        format!("disable {rt}"),
+        format!("disable {dr}"),
+        format!("enable {k}"),
+        "runtime_api 41 1".into(),
+        "runtime_api 131 1".into(),
+        "runtime_api 211 1".into(),
+        "driver_api 245 1".into(),
+        "driver_api 307 1".into(),
+    ]
+    .into();
+    assert_eq!(first, want);
+    // lean → all: exactly those ids off, the kernel kind off, then the three kinds on whole.
+    assert_eq!(switches[1].1, 0);
+    let second = calls(switches[1].0, switches[2].0);
+    let want: Vec<String> = [
+        "runtime_api 41 0".into(),
+        "runtime_api 131 0".into(),
+        "runtime_api 211 0".into(),
+        "driver_api 245 0".into(),
+        "driver_api 307 0".into(),
+        format!("disable {k}"),
+        format!("enable {k}"),
+        format!("enable {rt}"),
+        format!("enable {dr}"),
+    ]
+    .into();
+    assert_eq!(second, want);
+    // all → nothing: every kind off, none on.
+    assert_eq!(switches[2].1, 0);
+    let third = calls(switches[2].0, switches[3].0);
+    assert!(third.iter().all(|l| l.starts_with("disable")), "{third:?}");
+    assert_eq!(third.len(), 3, "{third:?}");
+    // An unknown kind: refused, nothing called.
+    assert_eq!(switches[3].1, cutrace_inject::bench_hook::BAD_REQUEST);
+    assert!(calls(switches[3].0, text.len())
+        .iter()
+        .all(|l| !l.starts_with("enable")));
+    let _ = std::fs::remove_dir_all(&dir);
+}
