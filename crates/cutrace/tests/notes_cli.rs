@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cutrace_trace::native::{part_file_name, Header, Meta, Tail, Writer};
-use cutrace_trace::{ApiCall, ApiKind, Kernel};
+use cutrace_trace::{ApiCall, ApiKind, DeviceProps, Kernel};
 use serde_json::Value;
 
 const HEAD_NOTE: &str = "using the libcupti the program had already loaded (libcupti.so.13), so \
@@ -68,6 +68,13 @@ fn part(pid: u32) -> Vec<u8> {
     for _ in 0..2 {
         w.write_meta(&Meta {
             notes: vec![CONFLICT_NOTE.into()],
+            // Every process on one GPU, as the recorder identifies it.
+            devices: vec![DeviceProps {
+                device: 0,
+                name: "H200".into(),
+                uuid: Some("GPU-shared".into()),
+                ..DeviceProps::default()
+            }],
             ..Meta::default()
         })
         .unwrap();
