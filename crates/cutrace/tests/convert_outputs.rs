@@ -12,6 +12,8 @@ macro_rules! loud {
     }};
 }
 
+mod common;
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Cursor;
@@ -19,9 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 use cutrace_trace::native::{marker_flags, part_file_name, Header, MarkerEvent, Tail, Writer};
-use cutrace_trace::{
-    ApiCall, ApiKind, CopyKind, Kernel, Memcpy, Memset, SyncKind, Synchronization,
-};
+use cutrace_trace::{CopyKind, Memcpy, Memset, SyncKind, Synchronization};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -390,34 +390,7 @@ fn header(pid: u32) -> Header {
 /// "NCCL", "MyDomain" and NVTX's default one (which CUPTI reports as null: an empty string).
 fn part(pid: u32) -> Vec<u8> {
     let mut w = Writer::new(Cursor::new(Vec::new()), &header(pid)).unwrap();
-    let k = w.intern("_Z4gemmPf");
-    let a = w.intern("cudaLaunchKernel");
-    w.push_api(&ApiCall {
-        kind: ApiKind::Runtime,
-        name: a,
-        cbid: 211,
-        process: pid,
-        thread: 1,
-        correlation_id: 1,
-        start_ns: 1_000,
-        end_ns: 1_100,
-        return_value: 0,
-    });
-    w.push_kernel(&Kernel {
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation_id: 1,
-        start_ns: 2_000,
-        end_ns: 5_000,
-        name: k,
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        registers_per_thread: 8,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
-    });
+    common::push_launch_and_kernel(&mut w, pid, 1_000);
     w.push_memcpy(&Memcpy {
         kind: CopyKind::HtoD,
         bytes: 64,

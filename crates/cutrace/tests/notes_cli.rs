@@ -3,12 +3,14 @@
 //! reach `cutrace report` (text and JSON) and `cutrace convert`'s meta.json. The trace is written
 //! here with the format's own writer; no GPU needed.
 
+mod common;
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cutrace_trace::native::{part_file_name, Header, Meta, Tail, Writer};
-use cutrace_trace::{ApiCall, ApiKind, DeviceProps, Kernel};
+use cutrace_trace::DeviceProps;
 use serde_json::Value;
 
 const HEAD_NOTE: &str = "using the libcupti the program had already loaded (libcupti.so.13), so \
@@ -36,34 +38,7 @@ fn part(pid: u32) -> Vec<u8> {
         ..Header::default()
     };
     let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
-    let k = w.intern("_Z4gemmPf");
-    let a = w.intern("cudaLaunchKernel");
-    w.push_api(&ApiCall {
-        kind: ApiKind::Runtime,
-        name: a,
-        cbid: 211,
-        process: pid,
-        thread: 1,
-        correlation_id: 1,
-        start_ns: 1_000,
-        end_ns: 1_100,
-        return_value: 0,
-    });
-    w.push_kernel(&Kernel {
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation_id: 1,
-        start_ns: 2_000,
-        end_ns: 5_000,
-        name: k,
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        registers_per_thread: 8,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
-    });
+    common::push_launch_and_kernel(&mut w, pid, 1_000);
     w.flush().unwrap();
     for _ in 0..2 {
         w.write_meta(&Meta {

@@ -4,12 +4,13 @@
 //! separate runs recorded into one directory. Built from the committed H200 fixtures and parts
 //! written with the format's own writer; no GPU needed.
 
+mod common;
+
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use cutrace_trace::native::{Header, Tail, Writer};
-use cutrace_trace::{ApiCall, ApiKind, Kernel};
 use serde_json::Value;
 
 /// A temp dir per test, removed on success.
@@ -82,34 +83,7 @@ fn part(host: &str, pid: u32, t0: u64) -> Vec<u8> {
         ..Header::default()
     };
     let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
-    let k = w.intern("_Z4gemmPf");
-    let a = w.intern("cudaLaunchKernel");
-    w.push_api(&ApiCall {
-        kind: ApiKind::Runtime,
-        name: a,
-        cbid: 211,
-        process: pid,
-        thread: 1,
-        correlation_id: 1,
-        start_ns: t0,
-        end_ns: t0 + 100,
-        return_value: 0,
-    });
-    w.push_kernel(&Kernel {
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation_id: 1,
-        start_ns: t0 + 1_000,
-        end_ns: t0 + 4_000,
-        name: k,
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        registers_per_thread: 8,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
-    });
+    common::push_launch_and_kernel(&mut w, pid, t0);
     w.finish(&Tail::default()).unwrap().into_inner()
 }
 

@@ -2,9 +2,8 @@
 //! their own libcupti.
 
 use cutrace_doctor::audit::{AuditOptions, Progress, RealFs};
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 /// Scan ELF executables, shared libraries, object files and `ar` archives under PATHs
 /// (recursing into directories such as a virtualenv or /opt) for CUPTI APIs dropped in CUDA
@@ -60,53 +59,35 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     };
     // As `report` reads: progress on stderr when it is a terminal (live), or once the walk
     // takes over a second (a line every 2 s), so a long walk is never silent.
-    let started = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let mut last: Option<Instant> = None;
-    let mut shown = false;
+    let mut line = super::progress::ProgressLine::new();
+    let live = line.live();
     let mut progress = |p: &Progress| {
-        let now = Instant::now();
-        if !tty && now.duration_since(started) < Duration::from_secs(1) {
-            return;
-        }
-        let every = if tty {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(2)
-        };
-        if last.is_some_and(|l| now.duration_since(l) < every) {
-            return;
-        }
-        last = Some(now);
-        shown = true;
-        let errors = if p.errors > 0 {
-            format!(", {} unreadable", p.errors)
-        } else {
-            String::new()
-        };
-        let line = format!(
-            "cutrace: audit: {} files scanned ({} ELF{errors}); at {}",
-            p.files_scanned,
-            p.elf_files,
-            p.path.display()
-        );
-        if tty {
-            // One line, cut to a terminal's width.
-            let cut: String = line.chars().take(150).collect();
-            eprint!("\r{cut}\x1b[K");
-        } else {
-            eprintln!("{line}");
-        }
+        line.show(|| {
+            let errors = if p.errors > 0 {
+                format!(", {} unreadable", p.errors)
+            } else {
+                String::new()
+            };
+            let text = format!(
+                "cutrace: audit: {} files scanned ({} ELF{errors}); at {}",
+                p.files_scanned,
+                p.elf_files,
+                p.path.display()
+            );
+            // A live line is cut to a terminal's width.
+            if live {
+                text.chars().take(150).collect()
+            } else {
+                text
+            }
+        });
     };
     let report = cutrace_doctor::audit::audit_with(&args.paths, &opts, &RealFs, &mut progress)?;
-    if shown && tty {
-        eprint!("\r\x1b[K");
-    }
-    if started.elapsed() > Duration::from_secs(1) {
+    if let Some(took) = line.finish() {
         eprintln!(
             "cutrace: audited {} files in {:.1} s",
             report.files_scanned,
-            started.elapsed().as_secs_f64()
+            took.as_secs_f64()
         );
     }
     let out = match args.format {

@@ -3,7 +3,7 @@
 //! needs them paused has ended.
 
 use cutrace_doctor::dcgm::{self, Holder, PauseOptions, ResumeReport, Role, BLANK_WARNING};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -133,56 +133,15 @@ fn list(holders: &[Holder]) -> String {
 }
 
 /// A command is looked up like a shell would, before anything is paused: missing gives 127,
-/// present but not executable 126.
+/// present but not runnable 126 (`record`'s lookup, so both commands answer alike).
 fn resolve_program(prog: &str) -> Result<PathBuf, (i32, String)> {
-    fn check(p: &Path, shown: &str) -> Result<PathBuf, (i32, String)> {
-        match std::fs::metadata(p) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                Err((127, format!("{shown}: No such file or directory")))
-            }
-            Err(e) => Err((126, format!("{shown}: {e}"))),
-            Ok(m) if m.is_dir() => Err((126, format!("{shown}: Is a directory"))),
-            Ok(_) if !executable(p) => Err((126, format!("{shown}: Permission denied"))),
-            Ok(_) => Ok(p.to_path_buf()),
-        }
-    }
-    fn executable(p: &Path) -> bool {
-        use std::os::unix::ffi::OsStrExt;
-        let Ok(c) = std::ffi::CString::new(p.as_os_str().as_bytes()) else {
-            return false;
-        };
-        // SAFETY: access() on a NUL-terminated path.
-        unsafe { libc_access(c.as_ptr()) }
-    }
-    if prog.is_empty() {
-        return Err((127, "'': command not found".into()));
-    }
-    if prog.contains('/') {
-        return check(Path::new(prog), prog);
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut denied = None;
-    for dir in std::env::split_paths(&path) {
-        let cand = dir.join(prog);
-        match std::fs::metadata(&cand) {
-            Ok(m) if m.is_file() && executable(&cand) => return Ok(cand),
-            Ok(m) if m.is_file() && denied.is_none() => denied = Some(cand),
-            _ => {}
-        }
-    }
-    match denied {
-        Some(p) => Err((126, format!("{}: Permission denied", p.display()))),
-        None => Err((127, format!("{prog}: command not found"))),
-    }
-}
-
-/// access(path, X_OK), declared here: the cutrace crate does not depend on libc.
-unsafe fn libc_access(path: *const std::ffi::c_char) -> bool {
-    extern "C" {
-        fn access(path: *const std::ffi::c_char, mode: std::ffi::c_int) -> std::ffi::c_int;
-    }
-    const X_OK: std::ffi::c_int = 1;
-    access(path, X_OK) == 0
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    super::record::resolve_program(
+        std::ffi::OsStr::new(prog),
+        std::env::var_os("PATH").as_deref(),
+        &cwd,
+    )
+    .map_err(|e| (e.code, e.message))
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {

@@ -7,6 +7,7 @@ pub mod dcgm;
 pub mod doctor;
 pub mod parquet;
 pub mod perfetto;
+mod progress;
 pub mod record;
 pub mod report;
 pub mod tables;

@@ -206,7 +206,7 @@ pub fn resolve_program(
         let md = std::fs::metadata(p).map_err(|e| CannotRun {
             code: 127,
             message: if e.kind() == std::io::ErrorKind::NotFound {
-                format!("{shown}: no such file")
+                format!("{shown}: No such file or directory")
             } else {
                 format!("{shown}: {e}")
             },
@@ -221,8 +221,8 @@ pub fn resolve_program(
             return Err(CannotRun {
                 code: 126,
                 message: format!(
-                    "{shown}: not executable; `chmod +x {shown}`, or run it through its \
-                     interpreter (e.g. `python3 {shown}`)"
+                    "{shown}: Permission denied: not executable; `chmod +x {shown}`, or run it \
+                     through its interpreter (e.g. `python3 {shown}`)"
                 ),
             });
         }
@@ -250,6 +250,7 @@ pub fn resolve_program(
         runnable(Path::new(prog))?;
         return Ok(PathBuf::from(prog));
     }
+    let mut cannot = None;
     for dir in path
         .map(OsStr::as_bytes)
         .unwrap_or(b"/usr/local/bin:/usr/bin:/bin")
@@ -262,9 +263,18 @@ pub fn resolve_program(
             PathBuf::from(OsStr::from_bytes(dir))
         };
         let cand = dir.join(prog);
-        if cand.is_file() && runnable(&cand).is_ok() {
-            return Ok(cand);
+        if cand.is_file() {
+            match runnable(&cand) {
+                Ok(()) => return Ok(cand),
+                // As a shell: the first match that cannot run is the answer if none can.
+                Err(e) => {
+                    cannot.get_or_insert(e);
+                }
+            }
         }
+    }
+    if let Some(e) = cannot {
+        return Err(e);
     }
     let here = cwd.join(prog);
     let message = if here.is_file() {

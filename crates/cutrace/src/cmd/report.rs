@@ -6,9 +6,8 @@
 //! durations appears only under a label that says it double-counts overlap.
 
 use std::fmt::Write as _;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use cutrace_analysis::{
@@ -121,51 +120,26 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 /// Reads the trace, showing progress on stderr when it is a terminal or the read takes > 1 s.
 pub(super) fn load(path: &Path) -> anyhow::Result<Trace> {
-    let started = Instant::now();
-    let tty = std::io::stderr().is_terminal();
-    let mut last: Option<Instant> = None;
-    let mut shown = false;
+    let mut line = super::progress::ProgressLine::new();
     let name = path.display().to_string();
     let mut progress = |done: u64, total: Option<u64>| {
-        let now = Instant::now();
-        if !tty && now.duration_since(started) < Duration::from_secs(1) {
-            return;
-        }
-        let every = if tty {
-            Duration::from_millis(100)
-        } else {
-            Duration::from_secs(2)
-        };
-        if last.is_some_and(|l| now.duration_since(l) < every) {
-            return;
-        }
-        last = Some(now);
-        shown = true;
-        let pct = total
-            .filter(|&t| t > 0)
-            .map(|t| format!(" of {} MB ({}%)", t / 1_000_000, done * 100 / t))
-            .unwrap_or_default();
-        let line = format!("cutrace: reading {name}: {} MB{pct}", done / 1_000_000);
-        if tty {
-            eprint!("\r{line}\x1b[K");
-        } else {
-            eprintln!("{line}");
-        }
+        line.show(|| {
+            let pct = total
+                .filter(|&t| t > 0)
+                .map(|t| format!(" of {} MB ({}%)", t / 1_000_000, done * 100 / t))
+                .unwrap_or_default();
+            format!("cutrace: reading {name}: {} MB{pct}", done / 1_000_000)
+        });
     };
     let result = if path.is_dir() {
         cutrace_trace::native::read(path, &mut progress)
     } else {
         cutrace_trace::open(path, &mut progress)
     };
-    if shown && tty {
-        eprint!("\r\x1b[K");
-    }
+    let took = line.finish();
     let trace = result?;
-    if started.elapsed() > Duration::from_secs(1) {
-        eprintln!(
-            "cutrace: read {name} in {:.1} s",
-            started.elapsed().as_secs_f64()
-        );
+    if let Some(took) = took {
+        eprintln!("cutrace: read {name} in {:.1} s", took.as_secs_f64());
     }
     Ok(trace)
 }
