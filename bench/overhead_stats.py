@@ -7,6 +7,10 @@ usage: overhead_stats.py BENCH.json [BENCH.json ...]   (several files of one kin
        repetition by repetition; say so when you quote a pooled figure)
        overhead_stats.py --pooled BENCH.json ...   cutrace as shipped ÷ each peer, paired within
        each run and pooled over the runs that have that peer (runs may differ in their variants)
+       overhead_stats.py --pooled --ours "NAME,NAME" BENCH.json ...   the same for the first of
+       these variant names each run has, instead of the shipped one (for a configuration that
+       became the default: runs before had it as a variant; pass only runs where one of the names
+       is that configuration)
 """
 import json
 import random
@@ -44,7 +48,9 @@ def ci_runs(per_run, n=4000, seed=1):
     return meds[int(0.025 * n)], meds[int(0.975 * n) - 1]
 
 
-def shipped(samples):
+def shipped(samples, ours=None):
+    if ours:
+        return next((n for n in ours if n in samples), None)
     # Run 9's binary asked for a 64 MiB device buffer by default; its shipped-configuration
     # variant is the one that kept CUPTI's default (see the file's "note").
     for n in ("cutrace, CUPTI's default device buffer", "cutrace"):
@@ -53,7 +59,7 @@ def shipped(samples):
     return None
 
 
-def pooled(paths):
+def pooled(paths, ours=None):
     docs = [(p, json.load(open(p))) for p in paths]
     kind = docs[0][1]["kind"]
     metrics = ["us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "train_ms_per_step"]
@@ -64,10 +70,10 @@ def pooled(paths):
             per_run, runs = [], []
             for path, d in docs:
                 s = d["samples"]
-                ours = shipped(s)
-                if ours is None or p not in s:
+                mine = shipped(s, ours)
+                if mine is None or p not in s:
                     continue
-                r = [x[m] / y[m] for x, y in zip(s[ours], s[p]) if m in x and m in y]
+                r = [x[m] / y[m] for x, y in zip(s[mine], s[p]) if m in x and m in y]
                 if r:
                     per_run.append(r)
                     runs.append(path.rsplit("/", 1)[-1].split("_")[0])
@@ -79,7 +85,8 @@ def pooled(paths):
                 rows.append(f"| {p} | {', '.join(runs)} | {len(pr)} | {statistics.median(pr):.3f} | {lo:.3f}–{hi:.3f} | {meds} | {above:.0%} |")
         if not rows:
             continue
-        print(f"{kind}: cutrace as shipped ÷ peer ({m}), paired within each run, pooled over runs")
+        who = f"the first of {ours} each run has" if ours else "cutrace as shipped"
+        print(f"{kind}: {who} ÷ peer ({m}), paired within each run, pooled over runs")
         print("| peer | runs | repetitions | median | 95 % interval (runs, then repetitions, resampled) | per-run medians | share of repetitions > 1 |")
         print("|---|---|---|---|---|---|---|")
         print("\n".join(rows))
@@ -87,6 +94,8 @@ def pooled(paths):
 
 def main():
     if sys.argv[1] == "--pooled":
+        if len(sys.argv) > 3 and sys.argv[2] == "--ours":
+            return pooled(sys.argv[4:], [n.strip() for n in sys.argv[3].split(",")])
         return pooled(sys.argv[2:])
     docs = [json.load(open(p)) for p in sys.argv[1:]]
     kind = docs[0]["kind"]

@@ -9,9 +9,11 @@ usage: bench_ab.py cpp|torch OUT.json [--rounds R] [--discard] CONFIG...
   internal: bench_ab.py --torch-child OUT.json ROUNDS CONFIG... (run under cutrace record)
 Each round times every configuration once (100,000 launches, or 20,000 eager ops), the order
 reversed every other round; the ratio to the reference is taken within each round.
-Before timing (cpp), a short run switches between the configurations and checks that the trace
-still joins every launch to its API record where the configuration records runtime calls: if
-CUPTI did not switch per-callback API records cleanly, the timings would compare something else.
+Before timing (cpp), a short run switches between the configurations (and back to the first) and
+checks the trace phase by phase: every launch keeps its API record where runtime calls are
+recorded, none where they are not, and the per-launch cuKernelGetName is recorded under `all`
+and gone under `lean`/`launches`. If CUPTI did not switch cleanly, the timings would compare
+something else (it did not, with an allow-list: see crates/cutrace-inject/src/bench_hook.rs).
 """
 import csv
 import ctypes
@@ -109,13 +111,50 @@ def validate(configs, d, env):
     c = subprocess.run([os.environ["CUTRACE"], "convert", tr, "--csv", csvd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if c.returncode != 0:
         return False, f"convert failed: {c.stderr[-800:]}"
-    launches = sum(1 for r in csv.DictReader(open(os.path.join(csvd, "api_calls.csv"))) if r["name"].startswith("cudaLaunchKernel"))
-    # Each configuration that records runtime calls (and kernels) launched 2,000 warm-up kernels
-    # and n timed ones while it was on.
-    want = sum(2000 + n for cfg in seq if {"runtime", "kernel"} <= set(cfg.partition("|")[0].split(",")))
-    kernels = sum(1 for _ in csv.DictReader(open(os.path.join(csvd, "kernels.csv"))))
-    ok = launches >= want
-    return ok, f"cudaLaunchKernel records {launches}, expected at least {want}; kernels {kernels}"
+    api = list(csv.DictReader(open(os.path.join(csvd, "api_calls.csv"))))
+    launch_ids = {r["correlation_id"] for r in api if r["name"].startswith("cudaLaunchKernel")}
+    ks = sorted((int(r["start_ns"]), r["correlation_id"]) for r in csv.DictReader(open(os.path.join(csvd, "kernels.csv"))))
+    # Phases: kernels in time order, split where the GPU idled for more than 5 ms (each switch
+    # sleeps at least 20 ms); the last ones are the configurations that record kernels, in order
+    # (the program's own start-up kernels come before the first switch). API records go to the
+    # phase whose kernels follow them (a phase's launches start after the gap's midpoint).
+    clusters, cur, last = [], [], None
+    for t, cid in ks:
+        if last is not None and t - last > 5_000_000:
+            clusters.append(cur)
+            cur = []
+        cur.append((t, cid))
+        last = t
+    clusters.append(cur)
+    with_kernels = [cfg for cfg in seq if "kernel" in cfg.partition("|")[0].split(",")]
+    if len(clusters) < len(with_kernels):
+        return False, f"{len(clusters)} bursts of kernels in the trace, {len(with_kernels)} configurations record kernels"
+    clusters = clusters[len(clusters) - len(with_kernels):]
+    starts = [c[0][0] for c in clusters]
+    bounds = [(prev[-1][0] + nxt[0][0]) // 2 for prev, nxt in zip(clusters, clusters[1:])]
+    queries = [0] * len(clusters)
+    for r in api:
+        if r["name"].startswith("cuKernelGetName") and int(r["start_ns"]) >= starts[0] - 5_000_000:
+            queries[sum(1 for b in bounds if int(r["start_ns"]) >= b)] += 1
+    problems, per = [], []
+    for i, (cfg, c) in enumerate(zip(with_kernels, clusters)):
+        kinds, _, mode = cfg.partition("|")
+        kinds = set(kinds.split(","))
+        joined = sum(1 for _, cid in c if cid in launch_ids)
+        per.append(f"{cfg}: {len(c)} kernels, {joined} with their launch, {queries[i]} cuKernelGetName")
+        if len(c) != 2000 + n:
+            problems.append(f"phase {i + 1} ({cfg}) has {len(c)} kernels, not {2000 + n}")
+        if "runtime" in kinds and joined != len(c):
+            problems.append(f"phase {i + 1} ({cfg}): {len(c) - joined} launches lost their API record")
+        if "runtime" not in kinds and joined:
+            problems.append(f"phase {i + 1} ({cfg}) records runtime calls it should not")
+        if "driver" in kinds and (mode or "all") == "all" and queries[i] < len(c):
+            problems.append(f"phase {i + 1} ({cfg}): {queries[i]} cuKernelGetName records for {len(c)} launches")
+        if (mode or "all") != "all" and queries[i]:
+            problems.append(f"phase {i + 1} ({cfg}) still records cuKernelGetName ({queries[i]})")
+    if os.environ.get("AB_KEEP_CHECK"):  # for a closer look at a failed switch
+        shutil.copytree(tr, os.environ["AB_KEEP_CHECK"], dirs_exist_ok=True)
+    return not problems, "; ".join(problems or ["every phase as configured"]) + " | " + "; ".join(per)
 
 
 def run(kind, out, rounds, discard, configs, d):

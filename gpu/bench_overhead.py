@@ -58,9 +58,12 @@ def variants():
     # CUPTI overhead records): is the gap to the collector in the kinds?
     v["cutrace, kinds kernel,runtime,memcpy,memset,sync"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync"]), {})
     v["cutrace --api lean, kinds kernel,runtime,memcpy,memset,sync"] = (rec(["--api", "lean", "--kinds", "kernel,runtime,memcpy,memset,sync"]), {})
-    # API records without the state queries (cudaGetDevice & co.; see `cutrace record --help`).
+    # API records without the state queries (cudaGetDevice & co.; see `cutrace record --help`):
+    # the default since run 15; before, every call was recorded (`--api all`, runs 1–14).
     v["cutrace --api lean"] = (rec(["--api", "lean"]), {})
     v["floor --api lean"] = (rec(["--discard", "--api", "lean"]), {})
+    v["cutrace --api all"] = (rec(["--api", "all"]), {})
+    v["floor --api all"] = (rec(["--discard", "--api", "all"]), {})
     if kind == "cpp":
         v["cutrace without the runtime kind"] = (rec(["--kinds", "kernel,driver,memcpy,memset,sync,nvtx,overhead"]), {})
     cb = os.environ.get("LAUNCH_CBIDS")

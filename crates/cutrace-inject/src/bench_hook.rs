@@ -12,9 +12,17 @@
 //! straddles a switch may be lost. Before switching, it has CUPTI hand over what it holds
 //! (`FLUSH_FORCED`) and waits (up to 2 s) for the writer to take it, so that the previous
 //! configuration's records are not decoded while the next one is timed. It refuses once another
-//! tool has taken CUPTI's buffer callbacks. Whether per-callback API records (`lean`,
-//! `launches`) switch cleanly after the whole kind was on is CUPTI's business: gpu/bench_ab.py
-//! checks it on a short run (every launch keeps its API record) before it times anything.
+//! tool has taken CUPTI's buffer callbacks.
+//!
+//! `lean` and `launches` are applied here as a deny-list: the RUNTIME/DRIVER kind on whole, then
+//! `cuptiActivityEnable{Runtime,Driver}Api(cbid, 0)` for each id the mode leaves out (and back on
+//! at the next switch). `cutrace record --api` uses an allow-list instead (ids on one by one, the
+//! kind never on whole), but that cannot be switched to: on the H200 (CUDA 13.0) a process that
+//! had the kind on whole, turned it off and then enabled ids one by one got no API records at all
+//! (gpu/results/run15: 0 of 3,000 launches kept their call, in every order tried), while turning
+//! the kind back on whole afterwards worked. gpu/bench_ab.py checks on a short run, phase by
+//! phase, that every launch keeps its API record and that the left-out calls are gone, before it
+//! times anything.
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::catch_unwind;
@@ -22,9 +30,10 @@ use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use cutrace_cupti::activity::kind;
 use cutrace_cupti::api;
 
-use crate::api_filter::ApiMode;
+use crate::api_filter::{self, ApiMode};
 use crate::config::parse_kinds;
 use crate::{add_note, enable_kinds, is_tracing, CALLBACKS_TAKEN, GLOBAL};
 
@@ -47,7 +56,10 @@ pub const INTERNAL: c_int = -5;
 /// What is on now, once a switch has happened, and the configurations already noted.
 struct State {
     whole: Vec<u32>,
+    /// Ids on one by one (the allow-list a process started with `--api lean` has).
     by_id: Vec<(bool, u32)>,
+    /// Ids turned off while their kind is on whole (this hook's deny-list).
+    denied: Vec<(bool, u32)>,
     noted: Vec<String>,
 }
 static STATE: Mutex<Option<State>> = Mutex::new(None);
@@ -113,6 +125,7 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
             .filter(|&k| k != cutrace_cupti::activity::kind::DEVICE)
             .collect(),
         by_id: g.enabled_api_records.clone(),
+        denied: Vec::new(),
         noted: Vec::new(),
     });
     // The previous configuration's records go to the writer now, not during the next batch.
@@ -124,6 +137,10 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
         std::thread::sleep(Duration::from_millis(1));
     }
     std::thread::sleep(Duration::from_millis(20));
+    for &(driver, cbid) in &st.denied {
+        let _ = g.cupti.enable_api_record(driver, cbid, true);
+    }
+    st.denied.clear();
     for &(driver, cbid) in &st.by_id {
         let _ = g.cupti.enable_api_record(driver, cbid, false);
     }
@@ -131,7 +148,18 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
         let _ = g.cupti.disable(k);
     }
     let mut notes = Vec::new();
-    let r = enable_kinds(&g.cupti, &kinds, mode, None, &mut notes);
+    let r = enable_kinds(&g.cupti, &kinds, ApiMode::All, None, &mut notes);
+    let mut denied_exactly = true;
+    if let (Ok(on), true) = (&r, mode != ApiMode::All) {
+        for (driver, k, domain) in [
+            (false, kind::RUNTIME, api::CB_DOMAIN_RUNTIME_API),
+            (true, kind::DRIVER, api::CB_DOMAIN_DRIVER_API),
+        ] {
+            if on.whole.contains(&k) {
+                denied_exactly &= deny(g, driver, domain, mode, &mut st.denied, &mut notes);
+            }
+        }
+    }
     let label = format!("kinds '{kinds_text}', api {}", mode.name());
     let first = !st.noted.contains(&label);
     if first {
@@ -143,8 +171,7 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
     }
     match r {
         Ok(on) => {
-            let exact =
-                on.kinds.len() == kinds.len() && notes.iter().all(|n| !n.contains("not applied"));
+            let exact = denied_exactly && on.kinds.len() == kinds.len();
             st.whole = on.whole;
             st.by_id = on.by_id;
             if exact {
@@ -157,9 +184,54 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
             add_note(format!("bench hook: {e}"));
             st.whole.clear();
             st.by_id.clear();
+            st.denied.clear();
             CUPTI_FAILED
         }
     }
+}
+
+/// Turns off the records of the `domain` ids `mode` leaves out, its kind being on whole; adds
+/// them to `denied`. `false` (with a note) when not every one could be turned off.
+fn deny(
+    g: &crate::Global,
+    driver: bool,
+    domain: u32,
+    mode: ApiMode,
+    denied: &mut Vec<(bool, u32)>,
+    notes: &mut Vec<String>,
+) -> bool {
+    let what = if driver { "driver" } else { "runtime" };
+    if !g.cupti.has_api_record_filter(driver) {
+        notes.push(format!(
+            "api {}: this libcupti cannot turn {what} records off by callback id: all recorded",
+            mode.name()
+        ));
+        return false;
+    }
+    let names = g.cupti.callback_names(domain);
+    let (kept, outcome) = api_filter::split(mode, &names);
+    let mut refused = 0;
+    for (cbid, _) in &names {
+        if kept.iter().any(|(k, _)| k == cbid) {
+            continue;
+        }
+        match g.cupti.enable_api_record(driver, *cbid, false) {
+            Ok(()) => denied.push((driver, *cbid)),
+            Err(_) => refused += 1,
+        }
+    }
+    notes.push(format!(
+        "api {} as a deny-list: {} of {} {what} callback ids off while the kind is on whole{}",
+        mode.name(),
+        outcome.dropped - refused,
+        names.len(),
+        if refused > 0 {
+            format!(" ({refused} refused: still recorded)")
+        } else {
+            String::new()
+        }
+    ));
+    !names.is_empty() && refused == 0
 }
 
 #[cfg(test)]

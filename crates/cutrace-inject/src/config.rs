@@ -103,8 +103,10 @@ impl Config {
                 .filter_map(|x| x.trim().parse::<u32>().ok())
                 .collect::<Vec<_>>()
         });
+        // `lean` by default, as `cutrace record` (BENCHMARKS.md: the state queries it leaves
+        // out cost 5.6 % of an eager PyTorch op under tracing).
         let api_mode = match env("CUTRACE_API") {
-            None => ApiMode::All,
+            None => ApiMode::Lean,
             Some(s) => ApiMode::parse(&s).unwrap_or_else(|| {
                 notes.push(format!(
                     "unknown CUTRACE_API '{s}' (all, lean, launches); recording all API calls"
@@ -157,7 +159,7 @@ mod tests {
         assert_eq!(c.kinds[0], kind::CONCURRENT_KERNEL);
         assert_eq!(c.buffer_bytes, 8 << 20);
         assert!(!c.discard);
-        assert_eq!(c.api_mode, ApiMode::All);
+        assert_eq!(c.api_mode, ApiMode::Lean);
         assert_eq!(c.device_buffer_bytes, None);
         let c =
             Config::from_env(&|k| (k == "CUTRACE_DEVICE_BUFFER_BYTES").then(|| "33554432".into()));

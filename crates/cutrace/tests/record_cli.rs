@@ -138,7 +138,8 @@ fn program_gets_the_injection_library_first_in_ld_preload() {
 fn api_mode_reaches_the_program_and_is_explained() {
     let (dir, lib) = setup("api");
     for (flag, want) in [
-        (None, "all"),
+        (None, "lean"),
+        (Some("all"), "all"),
         (Some("lean"), "lean"),
         (Some("launches"), "launches"),
     ] {
