@@ -24,7 +24,7 @@ import time
 
 kind, out_path = sys.argv[1], sys.argv[2]
 reps = int(sys.argv[sys.argv.index("--reps") + 1]) if "--reps" in sys.argv else 7
-# Stop starting repetitions after this many seconds (a device call has a hard limit).
+# The run's end: no repetition starts that would end after it (a device call has a hard limit).
 max_seconds = float(sys.argv[sys.argv.index("--max-seconds") + 1]) if "--max-seconds" in sys.argv else 1e9
 t_start = time.monotonic()
 CUTRACE = os.environ["CUTRACE"]
@@ -132,13 +132,17 @@ def run_one(base, prefix, env_extra, i, name):
     if prof:
         cmd.append("--profiler")
     # The sample prints every record on stdout: send it to a file, not a pipe.
+    t0 = time.monotonic()
     with open(os.path.join(d, "stdout"), "w") as so:
         p = subprocess.run(cmd, env=env, stdout=so, stderr=subprocess.PIPE, text=True, timeout=150)
+    wall = time.monotonic() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{name}: rc={p.returncode}: {p.stderr[-2000:]}")
     r = json.load(open(js))
     keep = ["us_per_launch", "cpu_us_per_launch"] if kind == "cpp" else ["eager_us_per_op", "eager_cpu_us_per_op", "train_ms_per_step"]
     res = {k: r[k] for k in keep if k in r}
+    # The whole process, start-up and the tool's shutdown included: what a repetition costs.
+    res["process_s"] = round(wall, 2)
     sz = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(".cutrace"))
     if sz:
         res["trace_bytes"] = sz
@@ -173,6 +177,9 @@ def summarize():
             if not xs:
                 continue
             row[m] = {"median": statistics.median(xs), "min": min(xs), "max": max(xs)}
+        ps = [x["process_s"] for x in s if "process_s" in x]
+        if ps:
+            row["process_s_median"] = statistics.median(ps)
         tb = [x["trace_bytes"] for x in s if "trace_bytes" in x]
         if tb:
             row["trace_bytes_median"] = statistics.median(tb)
@@ -199,9 +206,13 @@ def summarize():
     return summary
 
 
+last_rep = 0.0
 for i in range(reps):
-    if time.monotonic() - t_start > max_seconds:
+    # No repetition is started that would end after --max-seconds (judged by the last one): a
+    # repetition cut short is wasted, since only complete ones pair up.
+    if time.monotonic() - t_start + last_rep > max_seconds:
         break
+    rep_t0 = time.monotonic()
     order = list(v.items())
     if i % 2:
         order.reverse()
@@ -213,6 +224,7 @@ for i in range(reps):
         except Exception as e:  # a peer that fails is reported, not fatal
             errors[name] = str(e)[-600:]
     summarize()  # partial results survive a run cut short
+    last_rep = time.monotonic() - rep_t0
 
 summary = summarize()
 for name, row in summary.items():
@@ -220,6 +232,8 @@ for name, row in summary.items():
     for m in [m for m in metrics if m in row]:
         x = row[m]
         cells.append(f"{m.split('_per')[0]}={x['median']:.3f} x{x.get('ratio_to_untraced', 0):.3f} rep-x{x.get('per_rep_ratio_median', 0):.3f} [{x.get('per_rep_ratio_min', 0):.2f}..{x.get('per_rep_ratio_max', 0):.2f}]")
+    if "process_s_median" in row:
+        cells.append(f"process={row['process_s_median']:.1f}s")
     print(f"{kind:5} {name[:44]:44} " + " ".join(cells))
 for name, e in errors.items():
     print(f"{kind:5} {name[:44]:44} FAILED: {e[-300:]}")

@@ -5,8 +5,9 @@
 #
 # usage (repository root on the GPU machine): bash gpu/run.sh
 #   BIN=.dev          folder holding the `cutrace` binary and libcutrace_inject.so
-#   CPP_REPS, TORCH_REPS, CPP_SECONDS, TORCH_SECONDS: repetitions, and seconds after which no new
-#                     repetition starts (a device call has a hard limit)
+#   CPP_REPS, TORCH_REPS, CPP_SECONDS, TORCH_SECONDS: repetitions, and the seconds by which the
+#                     benchmark ends (no repetition starts that would end later, judged by the
+#                     last one; a device call has a hard limit)
 #   BENCH_ONLY="a;b*" variants to run (exact names; '*' ends a prefix; a name matching no variant of
 #                     a workload stops that benchmark before it starts); BENCH_BATCHES (C++ loop),
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
