@@ -263,7 +263,8 @@ pub fn note(mode: ApiMode, runtime: Option<&Outcome>, driver: Option<&Outcome>) 
             );
             format!(
                 "api records: lean — {counts} state-query callbacks not recorded by choice \
-                 (they launch, move, allocate and synchronize nothing): {}",
+                 (they launch, move, allocate and synchronize nothing; `--api all` records \
+                 them): {}",
                 short_list(&dropped, 12)
             )
         }

@@ -92,6 +92,9 @@ fn records_flow_from_cupti_buffers_to_a_complete_part() {
     let mut corr: Vec<u64> = t.kernels.iter().map(|k| k.correlation_id).collect();
     corr.sort();
     assert_eq!(corr, vec![1, 2, 3]);
+    // Without CUTRACE_API the state queries are left out (`lean`, the default), and said so.
+    let note = api_note(&h).expect("an api records note");
+    assert!(note.starts_with("api records: lean"), "{note}");
 }
 
 #[test]
@@ -324,6 +327,8 @@ fn runtime_cbids_still_choose_the_runtime_ids() {
         &dir.join("trace"),
         &[
             ("CUTRACE_RUNTIME_CBIDS", "41,211"),
+            // Driver records whole, as `--api all` has them (`lean` is the default).
+            ("CUTRACE_API", "all"),
             ("FAKE_CUPTI_LOG", log.to_str().unwrap()),
         ],
     );
@@ -388,7 +393,8 @@ fn the_bench_switch_turns_off_what_was_on_and_on_what_is_asked() {
         .env("CUTRACE_CUPTI_LIB", &lib)
         .env("CUTRACE_OUTPUT_DIR", dir.join("trace"))
         .env("CUTRACE_KINDS", "kernel,runtime,driver")
-        .env_remove("CUTRACE_API")
+        // The process starts with every call recorded (`lean` is the default).
+        .env("CUTRACE_API", "all")
         .env_remove("CUTRACE_RUNTIME_CBIDS");
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -133,3 +133,25 @@ fn an_error_names_its_cause_once() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
 }
+
+/// Real H200 traces: one recorded with `--api lean` (now record's default) says under its API
+/// table that the state queries are absent by choice and how to get them; one recorded with
+/// every call says nothing of the kind.
+#[test]
+fn the_api_table_says_when_state_queries_were_left_out() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native");
+    let lean = text(&report(&fixtures.join("steps_lean"), &[]));
+    let table = &lean[lean.find("CUDA API calls by total time").unwrap()..];
+    let line = table
+        .lines()
+        .find(|l| l.contains("were not recorded"))
+        .unwrap_or_else(|| panic!("{table}"));
+    assert!(
+        line.contains("--api lean") && line.contains("--api all"),
+        "{line}"
+    );
+    assert!(line.contains("cudaGetDevice"), "{line}");
+    let all = text(&report(&fixtures.join("two_streams"), &[]));
+    assert!(all.contains("CUDA API calls by total time"), "{all}");
+    assert!(!all.contains("were not recorded"), "{all}");
+}

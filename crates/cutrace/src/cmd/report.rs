@@ -772,6 +772,24 @@ fn render_api(o: &mut String, r: &Report) {
             short_name(&s.name, 60)
         );
     }
+    // Since `--api lean` became record's default, a reader looking for cudaGetDevice & co.
+    // should learn here, not only in the notes at the top, why they are absent.
+    if let Some(mode) = r.notes.iter().find_map(|n| {
+        ["lean", "launches"]
+            .into_iter()
+            .find(|m| n.text.starts_with(&format!("api records: {m}")))
+    }) {
+        let what = if mode == "lean" {
+            "state queries (cudaGetDevice, cudaGetLastError, ...)"
+        } else {
+            "calls that launch or move nothing"
+        };
+        let _ = writeln!(
+            o,
+            "  ({what} were not recorded: `--api {mode}`, see the notes; `cutrace record --api all` \
+             records every call)"
+        );
+    }
 }
 
 fn render_transfers(o: &mut String, r: &Report) {
