@@ -170,6 +170,8 @@ struct Sink {
     skipped: std::collections::BTreeMap<String, u64>,
     /// `ts` and `dur` values with digits below the nanosecond, rounded to the nearest ns.
     rounded: u64,
+    /// NVTX domain names seen, shared by the ranges and marks that carry them.
+    domains: Vec<std::sync::Arc<str>>,
 }
 
 /// A kernel, copy or memset event's placement and timing.
@@ -285,6 +287,7 @@ impl<R: Read> Importer<R> {
                 events: 0,
                 skipped: Default::default(),
                 rounded: 0,
+                domains: Vec::new(),
             },
             threads: threads.max(1),
             parallel_min: PARALLEL_MIN,
@@ -812,6 +815,7 @@ impl Sink {
                     (Some(a), true) => (arg(a.device), arg(a.stream)),
                     _ => (None, None),
                 };
+                let nvtx_domain = self.nvtx_domain(&ev, at)?;
                 self.trace.ranges.push(NvtxRange {
                     domain: if gpu {
                         RangeDomain::Gpu
@@ -837,8 +841,8 @@ impl Sink {
                     },
                     start_ns: start,
                     end_ns: end,
-                    // Kineto's JSON does not carry the NVTX domain.
-                    nvtx_domain: None,
+                    // Kineto's JSON does not carry the NVTX domain; cutrace's export does.
+                    nvtx_domain,
                 });
             }
             "overhead" => {
@@ -874,14 +878,34 @@ impl Sink {
         let ts_ns = exact.round_ns().map_err(bad)?;
         self.rounded += u64::from(!exact.is_whole());
         let name = self.strings.intern(name);
+        let nvtx_domain = self.nvtx_domain(ev, at)?;
         self.trace.marks.push(NvtxMark {
             name,
             process: raw_u64(ev.pid).unwrap_or(0) as u32,
             thread: raw_u64(ev.tid).unwrap_or(0),
             ts_ns,
-            nvtx_domain: None,
+            nvtx_domain,
         });
         Ok(())
+    }
+
+    /// The `"domain"` arg of an NVTX range or mark (`cutrace convert --chrome` writes it for
+    /// ranges and marks outside NVTX's default domain), one shared name per domain.
+    fn nvtx_domain(
+        &mut self,
+        ev: &Event<'_>,
+        at: u64,
+    ) -> Result<Option<std::sync::Arc<str>>, TraceError> {
+        let Some(raw) = ev.args.and_then(|a| a.domain) else {
+            return Ok(None);
+        };
+        let d = raw.decode().map_err(|e| self.malformed(at, e))?;
+        if let Some(x) = self.domains.iter().find(|x| ***x == *d) {
+            return Ok(Some(x.clone()));
+        }
+        let x: std::sync::Arc<str> = std::sync::Arc::from(&*d);
+        self.domains.push(x.clone());
+        Ok(Some(x))
     }
 
     /// An event's start and end in whole nanoseconds. `ts` and `dur` are read exactly; when

@@ -565,6 +565,68 @@ fn nvtx_domains_reach_the_ranges_and_marks_tables() {
     );
 }
 
+/// The NVTX domain also survives the viewers' formats: the Chrome JSON carries it as the range's
+/// or mark's `args.domain` (read back by cutrace's importer), the Perfetto trace as a `domain`
+/// debug annotation.
+#[test]
+fn nvtx_domains_reach_chrome_and_perfetto_and_come_back_from_chrome() {
+    let dir = Dir::new("domains-viewers");
+    let t = trace(&dir, &[42]);
+    let (j, pf) = (dir.path("t.json"), dir.path("t.pftrace"));
+    ok(convert(&[
+        t.as_os_str(),
+        "--chrome".as_ref(),
+        j.as_os_str(),
+        "--perfetto".as_ref(),
+        pf.as_os_str(),
+    ]));
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&j).unwrap()).unwrap();
+    let mut seen: Vec<(String, String, String)> = doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "user_annotation")
+        .map(|e| {
+            (
+                e["ph"].as_str().unwrap().to_owned(),
+                e["name"].as_str().unwrap().to_owned(),
+                e["args"]["domain"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let s = |a: &str, b: &str, c: &str| (a.to_owned(), b.to_owned(), c.to_owned());
+    assert_eq!(
+        seen,
+        [
+            s("X", "allreduce", "NCCL"),
+            s("X", "plain", ""),
+            s("X", "step", "MyDomain"),
+            s("i", "ckpt", "MyDomain"),
+            s("i", "tick", ""),
+        ]
+    );
+    // Back through the importer: the tables of the Chrome file hold the same domains.
+    let c = dir.path("csv");
+    ok(convert(&[j.as_os_str(), "--csv".as_ref(), c.as_os_str()]));
+    let mut ranges: Vec<String> = csv(&c, "ranges")
+        .into_iter()
+        .map(|r| format!("{}:{}", r["name"], r["nvtx_domain"]))
+        .collect();
+    ranges.sort();
+    assert_eq!(ranges, ["allreduce:NCCL", "plain:", "step:MyDomain"]);
+    let mut marks: Vec<String> = csv(&c, "marks")
+        .into_iter()
+        .map(|r| format!("{}:{}", r["name"], r["nvtx_domain"]))
+        .collect();
+    marks.sort();
+    assert_eq!(marks, ["ckpt:MyDomain", "tick:"]);
+    // Perfetto: interned debug-annotation name "domain", and the domain names as values.
+    let bytes = std::fs::read(&pf).unwrap();
+    let has = |n: &[u8]| bytes.windows(n.len()).any(|w| w == n);
+    assert!(has(b"domain") && has(b"NCCL") && has(b"MyDomain"));
+}
+
 #[test]
 fn gpu_tables_name_the_process_of_each_row_also_in_a_merged_trace() {
     let dir = Dir::new("pid");

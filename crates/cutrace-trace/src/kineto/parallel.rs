@@ -141,6 +141,7 @@ pub(super) fn part_sink(path: &Path) -> Sink {
         events: 0,
         skipped: Default::default(),
         rounded: 0,
+        domains: Vec::new(),
     }
 }
 

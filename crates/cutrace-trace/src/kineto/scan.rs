@@ -163,6 +163,9 @@ pub struct Args<'a> {
     /// The kernel's name as CUPTI reported it, when `name` holds a demangled one (written by
     /// `cutrace convert --chrome`; torch.profiler does not write it).
     pub mangled: Option<JStr<'a>>,
+    /// An NVTX range's or mark's domain (written by `cutrace convert --chrome`); a value that is
+    /// not a string is ignored, as any other key this reader does not model.
+    pub domain: Option<JStr<'a>>,
 }
 
 /// One event's fields, as raw text borrowed from the input.
@@ -380,6 +383,14 @@ impl<'a> Scanner<'a> {
                 b"graph id" => &mut a.graph_id,
                 b"mangled" => {
                     a.mangled = Some(s.str_value("mangled")?);
+                    return Ok(());
+                }
+                b"domain" => {
+                    if s.ws()? == b'"' {
+                        a.domain = Some(s.string()?);
+                    } else {
+                        s.value()?;
+                    }
                     return Ok(());
                 }
                 _ => {

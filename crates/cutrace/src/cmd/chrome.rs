@@ -904,10 +904,25 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
             ),
         }
         // A GPU range's device and stream, for the importer: its row need not be the stream's.
-        if let (RangeDomain::Gpu, Some(st)) = (r.domain, r.stream) {
-            b.extend_from_slice(b",\"args\":{\"device\":");
-            push_u64(b, u64::from(r.device.unwrap_or(0)));
-            arg(b, "stream", st);
+        // The NVTX domain (`nvtxDomainCreate`'s name, e.g. NCCL) when not the default.
+        let gpu = match (r.domain, r.stream) {
+            (RangeDomain::Gpu, Some(st)) => Some(st),
+            _ => None,
+        };
+        if gpu.is_some() || r.nvtx_domain.is_some() {
+            b.extend_from_slice(b",\"args\":{");
+            if let Some(st) = gpu {
+                b.extend_from_slice(b"\"device\":");
+                push_u64(b, u64::from(r.device.unwrap_or(0)));
+                arg(b, "stream", st);
+                if r.nvtx_domain.is_some() {
+                    b.push(b',');
+                }
+            }
+            if let Some(d) = &r.nvtx_domain {
+                b.extend_from_slice(b"\"domain\":");
+                b.extend_from_slice(serde_json::to_string(&**d).unwrap_or_default().as_bytes());
+            }
             b.push(b'}');
         }
         b.push(b'}');
@@ -921,7 +936,13 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         host_lane(mk.process, mk.thread)(b);
         b.extend_from_slice(b",\"ts\":");
         push_us(b, mk.ts_ns);
-        b.extend_from_slice(b",\"s\":\"t\"}");
+        b.extend_from_slice(b",\"s\":\"t\"");
+        if let Some(d) = &mk.nvtx_domain {
+            b.extend_from_slice(b",\"args\":{\"domain\":");
+            b.extend_from_slice(serde_json::to_string(&**d).unwrap_or_default().as_bytes());
+            b.push(b'}');
+        }
+        b.push(b'}');
         ev.end()?;
     }
 

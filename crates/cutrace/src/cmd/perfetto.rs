@@ -864,7 +864,18 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                         fixed64(&mut te, pf::TE_FLOW_IDS, f);
                     }
                 }
-                Rec::Range(_) | Rec::Overhead(_) | Rec::Mark(_) => {}
+                // The NVTX domain (`nvtxDomainCreate`'s name, e.g. NCCL), when not the default.
+                Rec::Range(i) => {
+                    if let Some(d) = &t.ranges[i as usize].nvtx_domain {
+                        args.s("domain", d);
+                    }
+                }
+                Rec::Mark(i) => {
+                    if let Some(d) = &t.marks[i as usize].nvtx_domain {
+                        args.s("domain", d);
+                    }
+                }
+                Rec::Overhead(_) => {}
             }
             te.extend_from_slice(&args.b);
         }
