@@ -9,10 +9,10 @@ usage: bench_ab.py cpp|torch OUT.json [--rounds R] [--discard] CONFIG...
   internal: bench_ab.py --torch-child OUT.json ROUNDS CONFIG... (run under cutrace record)
 Each round times every configuration once (100,000 launches, or 20,000 eager ops), the order
 reversed every other round; the ratio to the reference is taken within each round.
-Before timing (cpp), a short run switches between the configurations (and back to the first) and
-checks the trace phase by phase: every launch keeps its API record where runtime calls are
-recorded, none where they are not, and the per-launch cuKernelGetName is recorded under `all`
-and gone under `lean`/`launches`. If CUPTI did not switch cleanly, the timings would compare
+Before timing, a short run of the same workload switches between the configurations (and back to
+the first) and checks the trace phase by phase (check_phases): every launch keeps its API record
+where runtime calls are recorded, and a runtime and a driver state query (cudaGetLastError or
+cudaGetDevice; cuKernelGetName) are recorded under `all` and gone under `lean`/`launches`. If CUPTI did not switch cleanly, the timings would compare
 something else (it did not, with an allow-list: see crates/cutrace-inject/src/bench_hook.rs).
 """
 import csv
@@ -27,7 +27,7 @@ import sys
 import tempfile
 
 
-def torch_child(out, rounds, configs):
+def torch_child(out, rounds, configs, ops=20000):
     import time
 
     import torch
@@ -53,10 +53,10 @@ def torch_child(out, rounds, configs):
                 t = t + 1.0
             torch.cuda.synchronize()
             t0 = time.perf_counter()
-            for _ in range(20000):
+            for _ in range(ops):
                 t = t + 1.0
             torch.cuda.synchronize()
-            us[c].append((time.perf_counter() - t0) / 20000 * 1e6)
+            us[c].append((time.perf_counter() - t0) / ops * 1e6)
     json.dump({"ab": {"configs": configs, "rounds": rounds, "us_per_op": us}}, open(out, "w"))
 
 
@@ -68,7 +68,8 @@ def ci(xs, n=4000):
 
 def main():
     if sys.argv[1] == "--torch-child":
-        return torch_child(sys.argv[2], int(sys.argv[3]), sys.argv[4:])
+        ops = int(os.environ.get("AB_TORCH_OPS", "20000"))
+        return torch_child(sys.argv[2], int(sys.argv[3]), sys.argv[4:], ops)
     kind, out = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
     rounds = 15
@@ -96,28 +97,58 @@ def main():
         shutil.rmtree(d, ignore_errors=True)
 
 
-def validate(configs, d, env):
-    """Switches through the configurations (and back to the first) in a short cpp run, then
-    checks from the trace that each launch kept its cudaLaunchKernel record: (ok, detail)."""
+# Per workload: kernels per phase of the check run, and the state queries it makes that `lean`
+# leaves out (runtime, driver). tiny_ab calls cudaGetLastError after each batch; an eager op
+# calls cudaGetDevice and cuKernelGetName.
+CHECK = {
+    "cpp": {"n": 1000, "per_phase": 3000, "queries": ("cudaGetLastError", "cuKernelGetName")},
+    "torch": {"n": 1000, "per_phase": 2000, "queries": ("cudaGetDevice", "cuKernelGetName")},
+}
+
+
+def validate(kind, configs, d, env):
+    """Switches through the configurations (and back to the first) in a short run of the
+    workload, then checks its trace phase by phase (check_phases): (ok, detail)."""
     seq = configs + [configs[0]]
-    n = 1000
+    # A configuration that records API calls but no kernels has no burst of kernels to find its
+    # phase by: its records would be counted in the next phase.
+    blind = [c for c in seq if "kernel" not in c.partition("|")[0].split(",") and {"runtime", "driver"} & set(c.partition("|")[0].split(","))]
+    if blind:
+        return False, f"cannot check {blind[0]!r}: it records API calls but no kernels"
+    spec = CHECK[kind]
     tr = os.path.join(d, "check")
     js = os.path.join(d, "check.json")
-    p = subprocess.run([os.environ["CUTRACE"], "record", "-q", "-o", tr, "--", os.environ["WORKLOADS"], "tiny_ab", str(n), "1", *seq, "--json", js],
-                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=120)
+    # Every call recorded at the start (as the timed run), so the first switch leaves `all`.
+    rec = [os.environ["CUTRACE"], "record", "-q", "--api", "all", "-o", tr, "--"]
+    if kind == "cpp":
+        cmd = rec + [os.environ["WORKLOADS"], "tiny_ab", str(spec["n"]), "1", *seq, "--json", js]
+    else:
+        cmd = rec + ["python3", os.path.abspath(__file__), "--torch-child", js, "1", *seq]
+        env = dict(env, AB_TORCH_OPS=str(spec["n"]))
+    p = subprocess.run(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
     if p.returncode != 0:
         return False, f"check run failed: rc={p.returncode}: {p.stderr[-800:]}"
     csvd = os.path.join(d, "check.csv")
     c = subprocess.run([os.environ["CUTRACE"], "convert", tr, "--csv", csvd], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     if c.returncode != 0:
         return False, f"convert failed: {c.stderr[-800:]}"
-    api = list(csv.DictReader(open(os.path.join(csvd, "api_calls.csv"))))
-    launch_ids = {r["correlation_id"] for r in api if r["name"].startswith("cudaLaunchKernel")}
-    ks = sorted((int(r["start_ns"]), r["correlation_id"]) for r in csv.DictReader(open(os.path.join(csvd, "kernels.csv"))))
-    # Phases: kernels in time order, split where the GPU idled for more than 5 ms (each switch
-    # sleeps at least 20 ms); the last ones are the configurations that record kernels, in order
-    # (the program's own start-up kernels come before the first switch). API records go to the
-    # phase whose kernels follow them (a phase's launches start after the gap's midpoint).
+    api = [(int(r["start_ns"]), r["name"], r["correlation_id"]) for r in csv.DictReader(open(os.path.join(csvd, "api_calls.csv")))]
+    ks = [(int(r["start_ns"]), r["correlation_id"]) for r in csv.DictReader(open(os.path.join(csvd, "kernels.csv")))]
+    if os.environ.get("AB_KEEP_CHECK"):  # for a closer look at a failed switch
+        shutil.copytree(tr, os.environ["AB_KEEP_CHECK"], dirs_exist_ok=True)
+    return check_phases(seq, api, ks, spec["per_phase"], spec["queries"])
+
+
+def check_phases(seq, api, kernels, per_phase, queries):
+    """The check proper, on the trace's records: api (start_ns, name, correlation id), kernels
+    (start_ns, correlation id). Phases are bursts of kernels split where the GPU idled for more
+    than 5 ms (each switch sleeps at least 20 ms); the last ones are the configurations, in order
+    (the program's start-up kernels come before the first switch). An API record belongs to the
+    phase whose gap midpoints enclose it. Per phase: `per_phase` kernels; where runtime calls
+    are recorded every kernel joins a launch call, where they are not none does; the runtime and
+    driver state queries `queries` are there under `all` (where their kind is recorded) and
+    absent under `lean`/`launches`. Returns (ok, detail)."""
+    ks = sorted(kernels)
     clusters, cur, last = [], [], None
     for t, cid in ks:
         if last is not None and t - last > 5_000_000:
@@ -130,30 +161,36 @@ def validate(configs, d, env):
     if len(clusters) < len(with_kernels):
         return False, f"{len(clusters)} bursts of kernels in the trace, {len(with_kernels)} configurations record kernels"
     clusters = clusters[len(clusters) - len(with_kernels):]
-    starts = [c[0][0] for c in clusters]
+    first = clusters[0][0][0]
     bounds = [(prev[-1][0] + nxt[0][0]) // 2 for prev, nxt in zip(clusters, clusters[1:])]
-    queries = [0] * len(clusters)
-    for r in api:
-        if r["name"].startswith("cuKernelGetName") and int(r["start_ns"]) >= starts[0] - 5_000_000:
-            queries[sum(1 for b in bounds if int(r["start_ns"]) >= b)] += 1
+    launch_ids = {cid for _, name, cid in api if name.startswith(("cudaLaunch", "cuLaunch"))}
+    counts = [[0, 0] for _ in clusters]  # runtime query, driver query
+    for t, name, _ in api:
+        if t < first - 5_000_000:  # before the first switch
+            continue
+        for q, which in zip(queries, (0, 1)):
+            if name.startswith(q):
+                counts[sum(1 for b in bounds if t >= b)][which] += 1
     problems, per = [], []
     for i, (cfg, c) in enumerate(zip(with_kernels, clusters)):
         kinds, _, mode = cfg.partition("|")
         kinds = set(kinds.split(","))
+        mode = mode or "all"
         joined = sum(1 for _, cid in c if cid in launch_ids)
-        per.append(f"{cfg}: {len(c)} kernels, {joined} with their launch, {queries[i]} cuKernelGetName")
-        if len(c) != 2000 + n:
-            problems.append(f"phase {i + 1} ({cfg}) has {len(c)} kernels, not {2000 + n}")
+        rq, dq = counts[i]
+        per.append(f"{cfg}: {len(c)} kernels, {joined} with their launch, {rq} {queries[0]}, {dq} {queries[1]}")
+        where = f"phase {i + 1} ({cfg})"
+        if len(c) != per_phase:
+            problems.append(f"{where} has {len(c)} kernels, not {per_phase}")
         if "runtime" in kinds and joined != len(c):
-            problems.append(f"phase {i + 1} ({cfg}): {len(c) - joined} launches lost their API record")
-        if "runtime" not in kinds and joined:
-            problems.append(f"phase {i + 1} ({cfg}) records runtime calls it should not")
-        if "driver" in kinds and (mode or "all") == "all" and queries[i] < len(c):
-            problems.append(f"phase {i + 1} ({cfg}): {queries[i]} cuKernelGetName records for {len(c)} launches")
-        if (mode or "all") != "all" and queries[i]:
-            problems.append(f"phase {i + 1} ({cfg}) still records cuKernelGetName ({queries[i]})")
-    if os.environ.get("AB_KEEP_CHECK"):  # for a closer look at a failed switch
-        shutil.copytree(tr, os.environ["AB_KEEP_CHECK"], dirs_exist_ok=True)
+            problems.append(f"{where}: {len(c) - joined} launches lost their API record")
+        if "runtime" not in kinds and "driver" not in kinds and joined:
+            problems.append(f"{where} records launch calls it should not")
+        for q, n, k in ((queries[0], rq, "runtime"), (queries[1], dq, "driver")):
+            if mode == "all" and k in kinds and n == 0:
+                problems.append(f"{where}: no {q} record under all")
+            if (mode != "all" or k not in kinds) and n:
+                problems.append(f"{where} still records {q} ({n})")
     return not problems, "; ".join(problems or ["every phase as configured"]) + " | " + "; ".join(per)
 
 
@@ -161,14 +198,16 @@ def run(kind, out, rounds, discard, configs, d):
     js = os.path.join(d, "out.json")
     env = dict(os.environ, CUTRACE_BENCH_HOOK="1")
     check = None
-    if kind == "cpp" and not discard:
-        ok, detail = validate(configs, d, env)
+    if not discard:
+        ok, detail = validate(kind, configs, d, env)
         check = {"ok": ok, "detail": detail}
         print(f"ab {kind} switch check: {'OK' if ok else 'FAILED'}: {detail}")
         if not ok:
             json.dump({"kind": kind, "check": check}, open(out, "w"), indent=1)
             sys.exit(f"configurations do not switch cleanly: {detail}")
-    rec = [os.environ["CUTRACE"], "record", *discard, "-o", os.path.join(d, "trace"), "--"]
+    # Every call recorded at the start: the switch's path from `all` is the one checked (and
+    # tested against the fake libcupti).
+    rec = [os.environ["CUTRACE"], "record", "--api", "all", *discard, "-o", os.path.join(d, "trace"), "--"]
     if kind == "cpp":
         cmd = rec + [os.environ["WORKLOADS"], "tiny_ab", "100000", str(rounds), *configs, "--json", js]
         metric = "us_per_launch"

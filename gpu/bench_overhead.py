@@ -59,7 +59,7 @@ def variants():
     v["cutrace, kinds kernel,runtime,memcpy,memset,sync"] = (rec(["--kinds", "kernel,runtime,memcpy,memset,sync"]), {})
     v["cutrace --api lean, kinds kernel,runtime,memcpy,memset,sync"] = (rec(["--api", "lean", "--kinds", "kernel,runtime,memcpy,memset,sync"]), {})
     # API records without the state queries (cudaGetDevice & co.; see `cutrace record --help`):
-    # the default since run 15; before, every call was recorded (`--api all`, runs 1–14).
+    # the default from run 16 on; through run 15 every call was recorded (`--api all`).
     v["cutrace --api lean"] = (rec(["--api", "lean"]), {})
     v["floor --api lean"] = (rec(["--discard", "--api", "lean"]), {})
     v["cutrace --api all"] = (rec(["--api", "all"]), {})

@@ -131,7 +131,8 @@ fi
 if has torch_steps; then
   log "PyTorch kernel count vs torch.profiler"
   python3 "$G/torch_steps.py" --profiler "$W/steps_profiler.json" > "$W/logs/steps_prof.out" 2> "$W/logs/steps_prof.err"
-  "$CT" record --kinds kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead -o "$W/steps.trace" -- python3 "$G/torch_steps.py" > "$W/logs/steps.out" 2> "$W/logs/steps.err"
+  # Every API call (`--api all`) here, lean (the default) below: both must join every kernel.
+  "$CT" record --api all --kinds kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead -o "$W/steps.trace" -- python3 "$G/torch_steps.py" > "$W/logs/steps.out" 2> "$W/logs/steps.err"
   "$CT" convert "$W/steps.trace" --csv "$W/steps.csv" 2>> "$W/logs/steps.err"
   a=$(tail -1 "$W/logs/steps_prof.out"); b=$(python3 "$G/torch_steps_check.py" "$W/steps.csv" 2>&1 | tail -1)
   echo "{\"mode\":\"torch_steps\",\"profiler\":$a,\"cutrace\":$b}" >> "$R"
@@ -205,7 +206,8 @@ if has bench_ab; then
     fls=(""); [ "${AB_DISCARD:-0}" = 1 ] && fls+=(--discard)
     for fl in "${fls[@]}"; do
       log "in-process A/B: $k $fl"
-      # The torch run has no switch check of its own: it relies on the C++ one.
+      # Each workload first checks the switch on a short run of its own (bench_ab.py); a failed
+      # check stops the phase.
       python3 "$G/bench_ab.py" $k "$OUT/ab_$k${fl:+_floor}.json" --rounds ${AB_ROUNDS:-15} $fl "${AB[@]}" >> "$W/bench_ab.txt" 2>> "$W/logs/bench_ab.err" || { echo "bench_ab $k failed:"; tail -3 "$W/logs/bench_ab.err"; break 2; } >&2
     done
   done

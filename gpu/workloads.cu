@@ -243,6 +243,9 @@ static int tiny_ab(Report &r, long n, int rounds, const std::vector<std::string>
       for (long i = 0; i < n; i++) empty_kernel<<<1, 1, 0, s>>>();
       CK(cudaStreamSynchronize(s));
       us[c].push_back((now_us() - t0) / n);
+      // One runtime state query per configuration, untimed: bench_ab.py's check looks for its
+      // record under `all` and its absence under `lean`.
+      CK(cudaGetLastError());
     }
   }
   std::string b = ",\"ab\":{\"launches\":" + std::to_string(n) + ",\"rounds\":" + std::to_string(rounds) + ",\"configs\":[";

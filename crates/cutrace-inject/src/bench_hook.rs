@@ -161,9 +161,14 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
         }
     }
     let label = format!("kinds '{kinds_text}', api {}", mode.name());
+    // Each configuration's notes once; again whenever this switch was not exact (a refusal
+    // that came later must not go unrecorded).
+    let exact_so_far = denied_exactly && r.as_ref().is_ok_and(|on| on.kinds.len() == kinds.len());
     let first = !st.noted.contains(&label);
-    if first {
-        st.noted.push(label.clone());
+    if first || !exact_so_far {
+        if first {
+            st.noted.push(label.clone());
+        }
         add_note(format!("bench hook: records switched to {label}"));
         for n in &notes {
             add_note(format!("bench hook ({label}): {n}"));
@@ -209,6 +214,13 @@ fn deny(
         return false;
     }
     let names = g.cupti.callback_names(domain);
+    if names.is_empty() {
+        notes.push(format!(
+            "api {}: cuptiGetCallbackName named no {what} callback id: all recorded",
+            mode.name()
+        ));
+        return false;
+    }
     let (kept, outcome) = api_filter::split(mode, &names);
     let mut refused = 0;
     for (cbid, _) in &names {
@@ -231,7 +243,7 @@ fn deny(
             String::new()
         }
     ));
-    !names.is_empty() && refused == 0
+    refused == 0
 }
 
 #[cfg(test)]

@@ -107,6 +107,8 @@ impl Config {
         // out cost 5.6 % of an eager PyTorch op under tracing).
         let api_mode = match env("CUTRACE_API") {
             None => ApiMode::Lean,
+            // An unknown value records every call, not the default: too many records rather
+            // than a query someone wanted missing.
             Some(s) => ApiMode::parse(&s).unwrap_or_else(|| {
                 notes.push(format!(
                     "unknown CUTRACE_API '{s}' (all, lean, launches); recording all API calls"

@@ -374,6 +374,105 @@ fn bench_child() {
     }
 }
 
+/// Runs `bench_child` (switches: lean, all, nothing, an unknown kind) against the fake libcupti
+/// in `mode`, the process started with `api` (None: the default, lean); returns each switch's
+/// (offset in the log, return code) and the log.
+fn bench_switches(mode: &str, api: Option<&str>, tag: &str) -> Option<(Vec<(usize, i32)>, String)> {
+    let lib = build_fake()?;
+    let dir = std::env::temp_dir().join(format!("cutrace-fake-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("cupti.log");
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "bench_child", "--nocapture", "--test-threads=1"])
+        .env("CUTRACE_INJECT_BENCH_CHILD", "1")
+        .env("CUTRACE_BENCH_HOOK", "1")
+        .env("FAKE_CUPTI_MODE", mode)
+        .env("FAKE_CUPTI_LOG", &log)
+        .env("CUTRACE_CUPTI_LIB", &lib)
+        .env("CUTRACE_OUTPUT_DIR", dir.join("trace"))
+        .env("CUTRACE_KINDS", "kernel,runtime,driver")
+        .env_remove("CUTRACE_API")
+        .env_remove("CUTRACE_RUNTIME_CBIDS");
+    if let Some(a) = api {
+        c.env("CUTRACE_API", a);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let switches: Vec<(usize, i32)> = out
+        .lines()
+        .filter_map(|l| l.split_once("SWITCH ").map(|(_, rest)| rest))
+        .map(|l| {
+            let (a, b) = l.split_once(' ').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(switches.len(), 4, "{out}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    Some((switches, text))
+}
+
+fn calls_between(text: &str, from: usize, to: usize) -> Vec<String> {
+    text[from..to]
+        .lines()
+        .filter(|l| !l.starts_with("flush"))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A process that started with `lean`'s allow-list (the default): the first switch turns those
+/// ids off before the kinds go on whole, so nothing of the allow-list is left behind.
+#[test]
+fn the_bench_switch_from_the_default_lean_start_turns_the_allow_list_off() {
+    let Some((sw, text)) = bench_switches("0", None, "bench-lean") else {
+        return;
+    };
+    let (k, rt, dr) = (
+        cutrace_cupti::activity::kind::CONCURRENT_KERNEL,
+        RUNTIME,
+        DRIVER,
+    );
+    assert_eq!(sw[0].1, 0);
+    let want: Vec<String> = [
+        "runtime_api 41 0".to_string(),
+        "runtime_api 131 0".into(),
+        "runtime_api 211 0".into(),
+        "driver_api 245 0".into(),
+        "driver_api 307 0".into(),
+        format!("disable {k}"),
+        format!("enable {k}"),
+        format!("enable {rt}"),
+        format!("enable {dr}"),
+        "runtime_api 10 0".into(),
+        "runtime_api 17 0".into(),
+        "driver_api 392 0".into(),
+        "driver_api 719 0".into(),
+    ]
+    .into();
+    assert_eq!(calls_between(&text, sw[0].0, sw[1].0), want);
+}
+
+/// When CUPTI refuses to turn ids off, the switch says it only approximated the request (1),
+/// and the next switch does not turn back on ids that were never turned off.
+#[test]
+fn the_bench_switch_reports_refused_ids_and_does_not_undo_them() {
+    let Some((sw, text)) = bench_switches("6", Some("all"), "bench-refused") else {
+        return;
+    };
+    assert_eq!(sw[0].1, cutrace_inject::bench_hook::APPROXIMATE);
+    let second = calls_between(&text, sw[1].0, sw[2].0);
+    assert!(
+        second
+            .iter()
+            .all(|l| !l.ends_with(" 1") || l.starts_with("enable")),
+        "{second:?}"
+    );
+    assert!(second[0].starts_with("disable"), "{second:?}");
+    assert_eq!(sw[1].1, 0);
+}
+
 /// Each switch turns off exactly what was on (whole kinds, or the callback ids a filtered mode
 /// turned on) and turns on what is asked for; an unknown kind changes nothing. Checked against
 /// the fake libcupti's log of calls.

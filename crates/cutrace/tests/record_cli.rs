@@ -132,7 +132,7 @@ fn program_gets_the_injection_library_first_in_ld_preload() {
     }
 }
 
-/// `--api` reaches the injection as CUTRACE_API, always set (default `all`) so a value left in
+/// `--api` reaches the injection as CUTRACE_API, always set (default `lean`) so a value left in
 /// the environment does not choose; an unknown mode is refused; `--help` says what each does.
 #[test]
 fn api_mode_reaches_the_program_and_is_explained() {
@@ -379,6 +379,9 @@ fn warnings_fit_the_kinds_and_quiet_keeps_only_them() {
         ],
     );
     assert!(err.contains("--api lean has no effect"), "{err}");
+    // lean is the default: not asking for it is no mistake, whatever the kinds.
+    let (_, err) = record_args(&dir, &lib, &["--kinds", "kernel", "-o", "e2", "--", "true"]);
+    assert!(!err.contains("--api"), "{err}");
     let (_, err) = record_args(&dir, &lib, &["-o", "my run", "--", "true"]);
     assert!(
         err.contains("`cutrace report '"),

@@ -109,8 +109,9 @@ pub struct Args {
     /// Which API calls of the runtime/driver kinds are recorded. In every mode kernels, memcpys
     /// and memsets keep their launching call (joined by correlation id); in `launches` mode
     /// synchronization records have no API call.
-    #[arg(long, value_enum, default_value_t = ApiRecords::Lean)]
-    api: ApiRecords,
+    /// [default: lean]
+    #[arg(long, value_enum)]
+    api: Option<ApiRecords>,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
     #[arg(long)]
     serialize_kernels: bool,
@@ -413,12 +414,17 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             );
         }
     }
-    if args.api != ApiRecords::All && !api_kinds {
-        eprintln!(
-            "cutrace: warning: --api {} has no effect: neither 'runtime' nor 'driver' is recorded",
-            args.api.env_value()
-        );
+    // Only when asked for: the default (lean) with kinds that have no API records is no mistake.
+    if let (Some(api), false) = (args.api, api_kinds) {
+        if api != ApiRecords::All {
+            eprintln!(
+                "cutrace: warning: --api {} has no effect: neither 'runtime' nor 'driver' is \
+                 recorded",
+                api.env_value()
+            );
+        }
     }
+    let api = args.api.unwrap_or(ApiRecords::Lean);
     let (prog, rest) = args
         .command
         .split_first()
@@ -448,7 +454,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         args.discard,
     );
     // Always set, so a CUTRACE_API left in the environment does not choose for the user.
-    env.push(("CUTRACE_API".into(), args.api.env_value().into()));
+    env.push(("CUTRACE_API".into(), api.env_value().into()));
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {
         // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti. The bare
