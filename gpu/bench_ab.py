@@ -142,7 +142,8 @@ def validate(kind, configs, d, env):
 def check_phases(seq, api, kernels, per_phase, queries):
     """The check proper, on the trace's records: api (start_ns, name, correlation id), kernels
     (start_ns, correlation id). Phases are bursts of kernels split where the GPU idled for more
-    than 5 ms (each switch sleeps at least 20 ms); the last ones are the configurations, in order
+    than 12 ms (each switch sleeps at least 20 ms; a Python pause inside a phase rarely
+    reaches that); the last ones are the configurations, in order
     (the program's start-up kernels come before the first switch). An API record belongs to the
     phase whose gap midpoints enclose it. Per phase: `per_phase` kernels; where runtime calls
     are recorded every kernel joins a launch call, where they are not none does; the runtime and
@@ -151,7 +152,7 @@ def check_phases(seq, api, kernels, per_phase, queries):
     ks = sorted(kernels)
     clusters, cur, last = [], [], None
     for t, cid in ks:
-        if last is not None and t - last > 5_000_000:
+        if last is not None and t - last > 12_000_000:
             clusters.append(cur)
             cur = []
         cur.append((t, cid))
@@ -166,7 +167,7 @@ def check_phases(seq, api, kernels, per_phase, queries):
     launch_ids = {cid for _, name, cid in api if name.startswith(("cudaLaunch", "cuLaunch"))}
     counts = [[0, 0] for _ in clusters]  # runtime query, driver query
     for t, name, _ in api:
-        if t < first - 5_000_000:  # before the first switch
+        if t < first - 12_000_000:  # before the first switch
             continue
         for q, which in zip(queries, (0, 1)):
             if name.startswith(q):
