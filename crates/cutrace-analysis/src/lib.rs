@@ -31,7 +31,8 @@ pub use ranges::{range_breakdown, RangeSummary};
 pub use report::{analyze, DataLoss, DeviceReport, Options, Report, TraceInfo, WindowInfo};
 pub use summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
 pub use timeline::{
-    kernel_timelines, DeviceTimeline, Gap, GapBucket, KernelRef, StreamTimeline, Timeline,
+    kernel_timelines, DeviceTimeline, Gap, GapBucket, GapHost, KernelRef, NamedSpan, NextLaunch,
+    StreamTimeline, Timeline,
 };
 pub use transfers::{transfer_summary, TransferSummary};
 pub use window::{parse_time_arg, trace_bounds, TimeArg, Window};

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cutrace_trace::{Ns, PartMeta, SourceFormat, Trace, TraceNote};
+use cutrace_trace::{ApiCall, Ns, PartMeta, RangeDomain, SourceFormat, StrId, Trace, TraceNote};
 use serde::Serialize;
 
 use crate::correlate::{correlate_in, Correlation, LaunchLatency};
@@ -14,7 +14,9 @@ use crate::intervals::{BusyIndex, RunIntersector};
 use crate::parts::{separate_runs, SeparateRuns};
 use crate::ranges::{devices_with_gpu_ranges, range_breakdown, RangeSummary};
 use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats};
-use crate::timeline::{kernel_timelines, DeviceTimeline, StreamTimeline, Timeline};
+use crate::timeline::{
+    kernel_timelines, DeviceTimeline, GapHost, NamedSpan, NextLaunch, StreamTimeline, Timeline,
+};
 use crate::transfers::{copy_runs_by_device, transfer_summary, TransferSummary};
 use crate::window::{trace_bounds, Window};
 
@@ -178,7 +180,8 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         overlap.insert(d, x.total());
     }
 
-    let devices = device_reports(timelines, &copy_runs, &overlap);
+    let mut devices = device_reports(timelines, &copy_runs, &overlap);
+    attach_gap_hosts(trace, &mut devices);
     // One scratch buffer serves the latency values and both summaries' durations.
     let mut scratch: Vec<u64> = Vec::new();
     let (correlation, launch_latency) = correlate_in(trace, window, opts.orphan_list, &mut scratch);
@@ -273,6 +276,144 @@ fn device_reports(
         row.copy_busy_ns = runs.iter().map(|r| r.1 - r.0).sum();
     }
     by_dev.into_values().collect()
+}
+
+/// Fills each device gap's [`GapHost`]: the call that launched the kernel after it, and the API
+/// calls and host NVTX ranges (of that kernel's process, in a merged trace) that ran during it.
+/// One pass over the calls and one over the ranges, each checked against every gap (a report
+/// has at most `top` gaps per device).
+fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
+    struct Acc {
+        start: Ns,
+        end: Ns,
+        pid: Option<u32>,
+        corr: u64,
+        launch: Option<u32>,
+        all: Vec<(Ns, Ns)>,
+        calls: BTreeMap<StrId, Vec<(Ns, Ns)>>,
+        ranges: BTreeMap<StrId, Vec<(Ns, Ns)>>,
+    }
+    let mut accs: Vec<Acc> = Vec::new();
+    for d in devices.iter() {
+        for g in &d.timeline.largest_gaps {
+            accs.push(Acc {
+                start: g.start_ns,
+                end: g.end_ns,
+                pid: g.after.as_ref().and_then(|k| k.pid),
+                corr: g.after_correlation,
+                launch: None,
+                all: Vec::new(),
+                calls: BTreeMap::new(),
+                ranges: BTreeMap::new(),
+            });
+        }
+    }
+    if accs.is_empty() {
+        return;
+    }
+    // Lookups that stay cheap on traces of millions of calls: the launches wanted, by
+    // correlation id (binary search), and the gaps by start, with the longest gap's length
+    // bounding which gaps a call can reach.
+    let mut wanted: Vec<(u64, usize)> = accs
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.corr != 0)
+        .map(|(k, a)| (a.corr, k))
+        .collect();
+    wanted.sort_unstable();
+    let mut by_start: Vec<usize> = (0..accs.len()).collect();
+    by_start.sort_unstable_by_key(|&k| accs[k].start);
+    let starts: Vec<Ns> = by_start.iter().map(|&k| accs[k].start).collect();
+    let longest = accs.iter().map(|a| a.end - a.start).max().unwrap_or(0);
+    // The gaps `[s, e)` can overlap: those starting in `(s − longest, e)`, checked one by one.
+    let reach = |s: Ns, e: Ns| {
+        let from = starts.partition_point(|&x| x.saturating_add(longest) <= s);
+        let to = starts.partition_point(|&x| x < e);
+        from..to.max(from)
+    };
+    for (i, c) in trace.api_calls.iter().enumerate() {
+        if c.correlation_id != 0 {
+            let at = wanted.partition_point(|w| w.0 < c.correlation_id);
+            for &(_, k) in wanted[at..].iter().take_while(|w| w.0 == c.correlation_id) {
+                let a = &mut accs[k];
+                // The report's join rule, then anything that tells two calls apart, so that the
+                // record order never decides.
+                let better = a.launch.is_none_or(|j| {
+                    let o = &trace.api_calls[j as usize];
+                    let key = |x: &ApiCall| (x.process, x.thread, trace.str(x.name));
+                    crate::correlate::api_preferred(c, o)
+                        || (!crate::correlate::api_preferred(o, c) && key(c) < key(o))
+                });
+                if better {
+                    a.launch = Some(i as u32);
+                }
+            }
+        }
+        for &k in &by_start[reach(c.start_ns, c.end_ns)] {
+            let a = &mut accs[k];
+            if c.start_ns < a.end && c.end_ns > a.start && a.pid.is_none_or(|p| p == c.process) {
+                let clipped = (c.start_ns.max(a.start), c.end_ns.min(a.end));
+                a.all.push(clipped);
+                a.calls.entry(c.name).or_default().push(clipped);
+            }
+        }
+    }
+    for r in &trace.ranges {
+        if r.domain != RangeDomain::Host {
+            continue;
+        }
+        for &k in &by_start[reach(r.start_ns, r.end_ns)] {
+            let a = &mut accs[k];
+            if r.start_ns < a.end && r.end_ns > a.start && a.pid.is_none_or(|p| p == r.process) {
+                a.ranges
+                    .entry(r.name)
+                    .or_default()
+                    .push((r.start_ns.max(a.start), r.end_ns.min(a.end)));
+            }
+        }
+    }
+    let top = |m: BTreeMap<StrId, Vec<(Ns, Ns)>>| {
+        let mut v: Vec<NamedSpan> = m
+            .into_iter()
+            .map(|(name, mut iv)| NamedSpan {
+                name: trace.str(name).to_string(),
+                ns: crate::intervals::union_ns(&mut iv),
+            })
+            .collect();
+        v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
+        v.truncate(3);
+        v
+    };
+    let mut accs = accs.into_iter();
+    for d in devices.iter_mut() {
+        for g in &mut d.timeline.largest_gaps {
+            let Some(mut a) = accs.next() else { return };
+            let next_launch = a.launch.map(|j| {
+                let c = &trace.api_calls[j as usize];
+                NextLaunch {
+                    name: trace.str(c.name).to_string(),
+                    start_ns: c.start_ns,
+                    end_ns: c.end_ns,
+                    returned_into_gap_ns: signed_ns(c.end_ns, g.start_ns),
+                }
+            });
+            g.host = Some(GapHost {
+                next_launch,
+                in_calls_ns: crate::intervals::union_ns(&mut a.all),
+                calls: top(a.calls),
+                ranges: top(a.ranges),
+            });
+        }
+    }
+}
+
+/// `a − b` as a signed count, saturating.
+fn signed_ns(a: Ns, b: Ns) -> i64 {
+    if a >= b {
+        i64::try_from(a - b).unwrap_or(i64::MAX)
+    } else {
+        i64::try_from(b - a).map_or(i64::MIN, |d| -d)
+    }
 }
 
 /// How much of `[start, end)` the sorted, disjoint `runs` cover.

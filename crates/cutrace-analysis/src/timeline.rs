@@ -60,6 +60,50 @@ pub struct Gap {
     /// GPU). Absent for a stream's gaps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub copy_ns: Option<Ns>,
+    /// Of a device's gap: what the host of the kernel after it was doing (see [`GapHost`]).
+    /// Absent for a stream's gaps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<GapHost>,
+    /// The correlation id of the kernel after the gap as the trace holds it (merged: with its
+    /// part's offset), for the report's own lookups; not serialized.
+    #[serde(skip)]
+    pub after_correlation: u64,
+}
+
+/// The host's side of a device's idle gap, from the API calls and host NVTX ranges of the
+/// process whose kernel ends the gap (every process in a trace of one).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GapHost {
+    /// The API call that launched the kernel after the gap (joined by correlation id), when the
+    /// trace has it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_launch: Option<NextLaunch>,
+    /// How much of the gap some thread of the process spent in a CUDA API call (any name; the
+    /// union over threads). The rest the host spent in its own code, or in calls not recorded.
+    pub in_calls_ns: Ns,
+    /// API calls that ran during the gap, by name: how much of the gap calls of that name
+    /// covered (the union over threads, so never more than the gap), largest first; at most 3.
+    pub calls: Vec<NamedSpan>,
+    /// Host NVTX ranges open during the gap, the same way.
+    pub ranges: Vec<NamedSpan>,
+}
+
+/// The call that launched the kernel after a gap.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NextLaunch {
+    pub name: String,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// `end_ns − gap start`: how far into the gap the launch returned (negative: before the
+    /// gap began, so the kernel was queued while the GPU idled).
+    pub returned_into_gap_ns: i64,
+}
+
+/// A name and how much of a gap it covered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NamedSpan {
+    pub name: String,
+    pub ns: Ns,
 }
 
 /// Idle gaps whose length lies in `[from_ns, to_ns)` (`to_ns` null for the last bucket).
@@ -703,6 +747,8 @@ impl Sweep {
                 before: Some(kref(before)),
                 after: Some(kref(after)),
                 copy_ns: None,
+                host: None,
+                after_correlation: trace.kernels[after as usize].correlation_id,
             })
             .collect();
         let gap_histogram = self

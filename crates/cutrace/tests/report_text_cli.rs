@@ -155,3 +155,42 @@ fn the_api_table_says_when_state_queries_were_left_out() {
     assert!(all.contains("CUDA API calls by total time"), "{all}");
     assert!(!all.contains("were not recorded"), "{all}");
 }
+
+/// A real PyTorch trace (H200, run 7): the largest gaps say the GPU waited for the host, and
+/// that the host was loading modules (lazy loading) — with the hint to report past warm-up; the
+/// JSON carries the same as each device gap's `host`.
+#[test]
+fn device_gaps_say_what_the_host_was_doing() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native");
+    let t = text(&report(&fixtures.join("steps_lean"), &[]));
+    let gaps = &t[t.find("largest idle gaps").unwrap()..];
+    let first_host = gaps
+        .lines()
+        .nth(2)
+        .filter(|l| l.trim_start().starts_with("host: "))
+        .unwrap_or_else(|| panic!("{gaps}"));
+    assert!(
+        first_host.contains("the next kernel's cudaLaunchKernel returned 49.327 ms into the gap")
+            && first_host.contains("(the GPU waited for the host)")
+            && first_host.contains("cuLibraryLoadData 14.645 ms")
+            && first_host.contains("outside any CUDA call for 33.424 ms"),
+        "{first_host}"
+    );
+    assert!(gaps.contains("lazy loading"), "{gaps}");
+    let j = report(&fixtures.join("steps_lean"), &["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    let g = &v["devices"][0]["largest_gaps"][0];
+    assert_eq!(g["length_ns"], 49_324_990);
+    let h = &g["host"];
+    assert_eq!(h["next_launch"]["name"], "cudaLaunchKernel");
+    // The launch returned 2 µs after the kernel began: the GPU started it before the call came
+    // back.
+    assert_eq!(h["next_launch"]["returned_into_gap_ns"], 49_327_034);
+    assert_eq!(h["in_calls_ns"], 15_900_877);
+    assert_eq!(h["calls"][0]["name"], "cuLibraryLoadData");
+    assert_eq!(h["calls"][0]["ns"], 14_645_156);
+    assert_eq!(h["ranges"], serde_json::json!([]));
+    // A stream's gaps carry no host side.
+    let s = &v["devices"][0]["streams"][0]["largest_gaps"][0];
+    assert!(s.is_object() && s.get("host").is_none(), "{s}");
+}

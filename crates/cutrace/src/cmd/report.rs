@@ -18,7 +18,10 @@ use cutrace_trace::Trace;
 /// Busy time, idle gaps, launch latency, top kernels and API calls of a trace.
 ///
 /// Busy time is the union of kernel intervals per device (never a sum); idle gaps are the holes
-/// between busy runs. Kernels are joined to their launching API calls by correlation id; kernels
+/// between busy runs. For a GPU's largest gaps the report says what the host was doing: when the
+/// launch of the kernel after the gap returned (late in the gap: the GPU waited for the host;
+/// before it: the kernel was queued behind something else), which CUDA calls and NVTX ranges
+/// covered the gap, and for how long the host was outside any CUDA call. Kernels are joined to their launching API calls by correlation id; kernels
 /// without one are counted as orphans. Lost data (dropped records, an incomplete trace, events
 /// the importer skipped) is always reported.
 #[derive(clap::Args)]
@@ -566,8 +569,25 @@ fn render_device(
     }
     if !t.largest_gaps.is_empty() {
         let _ = writeln!(o, "  largest idle gaps:");
+        let mut loading = false;
         for g in &t.largest_gaps {
             let _ = writeln!(o, "    {}", gap_line(g));
+            if let Some(h) = g.host.as_ref().and_then(|h| host_line(h, g.length_ns)) {
+                let _ = writeln!(o, "      host: {h}");
+            }
+            loading |= g.host.as_ref().is_some_and(|h| {
+                h.calls.first().is_some_and(|c| {
+                    c.name.starts_with("cuLibraryLoad") || c.name.starts_with("cuModuleLoad")
+                })
+            });
+        }
+        if loading {
+            let _ = writeln!(
+                o,
+                "  (cuLibraryLoad*/cuModuleLoad*: CUDA loads a kernel's module on its first \
+                 launch (lazy loading, the default since CUDA 12.2), so such gaps belong to \
+                 warm-up; `--from` starts the report after it)"
+            );
         }
     }
     if !d.streams.is_empty() {
@@ -629,6 +649,62 @@ fn gap_line(g: &cutrace_analysis::Gap) -> String {
         side(&g.before),
         side(&g.after)
     )
+}
+
+/// What the host was doing in a device gap: when the next kernel's launch returned, and the API
+/// calls and NVTX ranges that covered most of it. `None` when the trace says nothing of it.
+fn host_line(h: &cutrace_analysis::GapHost, gap_ns: u64) -> Option<String> {
+    let mut parts = Vec::new();
+    if let Some(l) = &h.next_launch {
+        let r = l.returned_into_gap_ns;
+        parts.push(if r <= 0 {
+            format!(
+                "the next kernel's {} returned {} before the gap began (it was queued: the GPU \
+                 waited on something else, such as an event or another stream)",
+                l.name,
+                fmt_ns(r.unsigned_abs())
+            )
+        } else if (r as u64).saturating_mul(2) >= gap_ns {
+            format!(
+                "the next kernel's {} returned {} into the gap (the GPU waited for the host)",
+                l.name,
+                fmt_ns(r as u64)
+            )
+        } else {
+            format!(
+                "the next kernel's {} returned {} into the gap",
+                l.name,
+                fmt_ns(r as u64)
+            )
+        });
+    }
+    let list = |v: &[cutrace_analysis::NamedSpan], quote: bool| {
+        v.iter()
+            .map(|x| {
+                let n = short_name(&x.name, 40);
+                if quote {
+                    format!("\"{n}\" {}", fmt_ns(x.ns))
+                } else {
+                    format!("{n} {}", fmt_ns(x.ns))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !h.calls.is_empty() {
+        parts.push(format!(
+            "CUDA calls covered {} of it ({}), the host was outside any CUDA call for {}",
+            fmt_ns(h.in_calls_ns),
+            list(&h.calls, false),
+            fmt_ns(gap_ns.saturating_sub(h.in_calls_ns))
+        ));
+    } else if h.next_launch.is_some() {
+        parts.push("no CUDA call ran in it".to_string());
+    }
+    if !h.ranges.is_empty() {
+        parts.push(format!("in NVTX ranges: {}", list(&h.ranges, true)));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 fn render_correlation(o: &mut String, r: &Report) {
