@@ -702,7 +702,10 @@ fn host_line(h: &cutrace_analysis::GapHost, gap_ns: u64) -> Option<String> {
         parts.push("no CUDA call ran in it".to_string());
     }
     if !h.ranges.is_empty() {
-        parts.push(format!("in ranges (NVTX, annotations): {}", list(&h.ranges, true)));
+        parts.push(format!(
+            "in ranges (NVTX, annotations): {}",
+            list(&h.ranges, true)
+        ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }
