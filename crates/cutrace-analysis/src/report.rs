@@ -289,9 +289,11 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         pid: Option<u32>,
         corr: u64,
         launch: Option<u32>,
-        all: Vec<(Ns, Ns)>,
-        calls: BTreeMap<StrId, Vec<(Ns, Ns)>>,
-        ranges: BTreeMap<StrId, Vec<(Ns, Ns)>>,
+        // Clipped intervals with the process of their call or range: filtered at the end, once
+        // the launch (and so the process) is known.
+        all: Vec<(Ns, Ns, u32)>,
+        calls: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
+        ranges: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
     }
     let mut accs: Vec<Acc> = Vec::new();
     for d in devices.iter() {
@@ -352,7 +354,7 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         for &k in &by_start[reach(c.start_ns, c.end_ns)] {
             let a = &mut accs[k];
             if c.start_ns < a.end && c.end_ns > a.start && a.pid.is_none_or(|p| p == c.process) {
-                let clipped = (c.start_ns.max(a.start), c.end_ns.min(a.end));
+                let clipped = (c.start_ns.max(a.start), c.end_ns.min(a.end), c.process);
                 a.all.push(clipped);
                 a.calls.entry(c.name).or_default().push(clipped);
             }
@@ -365,19 +367,30 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         for &k in &by_start[reach(r.start_ns, r.end_ns)] {
             let a = &mut accs[k];
             if r.start_ns < a.end && r.end_ns > a.start && a.pid.is_none_or(|p| p == r.process) {
-                a.ranges
-                    .entry(r.name)
-                    .or_default()
-                    .push((r.start_ns.max(a.start), r.end_ns.min(a.end)));
+                a.ranges.entry(r.name).or_default().push((
+                    r.start_ns.max(a.start),
+                    r.end_ns.min(a.end),
+                    r.process,
+                ));
             }
         }
     }
-    let top = |m: BTreeMap<StrId, Vec<(Ns, Ns)>>| {
+    // Intervals of `pid`'s process (all, when it is not known), as plain spans.
+    let of = |v: Vec<(Ns, Ns, u32)>, pid: Option<u32>| -> Vec<(Ns, Ns)> {
+        v.into_iter()
+            .filter(|x| pid.is_none_or(|p| p == x.2))
+            .map(|x| (x.0, x.1))
+            .collect()
+    };
+    let top = |m: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>, pid: Option<u32>| {
         let mut v: Vec<NamedSpan> = m
             .into_iter()
-            .map(|(name, mut iv)| NamedSpan {
-                name: trace.str(name).to_string(),
-                ns: crate::intervals::union_ns(&mut iv),
+            .filter_map(|(name, iv)| {
+                let mut iv = of(iv, pid);
+                (!iv.is_empty()).then(|| NamedSpan {
+                    name: trace.str(name).to_string(),
+                    ns: crate::intervals::union_ns(&mut iv),
+                })
             })
             .collect();
         v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
@@ -387,21 +400,22 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
     let mut accs = accs.into_iter();
     for d in devices.iter_mut() {
         for g in &mut d.timeline.largest_gaps {
-            let Some(mut a) = accs.next() else { return };
-            let next_launch = a.launch.map(|j| {
-                let c = &trace.api_calls[j as usize];
-                NextLaunch {
-                    name: trace.str(c.name).to_string(),
-                    start_ns: c.start_ns,
-                    end_ns: c.end_ns,
-                    returned_into_gap_ns: signed_ns(c.end_ns, g.start_ns),
-                }
+            let Some(a) = accs.next() else { return };
+            let launch = a.launch.map(|j| &trace.api_calls[j as usize]);
+            // The process whose host this is: the kernel's (a merged trace), else its launch's
+            // (a torch.profiler trace may hold several processes' calls).
+            let pid = a.pid.or(launch.map(|c| c.process));
+            let next_launch = launch.map(|c| NextLaunch {
+                name: trace.str(c.name).to_string(),
+                start_ns: c.start_ns,
+                end_ns: c.end_ns,
+                returned_into_gap_ns: signed_ns(c.end_ns, g.start_ns),
             });
             g.host = Some(GapHost {
                 next_launch,
-                in_calls_ns: crate::intervals::union_ns(&mut a.all),
-                calls: top(a.calls),
-                ranges: top(a.ranges),
+                in_calls_ns: crate::intervals::union_ns(&mut of(a.all, pid)),
+                calls: top(a.calls, pid),
+                ranges: top(a.ranges, pid),
             });
         }
     }

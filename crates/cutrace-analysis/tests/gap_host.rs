@@ -200,3 +200,60 @@ fn overlapping_gaps_of_two_devices_each_get_their_calls() {
     // [1900, 1950).
     assert_eq!(h1.in_calls_ns, 700 + 100 + 50);
 }
+
+/// A torch.profiler trace has no part numbers, but its API calls name their process: the
+/// launch's process is the gap's host, another process's calls are left out.
+#[test]
+fn without_part_numbers_the_launch_names_the_process() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "a", 0, 7, 1, 0, 100),
+        kernel(&mut i, "b", 0, 7, 2, 1_000, 1_100),
+    ];
+    let api_calls = vec![
+        launch(&mut i, 1, 0, 10),
+        launch(&mut i, 2, 900, 950), // process 1
+        call(&mut i, "cudaMalloc", 1, 1, 200, 300),
+        call(&mut i, "cudaFree", 2, 1, 200, 800), // another process
+    ];
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        api_calls,
+        ..Trace::default()
+    };
+    let r = analyze(&t, &Options::default()).unwrap();
+    let h = r.devices[0].timeline.largest_gaps[0].host.as_ref().unwrap();
+    assert_eq!(
+        h.calls,
+        [span("cudaMalloc", 100), span("cudaLaunchKernel", 50)]
+    );
+    assert_eq!(h.in_calls_ns, 150);
+}
+
+/// Two kernels of one launch (a CUDA graph's nodes share the launch's correlation id): the gap
+/// between them names that launch, which returned before the gap began.
+#[test]
+fn kernels_of_one_graph_launch_share_their_launch() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "n1", 0, 7, 5, 1_000, 1_100),
+        kernel(&mut i, "n2", 0, 7, 5, 1_200, 1_300),
+    ];
+    let mut g = launch(&mut i, 5, 500, 600);
+    g.name = i.intern("cudaGraphLaunch");
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        api_calls: vec![g],
+        ..Trace::default()
+    };
+    let r = analyze(&t, &Options::default()).unwrap();
+    let gap = &r.devices[0].timeline.largest_gaps[0];
+    assert_eq!(gap.before.as_ref().unwrap().correlation_id, 5);
+    let l = gap.host.as_ref().unwrap().next_launch.as_ref().unwrap();
+    assert_eq!(
+        (l.name.as_str(), l.returned_into_gap_ns),
+        ("cudaGraphLaunch", -500)
+    );
+}

@@ -258,6 +258,19 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
     for d in &r.devices {
         render_device(o, d, requested, (r.trace.first_ns, r.trace.last_ns));
     }
+    if r.devices
+        .iter()
+        .any(|d| d.timeline.largest_gaps.iter().any(loading_gap))
+    {
+        let _ = writeln!(
+            o,
+            "\n(Module loading — cuLibraryLoad*/cuModuleLoad* — filled at least half of a gap \
+             above. With lazy loading (the default on Linux since CUDA 12.2; PyTorch sets it too) a \
+             kernel's module loads on its first launch, so such gaps are usually warm-up: \
+             `--from` starts the report after it. A JIT compiler (Triton, NVRTC) loads modules \
+             the same way when it compiles.)"
+        );
+    }
     render_correlation(o, r);
     render_kernels(o, r);
     render_api(o, r);
@@ -569,25 +582,11 @@ fn render_device(
     }
     if !t.largest_gaps.is_empty() {
         let _ = writeln!(o, "  largest idle gaps:");
-        let mut loading = false;
         for g in &t.largest_gaps {
             let _ = writeln!(o, "    {}", gap_line(g));
-            if let Some(h) = g.host.as_ref().and_then(|h| host_line(h, g.length_ns)) {
+            if let Some(h) = host_line(g) {
                 let _ = writeln!(o, "      host: {h}");
             }
-            loading |= g.host.as_ref().is_some_and(|h| {
-                h.calls.first().is_some_and(|c| {
-                    c.name.starts_with("cuLibraryLoad") || c.name.starts_with("cuModuleLoad")
-                })
-            });
-        }
-        if loading {
-            let _ = writeln!(
-                o,
-                "  (cuLibraryLoad*/cuModuleLoad*: CUDA loads a kernel's module on its first \
-                 launch (lazy loading, the default since CUDA 12.2), so such gaps belong to \
-                 warm-up; `--from` starts the report after it)"
-            );
         }
     }
     if !d.streams.is_empty() {
@@ -651,32 +650,59 @@ fn gap_line(g: &cutrace_analysis::Gap) -> String {
     )
 }
 
-/// What the host was doing in a device gap: when the next kernel's launch returned, and the API
-/// calls and NVTX ranges that covered most of it. `None` when the trace says nothing of it.
-fn host_line(h: &cutrace_analysis::GapHost, gap_ns: u64) -> Option<String> {
+/// A launch that returned less than this before a gap began is not called "queued": host and
+/// GPU timestamps of one process agree only to about a microsecond.
+const QUEUED_MARGIN_NS: i64 = 1_000;
+/// Gaps between kernels of one stream up to this long are the GPU's own dispatch of queued work.
+const DISPATCH_NS: u64 = 5_000;
+
+/// What the host was doing in a device gap: when the next kernel's launch returned (and what
+/// that says), and the API calls and annotation ranges that covered most of it. `None` when the
+/// trace says nothing of it.
+fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
+    let h = g.host.as_ref()?;
+    let gap_ns = g.length_ns;
     let mut parts = Vec::new();
     if let Some(l) = &h.next_launch {
         let r = l.returned_into_gap_ns;
-        parts.push(if r <= 0 {
+        let same = |f: fn(&cutrace_analysis::KernelRef) -> u64| match (&g.before, &g.after) {
+            (Some(b), Some(a)) => b.pid == a.pid && f(b) == f(a),
+            _ => false,
+        };
+        let why = if same(|k| k.correlation_id) {
+            // One launch call, several kernels: a CUDA graph's nodes (or one cooperative call).
+            " (both kernels come from this one launch, as a CUDA graph's nodes do: the gap is \
+             inside the graph)"
+                .to_string()
+        } else if r < -QUEUED_MARGIN_NS {
+            if same(|k| k.stream) && gap_ns <= DISPATCH_NS {
+                " (queued on the same stream: the GPU's dispatch from one kernel to the next)"
+                    .to_string()
+            } else if g.copy_ns.is_some_and(|c| c > 0) {
+                " (it was queued while copies ran: the GPU waited on them or on what they wait \
+                 for)"
+                    .to_string()
+            } else {
+                " (it was queued: the GPU waited on something else, such as an event, another \
+                 stream or another process)"
+                    .to_string()
+            }
+        } else if r > 0 && (r as u64).saturating_mul(2) >= gap_ns {
+            " (the GPU waited for the host)".to_string()
+        } else {
+            String::new()
+        };
+        let when = if r < 0 {
+            format!("{} before the gap began", fmt_ns(r.unsigned_abs()))
+        } else if r as u64 > gap_ns {
             format!(
-                "the next kernel's {} returned {} before the gap began (it was queued: the GPU \
-                 waited on something else, such as an event or another stream)",
-                l.name,
-                fmt_ns(r.unsigned_abs())
-            )
-        } else if (r as u64).saturating_mul(2) >= gap_ns {
-            format!(
-                "the next kernel's {} returned {} into the gap (the GPU waited for the host)",
-                l.name,
+                "{} into the gap, after the kernel had started",
                 fmt_ns(r as u64)
             )
         } else {
-            format!(
-                "the next kernel's {} returned {} into the gap",
-                l.name,
-                fmt_ns(r as u64)
-            )
-        });
+            format!("{} into the gap", fmt_ns(r as u64))
+        };
+        parts.push(format!("the next kernel's {} returned {when}{why}", l.name));
     }
     let list = |v: &[cutrace_analysis::NamedSpan], quote: bool| {
         v.iter()
@@ -692,14 +718,16 @@ fn host_line(h: &cutrace_analysis::GapHost, gap_ns: u64) -> Option<String> {
             .join(", ")
     };
     if !h.calls.is_empty() {
+        // "recorded": a lean trace leaves state queries out, and torch.profiler records only
+        // some calls.
         parts.push(format!(
-            "CUDA calls covered {} of it ({}), the host was outside any CUDA call for {}",
+            "recorded CUDA calls covered {} of it ({}), none ran for {}",
             fmt_ns(h.in_calls_ns),
             list(&h.calls, false),
             fmt_ns(gap_ns.saturating_sub(h.in_calls_ns))
         ));
     } else if h.next_launch.is_some() {
-        parts.push("no CUDA call ran in it".to_string());
+        parts.push("no recorded CUDA call ran in it".to_string());
     }
     if !h.ranges.is_empty() {
         parts.push(format!(
@@ -708,6 +736,16 @@ fn host_line(h: &cutrace_analysis::GapHost, gap_ns: u64) -> Option<String> {
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+/// Whether module loading filled most of the gap (the report then explains it once).
+fn loading_gap(g: &cutrace_analysis::Gap) -> bool {
+    g.host.as_ref().is_some_and(|h| {
+        h.calls.iter().any(|c| {
+            (c.name.starts_with("cuLibraryLoad") || c.name.starts_with("cuModuleLoad"))
+                && c.ns.saturating_mul(2) >= g.length_ns
+        })
+    })
 }
 
 fn render_correlation(o: &mut String, r: &Report) {
@@ -949,5 +987,134 @@ mod tests {
         );
         assert_ne!(short_name(f, 30), short_name(d, 30));
         assert_eq!(short_name(f, 30).chars().count(), 30);
+    }
+
+    fn kref(corr: u64, stream: u64) -> cutrace_analysis::KernelRef {
+        cutrace_analysis::KernelRef {
+            name: "k".into(),
+            mangled_name: None,
+            correlation_id: corr,
+            stream,
+            pid: None,
+            start_ns: 0,
+            end_ns: 0,
+        }
+    }
+
+    /// A gap of `len` ns between kernels (corr, stream) `before` and `after`, whose launch
+    /// returned `r` ns into it, with `copies` ns of copies and the given calls.
+    fn gap(
+        len: u64,
+        before: (u64, u64),
+        after: (u64, u64),
+        r: Option<i64>,
+        copies: u64,
+        calls: &[(&str, u64)],
+    ) -> cutrace_analysis::Gap {
+        cutrace_analysis::Gap {
+            start_ns: 1_000_000,
+            end_ns: 1_000_000 + len,
+            length_ns: len,
+            before: Some(kref(before.0, before.1)),
+            after: Some(kref(after.0, after.1)),
+            copy_ns: Some(copies),
+            host: Some(cutrace_analysis::GapHost {
+                next_launch: r.map(|r| cutrace_analysis::NextLaunch {
+                    name: "cudaLaunchKernel".into(),
+                    start_ns: 0,
+                    end_ns: 0,
+                    returned_into_gap_ns: r,
+                }),
+                in_calls_ns: calls.iter().map(|c| c.1).sum(),
+                calls: calls
+                    .iter()
+                    .map(|&(n, ns)| cutrace_analysis::NamedSpan { name: n.into(), ns })
+                    .collect(),
+                ranges: Vec::new(),
+            }),
+            after_correlation: after.0,
+        }
+    }
+
+    /// Each reading of a gap's launch, and only where the numbers support it.
+    #[test]
+    fn the_host_line_reads_the_launch_only_as_far_as_it_goes() {
+        let line = |g: cutrace_analysis::Gap| host_line(&g).unwrap();
+        // Late in the gap: the GPU waited for the host.
+        let l = line(gap(
+            100_000,
+            (1, 7),
+            (2, 7),
+            Some(90_000),
+            0,
+            &[("cudaMalloc", 80_000)],
+        ));
+        assert!(
+            l.contains("returned 90.000 µs into the gap (the GPU waited for the host)"),
+            "{l}"
+        );
+        assert!(l.contains("recorded CUDA calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
+        // After the kernel began (the GPU starts a kernel before its launch call returns).
+        let l = line(gap(100_000, (1, 7), (2, 7), Some(100_500), 0, &[]));
+        assert!(
+            l.contains("into the gap, after the kernel had started (the GPU waited for the host)"),
+            "{l}"
+        );
+        assert!(l.contains("no recorded CUDA call ran in it"), "{l}");
+        // Early in the gap: no reading.
+        let l = line(gap(100_000, (1, 7), (2, 7), Some(10_000), 0, &[]));
+        assert!(l.contains("returned 10.000 µs into the gap;"), "{l}");
+        // Before the gap, within the clocks' agreement: no reading either.
+        let l = line(gap(100_000, (1, 7), (2, 7), Some(-500), 0, &[]));
+        assert!(l.contains("returned 500 ns before the gap began;"), "{l}");
+        // Queued: one stream's dispatch, copies, or something else.
+        let l = line(gap(2_000, (1, 7), (2, 7), Some(-50_000), 0, &[]));
+        assert!(
+            l.contains("(queued on the same stream: the GPU's dispatch"),
+            "{l}"
+        );
+        let l = line(gap(200_000, (1, 7), (2, 9), Some(-50_000), 150_000, &[]));
+        assert!(l.contains("(it was queued while copies ran"), "{l}");
+        let l = line(gap(200_000, (1, 7), (2, 9), Some(-50_000), 0, &[]));
+        assert!(
+            l.contains("(it was queued: the GPU waited on something else"),
+            "{l}"
+        );
+        // One launch on both sides: inside a graph.
+        let l = line(gap(3_000, (5, 7), (5, 7), Some(-500_000), 0, &[]));
+        assert!(l.contains("inside the graph"), "{l}");
+        // Nothing known: no line.
+        let mut g = gap(3_000, (1, 7), (2, 7), None, 0, &[]);
+        assert!(host_line(&g).is_none());
+        g.host = None;
+        assert!(host_line(&g).is_none());
+    }
+
+    #[test]
+    fn the_loading_note_needs_module_loads_over_half_a_gap() {
+        assert!(loading_gap(&gap(
+            100,
+            (1, 7),
+            (2, 7),
+            Some(90),
+            0,
+            &[("cuLibraryLoadData", 50)]
+        )));
+        assert!(!loading_gap(&gap(
+            100,
+            (1, 7),
+            (2, 7),
+            Some(90),
+            0,
+            &[("cuLibraryLoadData", 49)]
+        )));
+        assert!(!loading_gap(&gap(
+            100,
+            (1, 7),
+            (2, 7),
+            Some(90),
+            0,
+            &[("cudaFuncGetAttributes", 90)]
+        )));
     }
 }
