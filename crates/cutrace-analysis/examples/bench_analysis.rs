@@ -182,7 +182,7 @@ fn run_case(name: &str, trace: &Trace) {
             "busy/idle/gaps per device+stream",
             n,
             time3(|| {
-                let t = kernel_timelines(trace, None, 10, |_, _, _| {}).expect("timelines");
+                let t = kernel_timelines(trace, None, 10, |_, _, _, _| {}).expect("timelines");
                 std::hint::black_box(t);
             }),
         );
@@ -192,7 +192,7 @@ fn run_case(name: &str, trace: &Trace) {
         "busy/idle/gaps per device+stream",
         n,
         time3(|| {
-            let t = kernel_timelines(trace, None, 10, |_, _, _| {}).expect("timelines");
+            let t = kernel_timelines(trace, None, 10, |_, _, _, _| {}).expect("timelines");
             std::hint::black_box(t);
         }),
     );

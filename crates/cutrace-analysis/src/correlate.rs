@@ -281,17 +281,19 @@ pub fn correlate(
     window: Option<&Window>,
     orphan_cap: usize,
 ) -> (Correlation, LaunchLatency) {
-    correlate_in(trace, window, orphan_cap, &mut Vec::new())
+    let index = ApiIndex::build(&trace.api_calls);
+    correlate_in(trace, &index, window, orphan_cap, &mut Vec::new())
 }
 
-/// [`correlate`] with a caller's scratch buffer for the latency values.
+/// [`correlate`] with the caller's index of the API calls and scratch buffer for the latency
+/// values.
 pub(crate) fn correlate_in(
     trace: &Trace,
+    index: &ApiIndex,
     window: Option<&Window>,
     orphan_cap: usize,
     latencies: &mut Vec<u64>,
 ) -> (Correlation, LaunchLatency) {
-    let index = ApiIndex::build(&trace.api_calls);
     latencies.clear();
     let mut kernels = JoinCounts::default();
     let mut listed = SmallestIds::new(orphan_cap);
@@ -319,7 +321,7 @@ pub(crate) fn correlate_in(
     }
     kernels.orphan_correlation_ids = listed.into_sorted();
     let memcpys = join_counts(
-        &index,
+        index,
         trace
             .memcpys
             .iter()
@@ -328,7 +330,7 @@ pub(crate) fn correlate_in(
         orphan_cap,
     );
     let memsets = join_counts(
-        &index,
+        index,
         trace
             .memsets
             .iter()

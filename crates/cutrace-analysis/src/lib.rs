@@ -28,7 +28,9 @@ pub use names::display_name;
 pub use parts::{separate_runs, PartGap, SeparateRuns};
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};
 pub use ranges::{range_breakdown, RangeSummary};
-pub use report::{analyze, DataLoss, DeviceReport, Options, Report, TraceInfo, WindowInfo};
+pub use report::{
+    analyze, DataLoss, DeviceReport, IdleSplit, Options, Report, TraceInfo, WindowInfo,
+};
 pub use summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
 pub use timeline::{
     kernel_timelines, DeviceTimeline, Gap, GapBucket, GapHost, KernelRef, NamedSpan, NextLaunch,

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use cutrace_trace::{ApiCall, Ns, PartMeta, RangeDomain, SourceFormat, StrId, Trace, TraceNote};
 use serde::Serialize;
 
-use crate::correlate::{correlate_in, Correlation, LaunchLatency};
+use crate::correlate::{correlate_in, ApiIndex, Correlation, LaunchLatency};
 use crate::error::AnalysisError;
 use crate::intervals::{BusyIndex, RunIntersector};
 use crate::parts::{separate_runs, SeparateRuns};
@@ -111,7 +111,30 @@ pub struct DeviceReport {
     pub copy_busy_ns: Ns,
     /// Time in which a kernel and a copy both run: union(kernels) ∩ union(copies).
     pub compute_copy_overlap_ns: Ns,
+    /// The device's idle time split by what each gap's next kernel was waiting for: every gap
+    /// is counted, not only the largest. Absent for a device without kernels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idle_split: Option<IdleSplit>,
     pub streams: Vec<StreamTimeline>,
+}
+
+/// A device's idle time, gap by gap, split at the moment the launch call of the kernel that ends
+/// the gap returned (joined by correlation id). The three parts add up to the device's
+/// `idle_ns`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct IdleSplit {
+    /// Before the launch returned: the GPU was idle because the host had not yet launched the
+    /// next kernel (host code, other CUDA calls, the launch call itself).
+    pub before_launch_ns: Ns,
+    /// After the launch returned: the next kernel was launched but had not started (it was
+    /// queued behind an event, another stream or copies, or the launch latency itself).
+    pub after_launch_ns: Ns,
+    /// Gaps whose next kernel has no launch call in the trace (orphans, API kinds not recorded).
+    pub unknown_ns: Ns,
+    /// Gaps counted in each part: a gap split by its launch counts in both of the first two.
+    pub gaps_before_launch: u64,
+    pub gaps_after_launch: u64,
+    pub gaps_unknown: u64,
 }
 
 /// The JSON report's version: raised when a field is renamed, removed or changes meaning (new
@@ -161,7 +184,25 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     let mut kept_runs: BTreeMap<u32, Vec<(Ns, Ns)>> = BTreeMap::new();
     let mut current: Option<(u32, RunIntersector<'_>)> = None;
     let no_runs: &[(Ns, Ns)] = &[];
-    let timelines = kernel_timelines(trace, window, opts.top, |dev, s, e| {
+    let index = ApiIndex::build(&trace.api_calls);
+    // Each gap, split where its next kernel's launch returned: the device being swept, its
+    // split so far and its previous run's end; finished devices' splits.
+    let mut splits: BTreeMap<u32, IdleSplit> = BTreeMap::new();
+    let mut cur: Option<(u32, IdleSplit, Ns)> = None;
+    let timelines = kernel_timelines(trace, window, opts.top, |dev, s, e, first| {
+        match cur.as_mut() {
+            Some((d, split, prev)) if *d == dev => {
+                let launch = index.get(trace.kernels[first as usize].correlation_id);
+                split_gap(split, *prev, s, launch.map(|i| trace.api_calls[i].end_ns));
+                *prev = e;
+            }
+            _ => {
+                if let Some((d, split, _)) = cur.take() {
+                    splits.insert(d, split);
+                }
+                cur = Some((dev, IdleSplit::default(), e));
+            }
+        }
         if current.as_ref().map(|c| c.0) != Some(dev) {
             if let Some((d, x)) = current.take() {
                 overlap.insert(d, x.total());
@@ -180,11 +221,20 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         overlap.insert(d, x.total());
     }
 
+    if let Some((d, split, _)) = cur.take() {
+        splits.insert(d, split);
+    }
     let mut devices = device_reports(timelines, &copy_runs, &overlap);
+    for d in &mut devices {
+        d.idle_split =
+            (d.timeline.kernels > 0).then(|| splits.get(&d.device).copied().unwrap_or_default());
+    }
     attach_gap_hosts(trace, &mut devices);
     // One scratch buffer serves the latency values and both summaries' durations.
     let mut scratch: Vec<u64> = Vec::new();
-    let (correlation, launch_latency) = correlate_in(trace, window, opts.orphan_list, &mut scratch);
+    let (correlation, launch_latency) =
+        correlate_in(trace, &index, window, opts.orphan_list, &mut scratch);
+    drop(index);
 
     let mut kernel_rows = kernel_summary_in(trace, window, &mut scratch);
     let kernel_names = kernel_rows.len() as u64;
@@ -260,6 +310,7 @@ fn device_reports(
                 timeline: t.timeline,
                 copy_busy_ns: 0,
                 compute_copy_overlap_ns: overlap.get(&t.device).copied().unwrap_or(0),
+                idle_split: None,
                 streams: t.streams,
             },
         );
@@ -271,6 +322,7 @@ fn device_reports(
             busy_pct: 0.0,
             copy_busy_ns: 0,
             compute_copy_overlap_ns: 0,
+            idle_split: None,
             streams: Vec::new(),
         });
         row.copy_busy_ns = runs.iter().map(|r| r.1 - r.0).sum();
@@ -428,6 +480,22 @@ fn signed_ns(a: Ns, b: Ns) -> i64 {
     } else {
         i64::try_from(b - a).map_or(i64::MIN, |d| -d)
     }
+}
+
+/// Adds the gap `[start, end)` to `split`, cut where the next kernel's launch returned
+/// (`launch_end`; `None`: no launch in the trace).
+fn split_gap(split: &mut IdleSplit, start: Ns, end: Ns, launch_end: Option<Ns>) {
+    let len = end - start;
+    let Some(r) = launch_end else {
+        split.unknown_ns += len;
+        split.gaps_unknown += 1;
+        return;
+    };
+    let before = r.clamp(start, end) - start;
+    split.before_launch_ns += before;
+    split.after_launch_ns += len - before;
+    split.gaps_before_launch += u64::from(before > 0);
+    split.gaps_after_launch += u64::from(before < len);
 }
 
 /// How much of `[start, end)` the sorted, disjoint `runs` cover.

@@ -165,14 +165,15 @@ pub struct DeviceTimeline {
 
 /// Per-device and per-stream timelines of the trace's kernels, devices and streams in id order.
 ///
-/// `top_gaps` caps each `largest_gaps` list. `on_run(device, start, end)` receives every merged
-/// busy run of every device, in increasing order within a device (devices one after another), so
-/// callers can intersect with other activity without storing the runs.
+/// `top_gaps` caps each `largest_gaps` list. `on_run(device, start, end, first)` receives every
+/// merged busy run of every device, in increasing order within a device (devices one after
+/// another), with the index of the kernel that starts it, so callers can intersect with other
+/// activity, or look at each gap's next kernel, without storing the runs.
 pub fn kernel_timelines(
     trace: &Trace,
     window: Option<&Window>,
     top_gaps: usize,
-    mut on_run: impl FnMut(u32, Ns, Ns),
+    mut on_run: impl FnMut(u32, Ns, Ns, u32),
 ) -> Result<Vec<DeviceTimeline>, AnalysisError> {
     if u32::try_from(trace.kernels.len()).is_err() {
         return Err(AnalysisError::TooManyRecords {
@@ -207,11 +208,11 @@ pub fn kernel_timelines(
             .collect();
         merge_in_start_order(&arrays, |run| {
             if let Some(closed) = dev_sweep.push_run(*run, trace) {
-                on_run(dev.device, closed.start, closed.end);
+                on_run(dev.device, closed.start, closed.end, closed.first);
             }
         });
         if let Some(closed) = dev_sweep.finish() {
-            on_run(dev.device, closed.start, closed.end);
+            on_run(dev.device, closed.start, closed.end, closed.first);
         }
         let mut rows: Vec<StreamTimeline> = Vec::with_capacity(dev.stream_slots.len());
         let mut zero = 0;

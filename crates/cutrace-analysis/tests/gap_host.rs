@@ -257,3 +257,48 @@ fn kernels_of_one_graph_launch_share_their_launch() {
         ("cudaGraphLaunch", -500)
     );
 }
+
+/// Every gap of a device split where its next kernel's launch returned: before (the host had
+/// not launched it yet), after (launched, not started), unknown (no launch call); the parts add
+/// up to the idle time.
+#[test]
+fn idle_time_splits_at_each_next_launch() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "a", 0, 7, 1, 0, 100),
+        // Gap [100, 1000): launch returned at 950.
+        kernel(&mut i, "b", 0, 7, 2, 1_000, 1_100),
+        // Gap [1100, 2000): launched at 500, long before (queued).
+        kernel(&mut i, "c", 0, 7, 3, 2_000, 2_100),
+        // Gap [2100, 3000): no launch call (an orphan).
+        kernel(&mut i, "d", 0, 7, 4, 3_000, 3_100),
+        // Gap [3100, 4000): the launch returned after the kernel started: all of it before.
+        kernel(&mut i, "e", 0, 7, 5, 4_000, 4_100),
+    ];
+    let api_calls = vec![
+        launch(&mut i, 1, 0, 10),
+        launch(&mut i, 2, 900, 950),
+        launch(&mut i, 3, 400, 500),
+        launch(&mut i, 5, 3_900, 4_050),
+    ];
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        api_calls,
+        ..Trace::default()
+    };
+    let r = analyze(&t, &Options::default()).unwrap();
+    let d = &r.devices[0];
+    let x = d.idle_split.unwrap();
+    assert_eq!(x.before_launch_ns, 850 + 900);
+    assert_eq!(x.after_launch_ns, 50 + 900);
+    assert_eq!(x.unknown_ns, 900);
+    assert_eq!(
+        (x.gaps_before_launch, x.gaps_after_launch, x.gaps_unknown),
+        (2, 2, 1)
+    );
+    assert_eq!(
+        x.before_launch_ns + x.after_launch_ns + x.unknown_ns,
+        d.timeline.idle_ns
+    );
+}

@@ -190,6 +190,13 @@ fn check_report(
         devs.iter().copied().collect::<Vec<_>>()
     );
     for d in &r.devices {
+        // Every gap is split (here no launch calls: all of it unknown), and the parts add up.
+        let x = d
+            .idle_split
+            .expect("a device with kernels has its idle split");
+        prop_assert_eq!(x.unknown_ns, d.timeline.idle_ns);
+        prop_assert_eq!(x.before_launch_ns + x.after_launch_ns, 0);
+        prop_assert_eq!(x.gaps_unknown, d.timeline.gaps);
         let ivs: Vec<(Ns, Ns)> = kernels
             .iter()
             .filter(|k| k.0 == d.device)

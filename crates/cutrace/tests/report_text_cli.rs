@@ -204,3 +204,31 @@ fn device_gaps_say_what_the_host_was_doing() {
     let s = &v["devices"][0]["streams"][0]["largest_gaps"][0];
     assert!(s.is_object() && s.get("host").is_none(), "{s}");
 }
+
+/// The same trace's idle time, every gap split where its next kernel's launch returned: almost
+/// all of it before (PyTorch's first steps: module loading and Python between launches).
+#[test]
+fn idle_time_is_split_at_each_launch() {
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native");
+    let t = text(&report(&fixtures.join("steps_lean"), &[]));
+    assert!(
+        t.contains(
+            "  idle, split where each gap's next kernel was launched: 239.574 ms (99.8 %) before \
+             the launch returned (the GPU waited for the host), 457.894 µs (0.2 %) after it"
+        ),
+        "{t}"
+    );
+    let j = report(&fixtures.join("steps_lean"), &["--format", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&j.stdout).unwrap();
+    let d = &v["devices"][0];
+    let x = &d["idle_split"];
+    let sum = ["before_launch_ns", "after_launch_ns", "unknown_ns"]
+        .iter()
+        .map(|k| x[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(sum, d["idle_ns"].as_u64().unwrap());
+    assert_eq!(
+        x["unknown_ns"], 0,
+        "every kernel of this trace joins its launch"
+    );
+}

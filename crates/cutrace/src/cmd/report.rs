@@ -522,6 +522,23 @@ fn render_device(
         pct(t.idle_ns, t.window_ns),
         count(t.gaps as usize, "gap", "gaps")
     );
+    if let Some(x) = d.idle_split.filter(|_| t.idle_ns > 0) {
+        let mut line = format!(
+            "  idle, split where each gap's next kernel was launched: {} before the launch \
+             returned (the GPU waited for the host), {} after it (launched, not yet started: \
+             queued behind other work, or launch latency)",
+            pct_of(x.before_launch_ns, t.idle_ns),
+            pct_of(x.after_launch_ns, t.idle_ns)
+        );
+        if x.unknown_ns > 0 {
+            line += &format!(
+                ", {} in {} whose next kernel has no launch call in the trace",
+                pct_of(x.unknown_ns, t.idle_ns),
+                count(x.gaps_unknown as usize, "gap", "gaps")
+            );
+        }
+        let _ = writeln!(o, "{line}");
+    }
     if let Some((a, b)) = requested {
         // The window the user asked for, not the first-to-last-kernel span inside it.
         let span = b - a;
@@ -655,6 +672,11 @@ fn gap_line(g: &cutrace_analysis::Gap) -> String {
 const QUEUED_MARGIN_NS: i64 = 1_000;
 /// Gaps between kernels of one stream up to this long are the GPU's own dispatch of queued work.
 const DISPATCH_NS: u64 = 5_000;
+
+/// `12.345 ms (67.8 %)`: a part and its share of a whole.
+fn pct_of(part: u64, whole: u64) -> String {
+    format!("{} ({})", fmt_ns(part), pct(part, whole))
+}
 
 /// What the host was doing in a device gap: when the next kernel's launch returned (and what
 /// that says), and the API calls and annotation ranges that covered most of it. `None` when the
