@@ -18,7 +18,9 @@ use cutrace_trace::Trace;
 /// Busy time, idle gaps, launch latency, top kernels and API calls of a trace.
 ///
 /// Busy time is the union of kernel intervals per device (never a sum); idle gaps are the holes
-/// between busy runs. For a GPU's largest gaps the report says what the host was doing: when the
+/// between busy runs. A GPU's idle time is split, gap by gap, where the next kernel's launch
+/// call returned: before it the GPU waited for the host, after it for launched work to start.
+/// For a GPU's largest gaps the report says what the host was doing: when the
 /// launch of the kernel after the gap returned (late in the gap: the GPU waited for the host;
 /// before it: the kernel was queued behind something else), which CUDA calls and NVTX ranges
 /// covered the gap, and for how long the host was outside any CUDA call. Kernels are joined to their launching API calls by correlation id; kernels
