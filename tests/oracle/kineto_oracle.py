@@ -51,11 +51,54 @@ def sweep(intervals):
     return busy, max(runs - 1, 0)
 
 
+def gap_list(intervals):
+    """The idle gaps [end of a busy run, start of the next) of the intervals, by the same sweep."""
+    events = []
+    for s, e in intervals:
+        if e > s:
+            events.append((s, 0, +1))
+            events.append((e, 1, -1))
+    events.sort()
+    depth, last_end, gaps = 0, None, []
+    for t, _, d in events:
+        if depth == 0 and d > 0 and last_end is not None and t > last_end:
+            gaps.append((last_end, t))
+        depth += d
+        if depth == 0 and d < 0:
+            last_end = t
+    return gaps
+
+
+def idle_split(ks, launch_end):
+    """A device's idle time split, gap by gap, at the moment the launch call of the kernel that
+    starts the next busy run returned (cutrace's `idle_split`). Several kernels starting that run
+    at the same instant must agree, or the oracle refuses (it has no tie rule of its own)."""
+    out = {"before_launch_ns": 0, "after_launch_ns": 0, "unknown_ns": 0}
+    starts = defaultdict(list)
+    for k in ks:
+        if k[4] > k[3]:
+            starts[k[3]].append(k)
+    for a, b in gap_list([(k[3], k[4]) for k in ks]):
+        ends = {launch_end.get(k[2]) if k[2] else None for k in starts[b]}
+        assert len(ends) == 1, f"kernels tied at {b} ns disagree on their launch: {ends}"
+        r = ends.pop()
+        if r is None:
+            out["unknown_ns"] += b - a
+        else:
+            before = min(max(r, a), b) - a
+            out["before_launch_ns"] += before
+            out["after_launch_ns"] += b - a - before
+    return out
+
+
 def main(path):
     trace = load(path)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
     kernels = []
     api = set()
+    # correlation id -> (rank, end) of the call the join prefers: a runtime call, then the
+    # earliest start, then the earliest end (cutrace's rule for ids two calls share).
+    calls = {}
     for e in events:
         cat = e.get("cat")
         if e.get("ph") != "X":
@@ -69,6 +112,11 @@ def main(path):
             c = int(args.get("correlation", 0))
             if c != 0:
                 api.add(c)
+                s = ns(e["ts"])
+                key = (cat != "cuda_runtime", s, s + ns(e["dur"]))
+                if c not in calls or key < calls[c]:
+                    calls[c] = key
+    launch_end = {c: key[2] for c, key in calls.items()}
     by_dev = defaultdict(list)
     for k in kernels:
         by_dev[k[0]].append(k)
@@ -89,6 +137,7 @@ def main(path):
             "summed_kernel_ns": sum(e - s for s, e in ivs),
             "idle_ns": window - busy,
             "gaps": gaps,
+            "idle_split": idle_split(ks, launch_end),
             "streams": [{"stream": st, "kernels": len(v), "busy_ns": sweep(v)[0]}
                         for st, v in sorted(streams.items())],
         })

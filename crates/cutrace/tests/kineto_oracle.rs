@@ -1,6 +1,7 @@
 //! `cutrace report --format json` on real torch.profiler traces (captured on the H200, committed
 //! under tests/fixtures/kineto) and on a synthetic one must agree exactly with an independent
-//! computation: tests/oracle/kineto_oracle.py (Python, decimal.Decimal, event sweep).
+//! computation: tests/oracle/kineto_oracle.py (Python, decimal.Decimal, event sweep), busy,
+//! idle, gaps, the join, and the idle time split at each gap's next launch.
 
 /// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
 /// tests, and a skip must be seen in CI's log.
@@ -62,6 +63,10 @@ fn contract(v: &Value) -> Value {
                 .map(|s| pick(s, &["stream", "kernels", "busy_ns"]))
                 .collect();
             o["streams"] = Value::Array(streams);
+            o["idle_split"] = pick(
+                &d["idle_split"],
+                &["before_launch_ns", "after_launch_ns", "unknown_ns"],
+            );
             o
         })
         .collect();
