@@ -346,6 +346,8 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         all: Vec<(Ns, Ns, u32)>,
         calls: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
         ranges: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
+        // Per range name and process: the shortest whole range of that name open in the gap.
+        range_len: BTreeMap<(StrId, u32), Ns>,
     }
     let mut accs: Vec<Acc> = Vec::new();
     for d in devices.iter() {
@@ -359,6 +361,7 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
                 all: Vec::new(),
                 calls: BTreeMap::new(),
                 ranges: BTreeMap::new(),
+                range_len: BTreeMap::new(),
             });
         }
     }
@@ -424,6 +427,8 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
                     r.end_ns.min(a.end),
                     r.process,
                 ));
+                let len = a.range_len.entry((r.name, r.process)).or_insert(Ns::MAX);
+                *len = (*len).min(r.end_ns - r.start_ns);
             }
         }
     }
@@ -449,6 +454,39 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         v.truncate(3);
         v
     };
+    // Ranges: those covering at least half the gap, innermost (shortest) first, at most 3 — the
+    // most specific thing the host was inside; without such ranges, the 3 covering the most.
+    let innermost = |m: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
+                     lens: &BTreeMap<(StrId, u32), Ns>,
+                     pid: Option<u32>,
+                     gap: Ns| {
+        let mut v: Vec<(Ns, NamedSpan)> = m
+            .into_iter()
+            .filter_map(|(name, iv)| {
+                let mut iv = of(iv, pid);
+                let len = lens
+                    .range((name, 0)..=(name, u32::MAX))
+                    .filter(|((_, p), _)| pid.is_none_or(|q| q == *p))
+                    .map(|(_, &l)| l)
+                    .min()?;
+                (!iv.is_empty()).then(|| {
+                    let span = NamedSpan {
+                        name: trace.str(name).to_string(),
+                        ns: crate::intervals::union_ns(&mut iv),
+                    };
+                    (len, span)
+                })
+            })
+            .collect();
+        if v.iter().any(|(_, x)| x.ns.saturating_mul(2) >= gap) {
+            v.retain(|(_, x)| x.ns.saturating_mul(2) >= gap);
+            v.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+        } else {
+            v.sort_by(|a, b| b.1.ns.cmp(&a.1.ns).then_with(|| a.1.name.cmp(&b.1.name)));
+        }
+        v.truncate(3);
+        v.into_iter().map(|(_, x)| x).collect::<Vec<_>>()
+    };
     let mut accs = accs.into_iter();
     for d in devices.iter_mut() {
         for g in &mut d.timeline.largest_gaps {
@@ -467,7 +505,7 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
                 next_launch,
                 in_calls_ns: crate::intervals::union_ns(&mut of(a.all, pid)),
                 calls: top(a.calls, pid),
-                ranges: top(a.ranges, pid),
+                ranges: innermost(a.ranges, &a.range_len, pid, g.length_ns),
             });
         }
     }

@@ -84,7 +84,8 @@ pub struct GapHost {
     /// API calls that ran during the gap, by name: how much of the gap calls of that name
     /// covered (the union over threads, so never more than the gap), largest first; at most 3.
     pub calls: Vec<NamedSpan>,
-    /// Host NVTX ranges open during the gap, the same way.
+    /// Host NVTX ranges open during the gap: those covering at least half of it, innermost
+    /// (shortest) first, or else the ones covering the most; at most 3.
     pub ranges: Vec<NamedSpan>,
 }
 

@@ -302,3 +302,45 @@ fn idle_time_splits_at_each_next_launch() {
         d.timeline.idle_ns
     );
 }
+
+/// Nested ranges: those covering at least half the gap, innermost first (the most specific
+/// thing the host was inside); a range covering a sliver is left out.
+#[test]
+fn ranges_are_listed_innermost_first() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "a", 0, 7, 1, 0, 100),
+        kernel(&mut i, "b", 0, 7, 2, 1_000, 1_100),
+    ];
+    let api_calls = vec![launch(&mut i, 1, 0, 10), launch(&mut i, 2, 900, 950)];
+    let mut range = |name: &str, s: u64, e: u64| NvtxRange {
+        domain: RangeDomain::Host,
+        name: i.intern(name),
+        process: 1,
+        thread: 1,
+        device: None,
+        stream: None,
+        start_ns: s,
+        end_ns: e,
+        nvtx_domain: None,
+    };
+    let ranges = vec![
+        range("step", 0, 2_000),
+        range("fwd", 100, 1_000),
+        range("load", 150, 900),
+        range("tiny", 120, 130),
+    ];
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        api_calls,
+        ranges,
+        ..Trace::default()
+    };
+    let r = analyze(&t, &Options::default()).unwrap();
+    let h = r.devices[0].timeline.largest_gaps[0].host.as_ref().unwrap();
+    assert_eq!(
+        h.ranges,
+        [span("load", 750), span("fwd", 900), span("step", 900)]
+    );
+}
