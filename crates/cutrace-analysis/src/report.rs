@@ -369,8 +369,9 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         return;
     }
     // Lookups that stay cheap on traces of millions of calls: the launches wanted, by
-    // correlation id (binary search), and the gaps by start, with the longest gap's length
-    // bounding which gaps a call can reach.
+    // correlation id (binary search); and per device its gaps in time order (one device's gaps
+    // are disjoint, so their ends are in order too): a call reaches, per device, the gaps from
+    // the first that ends after it starts, while they start before it ends.
     let mut wanted: Vec<(u64, usize)> = accs
         .iter()
         .enumerate()
@@ -378,16 +379,22 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         .map(|(k, a)| (a.corr, k))
         .collect();
     wanted.sort_unstable();
-    let mut by_start: Vec<usize> = (0..accs.len()).collect();
-    by_start.sort_unstable_by_key(|&k| accs[k].start);
-    let starts: Vec<Ns> = by_start.iter().map(|&k| accs[k].start).collect();
-    let longest = accs.iter().map(|a| a.end - a.start).max().unwrap_or(0);
-    // The gaps `[s, e)` can overlap: those starting in `(s − longest, e)`, checked one by one.
-    let reach = |s: Ns, e: Ns| {
-        let from = starts.partition_point(|&x| x.saturating_add(longest) <= s);
-        let to = starts.partition_point(|&x| x < e);
-        from..to.max(from)
+    let mut per_device: Vec<Vec<usize>> = Vec::new();
+    let mut k = 0;
+    for d in devices.iter() {
+        let mut v: Vec<usize> = (k..k + d.timeline.largest_gaps.len()).collect();
+        k += v.len();
+        v.sort_unstable_by_key(|&j| accs[j].start);
+        per_device.push(v);
+    }
+    let reach = |accs: &[Acc], s: Ns, e: Ns, out: &mut Vec<usize>| {
+        out.clear();
+        for v in &per_device {
+            let from = v.partition_point(|&j| accs[j].end <= s);
+            out.extend(v[from..].iter().take_while(|&&j| accs[j].start < e));
+        }
     };
+    let mut hit: Vec<usize> = Vec::new();
     for (i, c) in trace.api_calls.iter().enumerate() {
         if c.correlation_id != 0 {
             let at = wanted.partition_point(|w| w.0 < c.correlation_id);
@@ -406,7 +413,8 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
                 }
             }
         }
-        for &k in &by_start[reach(c.start_ns, c.end_ns)] {
+        reach(&accs, c.start_ns, c.end_ns, &mut hit);
+        for &k in &hit {
             let a = &mut accs[k];
             if c.start_ns < a.end && c.end_ns > a.start && a.pid.is_none_or(|p| p == c.process) {
                 let clipped = (c.start_ns.max(a.start), c.end_ns.min(a.end), c.process);
@@ -419,7 +427,8 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         if r.domain != RangeDomain::Host {
             continue;
         }
-        for &k in &by_start[reach(r.start_ns, r.end_ns)] {
+        reach(&accs, r.start_ns, r.end_ns, &mut hit);
+        for &k in &hit {
             let a = &mut accs[k];
             if r.start_ns < a.end && r.end_ns > a.start && a.pid.is_none_or(|p| p == r.process) {
                 a.ranges.entry(r.name).or_default().push((
