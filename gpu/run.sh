@@ -223,8 +223,11 @@ if has others; then
   [ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" "$W/torch" > "$W/logs/capture_torch.txt" 2>&1; tar -czf "$OUT/torch.tar.gz" -C "$W/torch" . 2>/dev/null; }
 fi
 
-tar -czf "$OUT/fixtures.tar.gz" -C "$W/fix" . 2>/dev/null
-tar -czf "$OUT/logs.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/dev/null) 2>/dev/null
+# Several run.sh calls in one device call share $OUT: each phase set's fixtures and logs get
+# their own archive (named by the phases), so a later call does not overwrite an earlier one's.
+tag=$(echo "$PHASES" | tr -c 'a-z0-9_\n' '-' | tr -s '-' | sed 's/^-//; s/-$//')
+[ -n "$(ls -A "$W/fix" 2>/dev/null)" ] && tar -czf "$OUT/fixtures-$tag.tar.gz" -C "$W/fix" . 2>/dev/null
+tar -czf "$OUT/logs-$tag.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json 2>/dev/null) 2>/dev/null
 
 {
   echo "---- results"
