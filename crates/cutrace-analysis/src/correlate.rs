@@ -43,7 +43,7 @@ enum Lookup {
 const NONE: u32 = u32::MAX;
 
 /// Whether API call `a` is preferred over `b` for the same correlation id.
-pub(crate) fn api_preferred(a: &ApiCall, b: &ApiCall) -> bool {
+fn api_preferred(a: &ApiCall, b: &ApiCall) -> bool {
     let rank = |c: &ApiCall| (c.kind != ApiKind::Runtime, c.start_ns, c.end_ns);
     rank(a) < rank(b)
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cutrace_trace::{ApiCall, Ns, PartMeta, RangeDomain, SourceFormat, StrId, Trace, TraceNote};
+use cutrace_trace::{Ns, PartMeta, RangeDomain, SourceFormat, StrId, Trace, TraceNote};
 use serde::Serialize;
 
 use crate::correlate::{correlate_in, ApiIndex, Correlation, LaunchLatency};
@@ -229,7 +229,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         d.idle_split =
             (d.timeline.kernels > 0).then(|| splits.get(&d.device).copied().unwrap_or_default());
     }
-    attach_gap_hosts(trace, &mut devices);
+    attach_gap_hosts(trace, &index, &mut devices);
     // One scratch buffer serves the latency values and both summaries' durations.
     let mut scratch: Vec<u64> = Vec::new();
     let (correlation, launch_latency) =
@@ -334,7 +334,7 @@ fn device_reports(
 /// calls and host NVTX ranges (of that kernel's process, in a merged trace) that ran during it.
 /// One pass over the calls and one over the ranges, each checked against every gap (a report
 /// has at most `top` gaps per device).
-fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
+fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport]) {
     struct Acc {
         start: Ns,
         end: Ns,
@@ -368,17 +368,13 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
     if accs.is_empty() {
         return;
     }
-    // Lookups that stay cheap on traces of millions of calls: the launches wanted, by
-    // correlation id (binary search); and per device its gaps in time order (one device's gaps
-    // are disjoint, so their ends are in order too): a call reaches, per device, the gaps from
-    // the first that ends after it starts, while they start before it ends.
-    let mut wanted: Vec<(u64, usize)> = accs
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| a.corr != 0)
-        .map(|(k, a)| (a.corr, k))
-        .collect();
-    wanted.sort_unstable();
+    // The launch of each gap's next kernel, by the report's own join (the index).
+    for a in &mut accs {
+        a.launch = index.get(a.corr).map(|i| i as u32);
+    }
+    // Per device its gaps in time order (one device's gaps are disjoint, so their ends are in
+    // order too): a call reaches, per device, the gaps from the first that ends after it
+    // starts, while they start before it ends.
     let mut per_device: Vec<Vec<usize>> = Vec::new();
     let mut k = 0;
     for d in devices.iter() {
@@ -395,24 +391,7 @@ fn attach_gap_hosts(trace: &Trace, devices: &mut [DeviceReport]) {
         }
     };
     let mut hit: Vec<usize> = Vec::new();
-    for (i, c) in trace.api_calls.iter().enumerate() {
-        if c.correlation_id != 0 {
-            let at = wanted.partition_point(|w| w.0 < c.correlation_id);
-            for &(_, k) in wanted[at..].iter().take_while(|w| w.0 == c.correlation_id) {
-                let a = &mut accs[k];
-                // The report's join rule, then anything that tells two calls apart, so that the
-                // record order never decides.
-                let better = a.launch.is_none_or(|j| {
-                    let o = &trace.api_calls[j as usize];
-                    let key = |x: &ApiCall| (x.process, x.thread, trace.str(x.name));
-                    crate::correlate::api_preferred(c, o)
-                        || (!crate::correlate::api_preferred(o, c) && key(c) < key(o))
-                });
-                if better {
-                    a.launch = Some(i as u32);
-                }
-            }
-        }
+    for c in &trace.api_calls {
         reach(&accs, c.start_ns, c.end_ns, &mut hit);
         for &k in &hit {
             let a = &mut accs[k];
