@@ -402,6 +402,7 @@ fn bench_switches(mode: &str, api: Option<&str>, tag: &str) -> Option<(Vec<(usiz
     let out = String::from_utf8_lossy(&o.stdout);
     let switches: Vec<(usize, i32)> = out
         .lines()
+        // The harness may print "test bench_child ... " before the first line.
         .filter_map(|l| l.split_once("SWITCH ").map(|(_, rest)| rest))
         .map(|l| {
             let (a, b) = l.split_once(' ').unwrap();
@@ -478,44 +479,11 @@ fn the_bench_switch_reports_refused_ids_and_does_not_undo_them() {
 /// the fake libcupti's log of calls.
 #[test]
 fn the_bench_switch_turns_off_what_was_on_and_on_what_is_asked() {
-    let Some(lib) = build_fake() else { return };
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-bench-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let log = dir.join("cupti.log");
-    let mut c = Command::new(std::env::current_exe().unwrap());
-    c.args(["--exact", "bench_child", "--nocapture", "--test-threads=1"])
-        .env("CUTRACE_INJECT_BENCH_CHILD", "1")
-        .env("CUTRACE_BENCH_HOOK", "1")
-        .env("FAKE_CUPTI_MODE", "0")
-        .env("FAKE_CUPTI_LOG", &log)
-        .env("CUTRACE_CUPTI_LIB", &lib)
-        .env("CUTRACE_OUTPUT_DIR", dir.join("trace"))
-        .env("CUTRACE_KINDS", "kernel,runtime,driver")
-        // The process starts with every call recorded (`lean` is the default).
-        .env("CUTRACE_API", "all")
-        .env_remove("CUTRACE_RUNTIME_CBIDS");
-    let o = c.output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let out = String::from_utf8_lossy(&o.stdout);
-    let switches: Vec<(usize, i32)> = out
-        .lines()
-        // The harness may print "test bench_child ... " before the first line.
-        .filter_map(|l| l.split_once("SWITCH ").map(|(_, rest)| rest))
-        .map(|l| {
-            let (a, b) = l.split_once(' ').unwrap();
-            (a.parse().unwrap(), b.parse().unwrap())
-        })
-        .collect();
-    assert_eq!(switches.len(), 4, "{out}");
-    let text = std::fs::read_to_string(&log).unwrap();
-    let calls = |from: usize, to: usize| -> Vec<String> {
-        text[from..to]
-            .lines()
-            .filter(|l| !l.starts_with("flush"))
-            .map(str::to_owned)
-            .collect()
+    // The process starts with every call recorded (`lean` is the default).
+    let Some((switches, text)) = bench_switches("0", Some("all"), "bench") else {
+        return;
     };
+    let calls = |from: usize, to: usize| calls_between(&text, from, to);
     let (k, rt, dr) = (
         cutrace_cupti::activity::kind::CONCURRENT_KERNEL,
         RUNTIME,
@@ -566,5 +534,4 @@ fn the_bench_switch_turns_off_what_was_on_and_on_what_is_asked() {
     assert!(calls(switches[3].0, text.len())
         .iter()
         .all(|l| !l.starts_with("enable")));
-    let _ = std::fs::remove_dir_all(&dir);
 }
