@@ -5,23 +5,9 @@
 
 mod common;
 
-use common::{kernel, launch};
+use common::{call, host_range, kernel, launch};
 use cutrace_analysis::{analyze, NamedSpan, Options};
-use cutrace_trace::{ApiCall, ApiKind, Interner, NvtxRange, RangeDomain, Trace};
-
-fn call(i: &mut Interner, name: &str, process: u32, thread: u64, start: u64, end: u64) -> ApiCall {
-    ApiCall {
-        kind: ApiKind::Runtime,
-        name: i.intern(name),
-        cbid: 0,
-        process,
-        thread,
-        correlation_id: 0,
-        start_ns: start,
-        end_ns: end,
-        return_value: 0,
-    }
-}
+use cutrace_trace::{Interner, Trace};
 
 fn span(name: &str, ns: u64) -> NamedSpan {
     NamedSpan {
@@ -47,18 +33,7 @@ fn a_gap_names_the_late_launch_and_the_calls_and_ranges_inside_it() {
         call(&mut i, "cudaMalloc", 1, 3, 50, 150),
         launch(&mut i, 2, 900, 950),
     ];
-    let load = i.intern("load");
-    let ranges = vec![NvtxRange {
-        domain: RangeDomain::Host,
-        name: load,
-        process: 1,
-        thread: 1,
-        device: None,
-        stream: None,
-        start_ns: 150,
-        end_ns: 800,
-        nvtx_domain: None,
-    }];
+    let ranges = vec![host_range(&mut i, "load", 150, 800)];
     let t = Trace {
         strings: i.into_strings(),
         kernels,
@@ -313,17 +288,7 @@ fn ranges_are_listed_innermost_first() {
         kernel(&mut i, "b", 0, 7, 2, 1_000, 1_100),
     ];
     let api_calls = vec![launch(&mut i, 1, 0, 10), launch(&mut i, 2, 900, 950)];
-    let mut range = |name: &str, s: u64, e: u64| NvtxRange {
-        domain: RangeDomain::Host,
-        name: i.intern(name),
-        process: 1,
-        thread: 1,
-        device: None,
-        stream: None,
-        start_ns: s,
-        end_ns: e,
-        nvtx_domain: None,
-    };
+    let mut range = |name: &str, s: u64, e: u64| host_range(&mut i, name, s, e);
     let ranges = vec![
         range("step", 0, 2_000),
         range("fwd", 100, 1_000),

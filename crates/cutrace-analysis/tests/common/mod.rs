@@ -1,7 +1,7 @@
 //! Builders for in-memory traces used by the analysis tests.
 #![allow(dead_code)]
 
-use cutrace_trace::{ApiCall, ApiKind, Interner, Kernel, Ns, Trace};
+use cutrace_trace::{ApiCall, ApiKind, Interner, Kernel, Ns, NvtxRange, RangeDomain, Trace};
 
 /// A kernel on `device`/`stream`, named `name` (interned into `strings`).
 pub fn kernel(
@@ -41,6 +41,41 @@ pub fn launch(i: &mut Interner, corr: u64, start: Ns, end: Ns) -> ApiCall {
         start_ns: start,
         end_ns: end,
         return_value: 0,
+    }
+}
+
+/// A runtime API call `name` of `process`/`thread` with no correlation id.
+pub fn call(
+    i: &mut Interner,
+    name: &str,
+    process: u32,
+    thread: u64,
+    start: Ns,
+    end: Ns,
+) -> ApiCall {
+    ApiCall {
+        name: i.intern(name),
+        process,
+        thread,
+        correlation_id: 0,
+        start_ns: start,
+        end_ns: end,
+        ..launch(i, 0, start, end)
+    }
+}
+
+/// A host NVTX range `name` of process 1, thread 1.
+pub fn host_range(i: &mut Interner, name: &str, start: Ns, end: Ns) -> NvtxRange {
+    NvtxRange {
+        domain: RangeDomain::Host,
+        name: i.intern(name),
+        process: 1,
+        thread: 1,
+        device: None,
+        stream: None,
+        start_ns: start,
+        end_ns: end,
+        nvtx_domain: None,
     }
 }
 
