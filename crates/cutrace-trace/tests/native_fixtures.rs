@@ -43,14 +43,24 @@ const MODES: &[&str] = &[
     "tiny_5000",
 ];
 
+/// Each workload twice: recorded with every API call (`--api all`, the default until session 5;
+/// folder `MODE`) and with the shipped default, `--api lean` (run 22; folder `lean/MODE`).
+fn recordings() -> Vec<(String, &'static str)> {
+    MODES
+        .iter()
+        .flat_map(|m| [(m.to_string(), *m), (format!("lean/{m}"), *m)])
+        .collect()
+}
+
 #[test]
 fn real_traces_match_what_the_programs_launched() {
-    for mode in MODES {
-        let dir = fixtures().join(mode);
+    for (rec, mode) in recordings() {
+        let dir = fixtures().join(&rec);
         let t = read(&dir);
         let exp: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.join(format!("{mode}.json"))).unwrap())
                 .unwrap();
+        let mode = rec.as_str();
         let n = |k: &str| exp[k].as_u64().unwrap() as usize;
         assert!(t.meta.complete, "{mode}: {:?}", t.meta.incomplete_reason);
         assert_eq!(t.kernels.len(), n("kernels"), "{mode} kernels");
@@ -115,7 +125,25 @@ fn real_traces_match_what_the_programs_launched() {
                 "{mode} stream {sid}: busy {busy} ns vs event {ev} ns"
             );
         }
-        if *mode == "nvtx" {
+        // The recording mode shows: `lean` says what it left out and has none of it (not even the
+        // cuKernelGetName cudart makes inside every launch call), `all` has those queries.
+        let lean = mode.starts_with("lean/");
+        assert_eq!(
+            t.meta
+                .notes
+                .iter()
+                .any(|n| n.text.starts_with("api records: lean")),
+            lean,
+            "{mode}: {:?}",
+            t.meta.notes
+        );
+        assert_eq!(
+            by_name.get("cuKernelGetName").copied().unwrap_or(0),
+            // one per launch call (a graph's kernels have none of their own)
+            if lean { 0 } else { by_name["cudaLaunchKernel"] },
+            "{mode}: cuKernelGetName"
+        );
+        if mode.ends_with("nvtx") {
             let names: HashSet<&str> = t.ranges.iter().map(|r| t.str(r.name)).collect();
             assert_eq!(names, HashSet::from(["step", "forward", "backward"]));
         }
@@ -156,11 +184,12 @@ fn real_traces_truncated_anywhere_never_panic() {
     let tmp = std::env::temp_dir().join(format!("cutrace-fixture-trunc-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let mut x = 0x853c49e6748fea9bu64;
-    for mode in MODES
-        .iter()
-        .chain(["sigkill", "conflict", "steps_lean"].iter())
-    {
-        let dir = fixtures().join(mode);
+    for (mode, _) in recordings().into_iter().chain(
+        ["sigkill", "conflict", "steps_lean"]
+            .iter()
+            .map(|m| (m.to_string(), *m)),
+    ) {
+        let dir = fixtures().join(&mode);
         let part = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().path())

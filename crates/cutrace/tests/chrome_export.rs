@@ -13,6 +13,8 @@ macro_rules! loud {
     }};
 }
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -26,7 +28,7 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-const NATIVE: [&str; 10] = [
+const NATIVE: [&str; 16] = [
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -34,9 +36,15 @@ const NATIVE: [&str; 10] = [
     "copy_overlap",
     "graph",
     "tiny_5000",
+    "lean/copy_overlap",
     "threads8",
     "nvtx",
     "conflict",
+    "lean/two_streams",
+    "lean/graph",
+    "lean/tiny_5000",
+    "lean/threads8",
+    "lean/nvtx",
 ];
 
 /// A temp dir per test, removed on success.
@@ -310,12 +318,7 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
 #[test]
 fn every_native_fixture_round_trips_exactly() {
     let dir = Dir::new("native");
-    let found: BTreeSet<String> = std::fs::read_dir(repo().join("tests/fixtures/native"))
-        .unwrap()
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .collect();
+    let found: BTreeSet<String> = common::native_fixtures(&repo()).into_iter().collect();
     assert_eq!(
         found,
         NATIVE.iter().map(|s| s.to_string()).collect(),
@@ -324,7 +327,7 @@ fn every_native_fixture_round_trips_exactly() {
     // Two at a time (CI has two cores); sigkill and tiny_5000 are the large ones.
     std::thread::scope(|scope| {
         let dir = &dir;
-        let workers: Vec<_> = [&NATIVE[..4], &NATIVE[4..]]
+        let workers: Vec<_> = [&NATIVE[..8], &NATIVE[8..]]
             .into_iter()
             .map(|names| {
                 scope.spawn(move || {
@@ -342,7 +345,7 @@ fn every_native_fixture_round_trips_exactly() {
 
 fn native_round_trip(dir: &Dir, name: &str) {
     let src = repo().join("tests/fixtures/native").join(name);
-    let out = dir.path(&format!("{name}.json"));
+    let out = dir.path(&format!("{}.json", name.replace('/', "-")));
     let stderr = export(&src, &out);
     let bytes = read_plain(&out);
     assert_nesting(&bytes, name);

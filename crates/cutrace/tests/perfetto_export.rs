@@ -14,6 +14,8 @@ macro_rules! loud {
     }};
 }
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -487,16 +489,9 @@ fn every_fixture_exports_to_perfetto_with_every_record_and_flow() {
     let tmp = std::env::temp_dir().join(format!("cutrace-perfetto-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).unwrap();
-    let mut sources: Vec<String> = std::fs::read_dir(root().join("tests/fixtures/native"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir())
-        .map(|p| {
-            format!(
-                "tests/fixtures/native/{}",
-                p.file_name().unwrap().to_string_lossy()
-            )
-        })
+    let mut sources: Vec<String> = common::native_fixtures(&root())
+        .into_iter()
+        .map(|p| format!("tests/fixtures/native/{p}"))
         .collect();
     for e in std::fs::read_dir(root().join("tests/fixtures/kineto")).unwrap() {
         let name = e.unwrap().file_name().to_string_lossy().into_owned();
