@@ -4,9 +4,11 @@
 //! usable alone: [`kernel_timelines`] (busy, idle, gaps per device and stream), [`correlate`]
 //! (the correlation join and launch latency), [`kernel_summary`] / [`api_summary`],
 //! [`transfer_summary`], [`range_breakdown`], and the interval primitives in [`intervals`].
+//! [`diff`] compares two traces.
 //! Time is integer nanoseconds throughout; the only floats are derived percentages and GB/s.
 
 pub mod correlate;
+pub mod diff;
 pub mod error;
 pub mod intervals;
 pub mod names;
@@ -22,6 +24,7 @@ pub mod window;
 pub use correlate::{
     correlate, launch_latencies, ApiIndex, Correlation, JoinCounts, LaunchLatency,
 };
+pub use diff::{diff, Diff, DIFF_SCHEMA_VERSION};
 pub use error::AnalysisError;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
 pub use names::display_name;

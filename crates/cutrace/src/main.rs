@@ -20,6 +20,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     Report(cmd::report::Args),
+    Diff(cmd::diff::Args),
     Record(cmd::record::Args),
     Convert(cmd::convert::Args),
     Doctor(cmd::doctor::Args),
@@ -50,6 +51,7 @@ fn main() {
     };
     let result = match cli.command {
         Command::Report(a) => cmd::report::run(a),
+        Command::Diff(a) => cmd::diff::run(a),
         Command::Record(a) => cmd::record::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),

@@ -4,6 +4,7 @@ pub mod audit;
 pub mod chrome;
 pub mod convert;
 pub mod dcgm;
+pub mod diff;
 pub mod doctor;
 pub mod parquet;
 pub mod perfetto;

@@ -193,7 +193,7 @@ fn pct(part: u64, whole: u64) -> String {
 }
 
 /// Long template names would swamp a table: keep the start, mark the cut.
-fn short_name(name: &str, max: usize) -> String {
+pub(super) fn short_name(name: &str, max: usize) -> String {
     if name.chars().count() <= max {
         return name.to_owned();
     }

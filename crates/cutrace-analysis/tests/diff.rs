@@ -1,0 +1,203 @@
+//! `diff`: two traces side by side. A trace against itself changes nothing; names are matched
+//! across traces and ordered by the size of their change; the caveats fire on what makes a
+//! comparison not like for like, and only then.
+
+mod common;
+
+use common::{call, kernel, launch, seed_trace};
+use cutrace_analysis::diff;
+use cutrace_trace::{Interner, Trace, TraceNote};
+
+/// Device 0: `n` kernels named `name`, each `len` ns, 1,000 ns apart, each launched 100 ns
+/// before it starts (its call ends 50 ns before).
+fn steady(name: &str, n: u64, len: u64) -> Trace {
+    let mut i = Interner::new();
+    let mut kernels = Vec::new();
+    let mut api_calls = Vec::new();
+    for k in 0..n {
+        let start = 10_000 + k * 1_000;
+        kernels.push(kernel(&mut i, name, 0, 7, k + 1, start, start + len));
+        api_calls.push(launch(&mut i, k + 1, start - 100, start - 50));
+    }
+    let mut t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        api_calls,
+        ..Trace::default()
+    };
+    t.meta.complete = true;
+    t
+}
+
+#[test]
+fn a_trace_against_itself_changes_nothing() {
+    let t = seed_trace(&[11, 12, 13, 14, 15]);
+    let d = diff(&t, &t, 10).unwrap();
+    assert!(d.caveats.is_empty(), "{:?}", d.caveats);
+    assert_eq!(d.devices.len(), 1);
+    let dev = &d.devices[0];
+    assert_eq!(dev.base, dev.new);
+    assert_eq!(dev.busy_pct_points, Some(0.0));
+    // The seed's example: stream 13 fills stream 7's hole, so busy is the whole 8,000 ns
+    // window (the summed 10,800 ns would say 135 %).
+    let b = dev.base.as_ref().unwrap();
+    assert_eq!(
+        (b.window_ns, b.busy_ns, b.idle_ns, b.gaps),
+        (8_000, 8_000, 0, 0)
+    );
+    assert_eq!(d.launch_latency.base, d.launch_latency.new);
+    assert_eq!(d.kernel_names.base, 2);
+    assert_eq!((d.kernel_names.only_base, d.kernel_names.only_new), (0, 0));
+    for r in d.kernels.iter().chain(&d.api) {
+        assert_eq!(r.total_change_ns, 0, "{}", r.name);
+        assert_eq!(r.mean_change_pct, Some(0.0), "{}", r.name);
+        assert_eq!(r.base, r.new);
+    }
+    assert_eq!(d.kernels.len(), 2);
+}
+
+#[test]
+fn names_are_matched_and_ordered_by_their_change() {
+    let mut i = Interner::new();
+    // base: gemm 2 × 1,000 ns, relu 1 × 100 ns, old 1 × 50 ns;
+    // new:  gemm 2 × 1,500 ns, relu 1 × 100 ns, fresh 3 × 300 ns.
+    let base_k = vec![
+        kernel(&mut i, "gemm", 0, 7, 1, 0, 1_000),
+        kernel(&mut i, "gemm", 0, 7, 2, 2_000, 3_000),
+        kernel(&mut i, "relu", 0, 7, 3, 4_000, 4_100),
+        kernel(&mut i, "old", 0, 7, 4, 5_000, 5_050),
+    ];
+    let base = Trace {
+        strings: i.into_strings(),
+        kernels: base_k,
+        ..Trace::default()
+    };
+    let mut j = Interner::new();
+    let new_k = vec![
+        kernel(&mut j, "gemm", 0, 7, 1, 0, 1_500),
+        kernel(&mut j, "gemm", 0, 7, 2, 2_000, 3_500),
+        kernel(&mut j, "relu", 0, 7, 3, 4_000, 4_100),
+        kernel(&mut j, "fresh", 0, 7, 4, 5_000, 5_300),
+        kernel(&mut j, "fresh", 0, 7, 5, 6_000, 6_300),
+        kernel(&mut j, "fresh", 0, 7, 6, 7_000, 7_300),
+    ];
+    let new = Trace {
+        strings: j.into_strings(),
+        kernels: new_k,
+        ..Trace::default()
+    };
+    let d = diff(&base, &new, 10).unwrap();
+    let order: Vec<(&str, i64)> = d
+        .kernels
+        .iter()
+        .map(|r| (r.name.as_str(), r.total_change_ns))
+        .collect();
+    // |+1,000| gemm, |+900| fresh, |−50| old, 0 relu.
+    assert_eq!(
+        order,
+        [("gemm", 1_000), ("fresh", 900), ("old", -50), ("relu", 0)]
+    );
+    let gemm = &d.kernels[0];
+    assert_eq!(gemm.base.unwrap().mean_ns, 1_000);
+    assert_eq!(gemm.new.unwrap().mean_ns, 1_500);
+    assert_eq!(gemm.mean_change_pct, Some(50.0));
+    let fresh = &d.kernels[1];
+    assert!(fresh.base.is_none());
+    assert_eq!(fresh.new.unwrap().count, 3);
+    assert_eq!(fresh.mean_change_pct, None);
+    assert_eq!(
+        (
+            d.kernel_names.base,
+            d.kernel_names.new,
+            d.kernel_names.only_base,
+            d.kernel_names.only_new
+        ),
+        (3, 3, 1, 1)
+    );
+    // `top` cuts the rows, never the counts.
+    let short = diff(&base, &new, 2).unwrap();
+    assert_eq!(short.kernels.len(), 2);
+    assert_eq!(short.kernel_names, d.kernel_names);
+    // Swapping the traces negates every change.
+    let back = diff(&new, &base, 10).unwrap();
+    for r in &back.kernels {
+        let fwd = d.kernels.iter().find(|f| f.name == r.name).unwrap();
+        assert_eq!(r.total_change_ns, -fwd.total_change_ns, "{}", r.name);
+    }
+    // Both traces incomplete (never set complete): said once each.
+    let lost: Vec<_> = d.caveats.iter().filter(|c| c.kind == "data_loss").collect();
+    assert_eq!(lost.len(), 2, "{:?}", d.caveats);
+}
+
+#[test]
+fn busier_gpu_shows_in_points_and_in_the_idle_split() {
+    // Same 20 kernels each; the new ones run 600 ns instead of 300 ns of every 1,000.
+    let (base, new) = (steady("k", 20, 300), steady("k", 20, 600));
+    let d = diff(&base, &new, 10).unwrap();
+    assert!(d.caveats.is_empty(), "{:?}", d.caveats);
+    let dev = &d.devices[0];
+    let (b, n) = (dev.base.as_ref().unwrap(), dev.new.as_ref().unwrap());
+    assert_eq!((b.gaps, n.gaps), (19, 19));
+    assert_eq!(b.idle_ns, 19 * 700);
+    assert_eq!(n.idle_ns, 19 * 400);
+    // Every next launch returned 50 ns before its kernel: all idle is before it, but those 50 ns.
+    assert_eq!(b.idle_after_launch_ns, Some(19 * 50));
+    assert_eq!(b.idle_before_launch_ns, Some(19 * 650));
+    assert_eq!(n.idle_before_launch_ns, Some(19 * 350));
+    assert_eq!((b.idle_unknown_ns, n.idle_unknown_ns), (Some(0), Some(0)));
+    let pts = dev.busy_pct_points.unwrap();
+    let want = n.busy_pct - b.busy_pct;
+    assert!(pts > 20.0 && (pts - want).abs() < 1e-12, "{pts}");
+    assert_eq!(d.kernels[0].total_change_ns, 20 * 300);
+    assert_eq!(d.kernels[0].mean_change_pct, Some(100.0));
+}
+
+#[test]
+fn different_amounts_of_work_gpus_and_api_modes_are_said() {
+    let base = steady("k", 100, 300);
+    // 20 % fewer kernels: beyond the 10 % tolerance.
+    let mut new = steady("k", 80, 300);
+    let d = diff(&base, &new, 10).unwrap();
+    let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, ["different_work"]);
+    assert!(d.caveats[0].text.contains("100 vs 80 kernels"));
+    // 95 against 100 is within it.
+    let near = steady("k", 95, 300);
+    assert!(diff(&base, &near, 10).unwrap().caveats.is_empty());
+
+    // A kernel on GPU 1 in the new trace only; the new trace recorded with `--api lean`.
+    let mut i = Interner::new();
+    for s in &new.strings {
+        i.intern(s);
+    }
+    new.kernels
+        .push(kernel(&mut i, "k", 1, 7, 999, 20_000, 20_300));
+    new.api_calls
+        .push(call(&mut i, "cudaDeviceSynchronize", 1, 1, 5, 6));
+    new.strings = i.into_strings();
+    new.meta.notes.push(TraceNote {
+        pid: None,
+        part: None,
+        text: "api records: lean — 36 runtime and 47 driver state-query callbacks not recorded"
+            .into(),
+    });
+    let d = diff(&base, &new, 10).unwrap();
+    let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            "orphans",
+            "different_work",
+            "api_records",
+            "different_devices"
+        ],
+        "{:?}",
+        d.caveats
+    );
+    assert!(d.caveats[2].text.contains("base: all, new: lean"));
+    assert!(d.caveats[3].text.contains("GPU 1 only in the new trace"));
+    let gpu1 = d.devices.iter().find(|x| x.device == 1).unwrap();
+    assert!(gpu1.base.is_none() && gpu1.new.is_some());
+    assert_eq!(gpu1.busy_pct_points, None);
+    assert_eq!(d.api_names.only_new, 1);
+}

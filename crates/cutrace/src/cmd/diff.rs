@@ -1,0 +1,294 @@
+//! `cutrace diff BASE NEW`: two traces side by side, as `cutrace_analysis::diff` computes them;
+//! readable text or one JSON object (`cutrace_analysis::Diff` serialized as is).
+
+use std::fmt::Write as _;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use cutrace_analysis::diff::{DeviceSide, NameCounts, NameDiff, Side};
+use cutrace_analysis::{Diff, LaunchLatency};
+
+use super::report::{fmt_ns, load, short_name, Format};
+
+/// Compare two traces: did a change make the GPU busier, and where did the time go?
+///
+/// For each GPU: busy time (the union of kernel intervals) and its share of the GPU's window,
+/// idle time split where each gap's next kernel was launched (waiting for the host, or launched
+/// and not yet started), and the number of idle gaps; launch-to-start latency; then the kernel
+/// and CUDA API names whose summed duration changed most, with their call counts and mean
+/// durations. Either trace may be a `cutrace record` trace or a torch.profiler JSON trace.
+///
+/// The diff says when the comparison is not like for like: a trace that lost data (its totals are
+/// lower bounds), orphan kernels, captures of different lengths (compare percentages and means,
+/// not totals), GPUs in one trace only, or API calls recorded in one trace and left out by choice
+/// in the other.
+#[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace diff before.json.gz after.json.gz        two torch.profiler traces of the same steps
+  cutrace diff run1/ run2/ --top 20                two `cutrace record` traces, 20 names per table
+  cutrace diff a/ b.json --format json | jq '.devices[0].busy_pct_points'
+
+Columns: "Δ" is new − base; a name missing from one trace shows "-" on that side. Summed durations
+double-count calls that overlap (they are sums, not busy time)."#)]
+pub struct Args {
+    /// The trace to compare against (before the change).
+    pub base: PathBuf,
+    /// The trace to compare (after the change).
+    pub new: PathBuf,
+    /// Output format: `text` for people, `json` for scripts (one JSON object on stdout).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Rows in the kernel and API tables (the name counts above them are always exact).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub top: usize,
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let base = load(&args.base)?;
+    let new = load(&args.new)?;
+    let d = cutrace_analysis::diff(&base, &new, args.top).with_context(|| {
+        format!(
+            "comparing {} with {}",
+            args.new.display(),
+            args.base.display()
+        )
+    })?;
+    let mut out = String::new();
+    match args.format {
+        Format::Json => {
+            out = serde_json::to_string(&d).context("serializing the diff")?;
+            out.push('\n');
+        }
+        Format::Text => render(&mut out, &args.base, &args.new, &d),
+    }
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(0),
+        Err(e) => Err(e).context("writing the diff to stdout"),
+    }
+}
+
+/// `+1.500 ms`, `-250 ns`, `0 ns`.
+fn fmt_change(ns: i64) -> String {
+    match ns {
+        0 => "0 ns".into(),
+        n if n < 0 => format!("-{}", fmt_ns(n.unsigned_abs())),
+        n => format!("+{}", fmt_ns(n as u64)),
+    }
+}
+
+fn change(base: u64, new: u64) -> String {
+    let d = i128::from(new) - i128::from(base);
+    let abs = fmt_change(d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
+    if base == 0 {
+        abs
+    } else {
+        format!("{abs} ({:+.1} %)", d as f64 * 100.0 / base as f64)
+    }
+}
+
+fn side_line(label: &str, path: &Path, s: &Side) -> String {
+    format!(
+        "  {label:<5} {} ({} trace): {} kernels, {} API calls{}",
+        path.display(),
+        s.source,
+        s.kernels,
+        s.api_calls,
+        if s.complete && s.dropped == 0 {
+            String::new()
+        } else {
+            "; lost data (see below)".into()
+        }
+    )
+}
+
+fn render(o: &mut String, base: &Path, new: &Path, d: &Diff) {
+    let _ = writeln!(o, "cutrace diff");
+    let _ = writeln!(o, "{}", side_line("base", base, &d.base));
+    let _ = writeln!(o, "{}", side_line("new", new, &d.new));
+    if !d.caveats.is_empty() {
+        let _ = writeln!(o, "Not like for like ({}):", d.caveats.len());
+        for c in &d.caveats {
+            let _ = writeln!(o, "  - {}", c.text);
+        }
+    }
+    for dev in &d.devices {
+        render_device(
+            o,
+            dev.device,
+            dev.base.as_ref(),
+            dev.new.as_ref(),
+            dev.busy_pct_points,
+        );
+    }
+    render_latency(o, &d.launch_latency.base, &d.launch_latency.new);
+    render_names(o, "Kernels", &d.kernel_names, &d.kernels, 90);
+    render_names(o, "CUDA API calls", &d.api_names, &d.api, 60);
+}
+
+fn render_device(
+    o: &mut String,
+    device: u32,
+    b: Option<&DeviceSide>,
+    n: Option<&DeviceSide>,
+    points: Option<f64>,
+) {
+    let _ = writeln!(o, "\nGPU {device}");
+    let (b, n) = match (b, n) {
+        (Some(b), Some(n)) => (b, n),
+        (Some(s), None) | (None, Some(s)) => {
+            let which = if b.is_some() { "base" } else { "new" };
+            let _ = writeln!(
+                o,
+                "  only in the {which} trace: {} kernels, busy {} = {:.1} % of a {} window",
+                s.kernels,
+                fmt_ns(s.busy_ns),
+                s.busy_pct,
+                fmt_ns(s.window_ns)
+            );
+            return;
+        }
+        (None, None) => return,
+    };
+    let _ = writeln!(o, "  {:<40} {:>14} {:>14}  Δ", "", "base", "new");
+    let row = |o: &mut String, label: &str, x: u64, y: u64| {
+        let _ = writeln!(
+            o,
+            "  {label:<40} {:>14} {:>14}  {}",
+            fmt_ns(x),
+            fmt_ns(y),
+            change(x, y)
+        );
+    };
+    row(
+        o,
+        "window (first kernel start → last end)",
+        b.window_ns,
+        n.window_ns,
+    );
+    row(o, "busy (union of kernel intervals)", b.busy_ns, n.busy_ns);
+    let _ = writeln!(
+        o,
+        "  {:<40} {:>14} {:>14}  {}",
+        "busy, share of the window",
+        format!("{:.1} %", b.busy_pct),
+        format!("{:.1} %", n.busy_pct),
+        points.map_or_else(|| "-".into(), |p| format!("{p:+.1} points"))
+    );
+    row(o, "idle", b.idle_ns, n.idle_ns);
+    let parts = [
+        (
+            "  before the next launch returned",
+            b.idle_before_launch_ns,
+            n.idle_before_launch_ns,
+        ),
+        (
+            "  after it (launched, not started)",
+            b.idle_after_launch_ns,
+            n.idle_after_launch_ns,
+        ),
+        (
+            "  no launch call in the trace",
+            b.idle_unknown_ns,
+            n.idle_unknown_ns,
+        ),
+    ];
+    for (label, x, y) in parts {
+        match (x, y) {
+            (Some(x), Some(y)) if x > 0 || y > 0 => row(o, label, x, y),
+            _ => {}
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  {:<40} {:>14} {:>14}  {:+}",
+        "idle gaps",
+        b.gaps,
+        n.gaps,
+        i128::from(n.gaps) - i128::from(b.gaps)
+    );
+    let _ = writeln!(
+        o,
+        "  {:<40} {:>14} {:>14}  {:+}",
+        "kernels",
+        b.kernels,
+        n.kernels,
+        i128::from(n.kernels) - i128::from(b.kernels)
+    );
+}
+
+fn render_latency(o: &mut String, b: &LaunchLatency, n: &LaunchLatency) {
+    if b.kernels == 0 && n.kernels == 0 {
+        return;
+    }
+    let cell = |v: Option<i64>| match v {
+        Some(v) if v < 0 => format!("-{}", fmt_ns(v.unsigned_abs())),
+        Some(v) => fmt_ns(v as u64),
+        None => "-".into(),
+    };
+    let _ = writeln!(
+        o,
+        "\nLaunch-to-start latency (launch call end → kernel start)\n  {:<8} {:>8} {:>11} {:>11} {:>11}",
+        "", "kernels", "p50", "p90", "p99"
+    );
+    for (label, l) in [("base", b), ("new", n)] {
+        let _ = writeln!(
+            o,
+            "  {label:<8} {:>8} {:>11} {:>11} {:>11}",
+            l.kernels,
+            cell(l.p50_ns),
+            cell(l.p90_ns),
+            cell(l.p99_ns)
+        );
+    }
+}
+
+fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDiff], width: usize) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n{what} by change in summed duration (top {} of {} names; {} only in base, {} only in new)",
+        rows.len(),
+        counts.base + counts.only_new,
+        counts.only_base,
+        counts.only_new
+    );
+    let _ = writeln!(
+        o,
+        "  {:>12} {:>25} {:>17} {:>25} {:>10}  name",
+        "Δ total", "total base → new", "calls base → new", "mean base → new", "Δ mean"
+    );
+    let opt = |s: Option<u64>| s.map_or_else(|| "-".into(), fmt_ns);
+    for r in rows {
+        let calls = |s: Option<cutrace_analysis::diff::NameSide>| {
+            s.map_or_else(|| "-".into(), |s| s.count.to_string())
+        };
+        let mean = format!(
+            "{} → {}",
+            opt(r.base.map(|s| s.mean_ns)),
+            opt(r.new.map(|s| s.mean_ns)),
+        );
+        let _ = writeln!(
+            o,
+            "  {:>12} {:>25} {:>17} {:>25} {:>10}  {}",
+            fmt_change(r.total_change_ns),
+            format!(
+                "{} → {}",
+                opt(r.base.map(|s| s.total_ns)),
+                opt(r.new.map(|s| s.total_ns))
+            ),
+            format!("{} → {}", calls(r.base), calls(r.new)),
+            mean,
+            r.mean_change_pct
+                .map_or_else(|| "-".into(), |p| format!("{p:+.1} %")),
+            short_name(&r.name, width)
+        );
+    }
+}

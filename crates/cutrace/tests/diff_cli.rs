@@ -1,0 +1,141 @@
+//! `cutrace diff` on the committed real traces: the same H200 workload recorded with every API
+//! call and with the default `--api lean` (what changed is only what the recorder left out, and
+//! the diff says so), a trace against itself, and bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn cutrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = cutrace(&[args, &["--format", "json"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+const ALL: &str = "tests/fixtures/native/two_streams";
+const LEAN: &str = "tests/fixtures/native/lean/two_streams";
+
+#[test]
+fn all_against_lean_shows_the_left_out_queries_and_says_why() {
+    let d = json(&["diff", ALL, LEAN, "--top", "100"]);
+    assert_eq!(d["schema_version"], 1);
+    // The same program: 47 kernels on each side, every one joined.
+    for side in ["base", "new"] {
+        assert_eq!(d[side]["kernels"], 47, "{side}");
+        assert_eq!(d[side]["orphans"], 0, "{side}");
+        assert_eq!(d[side]["complete"], true, "{side}");
+    }
+    let kinds: Vec<&str> = d["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["api_records"], "{}", d["caveats"]);
+    assert_eq!(d["kernel_names"]["only_base"], 0);
+    assert_eq!(d["kernel_names"]["only_new"], 0);
+    // cudart's cuKernelGetName, one per launch: only in the `all` trace.
+    let api = d["api"].as_array().unwrap();
+    let row = |name: &str| api.iter().find(|r| r["name"] == name).cloned();
+    let k = row("cuKernelGetName").expect("cuKernelGetName row");
+    assert_eq!(k["base"]["count"], 47);
+    assert!(k["new"].is_null());
+    assert!(k["total_change_ns"].as_i64().unwrap() < 0);
+    // The launches themselves are in both.
+    let l = row("cudaLaunchKernel").expect("cudaLaunchKernel row");
+    assert_eq!(
+        (l["base"]["count"].clone(), l["new"]["count"].clone()),
+        (47.into(), 47.into())
+    );
+    assert_eq!(d["api_names"]["only_new"], 0);
+    assert!(d["api_names"]["only_base"].as_u64().unwrap() >= 5);
+    // GPU 0 in both, busy within 0.1 point (two runs of one program).
+    let dev = &d["devices"][0];
+    assert_eq!(dev["base"]["kernels"], 47);
+    assert!(dev["busy_pct_points"].as_f64().unwrap().abs() < 0.1);
+
+    let o = cutrace(&["diff", ALL, LEAN]);
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    for want in [
+        "Not like for like (1):",
+        "base: all, new: lean",
+        "busy, share of the window",
+        "before the next launch returned",
+        "Kernels by change in summed duration (top 2 of 2 names; 0 only in base, 0 only in new)",
+        "cuKernelGetName",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn a_trace_against_itself_changes_nothing() {
+    let t = "tests/fixtures/kineto/train_step.json.gz";
+    let d = json(&["diff", t, t]);
+    assert_eq!(d["caveats"], Value::Array(vec![]));
+    assert_eq!(d["devices"][0]["busy_pct_points"], 0.0);
+    assert_eq!(d["kernels"].as_array().unwrap().len(), 10);
+    for r in d["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(d["api"].as_array().unwrap())
+    {
+        assert_eq!(r["total_change_ns"], 0, "{r}");
+        assert_eq!(r["base"], r["new"], "{r}");
+    }
+    assert_eq!(d["launch_latency"]["base"], d["launch_latency"]["new"]);
+}
+
+#[test]
+fn a_bad_trace_names_itself_and_fails() {
+    let o = cutrace(&["diff", ALL, "no/such/trace.json"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("no/such/trace.json"), "{err}");
+    assert!(o.stdout.is_empty());
+    let o = cutrace(&["diff", ALL]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("<NEW>"));
+}
+
+/// Every object key of the JSON diff, from a run that fills every field (a caveat included), is
+/// named on docs/DIFF.md as a backticked word (a list as `name[]`).
+#[test]
+fn every_json_field_is_documented() {
+    fn keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    out.insert(k.clone());
+                    keys(x, out);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| keys(x, out)),
+            _ => {}
+        }
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    keys(&json(&["diff", ALL, LEAN]), &mut seen);
+    let doc = std::fs::read_to_string(repo().join("docs/DIFF.md")).unwrap();
+    let missing: Vec<&String> = seen
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("`{k}[]`")))
+        .collect();
+    assert!(missing.is_empty(), "docs/DIFF.md does not name {missing:?}");
+    assert!(seen.len() > 30, "{seen:?}");
+}
