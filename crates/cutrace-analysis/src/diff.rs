@@ -16,8 +16,9 @@ use serde::Serialize;
 
 use crate::correlate::LaunchLatency;
 use crate::error::AnalysisError;
-use crate::report::{analyze, DeviceReport, Options, Report};
+use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
 use crate::summary::{api_summary, kernel_summary, NameStats};
+use crate::window::Window;
 
 /// Version of the diff's JSON shape; rises when a field is renamed, removed or changes meaning.
 pub const DIFF_SCHEMA_VERSION: u32 = 1;
@@ -49,7 +50,11 @@ pub struct Diff {
 pub struct Side {
     /// "native" or "kineto".
     pub source: &'static str,
+    /// The part of the trace compared (its own clock); null: the whole trace.
+    pub window: Option<WindowInfo>,
+    /// Kernels compared (inside the window, when there is one).
     pub kernels: u64,
+    /// API calls compared (likewise).
     pub api_calls: u64,
     /// Kernels whose launch call is not in the trace.
     pub orphans: u64,
@@ -60,8 +65,8 @@ pub struct Side {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Caveat {
-    /// `data_loss`, `orphans`, `different_work`, `different_devices` or `api_records`: stable,
-    /// for scripts.
+    /// `data_loss`, `empty_window`, `orphans`, `different_work`, `different_devices` or
+    /// `api_records`: stable, for scripts.
     pub kind: &'static str,
     pub text: String,
 }
@@ -130,25 +135,50 @@ pub struct NameSide {
     pub mean_ns: Ns,
 }
 
-/// Compares `new` against `base`. `top` bounds the kernel and API lists (the name counts are
-/// always exact).
-pub fn diff(base: &Trace, new: &Trace, top: usize) -> Result<Diff, AnalysisError> {
-    let opts = Options {
-        window: None,
-        top: 0,
-        orphan_list: 0,
+/// What to compare and how much to list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiffOptions {
+    /// Rows of the kernel and API lists (the name counts are always exact).
+    pub top: usize,
+    /// Only this part of the base trace (its own clock), as `cutrace report --from/--to`.
+    pub base_window: Option<Window>,
+    /// Only this part of the new trace.
+    pub new_window: Option<Window>,
+}
+
+impl Default for DiffOptions {
+    fn default() -> Self {
+        DiffOptions {
+            top: 10,
+            base_window: None,
+            new_window: None,
+        }
+    }
+}
+
+/// Compares `new` against `base`.
+pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, AnalysisError> {
+    let run = |t: &Trace,
+               window: Option<Window>|
+     -> Result<(Report, Vec<NameStats>, Vec<NameStats>), AnalysisError> {
+        let r = analyze(
+            t,
+            &Options {
+                window,
+                top: 0,
+                orphan_list: 0,
+            },
+        )?;
+        let k = kernel_summary(t, window.as_ref())
+            .into_iter()
+            .map(|k| k.stats)
+            .collect();
+        Ok((r, k, api_summary(t, window.as_ref())))
     };
-    let (rb, rn) = (analyze(base, &opts)?, analyze(new, &opts)?);
-    let kb: Vec<NameStats> = kernel_summary(base, None)
-        .into_iter()
-        .map(|k| k.stats)
-        .collect();
-    let kn: Vec<NameStats> = kernel_summary(new, None)
-        .into_iter()
-        .map(|k| k.stats)
-        .collect();
-    let (kernel_names, kernels) = name_diffs(&kb, &kn, top);
-    let (api_names, api) = name_diffs(&api_summary(base, None), &api_summary(new, None), top);
+    let (rb, kb, ab) = run(base, opts.base_window)?;
+    let (rn, kn, an) = run(new, opts.new_window)?;
+    let (kernel_names, kernels) = name_diffs(&kb, &kn, opts.top);
+    let (api_names, api) = name_diffs(&ab, &an, opts.top);
 
     let mut by_dev: BTreeMap<u32, (Option<DeviceSide>, Option<DeviceSide>)> = BTreeMap::new();
     for d in &rb.devices {
@@ -172,7 +202,7 @@ pub fn diff(base: &Trace, new: &Trace, top: usize) -> Result<Diff, AnalysisError
         })
         .collect();
 
-    let (base, new) = (side(&rb), side(&rn));
+    let (base, new) = (side(&rb, &ab), side(&rn, &an));
     let caveats = caveats(&base, &new, &rb, &rn, &devices);
     Ok(Diff {
         schema_version: DIFF_SCHEMA_VERSION,
@@ -191,11 +221,12 @@ pub fn diff(base: &Trace, new: &Trace, top: usize) -> Result<Diff, AnalysisError
     })
 }
 
-fn side(r: &Report) -> Side {
+fn side(r: &Report, api: &[NameStats]) -> Side {
     Side {
         source: r.trace.source,
-        kernels: r.trace.kernels,
-        api_calls: r.trace.api_calls,
+        window: r.window,
+        kernels: r.devices.iter().map(|d| d.timeline.kernels).sum(),
+        api_calls: api.iter().map(|a| a.count).sum(),
         orphans: r.correlation.orphans,
         complete: r.data_loss.complete,
         dropped: r
@@ -255,6 +286,21 @@ fn caveats(
                 text: format!(
                     "the {label} trace lost data: {}; its totals are lower bounds",
                     lost.join(", ")
+                ),
+            });
+        }
+        if let (Some(w), 0) = (s.window, s.kernels) {
+            out.push(Caveat {
+                kind: "empty_window",
+                text: format!(
+                    "the {label} trace has no kernels in the window ({}; the trace runs from \
+                     {} to {} ns): an offset such as --from 2s counts from each trace's own start",
+                    match w.to_ns {
+                        Some(t) => format!("{} to {t} ns on its clock", w.from_ns),
+                        None => format!("from {} ns on its clock to its end", w.from_ns),
+                    },
+                    r.trace.first_ns.unwrap_or(0),
+                    r.trace.last_ns.unwrap_or(0)
                 ),
             });
         }

@@ -24,7 +24,7 @@ pub mod window;
 pub use correlate::{
     correlate, launch_latencies, ApiIndex, Correlation, JoinCounts, LaunchLatency,
 };
-pub use diff::{diff, Diff, DIFF_SCHEMA_VERSION};
+pub use diff::{diff, Diff, DiffOptions, DIFF_SCHEMA_VERSION};
 pub use error::AnalysisError;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
 pub use names::display_name;

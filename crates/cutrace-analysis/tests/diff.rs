@@ -5,8 +5,15 @@
 mod common;
 
 use common::{call, kernel, launch, seed_trace};
-use cutrace_analysis::diff;
+use cutrace_analysis::{diff, DiffOptions};
 use cutrace_trace::{Interner, Trace, TraceNote};
+
+fn top(n: usize) -> DiffOptions {
+    DiffOptions {
+        top: n,
+        ..DiffOptions::default()
+    }
+}
 
 /// Device 0: `n` kernels named `name`, each `len` ns, 1,000 ns apart, each launched 100 ns
 /// before it starts (its call ends 50 ns before).
@@ -32,7 +39,7 @@ fn steady(name: &str, n: u64, len: u64) -> Trace {
 #[test]
 fn a_trace_against_itself_changes_nothing() {
     let t = seed_trace(&[11, 12, 13, 14, 15]);
-    let d = diff(&t, &t, 10).unwrap();
+    let d = diff(&t, &t, &top(10)).unwrap();
     assert!(d.caveats.is_empty(), "{:?}", d.caveats);
     assert_eq!(d.devices.len(), 1);
     let dev = &d.devices[0];
@@ -86,7 +93,7 @@ fn names_are_matched_and_ordered_by_their_change() {
         kernels: new_k,
         ..Trace::default()
     };
-    let d = diff(&base, &new, 10).unwrap();
+    let d = diff(&base, &new, &top(10)).unwrap();
     let order: Vec<(&str, i64)> = d
         .kernels
         .iter()
@@ -115,11 +122,11 @@ fn names_are_matched_and_ordered_by_their_change() {
         (3, 3, 1, 1)
     );
     // `top` cuts the rows, never the counts.
-    let short = diff(&base, &new, 2).unwrap();
+    let short = diff(&base, &new, &top(2)).unwrap();
     assert_eq!(short.kernels.len(), 2);
     assert_eq!(short.kernel_names, d.kernel_names);
     // Swapping the traces negates every change.
-    let back = diff(&new, &base, 10).unwrap();
+    let back = diff(&new, &base, &top(10)).unwrap();
     for r in &back.kernels {
         let fwd = d.kernels.iter().find(|f| f.name == r.name).unwrap();
         assert_eq!(r.total_change_ns, -fwd.total_change_ns, "{}", r.name);
@@ -133,7 +140,7 @@ fn names_are_matched_and_ordered_by_their_change() {
 fn busier_gpu_shows_in_points_and_in_the_idle_split() {
     // Same 20 kernels each; the new ones run 600 ns instead of 300 ns of every 1,000.
     let (base, new) = (steady("k", 20, 300), steady("k", 20, 600));
-    let d = diff(&base, &new, 10).unwrap();
+    let d = diff(&base, &new, &top(10)).unwrap();
     assert!(d.caveats.is_empty(), "{:?}", d.caveats);
     let dev = &d.devices[0];
     let (b, n) = (dev.base.as_ref().unwrap(), dev.new.as_ref().unwrap());
@@ -157,13 +164,13 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
     let base = steady("k", 100, 300);
     // 20 % fewer kernels: beyond the 10 % tolerance.
     let mut new = steady("k", 80, 300);
-    let d = diff(&base, &new, 10).unwrap();
+    let d = diff(&base, &new, &top(10)).unwrap();
     let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
     assert_eq!(kinds, ["different_work"]);
     assert!(d.caveats[0].text.contains("100 vs 80 kernels"));
     // 95 against 100 is within it.
     let near = steady("k", 95, 300);
-    assert!(diff(&base, &near, 10).unwrap().caveats.is_empty());
+    assert!(diff(&base, &near, &top(10)).unwrap().caveats.is_empty());
 
     // A kernel on GPU 1 in the new trace only; the new trace recorded with `--api lean`.
     let mut i = Interner::new();
@@ -181,7 +188,7 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
         text: "api records: lean — 36 runtime and 47 driver state-query callbacks not recorded"
             .into(),
     });
-    let d = diff(&base, &new, 10).unwrap();
+    let d = diff(&base, &new, &top(10)).unwrap();
     let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
     assert_eq!(
         kinds,
@@ -200,4 +207,53 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
     assert!(gpu1.base.is_none() && gpu1.new.is_some());
     assert_eq!(gpu1.busy_pct_points, None);
     assert_eq!(d.api_names.only_new, 1);
+}
+
+#[test]
+fn a_window_per_trace_compares_only_that_part() {
+    use cutrace_analysis::Window;
+    // 20 kernels from 10,000 ns, one per 1,000 ns; the window [15,000, 20,000) holds 5.
+    let t = steady("k", 20, 300);
+    let w = Window::resolve(
+        Some(cutrace_analysis::TimeArg::Absolute(15_000)),
+        Some(cutrace_analysis::TimeArg::Absolute(20_000)),
+        0,
+    )
+    .unwrap();
+    let opts = DiffOptions {
+        top: 10,
+        base_window: None,
+        new_window: w,
+    };
+    let d = diff(&t, &t, &opts).unwrap();
+    assert_eq!((d.base.kernels, d.new.kernels), (20, 5));
+    assert_eq!((d.base.api_calls, d.new.api_calls), (20, 5));
+    assert!(d.base.window.is_none());
+    assert_eq!(d.new.window.unwrap().from_ns, 15_000);
+    assert_eq!(d.kernels[0].new.unwrap().count, 5);
+    assert_eq!(d.kernels[0].total_change_ns, -(15 * 300));
+    let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
+    assert_eq!(kinds, ["different_work"]);
+    // A window past the end: no kernels, said.
+    let late = Window::resolve(
+        Some(cutrace_analysis::TimeArg::Absolute(1_000_000)),
+        None,
+        0,
+    )
+    .unwrap();
+    let d = diff(
+        &t,
+        &t,
+        &DiffOptions {
+            top: 10,
+            base_window: late,
+            new_window: None,
+        },
+    )
+    .unwrap();
+    assert_eq!(d.base.kernels, 0);
+    assert_eq!(d.caveats[0].kind, "empty_window", "{:?}", d.caveats);
+    assert!(d.caveats[0]
+        .text
+        .contains("from 1000000 ns on its clock to its end"));
 }

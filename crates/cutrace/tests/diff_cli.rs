@@ -139,3 +139,42 @@ fn every_json_field_is_documented() {
     assert!(missing.is_empty(), "docs/DIFF.md does not name {missing:?}");
     assert!(seen.len() > 30, "{seen:?}");
 }
+
+#[test]
+fn a_window_is_an_offset_into_each_trace() {
+    let whole = json(&["diff", ALL, LEAN]);
+    let d = json(&["diff", ALL, LEAN, "--from", "160ms", "--to", "200ms"]);
+    for side in ["base", "new"] {
+        let w = &d[side]["window"];
+        let (from, to) = (w["from_ns"].as_u64().unwrap(), w["to_ns"].as_u64().unwrap());
+        assert_eq!(to - from, 40_000_000, "{side}");
+        let k = d[side]["kernels"].as_u64().unwrap();
+        assert!(k > 0 && k < 47, "{side}: {k}");
+        assert!(whole[side]["window"].is_null());
+    }
+    // Each window starts 160 ms after its own trace's first record: the clocks differ.
+    assert_ne!(
+        d["base"]["window"]["from_ns"],
+        d["new"]["window"]["from_ns"]
+    );
+    // Past both ends: said for each, and still a diff (exit 0).
+    let d = json(&["diff", ALL, LEAN, "--from", "10s"]);
+    let empty = d["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["kind"] == "empty_window")
+        .count();
+    assert_eq!(empty, 2, "{}", d["caveats"]);
+    // An absolute time cannot serve two clocks.
+    let o = cutrace(&["diff", ALL, LEAN, "--from", "1796014516832801301"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("clocks differ") && err.contains("--from 2s"),
+        "{err}"
+    );
+    // Nor can a window that ends before it starts.
+    let o = cutrace(&["diff", ALL, LEAN, "--from", "2s", "--to", "1s"]);
+    assert_eq!(o.status.code(), Some(2));
+}

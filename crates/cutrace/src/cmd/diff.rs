@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cutrace_analysis::diff::{DeviceSide, NameCounts, NameDiff, Side};
-use cutrace_analysis::{Diff, LaunchLatency};
+use cutrace_analysis::{
+    parse_time_arg, trace_bounds, Diff, DiffOptions, LaunchLatency, TimeArg, Window,
+};
+use cutrace_trace::Trace;
 
 use super::report::{fmt_ns, load, short_name, Format};
 
@@ -28,6 +31,7 @@ use super::report::{fmt_ns, load, short_name, Format};
   cutrace diff before.json.gz after.json.gz        two torch.profiler traces of the same steps
   cutrace diff run1/ run2/ --top 20                two `cutrace record` traces, 20 names per table
   cutrace diff a/ b.json --format json | jq '.devices[0].busy_pct_points'
+  cutrace diff run1/ run2/ --from 5s --to 15s     the same ten seconds of each run (past warm-up)
 
 Columns: "Δ" is new − base; a name missing from one trace shows "-" on that side. Summed durations
 double-count calls that overlap (they are sums, not busy time)."#)]
@@ -42,12 +46,48 @@ pub struct Args {
     /// Rows in the kernel and API tables (the name counts above them are always exact).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub top: usize,
+    /// Compare only from this offset after each trace's own start (`500ms`, `2s`, `250us`):
+    /// the two traces' clocks differ, so one absolute time cannot serve both. Intervals are
+    /// clipped to the window, as in `cutrace report`.
+    #[arg(long, value_name = "OFFSET")]
+    pub from: Option<String>,
+    /// End of the window (exclusive), an offset like --from.
+    #[arg(long, value_name = "OFFSET")]
+    pub to: Option<String>,
+}
+
+/// `--from`/`--to` as offsets; an absolute time is refused with the reason.
+fn offset(flag: &str, text: Option<&str>) -> anyhow::Result<Option<TimeArg>> {
+    let Some(text) = text else { return Ok(None) };
+    match parse_time_arg(text).with_context(|| flag.to_owned())? {
+        TimeArg::Absolute(_) => anyhow::bail!(
+            "{flag} {text}: a plain number is an absolute time on one trace's clock, and the two \
+             traces' clocks differ; give an offset from each trace's start with a unit, such as \
+             {flag} 2s or {flag} 500ms"
+        ),
+        a => Ok(Some(a)),
+    }
+}
+
+fn window(t: &Trace, from: Option<TimeArg>, to: Option<TimeArg>) -> anyhow::Result<Option<Window>> {
+    if from.is_none() && to.is_none() {
+        return Ok(None);
+    }
+    let start = trace_bounds(t).map_or(0, |b| b.0);
+    Window::resolve(from, to, start).context("--from/--to")
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    let from = offset("--from", args.from.as_deref())?;
+    let to = offset("--to", args.to.as_deref())?;
     let base = load(&args.base)?;
     let new = load(&args.new)?;
-    let d = cutrace_analysis::diff(&base, &new, args.top).with_context(|| {
+    let opts = DiffOptions {
+        top: args.top,
+        base_window: window(&base, from, to)?,
+        new_window: window(&new, from, to)?,
+    };
+    let d = cutrace_analysis::diff(&base, &new, &opts).with_context(|| {
         format!(
             "comparing {} with {}",
             args.new.display(),
@@ -60,7 +100,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             out = serde_json::to_string(&d).context("serializing the diff")?;
             out.push('\n');
         }
-        Format::Text => render(&mut out, &args.base, &args.new, &d),
+        Format::Text => {
+            let _ = writeln!(out, "cutrace diff");
+            if from.is_some() || to.is_some() {
+                let _ = writeln!(
+                    out,
+                    "window: {} to {} after each trace's start (its first record)",
+                    args.from.as_deref().unwrap_or("0s"),
+                    args.to.as_deref().unwrap_or("its end"),
+                );
+            }
+            render(&mut out, &args.base, &args.new, &d)
+        }
     }
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -93,8 +144,13 @@ fn change(base: u64, new: u64) -> String {
 }
 
 fn side_line(label: &str, path: &Path, s: &Side) -> String {
+    let window = if s.window.is_some() {
+        " in the window"
+    } else {
+        ""
+    };
     format!(
-        "  {label:<5} {} ({} trace): {} kernels, {} API calls{}",
+        "  {label:<5} {} ({} trace): {} kernels, {} API calls{window}{}",
         path.display(),
         s.source,
         s.kernels,
@@ -108,7 +164,6 @@ fn side_line(label: &str, path: &Path, s: &Side) -> String {
 }
 
 fn render(o: &mut String, base: &Path, new: &Path, d: &Diff) {
-    let _ = writeln!(o, "cutrace diff");
     let _ = writeln!(o, "{}", side_line("base", base, &d.base));
     let _ = writeln!(o, "{}", side_line("new", new, &d.new));
     if !d.caveats.is_empty() {
@@ -178,7 +233,11 @@ fn render_device(
         "busy, share of the window",
         format!("{:.1} %", b.busy_pct),
         format!("{:.1} %", n.busy_pct),
-        points.map_or_else(|| "-".into(), |p| format!("{p:+.1} points"))
+        // Rounded first, so a change below 0.05 reads +0.0, never -0.0.
+        points.map_or_else(
+            || "-".into(),
+            |p| format!("{:+.1} points", (p * 10.0).round() / 10.0 + 0.0)
+        )
     );
     row(o, "idle", b.idle_ns, n.idle_ns);
     let parts = [
