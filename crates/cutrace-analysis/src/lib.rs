@@ -16,6 +16,7 @@ pub mod parts;
 pub mod percentile;
 pub mod ranges;
 pub mod report;
+pub mod steps;
 pub mod summary;
 pub mod timeline;
 pub mod transfers;
@@ -34,6 +35,7 @@ pub use ranges::{range_breakdown, RangeSummary};
 pub use report::{
     analyze, DataLoss, DeviceReport, IdleSplit, Options, Report, TraceInfo, WindowInfo,
 };
+pub use steps::{steps, Step, StepMatch, Steps};
 pub use summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};
 pub use timeline::{
     kernel_timelines, DeviceTimeline, Gap, GapBucket, GapHost, KernelRef, NamedSpan, NextLaunch,

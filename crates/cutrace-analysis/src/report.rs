@@ -164,6 +164,10 @@ pub struct Report {
     pub transfers: Vec<TransferSummary>,
     pub range_names: u64,
     pub ranges: Vec<RangeSummary>,
+    /// Per-step figures ([`crate::steps`]): absent unless the caller asked for them and the
+    /// trace has such ranges (`analyze` leaves it `None`; `cutrace report` fills it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<crate::steps::Steps>,
 }
 
 /// Runs every analysis. Pure: the same records in any order give the same report.
@@ -287,6 +291,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         transfers: transfer_summary(trace, window),
         range_names,
         ranges,
+        steps: None,
     })
 }
 

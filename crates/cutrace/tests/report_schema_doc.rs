@@ -1,7 +1,7 @@
 //! `docs/REPORT.md` documents every field of `cutrace report --format json`: the report is run on
 //! committed fixtures that together produce every field (a merged multi-process trace, an
 //! incomplete one, a torch.profiler one, one with copies and memsets, one with recorder notes, a
-//! `--from`/`--to` window, and two runs' parts in one directory), and every object key seen
+//! `--from`/`--to` window, two runs' parts in one directory, and `--steps`), and every object key seen
 //! anywhere in the output must appear in the page as a backticked name (`` `idle_split` ``).
 
 use std::collections::BTreeMap;
@@ -105,6 +105,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
             report(&fixture("kineto/train_step.json.gz"), &[]),
         ),
         ("two runs", report(&two_runs.0, &[])),
+        (
+            "nvtx steps",
+            report(&fixture("native/nvtx"), &["--steps", "step"]),
+        ),
     ];
 
     // Each fixture still shows what it is here for, so the key set stays complete.
@@ -120,6 +124,7 @@ fn every_report_field_is_documented_in_docs_report_md() {
     assert_eq!(by("kineto train_step")["trace"]["source"], "kineto");
     assert!(by("kineto train_step")["ranges"][0]["name"].is_string());
     assert!(by("two runs")["trace"]["separate_runs"]["first_gap"]["gap_ns"].is_u64());
+    assert!(by("nvtx steps")["steps"]["steps"][0]["devices"][0]["busy_pct"].is_f64());
 
     let mut keys = BTreeMap::new();
     for (_, v) in &runs {

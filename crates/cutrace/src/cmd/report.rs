@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cutrace_analysis::{
-    analyze, parse_time_arg, trace_bounds, DeviceReport, Options, Report, Timeline, Window,
+    analyze, parse_time_arg, trace_bounds, DeviceReport, Options, Report, StepMatch, Steps,
+    Timeline, Window,
 };
 use cutrace_trace::Trace;
 
@@ -61,6 +62,11 @@ pub struct Args {
     /// Number of orphan correlation ids listed (the orphan count is always exact).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub orphans: usize,
+    /// Host ranges that mark the program's steps (NVTX ranges, `record_function` names): each
+    /// step's duration and how busy each GPU was during it. `NAME*` matches names starting with
+    /// NAME. Default: torch.profiler's `ProfilerStep#*`, shown when the trace has them.
+    #[arg(long, value_name = "NAME")]
+    pub steps: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -98,8 +104,32 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         top: args.top,
         orphan_list: args.orphans,
     };
-    let report =
+    let mut report =
         analyze(&trace, &opts).with_context(|| format!("analysing {}", args.file.display()))?;
+    let which = args
+        .steps
+        .as_deref()
+        .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
+    report.steps = cutrace_analysis::steps(&trace, opts.window.as_ref(), &which);
+    if report.steps.is_none() && args.steps.is_some() {
+        anyhow::bail!(
+            "--steps {}: no host range in {} matches it{}; the trace's host ranges: {}",
+            which.text(),
+            if opts.window.is_some() {
+                "the window of "
+            } else {
+                ""
+            }
+            .to_owned()
+                + &args.file.display().to_string(),
+            if matches!(which, StepMatch::Exact(_)) && opts.window.is_none() {
+                " (end it with * to match names that start with it)"
+            } else {
+                ""
+            },
+            host_range_names(&trace)
+        );
+    }
     let mut out = String::new();
     match args.format {
         Format::Json => {
@@ -109,7 +139,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 eprintln!("cutrace: warning: {why}");
             }
         }
-        Format::Text => render_text(&mut out, &args.file, &report),
+        Format::Text => render_text(&mut out, &args.file, &report, args.top),
     }
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -208,7 +238,7 @@ pub(super) fn short_name(name: &str, max: usize) -> String {
 }
 
 // `write!` into a String cannot fail; the results are ignored on purpose throughout.
-fn render_text(o: &mut String, path: &Path, r: &Report) {
+fn render_text(o: &mut String, path: &Path, r: &Report, top: usize) {
     let _ = writeln!(
         o,
         "cutrace report: {} ({} trace)",
@@ -273,6 +303,9 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
              the same way when it compiles.)"
         );
     }
+    if let Some(st) = &r.steps {
+        render_steps(o, st, top);
+    }
     render_correlation(o, r);
     render_kernels(o, r);
     render_api(o, r);
@@ -285,6 +318,105 @@ fn render_text(o: &mut String, path: &Path, r: &Report) {
          are nearest-rank. Mangled kernel names are shown demangled (the JSON keeps the recorded \
          name as mangled_name)."
     );
+}
+
+/// Up to 8 host range names with their counts, most frequent first: what `--steps` could name.
+fn host_range_names(trace: &Trace) -> String {
+    let mut n: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in &trace.ranges {
+        if r.domain == cutrace_trace::RangeDomain::Host {
+            *n.entry(trace.str(r.name)).or_default() += 1;
+        }
+    }
+    if n.is_empty() {
+        return "none (record NVTX ranges, or torch.profiler with a schedule and prof.step())"
+            .into();
+    }
+    let mut v: Vec<(&str, u64)> = n.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let more = v.len().saturating_sub(8);
+    let mut s = v
+        .iter()
+        .take(8)
+        .map(|(name, c)| format!("{name} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if more > 0 {
+        let _ = write!(s, ", … ({more} more)");
+    }
+    s
+}
+
+/// The steps: their durations, each GPU's busy share during them, and the longest ones.
+fn render_steps(o: &mut String, st: &Steps, top: usize) {
+    let _ = writeln!(
+        o,
+        "
+Steps (host ranges \"{}\": {} in {})",
+        st.matched,
+        st.count,
+        count(st.processes as usize, "process", "processes")
+    );
+    let _ = writeln!(
+        o,
+        "  step time: median {}, shortest {}, longest {}",
+        fmt_ns(st.duration_median_ns),
+        fmt_ns(st.duration_min_ns),
+        fmt_ns(st.duration_max_ns)
+    );
+    for d in &st.devices {
+        let _ = writeln!(
+            o,
+            "  GPU {} busy during a step (union of its kernels, clipped to the step): median \
+             {:.1} %, lowest {:.1} % (over the {} steps it ran kernels in)",
+            d.device, d.busy_pct_median, d.busy_pct_min, d.steps
+        );
+    }
+    if st.devices.is_empty() {
+        let _ = writeln!(o, "  no kernel ran during any step");
+    }
+    let mut longest: Vec<&cutrace_analysis::Step> = st.steps.iter().collect();
+    longest.sort_by(|a, b| {
+        b.duration_ns
+            .cmp(&a.duration_ns)
+            .then(a.start_ns.cmp(&b.start_ns))
+    });
+    longest.truncate(top.max(1).min(longest.len()));
+    let many = st.processes > 1;
+    let _ = writeln!(
+        o,
+        "  longest steps (top {} of {}):\n  {:>12} {:>8}  {:<24}{}  name",
+        longest.len(),
+        st.count,
+        "duration",
+        "kernels",
+        "GPU busy in the step",
+        if many { "      pid" } else { "" }
+    );
+    for s in longest {
+        let busy = if s.devices.is_empty() {
+            "-".to_owned()
+        } else {
+            s.devices
+                .iter()
+                .map(|d| format!("{}: {:.1} %", d.device, d.busy_pct))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            o,
+            "  {:>12} {:>8}  {:<24}{}  {}",
+            fmt_ns(s.duration_ns),
+            s.kernels,
+            busy,
+            if many {
+                format!(" {:>8}", s.pid)
+            } else {
+                String::new()
+            },
+            short_name(&s.name, 60)
+        );
+    }
 }
 
 /// `N` and the noun, singular for 1: `1 part`, `4 parts`.

@@ -1,0 +1,189 @@
+//! Steps: host ranges that mark iterations, each with its GPUs' busy time during it. Worked
+//! examples with every figure written out, a merged two-process trace (a step sees only its own
+//! process's kernels), and a property test against a per-nanosecond brute force.
+
+mod common;
+
+use common::{host_range, kernel};
+use cutrace_analysis::{steps, StepMatch, Window};
+use cutrace_trace::{Interner, Kernel, Ns, NvtxRange, RangeDomain, Trace};
+use proptest::prelude::*;
+
+fn trace(i: Interner, kernels: Vec<Kernel>, ranges: Vec<NvtxRange>) -> Trace {
+    let mut t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        ranges,
+        ..Trace::default()
+    };
+    t.meta.complete = true;
+    t
+}
+
+/// Three ProfilerStep ranges of 1,000 ns (the last 2,000 ns) and a "forward" range inside the
+/// first; kernels on GPU 0 (two overlapping in step 1, one crossing from step 1 into step 2, a
+/// slow step 3 with little GPU work) and one on GPU 1 in step 2.
+fn three_steps() -> Trace {
+    let mut i = Interner::new();
+    let ranges = vec![
+        host_range(&mut i, "ProfilerStep#1", 0, 1_000),
+        host_range(&mut i, "forward", 100, 400),
+        host_range(&mut i, "ProfilerStep#2", 1_000, 2_000),
+        host_range(&mut i, "ProfilerStep#3", 2_000, 4_000),
+    ];
+    let kernels = vec![
+        kernel(&mut i, "a", 0, 7, 1, 100, 500),
+        kernel(&mut i, "b", 0, 8, 2, 300, 600),
+        // Crosses into step 2: 200 ns in each.
+        kernel(&mut i, "c", 0, 7, 3, 800, 1_200),
+        kernel(&mut i, "d", 1, 7, 4, 1_500, 1_900),
+        kernel(&mut i, "e", 0, 7, 5, 2_500, 2_600),
+    ];
+    trace(i, kernels, ranges)
+}
+
+#[test]
+fn each_step_gets_its_gpus_busy_time_clipped_to_it() {
+    let t = three_steps();
+    let s = steps(&t, None, &StepMatch::profiler_steps()).unwrap();
+    assert_eq!(s.matched, "ProfilerStep#*");
+    assert_eq!((s.count, s.processes), (3, 1));
+    let names: Vec<&str> = s.steps.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    );
+    let d = |k: usize| -> Vec<(u32, Ns)> {
+        s.steps[k]
+            .devices
+            .iter()
+            .map(|d| (d.device, d.busy_ns))
+            .collect()
+    };
+    // Step 1: a ∪ b = [100, 600) = 500, plus c's [800, 1000) = 200 → 700 of 1,000.
+    assert_eq!(d(0), [(0, 700)]);
+    assert_eq!(s.steps[0].kernels, 3);
+    assert_eq!(s.steps[0].devices[0].busy_pct, 70.0);
+    // Step 2: c's [1000, 1200) on GPU 0, d on GPU 1: devices are never unioned together.
+    assert_eq!(d(1), [(0, 200), (1, 400)]);
+    assert_eq!(s.steps[1].kernels, 2);
+    // Step 3: 100 of 2,000.
+    assert_eq!(d(2), [(0, 100)]);
+    assert_eq!(s.steps[2].devices[0].busy_pct, 5.0);
+    assert_eq!(
+        (s.duration_min_ns, s.duration_median_ns, s.duration_max_ns),
+        (1_000, 1_000, 2_000)
+    );
+    // GPU 0: 70 %, 20 %, 5 % → nearest-rank median 20 %; GPU 1 in one step.
+    let g0 = &s.devices[0];
+    assert_eq!((g0.device, g0.steps, g0.busy_ns), (0, 3, 1_000));
+    assert_eq!((g0.busy_pct_median, g0.busy_pct_min), (20.0, 5.0));
+    assert_eq!((s.devices[1].device, s.devices[1].steps), (1, 1));
+}
+
+#[test]
+fn names_exact_or_by_prefix_and_clipped_to_a_window() {
+    let t = three_steps();
+    let f = steps(&t, None, &StepMatch::parse("forward")).unwrap();
+    assert_eq!((f.count, f.matched.as_str()), (1, "forward"));
+    // forward [100, 400): a [100, 400) ∪ b [300, 400) = 300, all of it.
+    assert_eq!(f.steps[0].devices[0].busy_ns, 300);
+    assert_eq!(f.steps[0].kernels, 2);
+    assert!(steps(&t, None, &StepMatch::parse("ProfilerStep")).is_none());
+    assert_eq!(
+        steps(&t, None, &StepMatch::parse("Profiler*"))
+            .unwrap()
+            .count,
+        3
+    );
+    // The window [1,500, 2,500) keeps half of step 2 and a quarter of step 3, clipped.
+    let w = Window::resolve(
+        Some(cutrace_analysis::TimeArg::Absolute(1_500)),
+        Some(cutrace_analysis::TimeArg::Absolute(2_500)),
+        0,
+    )
+    .unwrap();
+    let s = steps(&t, w.as_ref(), &StepMatch::profiler_steps()).unwrap();
+    let spans: Vec<(Ns, Ns)> = s.steps.iter().map(|x| (x.start_ns, x.end_ns)).collect();
+    assert_eq!(spans, [(1_500, 2_000), (2_000, 2_500)]);
+    assert_eq!(s.steps[0].devices.len(), 1); // only d, on GPU 1
+    assert_eq!(s.steps[0].devices[0].busy_ns, 400);
+    // e starts at 2,500, the window's end: nothing in step 3's part.
+    assert!(s.steps[1].devices.is_empty());
+    assert_eq!(s.steps[1].kernels, 0);
+    // GPU-domain ranges are never steps.
+    let mut g = three_steps();
+    for r in &mut g.ranges {
+        r.domain = RangeDomain::Gpu;
+    }
+    assert!(steps(&g, None, &StepMatch::profiler_steps()).is_none());
+}
+
+#[test]
+fn in_a_merged_trace_a_step_sees_only_its_own_process() {
+    // Two processes (parts 0 and 1, pids 100 and 200) on the same GPU at the same time, as two
+    // ranks sharing a device would be; part 1's stream ids carry 2^32.
+    let mut i = Interner::new();
+    let p1 = 1u64 << 32;
+    let kernels = vec![
+        kernel(&mut i, "mine", 0, 7, 1, 0, 300),
+        kernel(&mut i, "theirs", 0, p1 + 7, p1 + 1, 200, 900),
+    ];
+    let mut a = host_range(&mut i, "step", 0, 1_000);
+    a.process = 100;
+    let mut b = a.clone();
+    b.process = 200;
+    let mut t = trace(i, kernels, vec![a, b]);
+    t.meta.id_parts = vec![Some(100), Some(200)];
+    let s = steps(&t, None, &StepMatch::parse("step")).unwrap();
+    assert_eq!((s.count, s.processes), (2, 2));
+    let by_pid: Vec<(u32, u64, Ns)> = s
+        .steps
+        .iter()
+        .map(|x| (x.pid, x.kernels, x.devices[0].busy_ns))
+        .collect();
+    assert_eq!(by_pid, [(100, 1, 300), (200, 1, 700)]);
+}
+
+proptest! {
+    /// Per-nanosecond brute force: a step's busy time on a GPU is the number of nanoseconds in
+    /// the step some kernel of that GPU covers, and its kernel count the kernels that overlap it.
+    #[test]
+    fn busy_and_counts_match_a_brute_force(
+        ks in prop::collection::vec((0u32..2, 0u64..60, 0u64..25), 0..30),
+        ss in prop::collection::vec((0u64..70, 1u64..30), 1..6),
+    ) {
+        let mut i = Interner::new();
+        let kernels: Vec<Kernel> = ks
+            .iter()
+            .enumerate()
+            .map(|(n, &(dev, s, len))| kernel(&mut i, "k", dev, 7, n as u64 + 1, s, s + len))
+            .collect();
+        let ranges: Vec<NvtxRange> =
+            ss.iter().map(|&(s, len)| host_range(&mut i, "step", s, s + len)).collect();
+        let t = trace(i, kernels.clone(), ranges);
+        let st = steps(&t, None, &StepMatch::parse("step")).unwrap();
+        prop_assert_eq!(st.count as usize, ss.len());
+        for step in &st.steps {
+            let (s, e) = (step.start_ns, step.end_ns);
+            for dev in 0..2u32 {
+                let on: Vec<&Kernel> = kernels.iter().filter(|k| k.device == dev).collect();
+                let covered = (s..e)
+                    .filter(|&ns| on.iter().any(|k| k.start_ns <= ns && ns < k.end_ns))
+                    .count() as u64;
+                let overlapping = on
+                    .iter()
+                    .filter(|k| k.start_ns < e && k.end_ns > s)
+                    .count() as u64;
+                let got = step.devices.iter().find(|d| d.device == dev);
+                if overlapping == 0 {
+                    prop_assert!(got.is_none());
+                } else {
+                    prop_assert_eq!(got.map(|d| d.busy_ns), Some(covered));
+                }
+            }
+            let all = kernels.iter().filter(|k| k.start_ns < e && k.end_ns > s).count() as u64;
+            prop_assert_eq!(step.kernels, all);
+        }
+    }
+}

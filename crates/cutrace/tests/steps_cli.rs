@@ -1,0 +1,123 @@
+//! `cutrace report --steps`: on the real H200 NVTX trace (10 "step" ranges, each launching two
+//! kernels and synchronizing before it ends), every step is found with its two kernels and its
+//! busy time equals the union of those kernels, computed here from the records themselves.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn cutrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn json(args: &[&str]) -> Value {
+    let o = cutrace(&[args, &["--format", "json"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+const NVTX: &str = "tests/fixtures/native/nvtx";
+
+#[test]
+fn nvtx_steps_hold_their_kernels_and_busy_time() {
+    let r = json(&["report", NVTX, "--steps", "step"]);
+    let st = &r["steps"];
+    assert_eq!(st["matched"], "step");
+    assert_eq!(
+        (st["count"].as_u64(), st["processes"].as_u64()),
+        (Some(10), Some(1))
+    );
+    let trace = cutrace_trace::native::read(&repo().join(NVTX), &mut |_, _| {}).unwrap();
+    let steps = st["steps"].as_array().unwrap();
+    let mut ranges: Vec<(u64, u64)> = trace
+        .ranges
+        .iter()
+        .filter(|x| trace.str(x.name) == "step")
+        .map(|x| (x.start_ns, x.end_ns))
+        .collect();
+    ranges.sort();
+    assert_eq!(ranges.len(), steps.len());
+    for (s, &(a, b)) in steps.iter().zip(&ranges) {
+        assert_eq!(
+            (s["start_ns"].as_u64(), s["end_ns"].as_u64()),
+            (Some(a), Some(b))
+        );
+        assert_eq!(s["duration_ns"].as_u64(), Some(b - a));
+        // The program synchronizes before popping the range: both kernels lie inside it.
+        let mut inside: Vec<(u64, u64)> = trace
+            .kernels
+            .iter()
+            .filter(|k| k.start_ns >= a && k.end_ns <= b)
+            .map(|k| (k.start_ns, k.end_ns))
+            .collect();
+        assert_eq!(inside.len(), 2);
+        assert_eq!(s["kernels"], 2);
+        inside.sort();
+        let union = if inside[0].1 <= inside[1].0 {
+            (inside[0].1 - inside[0].0) + (inside[1].1 - inside[1].0)
+        } else {
+            inside[1].1.max(inside[0].1) - inside[0].0
+        };
+        let dev = &s["devices"][0];
+        assert_eq!(dev["busy_ns"].as_u64(), Some(union), "{s}");
+        let pct = dev["busy_pct"].as_f64().unwrap();
+        assert!((pct - union as f64 * 100.0 / (b - a) as f64).abs() < 1e-9);
+    }
+    let g0 = &st["devices"][0];
+    assert_eq!(g0["steps"], 10);
+    let busy: u64 = steps
+        .iter()
+        .map(|s| s["devices"][0]["busy_ns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(g0["busy_ns"].as_u64(), Some(busy));
+
+    let o = cutrace(&["report", NVTX, "--steps", "step", "--top", "3"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    for want in [
+        "Steps (host ranges \"step\": 10 in 1 process)",
+        "step time: median",
+        "GPU 0 busy during a step",
+        "longest steps (top 3 of 10):",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn steps_are_shown_only_when_asked_for_or_present() {
+    // No ProfilerStep# ranges in this trace: no steps key, no section.
+    let r = json(&["report", NVTX]);
+    assert!(r.get("steps").is_none());
+    // A prefix; and a torch.profiler trace.
+    let r = json(&["report", NVTX, "--steps", "s*"]);
+    assert_eq!(r["steps"]["count"], 10);
+    let r = json(&[
+        "report",
+        "tests/fixtures/kineto/train_step.json.gz",
+        "--steps",
+        "forward",
+    ]);
+    assert_eq!(r["steps"]["count"], 2);
+    // A name that matches nothing fails, and lists what the trace has.
+    let o = cutrace(&["report", NVTX, "--steps", "stpe"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("--steps stpe") && err.contains("step (10)") && err.contains("forward (10)"),
+        "{err}"
+    );
+    // Nothing in the window: the same error, naming the window.
+    let o = cutrace(&["report", NVTX, "--steps", "step", "--from", "100s"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("the window of tests/fixtures/native/nvtx"));
+}
