@@ -4,8 +4,13 @@
 //!
 //! Nothing here assumes the two traces cover the same amount of work. Totals (summed durations,
 //! busy and idle nanoseconds) are only comparable when they do, so the diff says when they do not
-//! (kernel counts or GPU windows more than 10 % apart) and keeps the length-independent figures
-//! beside them: busy as a share of the window, mean duration per call. A trace with lost data
+//! (kernel counts more than 10 % apart; a faster or slower run of the same work is what a diff is
+//! for) and keeps the length-independent figures beside them: busy as a share of the kernel
+//! span, mean duration per call.
+//!
+//! Names are matched on a normalised key: the demangler cutrace uses writes a template argument
+//! `(unsigned long)1` where torch.profiler's names (the C++ runtime's demangler) say `1ul`, so a
+//! native trace and a Kineto trace of one program would otherwise list every such kernel twice. A trace with lost data
 //! (incomplete, dropped records, orphans) is named in a caveat as well: its totals are lower
 //! bounds.
 
@@ -18,12 +23,13 @@ use crate::correlate::LaunchLatency;
 use crate::error::AnalysisError;
 use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
 use crate::summary::{api_summary, kernel_summary, NameStats};
+use crate::units::fmt_ns;
 use crate::window::Window;
 
 /// Version of the diff's JSON shape; rises when a field is renamed, removed or changes meaning.
 pub const DIFF_SCHEMA_VERSION: u32 = 1;
 
-/// Counts or windows further apart than this (relative to the larger) make totals incomparable.
+/// Kernel counts further apart than this (relative to the larger) make totals incomparable.
 const SAME_WORK_TOLERANCE: f64 = 0.10;
 
 /// The whole comparison; `cutrace diff --format json` prints it as is.
@@ -65,8 +71,8 @@ pub struct Side {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Caveat {
-    /// `data_loss`, `empty_window`, `orphans`, `different_work`, `different_devices` or
-    /// `api_records`: stable, for scripts.
+    /// `data_loss`, `empty_window`, `no_kernels`, `orphans`, `separate_runs`, `different_work`,
+    /// `api_records` or `different_devices`: stable, for scripts.
     pub kind: &'static str,
     pub text: String,
 }
@@ -258,6 +264,41 @@ fn far_apart(a: u64, b: u64) -> bool {
     hi > 0 && (hi - a.min(b)) as f64 > SAME_WORK_TOLERANCE * hi as f64
 }
 
+/// Which API calls a trace holds: `torch.profiler` for Kineto traces (its own selection), else
+/// the recorder's `--api` mode of each part (`all` when a part says nothing), `mixed` when the
+/// parts differ.
+fn api_mode(r: &Report) -> String {
+    if r.trace.source == "kineto" {
+        return "torch.profiler".into();
+    }
+    let of_part = |part: Option<&str>| {
+        r.notes
+            .iter()
+            .filter(|n| n.part.as_deref() == part)
+            .find_map(|n| {
+                ["lean", "launches"]
+                    .into_iter()
+                    .find(|m| n.text.starts_with(&format!("api records: {m}")))
+            })
+            .unwrap_or("all")
+    };
+    let mut modes: Vec<&str> = if r.trace.parts.is_empty() {
+        vec![of_part(None)]
+    } else {
+        r.trace
+            .parts
+            .iter()
+            .map(|p| of_part(Some(p.path.as_str())))
+            .collect()
+    };
+    modes.sort_unstable();
+    modes.dedup();
+    match modes.as_slice() {
+        [one] => (*one).to_owned(),
+        _ => "mixed".into(),
+    }
+}
+
 fn caveats(
     base: &Side,
     new: &Side,
@@ -289,20 +330,32 @@ fn caveats(
                 ),
             });
         }
-        if let (Some(w), 0) = (s.window, s.kernels) {
-            out.push(Caveat {
-                kind: "empty_window",
-                text: format!(
-                    "the {label} trace has no kernels in the window ({}; the trace runs from \
-                     {} to {} ns): an offset such as --from 2s counts from each trace's own start",
-                    match w.to_ns {
-                        Some(t) => format!("{} to {t} ns on its clock", w.from_ns),
-                        None => format!("from {} ns on its clock to its end", w.from_ns),
-                    },
-                    r.trace.first_ns.unwrap_or(0),
-                    r.trace.last_ns.unwrap_or(0)
+        if s.kernels == 0 {
+            let span = match (r.trace.first_ns, r.trace.last_ns) {
+                (Some(a), Some(b)) => format!("its records span {}", fmt_ns(b - a)),
+                _ => "it holds no timed records".into(),
+            };
+            let (kind, text) = match (s.window, r.trace.first_ns) {
+                (Some(w), first) => {
+                    let first = first.unwrap_or(0);
+                    let at = |t: Ns| fmt_ns(t.saturating_sub(first));
+                    (
+                        "empty_window",
+                        format!(
+                            "the {label} trace has no kernels in the window ({} to {} after \
+                             its start; {span}): an offset such as --from 2s counts from each \
+                             trace's own start",
+                            at(w.from_ns.max(first)),
+                            w.to_ns.map_or_else(|| "its end".into(), at),
+                        ),
+                    )
+                }
+                (None, _) => (
+                    "no_kernels",
+                    format!("the {label} trace has no kernels ({span})"),
                 ),
-            });
+            };
+            out.push(Caveat { kind, text });
         }
         if s.orphans > 0 {
             out.push(Caveat {
@@ -314,38 +367,44 @@ fn caveats(
                 ),
             });
         }
+        if let Some(sr) = &r.trace.separate_runs {
+            let what = if sr.hosts.len() > 1 {
+                format!("parts from {} hosts, whose clocks differ", sr.hosts.len())
+            } else {
+                format!("parts in {} separate time spans", sr.time_spans)
+            };
+            out.push(Caveat {
+                kind: "separate_runs",
+                text: format!(
+                    "the {label} trace may hold several runs ({what}): its figures mix them; \
+                     compare one run's directory"
+                ),
+            });
+        }
     }
-    let windows = |r: &Report| r.devices.iter().map(|d| d.timeline.window_ns).sum::<u64>();
-    let (wb, wn) = (windows(rb), windows(rn));
-    if far_apart(base.kernels, new.kernels) || far_apart(wb, wn) {
+    // Only the amount of work decides: a faster or slower run of the same work is what a diff is
+    // for, so the GPU windows may differ freely.
+    if base.kernels > 0 && new.kernels > 0 && far_apart(base.kernels, new.kernels) {
         out.push(Caveat {
             kind: "different_work",
             text: format!(
-                "the traces cover different amounts of work ({} vs {} kernels, GPU windows {} vs \
-                 {} ns): compare busy percentages and mean durations; summed totals differ with \
-                 the length of the capture",
-                base.kernels, new.kernels, wb, wn
+                "the traces hold different amounts of work ({} vs {} kernels): compare busy \
+                 shares and mean durations; summed totals grow with the length of the capture",
+                base.kernels, new.kernels
             ),
         });
     }
-    // `cutrace record --api lean` (the default) leaves state queries out by choice: against a
-    // trace that has them, they would read as calls the change removed.
-    let mode = |r: &Report| {
-        r.notes
-            .iter()
-            .find_map(|n| {
-                ["lean", "launches"]
-                    .into_iter()
-                    .find(|m| n.text.starts_with(&format!("api records: {m}")))
-            })
-            .unwrap_or("all")
-    };
-    let (mb, mn) = (mode(rb), mode(rn));
-    if mb != mn {
+    // `cutrace record --api lean` (the default) leaves state queries out by choice, and
+    // torch.profiler records its own selection: calls one trace left out would read as calls the
+    // change removed.
+    let (mb, mn) = (api_mode(rb), api_mode(rn));
+    if mb != mn || mb == "mixed" {
         out.push(Caveat {
             kind: "api_records",
             text: format!(
-                "the traces recorded different API calls (base: {mb}, new: {mn}; `cutrace record --api`): a call one of them left out by choice shows as only in the other"
+                "the traces recorded different sets of API calls (base: {mb}, new: {mn}; \
+                 `cutrace record --api`, torch.profiler its own): a call one of them left out \
+                 shows as only in the other"
             ),
         });
     }
@@ -369,17 +428,66 @@ fn caveats(
     out
 }
 
-/// Rows of both summaries matched by display name (names that display alike are merged), sorted
-/// by the size of the change in summed time, largest first, then by name.
+/// The key two spellings of one demangled name share: integer template arguments written as casts
+/// (`(unsigned long)1`, cpp_demangle) become their literal suffixes (`1ul`, the C++ runtime's
+/// demangler, which torch.profiler's names come from); `(bool)1`/`(bool)0` become
+/// `true`/`false`; spaces are dropped (`> >` and `>>`).
+pub fn match_key(name: &str) -> String {
+    const CASTS: [(&str, &str); 7] = [
+        ("(unsigned long long)", "ull"),
+        ("(long long)", "ll"),
+        ("(unsigned long)", "ul"),
+        ("(long)", "l"),
+        ("(unsigned int)", "u"),
+        ("(int)", ""),
+        ("(bool)", "bool"),
+    ];
+    let mut out = String::with_capacity(name.len());
+    let mut rest = name;
+    'scan: while !rest.is_empty() {
+        for (cast, suffix) in CASTS {
+            if let Some(after) = rest.strip_prefix(cast) {
+                let digits = after
+                    .find(|c: char| !(c.is_ascii_digit() || c == '-'))
+                    .unwrap_or(after.len());
+                if digits > 0 {
+                    let num = &after[..digits];
+                    if suffix == "bool" {
+                        out.push_str(if num == "0" { "false" } else { "true" });
+                    } else {
+                        out.push_str(num);
+                        out.push_str(suffix);
+                    }
+                    rest = &after[digits..];
+                    continue 'scan;
+                }
+            }
+        }
+        let c = rest.chars().next().unwrap_or(' ');
+        if !c.is_whitespace() {
+            out.push(c);
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    out
+}
+
+/// Rows of both summaries matched by [`match_key`] (names with one key are merged, shown as the
+/// base's spelling), sorted by the size of the change in summed time, largest first, then by
+/// name.
 fn name_diffs(base: &[NameStats], new: &[NameStats], top: usize) -> (NameCounts, Vec<NameDiff>) {
-    fn sides(rows: &[NameStats]) -> BTreeMap<&str, NameSide> {
-        let mut m: BTreeMap<&str, NameSide> = BTreeMap::new();
+    /// Key → (a spelling to show, the merged figures).
+    fn sides(rows: &[NameStats]) -> BTreeMap<String, (&str, NameSide)> {
+        let mut m: BTreeMap<String, (&str, NameSide)> = BTreeMap::new();
         for r in rows {
-            let s = m.entry(r.name.as_str()).or_insert(NameSide {
-                count: 0,
-                total_ns: 0,
-                mean_ns: 0,
-            });
+            let (_, s) = m.entry(match_key(&r.name)).or_insert((
+                r.name.as_str(),
+                NameSide {
+                    count: 0,
+                    total_ns: 0,
+                    mean_ns: 0,
+                },
+            ));
             s.count += r.count;
             s.total_ns = s.total_ns.saturating_add(r.total_ns);
             s.mean_ns = s.total_ns.checked_div(s.count).unwrap_or(0);
@@ -387,19 +495,21 @@ fn name_diffs(base: &[NameStats], new: &[NameStats], top: usize) -> (NameCounts,
         m
     }
     let (mb, mn) = (sides(base), sides(new));
-    let mut names: Vec<&str> = mb.keys().chain(mn.keys()).copied().collect();
-    names.sort_unstable();
-    names.dedup();
+    let mut keys: Vec<&String> = mb.keys().chain(mn.keys()).collect();
+    keys.sort_unstable();
+    keys.dedup();
     let counts = NameCounts {
         base: mb.len() as u64,
         new: mn.len() as u64,
         only_base: mb.keys().filter(|k| !mn.contains_key(*k)).count() as u64,
         only_new: mn.keys().filter(|k| !mb.contains_key(*k)).count() as u64,
     };
-    let mut rows: Vec<NameDiff> = names
+    let mut rows: Vec<NameDiff> = keys
         .into_iter()
-        .map(|name| {
-            let (b, n) = (mb.get(name).copied(), mn.get(name).copied());
+        .map(|key| {
+            let (b, n) = (mb.get(key).copied(), mn.get(key).copied());
+            let name = b.or(n).map_or("", |x| x.0);
+            let (b, n) = (b.map(|x| x.1), n.map(|x| x.1));
             let total = |s: Option<NameSide>| i128::from(s.map_or(0, |s| s.total_ns));
             let change = (total(n) - total(b)).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
             NameDiff {

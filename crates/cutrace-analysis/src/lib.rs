@@ -20,6 +20,7 @@ pub mod steps;
 pub mod summary;
 pub mod timeline;
 pub mod transfers;
+pub mod units;
 pub mod window;
 
 pub use correlate::{
@@ -42,4 +43,5 @@ pub use timeline::{
     StreamTimeline, Timeline,
 };
 pub use transfers::{transfer_summary, TransferSummary};
+pub use units::fmt_ns;
 pub use window::{parse_time_arg, trace_bounds, TimeArg, Window};

@@ -253,7 +253,85 @@ fn a_window_per_trace_compares_only_that_part() {
     .unwrap();
     assert_eq!(d.base.kernels, 0);
     assert_eq!(d.caveats[0].kind, "empty_window", "{:?}", d.caveats);
-    assert!(d.caveats[0]
-        .text
-        .contains("from 1000000 ns on its clock to its end"));
+    // Said as offsets from the trace's start (its first record, the launch at 9,900 ns; the
+    // last kernel ends at 29,300).
+    assert!(
+        d.caveats[0]
+            .text
+            .contains("(990.100 µs to its end after its start; its records span 19.400 µs)"),
+        "{}",
+        d.caveats[0].text
+    );
+}
+
+#[test]
+fn the_same_work_run_faster_is_not_a_caveat() {
+    // Back to back: 50 kernels of 1,000 ns, then the same 50 at 400 ns: the GPU window shrinks
+    // by 60 %, which is the change being measured, not a different capture.
+    let back_to_back = |len: u64| {
+        let mut i = Interner::new();
+        let mut kernels = Vec::new();
+        let mut api_calls = Vec::new();
+        for k in 0..50u64 {
+            let start = 1_000 + k * (len + 10);
+            kernels.push(kernel(&mut i, "k", 0, 7, k + 1, start, start + len));
+            api_calls.push(launch(&mut i, k + 1, 0, 10));
+        }
+        let mut t = Trace {
+            strings: i.into_strings(),
+            kernels,
+            api_calls,
+            ..Trace::default()
+        };
+        t.meta.complete = true;
+        t
+    };
+    let d = diff(&back_to_back(1_000), &back_to_back(400), &top(10)).unwrap();
+    assert!(d.caveats.is_empty(), "{:?}", d.caveats);
+    assert_eq!(d.kernels[0].mean_change_pct, Some(-60.0));
+    // A trace with no kernels at all is named.
+    let empty = Trace {
+        meta: back_to_back(1).meta,
+        ..Trace::default()
+    };
+    let d = diff(&empty, &back_to_back(400), &top(10)).unwrap();
+    assert_eq!(d.caveats[0].kind, "no_kernels", "{:?}", d.caveats);
+}
+
+#[test]
+fn a_name_spelled_two_ways_is_one_name() {
+    use cutrace_analysis::diff::match_key;
+    // cpp_demangle (native traces) against the C++ runtime's demangler (torch.profiler).
+    let ours = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, \
+                std::array<char*, (unsigned long)1> >(int, at::native::FillFunctor<float>)";
+    let theirs =
+        "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>, \
+                  std::array<char*, 1ul>>(int, at::native::FillFunctor<float>)";
+    assert_eq!(match_key(ours), match_key(theirs));
+    assert_eq!(
+        match_key("f<(long)-3, (bool)1, (bool)0, (int)7>"),
+        "f<-3l,true,false,7>"
+    );
+    assert_eq!(match_key("k<(unsigned int)32>"), match_key("k<32u>"));
+    // A parameter list is not a cast.
+    assert_eq!(match_key("f(int) (long)"), "f(int)(long)");
+    assert_ne!(match_key("k<1ul>"), match_key("k<1l>"));
+
+    let mut i = Interner::new();
+    let base = Trace {
+        kernels: vec![kernel(&mut i, ours, 0, 7, 1, 0, 100)],
+        strings: i.into_strings(),
+        ..Trace::default()
+    };
+    let mut j = Interner::new();
+    let new = Trace {
+        kernels: vec![kernel(&mut j, theirs, 0, 7, 1, 0, 150)],
+        strings: j.into_strings(),
+        ..Trace::default()
+    };
+    let d = diff(&base, &new, &top(10)).unwrap();
+    assert_eq!(d.kernels.len(), 1);
+    assert_eq!(d.kernels[0].name, ours);
+    assert_eq!(d.kernels[0].total_change_ns, 50);
+    assert_eq!((d.kernel_names.only_base, d.kernel_names.only_new), (0, 0));
 }

@@ -73,7 +73,7 @@ fn all_against_lean_shows_the_left_out_queries_and_says_why() {
     for want in [
         "Not like for like (1):",
         "base: all, new: lean",
-        "busy, share of the window",
+        "busy, share of the kernel span",
         "before the next launch returned",
         "Kernels by change in summed duration (top 2 of 2 names; 0 only in base, 0 only in new)",
         "cuKernelGetName",
@@ -131,6 +131,12 @@ fn every_json_field_is_documented() {
     }
     let mut seen = std::collections::BTreeSet::new();
     keys(&json(&["diff", ALL, LEAN]), &mut seen);
+    // A window fills `window`'s own keys.
+    keys(
+        &json(&["diff", ALL, LEAN, "--from", "150ms", "--to", "200ms"]),
+        &mut seen,
+    );
+    assert!(seen.contains("from_ns") && seen.contains("to_ns"));
     let doc = std::fs::read_to_string(repo().join("docs/DIFF.md")).unwrap();
     let missing: Vec<&String> = seen
         .iter()
@@ -177,4 +183,124 @@ fn a_window_is_an_offset_into_each_trace() {
     // Nor can a window that ends before it starts.
     let o = cutrace(&["diff", ALL, LEAN, "--from", "2s", "--to", "1s"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// A cutrace trace against a torch.profiler one: kernels whose names the two demanglers spell
+/// differently are still one row, and the API caveat names torch.profiler's own selection.
+#[test]
+fn native_against_kineto_matches_names_across_demanglers() {
+    let d = json(&[
+        "diff",
+        "tests/fixtures/native/conflict",
+        "tests/fixtures/kineto/train_step.json.gz",
+        "--top",
+        "100",
+    ]);
+    let fill: Vec<&Value> = d["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| {
+            r["name"]
+                .as_str()
+                .unwrap()
+                .contains("FillFunctor<float>, std::array<char*,")
+        })
+        .collect();
+    assert_eq!(fill.len(), 1, "{fill:?}");
+    assert_eq!(
+        (
+            fill[0]["base"]["count"].as_u64(),
+            fill[0]["new"]["count"].as_u64()
+        ),
+        (Some(1), Some(4))
+    );
+    let api = d["caveats"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["kind"] == "api_records")
+        .expect("api_records caveat");
+    assert!(api["text"]
+        .as_str()
+        .unwrap()
+        .contains("base: all, new: torch.profiler"));
+}
+
+#[test]
+fn top_zero_keeps_the_name_counts_and_one_sided_gpus_are_said() {
+    let o = cutrace(&[
+        "diff",
+        "tests/fixtures/native/sigkill",
+        "tests/fixtures/native/tiny_5000",
+        "--top",
+        "0",
+    ]);
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("Kernels by change in summed duration (top 0 of 3 names; 0 only in base, 2 only in new)"),
+        "{text}"
+    );
+    // A GPU in one trace only: a one-kernel torch.profiler trace on GPU 1, against GPU 0 work.
+    let dir = std::env::temp_dir().join(format!("cutrace-diff-gpu1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let gpu1 = dir.join("gpu1.json");
+    std::fs::write(
+        &gpu1,
+        r#"{"traceEvents":[
+{"ph":"X","cat":"kernel","name":"k","pid":1,"tid":7,"ts":1000.0,"dur":5.0,"args":{"device":1,"stream":7,"correlation":1}},
+{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":100,"tid":100,"ts":999.0,"dur":0.5,"args":{"correlation":1}}
+]}"#,
+    )
+    .unwrap();
+    let o = cutrace(&[
+        "diff",
+        gpu1.to_str().unwrap(),
+        "tests/fixtures/kineto/train_step.json.gz",
+    ]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(o.status.success());
+    let text = String::from_utf8(o.stdout).unwrap();
+    for want in [
+        "GPU 0 only in the new trace, GPU 1 only in the base trace",
+        "GPU 1\n  only in the base trace: 1 kernels, busy 5000 ns = 100.0 % of a 5000 ns kernel span",
+        "GPU 0\n  only in the new trace: 58 kernels",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+}
+
+/// One directory holding two runs' parts (one recorded with every API call, one with `lean`):
+/// both the separate runs and the mixed API modes are said.
+#[test]
+fn a_directory_of_two_runs_is_said() {
+    let dir = std::env::temp_dir().join(format!("cutrace-diff-mixed-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (from, to) in [
+        (
+            "tests/fixtures/native/two_streams/vm-466.cutrace",
+            "vm-466.cutrace",
+        ),
+        (
+            "tests/fixtures/native/lean/two_streams/vm-4320.cutrace",
+            "vm-4320.cutrace",
+        ),
+    ] {
+        std::fs::copy(repo().join(from), dir.join(to)).unwrap();
+    }
+    let d = json(&["diff", ALL, dir.to_str().unwrap()]);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let caveats = d["caveats"].as_array().unwrap();
+    let text = |kind: &str| -> String {
+        caveats
+            .iter()
+            .find(|c| c["kind"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} caveat in {caveats:?}"))["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert!(text("separate_runs").contains("the new trace may hold several runs"));
+    assert!(text("api_records").contains("base: all, new: mixed"));
 }

@@ -139,7 +139,9 @@ fn change(base: u64, new: u64) -> String {
     if base == 0 {
         abs
     } else {
-        format!("{abs} ({:+.1} %)", d as f64 * 100.0 / base as f64)
+        // Rounded first, so a change below 0.05 % reads +0.0 %, never -0.0 %.
+        let p = (d as f64 * 1000.0 / base as f64).round() / 10.0 + 0.0;
+        format!("{abs} ({p:+.1} %)")
     }
 }
 
@@ -200,7 +202,7 @@ fn render_device(
             let which = if b.is_some() { "base" } else { "new" };
             let _ = writeln!(
                 o,
-                "  only in the {which} trace: {} kernels, busy {} = {:.1} % of a {} window",
+                "  only in the {which} trace: {} kernels, busy {} = {:.1} % of a {} kernel span",
                 s.kernels,
                 fmt_ns(s.busy_ns),
                 s.busy_pct,
@@ -222,7 +224,7 @@ fn render_device(
     };
     row(
         o,
-        "window (first kernel start → last end)",
+        "kernel span (first start → last end)",
         b.window_ns,
         n.window_ns,
     );
@@ -230,7 +232,7 @@ fn render_device(
     let _ = writeln!(
         o,
         "  {:<40} {:>14} {:>14}  {}",
-        "busy, share of the window",
+        "busy, share of the kernel span",
         format!("{:.1} %", b.busy_pct),
         format!("{:.1} %", n.busy_pct),
         // Rounded first, so a change below 0.05 reads +0.0, never -0.0.
@@ -292,13 +294,13 @@ fn render_latency(o: &mut String, b: &LaunchLatency, n: &LaunchLatency) {
     };
     let _ = writeln!(
         o,
-        "\nLaunch-to-start latency (launch call end → kernel start)\n  {:<8} {:>8} {:>11} {:>11} {:>11}",
+        "\nLaunch-to-start latency (launch call end → kernel start)\n  {:<8} {:>8} {:>13} {:>13} {:>13}",
         "", "kernels", "p50", "p90", "p99"
     );
     for (label, l) in [("base", b), ("new", n)] {
         let _ = writeln!(
             o,
-            "  {label:<8} {:>8} {:>11} {:>11} {:>11}",
+            "  {label:<8} {:>8} {:>13} {:>13} {:>13}",
             l.kernels,
             cell(l.p50_ns),
             cell(l.p90_ns),
@@ -308,7 +310,7 @@ fn render_latency(o: &mut String, b: &LaunchLatency, n: &LaunchLatency) {
 }
 
 fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDiff], width: usize) {
-    if rows.is_empty() {
+    if counts.base == 0 && counts.new == 0 {
         return;
     }
     let _ = writeln!(
@@ -319,6 +321,9 @@ fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDif
         counts.only_base,
         counts.only_new
     );
+    if rows.is_empty() {
+        return;
+    }
     let _ = writeln!(
         o,
         "  {:>12} {:>25} {:>17} {:>25} {:>10}  name",

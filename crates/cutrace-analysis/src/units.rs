@@ -1,0 +1,14 @@
+//! Durations for people: exact integer arithmetic, never through floats.
+
+/// `1234567` → `1.235 ms`: exact integer arithmetic, three decimals, unit chosen by size.
+pub fn fmt_ns(ns: u64) -> String {
+    let (div, unit): (u64, &str) = match ns {
+        0..=9_999 => return format!("{ns} ns"),
+        10_000..=9_999_999 => (1_000, "µs"),
+        10_000_000..=9_999_999_999 => (1_000_000, "ms"),
+        _ => (1_000_000_000, "s"),
+    };
+    // Round to 3 decimals of the unit, half up.
+    let milli = (u128::from(ns) * 1000 + u128::from(div) / 2) / u128::from(div);
+    format!("{}.{:03} {unit}", milli / 1000, milli % 1000)
+}
