@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::correlate::LaunchLatency;
 use crate::error::AnalysisError;
 use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
+use crate::steps::{steps, StepMatch, Steps};
 use crate::summary::{api_summary, kernel_summary, NameStats};
 use crate::units::fmt_ns;
 use crate::window::Window;
@@ -49,6 +50,54 @@ pub struct Diff {
     pub api_names: NameCounts,
     /// API names likewise.
     pub api: Vec<NameDiff>,
+    /// Step durations and busy shares, when either trace has steps.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps: Option<StepsDiff>,
+}
+
+/// The steps of both traces (see [`crate::steps`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepsDiff {
+    /// The names matched: `ProfilerStep#*`, or what `--steps` gave.
+    pub matched: String,
+    pub base: Option<StepSide>,
+    pub new: Option<StepSide>,
+    /// `new.duration_median_ns − base.duration_median_ns`, when both have steps.
+    pub median_change_ns: Option<i64>,
+}
+
+/// One trace's steps, summarized.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepSide {
+    pub count: u64,
+    pub duration_min_ns: Ns,
+    pub duration_median_ns: Ns,
+    pub duration_max_ns: Ns,
+    /// Per GPU: its median busy share of a step (over the steps it ran kernels in).
+    pub devices: Vec<StepDeviceSide>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepDeviceSide {
+    pub device: u32,
+    pub busy_pct_median: f64,
+}
+
+fn step_side(s: Steps) -> StepSide {
+    StepSide {
+        count: s.count,
+        duration_min_ns: s.duration_min_ns,
+        duration_median_ns: s.duration_median_ns,
+        duration_max_ns: s.duration_max_ns,
+        devices: s
+            .devices
+            .iter()
+            .map(|d| StepDeviceSide {
+                device: d.device,
+                busy_pct_median: d.busy_pct_median,
+            })
+            .collect(),
+    }
 }
 
 /// One trace's totals and the data it lost.
@@ -142,10 +191,12 @@ pub struct NameSide {
 }
 
 /// What to compare and how much to list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DiffOptions {
     /// Rows of the kernel and API lists (the name counts are always exact).
     pub top: usize,
+    /// The host ranges that mark steps (default: torch.profiler's `ProfilerStep#*`).
+    pub steps: StepMatch,
     /// Only this part of the base trace (its own clock), as `cutrace report --from/--to`.
     pub base_window: Option<Window>,
     /// Only this part of the new trace.
@@ -156,6 +207,7 @@ impl Default for DiffOptions {
     fn default() -> Self {
         DiffOptions {
             top: 10,
+            steps: StepMatch::profiler_steps(),
             base_window: None,
             new_window: None,
         }
@@ -185,6 +237,19 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
     let (rn, kn, an) = run(new, opts.new_window)?;
     let (kernel_names, kernels) = name_diffs(&kb, &kn, opts.top);
     let (api_names, api) = name_diffs(&ab, &an, opts.top);
+    let (sb, sn) = (
+        steps(base, opts.base_window.as_ref(), &opts.steps).map(step_side),
+        steps(new, opts.new_window.as_ref(), &opts.steps).map(step_side),
+    );
+    let steps = (sb.is_some() || sn.is_some()).then(|| StepsDiff {
+        matched: opts.steps.text(),
+        median_change_ns: match (&sb, &sn) {
+            (Some(b), Some(n)) => Some(n.duration_median_ns as i64 - b.duration_median_ns as i64),
+            _ => None,
+        },
+        base: sb,
+        new: sn,
+    });
 
     let mut by_dev: BTreeMap<u32, (Option<DeviceSide>, Option<DeviceSide>)> = BTreeMap::new();
     for d in &rb.devices {
@@ -224,6 +289,7 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         kernels,
         api_names,
         api,
+        steps,
     })
 }
 

@@ -221,9 +221,8 @@ fn a_window_per_trace_compares_only_that_part() {
     )
     .unwrap();
     let opts = DiffOptions {
-        top: 10,
-        base_window: None,
         new_window: w,
+        ..DiffOptions::default()
     };
     let d = diff(&t, &t, &opts).unwrap();
     assert_eq!((d.base.kernels, d.new.kernels), (20, 5));
@@ -245,9 +244,8 @@ fn a_window_per_trace_compares_only_that_part() {
         &t,
         &t,
         &DiffOptions {
-            top: 10,
             base_window: late,
-            new_window: None,
+            ..DiffOptions::default()
         },
     )
     .unwrap();

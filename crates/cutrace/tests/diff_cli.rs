@@ -137,6 +137,18 @@ fn every_json_field_is_documented() {
         &mut seen,
     );
     assert!(seen.contains("from_ns") && seen.contains("to_ns"));
+    // Steps fill theirs.
+    keys(
+        &json(&[
+            "diff",
+            "tests/fixtures/native/nvtx",
+            "tests/fixtures/native/lean/nvtx",
+            "--steps",
+            "step",
+        ]),
+        &mut seen,
+    );
+    assert!(seen.contains("median_change_ns"));
     let doc = std::fs::read_to_string(repo().join("docs/DIFF.md")).unwrap();
     let missing: Vec<&String> = seen
         .iter()
@@ -303,4 +315,53 @@ fn a_directory_of_two_runs_is_said() {
     };
     assert!(text("separate_runs").contains("the new trace may hold several runs"));
     assert!(text("api_records").contains("base: all, new: mixed"));
+}
+
+/// Steps side by side: the same figures `cutrace report --steps` gives for each trace (the NVTX
+/// workload recorded twice on the H200), and their change.
+#[test]
+fn steps_side_by_side_agree_with_each_report() {
+    let (a, b) = (
+        "tests/fixtures/native/nvtx",
+        "tests/fixtures/native/lean/nvtx",
+    );
+    let d = json(&["diff", a, b, "--steps", "step"]);
+    let st = &d["steps"];
+    assert_eq!(st["matched"], "step");
+    for (side, path) in [("base", a), ("new", b)] {
+        let r = json(&["report", path, "--steps", "step"]);
+        let want = &r["steps"];
+        let got = &st[side];
+        assert_eq!(got["count"], 10);
+        for k in [
+            "count",
+            "duration_min_ns",
+            "duration_median_ns",
+            "duration_max_ns",
+        ] {
+            assert_eq!(got[k], want[k], "{side} {k}");
+        }
+        assert_eq!(
+            got["devices"][0]["busy_pct_median"],
+            want["devices"][0]["busy_pct_median"]
+        );
+    }
+    assert_eq!(
+        st["median_change_ns"].as_i64().unwrap(),
+        st["new"]["duration_median_ns"].as_i64().unwrap()
+            - st["base"]["duration_median_ns"].as_i64().unwrap()
+    );
+    // Not asked for and no ProfilerStep ranges: no steps key.
+    assert!(json(&["diff", a, b]).get("steps").is_none());
+    // Asked for and in neither trace: an error, no output.
+    let o = cutrace(&["diff", ALL, LEAN, "--steps", "step"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--steps step: no host range in either trace")
+    );
+    // In one trace only: said in the text.
+    let o = cutrace(&["diff", a, LEAN, "--steps", "step"]);
+    assert!(o.status.success());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("only the base trace has them (10 steps"));
 }

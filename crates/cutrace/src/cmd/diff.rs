@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cutrace_analysis::diff::{DeviceSide, NameCounts, NameDiff, Side};
+use cutrace_analysis::diff::{StepSide, StepsDiff};
 use cutrace_analysis::{
-    parse_time_arg, trace_bounds, Diff, DiffOptions, LaunchLatency, TimeArg, Window,
+    parse_time_arg, trace_bounds, Diff, DiffOptions, LaunchLatency, StepMatch, TimeArg, Window,
 };
 use cutrace_trace::Trace;
 
@@ -32,6 +33,7 @@ use super::report::{fmt_ns, load, short_name, Format};
   cutrace diff run1/ run2/ --top 20                two `cutrace record` traces, 20 names per table
   cutrace diff a/ b.json --format json | jq '.devices[0].busy_pct_points'
   cutrace diff run1/ run2/ --from 5s --to 15s     the same ten seconds of each run (past warm-up)
+  cutrace diff run1/ run2/ --steps train_step      step time per NVTX "train_step" range
 
 Columns: "Δ" is new − base; a name missing from one trace shows "-" on that side. Summed durations
 double-count calls that overlap (they are sums, not busy time)."#)]
@@ -54,6 +56,12 @@ pub struct Args {
     /// End of the window (exclusive), an offset like --from.
     #[arg(long, value_name = "OFFSET")]
     pub to: Option<String>,
+    /// Host ranges that mark the program's steps (NVTX ranges, `record_function` names), as in
+    /// `cutrace report --steps`: step time and GPU busy share per step, side by side. `NAME*`
+    /// matches names starting with NAME. Default: torch.profiler's `ProfilerStep#*`, shown when
+    /// either trace has them.
+    #[arg(long, value_name = "NAME")]
+    pub steps: Option<String>,
 }
 
 /// `--from`/`--to` as offsets; an absolute time is refused with the reason.
@@ -82,8 +90,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let to = offset("--to", args.to.as_deref())?;
     let base = load(&args.base)?;
     let new = load(&args.new)?;
+    let which = args
+        .steps
+        .as_deref()
+        .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
     let opts = DiffOptions {
         top: args.top,
+        steps: which.clone(),
         base_window: window(&base, from, to)?,
         new_window: window(&new, from, to)?,
     };
@@ -94,6 +107,18 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             args.base.display()
         )
     })?;
+    if args.steps.is_some() && d.steps.is_none() {
+        anyhow::bail!(
+            "--steps {}: no host range in either trace{} matches it (end it with * to match names \
+             that start with it; `cutrace report TRACE --steps X` lists a trace's range names)",
+            which.text(),
+            if from.is_some() || to.is_some() {
+                "'s window"
+            } else {
+                ""
+            }
+        );
+    }
     let mut out = String::new();
     match args.format {
         Format::Json => {
@@ -182,6 +207,9 @@ fn render(o: &mut String, base: &Path, new: &Path, d: &Diff) {
             dev.new.as_ref(),
             dev.busy_pct_points,
         );
+    }
+    if let Some(st) = &d.steps {
+        render_steps(o, st);
     }
     render_latency(o, &d.launch_latency.base, &d.launch_latency.new);
     render_names(o, "Kernels", &d.kernel_names, &d.kernels, 90);
@@ -281,6 +309,92 @@ fn render_device(
         n.kernels,
         i128::from(n.kernels) - i128::from(b.kernels)
     );
+}
+
+fn render_steps(o: &mut String, st: &StepsDiff) {
+    let _ = writeln!(o, "\nSteps (host ranges \"{}\")", st.matched);
+    let (b, n) = match (&st.base, &st.new) {
+        (Some(b), Some(n)) => (b, n),
+        (Some(s), None) | (None, Some(s)) => {
+            let (has, lacks) = if st.base.is_some() {
+                ("base", "new")
+            } else {
+                ("new", "base")
+            };
+            let _ = writeln!(
+                o,
+                "  only the {has} trace has them ({} steps, median {}); the {lacks} trace has none \
+                 (`--steps NAME` names other ranges)",
+                s.count,
+                fmt_ns(s.duration_median_ns)
+            );
+            return;
+        }
+        (None, None) => return,
+    };
+    let _ = writeln!(o, "  {:<40} {:>14} {:>14}  Δ", "", "base", "new");
+    let _ = writeln!(
+        o,
+        "  {:<40} {:>14} {:>14}  {:+}",
+        "steps",
+        b.count,
+        n.count,
+        i128::from(n.count) - i128::from(b.count)
+    );
+    let row = |o: &mut String, label: &str, x: u64, y: u64| {
+        let _ = writeln!(
+            o,
+            "  {label:<40} {:>14} {:>14}  {}",
+            fmt_ns(x),
+            fmt_ns(y),
+            change(x, y)
+        );
+    };
+    row(
+        o,
+        "step time, median",
+        b.duration_median_ns,
+        n.duration_median_ns,
+    );
+    row(
+        o,
+        "step time, shortest",
+        b.duration_min_ns,
+        n.duration_min_ns,
+    );
+    row(
+        o,
+        "step time, longest",
+        b.duration_max_ns,
+        n.duration_max_ns,
+    );
+    let devices: std::collections::BTreeSet<u32> = b
+        .devices
+        .iter()
+        .chain(&n.devices)
+        .map(|d| d.device)
+        .collect();
+    let pct = |s: &StepSide, dev: u32| {
+        s.devices
+            .iter()
+            .find(|d| d.device == dev)
+            .map(|d| d.busy_pct_median)
+    };
+    for dev in devices {
+        let (x, y) = (pct(b, dev), pct(n, dev));
+        let cell = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.1} %"));
+        let delta = match (x, y) {
+            (Some(x), Some(y)) => format!("{:+.1} points", ((y - x) * 10.0).round() / 10.0 + 0.0),
+            _ => "-".into(),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<40} {:>14} {:>14}  {delta}",
+            format!("GPU {dev} busy in a step, median"),
+            cell(x),
+            cell(y)
+        );
+    }
 }
 
 fn render_latency(o: &mut String, b: &LaunchLatency, n: &LaunchLatency) {
