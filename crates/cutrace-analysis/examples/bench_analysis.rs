@@ -6,12 +6,37 @@
 //! correlation join runs on N API records too), with queueing and idle gaps. Two orderings are measured: "completion order" (CUPTI writes a kernel's
 //! record when it completes, so streams interleave but each stream is in order) and "fully
 //! shuffled" (the worst case: every per-stream array needs a sort). Each case is run 3 times; the
-//! best and the median are reported, in CPU time of the benchmark thread.
+//! best and the median are reported, in CPU time of the benchmark thread. The host thread's time
+//! is cut into 10,000 `ProfilerStep#N` ranges (no other ranges), for the steps pass.
+
+/// Host ranges `ProfilerStep#0..steps` splitting the kernels' span evenly.
+fn add_steps(trace: &mut Trace, steps: u64) {
+    let first = trace.kernels.iter().map(|k| k.start_ns).min().unwrap_or(0);
+    let last = trace.kernels.iter().map(|k| k.end_ns).max().unwrap_or(0);
+    let len = (last - first) / steps.max(1);
+    for i in 0..steps {
+        let name = trace.strings.len() as u32;
+        trace.strings.push(format!("ProfilerStep#{i}"));
+        trace.ranges.push(NvtxRange {
+            domain: RangeDomain::Host,
+            name,
+            process: 1,
+            thread: 1,
+            device: None,
+            stream: None,
+            start_ns: first + i * len,
+            end_ns: first + (i + 1) * len,
+            nvtx_domain: None,
+        });
+    }
+}
 
 use std::time::Instant;
 
-use cutrace_analysis::{analyze, correlate, kernel_summary, kernel_timelines, Options};
-use cutrace_trace::{ApiCall, ApiKind, Kernel, Trace};
+use cutrace_analysis::{
+    analyze, correlate, kernel_summary, kernel_timelines, steps, Options, StepMatch,
+};
+use cutrace_trace::{ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, Trace};
 
 struct Rng(u64);
 
@@ -211,6 +236,13 @@ fn run_case(name: &str, trace: &Trace) {
         }),
     );
     report(
+        "steps: 10,000 ProfilerStep# ranges (`steps`)",
+        n,
+        time3(|| {
+            std::hint::black_box(steps(trace, None, &StepMatch::profiler_steps()));
+        }),
+    );
+    report(
         "full report (analyze)",
         n,
         time3(|| {
@@ -226,6 +258,7 @@ fn main() {
         .unwrap_or(10_000_000);
     let t0 = Instant::now();
     let mut trace = synthetic(n);
+    add_steps(&mut trace, 10_000);
     let rss_trace = vm_rss_kib().unwrap_or(0);
     println!(
         "{n} kernels + {n} API calls generated in {:.1} s; trace in memory: {} MiB RSS",
