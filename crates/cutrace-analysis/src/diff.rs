@@ -70,9 +70,9 @@ pub struct StepsDiff {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepSide {
     pub count: u64,
-    pub duration_min_ns: Ns,
-    pub duration_median_ns: Ns,
-    pub duration_max_ns: Ns,
+    pub duration_min_ns: Option<Ns>,
+    pub duration_median_ns: Option<Ns>,
+    pub duration_max_ns: Option<Ns>,
     /// Per GPU: its median busy share of a step (over the steps it ran kernels in).
     pub devices: Vec<StepDeviceSide>,
 }
@@ -244,7 +244,10 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
     let steps = (sb.is_some() || sn.is_some()).then(|| StepsDiff {
         matched: opts.steps.text(),
         median_change_ns: match (&sb, &sn) {
-            (Some(b), Some(n)) => Some(n.duration_median_ns as i64 - b.duration_median_ns as i64),
+            (Some(b), Some(n)) => match (b.duration_median_ns, n.duration_median_ns) {
+                (Some(x), Some(y)) => Some(y as i64 - x as i64),
+                _ => None,
+            },
             _ => None,
         },
         base: sb,

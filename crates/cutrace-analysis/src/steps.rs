@@ -6,7 +6,13 @@
 //! A step's GPU busy time is the union of its process's kernel intervals on that device, clipped
 //! to the step's host interval: what the GPU did while the step ran, whichever step launched it.
 //! Devices are never unioned with each other. In a trace merged from several processes, a step
-//! counts only the kernels of the process that recorded it.
+//! counts only the kernels of the process that recorded it. Every step counts for every GPU its
+//! process ran kernels on anywhere in the trace, at 0 % when the GPU did nothing during it: the
+//! idle step is the one to find.
+//!
+//! Left out, and counted: steps of zero length, steps inside another matching step of the same
+//! process (a nested or repeated annotation would count its GPU work twice), and steps the time
+//! window cuts (a cut step's length is not a step time).
 
 use std::collections::BTreeMap;
 
@@ -62,24 +68,34 @@ impl StepMatch {
 pub struct Steps {
     /// The names matched, as given: `ProfilerStep#*` (a prefix) or an exact name.
     pub matched: String,
+    /// Steps kept (the list below).
     pub count: u64,
     /// Processes with steps.
     pub processes: u64,
-    /// Step durations (host range lengths), nearest-rank median, and the extremes.
-    pub duration_min_ns: Ns,
-    pub duration_median_ns: Ns,
-    pub duration_max_ns: Ns,
-    /// Per GPU: how busy it was during the steps (only GPUs some step saw busy).
+    /// Matching ranges left out: zero-length ones, ones inside another matching range of the
+    /// same process, and ones the time window cuts.
+    pub zero_length_left_out: u64,
+    pub nested_left_out: u64,
+    pub cut_by_window_left_out: u64,
+    /// Step durations (host range lengths), nearest-rank median, and the extremes; null when
+    /// no step is kept.
+    pub duration_min_ns: Option<Ns>,
+    pub duration_median_ns: Option<Ns>,
+    pub duration_max_ns: Option<Ns>,
+    /// Per GPU: how busy it was during the steps of the processes that used it.
     pub devices: Vec<StepDeviceSummary>,
-    /// Every step, in start order (then process).
+    /// Every step kept, by start time (then end, process, name).
     pub steps: Vec<Step>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct StepDeviceSummary {
     pub device: u32,
-    /// Steps during which this GPU ran kernels of the step's process.
+    /// Steps of the processes that ran kernels on this GPU (anywhere in the trace): each counts,
+    /// at 0 % when the GPU did nothing during it.
     pub steps: u64,
+    /// Of those, steps during which it ran none of the step's process's kernels.
+    pub idle_steps: u64,
     /// Busy share of a step (busy / step duration), over those steps: nearest-rank median, min.
     pub busy_pct_median: f64,
     pub busy_pct_min: f64,
@@ -89,6 +105,8 @@ pub struct StepDeviceSummary {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Step {
+    /// 1-based, in the order of the list.
+    pub index: u64,
     pub name: String,
     /// The process that recorded the step.
     pub pid: u32,
@@ -97,7 +115,7 @@ pub struct Step {
     pub duration_ns: Ns,
     /// Kernels of the step's process that ran, at least partly, during the step.
     pub kernels: u64,
-    /// Per GPU the step's process ran kernels on during the step.
+    /// Per GPU the step's process ran kernels on anywhere in the trace (0 when idle in it).
     pub devices: Vec<StepDevice>,
 }
 
@@ -131,11 +149,14 @@ impl Lane {
     }
 }
 
-/// The steps of `trace` that `which` selects, clipped to `window`; `None` when there are none.
+/// The steps of `trace` that `which` selects, inside `window`; `None` when no host range
+/// matches (inside the window, cut or not).
 pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Option<Steps> {
     // Names are interned: test each distinct name once.
     let mut name_ok: BTreeMap<u32, bool> = BTreeMap::new();
-    let mut found: Vec<(Ns, Ns, u32, String)> = Vec::new();
+    // (pid, start, end, name)
+    let mut found: Vec<(u32, Ns, Ns, u32)> = Vec::new();
+    let (mut zero, mut cut) = (0u64, 0u64);
     for r in &trace.ranges {
         if r.domain != RangeDomain::Host {
             continue;
@@ -146,20 +167,42 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
         if !ok {
             continue;
         }
-        if let Some((s, e)) = clip(window, r.start_ns, r.end_ns) {
-            found.push((s, e, r.process, trace.str(r.name).to_owned()));
+        if r.end_ns <= r.start_ns {
+            zero += 1;
+            continue;
+        }
+        match clip(window, r.start_ns, r.end_ns) {
+            Some((s, e)) if (s, e) == (r.start_ns, r.end_ns) => {
+                found.push((r.process, s, e, r.name))
+            }
+            Some(_) => cut += 1,
+            None => {}
         }
     }
-    if found.is_empty() {
+    // Per process, by start, longest first: a range inside the last kept one is nested.
+    found.sort_by(|a, b| (a.0, a.1, b.2).cmp(&(b.0, b.1, a.2)));
+    let mut nested = 0u64;
+    let mut kept: Vec<(u32, Ns, Ns, u32)> = Vec::with_capacity(found.len());
+    for f in found {
+        match kept.last() {
+            Some(k) if k.0 == f.0 && f.2 <= k.2 => nested += 1,
+            _ => kept.push(f),
+        }
+    }
+    if kept.is_empty() && zero + nested + cut == 0 {
         return None;
     }
-    found.sort();
+    kept.sort_by_key(|k| (k.1, k.2, k.0, k.3));
     let merged = trace.meta.id_parts.len() > 1;
-    // Lanes by (device, pid): pid only in a merged trace, where steps see their own process.
+    // Lanes by (device, pid): pid only in a merged trace, where steps see their own process. A
+    // merged part without a known pid cannot be charged to anyone's steps.
     let mut lanes_iv: BTreeMap<LaneKey, Vec<(Ns, Ns)>> = BTreeMap::new();
     for k in &trace.kernels {
         let pid = if merged {
-            trace.meta.id_origin(k.stream).0
+            match trace.meta.id_origin(k.stream).0 {
+                Some(p) => Some(p),
+                None => continue,
+            }
         } else {
             None
         };
@@ -180,11 +223,13 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
         })
         .collect();
 
-    let mut per_dev: BTreeMap<u32, (Vec<f64>, Ns)> = BTreeMap::new();
+    // device → (busy shares, busy total, idle steps)
+    let mut per_dev: BTreeMap<u32, (Vec<f64>, Ns, u64)> = BTreeMap::new();
     let mut processes: Vec<u32> = Vec::new();
-    let rows: Vec<Step> = found
+    let rows: Vec<Step> = kept
         .into_iter()
-        .map(|(s, e, pid, name)| {
+        .enumerate()
+        .map(|(i, (pid, s, e, name))| {
             processes.push(pid);
             let duration = e - s;
             let mut kernels = 0;
@@ -194,15 +239,13 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
                     continue;
                 }
                 let n = lane.kernels_in(s, e);
-                if n == 0 {
-                    continue;
-                }
                 kernels += n;
                 let busy = lane.busy.busy_within(s, e);
                 let busy_pct = pct(busy, duration);
                 let acc = per_dev.entry(*dev).or_default();
                 acc.0.push(busy_pct);
                 acc.1 = acc.1.saturating_add(busy);
+                acc.2 += u64::from(n == 0);
                 devices.push(StepDevice {
                     device: *dev,
                     busy_ns: busy,
@@ -210,7 +253,8 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
                 });
             }
             Step {
-                name,
+                index: i as u64 + 1,
+                name: trace.str(name).to_owned(),
                 pid,
                 start_ns: s,
                 end_ns: e,
@@ -228,11 +272,12 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
     let median_of = |n: usize| nearest_rank(n, 500) - 1;
     let devices = per_dev
         .into_iter()
-        .map(|(device, (mut pcts, busy_ns))| {
+        .map(|(device, (mut pcts, busy_ns, idle_steps))| {
             pcts.sort_by(f64::total_cmp);
             StepDeviceSummary {
                 device,
                 steps: pcts.len() as u64,
+                idle_steps,
                 busy_pct_median: pcts[median_of(pcts.len())],
                 busy_pct_min: pcts[0],
                 busy_ns,
@@ -243,9 +288,12 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
         matched: which.text(),
         count: rows.len() as u64,
         processes: processes.len() as u64,
-        duration_min_ns: durations[0],
-        duration_median_ns: durations[median_of(durations.len())],
-        duration_max_ns: durations[durations.len() - 1],
+        zero_length_left_out: zero,
+        nested_left_out: nested,
+        cut_by_window_left_out: cut,
+        duration_min_ns: durations.first().copied(),
+        duration_median_ns: (!durations.is_empty()).then(|| durations[median_of(durations.len())]),
+        duration_max_ns: durations.last().copied(),
         devices,
         steps: rows,
     })

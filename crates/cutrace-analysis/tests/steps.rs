@@ -60,25 +60,45 @@ fn each_step_gets_its_gpus_busy_time_clipped_to_it() {
             .map(|d| (d.device, d.busy_ns))
             .collect()
     };
-    // Step 1: a ∪ b = [100, 600) = 500, plus c's [800, 1000) = 200 → 700 of 1,000.
-    assert_eq!(d(0), [(0, 700)]);
+    // Step 1: a ∪ b = [100, 600) = 500, plus c's [800, 1000) = 200 → 700 of 1,000. GPU 1 is
+    // listed at 0: the process uses it (in step 2), and a step it idles in is what to see.
+    assert_eq!(d(0), [(0, 700), (1, 0)]);
     assert_eq!(s.steps[0].kernels, 3);
     assert_eq!(s.steps[0].devices[0].busy_pct, 70.0);
     // Step 2: c's [1000, 1200) on GPU 0, d on GPU 1: devices are never unioned together.
     assert_eq!(d(1), [(0, 200), (1, 400)]);
     assert_eq!(s.steps[1].kernels, 2);
     // Step 3: 100 of 2,000.
-    assert_eq!(d(2), [(0, 100)]);
+    assert_eq!(d(2), [(0, 100), (1, 0)]);
     assert_eq!(s.steps[2].devices[0].busy_pct, 5.0);
     assert_eq!(
         (s.duration_min_ns, s.duration_median_ns, s.duration_max_ns),
-        (1_000, 1_000, 2_000)
+        (Some(1_000), Some(1_000), Some(2_000))
     );
-    // GPU 0: 70 %, 20 %, 5 % → nearest-rank median 20 %; GPU 1 in one step.
+    let idx: Vec<u64> = s.steps.iter().map(|x| x.index).collect();
+    assert_eq!(idx, [1, 2, 3]);
+    // GPU 0: 70 %, 20 %, 5 % → nearest-rank median 20 %.
     let g0 = &s.devices[0];
-    assert_eq!((g0.device, g0.steps, g0.busy_ns), (0, 3, 1_000));
+    assert_eq!(
+        (g0.device, g0.steps, g0.idle_steps, g0.busy_ns),
+        (0, 3, 0, 1_000)
+    );
     assert_eq!((g0.busy_pct_median, g0.busy_pct_min), (20.0, 5.0));
-    assert_eq!((s.devices[1].device, s.devices[1].steps), (1, 1));
+    // GPU 1: 0 %, 40 %, 0 % over all three steps, idle in two: median 0 %.
+    let g1 = &s.devices[1];
+    assert_eq!(
+        (g1.device, g1.steps, g1.idle_steps, g1.busy_ns),
+        (1, 3, 2, 400)
+    );
+    assert_eq!((g1.busy_pct_median, g1.busy_pct_min), (0.0, 0.0));
+    assert_eq!(
+        (
+            s.zero_length_left_out,
+            s.nested_left_out,
+            s.cut_by_window_left_out
+        ),
+        (0, 0, 0)
+    );
 }
 
 #[test]
@@ -96,27 +116,59 @@ fn names_exact_or_by_prefix_and_clipped_to_a_window() {
             .count,
         3
     );
-    // The window [1,500, 2,500) keeps half of step 2 and a quarter of step 3, clipped.
-    let w = Window::resolve(
-        Some(cutrace_analysis::TimeArg::Absolute(1_500)),
-        Some(cutrace_analysis::TimeArg::Absolute(2_500)),
-        0,
-    )
-    .unwrap();
-    let s = steps(&t, w.as_ref(), &StepMatch::profiler_steps()).unwrap();
+    // The window [900, 2,100) holds step 2 whole and cuts steps 1 and 3: a cut step's length
+    // is not a step time, so they are left out, and counted.
+    let w = |a: Ns, b: Ns| {
+        Window::resolve(
+            Some(cutrace_analysis::TimeArg::Absolute(a)),
+            Some(cutrace_analysis::TimeArg::Absolute(b)),
+            0,
+        )
+        .unwrap()
+    };
+    let s = steps(&t, w(900, 2_100).as_ref(), &StepMatch::profiler_steps()).unwrap();
     let spans: Vec<(Ns, Ns)> = s.steps.iter().map(|x| (x.start_ns, x.end_ns)).collect();
-    assert_eq!(spans, [(1_500, 2_000), (2_000, 2_500)]);
-    assert_eq!(s.steps[0].devices.len(), 1); // only d, on GPU 1
-    assert_eq!(s.steps[0].devices[0].busy_ns, 400);
-    // e starts at 2,500, the window's end: nothing in step 3's part.
-    assert!(s.steps[1].devices.is_empty());
-    assert_eq!(s.steps[1].kernels, 0);
+    assert_eq!(spans, [(1_000, 2_000)]);
+    assert_eq!(s.cut_by_window_left_out, 2);
+    assert_eq!(s.duration_median_ns, Some(1_000));
+    // Every step cut: none kept, said (not "no such ranges").
+    let s = steps(&t, w(1_500, 2_500).as_ref(), &StepMatch::profiler_steps()).unwrap();
+    assert_eq!((s.count, s.cut_by_window_left_out), (0, 2));
+    assert_eq!(s.duration_median_ns, None);
+    assert!(s.devices.is_empty());
     // GPU-domain ranges are never steps.
     let mut g = three_steps();
     for r in &mut g.ranges {
         r.domain = RangeDomain::Gpu;
     }
     assert!(steps(&g, None, &StepMatch::profiler_steps()).is_none());
+}
+
+#[test]
+fn nested_and_zero_length_steps_are_left_out_and_counted() {
+    let mut i = Interner::new();
+    let ranges = vec![
+        host_range(&mut i, "step", 0, 1_000),
+        // The same annotation nested (on another thread too): its GPU work would count twice.
+        host_range(&mut i, "step", 200, 400),
+        NvtxRange {
+            thread: 2,
+            ..host_range(&mut i, "step", 0, 1_000)
+        },
+        host_range(&mut i, "step", 1_500, 1_500),
+        host_range(&mut i, "step", 2_000, 3_000),
+    ];
+    let kernels = vec![kernel(&mut i, "k", 0, 7, 1, 250, 350)];
+    let t = trace(i, kernels, ranges);
+    let s = steps(&t, None, &StepMatch::parse("step")).unwrap();
+    let spans: Vec<(Ns, Ns)> = s.steps.iter().map(|x| (x.start_ns, x.end_ns)).collect();
+    assert_eq!(spans, [(0, 1_000), (2_000, 3_000)]);
+    assert_eq!((s.nested_left_out, s.zero_length_left_out), (2, 1));
+    // The kernel counts once; the second step is a GPU-idle step, and it shows.
+    assert_eq!(s.devices[0].busy_ns, 100);
+    assert_eq!((s.devices[0].steps, s.devices[0].idle_steps), (2, 1));
+    assert_eq!(s.devices[0].busy_pct_min, 0.0);
+    assert_eq!(s.steps[1].devices[0].busy_ns, 0);
 }
 
 #[test]
@@ -143,6 +195,16 @@ fn in_a_merged_trace_a_step_sees_only_its_own_process() {
         .map(|x| (x.pid, x.kernels, x.devices[0].busy_ns))
         .collect();
     assert_eq!(by_pid, [(100, 1, 300), (200, 1, 700)]);
+    // A part whose pid is unknown is charged to nobody's steps.
+    t.meta.id_parts = vec![Some(100), None];
+    let s = steps(&t, None, &StepMatch::parse("step")).unwrap();
+    let by_pid: Vec<(u32, u64, usize)> = s
+        .steps
+        .iter()
+        .map(|x| (x.pid, x.kernels, x.devices.len()))
+        .collect();
+    assert_eq!(by_pid, [(100, 1, 1), (200, 0, 0)]);
+    assert_eq!(s.steps[0].devices[0].busy_ns, 300);
 }
 
 proptest! {
@@ -163,7 +225,15 @@ proptest! {
             ss.iter().map(|&(s, len)| host_range(&mut i, "step", s, s + len)).collect();
         let t = trace(i, kernels.clone(), ranges);
         let st = steps(&t, None, &StepMatch::parse("step")).unwrap();
-        prop_assert_eq!(st.count as usize, ss.len());
+        // Steps inside another are left out; every other one is kept.
+        let inside = |a: &(u64, u64), k: usize| {
+            ss.iter().enumerate().any(|(j, b)| {
+                j != k && b.0 <= a.0 && a.0 + a.1 <= b.0 + b.1 && (b != a || j < k)
+            })
+        };
+        let kept = (0..ss.len()).filter(|&k| !inside(&ss[k], k)).count();
+        prop_assert_eq!(st.count as usize, kept);
+        prop_assert_eq!((st.count + st.nested_left_out) as usize, ss.len());
         for step in &st.steps {
             let (s, e) = (step.start_ns, step.end_ns);
             for dev in 0..2u32 {
@@ -171,12 +241,9 @@ proptest! {
                 let covered = (s..e)
                     .filter(|&ns| on.iter().any(|k| k.start_ns <= ns && ns < k.end_ns))
                     .count() as u64;
-                let overlapping = on
-                    .iter()
-                    .filter(|k| k.start_ns < e && k.end_ns > s)
-                    .count() as u64;
                 let got = step.devices.iter().find(|d| d.device == dev);
-                if overlapping == 0 {
+                // Every GPU the process used anywhere is listed, at 0 when idle in the step.
+                if on.is_empty() {
                     prop_assert!(got.is_none());
                 } else {
                     prop_assert_eq!(got.map(|d| d.busy_ns), Some(covered));

@@ -109,11 +109,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     })?;
     if args.steps.is_some() && d.steps.is_none() {
         anyhow::bail!(
-            "--steps {}: no host range in either trace{} matches it (end it with * to match names \
-             that start with it; `cutrace report TRACE --steps X` lists a trace's range names)",
+            "--steps {}: no host range in either trace{} matches it ({}`cutrace report TRACE \
+             --steps X` lists a trace's range names)",
             which.text(),
             if from.is_some() || to.is_some() {
                 "'s window"
+            } else {
+                ""
+            },
+            if matches!(which, StepMatch::Exact(_)) {
+                "end it with * to match names that start with it; "
             } else {
                 ""
             }
@@ -326,7 +331,7 @@ fn render_steps(o: &mut String, st: &StepsDiff) {
                 "  only the {has} trace has them ({} steps, median {}); the {lacks} trace has none \
                  (`--steps NAME` names other ranges)",
                 s.count,
-                fmt_ns(s.duration_median_ns)
+                s.duration_median_ns.map_or_else(|| "-".into(), fmt_ns)
             );
             return;
         }
@@ -341,14 +346,13 @@ fn render_steps(o: &mut String, st: &StepsDiff) {
         n.count,
         i128::from(n.count) - i128::from(b.count)
     );
-    let row = |o: &mut String, label: &str, x: u64, y: u64| {
-        let _ = writeln!(
-            o,
-            "  {label:<40} {:>14} {:>14}  {}",
-            fmt_ns(x),
-            fmt_ns(y),
-            change(x, y)
-        );
+    let row = |o: &mut String, label: &str, x: Option<u64>, y: Option<u64>| {
+        let cell = |v: Option<u64>| v.map_or_else(|| "-".into(), fmt_ns);
+        let delta = match (x, y) {
+            (Some(x), Some(y)) => change(x, y),
+            _ => "-".into(),
+        };
+        let _ = writeln!(o, "  {label:<40} {:>14} {:>14}  {delta}", cell(x), cell(y));
     };
     row(
         o,

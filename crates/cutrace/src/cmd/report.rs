@@ -293,7 +293,7 @@ fn render_text(o: &mut String, path: &Path, r: &Report, top: usize) {
         );
     }
     if let Some(st) = &r.steps {
-        render_steps(o, st, top);
+        render_steps(o, st, top, r.trace.first_ns);
     }
     render_correlation(o, r);
     render_kernels(o, r);
@@ -336,33 +336,68 @@ fn host_range_names(trace: &Trace) -> String {
     s
 }
 
-/// The steps: their durations, each GPU's busy share during them, and the longest ones.
-fn render_steps(o: &mut String, st: &Steps, top: usize) {
+/// The steps: their durations, each GPU's busy share during them, and the longest ones (with
+/// their place in the list and their start as an offset from the trace's start).
+fn render_steps(o: &mut String, st: &Steps, top: usize, trace_start: Option<u64>) {
     let _ = writeln!(
         o,
-        "
-Steps (host ranges \"{}\": {} in {})",
+        "\nSteps (host ranges \"{}\": {} in {})",
         st.matched,
         st.count,
         count(st.processes as usize, "process", "processes")
     );
+    let mut left = Vec::new();
+    if st.cut_by_window_left_out > 0 {
+        left.push(format!(
+            "{} cut by the window's edges",
+            st.cut_by_window_left_out
+        ));
+    }
+    if st.nested_left_out > 0 {
+        left.push(format!(
+            "{} inside another of the same process (nested or repeated: its GPU work would count twice)",
+            st.nested_left_out
+        ));
+    }
+    if st.zero_length_left_out > 0 {
+        left.push(format!("{} of zero length", st.zero_length_left_out));
+    }
+    if !left.is_empty() {
+        let _ = writeln!(o, "  left out: {}", left.join("; "));
+    }
+    let (Some(min), Some(median), Some(max)) = (
+        st.duration_min_ns,
+        st.duration_median_ns,
+        st.duration_max_ns,
+    ) else {
+        let _ = writeln!(o, "  no step kept");
+        return;
+    };
     let _ = writeln!(
         o,
         "  step time: median {}, shortest {}, longest {}",
-        fmt_ns(st.duration_median_ns),
-        fmt_ns(st.duration_min_ns),
-        fmt_ns(st.duration_max_ns)
+        fmt_ns(median),
+        fmt_ns(min),
+        fmt_ns(max)
     );
     for d in &st.devices {
+        let idle = if d.idle_steps > 0 {
+            format!("; it ran none of their kernels in {}", d.idle_steps)
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
             "  GPU {} busy during a step (union of its kernels, clipped to the step): median \
-             {:.1} %, lowest {:.1} % (over the {} steps it ran kernels in)",
-            d.device, d.busy_pct_median, d.busy_pct_min, d.steps
+             {:.1} %, lowest {:.1} % (over the {} of the processes that used it{idle})",
+            d.device,
+            d.busy_pct_median,
+            d.busy_pct_min,
+            count(d.steps as usize, "step", "steps")
         );
     }
     if st.devices.is_empty() {
-        let _ = writeln!(o, "  no kernel ran during any step");
+        let _ = writeln!(o, "  no kernel of the steps' processes in the trace");
     }
     let mut longest: Vec<&cutrace_analysis::Step> = st.steps.iter().collect();
     longest.sort_by(|a, b| {
@@ -374,9 +409,12 @@ Steps (host ranges \"{}\": {} in {})",
     let many = st.processes > 1;
     let _ = writeln!(
         o,
-        "  longest steps (top {} of {}):\n  {:>12} {:>8}  {:<24}{}  name",
+        "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start):\n  \
+         {:>6} {:>12} {:>12} {:>8}  {:<24}{}  name",
         longest.len(),
         st.count,
+        "#",
+        "start",
         "duration",
         "kernels",
         "GPU busy in the step",
@@ -394,7 +432,9 @@ Steps (host ranges \"{}\": {} in {})",
         };
         let _ = writeln!(
             o,
-            "  {:>12} {:>8}  {:<24}{}  {}",
+            "  {:>6} {:>12} {:>12} {:>8}  {:<24}{}  {}",
+            s.index,
+            fmt_ns(s.start_ns.saturating_sub(trace_start.unwrap_or(s.start_ns))),
             fmt_ns(s.duration_ns),
             s.kernels,
             busy,
