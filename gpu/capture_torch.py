@@ -117,11 +117,35 @@ def copy_overlap():
     return back
 
 
+def profiler_steps():
+    """torch.profiler with a schedule and prof.step(): ProfilerStep#N annotations, as training
+    scripts record them. 6 steps (wait 1, warmup 1, active 4); in the third active step the host
+    sleeps 5 ms before its work, so the GPU idles through most of that step: `cutrace report`
+    must show it as the longest step with the lowest busy share. The plan goes beside the trace
+    (profiler_steps.json) for the test."""
+    train_step()  # builds the model; warm-up
+    sched = torch.profiler.schedule(wait=1, warmup=1, active=4, repeat=1)
+    stall = 4  # prof.step() count at the stalled step: the third active one
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], schedule=sched) as prof:
+        for i in range(6):
+            if i == stall:
+                import time
+                time.sleep(0.005)
+            train_step()
+            prof.step()
+    save(prof, "profiler_steps")
+    import json
+    with open(os.path.join(OUT, "profiler_steps.json"), "w") as f:
+        json.dump({"active_steps": 4, "stall_step_name": f"ProfilerStep#{stall}", "sleep_ms": 5}, f)
+
+
 for name, fn in [("two_streams", two_streams), ("launch_bound", launch_bound),
                  ("cuda_graph", cuda_graph), ("train_step", train_step),
                  ("copy_overlap", copy_overlap)]:
     traced(name, fn)
     print(f"captured {name}", flush=True)
+profiler_steps()
+print("captured profiler_steps", flush=True)
 
 with open(os.path.join(OUT, "env.txt"), "w") as f:
     f.write(f"torch {torch.__version__} cuda {torch.version.cuda}\n")
