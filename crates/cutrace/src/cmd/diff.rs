@@ -13,7 +13,7 @@ use cutrace_analysis::{
 };
 use cutrace_trace::Trace;
 
-use super::report::{fmt_ns, load, short_name, Format};
+use super::report::{count, fmt_ns, load, short_name, Format};
 
 /// Compare two traces: did a change make the GPU busier, and where did the time go?
 ///
@@ -328,9 +328,9 @@ fn render_steps(o: &mut String, st: &StepsDiff) {
             };
             let _ = writeln!(
                 o,
-                "  only the {has} trace has them ({} steps, median {}); the {lacks} trace has none \
+                "  only the {has} trace has them ({}, median {}); the {lacks} trace has none \
                  (`--steps NAME` names other ranges)",
-                s.count,
+                count(s.count as usize, "step", "steps"),
                 s.duration_median_ns.map_or_else(|| "-".into(), fmt_ns)
             );
             return;
