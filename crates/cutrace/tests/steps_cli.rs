@@ -179,5 +179,8 @@ fn profiler_steps_are_found_by_default_and_idle_steps_count() {
         text.contains("left out: 2 cut by the window's edges"),
         "{text}"
     );
-    assert!(text.contains("it ran none of their kernels in 1)"), "{text}");
+    assert!(
+        text.contains("it ran none of their kernels in 1)"),
+        "{text}"
+    );
 }
