@@ -214,11 +214,11 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
     let lanes: BTreeMap<LaneKey, Lane> = lanes_iv
         .into_iter()
         .map(|(key, mut iv)| {
-            let mut starts: Vec<Ns> = iv.iter().map(|x| x.0).collect();
-            let mut ends: Vec<Ns> = iv.iter().map(|x| x.1).collect();
-            starts.sort_unstable();
-            ends.sort_unstable();
+            // merged_runs sorts the intervals by start: the starts come out sorted with them.
             let busy = BusyIndex::new(merged_runs(&mut iv));
+            let starts: Vec<Ns> = iv.iter().map(|x| x.0).collect();
+            let mut ends: Vec<Ns> = iv.iter().map(|x| x.1).collect();
+            ends.sort_unstable();
             (key, Lane { busy, starts, ends })
         })
         .collect();
