@@ -17,16 +17,18 @@ use super::report::{count, fmt_ns, load, short_name, Format};
 
 /// Compare two traces: did a change make the GPU busier, and where did the time go?
 ///
-/// For each GPU: busy time (the union of kernel intervals) and its share of the GPU's window,
-/// idle time split where each gap's next kernel was launched (waiting for the host, or launched
-/// and not yet started), and the number of idle gaps; launch-to-start latency; then the kernel
-/// and CUDA API names whose summed duration changed most, with their call counts and mean
-/// durations. Either trace may be a `cutrace record` trace or a torch.profiler JSON trace.
+/// For each GPU: busy time (the union of kernel intervals) and its share of the kernel span
+/// (first kernel start to last kernel end), idle time split where each gap's next kernel was
+/// launched (waiting for the host, or launched and not yet started), and the number of idle gaps;
+/// step time and each GPU's busy share per step, when the traces mark steps; launch-to-start
+/// latency; then the kernel and CUDA API names whose summed duration changed most, with their
+/// call counts and mean durations. Either trace may be a `cutrace record` trace or a
+/// torch.profiler JSON trace.
 ///
 /// The diff says when the comparison is not like for like: a trace that lost data (its totals are
-/// lower bounds), orphan kernels, captures of different lengths (compare percentages and means,
-/// not totals), GPUs in one trace only, or API calls recorded in one trace and left out by choice
-/// in the other.
+/// lower bounds) or has no kernels, orphan kernels, a directory holding several runs, different
+/// amounts of work (compare percentages and means, not totals), GPUs in one trace only, or API
+/// calls recorded in one trace and left out in the other.
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
   cutrace diff before.json.gz after.json.gz        two torch.profiler traces of the same steps
