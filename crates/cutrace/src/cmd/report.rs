@@ -24,7 +24,9 @@ use cutrace_trace::Trace;
 /// For a GPU's largest gaps the report says what the host was doing: when the
 /// launch of the kernel after the gap returned (late in the gap: the GPU waited for the host;
 /// before it: the kernel was queued behind something else), which CUDA calls and NVTX ranges
-/// covered the gap, and for how long the host was outside any CUDA call. Kernels are joined to their launching API calls by correlation id; kernels
+/// covered the gap, and for how long the host was outside any CUDA call. When the trace marks
+/// steps (torch.profiler's `ProfilerStep#N`, or the NVTX ranges `--steps` names), each step's
+/// duration and each GPU's busy share during it. Kernels are joined to their launching API calls by correlation id; kernels
 /// without one are counted as orphans. Lost data (dropped records, an incomplete trace, events
 /// the importer skipped) is always reported.
 #[derive(clap::Args)]
@@ -32,6 +34,7 @@ use cutrace_trace::Trace;
   cutrace report trace.json.gz                 torch.profiler (Kineto) trace: busy, idle, gaps, kernels
   cutrace report run1/                         a `cutrace record` trace directory (all processes)
   cutrace report run1/ --from 2s --to 2.5s     only that half second after the trace start
+  cutrace report run1/ --steps train_step      per-step time and GPU busy share of NVTX "train_step"
   cutrace report trace.json --format json | jq '.devices[0].busy_ns'
 
 JSON: integers are exact nanoseconds; absolute times of cutrace's own traces are above 2^53, which
