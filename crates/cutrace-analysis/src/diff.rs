@@ -333,6 +333,14 @@ fn far_apart(a: u64, b: u64) -> bool {
     hi > 0 && (hi - a.min(b)) as f64 > SAME_WORK_TOLERANCE * hi as f64
 }
 
+/// The `--api` mode a recorder note names (`api records: lean — …`), when it is one that leaves
+/// calls out: `lean` or `launches`.
+pub fn api_records_note(text: &str) -> Option<&'static str> {
+    ["lean", "launches"]
+        .into_iter()
+        .find(|m| text.starts_with(&format!("api records: {m}")))
+}
+
 /// Which API calls a trace holds: `torch.profiler` for Kineto traces (its own selection), else
 /// the recorder's `--api` mode of each part (`all` when a part says nothing), `mixed` when the
 /// parts differ.
@@ -344,11 +352,7 @@ fn api_mode(r: &Report) -> String {
         r.notes
             .iter()
             .filter(|n| n.part.as_deref() == part)
-            .find_map(|n| {
-                ["lean", "launches"]
-                    .into_iter()
-                    .find(|m| n.text.starts_with(&format!("api records: {m}")))
-            })
+            .find_map(|n| api_records_note(&n.text))
             .unwrap_or("all")
     };
     let mut modes: Vec<&str> = if r.trace.parts.is_empty() {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{call, kernel, launch, seed_trace};
+use common::{call, complete_trace, kernel, launch, seed_trace};
 use cutrace_analysis::{diff, DiffOptions};
 use cutrace_trace::{Interner, Trace, TraceNote};
 
@@ -26,14 +26,7 @@ fn steady(name: &str, n: u64, len: u64) -> Trace {
         kernels.push(kernel(&mut i, name, 0, 7, k + 1, start, start + len));
         api_calls.push(launch(&mut i, k + 1, start - 100, start - 50));
     }
-    let mut t = Trace {
-        strings: i.into_strings(),
-        kernels,
-        api_calls,
-        ..Trace::default()
-    };
-    t.meta.complete = true;
-    t
+    complete_trace(i, kernels, api_calls)
 }
 
 #[test]
@@ -275,14 +268,7 @@ fn the_same_work_run_faster_is_not_a_caveat() {
             kernels.push(kernel(&mut i, "k", 0, 7, k + 1, start, start + len));
             api_calls.push(launch(&mut i, k + 1, 0, 10));
         }
-        let mut t = Trace {
-            strings: i.into_strings(),
-            kernels,
-            api_calls,
-            ..Trace::default()
-        };
-        t.meta.complete = true;
-        t
+        complete_trace(i, kernels, api_calls)
     };
     let d = diff(&back_to_back(1_000), &back_to_back(400), &top(10)).unwrap();
     assert!(d.caveats.is_empty(), "{:?}", d.caveats);

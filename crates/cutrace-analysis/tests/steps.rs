@@ -4,20 +4,16 @@
 
 mod common;
 
-use common::{host_range, kernel};
+use common::{complete_trace, host_range, kernel};
 use cutrace_analysis::{steps, StepMatch, Window};
 use cutrace_trace::{Interner, Kernel, Ns, NvtxRange, RangeDomain, Trace};
 use proptest::prelude::*;
 
 fn trace(i: Interner, kernels: Vec<Kernel>, ranges: Vec<NvtxRange>) -> Trace {
-    let mut t = Trace {
-        strings: i.into_strings(),
-        kernels,
+    Trace {
         ranges,
-        ..Trace::default()
-    };
-    t.meta.complete = true;
-    t
+        ..complete_trace(i, kernels, Vec::new())
+    }
 }
 
 /// Three ProfilerStep ranges of 1,000 ns (the last 2,000 ns) and a "forward" range inside the

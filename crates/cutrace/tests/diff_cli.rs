@@ -2,28 +2,10 @@
 //! call and with the default `--api lean` (what changed is only what the recorder left out, and
 //! the diff says so), a trace against itself, and bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{cutrace, cutrace_json as json, repo};
 use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn cutrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .current_dir(repo())
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = cutrace(&[args, &["--format", "json"]].concat());
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
 
 const ALL: &str = "tests/fixtures/native/two_streams";
 const LEAN: &str = "tests/fixtures/native/lean/two_streams";

@@ -2,28 +2,9 @@
 //! kernels and synchronizing before it ends), every step is found with its two kernels and its
 //! busy time equals the union of those kernels, computed here from the records themselves.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use serde_json::Value;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn cutrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .current_dir(repo())
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn json(args: &[&str]) -> Value {
-    let o = cutrace(&[args, &["--format", "json"]].concat());
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap()
-}
+use common::{cutrace, cutrace_json as json, repo};
 
 const NVTX: &str = "tests/fixtures/native/nvtx";
 

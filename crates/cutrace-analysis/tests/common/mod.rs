@@ -117,6 +117,11 @@ pub fn seed_trace(keep_api: &[u64]) -> Trace {
         .filter(|r| keep_api.contains(&r.0))
         .map(|&(c, a, b)| launch(&mut i, c, a, b))
         .collect();
+    complete_trace(i, kernels, api_calls)
+}
+
+/// A trace of these records whose recorder finished (`meta.complete`).
+pub fn complete_trace(i: Interner, kernels: Vec<Kernel>, api_calls: Vec<ApiCall>) -> Trace {
     let mut t = Trace {
         strings: i.into_strings(),
         kernels,

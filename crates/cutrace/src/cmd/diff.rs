@@ -177,6 +177,31 @@ fn change(base: u64, new: u64) -> String {
     }
 }
 
+/// A row of durations: base, new and their change; `-` where a side has none.
+fn time_row(o: &mut String, label: &str, x: Option<u64>, y: Option<u64>) {
+    let cell = |v: Option<u64>| v.map_or_else(|| "-".into(), fmt_ns);
+    let delta = match (x, y) {
+        (Some(x), Some(y)) => change(x, y),
+        _ => "-".into(),
+    };
+    let _ = writeln!(o, "  {label:<40} {:>14} {:>14}  {delta}", cell(x), cell(y));
+}
+
+/// A row of counts: base, new and their difference.
+fn count_row(o: &mut String, label: &str, x: u64, y: u64) {
+    let _ = writeln!(
+        o,
+        "  {label:<40} {x:>14} {y:>14}  {:+}",
+        i128::from(y) - i128::from(x)
+    );
+}
+
+/// A change in percentage points, rounded first so that a change below 0.05 reads +0.0, never
+/// -0.0.
+fn points(p: f64) -> String {
+    format!("{:+.1} points", (p * 10.0).round() / 10.0 + 0.0)
+}
+
 fn side_line(label: &str, path: &Path, s: &Side) -> String {
     let window = if s.window.is_some() {
         " in the window"
@@ -228,7 +253,7 @@ fn render_device(
     device: u32,
     b: Option<&DeviceSide>,
     n: Option<&DeviceSide>,
-    points: Option<f64>,
+    busy_points: Option<f64>,
 ) {
     let _ = writeln!(o, "\nGPU {device}");
     let (b, n) = match (b, n) {
@@ -248,15 +273,7 @@ fn render_device(
         (None, None) => return,
     };
     let _ = writeln!(o, "  {:<40} {:>14} {:>14}  Δ", "", "base", "new");
-    let row = |o: &mut String, label: &str, x: u64, y: u64| {
-        let _ = writeln!(
-            o,
-            "  {label:<40} {:>14} {:>14}  {}",
-            fmt_ns(x),
-            fmt_ns(y),
-            change(x, y)
-        );
-    };
+    let row = |o: &mut String, label: &str, x: u64, y: u64| time_row(o, label, Some(x), Some(y));
     row(
         o,
         "kernel span (first start → last end)",
@@ -270,11 +287,7 @@ fn render_device(
         "busy, share of the kernel span",
         format!("{:.1} %", b.busy_pct),
         format!("{:.1} %", n.busy_pct),
-        // Rounded first, so a change below 0.05 reads +0.0, never -0.0.
-        points.map_or_else(
-            || "-".into(),
-            |p| format!("{:+.1} points", (p * 10.0).round() / 10.0 + 0.0)
-        )
+        busy_points.map_or_else(|| "-".into(), points)
     );
     row(o, "idle", b.idle_ns, n.idle_ns);
     let parts = [
@@ -300,22 +313,8 @@ fn render_device(
             _ => {}
         }
     }
-    let _ = writeln!(
-        o,
-        "  {:<40} {:>14} {:>14}  {:+}",
-        "idle gaps",
-        b.gaps,
-        n.gaps,
-        i128::from(n.gaps) - i128::from(b.gaps)
-    );
-    let _ = writeln!(
-        o,
-        "  {:<40} {:>14} {:>14}  {:+}",
-        "kernels",
-        b.kernels,
-        n.kernels,
-        i128::from(n.kernels) - i128::from(b.kernels)
-    );
+    count_row(o, "idle gaps", b.gaps, n.gaps);
+    count_row(o, "kernels", b.kernels, n.kernels);
 }
 
 fn render_steps(o: &mut String, st: &StepsDiff) {
@@ -340,35 +339,20 @@ fn render_steps(o: &mut String, st: &StepsDiff) {
         (None, None) => return,
     };
     let _ = writeln!(o, "  {:<40} {:>14} {:>14}  Δ", "", "base", "new");
-    let _ = writeln!(
-        o,
-        "  {:<40} {:>14} {:>14}  {:+}",
-        "steps",
-        b.count,
-        n.count,
-        i128::from(n.count) - i128::from(b.count)
-    );
-    let row = |o: &mut String, label: &str, x: Option<u64>, y: Option<u64>| {
-        let cell = |v: Option<u64>| v.map_or_else(|| "-".into(), fmt_ns);
-        let delta = match (x, y) {
-            (Some(x), Some(y)) => change(x, y),
-            _ => "-".into(),
-        };
-        let _ = writeln!(o, "  {label:<40} {:>14} {:>14}  {delta}", cell(x), cell(y));
-    };
-    row(
+    count_row(o, "steps", b.count, n.count);
+    time_row(
         o,
         "step time, median",
         b.duration_median_ns,
         n.duration_median_ns,
     );
-    row(
+    time_row(
         o,
         "step time, shortest",
         b.duration_min_ns,
         n.duration_min_ns,
     );
-    row(
+    time_row(
         o,
         "step time, longest",
         b.duration_max_ns,
@@ -390,7 +374,7 @@ fn render_steps(o: &mut String, st: &StepsDiff) {
         let (x, y) = (pct(b, dev), pct(n, dev));
         let cell = |v: Option<f64>| v.map_or_else(|| "-".into(), |v| format!("{v:.1} %"));
         let delta = match (x, y) {
-            (Some(x), Some(y)) => format!("{:+.1} points", ((y - x) * 10.0).round() / 10.0 + 0.0),
+            (Some(x), Some(y)) => points(y - x),
             _ => "-".into(),
         };
         let _ = writeln!(

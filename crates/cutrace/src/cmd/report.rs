@@ -1079,11 +1079,11 @@ fn render_api(o: &mut String, r: &Report) {
     }
     // Since `--api lean` became record's default, a reader looking for cudaGetDevice & co.
     // should learn here, not only in the notes at the top, why they are absent.
-    if let Some(mode) = r.notes.iter().find_map(|n| {
-        ["lean", "launches"]
-            .into_iter()
-            .find(|m| n.text.starts_with(&format!("api records: {m}")))
-    }) {
+    if let Some(mode) = r
+        .notes
+        .iter()
+        .find_map(|n| cutrace_analysis::diff::api_records_note(&n.text))
+    {
         let what = if mode == "lean" {
             "state queries (cudaGetDevice, cudaGetLastError, ...)"
         } else {

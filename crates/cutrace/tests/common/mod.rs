@@ -70,3 +70,24 @@ pub fn native_fixtures(root: &std::path::Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// The repository root.
+pub fn repo() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `cutrace ARGS…` run from the repository root.
+pub fn cutrace(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .current_dir(repo())
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// `cutrace ARGS… --format json`, which must succeed, parsed.
+pub fn cutrace_json(args: &[&str]) -> serde_json::Value {
+    let o = cutrace(&[args, &["--format", "json"]].concat());
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap()
+}
