@@ -1,0 +1,285 @@
+//! Golden outputs: every committed fixture through report (text and JSON), diff, convert to every
+//! format, doctor on every fixture root and audit on hand-built ELF files, compared byte for byte
+//! with `tests/golden/`. A change of output is then a visible diff of those files, never silent.
+//!
+//! Refresh after an intended change with `CUTRACE_BLESS=1 cargo test -p cutrace --test golden`
+//! and say in the commit message which outputs changed and why.
+
+mod common;
+
+#[path = "../../cutrace-doctor/tests/common/mini_elf.rs"]
+mod mini_elf;
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn golden_dir() -> PathBuf {
+    common::repo().join("tests/golden")
+}
+
+/// One command's observable result: exit status, stdout, stderr, and for commands that write
+/// files, each file's name, size and CRC-32 (the files themselves are too big to keep).
+fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("CUTRACE_CUPTI_LIB")
+        .env_remove("CUDA_HOME")
+        .output()
+        .expect("run cutrace");
+    let mut s = format!(
+        "$ cutrace {}\nexit: {:?}\n--- stdout\n{}\n--- stderr\n{}\n",
+        args.join(" "),
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    if let Some(dir) = out_dir {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+            .map(|rd| rd.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        files.sort();
+        for f in files {
+            let bytes = std::fs::read(&f).unwrap();
+            let _ = writeln!(
+                s,
+                "--- file {} {} bytes crc32 {:08x}",
+                f.file_name().unwrap().to_string_lossy(),
+                bytes.len(),
+                crc32fast::hash(&bytes)
+            );
+        }
+    }
+    s
+}
+
+fn check(name: &str, got: &str, failures: &mut Vec<String>) {
+    let path = golden_dir().join(format!("{name}.txt"));
+    if std::env::var_os("CUTRACE_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    match std::fs::read_to_string(&path) {
+        Ok(want) if want == got => {}
+        Ok(want) => {
+            let line = want
+                .lines()
+                .zip(got.lines())
+                .position(|(a, b)| a != b)
+                .unwrap_or_else(|| want.lines().count().min(got.lines().count()));
+            failures.push(format!(
+                "{name}: differs from {} from line {}:\n  want: {:?}\n  got:  {:?}",
+                path.display(),
+                line + 1,
+                want.lines().nth(line).unwrap_or("<end>"),
+                got.lines().nth(line).unwrap_or("<end>")
+            ));
+        }
+        Err(e) => failures.push(format!("{name}: {}: {e}", path.display())),
+    }
+}
+
+fn slug(s: &str) -> String {
+    s.replace(['/', '.'], "_")
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// A temporary directory removed when dropped.
+struct Tmp(PathBuf);
+impl Tmp {
+    fn new(tag: &str) -> Tmp {
+        let d = std::env::temp_dir().join(format!("cutrace-golden-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        Tmp(d)
+    }
+}
+impl Drop for Tmp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn traces() -> Vec<String> {
+    let mut t: Vec<String> = common::native_fixtures(&common::repo())
+        .into_iter()
+        .map(|r| format!("tests/fixtures/native/{r}"))
+        .collect();
+    let mut k: Vec<String> = std::fs::read_dir(common::repo().join("tests/fixtures/kineto"))
+        .unwrap()
+        .map(|e| {
+            format!(
+                "tests/fixtures/kineto/{}",
+                e.unwrap().file_name().to_string_lossy()
+            )
+        })
+        .collect();
+    k.sort();
+    t.extend(k);
+    t.push("examples/two_streams.json.gz".into());
+    t
+}
+
+#[test]
+fn report_outputs_are_unchanged() {
+    let repo = common::repo();
+    let mut failures = Vec::new();
+    for t in traces() {
+        let mut out = observe(&strs(&["report", &t]), &repo, None);
+        out += &observe(&strs(&["report", &t, "--format", "json"]), &repo, None);
+        check(&format!("report/{}", slug(&t)), &out, &mut failures);
+    }
+    let nvtx = "tests/fixtures/native/nvtx";
+    let mut out = observe(&strs(&["report", nvtx, "--steps", "step"]), &repo, None);
+    out += &observe(
+        &strs(&["report", nvtx, "--steps", "s*", "--format", "json"]),
+        &repo,
+        None,
+    );
+    out += &observe(
+        &strs(&[
+            "report",
+            "tests/fixtures/native/two_streams",
+            "--from",
+            "1ms",
+            "--to",
+            "3ms",
+        ]),
+        &repo,
+        None,
+    );
+    check("report/options", &out, &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn diff_outputs_are_unchanged() {
+    let repo = common::repo();
+    let pairs = [
+        (
+            "tests/fixtures/native/two_streams",
+            "tests/fixtures/native/lean/two_streams",
+        ),
+        (
+            "tests/fixtures/kineto/two_streams.json.gz",
+            "tests/fixtures/native/two_streams",
+        ),
+        (
+            "tests/fixtures/native/tiny_5000",
+            "tests/fixtures/native/threads8",
+        ),
+        (
+            "tests/fixtures/kineto/train_step.json.gz",
+            "tests/fixtures/kineto/launch_bound.json.gz",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (a, b) in pairs {
+        let mut out = observe(&strs(&["diff", a, b]), &repo, None);
+        out += &observe(&strs(&["diff", a, b, "--format", "json"]), &repo, None);
+        check(
+            &format!("diff/{}--{}", slug(a), slug(b)),
+            &out,
+            &mut failures,
+        );
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn convert_outputs_are_unchanged() {
+    let repo = common::repo();
+    let mut failures = Vec::new();
+    for t in traces() {
+        let tmp = Tmp::new("convert");
+        let d = tmp.0.display().to_string();
+        let mut out = String::new();
+        for (flag, target) in [
+            ("--csv", format!("{d}/tables")),
+            ("--parquet", format!("{d}/parquet")),
+            ("--chrome", format!("{d}/files/t.json")),
+            ("--perfetto", format!("{d}/files/t.pftrace")),
+            ("--chrome", format!("{d}/gz/t.json.gz")),
+        ] {
+            let dir = Path::new(&target);
+            let listed = if flag == "--csv" || flag == "--parquet" {
+                dir.to_path_buf()
+            } else {
+                std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
+                dir.parent().unwrap().to_path_buf()
+            };
+            let args = strs(&["convert", &t, flag, &target]);
+            out += &observe(&args, &repo, Some(&listed)).replace(&d, "$TMP");
+        }
+        check(&format!("convert/{}", slug(&t)), &out, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn doctor_outputs_are_unchanged() {
+    let repo = common::repo();
+    let roots = repo.join("crates/cutrace-doctor/tests/fixtures");
+    let mut names: Vec<String> = std::fs::read_dir(&roots)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let mut failures = Vec::new();
+    for n in names {
+        let root = format!("crates/cutrace-doctor/tests/fixtures/{n}");
+        let mut out = observe(&strs(&["doctor", "--root", &root]), &repo, None);
+        out += &observe(&strs(&["doctor", "--root", &root, "-v"]), &repo, None);
+        out += &observe(
+            &strs(&["doctor", "--root", &root, "--format", "json"]),
+            &repo,
+            None,
+        );
+        check(&format!("doctor/{n}"), &out, &mut failures);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn audit_outputs_are_unchanged() {
+    use mini_elf::{ar, MiniElf};
+    let tmp = Tmp::new("audit");
+    let d = &tmp.0;
+    std::fs::create_dir_all(d.join("venv/lib")).unwrap();
+    MiniElf::shared()
+        .soname("liblegacy.so")
+        .import("cuptiEventGroupCreate")
+        .import("cuptiMetricGetIdFromName")
+        .write(&d.join("venv/lib/liblegacy.so"));
+    MiniElf::shared()
+        .soname("libcupti.so.12")
+        .export("cuptiActivityEnable")
+        .export("cuptiEventGroupCreate")
+        .write(&d.join("venv/lib/libcupti-1a2b3c4d.so.12"));
+    MiniElf::shared()
+        .import("dlsym")
+        .rodata(b"cuptiActivityConfigurePCSampling\0")
+        .write(&d.join("venv/lib/libdl_user.so"));
+    MiniElf::executable()
+        .import("cuptiProfilerInitialize")
+        .write(&d.join("venv/app"));
+    MiniElf::shared()
+        .import("cuptiActivityEnable")
+        .write(&d.join("venv/lib/libmodern.so"));
+    let obj = MiniElf::object().import("cuptiEventRead").build();
+    std::fs::write(d.join("venv/lib/libstatic.a"), ar(&[("user.o", obj)])).unwrap();
+    std::fs::write(d.join("venv/readme.txt"), b"not an ELF").unwrap();
+    let mut out = observe(&strs(&["audit", "venv"]), d, None);
+    out += &observe(&strs(&["audit", "venv", "--format", "json"]), d, None);
+    out += &observe(&strs(&["audit", "venv/lib/libmodern.so"]), d, None);
+    // The audit names files by their real path.
+    let out = out.replace(&d.canonicalize().unwrap().display().to_string(), "$TMP");
+    let mut failures = Vec::new();
+    check("audit/venv", &out, &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
