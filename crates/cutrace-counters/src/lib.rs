@@ -273,7 +273,13 @@ impl<'c> Profiler<'c> {
     pub fn initialize(&self) -> Result<()> {
         let mut p = sys::ProfilerInitializeParams::new();
         // SAFETY: no pointers besides the null pPriv.
-        unsafe { self.call("cuptiProfilerInitialize", self.cupti.profiler().initialize, &mut p) }
+        unsafe {
+            self.call(
+                "cuptiProfilerInitialize",
+                self.cupti.profiler().initialize,
+                &mut p,
+            )
+        }
     }
 
     /// `cuptiProfilerDeInitialize`, not logged (teardown).
@@ -840,7 +846,11 @@ mod tests {
             code: 35,
         };
         assert_eq!(e.refusal(), Refusal::Denied);
-        assert!(e.to_string().contains("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"),
+            "{e}"
+        );
         assert_eq!(refusal(26), Refusal::Busy);
         assert_eq!(refusal(27), Refusal::Unsupported);
         assert_eq!(refusal(15), Refusal::NotInitialized);

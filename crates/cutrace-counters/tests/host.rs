@@ -11,7 +11,9 @@ use cutrace_cupti::{Cupti, CuptiError};
 
 #[test]
 fn an_absent_libcupti_is_a_typed_error() {
-    let e = Cupti::load_one("/nonexistent/libcupti.so.13", "test").err().unwrap();
+    let e = Cupti::load_one("/nonexistent/libcupti.so.13", "test")
+        .err()
+        .unwrap();
     assert!(matches!(e, CuptiError::Load { .. }), "{e}");
     let e = CountersError::from(e);
     assert!(e.to_string().contains("/nonexistent/libcupti.so.13"), "{e}");
@@ -22,7 +24,13 @@ fn a_library_that_is_not_cupti_is_a_typed_error() {
     // libc loads but has no CUPTI symbol: refused at load, not at the first call.
     let e = Cupti::load_one("libc.so.6", "test").err().unwrap();
     assert!(
-        matches!(e, CuptiError::MissingSymbol { symbol: "cuptiGetVersion", .. }),
+        matches!(
+            e,
+            CuptiError::MissingSymbol {
+                symbol: "cuptiGetVersion",
+                ..
+            }
+        ),
         "{e}"
     );
 }
@@ -42,9 +50,15 @@ fn host_side_metrics_without_a_gpu() {
     assert!(chips.iter().any(|c| c == "GH100"), "{chips:?}");
 
     // No counter-availability image: the host assumes every counter is there.
-    let host = profiler.host(ProfilerKind::RangeProfiler, "GH100", None).unwrap();
+    let host = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
     let base = host.base_metrics(MetricType::Counter).unwrap();
-    assert!(base.iter().any(|m| m == "sm__ctas_launched"), "{} metrics", base.len());
+    assert!(
+        base.iter().any(|m| m == "sm__ctas_launched"),
+        "{} metrics",
+        base.len()
+    );
 
     let metrics = ["sm__ctas_launched.sum", "smsp__inst_executed.sum"];
     host.add_metrics(&metrics).unwrap();
@@ -53,13 +67,18 @@ fn host_side_metrics_without_a_gpu() {
     assert_eq!(host.passes(&config).unwrap(), 1);
 
     // A name only Nsight Compute knows is refused by CUPTI, as a typed error with its code.
-    let bad = profiler.host(ProfilerKind::RangeProfiler, "GH100", None).unwrap();
+    let bad = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
     let e = bad.add_metrics(&["launch__grid_size"]).unwrap_err();
     assert_eq!(e.call(), Some("cuptiProfilerHostConfigAddMetrics"));
     assert_eq!(e.code(), Some(1), "{e}");
 
     // An unknown chip is refused too.
-    let e = profiler.host(ProfilerKind::RangeProfiler, "NOPE100", None).err().unwrap();
+    let e = profiler
+        .host(ProfilerKind::RangeProfiler, "NOPE100", None)
+        .err()
+        .unwrap();
     assert_eq!(e.call(), Some("cuptiProfilerHostInitialize"), "{e}");
 
     let calls = profiler.calls();

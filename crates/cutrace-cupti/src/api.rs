@@ -101,12 +101,13 @@ impl Cupti {
 
     /// Loads one library by path or soname.
     pub fn load_one(path: &str, source: &'static str) -> Result<Cupti, CuptiError> {
-        // SAFETY: loading libcupti runs its initializers, which is what every CUPTI tool does.
         // RTLD_NODELETE: once any CUPTI call has hooked it into the driver, libcupti must never
         // be unmapped, even when a start fails later and this handle is dropped (an unloaded
-        // CUPTI with live driver hooks would crash the program at its next CUDA call).
+        // CUPTI with live driver hooks would crash the program at its next CUDA call). It also
+        // keeps every symbol resolved below valid for the life of the process.
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
         let lib: libloading::Library =
+            // SAFETY: loading libcupti runs its initializers, which is what every CUPTI tool does.
             unsafe { libloading::os::unix::Library::open(Some(path), flags) }
                 .map_err(|e| CuptiError::Load {
                     path: path.into(),

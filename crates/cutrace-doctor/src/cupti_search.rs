@@ -191,10 +191,8 @@ mod tests {
         fn new(files: &[(&str, &str)]) -> Tree {
             static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
             let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let base = std::env::temp_dir().join(format!(
-                "cutrace-cupti-search-{}-{n}",
-                std::process::id()
-            ));
+            let base = std::env::temp_dir()
+                .join(format!("cutrace-cupti-search-{}-{n}", std::process::id()));
             let _ = std::fs::remove_dir_all(&base);
             for (p, text) in files {
                 let full = base.join(p.trim_start_matches('/'));

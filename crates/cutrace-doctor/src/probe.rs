@@ -16,7 +16,7 @@ use std::ffi::c_int;
 use std::time::Duration;
 
 use cutrace_counters::{
-    Call, CountersError, ProfilerKind, Profiler, RangeMode, Refusal, ReplayMode, SessionConfig,
+    Call, CountersError, Profiler, ProfilerKind, RangeMode, Refusal, ReplayMode, SessionConfig,
     SupportLevel,
 };
 use cutrace_cupti::driver::{Context, CudaDriver, CUDA_ERROR_STUB_LIBRARY};
@@ -502,7 +502,10 @@ pub fn probe_in_process(cupti_first: Option<&str>) -> ProbeReport {
     rep.steps.extend(steps_of(&cupti, profiler.take_calls()));
     if let Err(e) = init {
         rep.error = Some(match e.code() {
-            Some(code) => format!("cuptiProfilerInitialize failed: {}", result_name(&cupti, code)),
+            Some(code) => format!(
+                "cuptiProfilerInitialize failed: {}",
+                result_name(&cupti, code)
+            ),
             None => e.to_string(),
         });
         // A refusal this early (privileges, a busy device) still answers the question per GPU.

@@ -5,8 +5,8 @@
 //! code" (CUPTI Usage, Compatibility).
 
 use super::{src, Ctx};
-use crate::facts::{DriverVersion, CAPABILITIES_SINCE};
 use crate::cupti_search;
+use crate::facts::{DriverVersion, CAPABILITIES_SINCE};
 use crate::report::{Affects, Check, Evidence, Status};
 use cutrace_cupti::version::{check_pairing, Pairing};
 
@@ -155,7 +155,10 @@ pub fn cupti_library(ctx: &Ctx) -> Check {
                 _ => "unknown version".into(),
             };
             let mut evidence = c.evidence;
-            evidence.push(Evidence::new(searched.join(":"), format!("(no {})", cutrace_cupti::locate::CUPTI_SONAME)));
+            evidence.push(Evidence::new(
+                searched.join(":"),
+                format!("(no {})", cutrace_cupti::locate::CUPTI_SONAME),
+            ));
             return Check::new("cupti-library", Status::Warn, Affects::None, format!("{other} (CUPTI {ver}) is the only libcupti; cutrace record needs libcupti.so.13"))
                 .evidence(evidence)
                 .explain("CUPTI tools built for this CUPTI can trace with it, but cutrace decodes CUPTI 13 records and looks only for libcupti.so.13 (CUTRACE_CUPTI_LIB, CUDA_HOME, /usr/local/cuda, the loader's path). CUDA 13 needs driver 580.65.06 or newer.")
@@ -229,12 +232,16 @@ pub fn cupti_library(ctx: &Ctx) -> Check {
                 .sources(sources);
         }
         Pairing::Refuse(why) => {
-            return Check::new("cupti-library", Status::Fail, Affects::Tracing,
-                format!("{} is CUPTI {ver}: cutrace record refuses it", c.path))
-                .evidence(evidence)
-                .explain(why)
-                .fix(["export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13   # a CUDA 13.x CUPTI"])
-                .sources(sources);
+            return Check::new(
+                "cupti-library",
+                Status::Fail,
+                Affects::Tracing,
+                format!("{} is CUPTI {ver}: cutrace record refuses it", c.path),
+            )
+            .evidence(evidence)
+            .explain(why)
+            .fix(["export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13   # a CUDA 13.x CUPTI"])
+            .sources(sources);
         }
         Pairing::Warn(_) => {
             let need = min_driver_for(major, c.minor)
