@@ -35,6 +35,64 @@ fn a_library_that_is_not_cupti_is_a_typed_error() {
     );
 }
 
+/// A libcupti with the activity API only, as an old or stripped CUPTI would be.
+const ACTIVITY_ONLY_CUPTI: &str = r#"
+#include <stddef.h>
+#include <stdint.h>
+int cuptiGetVersion(uint32_t *v){ *v = 130001; return 0; }
+int cuptiActivityRegisterCallbacks(void *a, void *b){ (void)a; (void)b; return 0; }
+int cuptiActivityEnable(int k){ (void)k; return 0; }
+int cuptiActivityDisable(int k){ (void)k; return 0; }
+int cuptiActivityGetNextRecord(void *b, size_t n, void **r){ (void)b; (void)n; (void)r; return 12; }
+int cuptiActivityFlushAll(int f){ (void)f; return 0; }
+"#;
+
+#[test]
+fn profiler_symbols_a_cupti_lacks_are_typed_errors_not_panics() {
+    let dir = std::env::temp_dir().join(format!("cutrace-counters-fake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let src = dir.join("fake.c");
+    let lib = dir.join("libcupti.so.13");
+    std::fs::write(&src, ACTIVITY_ONLY_CUPTI).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(s) => assert!(s.success(), "{cc} failed on the stand-in libcupti"),
+        Err(e) => panic!("no C compiler ({cc}: {e}) for the stand-in libcupti; set CC"),
+    }
+    let cupti = Cupti::load_one(lib.to_str().unwrap(), "test").unwrap();
+    assert!(cupti.profiler().range_enable.is_none());
+    assert!(cupti
+        .pm_sampling()
+        .missing()
+        .contains(&"cuptiPmSamplingEnable"));
+    let profiler = Profiler::new(&cupti);
+    let e = profiler.initialize().unwrap_err();
+    assert!(
+        matches!(e, CountersError::MissingSymbol("cuptiProfilerInitialize")),
+        "{e}"
+    );
+    // DeviceSupported is optional in the probe's sequence: absent means "not asked".
+    assert_eq!(profiler.device_supported(0).unwrap(), None);
+    let e = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("cuptiProfilerHostInitialize"), "{e}");
+    assert!(profiler.calls().is_empty(), "nothing was called");
+}
+
 #[test]
 #[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
 fn host_side_metrics_without_a_gpu() {
