@@ -95,6 +95,10 @@ macro_rules! params {
                 end
             };
 
+            /// Every field after `pPriv` with its offset, for the header cross-check test.
+            pub const FIELDS: &'static [(&'static str, usize)] =
+                &[$((stringify!($f), offset_of!($name, $f))),*];
+
             pub const fn new() -> Self {
                 $name {
                     struct_size: Self::STRUCT_SIZE,
