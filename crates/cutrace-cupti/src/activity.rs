@@ -289,6 +289,7 @@ pub unsafe fn cstr_at(ptr: usize) -> Option<String> {
     if ptr == 0 {
         return None;
     }
+    // SAFETY: the caller vouches for the pointer; null was handled above.
     let s = unsafe { std::ffi::CStr::from_ptr(ptr as *const std::ffi::c_char) };
     Some(s.to_string_lossy().into_owned())
 }
@@ -371,6 +372,7 @@ mod tests {
         assert_eq!(k.dynamic_shared, 1024);
         assert_eq!(k.registers_per_thread, 32);
         assert_eq!(
+            // SAFETY: name_ptr points into the test's own NUL-terminated name.
             unsafe { cstr_at(k.name_ptr) }.as_deref(),
             Some("_Z3addPfS_")
         );

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{check, CuptiError, CuptiResult};
 use crate::locate::Candidate;
+use crate::symbols::{PcSamplingSymbols, PmSamplingSymbols, ProfilerSymbols};
 
 /// `CUpti_BuffersCallbackRequestFunc`.
 pub type BufferRequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
@@ -38,6 +39,7 @@ type Subscribe = unsafe extern "C" fn(*mut *mut c_void, CallbackFn, *mut c_void)
 type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> CuptiResult;
 type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult;
 type EnableApi = unsafe extern "C" fn(u32, u8) -> CuptiResult;
+type GetResultString = unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult;
 
 /// A loaded libcupti. Dropping it unloads nothing that CUPTI still uses only if the caller
 /// keeps it alive as long as callbacks may fire: the injection leaks it on purpose.
@@ -59,9 +61,18 @@ pub struct Cupti {
     get_callback_name: Option<GetCallbackName>,
     enable_runtime_api: Option<EnableApi>,
     enable_driver_api: Option<EnableApi>,
+    get_result_string: Option<GetResultString>,
+    profiler: ProfilerSymbols,
+    pm_sampling: PmSamplingSymbols,
+    pc_sampling: PcSamplingSymbols,
 }
 
-unsafe fn sym<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Option<T> {
+/// A symbol of `lib` as a `T`, `None` when absent.
+///
+/// # Safety
+/// `T` must be the type of the symbol (for a function, the signature its header declares).
+pub(crate) unsafe fn sym<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Option<T> {
+    // SAFETY: the caller vouches for `T`.
     unsafe { lib.get::<T>(name).ok().map(|s| *s) }
 }
 
@@ -90,12 +101,13 @@ impl Cupti {
 
     /// Loads one library by path or soname.
     pub fn load_one(path: &str, source: &'static str) -> Result<Cupti, CuptiError> {
-        // SAFETY: loading libcupti runs its initializers, which is what every CUPTI tool does.
         // RTLD_NODELETE: once any CUPTI call has hooked it into the driver, libcupti must never
         // be unmapped, even when a start fails later and this handle is dropped (an unloaded
-        // CUPTI with live driver hooks would crash the program at its next CUDA call).
+        // CUPTI with live driver hooks would crash the program at its next CUDA call). It also
+        // keeps every symbol resolved below valid for the life of the process.
         let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL | libc::RTLD_NODELETE;
         let lib: libloading::Library =
+            // SAFETY: loading libcupti runs its initializers, which is what every CUPTI tool does.
             unsafe { libloading::os::unix::Library::open(Some(path), flags) }
                 .map_err(|e| CuptiError::Load {
                     path: path.into(),
@@ -104,6 +116,8 @@ impl Cupti {
                 .into();
         macro_rules! req {
             ($name:literal) => {
+                // SAFETY: each field's type is the signature cupti_activity.h / cupti_callbacks.h
+                // declare for this name.
                 unsafe { sym(&lib, concat!($name, "\0").as_bytes()) }.ok_or(
                     CuptiError::MissingSymbol {
                         path: path.into(),
@@ -114,6 +128,7 @@ impl Cupti {
         }
         macro_rules! opt {
             ($name:literal) => {
+                // SAFETY: as for `req`; absent on older releases.
                 unsafe { sym(&lib, concat!($name, "\0").as_bytes()) }
             };
         }
@@ -132,14 +147,46 @@ impl Cupti {
             get_callback_name: opt!("cuptiGetCallbackName"),
             enable_runtime_api: opt!("cuptiActivityEnableRuntimeApi"),
             enable_driver_api: opt!("cuptiActivityEnableDriverApi"),
+            get_result_string: opt!("cuptiGetResultString"),
+            profiler: ProfilerSymbols::resolve(&lib),
+            pm_sampling: PmSamplingSymbols::resolve(&lib),
+            pc_sampling: PcSamplingSymbols::resolve(&lib),
             path: path.into(),
             source,
             lib: Arc::new(lib),
         })
     }
 
+    /// The profiling symbols (profiler target/host, Range Profiler); absent ones are `None`.
+    pub fn profiler(&self) -> &ProfilerSymbols {
+        &self.profiler
+    }
+
+    /// The PM Sampling symbols (entries only).
+    pub fn pm_sampling(&self) -> &PmSamplingSymbols {
+        &self.pm_sampling
+    }
+
+    /// The PC Sampling symbols (entries only).
+    pub fn pc_sampling(&self) -> &PcSamplingSymbols {
+        &self.pc_sampling
+    }
+
+    /// `cuptiGetResultString`: CUPTI's own name for a result code; `None` without the symbol.
+    pub fn result_string(&self, code: CuptiResult) -> Option<String> {
+        let f = self.get_result_string?;
+        let mut p: *const c_char = std::ptr::null();
+        // SAFETY: an out-pointer to our local.
+        if unsafe { f(code, &mut p) } != 0 || p.is_null() {
+            return None;
+        }
+        // SAFETY: CUPTI returns a NUL-terminated static string.
+        Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+    }
+
     pub fn version(&self) -> Result<u32, CuptiError> {
         let mut v = 0u32;
+        // SAFETY: an out-pointer to our local.
         check("cuptiGetVersion", unsafe { (self.get_version)(&mut v) })?;
         Ok(v)
     }
@@ -149,21 +196,25 @@ impl Cupti {
         req: BufferRequestFn,
         done: BufferCompleteFn,
     ) -> Result<(), CuptiError> {
+        // SAFETY: the callbacks have the signatures CUPTI calls them with.
         check("cuptiActivityRegisterCallbacks", unsafe {
             (self.register_callbacks)(req, done)
         })
     }
 
     pub fn enable(&self, kind: u32) -> Result<(), CuptiError> {
+        // SAFETY: plain integer argument.
         check("cuptiActivityEnable", unsafe { (self.enable)(kind) })
     }
 
     pub fn disable(&self, kind: u32) -> Result<(), CuptiError> {
+        // SAFETY: plain integer argument.
         check("cuptiActivityDisable", unsafe { (self.disable)(kind) })
     }
 
     /// `cuptiActivityFlushAll(flag)`.
     pub fn flush_all(&self, flag: u32) -> Result<(), CuptiError> {
+        // SAFETY: plain integer argument.
         check("cuptiActivityFlushAll", unsafe { (self.flush_all)(flag) })
     }
 
@@ -179,6 +230,7 @@ impl Cupti {
         cur: *mut u8,
     ) -> Result<Option<*mut u8>, CuptiError> {
         let mut rec = cur;
+        // SAFETY: the caller vouches for the buffer; `rec` is our local.
         let r = unsafe { (self.get_next_record)(buffer, valid, &mut rec) };
         match r {
             0 => Ok(Some(rec)),
@@ -197,6 +249,7 @@ impl Cupti {
     pub unsafe fn dropped_records(&self, context: *mut c_void, stream: u32) -> Option<u64> {
         let f = self.get_dropped?;
         let mut n = 0usize;
+        // SAFETY: the caller vouches for the context; `n` is our local.
         (unsafe { f(context, stream, &mut n) } == 0).then_some(n as u64)
     }
 
@@ -208,6 +261,7 @@ impl Cupti {
         })?;
         let mut v = value;
         let mut size = std::mem::size_of::<T>();
+        // SAFETY: `v` is a live value of `size` bytes, as the attribute call expects.
         check("cuptiActivitySetAttribute", unsafe {
             f(attr, &mut size, &mut v as *mut T as *mut c_void)
         })
@@ -216,6 +270,7 @@ impl Cupti {
     pub fn timestamp(&self) -> Option<u64> {
         let f = self.get_timestamp?;
         let mut t = 0u64;
+        // SAFETY: an out-pointer to our local.
         (unsafe { f(&mut t) } == 0).then_some(t)
     }
 
@@ -227,6 +282,7 @@ impl Cupti {
             return Ok(None);
         };
         let mut handle: *mut c_void = std::ptr::null_mut();
+        // SAFETY: out-pointer to our local; the callback has CUPTI's callback signature.
         check("cuptiSubscribe", unsafe {
             f(&mut handle, cb, std::ptr::null_mut())
         })?;
@@ -242,9 +298,11 @@ impl Cupti {
     pub fn callback_name(&self, domain: u32, cbid: u32) -> Option<String> {
         let f = self.get_callback_name?;
         let mut p: *const c_char = std::ptr::null();
+        // SAFETY: an out-pointer to our local.
         if unsafe { f(domain, cbid, &mut p) } != 0 || p.is_null() {
             return None;
         }
+        // SAFETY: CUPTI returns a NUL-terminated static string.
         Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
     }
 
@@ -295,6 +353,7 @@ impl Cupti {
             path: self.path.clone(),
             symbol: name,
         })?;
+        // SAFETY: plain integer arguments.
         check(name, unsafe { f(cbid, u8::from(on)) })
     }
 }
@@ -331,12 +390,15 @@ pub fn driver_version() -> Option<u32> {
     let flags = libc::RTLD_NOW | libc::RTLD_NOLOAD;
     // SAFETY: libcuda is already loaded in a CUDA process (RTLD_NOLOAD); else load it plainly.
     let lib = unsafe { libloading::os::unix::Library::open(Some("libcuda.so.1"), flags) }
+        // SAFETY: loading libcuda runs its initializers, as any CUDA program does.
         .or_else(|_| unsafe { libloading::os::unix::Library::new("libcuda.so.1") })
         .ok()?;
+    // SAFETY: the signature cuda.h declares for cuDriverGetVersion.
     let f: DriverGetVersion = unsafe { lib.get::<DriverGetVersion>(b"cuDriverGetVersion\0") }
         .ok()
         .map(|s| *s)?;
     let mut v = 0i32;
+    // SAFETY: an out-pointer to our local.
     let r = unsafe { f(&mut v) };
     // Keep libcuda mapped: it is the program's own.
     std::mem::forget(lib);

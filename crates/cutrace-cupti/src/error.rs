@@ -7,6 +7,9 @@ pub const CUPTI_SUCCESS: CuptiResult = 0;
 pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
 pub const CUPTI_ERROR_NOT_INITIALIZED: CuptiResult = 15;
 pub const CUPTI_ERROR_INVALID_KIND: CuptiResult = 21;
+pub const CUPTI_ERROR_HARDWARE_BUSY: CuptiResult = 26;
+pub const CUPTI_ERROR_NOT_SUPPORTED: CuptiResult = 27;
+pub const CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: CuptiResult = 35;
 pub const CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED: CuptiResult = 39;
 
 /// The name of a CUPTI result code (the header's spelling).
@@ -66,11 +69,11 @@ pub fn explain(code: CuptiResult) -> (&'static str, &'static str) {
             "run the program under one tracer at a time: drop torch.profiler/nsys for this run, \
              or drop `cutrace record`",
         ),
-        26 => (
+        CUPTI_ERROR_HARDWARE_BUSY => (
             "the performance monitors are held by another client (often dcgm-exporter)",
             "dcgmi profile --pause; run; dcgmi profile --resume",
         ),
-        35 => (
+        CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => (
             "this user may not use the GPU performance counters",
             "see `cutrace doctor`: NVreg_RestrictProfilingToAdminUsers=0 or CAP_PERFMON",
         ),

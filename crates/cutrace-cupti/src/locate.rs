@@ -16,6 +16,12 @@ pub const CUPTI_SONAME: &str = "libcupti.so.13";
 /// traced with; the others matter for finding a copy that is already loaded.
 pub const KNOWN_SONAMES: &[&str] = &[CUPTI_SONAME, "libcupti.so.12", "libcupti.so"];
 
+/// Subdirectories of `CUDA_HOME` / `CUDA_PATH` searched, in order.
+pub const CUDA_HOME_SUBDIRS: [&str; 3] = ["lib64", "extras/CUPTI/lib64", "lib"];
+/// Toolkit installs searched when no variable names one, and their subdirectories, in order.
+pub const TOOLKIT_ROOTS: [&str; 2] = ["/usr/local/cuda", "/usr/local/cuda-13"];
+pub const TOOLKIT_SUBDIRS: [&str; 3] = ["lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"];
+
 /// The [`Candidate::source`] of a libcupti the process had loaded before cutrace looked.
 pub const ALREADY_LOADED: &str = "already loaded by the program";
 
@@ -89,7 +95,7 @@ pub fn candidates(inp: &SearchInputs<'_>) -> Vec<Candidate> {
     }
     for var in ["CUDA_HOME", "CUDA_PATH"] {
         if let Some(root) = (inp.env)(var).filter(|s| !s.is_empty()) {
-            for sub in ["lib64", "extras/CUPTI/lib64", "lib"] {
+            for sub in CUDA_HOME_SUBDIRS {
                 let p = Path::new(&root).join(sub).join(CUPTI_SONAME);
                 if (inp.exists)(&p) {
                     push(
@@ -105,8 +111,8 @@ pub fn candidates(inp: &SearchInputs<'_>) -> Vec<Candidate> {
             }
         }
     }
-    for root in ["/usr/local/cuda", "/usr/local/cuda-13"] {
-        for sub in ["lib64", "extras/CUPTI/lib64", "targets/x86_64-linux/lib"] {
+    for root in TOOLKIT_ROOTS {
+        for sub in TOOLKIT_SUBDIRS {
             let p = Path::new(root).join(sub).join(CUPTI_SONAME);
             if (inp.exists)(&p) {
                 push(p, "/usr/local/cuda", &mut out);

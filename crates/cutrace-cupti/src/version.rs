@@ -59,20 +59,72 @@ pub fn check_pairing(cupti: u32, driver: Option<u32>, cupti_path: &str) -> Pairi
     Pairing::Ok
 }
 
-/// The kernel module version from `/proc/driver/nvidia/version` text (`580.159.04`).
+/// A Linux driver (kernel module) version such as 580.159.04 (the third part is absent on some
+/// branches). Ordered by (major, minor, patch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DriverVersion {
+    pub major: u32,
+    pub minor: u32,
+    pub patch: u32,
+}
+
+impl DriverVersion {
+    pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
+        DriverVersion {
+            major,
+            minor,
+            patch,
+        }
+    }
+
+    /// `580.159.04`, `570.86`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let mut parts = s.split('.');
+        let major = parts.next()?.parse().ok()?;
+        let minor = parts.next()?.parse().ok()?;
+        let patch = match parts.next() {
+            Some(p) => p.parse().ok()?,
+            None => 0,
+        };
+        if parts.next().is_some() {
+            return None;
+        }
+        Some(DriverVersion::new(major, minor, patch))
+    }
+}
+
+impl std::fmt::Display for DriverVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{:02}", self.major, self.minor)?;
+        if self.patch != 0 {
+            write!(f, ".{:02}", self.patch)?;
+        }
+        Ok(())
+    }
+}
+
+/// The version token of `/proc/driver/nvidia/version` text, as written there (`580.159.04`):
+/// on the `NVRM version:` line, the first token that parses as a [`DriverVersion`].
+/// "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  …" or, for the open modules,
+/// "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build …".
+/// The one parser of that file: the doctor and the trace metadata both use it.
+pub fn driver_version_token(text: &str) -> Option<&str> {
+    let line = text.lines().find(|l| l.starts_with("NVRM"))?;
+    line.split_whitespace().find(|tok| {
+        tok.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && tok.contains('.')
+            && DriverVersion::parse(tok).is_some()
+    })
+}
+
+/// The driver version from `/proc/driver/nvidia/version` text.
+pub fn parse_driver_version(text: &str) -> Option<DriverVersion> {
+    driver_version_token(text).and_then(DriverVersion::parse)
+}
+
+/// The kernel module version from `/proc/driver/nvidia/version` text, as written there.
 pub fn parse_kernel_module_version(text: &str) -> Option<String> {
-    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.159.04  …" or, for the open modules,
-    // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build …".
-    let line = text.lines().find(|l| l.contains("Kernel Module"))?;
-    let after = line.split("Kernel Module").nth(1)?;
-    after
-        .split_whitespace()
-        .find(|v| {
-            v.contains('.')
-                && v.chars().next().is_some_and(|c| c.is_ascii_digit())
-                && v.chars().all(|c| c.is_ascii_digit() || c == '.')
-        })
-        .map(str::to_owned)
+    driver_version_token(text).map(str::to_owned)
 }
 
 #[cfg(test)]
@@ -118,5 +170,12 @@ mod tests {
             Some("580.159.04")
         );
         assert_eq!(parse_kernel_module_version("nothing"), None);
+        assert_eq!(
+            parse_driver_version(open),
+            Some(DriverVersion::new(580, 159, 4))
+        );
+        assert!(DriverVersion::new(570, 86, 15) < DriverVersion::new(580, 65, 6));
+        assert_eq!(DriverVersion::new(580, 65, 6).to_string(), "580.65.06");
+        assert_eq!(DriverVersion::parse("1.2.3.4"), None);
     }
 }

@@ -2,66 +2,14 @@
 //! the process table. Each is a pure function of a `Root`, so fixture trees drive every path.
 
 use crate::root::Root;
-use std::cmp::Ordering;
-use std::fmt;
 
 pub const DRIVER_VERSION_FILE: &str = "/proc/driver/nvidia/version";
 pub const DRIVER_PARAMS_FILE: &str = "/proc/driver/nvidia/params";
 pub const SELF_STATUS_FILE: &str = "/proc/self/status";
 
-/// A Linux driver version such as 580.159.04 (the third part is absent on some branches).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DriverVersion {
-    pub major: u32,
-    pub minor: u32,
-    pub patch: u32,
-}
-
-impl DriverVersion {
-    pub const fn new(major: u32, minor: u32, patch: u32) -> Self {
-        DriverVersion {
-            major,
-            minor,
-            patch,
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        let mut parts = s.split('.');
-        let major = parts.next()?.parse().ok()?;
-        let minor = parts.next()?.parse().ok()?;
-        let patch = match parts.next() {
-            Some(p) => p.parse().ok()?,
-            None => 0,
-        };
-        if parts.next().is_some() {
-            return None;
-        }
-        Some(DriverVersion::new(major, minor, patch))
-    }
-}
-
-impl Ord for DriverVersion {
-    fn cmp(&self, o: &Self) -> Ordering {
-        (self.major, self.minor, self.patch).cmp(&(o.major, o.minor, o.patch))
-    }
-}
-
-impl PartialOrd for DriverVersion {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-
-impl fmt::Display for DriverVersion {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}.{:02}", self.major, self.minor)?;
-        if self.patch != 0 {
-            write!(f, ".{:02}", self.patch)?;
-        }
-        Ok(())
-    }
-}
+/// The driver version and its one parser live beside the CUPTI/driver pairing rules, so the
+/// doctor and `record` read `/proc/driver/nvidia/version` the same way.
+pub use cutrace_cupti::version::{parse_driver_version, DriverVersion};
 
 /// Counter access restricted to admins on Linux since 418.43 (ERR_NVGPUCTRPERM page, seed ref 6).
 pub const RESTRICTION_SINCE: DriverVersion = DriverVersion::new(418, 43, 0);
@@ -70,19 +18,6 @@ pub const CAP_PERFMON_SINCE: DriverVersion = DriverVersion::new(565, 0, 0);
 /// R610+: profiler-context / profiler-device / trace-device capabilities; the flag in
 /// /proc/driver/nvidia/params "only reflects the regkey state" (ref 6).
 pub const CAPABILITIES_SINCE: DriverVersion = DriverVersion::new(610, 0, 0);
-
-/// The driver version from the first line of /proc/driver/nvidia/version, e.g.
-/// `NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...`.
-pub fn parse_driver_version(text: &str) -> Option<DriverVersion> {
-    let line = text.lines().find(|l| l.starts_with("NVRM"))?;
-    line.split_whitespace().find_map(|tok| {
-        if tok.chars().next()?.is_ascii_digit() && tok.contains('.') {
-            DriverVersion::parse(tok)
-        } else {
-            None
-        }
-    })
-}
 
 /// A `Key: value` from /proc/driver/nvidia/params (`RmProfilingAdminOnly: 1`).
 pub fn param(text: &str, key: &str) -> Option<String> {

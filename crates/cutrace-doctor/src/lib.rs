@@ -6,6 +6,7 @@
 
 pub mod audit;
 pub mod checks;
+pub mod cupti_search;
 pub mod dcgm;
 pub mod elf;
 pub mod facts;

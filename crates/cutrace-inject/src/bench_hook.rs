@@ -93,10 +93,12 @@ pub unsafe extern "C" fn cutrace_bench_set(kinds: *const c_char, api: *const c_c
     if kinds.is_null() {
         return BAD_REQUEST;
     }
+    // SAFETY: non-null, and the caller vouches for NUL termination.
     let kinds = unsafe { CStr::from_ptr(kinds) }
         .to_string_lossy()
         .into_owned();
     let api = (!api.is_null()).then(|| {
+        // SAFETY: non-null here, and the caller vouches for NUL termination.
         unsafe { CStr::from_ptr(api) }
             .to_string_lossy()
             .into_owned()
@@ -267,6 +269,7 @@ mod tests {
     #[test]
     fn without_the_environment_switch_nothing_happens() {
         // The test binary never sets CUTRACE_BENCH_HOOK.
+        // SAFETY: a C string literal and a null `api`, as the function allows.
         let r = unsafe { cutrace_bench_set(c"kernel".as_ptr(), std::ptr::null()) };
         assert_eq!(r, NOT_ENABLED);
     }

@@ -148,6 +148,7 @@ impl Decoder {
                 // SAFETY: CUPTI-owned strings, valid while the buffer is being processed.
                 let name = w.intern(&unsafe { activity::cstr_at(m.name_ptr) }.unwrap_or_default());
                 let domain =
+                    // SAFETY: as for the name.
                     w.intern(&unsafe { activity::cstr_at(m.domain_ptr) }.unwrap_or_default());
                 w.push_marker(&MarkerEvent {
                     ts_ns: m.timestamp,

@@ -63,6 +63,7 @@ pub unsafe extern "C" fn cuptiSubscribe(
     }
     // SAFETY: `real` is libcupti's cuptiSubscribe (never this function), which has this type.
     let f: SubscribeFn = unsafe { std::mem::transmute::<usize, SubscribeFn>(real) };
+    // SAFETY: the caller's own arguments, passed on unchanged to the real function.
     let result = unsafe { f(subscriber, callback, userdata) };
     let _ = catch_unwind(|| after_subscribe(result));
     result
@@ -94,6 +95,7 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
     // SAFETY: `real` is libcupti's function of this type, never this one.
     let f: RegisterCallbacksFn = unsafe { std::mem::transmute::<usize, RegisterCallbacksFn>(real) };
     let handed = catch_unwind(|| before_register(requested as usize)).unwrap_or(false);
+    // SAFETY: the caller's own callbacks, passed on unchanged to the real function.
     let result = unsafe { f(requested, completed) };
     let _ = catch_unwind(|| after_register(result, handed));
     result
@@ -265,6 +267,7 @@ fn loaded_cupti_objects() -> Vec<CString> {
         if info.dlpi_name.is_null() {
             return 0;
         }
+        // SAFETY: non-null; the loader's object names are NUL-terminated.
         let path = unsafe { CStr::from_ptr(info.dlpi_name) };
         let file = path.to_bytes().rsplit(|&b| b == b'/').next().unwrap_or(&[]);
         if file.starts_with(b"libcupti.so") {

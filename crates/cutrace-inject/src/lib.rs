@@ -253,6 +253,7 @@ fn init() -> Result<(), String> {
         }
         return Err(format!("could not start the writer thread: {e}"));
     }
+    // SAFETY: registers a plain extern "C" function with no arguments.
     unsafe {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
@@ -509,6 +510,7 @@ unsafe extern "C" fn buffer_requested(
     }
     // Defaults first: a refused request (null, 0) makes CUPTI drop and count records. That is
     // safe from CUPTI 12.9 on (older ones crashed on it); the version check admits only 13.x.
+    // SAFETY: CUPTI passes valid out-pointers; buf and size were checked non-null above.
     unsafe {
         *buf = std::ptr::null_mut();
         *size = 0;
@@ -522,6 +524,7 @@ unsafe extern "C" fn buffer_requested(
         }
         let Some(g) = GLOBAL.get() else { return };
         if let Some(p) = g.pool.take() {
+            // SAFETY: CUPTI's out-pointers, checked non-null above.
             unsafe {
                 *buf = p;
                 *size = g.pool.buffer_size();
@@ -539,6 +542,7 @@ unsafe extern "C" fn buffer_completed(
 ) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
         let Some(g) = GLOBAL.get() else { return };
+        // SAFETY: `ctx` is the context CUPTI passed to this buffer-complete callback.
         if let Some(n) = unsafe { g.cupti.dropped_records(ctx, stream) } {
             g.dropped_by_cupti.fetch_add(n, Ordering::Relaxed);
         }

@@ -91,6 +91,7 @@ impl Pool {
     /// # Safety
     /// `p` must come from this pool's `take` and not be in use by CUPTI any more.
     pub unsafe fn put_back(&self, p: *mut u8, dirty: usize) {
+        // SAFETY: `p` is one of this pool's buffers of `self.size` bytes, no longer CUPTI's.
         unsafe { std::ptr::write_bytes(p, 0, dirty.min(self.size)) };
         self.give(p);
     }
@@ -115,10 +116,13 @@ mod tests {
         let b = pool.take().unwrap();
         assert!(pool.take().is_none());
         assert_eq!(pool.refused.load(Ordering::Relaxed), 1);
+        // SAFETY: byte 10 of a 1 MiB buffer this test took from the pool.
         unsafe { *a.add(10) = 7 };
+        // SAFETY: `a` came from this pool's `take` and no CUPTI holds it.
         unsafe { pool.put_back(a, 64) };
         let c = pool.take().unwrap();
         assert_eq!(c, a);
+        // SAFETY: as above, a byte of a buffer this test holds.
         assert_eq!(unsafe { *c.add(10) }, 0, "returned buffers are zeroed");
         let _ = b;
     }

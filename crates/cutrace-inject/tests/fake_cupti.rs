@@ -44,11 +44,13 @@ fn child() {
     }
     assert_eq!(cutrace_inject::InitializeInjection(), 1);
     // A fork without exec: the child's exit must leave the parent's part alone.
+    // SAFETY: the child only exits; this test process runs single-threaded (--test-threads=1).
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         std::process::exit(0);
     }
     if pid > 0 {
+        // SAFETY: reaping our own child; a null status pointer is allowed.
         unsafe { libc::waitpid(pid, std::ptr::null_mut(), 0) };
     }
     println!("HOST OUTPUT");
@@ -369,6 +371,7 @@ fn bench_child() {
     ] {
         let at = len();
         let rc =
+            // SAFETY: both are NUL-terminated C string literals.
             unsafe { cutrace_inject::bench_hook::cutrace_bench_set(kinds.as_ptr(), api.as_ptr()) };
         println!("SWITCH {at} {rc}");
     }

@@ -168,6 +168,12 @@ typedef struct { size_t size; void *priv; } H;
 #define CHECK(p, n) if (((H*)(p))->size != (n)) return 1;
 static char obj;
 int cuptiGetVersion(uint32_t *v){ *v = 130001; return 0; }
+/* The activity API every libcupti has; the loader requires it, the probe never calls it. */
+int cuptiActivityRegisterCallbacks(void *a, void *b){ (void)a; (void)b; return 0; }
+int cuptiActivityEnable(int k){ (void)k; return 0; }
+int cuptiActivityDisable(int k){ (void)k; return 0; }
+int cuptiActivityGetNextRecord(void *b, size_t n, void **r){ (void)b; (void)n; (void)r; return 12; }
+int cuptiActivityFlushAll(int f){ (void)f; return 0; }
 int cuptiGetResultString(int r, const char **s){
   *s = r == 0 ? "CUPTI_SUCCESS" : r == 26 ? "CUPTI_ERROR_HARDWARE_BUSY" : r == 35 ? "CUPTI_ERROR_INSUFFICIENT_PRIVILEGES" : "CUPTI_ERROR_INVALID_PARAMETER";
   return 0; }

@@ -1,23 +1,14 @@
-//! `cupti-library`: which libcupti a CUPTI tool would load, its version, and whether it pairs with
-//! the running driver. "Attempting to use CUPTI calls with an incompatible CUDA driver version
-//! will result in a CUPTI_ERROR_NOT_INITIALIZED error code" (CUPTI Usage, Compatibility).
+//! `cupti-library`: which libcupti `cutrace record` would load (found with record's own search,
+//! `crate::cupti_search`), its version, and whether it pairs with the running driver, decided by
+//! record's own rule (`cutrace_cupti::version::check_pairing`). "Attempting to use CUPTI calls
+//! with an incompatible CUDA driver version will result in a CUPTI_ERROR_NOT_INITIALIZED error
+//! code" (CUPTI Usage, Compatibility).
 
 use super::{src, Ctx};
+use crate::cupti_search;
 use crate::facts::{DriverVersion, CAPABILITIES_SINCE};
 use crate::report::{Affects, Check, Evidence, Status};
-
-/// Where libcupti is looked for after LD_LIBRARY_PATH: the toolkit layout ("installed ...
-/// under /usr/local/cuda-<version>/extras/CUPTI/", CUPTI docs), the toolkit's lib64 (where CUDA
-/// 13 puts it), and distribution library directories.
-pub const SEARCH_DIRS: [&str; 7] = [
-    "/usr/local/cuda/extras/CUPTI/lib64",
-    "/usr/local/cuda/lib64",
-    "/usr/local/cuda/targets/x86_64-linux/lib",
-    "/usr/lib/x86_64-linux-gnu",
-    "/usr/lib64",
-    "/usr/lib/aarch64-linux-gnu",
-    "/opt/cuda/extras/CUPTI/lib64",
-];
+use cutrace_cupti::version::{check_pairing, Pairing};
 
 /// Minimum Linux driver for each CUDA release, from NVIDIA's "CUDA Toolkit and Corresponding
 /// Driver Versions" table (CUDA Toolkit release notes), GA releases.
@@ -92,36 +83,42 @@ fn version_json(ctx: &Ctx, dir: &str) -> Option<(String, u32, u32)> {
     None
 }
 
-fn candidate_in(ctx: &Ctx, dir: &str) -> Option<CuptiCandidate> {
-    let names: Vec<String> = ctx
+/// The newest CUDA release a driver supports, as `cuDriverGetVersion` spells it (13000 for
+/// 13.0), from the minimum-driver table; `None` for a driver older than the table.
+pub fn driver_cuda_version(v: DriverVersion) -> Option<u32> {
+    MIN_DRIVER
+        .iter()
+        .filter(|(_, min)| v >= *min)
+        .map(|((major, minor), _)| major * 1000 + minor * 10)
+        .max()
+}
+
+/// What is known of one libcupti file without loading it.
+fn describe(ctx: &Ctx, path: &str) -> CuptiCandidate {
+    let dir = path.rsplit_once('/').map_or("/", |(d, _)| d);
+    let file = path.rsplit('/').next().unwrap_or(path);
+    let mut names: Vec<String> = ctx
         .root
         .list(dir)
         .into_iter()
         .filter(|n| n.starts_with("libcupti.so"))
         .collect();
-    // Prefer the SONAME-style link (libcupti.so.N); then the dev link; then anything.
-    let pick = names
-        .iter()
-        .filter(|n| parse_major_from_name(n).is_some())
-        .max_by_key(|n| parse_major_from_name(n))
-        .or_else(|| names.iter().find(|n| *n == "libcupti.so"))
-        .or_else(|| names.first())?;
-    let path = format!("{}/{pick}", dir.trim_end_matches('/'));
+    names.sort();
     let mut evidence = vec![Evidence::new(dir, names.join(", "))];
-    let host_path = ctx.root.path(&path);
+    let host_path = ctx.root.path(path);
     let mut major = None;
     if crate::elf::has_elf_magic(&host_path) {
         if let Ok(syms) = crate::elf::read_symbols(&host_path) {
             if let Some(so) = &syms.soname {
-                evidence.push(Evidence::new(&path, format!("SONAME {so}")));
+                evidence.push(Evidence::new(path, format!("SONAME {so}")));
                 major = parse_major_from_name(so);
             }
         }
         if let Some(rel) = crate::elf::cuda_release_string(&host_path) {
-            evidence.push(Evidence::new(&path, rel));
+            evidence.push(Evidence::new(path, rel));
         }
     }
-    let major = major.or_else(|| parse_major_from_name(pick));
+    let major = major.or_else(|| parse_major_from_name(file));
     let mut minor = None;
     if let Some((f, ma, mi)) = version_json(ctx, dir) {
         if major.is_none() || major == Some(ma) {
@@ -129,42 +126,55 @@ fn candidate_in(ctx: &Ctx, dir: &str) -> Option<CuptiCandidate> {
             minor = Some(mi);
         }
     }
-    Some(CuptiCandidate {
-        path,
+    CuptiCandidate {
+        path: path.to_string(),
         major,
         minor,
         evidence,
-    })
+    }
 }
 
-/// The libcupti a tool would load: LD_LIBRARY_PATH first, then the usual places.
+/// The libcupti `cutrace record` would load, and the places its search looked at.
 pub fn find_cupti(ctx: &Ctx) -> (Option<CuptiCandidate>, Vec<String>) {
-    let mut dirs: Vec<String> = ctx
-        .env("LD_LIBRARY_PATH")
-        .unwrap_or_default()
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(str::to_string)
-        .collect();
-    dirs.extend(SEARCH_DIRS.iter().map(|d| d.to_string()));
-    for d in &dirs {
-        if let Some(c) = candidate_in(ctx, d) {
-            return (Some(c), dirs);
-        }
-    }
-    (None, dirs)
+    let searched = cupti_search::places_searched(ctx.root);
+    let found = cupti_search::record_would_load(ctx.root).map(|p| describe(ctx, &p.path));
+    (found, searched)
 }
 
 pub fn cupti_library(ctx: &Ctx) -> Check {
     let (found, searched) = find_cupti(ctx);
     let sources = &[src::CUPTI_MAIN, src::CUDA_DRIVER_TABLE];
     let Some(c) = found else {
+        let others = cupti_search::other_sonames(ctx.root);
+        if let Some(other) = others.first() {
+            // Another CUDA major's CUPTI: other tools trace with it, record cannot.
+            let c = describe(ctx, other);
+            let ver = match (c.major, c.minor) {
+                (Some(ma), Some(mi)) => format!("{ma}.{mi}"),
+                (Some(ma), None) => format!("{ma}.x"),
+                _ => "unknown version".into(),
+            };
+            let mut evidence = c.evidence;
+            evidence.push(Evidence::new(
+                searched.join(":"),
+                format!("(no {})", cutrace_cupti::locate::CUPTI_SONAME),
+            ));
+            return Check::new("cupti-library", Status::Warn, Affects::None, format!("{other} (CUPTI {ver}) is the only libcupti; cutrace record needs libcupti.so.13"))
+                .evidence(evidence)
+                .explain("CUPTI tools built for this CUPTI can trace with it, but cutrace decodes CUPTI 13 records and looks only for libcupti.so.13 (CUTRACE_CUPTI_LIB, CUDA_HOME, /usr/local/cuda, the loader's path). CUDA 13 needs driver 580.65.06 or newer.")
+                .fix([
+                    "sudo apt-get install cuda-cupti-13-0          # from NVIDIA's CUDA repository, with a driver for CUDA 13",
+                    "export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13",
+                ])
+                .sources(sources);
+        }
         return Check::new("cupti-library", Status::Fail, Affects::Tracing, "no libcupti found")
-            .evidence(vec![Evidence::new(searched.join(":"), "(no libcupti.so*)")])
+            .evidence(vec![Evidence::new(searched.join(":"), format!("(no {})", cutrace_cupti::locate::CUPTI_SONAME))])
             .explain("CUPTI ships with the CUDA Toolkit, not the driver, and is not added to LD_LIBRARY_PATH for you. Without it nothing can be traced or profiled.")
             .fix([
                 "sudo apt-get install cuda-cupti-13-0          # from NVIDIA's CUDA repository; match your toolkit",
                 "export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib64:$LD_LIBRARY_PATH",
+                "export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13      # or name it for cutrace alone",
             ])
             .sources(sources);
     };
@@ -198,25 +208,46 @@ pub fn cupti_library(ctx: &Ctx) -> Check {
     } else {
         "Only one tracing subscriber per process: a second one (torch.profiler, nsys, a CUDA_INJECTION64_PATH tracer) gets CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED; that needs CUDA 13.3+ and driver r610+."
     };
-    if drv_major.is_some_and(|dm| major > dm) {
-        let need = min_driver_for(major, c.minor)
-            .map(|d| d.to_string())
-            .unwrap_or_else(|| "a newer driver".into());
-        return Check::new("cupti-library", Status::Fail, Affects::Tracing,
-            format!("{} is CUPTI {ver}, newer than driver {drv} supports (CUDA {}.x): CUPTI_ERROR_NOT_INITIALIZED", c.path, drv_major.unwrap_or(0)))
+    // record's own rule, on what can be known without loading anything: cuptiGetVersion spells
+    // CUDA 13.0 as 130000+, cuDriverGetVersion as 13000.
+    let cupti_version = major * 10_000 + c.minor.unwrap_or(0) * 100;
+    let pairing = check_pairing(cupti_version, driver_cuda_version(drv), &c.path);
+    let newer_than_driver = drv_major.is_some_and(|dm| major > dm);
+    match pairing {
+        Pairing::Refuse(_) if newer_than_driver => {
+            let need = min_driver_for(major, c.minor)
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "a newer driver".into());
+            return Check::new("cupti-library", Status::Fail, Affects::Tracing,
+                format!("{} is CUPTI {ver}, newer than driver {drv} supports (CUDA {}.x): CUPTI_ERROR_NOT_INITIALIZED", c.path, drv_major.unwrap_or(0)))
+                .evidence(evidence)
+                .explain(format!(
+                    "CUPTI follows CUDA's driver compatibility: an older CUPTI works on a newer driver, not the reverse. \
+                     CUPTI {ver} needs driver {need} or newer; on driver {drv} every CUPTI call returns \
+                     CUPTI_ERROR_NOT_INITIALIZED, and a tracer that ignores it collects nothing. {multi_txt}"))
+                .fix([
+                    format!("# upgrade the driver to {need} or newer, or use the CUPTI of the CUDA {}.x toolkit:", drv_major.unwrap_or(0)),
+                    format!("export LD_LIBRARY_PATH=/usr/local/cuda-{}.<minor>/extras/CUPTI/lib64:$LD_LIBRARY_PATH", drv_major.unwrap_or(0)),
+                ])
+                .sources(sources);
+        }
+        Pairing::Refuse(why) => {
+            return Check::new(
+                "cupti-library",
+                Status::Fail,
+                Affects::Tracing,
+                format!("{} is CUPTI {ver}: cutrace record refuses it", c.path),
+            )
             .evidence(evidence)
-            .explain(format!(
-                "CUPTI follows CUDA's driver compatibility: an older CUPTI works on a newer driver, not the reverse. \
-                 CUPTI {ver} needs driver {need} or newer; on driver {drv} every CUPTI call returns \
-                 CUPTI_ERROR_NOT_INITIALIZED, and a tracer that ignores it collects nothing. {multi_txt}"))
-            .fix([
-                format!("# upgrade the driver to {need} or newer, or use the CUPTI of the CUDA {}.x toolkit:", drv_major.unwrap_or(0)),
-                format!("export LD_LIBRARY_PATH=/usr/local/cuda-{}.<minor>/extras/CUPTI/lib64:$LD_LIBRARY_PATH", drv_major.unwrap_or(0)),
-            ])
+            .explain(why)
+            .fix(["export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13   # a CUDA 13.x CUPTI"])
             .sources(sources);
-    }
-    if let (Some(minor), Some(need)) = (c.minor, min_driver_for(major, c.minor)) {
-        if drv < need {
+        }
+        Pairing::Warn(_) => {
+            let need = min_driver_for(major, c.minor)
+                .map(|d| d.to_string())
+                .unwrap_or_else(|| "a newer driver".into());
+            let minor = c.minor.unwrap_or(0);
             return Check::new("cupti-library", Status::Warn, Affects::None,
                 format!("{} is CUPTI {major}.{minor}; its toolkit asks for driver {need}, this is {drv}", c.path))
                 .evidence(evidence)
@@ -224,6 +255,7 @@ pub fn cupti_library(ctx: &Ctx) -> Check {
                 .fix([format!("# upgrade the driver to {need} or newer")])
                 .sources(sources);
         }
+        Pairing::Ok => {}
     }
     Check::new("cupti-library", Status::Ok, Affects::Tracing, format!("{} (CUPTI {ver}) pairs with driver {drv}", c.path))
         .evidence(evidence)

@@ -75,12 +75,7 @@ impl<'a> Ctx<'a> {
 
     /// An environment variable of the caller, from /proc/self/environ under the root.
     pub fn env(&self, key: &str) -> Option<String> {
-        let raw = self.root.read_bytes("/proc/self/environ")?;
-        raw.split(|&b| b == 0).find_map(|kv| {
-            let kv = String::from_utf8_lossy(kv);
-            let (k, v) = kv.split_once('=')?;
-            (k == key).then(|| v.to_string())
-        })
+        crate::cupti_search::env_var(self.root, key)
     }
 }
 

@@ -1,0 +1,72 @@
+//! Errors of a profiling session: a CUPTI call that failed (with its code), a symbol this CUPTI
+//! lacks, or a misuse the API could not rule out by its types.
+
+use cutrace_cupti::error::{
+    explain, result_name, CuptiResult, CUPTI_ERROR_HARDWARE_BUSY,
+    CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, CUPTI_ERROR_NOT_INITIALIZED, CUPTI_ERROR_NOT_SUPPORTED,
+};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CountersError {
+    #[error("{call} returned {} ({code}): {}; fix: {}", result_name(*.code), explain(*.code).0, explain(*.code).1)]
+    Call {
+        call: &'static str,
+        code: CuptiResult,
+    },
+    #[error("this libcupti lacks {0} (a CUPTI older than CUDA 13.0)")]
+    MissingSymbol(&'static str),
+    #[error("{what} contains a NUL byte: {text:?}")]
+    Nul { what: &'static str, text: String },
+    #[error("set_config needs a counter-data image: call initialize_counter_data first")]
+    NoCounterData,
+    #[error(transparent)]
+    Load(#[from] cutrace_cupti::CuptiError),
+}
+
+/// What a failure means for "can this process read the counters?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// CUPTI_ERROR_INSUFFICIENT_PRIVILEGES: counters are restricted to admins.
+    Denied,
+    /// CUPTI_ERROR_HARDWARE_BUSY: another client holds the counters.
+    Busy,
+    /// CUPTI_ERROR_NOT_SUPPORTED: this device or configuration cannot profile.
+    Unsupported,
+    /// CUPTI_ERROR_NOT_INITIALIZED: usually a CUPTI newer than the driver.
+    NotInitialized,
+    /// Anything else.
+    Other,
+}
+
+/// The [`Refusal`] a CUPTI result code stands for.
+pub fn refusal(code: CuptiResult) -> Refusal {
+    match code {
+        CUPTI_ERROR_INSUFFICIENT_PRIVILEGES => Refusal::Denied,
+        CUPTI_ERROR_HARDWARE_BUSY => Refusal::Busy,
+        CUPTI_ERROR_NOT_SUPPORTED => Refusal::Unsupported,
+        CUPTI_ERROR_NOT_INITIALIZED => Refusal::NotInitialized,
+        _ => Refusal::Other,
+    }
+}
+
+impl CountersError {
+    /// The CUPTI result code, for failed calls.
+    pub fn code(&self) -> Option<CuptiResult> {
+        match self {
+            CountersError::Call { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+
+    /// The failed call's name, for failed calls.
+    pub fn call(&self) -> Option<&'static str> {
+        match self {
+            CountersError::Call { call, .. } => Some(call),
+            _ => None,
+        }
+    }
+
+    pub fn refusal(&self) -> Refusal {
+        self.code().map_or(Refusal::Other, refusal)
+    }
+}

@@ -1,0 +1,145 @@
+//! The safe API against real and absent libraries, no GPU needed.
+//!
+//! `host_side_metrics_without_a_gpu` needs CUPTI's host library: the `nvidia-cuda-cupti==13.0.*`
+//! wheel (`pip install nvidia-cuda-cupti-cu13` or `pip download` and unzip) has both
+//! libcupti.so.13 and libnvperf_host.so. It is ignored by default; run it with
+//! `CUTRACE_CUPTI_LIB=/path/to/nvidia/cu13/lib/libcupti.so.13 cargo test -p cutrace-counters
+//! --test host -- --ignored`, where it fails if the library is not there.
+
+use cutrace_counters::{preload_nvperf_host, CountersError, MetricType, Profiler, ProfilerKind};
+use cutrace_cupti::{Cupti, CuptiError};
+
+#[test]
+fn an_absent_libcupti_is_a_typed_error() {
+    let e = Cupti::load_one("/nonexistent/libcupti.so.13", "test")
+        .err()
+        .unwrap();
+    assert!(matches!(e, CuptiError::Load { .. }), "{e}");
+    let e = CountersError::from(e);
+    assert!(e.to_string().contains("/nonexistent/libcupti.so.13"), "{e}");
+}
+
+#[test]
+fn a_library_that_is_not_cupti_is_a_typed_error() {
+    // libc loads but has no CUPTI symbol: refused at load, not at the first call.
+    let e = Cupti::load_one("libc.so.6", "test").err().unwrap();
+    assert!(
+        matches!(
+            e,
+            CuptiError::MissingSymbol {
+                symbol: "cuptiGetVersion",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+/// A libcupti with the activity API only, as an old or stripped CUPTI would be.
+const ACTIVITY_ONLY_CUPTI: &str = r#"
+#include <stddef.h>
+#include <stdint.h>
+int cuptiGetVersion(uint32_t *v){ *v = 130001; return 0; }
+int cuptiActivityRegisterCallbacks(void *a, void *b){ (void)a; (void)b; return 0; }
+int cuptiActivityEnable(int k){ (void)k; return 0; }
+int cuptiActivityDisable(int k){ (void)k; return 0; }
+int cuptiActivityGetNextRecord(void *b, size_t n, void **r){ (void)b; (void)n; (void)r; return 12; }
+int cuptiActivityFlushAll(int f){ (void)f; return 0; }
+"#;
+
+#[test]
+fn profiler_symbols_a_cupti_lacks_are_typed_errors_not_panics() {
+    let dir = std::env::temp_dir().join(format!("cutrace-counters-fake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    struct Cleanup(std::path::PathBuf);
+    impl Drop for Cleanup {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+    let _cleanup = Cleanup(dir.clone());
+    let src = dir.join("fake.c");
+    let lib = dir.join("libcupti.so.13");
+    std::fs::write(&src, ACTIVITY_ONLY_CUPTI).unwrap();
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let built = std::process::Command::new(&cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&lib)
+        .arg(&src)
+        .status();
+    match built {
+        Ok(s) => assert!(s.success(), "{cc} failed on the stand-in libcupti"),
+        Err(e) => panic!("no C compiler ({cc}: {e}) for the stand-in libcupti; set CC"),
+    }
+    let cupti = Cupti::load_one(lib.to_str().unwrap(), "test").unwrap();
+    assert!(cupti.profiler().range_enable.is_none());
+    assert!(cupti
+        .pm_sampling()
+        .missing()
+        .contains(&"cuptiPmSamplingEnable"));
+    let profiler = Profiler::new(&cupti);
+    let e = profiler.initialize().unwrap_err();
+    assert!(
+        matches!(e, CountersError::MissingSymbol("cuptiProfilerInitialize")),
+        "{e}"
+    );
+    // DeviceSupported is optional in the probe's sequence: absent means "not asked".
+    assert_eq!(profiler.device_supported(0).unwrap(), None);
+    let e = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("cuptiProfilerHostInitialize"), "{e}");
+    assert!(profiler.calls().is_empty(), "nothing was called");
+}
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn host_side_metrics_without_a_gpu() {
+    let path = std::env::var("CUTRACE_CUPTI_LIB")
+        .expect("CUTRACE_CUPTI_LIB must name the wheel's libcupti.so.13");
+    assert!(
+        preload_nvperf_host(std::path::Path::new(&path)),
+        "no libnvperf_host.so beside {path}"
+    );
+    let cupti = Cupti::load_one(&path, "CUTRACE_CUPTI_LIB").unwrap();
+    let profiler = Profiler::new(&cupti);
+    let chips = profiler.supported_chips().unwrap();
+    assert!(chips.iter().any(|c| c == "GH100"), "{chips:?}");
+
+    // No counter-availability image: the host assumes every counter is there.
+    let host = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
+    let base = host.base_metrics(MetricType::Counter).unwrap();
+    assert!(
+        base.iter().any(|m| m == "sm__ctas_launched"),
+        "{} metrics",
+        base.len()
+    );
+
+    let metrics = ["sm__ctas_launched.sum", "smsp__inst_executed.sum"];
+    host.add_metrics(&metrics).unwrap();
+    let config = host.config_image().unwrap();
+    assert!(!config.is_empty());
+    assert_eq!(host.passes(&config).unwrap(), 1);
+
+    // A name only Nsight Compute knows is refused by CUPTI, as a typed error with its code.
+    let bad = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
+    let e = bad.add_metrics(&["launch__grid_size"]).unwrap_err();
+    assert_eq!(e.call(), Some("cuptiProfilerHostConfigAddMetrics"));
+    assert_eq!(e.code(), Some(1), "{e}");
+
+    // An unknown chip is refused too.
+    let e = profiler
+        .host(ProfilerKind::RangeProfiler, "NOPE100", None)
+        .err()
+        .unwrap();
+    assert_eq!(e.call(), Some("cuptiProfilerHostInitialize"), "{e}");
+
+    let calls = profiler.calls();
+    assert_eq!(calls[0].call, "cuptiProfilerHostGetSupportedChips");
+    assert!(calls.iter().any(|c| c.code != 0));
+}

@@ -1,0 +1,19 @@
+#!/bin/sh
+# Prints the CUPTI parameter-struct layouts from NVIDIA's headers, to compare with the const
+# asserts in src/sys.rs. Usage: check.sh <dir holding cupti_*.h>, e.g. the include/ of the
+# nvidia-cuda-cupti==13.0.* wheel (`pip download --no-deps 'nvidia-cuda-cupti==13.0.*'`, unzip).
+# cuda.h is not in that wheel; the few driver types the headers name are declared here.
+set -eu
+inc=${1:?usage: check.sh <cupti include dir>}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/cuda.h" <<'H'
+#pragma once
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef enum { CUDA_SUCCESS = 0 } CUresult;
+H
+here=$(dirname "$0")
+c++ -std=c++17 -I"$tmp" -I"$inc" "$here/layouts.cpp" -o "$tmp/layouts"
+grep -h "define CUPTI_API_VERSION " "$inc/cupti_version.h"
+"$tmp/layouts"

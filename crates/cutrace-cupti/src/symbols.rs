@@ -1,0 +1,111 @@
+//! The profiling symbol families of libcupti, resolved by the one loader in `api` from the same
+//! library as the activity and callback API. Every entry is an `Option`: a CUPTI older than an
+//! API simply lacks it, and the caller says so instead of panicking.
+//!
+//! The pointers stay valid for the life of the process: `api` opens libcupti with
+//! `RTLD_NODELETE`, so it is never unmapped.
+
+use crate::sys::*;
+
+macro_rules! symbol_table {
+    ($(#[$doc:meta])* $name:ident { $($field:ident : $t:ty = $sym:literal),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Default)]
+        pub struct $name {
+            $(#[doc = concat!("`", $sym, "`")] pub $field: Option<$t>,)*
+        }
+
+        impl $name {
+            /// Every symbol's C name, in declaration order.
+            pub const NAMES: &'static [&'static str] = &[$($sym),*];
+
+            pub(crate) fn resolve(lib: &libloading::Library) -> Self {
+                $name {
+                    // SAFETY: for each field, the type is the signature NVIDIA's header declares for
+                    // this name; an absent symbol is `None`.
+                    $($field: unsafe { crate::api::sym(lib, concat!($sym, "\0").as_bytes()) },)*
+                }
+            }
+
+            /// The names of the symbols this library lacks.
+            pub fn missing(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(if self.$field.is_none() { out.push($sym); })*
+                out
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct(stringify!($name)).field("missing", &self.missing()).finish()
+            }
+        }
+    };
+}
+
+symbol_table! {
+    /// Profiler target and host (cupti_profiler_target.h, cupti_profiler_host.h,
+    /// cupti_target.h) and the Range Profiler (cupti_range_profiler.h).
+    ProfilerSymbols {
+        initialize: ParamsFn<ProfilerInitializeParams> = "cuptiProfilerInitialize",
+        deinitialize: ParamsFn<ProfilerDeInitializeParams> = "cuptiProfilerDeInitialize",
+        device_supported: ParamsFn<DeviceSupportedParams> = "cuptiProfilerDeviceSupported",
+        get_counter_availability: ParamsFn<GetCounterAvailabilityParams> = "cuptiProfilerGetCounterAvailability",
+        device_get_chip_name: ParamsFn<DeviceGetChipNameParams> = "cuptiDeviceGetChipName",
+        host_initialize: ParamsFn<HostInitializeParams> = "cuptiProfilerHostInitialize",
+        host_deinitialize: ParamsFn<HostDeinitializeParams> = "cuptiProfilerHostDeinitialize",
+        host_get_supported_chips: ParamsFn<HostGetSupportedChipsParams> = "cuptiProfilerHostGetSupportedChips",
+        host_get_base_metrics: ParamsFn<HostGetBaseMetricsParams> = "cuptiProfilerHostGetBaseMetrics",
+        host_get_metric_properties: ParamsFn<HostGetMetricPropertiesParams> = "cuptiProfilerHostGetMetricProperties",
+        host_config_add_metrics: ParamsFn<HostConfigAddMetricsParams> = "cuptiProfilerHostConfigAddMetrics",
+        host_get_config_image_size: ParamsFn<HostGetConfigImageSizeParams> = "cuptiProfilerHostGetConfigImageSize",
+        host_get_config_image: ParamsFn<HostGetConfigImageParams> = "cuptiProfilerHostGetConfigImage",
+        host_get_num_of_passes: ParamsFn<HostGetNumOfPassesParams> = "cuptiProfilerHostGetNumOfPasses",
+        host_evaluate_to_gpu_values: ParamsFn<HostEvaluateToGpuValuesParams> = "cuptiProfilerHostEvaluateToGpuValues",
+        range_enable: ParamsFn<RangeProfilerEnableParams> = "cuptiRangeProfilerEnable",
+        range_disable: ParamsFn<RangeProfilerDisableParams> = "cuptiRangeProfilerDisable",
+        range_get_counter_data_size: ParamsFn<RangeProfilerGetCounterDataSizeParams> = "cuptiRangeProfilerGetCounterDataSize",
+        range_counter_data_image_initialize: ParamsFn<RangeProfilerCounterDataImageInitializeParams> = "cuptiRangeProfilerCounterDataImageInitialize",
+        range_set_config: ParamsFn<RangeProfilerSetConfigParams> = "cuptiRangeProfilerSetConfig",
+        range_start: ParamsFn<RangeProfilerStartParams> = "cuptiRangeProfilerStart",
+        range_stop: ParamsFn<RangeProfilerStopParams> = "cuptiRangeProfilerStop",
+        range_push_range: ParamsFn<RangeProfilerPushRangeParams> = "cuptiRangeProfilerPushRange",
+        range_pop_range: ParamsFn<RangeProfilerPopRangeParams> = "cuptiRangeProfilerPopRange",
+        range_decode_data: ParamsFn<RangeProfilerDecodeDataParams> = "cuptiRangeProfilerDecodeData",
+        range_get_counter_data_info: ParamsFn<RangeProfilerGetCounterDataInfoParams> = "cuptiRangeProfilerGetCounterDataInfo",
+        range_counter_data_get_range_info: ParamsFn<RangeProfilerCounterDataGetRangeInfoParams> = "cuptiRangeProfilerCounterDataGetRangeInfo",
+    }
+}
+
+symbol_table! {
+    /// PM Sampling (cupti_pmsampling.h). Entries only until the PM Sampling work declares their
+    /// parameter structs.
+    PmSamplingSymbols {
+        set_config: UndeclaredParamsFn = "cuptiPmSamplingSetConfig",
+        enable: UndeclaredParamsFn = "cuptiPmSamplingEnable",
+        disable: UndeclaredParamsFn = "cuptiPmSamplingDisable",
+        start: UndeclaredParamsFn = "cuptiPmSamplingStart",
+        stop: UndeclaredParamsFn = "cuptiPmSamplingStop",
+        decode_data: UndeclaredParamsFn = "cuptiPmSamplingDecodeData",
+        get_counter_availability: UndeclaredParamsFn = "cuptiPmSamplingGetCounterAvailability",
+        get_counter_data_size: UndeclaredParamsFn = "cuptiPmSamplingGetCounterDataSize",
+        counter_data_image_initialize: UndeclaredParamsFn = "cuptiPmSamplingCounterDataImageInitialize",
+        get_counter_data_info: UndeclaredParamsFn = "cuptiPmSamplingGetCounterDataInfo",
+        counter_data_get_sample_info: UndeclaredParamsFn = "cuptiPmSamplingCounterDataGetSampleInfo",
+    }
+}
+
+symbol_table! {
+    /// PC Sampling (cupti_pcsampling.h). Entries only.
+    PcSamplingSymbols {
+        enable: UndeclaredParamsFn = "cuptiPCSamplingEnable",
+        disable: UndeclaredParamsFn = "cuptiPCSamplingDisable",
+        start: UndeclaredParamsFn = "cuptiPCSamplingStart",
+        stop: UndeclaredParamsFn = "cuptiPCSamplingStop",
+        get_data: UndeclaredParamsFn = "cuptiPCSamplingGetData",
+        set_configuration_attribute: UndeclaredParamsFn = "cuptiPCSamplingSetConfigurationAttribute",
+        get_configuration_attribute: UndeclaredParamsFn = "cuptiPCSamplingGetConfigurationAttribute",
+        get_num_stall_reasons: UndeclaredParamsFn = "cuptiPCSamplingGetNumStallReasons",
+        get_stall_reasons: UndeclaredParamsFn = "cuptiPCSamplingGetStallReasons",
+    }
+}
