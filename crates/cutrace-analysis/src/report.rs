@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::gap_reading::{module_loading, GapReading};
 use cutrace_trace::{Ns, PartMeta, RangeDomain, SourceFormat, StrId, Trace, TraceNote};
 use serde::Serialize;
 
@@ -494,12 +495,17 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
                 end_ns: c.end_ns,
                 returned_into_gap_ns: signed_ns(c.end_ns, g.start_ns),
             });
-            g.host = Some(GapHost {
+            let mut host = GapHost {
                 next_launch,
                 in_calls_ns: crate::intervals::union_ns(&mut of(a.all, pid)),
                 calls: top(a.calls, pid),
                 ranges: innermost(a.ranges, &a.range_len, pid, g.length_ns),
-            });
+                reading: None,
+                module_loading: false,
+            };
+            host.reading = GapReading::of(g, &host);
+            host.module_loading = module_loading(g.length_ns, &host);
+            g.host = Some(host);
         }
     }
 }

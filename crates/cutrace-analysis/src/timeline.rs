@@ -87,6 +87,10 @@ pub struct GapHost {
     /// Host NVTX ranges open during the gap: those covering at least half of it, innermost
     /// (shortest) first, or else the ones covering the most; at most 3.
     pub ranges: Vec<NamedSpan>,
+    /// What the gap says about its cause ([`GapReading`]), when the numbers carry a reading.
+    pub reading: Option<crate::gap_reading::GapReading>,
+    /// Whether module loading covered at least half of the gap (usually warm-up).
+    pub module_loading: bool,
 }
 
 /// The call that launched the kernel after a gap.

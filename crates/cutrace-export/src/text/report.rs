@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cutrace_analysis::{DeviceReport, Report, Steps, Timeline};
+use cutrace_analysis::{DeviceReport, GapReading, Report, Steps, Timeline};
 use cutrace_trace::Trace;
 
 use super::{count, fmt_ns, short_name};
@@ -94,10 +94,12 @@ pub fn render(o: &mut String, path: &Path, r: &Report, top: usize) {
     for d in &r.devices {
         render_device(o, d, requested, (r.trace.first_ns, r.trace.last_ns));
     }
-    if r.devices
-        .iter()
-        .any(|d| d.timeline.largest_gaps.iter().any(loading_gap))
-    {
+    if r.devices.iter().any(|d| {
+        d.timeline
+            .largest_gaps
+            .iter()
+            .any(|g| g.host.as_ref().is_some_and(|h| h.module_loading))
+    }) {
         let _ = writeln!(
             o,
             "\n(Module loading — cuLibraryLoad*/cuModuleLoad* — filled at least half of a gap \
@@ -640,12 +642,6 @@ fn gap_line(g: &cutrace_analysis::Gap) -> String {
     )
 }
 
-/// A launch that returned less than this before a gap began is not called "queued": host and
-/// GPU timestamps of one process agree only to about a microsecond.
-const QUEUED_MARGIN_NS: i64 = 1_000;
-/// Gaps between kernels of one stream up to this long are the GPU's own dispatch of queued work.
-const DISPATCH_NS: u64 = 5_000;
-
 /// `12.345 ms (67.8 %)`: a part and its share of a whole.
 fn pct_of(part: u64, whole: u64) -> String {
     format!("{} ({})", fmt_ns(part), pct(part, whole))
@@ -660,32 +656,24 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
     let mut parts = Vec::new();
     if let Some(l) = &h.next_launch {
         let r = l.returned_into_gap_ns;
-        let same = |f: fn(&cutrace_analysis::KernelRef) -> u64| match (&g.before, &g.after) {
-            (Some(b), Some(a)) => b.pid == a.pid && f(b) == f(a),
-            _ => false,
-        };
-        let why = if same(|k| k.correlation_id) {
-            // One launch call, several kernels: a CUDA graph's nodes (or one cooperative call).
-            " (both kernels come from this one launch, as a CUDA graph's nodes do: the gap is \
-             inside the graph)"
-                .to_string()
-        } else if r < -QUEUED_MARGIN_NS {
-            if same(|k| k.stream) && gap_ns <= DISPATCH_NS {
+        let why = match h.reading {
+            Some(GapReading::InsideGraph) => {
+                " (both kernels come from this one launch, as a CUDA graph's nodes do: the gap \
+                 is inside the graph)"
+            }
+            Some(GapReading::StreamDispatch) => {
                 " (queued on the same stream: the GPU's dispatch from one kernel to the next)"
-                    .to_string()
-            } else if g.copy_ns.is_some_and(|c| c > 0) {
+            }
+            Some(GapReading::QueuedBehindCopies) => {
                 " (it was queued while copies ran: the GPU waited on them or on what they wait \
                  for)"
-                    .to_string()
-            } else {
+            }
+            Some(GapReading::Queued) => {
                 " (it was queued: the GPU waited on something else, such as an event, another \
                  stream or another process)"
-                    .to_string()
             }
-        } else if r > 0 && (r as u64).saturating_mul(2) >= gap_ns {
-            " (the GPU waited for the host)".to_string()
-        } else {
-            String::new()
+            Some(GapReading::WaitedForHost) => " (the GPU waited for the host)",
+            None => "",
         };
         let when = if r < 0 {
             format!("{} before the gap began", fmt_ns(r.unsigned_abs()))
@@ -731,16 +719,6 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
         ));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
-}
-
-/// Whether module loading filled most of the gap (the report then explains it once).
-fn loading_gap(g: &cutrace_analysis::Gap) -> bool {
-    g.host.as_ref().is_some_and(|h| {
-        h.calls.iter().any(|c| {
-            (c.name.starts_with("cuLibraryLoad") || c.name.starts_with("cuModuleLoad"))
-                && c.ns.saturating_mul(2) >= g.length_ns
-        })
-    })
 }
 
 fn render_correlation(o: &mut String, r: &Report) {
@@ -984,35 +962,20 @@ mod tests {
         assert_eq!(short_name(f, 30).chars().count(), 30);
     }
 
-    fn kref(corr: u64, stream: u64) -> cutrace_analysis::KernelRef {
-        cutrace_analysis::KernelRef {
-            name: "k".into(),
-            mangled_name: None,
-            correlation_id: corr,
-            stream,
-            pid: None,
-            start_ns: 0,
-            end_ns: 0,
-        }
-    }
-
-    /// A gap of `len` ns between kernels (corr, stream) `before` and `after`, whose launch
-    /// returned `r` ns into it, with `copies` ns of copies and the given calls.
+    /// A gap of 100 µs whose next kernel's launch returned `r` ns into it, with the reading
+    /// `reading` (as the analysis would make it) and the given calls.
     fn gap(
-        len: u64,
-        before: (u64, u64),
-        after: (u64, u64),
         r: Option<i64>,
-        copies: u64,
+        reading: Option<GapReading>,
         calls: &[(&str, u64)],
     ) -> cutrace_analysis::Gap {
         cutrace_analysis::Gap {
             start_ns: 1_000_000,
-            end_ns: 1_000_000 + len,
-            length_ns: len,
-            before: Some(kref(before.0, before.1)),
-            after: Some(kref(after.0, after.1)),
-            copy_ns: Some(copies),
+            end_ns: 1_100_000,
+            length_ns: 100_000,
+            before: None,
+            after: None,
+            copy_ns: Some(0),
             host: Some(cutrace_analysis::GapHost {
                 next_launch: r.map(|r| cutrace_analysis::NextLaunch {
                     name: "cudaLaunchKernel".into(),
@@ -1026,90 +989,64 @@ mod tests {
                     .map(|&(n, ns)| cutrace_analysis::NamedSpan { name: n.into(), ns })
                     .collect(),
                 ranges: Vec::new(),
+                reading,
+                module_loading: false,
             }),
-            after_correlation: after.0,
+            after_correlation: 0,
         }
     }
 
-    /// Each reading of a gap's launch, and only where the numbers support it.
+    /// Each reading the analysis makes is worded, with when the launch returned and the calls.
     #[test]
-    fn the_host_line_reads_the_launch_only_as_far_as_it_goes() {
+    fn the_host_line_words_the_reading_and_the_numbers() {
         let line = |g: cutrace_analysis::Gap| host_line(&g).unwrap();
-        // Late in the gap: the GPU waited for the host.
-        let l = line(gap(
-            100_000,
-            (1, 7),
-            (2, 7),
-            Some(90_000),
-            0,
-            &[("cudaMalloc", 80_000)],
-        ));
+        let waited = Some(GapReading::WaitedForHost);
+        let l = line(gap(Some(90_000), waited, &[("cudaMalloc", 80_000)]));
         assert!(
             l.contains("returned 90.000 µs into the gap (the GPU waited for the host)"),
             "{l}"
         );
         assert!(l.contains("recorded CUDA calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
         // After the kernel began (the GPU starts a kernel before its launch call returns).
-        let l = line(gap(100_000, (1, 7), (2, 7), Some(100_500), 0, &[]));
+        let l = line(gap(Some(100_500), waited, &[]));
         assert!(
             l.contains("into the gap, after the kernel had started (the GPU waited for the host)"),
             "{l}"
         );
         assert!(l.contains("no recorded CUDA call ran in it"), "{l}");
-        // Early in the gap: no reading.
-        let l = line(gap(100_000, (1, 7), (2, 7), Some(10_000), 0, &[]));
+        // No reading: the numbers only.
+        let l = line(gap(Some(10_000), None, &[]));
         assert!(l.contains("returned 10.000 µs into the gap;"), "{l}");
-        // Before the gap, within the clocks' agreement: no reading either.
-        let l = line(gap(100_000, (1, 7), (2, 7), Some(-500), 0, &[]));
+        let l = line(gap(Some(-500), None, &[]));
         assert!(l.contains("returned 500 ns before the gap began;"), "{l}");
-        // Queued: one stream's dispatch, copies, or something else.
-        let l = line(gap(2_000, (1, 7), (2, 7), Some(-50_000), 0, &[]));
-        assert!(
-            l.contains("(queued on the same stream: the GPU's dispatch"),
-            "{l}"
-        );
-        let l = line(gap(200_000, (1, 7), (2, 9), Some(-50_000), 150_000, &[]));
-        assert!(l.contains("(it was queued while copies ran"), "{l}");
-        let l = line(gap(200_000, (1, 7), (2, 9), Some(-50_000), 0, &[]));
-        assert!(
-            l.contains("(it was queued: the GPU waited on something else"),
-            "{l}"
-        );
-        // One launch on both sides: inside a graph.
-        let l = line(gap(3_000, (5, 7), (5, 7), Some(-500_000), 0, &[]));
-        assert!(l.contains("inside the graph"), "{l}");
+        for (reading, words) in [
+            (
+                GapReading::StreamDispatch,
+                "(queued on the same stream: the GPU's dispatch",
+            ),
+            (
+                GapReading::QueuedBehindCopies,
+                "(it was queued while copies ran",
+            ),
+            (
+                GapReading::Queued,
+                "(it was queued: the GPU waited on something else",
+            ),
+            (
+                GapReading::InsideGraph,
+                "(both kernels come from this one launch",
+            ),
+        ] {
+            let l = line(gap(Some(-50_000), Some(reading), &[]));
+            assert!(
+                l.contains(&format!("returned 50.000 µs before the gap began {words}")),
+                "{l}"
+            );
+        }
         // Nothing known: no line.
-        let mut g = gap(3_000, (1, 7), (2, 7), None, 0, &[]);
+        let mut g = gap(None, None, &[]);
         assert!(host_line(&g).is_none());
         g.host = None;
         assert!(host_line(&g).is_none());
-    }
-
-    #[test]
-    fn the_loading_note_needs_module_loads_over_half_a_gap() {
-        assert!(loading_gap(&gap(
-            100,
-            (1, 7),
-            (2, 7),
-            Some(90),
-            0,
-            &[("cuLibraryLoadData", 50)]
-        )));
-        assert!(!loading_gap(&gap(
-            100,
-            (1, 7),
-            (2, 7),
-            Some(90),
-            0,
-            &[("cuLibraryLoadData", 49)]
-        )));
-        assert!(!loading_gap(&gap(
-            100,
-            (1, 7),
-            (2, 7),
-            Some(90),
-            0,
-            &[("cudaFuncGetAttributes", 90)]
-        )));
     }
 }
