@@ -1,6 +1,7 @@
 //! `cutrace audit`: which binaries will break on CUDA 13 (dropped CUPTI APIs), and which bundle
 //! their own libcupti.
 
+use anyhow::Context;
 use cutrace_doctor::audit::{AuditOptions, Progress, RealFs};
 use std::io::Write;
 use std::path::PathBuf;
@@ -94,7 +95,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Text => report.render_text(),
     };
-    out.write_all(text.as_bytes())?;
+    out.write_all(text.as_bytes())
+        .context("writing the audit to stdout")?;
     if report.incomplete {
         eprintln!(
             "cutrace: audit incomplete: {} files or directories could not be read",

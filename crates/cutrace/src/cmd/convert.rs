@@ -151,8 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
-    let mut t =
-        super::load(&args.trace).with_context(|| format!("reading {}", args.trace.display()))?;
+    let mut t = super::load(&args.trace)?;
     for g in &groups {
         std::fs::create_dir_all(&g.dir).with_context(|| format!("creating {}", g.dir.display()))?;
         let meta = meta::meta_json_text(&t)?;

@@ -127,7 +127,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         Format::Json => {
             let mut json = serde_json::to_vec(&d).context("serializing the diff")?;
             json.push(b'\n');
-            out.write_all(&json)?;
+            out.write_all(&json).context("writing the diff to stdout")?;
         }
         Format::Text => {
             let mut text = String::from("cutrace diff\n");
@@ -140,7 +140,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 );
             }
             cutrace_export::text::diff::render(&mut text, &args.base, &args.new, &d);
-            out.write_all(text.as_bytes())?;
+            out.write_all(text.as_bytes())
+                .context("writing the diff to stdout")?;
         }
     }
     Ok(0)

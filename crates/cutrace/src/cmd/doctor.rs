@@ -1,5 +1,6 @@
 //! `cutrace doctor`: why can't I trace or profile here? Evidence and the exact fix, per check.
 
+use anyhow::Context;
 use cutrace_doctor::{Report, Root, Status};
 use std::io::Write;
 use std::path::PathBuf;
@@ -47,7 +48,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         let msg = format!("--root {}: {problem}", args.root.display());
         eprintln!("cutrace: error: {msg}");
         if let Format::Json = args.format {
-            writeln!(out, "{}", serde_json::json!({ "error": msg }))?;
+            writeln!(out, "{}", serde_json::json!({ "error": msg }))
+                .context("writing the doctor's report to stdout")?;
         }
         return Ok(EXIT_BAD_ROOT);
     }
@@ -57,9 +59,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         report = report.with_probe(cutrace_doctor::probe::run(&root));
     }
     match args.format {
-        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
-        Format::Text => write!(out, "{}", render_text(&report, args.verbose))?,
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?),
+        Format::Text => write!(out, "{}", render_text(&report, args.verbose)),
     }
+    .context("writing the doctor's report to stdout")?;
     Ok(report.exit_status)
 }
 

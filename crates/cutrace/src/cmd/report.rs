@@ -132,7 +132,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         Format::Json => {
             let mut json = serde_json::to_vec(&report).context("serializing the report")?;
             json.push(b'\n');
-            out.write_all(&json)?;
+            out.write_all(&json)
+                .context("writing the report to stdout")?;
             if let Some(why) = window_outside_trace(&report) {
                 eprintln!("cutrace: warning: {why}");
             }
@@ -140,7 +141,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         Format::Text => {
             let mut text = String::new();
             text::report::render(&mut text, &args.file, &report, args.top);
-            out.write_all(text.as_bytes())?;
+            out.write_all(text.as_bytes())
+                .context("writing the report to stdout")?;
         }
     }
     Ok(0)
