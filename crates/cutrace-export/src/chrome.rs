@@ -432,6 +432,18 @@ pub fn to_base(t: Ns, base: Ns) -> Ns {
     t.saturating_sub(base)
 }
 
+/// Writes `t` as Chrome Trace Event JSON against its [`time_base`], as `cutrace convert
+/// --chrome` does. Absolute CUPTI times (~1.8e15 µs) do not fit a double's 53 bits at ns
+/// resolution, and viewers parse `ts` as doubles, so the times are written relative to a whole
+/// second before the first record (Kineto's `baseTimeNanoseconds`); the base is in the file and
+/// cutrace's importer adds it back. `t`'s times are moved to the base in place (a copy of a large
+/// trace would double the memory).
+pub fn write_trace<W: Write>(w: &mut W, t: &mut Trace) -> io::Result<Written> {
+    let base = time_base(t);
+    t.map_times(|x| to_base(x, base));
+    write_chrome(w, t, base)
+}
+
 /// Writes `t` as Chrome Trace Event JSON (see the module doc). `t`'s times are relative to
 /// `base_ns` (see [`time_base`]), which the file carries as `baseTimeNanoseconds` and as the
 /// `"cutrace"` member's `time_base_ns`.

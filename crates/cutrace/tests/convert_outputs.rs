@@ -14,6 +14,8 @@ macro_rules! loud {
 
 mod common;
 
+use common::{repo, Dir};
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io::Cursor;
@@ -22,33 +24,6 @@ use std::process::{Command, Output, Stdio};
 
 use cutrace_trace::native::{marker_flags, part_file_name, Header, MarkerEvent, Tail, Writer};
 use cutrace_trace::{CopyKind, Memcpy, Memset, SyncKind, Synchronization};
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(name: &str) -> Dir {
-        let d = std::env::temp_dir().join(format!(
-            "cutrace-convert-outputs-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Dir(d)
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.0.join(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// `cutrace convert ARGS…`, run in `cwd`, stdout captured.
 fn convert_in<S: AsRef<OsStr>>(cwd: &Path, args: &[S]) -> Output {
@@ -122,7 +97,7 @@ const TWO_STREAMS: &str = "tests/fixtures/native/two_streams";
 
 #[test]
 fn chrome_and_perfetto_with_one_path_are_refused_before_anything_is_written() {
-    let dir = Dir::new("same");
+    let dir = Dir::new("convert-outputs-same");
     let x = dir.path("x");
     let o = convert(&[
         NVTX.as_ref(),
@@ -171,7 +146,7 @@ fn chrome_and_perfetto_with_one_path_are_refused_before_anything_is_written() {
 
 #[test]
 fn an_export_file_that_is_a_table_directory_or_one_of_its_tables_is_refused() {
-    let dir = Dir::new("file-in-dir");
+    let dir = Dir::new("convert-outputs-file-in-dir");
     let tables = dir.path("t");
     let o = convert(&[
         NVTX.as_ref(),
@@ -221,7 +196,7 @@ fn an_export_file_that_is_a_table_directory_or_one_of_its_tables_is_refused() {
 /// --csv and --parquet may name one directory: both formats of one trace, one meta.json.
 #[test]
 fn csv_and_parquet_may_share_a_directory() {
-    let dir = Dir::new("share");
+    let dir = Dir::new("convert-outputs-share");
     let t = dir.path("t");
     let o = ok(convert(&[
         NVTX.as_ref(),
@@ -239,7 +214,7 @@ fn csv_and_parquet_may_share_a_directory() {
 
 #[test]
 fn a_table_directory_holding_tables_is_replaced_only_with_force_and_never_mixed() {
-    let dir = Dir::new("mixed");
+    let dir = Dir::new("convert-outputs-mixed");
     let t = dir.path("same");
     // Trace A, both formats.
     ok(convert(&[
@@ -329,7 +304,7 @@ fn a_table_directory_holding_tables_is_replaced_only_with_force_and_never_mixed(
 /// named `-`. Both to stdout is refused; `-` for a table directory too.
 #[test]
 fn a_dash_writes_chrome_and_perfetto_to_stdout() {
-    let dir = Dir::new("stdout");
+    let dir = Dir::new("convert-outputs-stdout");
     let src = repo().join(NVTX);
     for (flag, file) in [("--chrome", "t.json"), ("--perfetto", "t.pftrace")] {
         let o = ok(convert_in(
@@ -497,7 +472,7 @@ fn pyarrow_agrees(pq: &Path, csv: &Path) {
 
 #[test]
 fn nvtx_domains_reach_the_ranges_and_marks_tables() {
-    let dir = Dir::new("domains");
+    let dir = Dir::new("convert-outputs-domains");
     let t = trace(&dir, &[42]);
     let (c, p) = (dir.path("csv"), dir.path("pq"));
     ok(convert(&[
@@ -543,7 +518,7 @@ fn nvtx_domains_reach_the_ranges_and_marks_tables() {
     pyarrow_agrees(&p, &c);
 
     // Two processes merged: each keeps its domains.
-    let dir = Dir::new("domains-merged");
+    let dir = Dir::new("convert-outputs-domains-merged");
     let t = trace(&dir, &[42, 43]);
     let c = dir.path("csv");
     ok(convert(&[t.as_os_str(), "--csv".as_ref(), c.as_os_str()]));
@@ -570,7 +545,7 @@ fn nvtx_domains_reach_the_ranges_and_marks_tables() {
 /// debug annotation.
 #[test]
 fn nvtx_domains_reach_chrome_and_perfetto_and_come_back_from_chrome() {
-    let dir = Dir::new("domains-viewers");
+    let dir = Dir::new("convert-outputs-domains-viewers");
     let t = trace(&dir, &[42]);
     let (j, pf) = (dir.path("t.json"), dir.path("t.pftrace"));
     ok(convert(&[
@@ -629,7 +604,7 @@ fn nvtx_domains_reach_chrome_and_perfetto_and_come_back_from_chrome() {
 
 #[test]
 fn gpu_tables_name_the_process_of_each_row_also_in_a_merged_trace() {
-    let dir = Dir::new("pid");
+    let dir = Dir::new("convert-outputs-pid");
     let t = trace(&dir, &[42, 43]);
     let (c, p) = (dir.path("csv"), dir.path("pq"));
     ok(convert(&[
@@ -675,7 +650,7 @@ fn gpu_tables_name_the_process_of_each_row_also_in_a_merged_trace() {
     pyarrow_agrees(&p, &c);
 
     // One process: its pid. A torch.profiler trace does not say: null.
-    let dir = Dir::new("pid-one");
+    let dir = Dir::new("convert-outputs-pid-one");
     let t = trace(&dir, &[42]);
     let c = dir.path("csv");
     ok(convert(&[t.as_os_str(), "--csv".as_ref(), c.as_os_str()]));
@@ -693,7 +668,7 @@ fn gpu_tables_name_the_process_of_each_row_also_in_a_merged_trace() {
 
 #[test]
 fn not_even_force_overwrites_the_trace_being_converted() {
-    let d = Dir::new("self");
+    let d = Dir::new("convert-outputs-self");
     let src = d.path("k.json.gz");
     std::fs::copy(repo().join("examples/two_streams.json.gz"), &src).unwrap();
     let before = std::fs::read(&src).unwrap();

@@ -2,13 +2,12 @@
 //! (`> /dev/full`, ENOSPC) exits non-zero with a message that says what failed, and a reader
 //! that goes away early (`| head`, EPIPE) ends the command quietly with its own exit status.
 
+mod common;
+
 use std::io::Read;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use common::repo;
 
 fn cutrace() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));

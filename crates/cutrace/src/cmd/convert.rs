@@ -236,14 +236,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     }
     if let Some(out) = &args.chrome {
-        // Written relative to a whole second before the first record (Kineto's
-        // baseTimeNanoseconds): absolute CUPTI times (~1.8e15 µs) do not fit a double's 53 bits at
-        // ns resolution, and viewers parse `ts` as doubles. The base is in the file; cutrace's
-        // importer adds it back.
-        let base = chrome::time_base(&t);
-        t.map_times(|x| chrome::to_base(x, base));
+        // Last: the trace's times are moved to the file's time base (see write_trace).
         let w = export_file(out, "--chrome", args.force, |w| {
-            chrome::write_chrome(w, &t, base)
+            chrome::write_trace(w, &mut t)
         })?;
         let incomplete = if t.meta.complete {
             String::new()
