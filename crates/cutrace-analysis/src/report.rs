@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use crate::gap_reading::{module_loading, GapReading};
 use cutrace_trace::{Ns, PartMeta, RangeDomain, SourceFormat, StrId, Trace, TraceNote};
 use serde::Serialize;
 
@@ -503,8 +502,8 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
                 reading: None,
                 module_loading: false,
             };
-            host.reading = GapReading::of(g, &host);
-            host.module_loading = module_loading(g.length_ns, &host);
+            host.reading = g.reading(&host);
+            host.module_loading = g.module_loading(&host);
             g.host = Some(host);
         }
     }

@@ -223,6 +223,42 @@ pub struct TraceNote {
     pub text: String,
 }
 
+/// Where CUPTI's clock stood against the host's clocks when recording began.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClockRef {
+    /// `cuptiGetTimestamp()` (the clock every record uses).
+    pub cupti_ns: u64,
+    /// `CLOCK_REALTIME` read right after, nanoseconds since the Unix epoch.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` read right after.
+    pub monotonic_ns: u64,
+}
+
+/// The `HEAD` chunk: who wrote the file, where, with what.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Header {
+    pub format_version: u32,
+    pub cutrace_version: String,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub cupti_version: Option<u32>,
+    pub cupti_path: Option<String>,
+    pub cuda_driver_version: Option<u32>,
+    pub driver_version: Option<String>,
+    pub clock: Option<ClockRef>,
+    /// Activity kinds enabled, in CUPTI's names.
+    pub kinds: Vec<String>,
+    pub buffer_bytes: Option<u64>,
+    /// CUPTI's per-context device buffer asked for with `CUTRACE_DEVICE_BUFFER_BYTES` (`None`:
+    /// CUPTI's default); a note says so if CUPTI refused it.
+    pub device_buffer_bytes: Option<u64>,
+    /// Only with `cutrace record --record-cmdline` (a command line can hold secrets).
+    pub cmdline: Option<Vec<String>>,
+    /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).
+    pub notes: Vec<String>,
+}
+
 /// One part file of a native trace (one CUDA process), as read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartMeta {
@@ -240,7 +276,7 @@ pub struct PartMeta {
     /// The part's `HEAD` chunk as read (the default when it was lost), for exports that carry
     /// it (`meta.json`); not part of the report.
     #[serde(skip)]
-    pub header: crate::native::Header,
+    pub header: Header,
 }
 
 /// Facts about the trace as a whole. Every count of lost data lives here and is reported.
@@ -544,7 +580,7 @@ pub struct ExportMeta {
     /// (meta.json) Each part's `HEAD` chunk, in read order (`parts[].notes` holds only what each
     /// header had; `notes` above has them all).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub parts: Option<Vec<crate::native::Header>>,
+    pub parts: Option<Vec<Header>>,
 }
 
 fn complete_unless_said() -> bool {
