@@ -18,3 +18,4 @@ mod shared;
 
 mod chrome;
 mod perfetto;
+mod tables;

@@ -1,8 +1,12 @@
 //! Test helpers that need no cutrace binary: the repository root, the committed native traces,
-//! and a temporary directory per test. Shared by the CLI's tests (through `common`) and by
+//! a temporary directory per test, and records written by hand. Shared by the CLI's tests (through `common`) and by
 //! cutrace-export's format tests (which include this file by path).
 
+use std::io::Cursor;
 use std::path::{Path, PathBuf};
+
+use cutrace_trace::native::Writer;
+use cutrace_trace::{ApiCall, ApiKind, Kernel};
 
 /// Every committed native trace under `tests/fixtures/native`, as paths relative to it: a folder
 /// holding `.cutrace` parts is a trace, any other folder is searched (`lean/two_streams`).
@@ -62,4 +66,37 @@ impl Drop for Dir {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// A `cudaLaunchKernel` call of process `pid` at `t0` (100 ns long) and the kernel it launched,
+/// `gemm` on device 0 stream 7, from `t0 + 1,000` to `t0 + 4,000` ns; both with correlation id 1.
+pub fn push_launch_and_kernel(w: &mut Writer<Cursor<Vec<u8>>>, pid: u32, t0: u64) {
+    let k = w.intern("_Z4gemmPf");
+    let a = w.intern("cudaLaunchKernel");
+    w.push_api(&ApiCall {
+        kind: ApiKind::Runtime,
+        name: a,
+        cbid: 211,
+        process: pid,
+        thread: 1,
+        correlation_id: 1,
+        start_ns: t0,
+        end_ns: t0 + 100,
+        return_value: 0,
+    });
+    w.push_kernel(&Kernel {
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation_id: 1,
+        start_ns: t0 + 1_000,
+        end_ns: t0 + 4_000,
+        name: k,
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        registers_per_thread: 8,
+        static_shared_bytes: 0,
+        dynamic_shared_bytes: 0,
+        graph_id: 0,
+    });
 }
