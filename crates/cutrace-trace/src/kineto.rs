@@ -29,11 +29,11 @@ const PROGRESS_EVERY: u64 = 16 << 20;
 
 /// Imports a Kineto JSON trace (`.json` or gzip-compressed), on up to 8 threads (one per core).
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
-    import_with(path, progress, None)
+    import_on_threads(path, progress, None)
 }
 
 /// [`import`] on `threads` threads (1 = sequential; `None`: up to 8, one per core).
-pub fn import_with(
+pub fn import_on_threads(
     path: &Path,
     progress: Progress<'_>,
     threads: Option<usize>,

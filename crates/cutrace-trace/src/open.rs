@@ -66,7 +66,7 @@ pub fn open_with(
         _ if short_part => crate::native::read(path, progress),
         Detected::Native => crate::native::read(path, progress),
         Detected::Gzip | Detected::Json => {
-            crate::kineto::import_with(path, progress, opts.import_threads)
+            crate::kineto::import_on_threads(path, progress, opts.import_threads)
         }
         Detected::Unknown if n == 0 => Err(TraceError::Malformed {
             path: path.into(),
