@@ -162,3 +162,23 @@ fn a_verdict_survives_a_reader_that_goes_away() {
         assert_eq!(o.status.code(), whole.status.code(), "{root:?}: {err}");
     }
 }
+
+/// An error's cause is shown beneath it, once: no message pastes its source's text.
+#[test]
+fn an_error_and_its_cause_are_each_said_once() {
+    for args in [
+        ["report", "/nonexistent/cutrace-test.json"],
+        ["audit", "/nonexistent/cutrace-test-dir"],
+        ["diff", "/nonexistent/cutrace-a"],
+    ] {
+        let args: Vec<&str> = args
+            .into_iter()
+            .chain((args[0] == "diff").then_some("/nonexistent/cutrace-b"))
+            .collect();
+        let o = cutrace().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "cutrace {args:?}: {err}");
+        assert_eq!(err.matches("No such file or directory").count(), 1, "{err}");
+        assert!(err.contains("\n  caused by: No such file"), "{err}");
+    }
+}
