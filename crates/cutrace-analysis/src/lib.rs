@@ -10,6 +10,7 @@
 pub mod correlate;
 pub mod diff;
 pub mod error;
+pub mod gap_reading;
 pub mod intervals;
 pub mod names;
 pub mod parts;
@@ -28,6 +29,7 @@ pub use correlate::{
 };
 pub use diff::{diff, Diff, DiffOptions, DIFF_SCHEMA_VERSION};
 pub use error::AnalysisError;
+pub use gap_reading::GapReading;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
 pub use names::display_name;
 pub use parts::{separate_runs, PartGap, SeparateRuns};

@@ -89,6 +89,7 @@ mod tests {
             first_ns: span.map(|s| s.0),
             last_ns: span.map(|s| s.1),
             complete: true,
+            ..PartMeta::default()
         }
     }
 

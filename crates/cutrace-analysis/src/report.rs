@@ -494,12 +494,17 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
                 end_ns: c.end_ns,
                 returned_into_gap_ns: signed_ns(c.end_ns, g.start_ns),
             });
-            g.host = Some(GapHost {
+            let mut host = GapHost {
                 next_launch,
                 in_calls_ns: crate::intervals::union_ns(&mut of(a.all, pid)),
                 calls: top(a.calls, pid),
                 ranges: innermost(a.ranges, &a.range_len, pid, g.length_ns),
-            });
+                reading: None,
+                module_loading: false,
+            };
+            host.reading = g.reading(&host);
+            host.module_loading = g.module_loading(&host);
+            g.host = Some(host);
         }
     }
 }

@@ -25,6 +25,7 @@ use cutrace_trace::{Kernel, Ns, Trace};
 use serde::Serialize;
 
 use crate::error::AnalysisError;
+use crate::gap_reading::{module_loading, GapFacts, GapReading};
 use crate::window::{clip, Window};
 
 /// A kernel named in a report (at a gap's edge).
@@ -70,6 +71,38 @@ pub struct Gap {
     pub after_correlation: u64,
 }
 
+impl Gap {
+    /// Whether the kernels on both sides are of one process and agree in `f` (their
+    /// correlation id: one launch; their stream).
+    fn same_on_both_sides(&self, f: fn(&KernelRef) -> u64) -> bool {
+        match (&self.before, &self.after) {
+            (Some(b), Some(a)) => b.pid == a.pid && f(b) == f(a),
+            _ => false,
+        }
+    }
+
+    /// The reading of this gap with its host side `host`; `None` when the trace has no launch
+    /// call for the kernel after it, or the numbers carry no reading ([`GapReading::read`]).
+    pub fn reading(&self, host: &GapHost) -> Option<GapReading> {
+        let launch = host.next_launch.as_ref()?;
+        GapReading::read(&GapFacts {
+            gap_ns: self.length_ns,
+            returned_into_gap_ns: launch.returned_into_gap_ns,
+            same_launch: self.same_on_both_sides(|k| k.correlation_id),
+            same_stream: self.same_on_both_sides(|k| k.stream),
+            copy_ns: self.copy_ns.unwrap_or(0),
+        })
+    }
+
+    /// Whether module loading covered at least half of this gap ([`module_loading`]).
+    pub fn module_loading(&self, host: &GapHost) -> bool {
+        module_loading(
+            self.length_ns,
+            host.calls.iter().map(|c| (c.name.as_str(), c.ns)),
+        )
+    }
+}
+
 /// The host's side of a device's idle gap, from the API calls and host NVTX ranges of the
 /// process whose kernel ends the gap (every process in a trace of one).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -87,6 +120,10 @@ pub struct GapHost {
     /// Host NVTX ranges open during the gap: those covering at least half of it, innermost
     /// (shortest) first, or else the ones covering the most; at most 3.
     pub ranges: Vec<NamedSpan>,
+    /// What the gap says about its cause ([`GapReading`]), when the numbers carry a reading.
+    pub reading: Option<GapReading>,
+    /// Whether module loading covered at least half of the gap (usually warm-up).
+    pub module_loading: bool,
 }
 
 /// The call that launched the kernel after a gap.
@@ -783,4 +820,74 @@ impl Sweep {
 /// Longer first; among equal lengths, the earlier gap.
 fn gap_better(a: &GapEntry, b: &GapEntry) -> bool {
     a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kref(correlation_id: u64, stream: u64, pid: Option<u32>) -> KernelRef {
+        KernelRef {
+            name: "k".into(),
+            mangled_name: None,
+            correlation_id,
+            stream,
+            pid,
+            start_ns: 0,
+            end_ns: 0,
+        }
+    }
+
+    /// A 3 µs device gap between `before` and `after`.
+    fn gap(before: KernelRef, after: KernelRef) -> Gap {
+        Gap {
+            start_ns: 1_000_000,
+            end_ns: 1_003_000,
+            length_ns: 3_000,
+            before: Some(before),
+            after: Some(after),
+            copy_ns: Some(0),
+            host: None,
+            after_correlation: 0,
+        }
+    }
+
+    /// The host side: the next launch returned `r` ns into the gap (none: no launch call).
+    fn host(r: Option<i64>, calls: &[(&str, Ns)]) -> GapHost {
+        GapHost {
+            next_launch: r.map(|r| NextLaunch {
+                name: "cudaLaunchKernel".into(),
+                start_ns: 0,
+                end_ns: 0,
+                returned_into_gap_ns: r,
+            }),
+            in_calls_ns: 0,
+            calls: calls
+                .iter()
+                .map(|&(n, ns)| NamedSpan { name: n.into(), ns })
+                .collect(),
+            ranges: Vec::new(),
+            reading: None,
+            module_loading: false,
+        }
+    }
+
+    /// One launch and one stream mean one process's: kernels of two processes share ids only
+    /// by chance.
+    #[test]
+    fn a_gap_is_read_from_its_launch_and_the_kernels_on_both_sides() {
+        let queued = host(Some(-50_000), &[]);
+        let g = gap(kref(5, 7, None), kref(5, 7, None));
+        assert_eq!(g.reading(&queued), Some(GapReading::InsideGraph));
+        let g = gap(kref(5, 7, None), kref(6, 7, None));
+        assert_eq!(g.reading(&queued), Some(GapReading::StreamDispatch));
+        let g = gap(kref(5, 7, Some(1)), kref(5, 7, Some(2)));
+        assert_eq!(g.reading(&queued), Some(GapReading::Queued));
+        let mut g = gap(kref(5, 7, None), kref(6, 9, None));
+        g.copy_ns = Some(1);
+        assert_eq!(g.reading(&queued), Some(GapReading::QueuedBehindCopies));
+        assert_eq!(g.reading(&host(None, &[])), None);
+        assert!(g.module_loading(&host(None, &[("cuLibraryLoadData", 1_500)])));
+        assert!(!g.module_loading(&host(None, &[("cuLibraryLoadData", 1_499)])));
+    }
 }

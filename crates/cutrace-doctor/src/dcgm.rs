@@ -44,7 +44,7 @@ const LOCK_WAIT: Duration = Duration::from_secs(30);
 pub enum DcgmError {
     #[error("dcgmi not found on PATH; DCGM's command line tool is needed to pause its profiling metrics (if nothing runs DCGM here, there is nothing to pause)")]
     NotFound,
-    #[error("could not run {path}: {source}")]
+    #[error("could not run {path}")]
     Spawn {
         path: String,
         source: std::io::Error,
@@ -61,7 +61,7 @@ pub enum DcgmError {
     WatchdogStatus { pid: i32, status: String },
     #[error("refusing to keep cutrace's DCGM state in {path}: {reason}")]
     State { path: PathBuf, reason: String },
-    #[error("{what} {path}: {source}")]
+    #[error("{what} {path}")]
     Io {
         what: &'static str,
         path: PathBuf,

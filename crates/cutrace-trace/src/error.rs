@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("{path}: {source}")]
+    /// Reading failed; the OS error is the source (shown beneath, not pasted into this line).
+    #[error("reading {path}")]
     Io {
         path: PathBuf,
         #[source]

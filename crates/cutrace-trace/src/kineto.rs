@@ -27,8 +27,17 @@ const CHUNK: usize = 4 << 20;
 const PARALLEL_MIN: usize = 256 << 10;
 const PROGRESS_EVERY: u64 = 16 << 20;
 
-/// Imports a Kineto JSON trace (`.json` or gzip-compressed).
+/// Imports a Kineto JSON trace (`.json` or gzip-compressed), on up to 8 threads (one per core).
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+    import_on_threads(path, progress, None)
+}
+
+/// [`import`] on `threads` threads (1 = sequential; `None`: up to 8, one per core).
+pub fn import_on_threads(
+    path: &Path,
+    progress: Progress<'_>,
+    threads: Option<usize>,
+) -> Result<Trace, TraceError> {
     let mut file = File::open(path).map_err(|e| TraceError::io(path, e))?;
     let total = file.metadata().ok().map(|m| m.len());
     let mut magic = [0u8; 2];
@@ -48,10 +57,8 @@ pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> 
     } else {
         Box::new(&mut counting)
     };
-    // CUTRACE_IMPORT_THREADS overrides the thread count (1 = sequential).
-    let threads = std::env::var("CUTRACE_IMPORT_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
+    let threads = threads
+        .filter(|&n| n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
     let mut imp = Importer::new(path, reader, CHUNK, threads);
     imp.gzip_size = if gz { Some(total.unwrap_or(0)) } else { None };
@@ -548,9 +555,9 @@ impl<R: Read> Importer<R> {
                 Ok(())
             }
             "cutrace" => {
-                let v: serde_json::Value = self.parse_owned("reading \"cutrace\"")?;
-                restore_meta(&mut self.sink.trace.meta, &v);
-                self.time_base_ns = v.get("time_base_ns").and_then(|x| x.as_u64()).unwrap_or(0);
+                let v: crate::model::ExportMeta = self.parse_owned("reading \"cutrace\"")?;
+                v.restore(&mut self.sink.trace.meta);
+                self.time_base_ns = v.time_base_ns.unwrap_or(0);
                 Ok(())
             }
             _ => self
@@ -973,48 +980,6 @@ impl Sink {
                 )
             }),
         }
-    }
-}
-
-/// Takes back what the `"cutrace"` member (written by `cutrace convert --chrome`) says about the
-/// exported trace: whether it was complete, what was dropped, the recorder's notes. So a report
-/// on an export shows the same data loss as a report on the original. Fields of the wrong type
-/// are ignored.
-fn restore_meta(m: &mut TraceMeta, v: &serde_json::Value) {
-    let text = |k: &str| v.get(k).and_then(|x| x.as_str()).map(str::to_owned);
-    let count = |k: &str| v.get(k).and_then(|x| x.as_u64());
-    if let Some(c) = v.get("complete").and_then(|x| x.as_bool()) {
-        m.complete = c;
-    }
-    if let Some(r) = text("incomplete_reason") {
-        m.incomplete_reason = Some(r);
-    }
-    if let Some(n) = count("dropped_by_recorder") {
-        m.dropped_by_recorder = n;
-        m.drops_recorded = true;
-    }
-    if let Some(n) = count("dropped_by_cupti") {
-        m.dropped_by_cupti = n;
-        m.drops_recorded = true;
-    }
-    m.host = text("host").or(m.host.take());
-    m.driver_version = text("driver_version").or(m.driver_version.take());
-    if let Some(p) = count("pid").and_then(|p| u32::try_from(p).ok()) {
-        m.pid = Some(p);
-    }
-    if let Some(notes) = v
-        .get("notes")
-        .and_then(|n| serde_json::from_value::<Vec<TraceNote>>(n.clone()).ok())
-    {
-        m.notes = notes;
-    }
-    // A trace merged from several processes: its stream and correlation ids carry N·2³² for
-    // part N, and these say whose they are ([`TraceMeta::id_parts`]).
-    if let Some(ids) = v
-        .get("id_parts")
-        .and_then(|n| serde_json::from_value::<Vec<Option<u32>>>(n.clone()).ok())
-    {
-        m.id_parts = ids;
     }
 }
 

@@ -10,4 +10,4 @@ pub mod timeparse;
 
 pub use error::TraceError;
 pub use model::*;
-pub use open::{open, Progress};
+pub use open::{open, open_with, Progress, ReadOptions};

@@ -223,6 +223,42 @@ pub struct TraceNote {
     pub text: String,
 }
 
+/// Where CUPTI's clock stood against the host's clocks when recording began.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ClockRef {
+    /// `cuptiGetTimestamp()` (the clock every record uses).
+    pub cupti_ns: u64,
+    /// `CLOCK_REALTIME` read right after, nanoseconds since the Unix epoch.
+    pub realtime_ns: u64,
+    /// `CLOCK_MONOTONIC` read right after.
+    pub monotonic_ns: u64,
+}
+
+/// The `HEAD` chunk: who wrote the file, where, with what.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct Header {
+    pub format_version: u32,
+    pub cutrace_version: String,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub cupti_version: Option<u32>,
+    pub cupti_path: Option<String>,
+    pub cuda_driver_version: Option<u32>,
+    pub driver_version: Option<String>,
+    pub clock: Option<ClockRef>,
+    /// Activity kinds enabled, in CUPTI's names.
+    pub kinds: Vec<String>,
+    pub buffer_bytes: Option<u64>,
+    /// CUPTI's per-context device buffer asked for with `CUTRACE_DEVICE_BUFFER_BYTES` (`None`:
+    /// CUPTI's default); a note says so if CUPTI refused it.
+    pub device_buffer_bytes: Option<u64>,
+    /// Only with `cutrace record --record-cmdline` (a command line can hold secrets).
+    pub cmdline: Option<Vec<String>>,
+    /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).
+    pub notes: Vec<String>,
+}
+
 /// One part file of a native trace (one CUDA process), as read.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PartMeta {
@@ -237,6 +273,10 @@ pub struct PartMeta {
     pub last_ns: Option<Ns>,
     /// False when the part's writer did not finish or the file was cut short.
     pub complete: bool,
+    /// The part's `HEAD` chunk as read (the default when it was lost), for exports that carry
+    /// it (`meta.json`); not part of the report.
+    #[serde(skip)]
+    pub header: Header,
 }
 
 /// Facts about the trace as a whole. Every count of lost data lives here and is reported.
@@ -480,5 +520,119 @@ mod tests {
         };
         assert_eq!(t.str(b), "allreduce");
         assert_eq!(t.str(99), "?");
+    }
+}
+
+/// What cutrace writes about a trace beside its records, and reads back: the `"cutrace"` member
+/// of a Chrome export (which the Kineto importer restores, so a report on an export shows the
+/// original's data loss) and `cutrace convert`'s `meta.json` (also in every Parquet file). One
+/// type for both, so the writer and the reader cannot drift apart. Members marked "(Chrome)" or
+/// "(meta.json)" are written by that export only; `None` leaves them out. The field names are a
+/// contract (docs/FORMAT.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ExportMeta {
+    /// (Chrome) The cutrace version that wrote the export.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// (Chrome) `native` or `kineto`: what the exported trace was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// (Chrome) The files the exported trace was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source_paths: Option<Vec<String>>,
+    /// (meta.json) The files the trace was read from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<String>>,
+    /// An export that does not say is taken as complete.
+    #[serde(default = "complete_unless_said")]
+    pub complete: bool,
+    pub incomplete_reason: Option<String>,
+    /// Null when the source does not record drops (a torch.profiler trace): unknown, not 0.
+    pub dropped_by_recorder: Option<u64>,
+    pub dropped_by_cupti: Option<u64>,
+    /// (meta.json) `Some(None)` is written as null: not known. The Chrome export carries these
+    /// as Kineto's own top-level members.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cupti_version: Option<Option<u32>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cuda_driver_version: Option<Option<u32>>,
+    pub driver_version: Option<String>,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    /// (meta.json) The GPUs; the Chrome export carries them as Kineto's `deviceProperties`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<DeviceProps>>,
+    /// (meta.json) [`TraceMeta::skipped_events`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped_events: Option<Vec<(String, u64)>>,
+    /// Every part's notes (HEAD and later META chunks), each with its pid and part file.
+    pub notes: Vec<TraceNote>,
+    /// (Chrome) What the export itself changed or left out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub export_notes: Option<Vec<String>>,
+    /// (Chrome) [`TraceMeta::id_parts`]: the pid behind each part number N of a merged trace.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id_parts: Option<Vec<Option<u32>>>,
+    /// (Chrome) The export's `ts` count from this time (ns); the importer adds it back.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub time_base_ns: Option<Ns>,
+    /// (meta.json) Each part's `HEAD` chunk, in read order (`parts[].notes` holds only what each
+    /// header had; `notes` above has them all).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<Header>>,
+}
+
+fn complete_unless_said() -> bool {
+    true
+}
+
+impl ExportMeta {
+    /// The members both exports write, from the trace's own metadata.
+    pub fn common(m: &TraceMeta) -> ExportMeta {
+        ExportMeta {
+            complete: m.complete,
+            incomplete_reason: m.incomplete_reason.clone(),
+            dropped_by_recorder: m.drops_recorded.then_some(m.dropped_by_recorder),
+            dropped_by_cupti: m.drops_recorded.then_some(m.dropped_by_cupti),
+            driver_version: m.driver_version.clone(),
+            host: m.host.clone(),
+            pid: m.pid,
+            notes: m.notes.clone(),
+            ..ExportMeta::default()
+        }
+    }
+
+    /// Takes back into `m` what an export said about its trace: whether it was complete, what
+    /// was dropped, the recorder's notes, whose ids are whose. What the export does not say is
+    /// left as the importer found it.
+    pub fn restore(&self, m: &mut TraceMeta) {
+        m.complete = self.complete;
+        if let Some(r) = &self.incomplete_reason {
+            m.incomplete_reason = Some(r.clone());
+        }
+        if let Some(n) = self.dropped_by_recorder {
+            m.dropped_by_recorder = n;
+            m.drops_recorded = true;
+        }
+        if let Some(n) = self.dropped_by_cupti {
+            m.dropped_by_cupti = n;
+            m.drops_recorded = true;
+        }
+        if self.host.is_some() {
+            m.host = self.host.clone();
+        }
+        if self.driver_version.is_some() {
+            m.driver_version = self.driver_version.clone();
+        }
+        if self.pid.is_some() {
+            m.pid = self.pid;
+        }
+        if !self.notes.is_empty() {
+            m.notes = self.notes.clone();
+        }
+        if let Some(ids) = &self.id_parts {
+            m.id_parts = ids.clone();
+        }
     }
 }

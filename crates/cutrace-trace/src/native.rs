@@ -177,44 +177,12 @@ pub struct MarkerEvent {
     pub thread: u64,
 }
 
-/// Where CUPTI's clock stood against the host's clocks when recording began.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ClockRef {
-    /// `cuptiGetTimestamp()` (the clock every record uses).
-    pub cupti_ns: u64,
-    /// `CLOCK_REALTIME` read right after, nanoseconds since the Unix epoch.
-    pub realtime_ns: u64,
-    /// `CLOCK_MONOTONIC` read right after.
-    pub monotonic_ns: u64,
-}
+// The HEAD chunk's types are metadata of the trace model (each part's header travels in
+// `TraceMeta`), defined there and named here too, where the format uses them.
+pub use crate::model::{ClockRef, Header};
 
 /// One GPU as the recorder saw it: the model's device properties, stored as JSON in `META`.
 pub type DeviceInfo = crate::model::DeviceProps;
-
-/// The `HEAD` chunk: who wrote the file, where, with what.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Header {
-    pub format_version: u32,
-    pub cutrace_version: String,
-    pub host: Option<String>,
-    pub pid: Option<u32>,
-    pub cupti_version: Option<u32>,
-    pub cupti_path: Option<String>,
-    pub cuda_driver_version: Option<u32>,
-    pub driver_version: Option<String>,
-    pub clock: Option<ClockRef>,
-    /// Activity kinds enabled, in CUPTI's names.
-    pub kinds: Vec<String>,
-    pub buffer_bytes: Option<u64>,
-    /// CUPTI's per-context device buffer asked for with `CUTRACE_DEVICE_BUFFER_BYTES` (`None`:
-    /// CUPTI's default); a note says so if CUPTI refused it.
-    pub device_buffer_bytes: Option<u64>,
-    /// Only with `cutrace record --record-cmdline` (a command line can hold secrets).
-    pub cmdline: Option<Vec<String>>,
-    /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).
-    pub notes: Vec<String>,
-}
 
 /// A `META` chunk: facts learned while recording. Later chunks supersede earlier ones field by
 /// field (counters are cumulative snapshots).

@@ -32,8 +32,25 @@ pub fn detect(head: &[u8]) -> Detected {
     }
 }
 
+/// How to read a trace; the default suits every caller but a benchmark.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Threads the Kineto importer scans a block on (1 = sequential; `None`: up to 8, one per
+    /// core).
+    pub import_threads: Option<usize>,
+}
+
 /// Reads a trace: a native cutrace trace, or a Kineto JSON (`.json`, `.json.gz`).
 pub fn open(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+    open_with(path, progress, &ReadOptions::default())
+}
+
+/// [`open`] with options.
+pub fn open_with(
+    path: &Path,
+    progress: Progress<'_>,
+    opts: &ReadOptions,
+) -> Result<Trace, TraceError> {
     let mut head = [0u8; 16];
     let n = {
         let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
@@ -48,7 +65,9 @@ pub fn open(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
     match detect(&head[..n]) {
         _ if short_part => crate::native::read(path, progress),
         Detected::Native => crate::native::read(path, progress),
-        Detected::Gzip | Detected::Json => crate::kineto::import(path, progress),
+        Detected::Gzip | Detected::Json => {
+            crate::kineto::import_on_threads(path, progress, opts.import_threads)
+        }
         Detected::Unknown if n == 0 => Err(TraceError::Malformed {
             path: path.into(),
             offset: 0,

@@ -1,6 +1,9 @@
 //! The cutrace command line: argument parsing, progress and printing. The work happens in the
 //! library crates; each subcommand lives in its own module under `cmd/`.
 
+use std::io::Write;
+
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod cmd;
@@ -49,30 +52,83 @@ fn main() {
             std::process::exit(failed);
         }
     };
+    // Every command's output goes through this one handle (`cutrace convert --chrome -` writes
+    // its export through its own, to stdout as well), and every write error comes back here.
+    let mut out = Stdout {
+        inner: std::io::stdout().lock(),
+        reader_gone: false,
+    };
     let result = match cli.command {
-        Command::Report(a) => cmd::report::run(a),
-        Command::Diff(a) => cmd::diff::run(a),
+        Command::Report(a) => cmd::report::run(a, &mut out),
+        Command::Diff(a) => cmd::diff::run(a, &mut out),
         Command::Record(a) => cmd::record::run(a),
         Command::Convert(a) => cmd::convert::run(a),
-        Command::Doctor(a) => cmd::doctor::run(a),
-        Command::Audit(a) => cmd::audit::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a, &mut out),
+        Command::Audit(a) => cmd::audit::run(a, &mut out),
         Command::Dcgm(a) => cmd::dcgm::run(a),
-    };
+    }
+    .and_then(|code| {
+        out.flush().context("writing stdout")?;
+        Ok(code)
+    });
     match result {
         Ok(code) => std::process::exit(code),
+        // The reader went away (`cutrace report … | head`): nothing more to say, to anyone.
+        Err(e) if reader_gone(&e) => std::process::exit(0),
         Err(e) => {
+            // Each error in the chain says only its own part (none repeats its source's text).
             eprintln!("cutrace: error: {e}");
-            // A cause whose text the line above already holds (a message that quotes its OS
-            // error) is not repeated.
-            let mut shown = e.to_string();
             for cause in e.chain().skip(1) {
-                let c = cause.to_string();
-                if !shown.contains(&c) {
-                    eprintln!("  caused by: {c}");
-                    shown.push_str(&c);
-                }
+                eprintln!("  caused by: {cause}");
             }
             std::process::exit(failed);
         }
+    }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader closed it.
+fn reader_gone(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// stdout for the commands. Once its reader has gone (`cutrace doctor | head -3`: EPIPE), the
+/// rest of the output is dropped without an error, so the command still finishes and exits with
+/// its own status (doctor's and audit's are verdicts). Any other write error (a full disk: ENOSPC,
+/// EIO) is returned, and `main` exits non-zero with it.
+struct Stdout<'a> {
+    inner: std::io::StdoutLock<'a>,
+    reader_gone: bool,
+}
+
+impl Stdout<'_> {
+    fn gone<T>(&mut self, r: std::io::Result<T>, none: T) -> std::io::Result<T> {
+        match r {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.reader_gone = true;
+                Ok(none)
+            }
+            r => r,
+        }
+    }
+}
+
+impl Write for Stdout<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.reader_gone {
+            return Ok(buf.len());
+        }
+        let r = self.inner.write(buf);
+        self.gone(r, buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.reader_gone {
+            return Ok(());
+        }
+        let r = self.inner.flush();
+        self.gone(r, ())
     }
 }

@@ -164,7 +164,8 @@ pub const EXIT_INCOMPLETE: i32 = 3;
 
 #[derive(Debug, thiserror::Error)]
 pub enum AuditPathError {
-    #[error("{path}: {source}")]
+    /// The OS error is the source (shown beneath by the CLI, not pasted into this line).
+    #[error("cannot read {path}")]
     Missing {
         path: String,
         source: std::io::Error,

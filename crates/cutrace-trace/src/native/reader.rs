@@ -482,6 +482,7 @@ impl PartBuilder {
             first_ns: bounds.map(|b| b.0),
             last_ns: bounds.map(|b| b.1),
             complete: m.complete,
+            header: header.clone(),
         }];
         let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
         skipped.sort();

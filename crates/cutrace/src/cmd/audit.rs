@@ -1,6 +1,7 @@
 //! `cutrace audit`: which binaries will break on CUDA 13 (dropped CUPTI APIs), and which bundle
 //! their own libcupti.
 
+use anyhow::Context;
 use cutrace_doctor::audit::{AuditOptions, Progress, RealFs};
 use std::io::Write;
 use std::path::PathBuf;
@@ -52,7 +53,7 @@ pub enum Format {
     Json,
 }
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let opts = AuditOptions {
         strings: !args.no_strings,
         one_file_system: args.one_file_system,
@@ -90,20 +91,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             took.as_secs_f64()
         );
     }
-    let out = match args.format {
+    let text = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
         Format::Text => report.render_text(),
     };
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        Ok(()) => {}
-        // `cutrace audit … | head` closes the pipe early: the exit status still tells.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(e.into()),
-    }
+    out.write_all(text.as_bytes())
+        .context("writing the audit to stdout")?;
     if report.incomplete {
         eprintln!(
             "cutrace: audit incomplete: {} files or directories could not be read",

@@ -9,13 +9,9 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use cutrace_trace::{Trace, TraceMeta};
-
-use super::chrome;
-use super::parquet;
-use super::perfetto;
-use super::report::count;
-use super::tables::{self, Values};
+use cutrace_export::text::count;
+use cutrace_export::{chrome, csv, meta, parquet, perfetto, tables};
+use cutrace_trace::Trace;
 
 /// Convert a trace to CSV or Parquet tables, to Perfetto's own format, or to Chrome Trace Event
 /// JSON for Perfetto / chrome://tracing / HTA.
@@ -155,16 +151,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
-    let mut t = super::report::load(&args.trace)
-        .with_context(|| format!("reading {}", args.trace.display()))?;
-    let headers = if groups.is_empty() {
-        Vec::new()
-    } else {
-        part_headers(&args.trace)
-    };
+    let mut t = super::load(&args.trace)?;
     for g in &groups {
         std::fs::create_dir_all(&g.dir).with_context(|| format!("creating {}", g.dir.display()))?;
-        let meta = serde_json::to_string_pretty(&meta_json(&t.meta, &headers))?;
+        let meta = meta::meta_json_text(&t)?;
         // Both formats of one directory are staged together and renamed into place together.
         let mut st = Staged::new(&g.dir);
         if g.csv {
@@ -246,14 +236,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         );
     }
     if let Some(out) = &args.chrome {
-        // Written relative to a whole second before the first record (Kineto's
-        // baseTimeNanoseconds): absolute CUPTI times (~1.8e15 µs) do not fit a double's 53 bits at
-        // ns resolution, and viewers parse `ts` as doubles. The base is in the file; cutrace's
-        // importer adds it back.
-        let base = chrome::time_base(&t);
-        t.map_times(|x| chrome::to_base(x, base));
+        // Last: the trace's times are moved to the file's time base (see write_trace).
         let w = export_file(out, "--chrome", args.force, |w| {
-            chrome::write_chrome(w, &t, base)
+            chrome::write_trace(w, &mut t)
         })?;
         let incomplete = if t.meta.complete {
             String::new()
@@ -637,57 +622,6 @@ fn export_file<T>(
     })
 }
 
-fn part_headers(path: &Path) -> Vec<cutrace_trace::native::Header> {
-    let parts: Vec<PathBuf> = if path.is_dir() {
-        let mut v: Vec<PathBuf> = std::fs::read_dir(path)
-            .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
-            .unwrap_or_default();
-        v.retain(|p| p.extension().is_some_and(|x| x == "cutrace"));
-        v.sort();
-        v
-    } else {
-        vec![path.to_owned()]
-    };
-    parts
-        .iter()
-        .filter_map(|p| cutrace_trace::native::read_file(p, &mut |_, _| {}).ok())
-        .map(|(_, h)| h)
-        .collect()
-}
-
-fn q(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_owned()
-    }
-}
-
-fn meta_json(m: &TraceMeta, headers: &[cutrace_trace::native::Header]) -> serde_json::Value {
-    serde_json::json!({
-        "paths": m.paths,
-        "complete": m.complete,
-        "incomplete_reason": m.incomplete_reason,
-        // null: the source does not record them (a torch.profiler trace), so they are unknown.
-        "dropped_by_recorder": m.drops_recorded.then_some(m.dropped_by_recorder),
-        "dropped_by_cupti": m.drops_recorded.then_some(m.dropped_by_cupti),
-        "cupti_version": m.cupti_version,
-        "cuda_driver_version": m.cuda_driver_version,
-        "driver_version": m.driver_version,
-        "host": m.host,
-        "pid": m.pid,
-        "devices": m.devices.iter().map(|d| serde_json::json!({
-            "device": d.device, "name": d.name, "compute_capability": d.compute_capability,
-            "sm_count": d.sm_count, "global_memory_bytes": d.global_memory_bytes, "uuid": d.uuid,
-        })).collect::<Vec<_>>(),
-        "skipped_events": m.skipped_events,
-        // Every part's notes (HEAD and later META chunks), each with its pid and part file;
-        // `parts[].notes` holds only what each header had.
-        "notes": m.notes,
-        "parts": headers,
-    })
-}
-
 /// Files written under temporary names in one directory and renamed into place together once
 /// every one is complete: a failed export (a full disk) leaves neither a half-written table nor
 /// a mix of this export's tables and an older one's. Temporary files are removed on failure.
@@ -776,35 +710,9 @@ fn write_parquet(st: &mut Staged, t: &Trace, meta: &str) -> anyhow::Result<()> {
 /// Stages every table of `t` as CSV.
 fn write_csv(st: &mut Staged, t: &Trace) -> anyhow::Result<()> {
     for name in tables::NAMES {
-        let tb = tables::build(t, name);
-        let (p, mut f) = st.create(&format!("{}.csv", tb.name))?;
-        let header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
-        writeln!(f, "{}", header.join(","))?;
-        let mut line = String::new();
-        for row in 0..tb.rows() {
-            line.clear();
-            for (i, c) in tb.columns.iter().enumerate() {
-                if i > 0 {
-                    line.push(',');
-                }
-                let _ = match &c.values {
-                    Values::U32(v) => write!(line, "{}", v[row]),
-                    Values::U64(v) => write!(line, "{}", v[row]),
-                    Values::I32(v) => write!(line, "{}", v[row]),
-                    // A null is an empty field.
-                    Values::OptU64(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
-                    Values::OptU32(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
-                    Values::Str(v) => write!(line, "{}", q(&v[row])),
-                    Values::OptStr(v) => {
-                        v[row].as_ref().map_or(Ok(()), |x| write!(line, "{}", q(x)))
-                    }
-                };
-            }
-            line.push('\n');
-            f.write_all(line.as_bytes())
-                .with_context(|| format!("writing {}", p.display()))?;
-        }
-        f.flush()
+        let (p, mut f) = st.create(&format!("{name}.csv"))?;
+        csv::write(&mut f, &tables::build(t, name))
+            .and_then(|()| f.flush())
             .with_context(|| format!("writing {}", p.display()))?;
     }
     Ok(())

@@ -1,6 +1,8 @@
 //! `cutrace doctor`: why can't I trace or profile here? Evidence and the exact fix, per check.
 
+use anyhow::Context;
 use cutrace_doctor::{Report, Root, Status};
+use std::io::Write;
 use std::path::PathBuf;
 
 /// Check whether CUDA tracing and GPU counter profiling work on this machine, and if not, why
@@ -41,12 +43,13 @@ pub enum Format {
 /// script never reads a typo in the path as "tracing is not available".
 pub const EXIT_BAD_ROOT: i32 = 3;
 
-pub fn run(args: Args) -> anyhow::Result<i32> {
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     if let Some(problem) = root_problem(&args.root) {
         let msg = format!("--root {}: {problem}", args.root.display());
         eprintln!("cutrace: error: {msg}");
         if let Format::Json = args.format {
-            println!("{}", serde_json::json!({ "error": msg }));
+            writeln!(out, "{}", serde_json::json!({ "error": msg }))
+                .context("writing the doctor's report to stdout")?;
         }
         return Ok(EXIT_BAD_ROOT);
     }
@@ -56,9 +59,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         report = report.with_probe(cutrace_doctor::probe::run(&root));
     }
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => print!("{}", render_text(&report, args.verbose)),
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?),
+        Format::Text => write!(out, "{}", render_text(&report, args.verbose)),
     }
+    .context("writing the doctor's report to stdout")?;
     Ok(report.exit_status)
 }
 

@@ -1,14 +1,45 @@
 //! One module per subcommand; each defines its `Args` and a `run` returning the exit status.
+//! Commands write their output to the handle `main` gives them and return write errors, which
+//! `main` handles once (a reader that went away, a full disk).
+
+use std::path::Path;
+
+use cutrace_trace::{ReadOptions, Trace};
 
 pub mod audit;
-pub mod chrome;
 pub mod convert;
 pub mod dcgm;
 pub mod diff;
 pub mod doctor;
-pub mod parquet;
-pub mod perfetto;
 mod progress;
 pub mod record;
 pub mod report;
-pub mod tables;
+
+/// Reads the trace for report, diff and convert (`cutrace_export::input::load`), showing
+/// progress on stderr when it is a terminal or the read takes over a second.
+pub(crate) fn load(path: &Path) -> anyhow::Result<Trace> {
+    // For benchmarks: CUTRACE_IMPORT_THREADS=1 reads a Kineto trace on one thread.
+    let opts = ReadOptions {
+        import_threads: std::env::var("CUTRACE_IMPORT_THREADS")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+    };
+    let mut line = progress::ProgressLine::new();
+    let name = path.display().to_string();
+    let mut progress = |done: u64, total: Option<u64>| {
+        line.show(|| {
+            let pct = total
+                .filter(|&t| t > 0)
+                .map(|t| format!(" of {} MB ({}%)", t / 1_000_000, done * 100 / t))
+                .unwrap_or_default();
+            format!("cutrace: reading {name}: {} MB{pct}", done / 1_000_000)
+        });
+    };
+    let result = cutrace_export::input::load(path, &opts, &mut progress);
+    let took = line.finish();
+    let trace = result?;
+    if let Some(took) = took {
+        eprintln!("cutrace: read {name} in {:.1} s", took.as_secs_f64());
+    }
+    Ok(trace)
+}

@@ -11,7 +11,7 @@
 
 use std::io::Write;
 
-use super::tables::{Table, Values};
+use crate::tables::{Table, Values};
 
 /// Rows per row group (a reader's unit of parallelism and of skipping).
 const ROWS_PER_GROUP: usize = 1 << 20;
@@ -399,7 +399,7 @@ mod tests {
     //! RLE definition levels, PLAIN values) and compare with the table, over several row groups
     //! and pages. pyarrow's reading of real exports is checked in tests/parquet_export.rs.
     use super::*;
-    use crate::cmd::tables::Column;
+    use crate::tables::Column;
     use std::borrow::Cow;
     use std::collections::BTreeMap;
     use std::io::Read;

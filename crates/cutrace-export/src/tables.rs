@@ -18,6 +18,10 @@ pub enum Values<'a> {
 }
 
 impl Values<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     pub fn len(&self) -> usize {
         match self {
             Values::U32(v) => v.len(),

@@ -9,7 +9,7 @@
 //! nanoseconds as they are (TrackEvent timestamps are integer ns, so nothing is rounded). Each
 //! device record ends a flow that starts on the API call it joins (the report's correlation
 //! join). Rows on a track only nest or follow each other: GPU rows are the Chrome export's
-//! (`chrome::gpu_rows`), host rows are made the same way per thread.
+//! (`rows::gpu_rows`), host rows are made the same way per thread.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
@@ -18,7 +18,7 @@ use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
 use cutrace_trace::{ApiKind, Ns, RangeDomain, StrId, Trace};
 
-use super::chrome::{self, copy_name, sync_name, GpuRows};
+use crate::rows::{self, copy_name, sync_name, GpuRows};
 
 /// What was written, for the command's summary line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -228,7 +228,7 @@ fn host_rows(items: &[Item]) -> Vec<u32> {
     let mut rows: Vec<Vec<Ns>> = Vec::new();
     let mut out = vec![0u32; items.len()];
     for i in order {
-        out[i] = chrome::place(&mut rows, items[i].0, items[i].1) as u32;
+        out[i] = rows::place(&mut rows, items[i].0, items[i].1) as u32;
     }
     out
 }
@@ -633,7 +633,7 @@ impl Args<'_> {
 
 /// Writes `t` as a Perfetto protobuf trace to `w`.
 pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
-    let rows = chrome::gpu_rows(t);
+    let rows = rows::gpu_rows(t);
     let (tracks, inverted) = layout(t, &rows);
 
     // Flows: each device record joined to an API call ends a flow that starts on that call.

@@ -1,0 +1,79 @@
+//! A table (`tables.rs`) as CSV: a header line of column names, one line per row, RFC 4180
+//! quoting where a text field needs it, a null as an empty field.
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+
+use crate::tables::{Table, Values};
+
+/// A text field as CSV: quoted (with its quotes doubled) when it holds a comma, a quote or a
+/// line break.
+fn q(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
+    } else {
+        s.into()
+    }
+}
+
+/// Writes `tb` to `w` as CSV.
+pub fn write(w: &mut impl Write, tb: &Table) -> io::Result<()> {
+    let header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
+    writeln!(w, "{}", header.join(","))?;
+    let mut line = String::new();
+    for row in 0..tb.rows() {
+        line.clear();
+        for (i, c) in tb.columns.iter().enumerate() {
+            if i > 0 {
+                line.push(',');
+            }
+            // `write!` into a String cannot fail.
+            let _ = match &c.values {
+                Values::U32(v) => write!(line, "{}", v[row]),
+                Values::U64(v) => write!(line, "{}", v[row]),
+                Values::I32(v) => write!(line, "{}", v[row]),
+                Values::OptU64(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
+                Values::OptU32(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
+                Values::Str(v) => write!(line, "{}", q(&v[row])),
+                Values::OptStr(v) => v[row].as_ref().map_or(Ok(()), |x| write!(line, "{}", q(x))),
+            };
+        }
+        line.push('\n');
+        w.write_all(line.as_bytes())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::Column;
+
+    #[test]
+    fn text_that_needs_quotes_gets_them_and_nulls_are_empty() {
+        let names = [
+            "a,b".to_string(),
+            "say \"hi\"".to_string(),
+            "plain".to_string(),
+        ];
+        let tb = Table {
+            name: "t",
+            columns: vec![
+                Column {
+                    name: "name",
+                    values: Values::Str(names.iter().map(|s| s.as_str().into()).collect()),
+                },
+                Column {
+                    name: "n",
+                    values: Values::OptU64(vec![Some(1), None, Some(3)]),
+                },
+            ],
+        };
+        let mut out = Vec::new();
+        write(&mut out, &tb).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "name,n\n\"a,b\",1\n\"say \"\"hi\"\"\",\nplain,3\n"
+        );
+    }
+}

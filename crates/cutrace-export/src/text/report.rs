@@ -1,0 +1,1052 @@
+//! The text of `cutrace report`: a `cutrace_analysis::Report` as a person reads it. Busy time
+//! is shown only as the union of kernel intervals (never over 100 %); the sum of kernel durations
+//! appears only under a label that says it double-counts overlap. The readings of idle gaps come
+//! from the analysis ([`cutrace_analysis::GapReading`]); this only words them.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use cutrace_analysis::{DeviceReport, GapReading, Report, Steps, Timeline};
+use cutrace_trace::Trace;
+
+use super::{count, fmt_ns, short_name};
+
+/// A power-of-ten bucket bound in its natural unit: `1 µs`, `100 ms`.
+fn fmt_round(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns} ns"),
+        1_000..=999_999 => format!("{} µs", ns / 1_000),
+        1_000_000..=999_999_999 => format!("{} ms", ns / 1_000_000),
+        _ => format!("{} s", ns / 1_000_000_000),
+    }
+}
+
+fn fmt_signed_ns(ns: i64) -> String {
+    if ns < 0 {
+        format!("-{}", fmt_ns(ns.unsigned_abs()))
+    } else {
+        fmt_ns(ns as u64)
+    }
+}
+
+fn fmt_opt(ns: Option<i64>) -> String {
+    ns.map_or_else(|| "-".into(), fmt_signed_ns)
+}
+
+fn pct(part: u64, whole: u64) -> String {
+    if whole == 0 {
+        "-".into()
+    } else {
+        format!("{:.1} %", part as f64 * 100.0 / whole as f64)
+    }
+}
+
+// `write!` into a String cannot fail; the results are ignored on purpose throughout.
+pub fn render(o: &mut String, path: &Path, r: &Report, top: usize) {
+    let _ = writeln!(
+        o,
+        "cutrace report: {} ({} trace)",
+        path.display(),
+        r.trace.source
+    );
+    let _ = writeln!(
+        o,
+        "records: {} kernels, {} memcpys, {} memsets, {} API calls, {} annotation ranges",
+        r.trace.kernels, r.trace.memcpys, r.trace.memsets, r.trace.api_calls, r.trace.ranges
+    );
+    render_parts(o, r);
+    if let (Some(a), Some(b)) = (r.trace.first_ns, r.trace.last_ns) {
+        let _ = writeln!(o, "trace clock: {a} → {b} ns ({})", fmt_ns(b - a));
+    }
+    if let Some(w) = &r.window {
+        let to = w.to_ns.map_or("the end".to_string(), |t| format!("{t} ns"));
+        let _ = writeln!(
+            o,
+            "time window: {} ns → {to} (intervals clipped to it)",
+            w.from_ns
+        );
+        if let Some(why) = window_outside_trace(r) {
+            let _ = writeln!(o, "WARNING: {why}");
+        }
+    }
+    render_data_loss(o, r);
+    render_notes(o, r);
+    let t = &r.trace;
+    let no_records = t.first_ns.is_none() && t.api_calls == 0 && t.kernels == 0;
+    if no_records && t.source == "native" {
+        let _ = writeln!(
+            o,
+            "\nno records at all: did the program use the GPU? is CUDA_INJECTION64_PATH reaching \
+             it? `cutrace doctor` checks the driver and CUPTI on this machine"
+        );
+    } else if r.devices.is_empty() {
+        let _ = writeln!(
+            o,
+            "\nno kernels or copies{}",
+            if r.window.is_some() {
+                " in the time window"
+            } else {
+                ""
+            }
+        );
+    }
+    let requested = requested_span(r);
+    for d in &r.devices {
+        render_device(o, d, requested, (r.trace.first_ns, r.trace.last_ns));
+    }
+    if r.devices.iter().any(|d| {
+        d.timeline
+            .largest_gaps
+            .iter()
+            .any(|g| g.host.as_ref().is_some_and(|h| h.module_loading))
+    }) {
+        let _ = writeln!(
+            o,
+            "\n(Module loading — cuLibraryLoad*/cuModuleLoad* — filled at least half of a gap \
+             above. With lazy loading (the default on Linux since CUDA 12.2; PyTorch sets it too) a \
+             kernel's module loads on its first launch, so such gaps are usually warm-up: \
+             `--from` starts the report after it. A JIT compiler (Triton, NVRTC) loads modules \
+             the same way when it compiles.)"
+        );
+    }
+    if let Some(st) = &r.steps {
+        render_steps(o, st, top, r.trace.first_ns);
+    }
+    render_correlation(o, r);
+    render_kernels(o, r);
+    render_api(o, r);
+    render_transfers(o, r);
+    render_ranges(o, r);
+    let _ = writeln!(
+        o,
+        "\nDefinitions: busy = union of kernel intervals per device (touching intervals merge, \
+         zero-length kernels add nothing); idle = window − busy = total of idle gaps; percentiles \
+         are nearest-rank. Mangled kernel names are shown demangled (the JSON keeps the recorded \
+         name as mangled_name)."
+    );
+}
+
+/// Up to 8 host range names with their counts, most frequent first: what `--steps` could name.
+pub fn host_range_names(trace: &Trace) -> String {
+    let mut n: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for r in &trace.ranges {
+        if r.domain == cutrace_trace::RangeDomain::Host {
+            *n.entry(trace.str(r.name)).or_default() += 1;
+        }
+    }
+    if n.is_empty() {
+        return "none (record NVTX ranges, or torch.profiler with a schedule and prof.step())"
+            .into();
+    }
+    let mut v: Vec<(&str, u64)> = n.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let more = v.len().saturating_sub(8);
+    let mut s = v
+        .iter()
+        .take(8)
+        .map(|(name, c)| format!("{name} ({c})"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if more > 0 {
+        let _ = write!(s, ", … ({more} more)");
+    }
+    s
+}
+
+/// The steps: their durations, each GPU's busy share during them, and the longest ones (with
+/// their place in the list and their start as an offset from the trace's start).
+fn render_steps(o: &mut String, st: &Steps, top: usize, trace_start: Option<u64>) {
+    let _ = writeln!(
+        o,
+        "\nSteps (host ranges \"{}\": {} in {})",
+        st.matched,
+        st.count,
+        count(st.processes as usize, "process", "processes")
+    );
+    let mut left = Vec::new();
+    if st.cut_by_window_left_out > 0 {
+        left.push(format!(
+            "{} cut by the window's edges",
+            st.cut_by_window_left_out
+        ));
+    }
+    if st.nested_left_out > 0 {
+        left.push(format!(
+            "{} inside another of the same process (nested or repeated: its GPU work would count twice)",
+            st.nested_left_out
+        ));
+    }
+    if st.zero_length_left_out > 0 {
+        left.push(format!("{} of zero length", st.zero_length_left_out));
+    }
+    if !left.is_empty() {
+        let _ = writeln!(o, "  left out: {}", left.join("; "));
+    }
+    let (Some(min), Some(median), Some(max)) = (
+        st.duration_min_ns,
+        st.duration_median_ns,
+        st.duration_max_ns,
+    ) else {
+        let _ = writeln!(o, "  no step kept");
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "  step time: median {}, shortest {}, longest {}",
+        fmt_ns(median),
+        fmt_ns(min),
+        fmt_ns(max)
+    );
+    for d in &st.devices {
+        let idle = if d.idle_steps > 0 {
+            format!("; it ran none of their kernels in {}", d.idle_steps)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            o,
+            "  GPU {} busy during a step (union of its kernels, clipped to the step): median \
+             {:.1} %, lowest {:.1} % (over the {} of the processes that used it{idle})",
+            d.device,
+            d.busy_pct_median,
+            d.busy_pct_min,
+            count(d.steps as usize, "step", "steps")
+        );
+    }
+    if st.devices.is_empty() {
+        let _ = writeln!(o, "  no kernel of the steps' processes in the trace");
+    }
+    let mut longest: Vec<&cutrace_analysis::Step> = st.steps.iter().collect();
+    longest.sort_by(|a, b| {
+        b.duration_ns
+            .cmp(&a.duration_ns)
+            .then(a.start_ns.cmp(&b.start_ns))
+    });
+    longest.truncate(top.max(1).min(longest.len()));
+    let many = st.processes > 1;
+    let _ = writeln!(
+        o,
+        "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start):\n  \
+         {:>6} {:>12} {:>12} {:>8}  {:<24}{}  name",
+        longest.len(),
+        st.count,
+        "#",
+        "start",
+        "duration",
+        "kernels",
+        "GPU busy in the step",
+        if many { "      pid" } else { "" }
+    );
+    for s in longest {
+        let busy = if s.devices.is_empty() {
+            "-".to_owned()
+        } else {
+            s.devices
+                .iter()
+                .map(|d| format!("{}: {:.1} %", d.device, d.busy_pct))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let _ = writeln!(
+            o,
+            "  {:>6} {:>12} {:>12} {:>8}  {:<24}{}  {}",
+            s.index,
+            fmt_ns(s.start_ns.saturating_sub(trace_start.unwrap_or(s.start_ns))),
+            fmt_ns(s.duration_ns),
+            s.kernels,
+            busy,
+            if many {
+                format!(" {:>8}", s.pid)
+            } else {
+                String::new()
+            },
+            short_name(&s.name, 60)
+        );
+    }
+}
+
+fn file_name(path: &str) -> String {
+    Path::new(path)
+        .file_name()
+        .map_or(path.into(), |f| f.to_string_lossy().into_owned())
+}
+
+/// How many part files and processes were read (native traces), and a warning when they may be
+/// from separate runs recorded into one directory.
+fn render_parts(o: &mut String, r: &Report) {
+    let parts = &r.trace.parts;
+    if parts.is_empty() {
+        return;
+    }
+    let mut processes: Vec<(Option<&str>, u32)> = parts
+        .iter()
+        .filter_map(|p| Some((p.host.as_deref(), p.pid?)))
+        .collect();
+    processes.sort_unstable();
+    processes.dedup();
+    let mut hosts: Vec<&str> = parts.iter().filter_map(|p| p.host.as_deref()).collect();
+    hosts.sort_unstable();
+    hosts.dedup();
+    // Pids alone on one host; `host:pid` when the parts name several.
+    const LISTED: usize = 12;
+    let mut list: Vec<String> = processes
+        .iter()
+        .take(LISTED)
+        .map(|(h, pid)| match (hosts.len() > 1, h) {
+            (true, Some(h)) => format!("{h}:{pid}"),
+            _ => pid.to_string(),
+        })
+        .collect();
+    if processes.len() > LISTED {
+        list.push(format!("… {} more", processes.len() - LISTED));
+    }
+    let mut line = format!("parts: {} read", count(parts.len(), "file", "files"));
+    if !processes.is_empty() {
+        let _ = write!(
+            line,
+            ", from {} ({} {})",
+            count(processes.len(), "process", "processes"),
+            if processes.len() == 1 { "pid" } else { "pids" },
+            list.join(", ")
+        );
+    }
+    let unknown = parts.iter().filter(|p| p.pid.is_none()).count();
+    if unknown > 0 {
+        let _ = write!(
+            line,
+            "{}{} with no pid (no header read)",
+            if processes.is_empty() { ", " } else { " and " },
+            count(unknown, "part", "parts")
+        );
+    }
+    match hosts.as_slice() {
+        [] => {}
+        [h] => {
+            let _ = write!(line, " on host {h}");
+        }
+        many => {
+            let _ = write!(line, " on {} hosts ({})", many.len(), many.join(", "));
+        }
+    }
+    let _ = writeln!(o, "{line}");
+    if let Some(s) = &r.trace.separate_runs {
+        let mut why = Vec::new();
+        if !s.hosts.is_empty() {
+            why.push(format!(
+                "they come from {} hosts ({}), whose clocks are not comparable",
+                s.hosts.len(),
+                s.hosts.join(", ")
+            ));
+        }
+        if let Some(g) = &s.first_gap {
+            why.push(format!(
+                "their records form {} time spans that do not overlap (nothing recorded for {} \
+                 between the last record of {} and the first of {})",
+                s.time_spans,
+                fmt_ns(g.gap_ns),
+                file_name(&g.before),
+                file_name(&g.after)
+            ));
+        }
+        let _ = writeln!(
+            o,
+            "WARNING: these parts may be from separate runs merged into one timeline: {}; \
+             record each run into a fresh -o directory",
+            why.join("; and ")
+        );
+    }
+}
+
+fn render_data_loss(o: &mut String, r: &Report) {
+    let l = &r.data_loss;
+    let mut facts = Vec::new();
+    if !l.complete {
+        facts.push(format!(
+            "the trace is INCOMPLETE ({})",
+            l.incomplete_reason
+                .as_deref()
+                .unwrap_or("no reason recorded")
+        ));
+    }
+    if l.dropped_by_recorder > 0 {
+        facts.push(format!(
+            "{} records dropped by the recorder",
+            l.dropped_by_recorder
+        ));
+    }
+    if l.dropped_by_cupti > 0 {
+        facts.push(format!("{} records dropped by CUPTI", l.dropped_by_cupti));
+    }
+    if l.inverted_intervals > 0 {
+        facts.push(format!(
+            "{} records end before they start (treated as zero-length)",
+            l.inverted_intervals
+        ));
+    }
+    let skipped: Vec<String> = l
+        .skipped_events
+        .iter()
+        .map(|s| format!("{} {}", s.count, s.category))
+        .collect();
+    let _ = writeln!(
+        o,
+        "data loss: {}",
+        match (facts.is_empty(), l.drops_recorded) {
+            (true, true) => {
+                "none recorded (0 dropped by the recorder, 0 by CUPTI; trace complete)".to_string()
+            }
+            (true, false) => "trace complete; drop counts unknown (this format does not record \
+                              them: a torch.profiler trace says nothing of records CUPTI or the \
+                              profiler dropped)"
+                .to_string(),
+            (false, true) => facts.join("; "),
+            (false, false) => format!(
+                "{}; drop counts unknown (not in this format)",
+                facts.join("; ")
+            ),
+        }
+    );
+    if !skipped.is_empty() {
+        let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
+    }
+}
+
+/// The recorder's notes, after the data-loss line: they often say why data is missing (another
+/// CUPTI tool in the program, a setting that failed). Tagged with the process when the trace has
+/// several parts.
+fn render_notes(o: &mut String, r: &Report) {
+    if r.notes.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "Notes from the recorder ({}):", r.notes.len());
+    let several = r.trace.paths.len() > 1;
+    for n in &r.notes {
+        let tag = match (several, n.pid, n.part.as_deref()) {
+            (false, _, _) => String::new(),
+            (true, Some(pid), _) => format!("[pid {pid}] "),
+            (true, None, Some(part)) => format!("[{}] ", file_name(part)),
+            (true, None, None) => String::new(),
+        };
+        let _ = writeln!(o, "  - {tag}{}", n.text);
+    }
+}
+
+fn render_timeline_line(o: &mut String, label: &str, width: usize, t: &Timeline) {
+    let _ = writeln!(
+        o,
+        "  {label:<width$} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
+        t.kernels,
+        fmt_ns(t.busy_ns),
+        pct(t.busy_ns, t.window_ns),
+        fmt_ns(t.idle_ns),
+        pct(t.idle_ns, t.window_ns),
+        t.gaps,
+        fmt_ns(t.summed_kernel_ns),
+    );
+}
+
+/// The requested time window clipped to the trace's records (`None` without a window, or when
+/// they do not meet).
+fn requested_span(r: &Report) -> Option<(u64, u64)> {
+    let w = r.window.as_ref()?;
+    let (first, last) = (r.trace.first_ns?, r.trace.last_ns?);
+    let (a, b) = (w.from_ns.max(first), w.to_ns.unwrap_or(u64::MAX).min(last));
+    (b > a).then_some((a, b))
+}
+
+/// Why a window selects nothing of the trace, when it does not.
+pub fn window_outside_trace(r: &Report) -> Option<String> {
+    let w = r.window.as_ref()?;
+    let (first, last) = (r.trace.first_ns?, r.trace.last_ns?);
+    let to = w.to_ns.unwrap_or(u64::MAX);
+    (to <= first || w.from_ns >= last).then(|| {
+        format!(
+            "the time window lies outside the trace, which runs from {first} to {last} ns on \
+             its own clock ({} long): a plain number is an absolute time on that clock, a \
+             number with a unit (--from 1ms) an offset from the trace's start",
+            fmt_ns(last - first)
+        )
+    })
+}
+
+fn render_device(
+    o: &mut String,
+    d: &DeviceReport,
+    requested: Option<(u64, u64)>,
+    trace: (Option<u64>, Option<u64>),
+) {
+    let t = &d.timeline;
+    let _ = writeln!(o, "\nGPU {}", d.device);
+    if let (Some(a), Some(b)) = (t.window_start_ns, t.window_end_ns) {
+        let _ = writeln!(
+            o,
+            "  window (first kernel start → last kernel end): {} ({a} → {b} ns)",
+            fmt_ns(t.window_ns)
+        );
+    }
+    let _ = writeln!(
+        o,
+        "  busy (union of kernel intervals): {} = {} of the window",
+        fmt_ns(t.busy_ns),
+        pct(t.busy_ns, t.window_ns)
+    );
+    let _ = writeln!(
+        o,
+        "  idle: {} = {} in {}",
+        fmt_ns(t.idle_ns),
+        pct(t.idle_ns, t.window_ns),
+        count(t.gaps as usize, "gap", "gaps")
+    );
+    if let Some(x) = d.idle_split.filter(|_| t.idle_ns > 0) {
+        let mut line = format!(
+            "  idle, split where each gap's next kernel was launched: {} before the launch \
+             returned (the GPU waited for the host), {} after it (launched, not yet started: \
+             queued behind other work, or launch latency)",
+            pct_of(x.before_launch_ns, t.idle_ns),
+            pct_of(x.after_launch_ns, t.idle_ns)
+        );
+        if x.unknown_ns > 0 {
+            line += &format!(
+                ", {} in {} whose next kernel has no launch call in the trace",
+                pct_of(x.unknown_ns, t.idle_ns),
+                count(x.gaps_unknown as usize, "gap", "gaps")
+            );
+        }
+        let _ = writeln!(o, "{line}");
+    }
+    if let Some((a, b)) = requested {
+        // The window the user asked for, not the first-to-last-kernel span inside it.
+        let span = b - a;
+        let _ = writeln!(
+            o,
+            "  of the requested window ({a} → {b} ns, {}, clipped to the trace): busy {}, idle {} \
+             (counting the time before the first kernel and after the last)",
+            fmt_ns(span),
+            pct(t.busy_ns, span),
+            pct(span.saturating_sub(t.busy_ns), span)
+        );
+    } else if let (Some(first), Some(last), Some(ws), Some(we)) =
+        (trace.0, trace.1, t.window_start_ns, t.window_end_ns)
+    {
+        let (before, after) = (ws.saturating_sub(first), last.saturating_sub(we));
+        if before > 0 || after > 0 {
+            let _ = writeln!(
+                o,
+                "  outside the window, no kernel ran: {} before the first kernel (from the trace's \
+                 first record) and {} after the last (to its last record)",
+                fmt_ns(before),
+                fmt_ns(after)
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "  sum of kernel durations (double-counts overlap): {}   kernels: {} ({} zero-length)",
+        fmt_ns(t.summed_kernel_ns),
+        t.kernels,
+        t.zero_length_kernels
+    );
+    if d.copy_busy_ns > 0 {
+        let _ = writeln!(
+            o,
+            "  copies busy (union of memcpys): {}; compute overlapping copies: {}",
+            fmt_ns(d.copy_busy_ns),
+            fmt_ns(d.compute_copy_overlap_ns)
+        );
+    }
+    let buckets: Vec<String> = t
+        .gap_histogram
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| {
+            let to = b.to_ns.map_or("∞".to_string(), fmt_round);
+            format!(
+                "[{}, {}): {} ({})",
+                fmt_round(b.from_ns),
+                to,
+                b.count,
+                fmt_ns(b.total_ns)
+            )
+        })
+        .collect();
+    if !buckets.is_empty() {
+        let _ = writeln!(o, "  idle gaps by length: {}", buckets.join("  "));
+    }
+    if !t.largest_gaps.is_empty() {
+        let _ = writeln!(o, "  largest idle gaps:");
+        for g in &t.largest_gaps {
+            let _ = writeln!(o, "    {}", gap_line(g));
+            if let Some(h) = host_line(g) {
+                let _ = writeln!(o, "      host: {h}");
+            }
+        }
+    }
+    if !d.streams.is_empty() {
+        let label = |s: &cutrace_analysis::StreamTimeline| match s.pid {
+            Some(pid) => format!("{} (pid {pid})", s.stream),
+            None => s.stream.to_string(),
+        };
+        let width = d
+            .streams
+            .iter()
+            .map(|s| label(s).chars().count())
+            .max()
+            .unwrap_or(0)
+            .max(10);
+        let _ = writeln!(
+            o,
+            "  {:<width$} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
+            "stream", "kernels", "busy", "busy%", "idle", "idle%", "gaps", "sum of durs"
+        );
+        for s in &d.streams {
+            render_timeline_line(o, &label(s), width, &s.timeline);
+        }
+        let _ = writeln!(
+            o,
+            "  (a stream's busy% and idle% are of its own span: its first kernel start → last \
+             kernel end)"
+        );
+        // Per stream, only its largest gap (the JSON has the full lists).
+        for s in &d.streams {
+            if let Some(g) = s.timeline.largest_gaps.first() {
+                let _ = writeln!(o, "  stream {} largest gap: {}", label(s), gap_line(g));
+            }
+        }
+    }
+}
+
+/// `200 ns at T ns: after NAME (corr 11, stream 7) → before NAME (corr 12, stream 7)`, with
+/// `, pid P` in a trace merged from several processes.
+fn gap_line(g: &cutrace_analysis::Gap) -> String {
+    let side = |k: &Option<cutrace_analysis::KernelRef>| {
+        k.as_ref().map_or("?".to_string(), |k| {
+            let pid = k.pid.map_or(String::new(), |p| format!(", pid {p}"));
+            format!(
+                "{} (corr {}, stream {}{pid})",
+                short_name(&k.name, 60),
+                k.correlation_id,
+                k.stream
+            )
+        })
+    };
+    let copies = match g.copy_ns {
+        Some(c) if c > 0 => format!(" [copies ran {} of it]", fmt_ns(c)),
+        _ => String::new(),
+    };
+    format!(
+        "{} at {} ns: after {} → before {}{copies}",
+        fmt_ns(g.length_ns),
+        g.start_ns,
+        side(&g.before),
+        side(&g.after)
+    )
+}
+
+/// `12.345 ms (67.8 %)`: a part and its share of a whole.
+fn pct_of(part: u64, whole: u64) -> String {
+    format!("{} ({})", fmt_ns(part), pct(part, whole))
+}
+
+/// What the host was doing in a device gap: when the next kernel's launch returned (and what
+/// that says), and the API calls and annotation ranges that covered most of it. `None` when the
+/// trace says nothing of it.
+fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
+    let h = g.host.as_ref()?;
+    let gap_ns = g.length_ns;
+    let mut parts = Vec::new();
+    if let Some(l) = &h.next_launch {
+        let r = l.returned_into_gap_ns;
+        let why = match h.reading {
+            Some(GapReading::InsideGraph) => {
+                " (both kernels come from this one launch, as a CUDA graph's nodes do: the gap \
+                 is inside the graph)"
+            }
+            Some(GapReading::StreamDispatch) => {
+                " (queued on the same stream: the GPU's dispatch from one kernel to the next)"
+            }
+            Some(GapReading::QueuedBehindCopies) => {
+                " (it was queued while copies ran: the GPU waited on them or on what they wait \
+                 for)"
+            }
+            Some(GapReading::Queued) => {
+                " (it was queued: the GPU waited on something else, such as an event, another \
+                 stream or another process)"
+            }
+            Some(GapReading::WaitedForHost) => " (the GPU waited for the host)",
+            None => "",
+        };
+        let when = if r < 0 {
+            format!("{} before the gap began", fmt_ns(r.unsigned_abs()))
+        } else if r as u64 > gap_ns {
+            format!(
+                "{} into the gap, after the kernel had started",
+                fmt_ns(r as u64)
+            )
+        } else {
+            format!("{} into the gap", fmt_ns(r as u64))
+        };
+        parts.push(format!("the next kernel's {} returned {when}{why}", l.name));
+    }
+    let list = |v: &[cutrace_analysis::NamedSpan], quote: bool| {
+        v.iter()
+            .map(|x| {
+                let n = short_name(&x.name, 40);
+                if quote {
+                    format!("\"{n}\" {}", fmt_ns(x.ns))
+                } else {
+                    format!("{n} {}", fmt_ns(x.ns))
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !h.calls.is_empty() {
+        // "recorded": a lean trace leaves state queries out, and torch.profiler records only
+        // some calls.
+        parts.push(format!(
+            "recorded CUDA calls covered {} of it ({}), none ran for {}",
+            fmt_ns(h.in_calls_ns),
+            list(&h.calls, false),
+            fmt_ns(gap_ns.saturating_sub(h.in_calls_ns))
+        ));
+    } else if h.next_launch.is_some() {
+        parts.push("no recorded CUDA call ran in it".to_string());
+    }
+    if !h.ranges.is_empty() {
+        parts.push(format!(
+            "in ranges (NVTX, annotations): {}",
+            list(&h.ranges, true)
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
+fn render_correlation(o: &mut String, r: &Report) {
+    let c = &r.correlation;
+    let _ = writeln!(
+        o,
+        "\nCorrelation (device records → API calls, by correlation id)"
+    );
+    let mut line = format!(
+        "  kernels: {}, attributed {}, orphans {}",
+        c.kernels, c.attributed, c.orphans
+    );
+    if !c.orphan_correlation_ids.is_empty() {
+        let ids: Vec<String> = c
+            .orphan_correlation_ids
+            .iter()
+            .map(|&id| cutrace_trace::show_merged_id(&r.trace.id_parts, id))
+            .collect();
+        let more = if (c.orphan_correlation_ids.len() as u64)
+            < c.orphans - c.kernels_without_correlation_id
+        {
+            ", …"
+        } else {
+            ""
+        };
+        let _ = write!(line, " (ids {}{more})", ids.join(", "));
+    }
+    if c.kernels_without_correlation_id > 0 {
+        let _ = write!(
+            line,
+            "; {} have no correlation id (RUNTIME/DRIVER activity not recorded?)",
+            c.kernels_without_correlation_id
+        );
+    }
+    if c.orphans > c.kernels_without_correlation_id && c.api_calls == 0 {
+        let _ = write!(
+            line,
+            "; the trace holds no API calls at all (record the runtime and driver kinds; in \
+             torch.profiler, the CUDA activity)"
+        );
+    }
+    let _ = writeln!(o, "{line}");
+    if c.duplicate_api_correlation_ids > 0 {
+        let _ = writeln!(
+            o,
+            "  {} API calls share a correlation id with an earlier call: device records with \
+             that id are joined to the earlier one (a merged or hand-edited trace?)",
+            c.duplicate_api_correlation_ids
+        );
+    }
+    for (label, j) in [("memcpys", &c.memcpys), ("memsets", &c.memsets)] {
+        if j.records > 0 {
+            let _ = writeln!(
+                o,
+                "  {label}: {}, attributed {}, orphans {}",
+                j.records, j.attributed, j.orphans
+            );
+        }
+    }
+    let l = &r.launch_latency;
+    if l.kernels > 0 {
+        let _ = writeln!(
+            o,
+            "  launch → start latency (API call end → kernel start) over {}: min {}  p50 {}  p90 {}  p99 {}  max {}",
+            count(l.kernels as usize, "kernel", "kernels"),
+            fmt_opt(l.min_ns),
+            fmt_opt(l.p50_ns),
+            fmt_opt(l.p90_ns),
+            fmt_opt(l.p99_ns),
+            fmt_opt(l.max_ns)
+        );
+        if l.negative > 0 {
+            let _ = writeln!(
+                o,
+                "  {} of them start before their API call returns (the GPU may start a kernel before the launch call returns; a host/device clock offset also shows here)",
+                l.negative
+            );
+        }
+    }
+}
+
+fn render_kernels(o: &mut String, r: &Report) {
+    if r.kernel_summary.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nKernels by total time (top {} of {} names; time% = share of summed kernel time, as in nsys: \
+         not of busy time, which overlap makes smaller)",
+        r.kernel_summary.len(),
+        r.kernel_names
+    );
+    let _ = writeln!(
+        o,
+        "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  name",
+        "time%", "total", "count", "mean", "min", "median", "p99", "max"
+    );
+    for k in &r.kernel_summary {
+        let s = &k.stats;
+        let _ = writeln!(
+            o,
+            "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
+            format!("{:.1}", k.share_of_kernel_time_pct),
+            fmt_ns(s.total_ns),
+            s.count,
+            fmt_ns(s.mean_ns),
+            fmt_ns(s.min_ns),
+            fmt_ns(s.median_ns),
+            fmt_ns(s.p99_ns),
+            fmt_ns(s.max_ns),
+            short_name(&s.name, 90)
+        );
+    }
+}
+
+fn render_api(o: &mut String, r: &Report) {
+    if r.api_summary.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nCUDA API calls by total time (top {} of {} names)",
+        r.api_summary.len(),
+        r.api_names
+    );
+    let _ = writeln!(
+        o,
+        "  {:>12} {:>8} {:>11} {:>11} {:>11} {:>11}  name",
+        "total", "count", "mean", "min", "median", "max"
+    );
+    for s in &r.api_summary {
+        let _ = writeln!(
+            o,
+            "  {:>12} {:>8} {:>11} {:>11} {:>11} {:>11}  {}",
+            fmt_ns(s.total_ns),
+            s.count,
+            fmt_ns(s.mean_ns),
+            fmt_ns(s.min_ns),
+            fmt_ns(s.median_ns),
+            fmt_ns(s.max_ns),
+            short_name(&s.name, 60)
+        );
+    }
+    // Since `--api lean` became record's default, a reader looking for cudaGetDevice & co.
+    // should learn here, not only in the notes at the top, why they are absent.
+    if let Some(mode) = r
+        .notes
+        .iter()
+        .find_map(|n| cutrace_analysis::diff::api_records_note(&n.text))
+    {
+        let what = if mode == "lean" {
+            "state queries (cudaGetDevice, cudaGetLastError, ...)"
+        } else {
+            "calls that launch or move nothing"
+        };
+        let _ = writeln!(
+            o,
+            "  ({what} were not recorded: `--api {mode}`, see the notes; `cutrace record --api all` \
+             records every call)"
+        );
+    }
+}
+
+fn render_transfers(o: &mut String, r: &Report) {
+    if r.transfers.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nCopies and memsets (bandwidth = bytes / summed duration)"
+    );
+    let _ = writeln!(
+        o,
+        "  {:<8} {:>8} {:>14} {:>12} {:>10}",
+        "kind", "count", "bytes", "time", "GB/s"
+    );
+    for t in &r.transfers {
+        let _ = writeln!(
+            o,
+            "  {:<8} {:>8} {:>14} {:>12} {:>10}",
+            t.kind,
+            t.count,
+            t.bytes,
+            fmt_ns(t.total_ns),
+            t.bandwidth_gb_s.map_or("-".into(), |b| format!("{b:.2}"))
+        );
+    }
+}
+
+fn render_ranges(o: &mut String, r: &Report) {
+    if r.ranges.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nAnnotation ranges (top {} of {}; totals are sums over ranges)",
+        r.ranges.len(),
+        r.range_names
+    );
+    let _ = writeln!(
+        o,
+        "  {:<6} {:>8} {:>12} {:>14}  name",
+        "domain", "count", "total", "GPU busy in it"
+    );
+    for g in &r.ranges {
+        let _ = writeln!(
+            o,
+            "  {:<6} {:>8} {:>12} {:>14}  {}",
+            g.domain,
+            g.count,
+            fmt_ns(g.total_ns),
+            g.gpu_busy_ns.map_or("-".into(), fmt_ns),
+            short_name(&g.name, 70)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_print_exactly_with_three_decimals() {
+        assert_eq!(fmt_ns(0), "0 ns");
+        assert_eq!(fmt_ns(9_999), "9999 ns");
+        assert_eq!(fmt_ns(10_800), "10.800 µs");
+        assert_eq!(fmt_ns(1_234_567), "1234.567 µs");
+        assert_eq!(fmt_ns(12_345_678), "12.346 ms");
+        assert_eq!(fmt_ns(98_765_432_100), "98.765 s");
+        assert_eq!(fmt_signed_ns(-50), "-50 ns");
+        assert_eq!(fmt_round(100_000), "100 µs");
+        assert_eq!(fmt_round(1_000_000_000), "1 s");
+        // Both ends kept: instances of one template differ at the end.
+        assert_eq!(short_name("abcdef", 4), "a…ef");
+        assert_eq!(short_name("abcdef", 6), "abcdef");
+        let (f, d) = (
+            "void elementwise_kernel<128, 4, Functor>(int, float)",
+            "void elementwise_kernel<128, 4, Functor>(int, double)",
+        );
+        assert_ne!(short_name(f, 30), short_name(d, 30));
+        assert_eq!(short_name(f, 30).chars().count(), 30);
+    }
+
+    /// A gap of 100 µs whose next kernel's launch returned `r` ns into it, with the reading
+    /// `reading` (as the analysis would make it) and the given calls.
+    fn gap(
+        r: Option<i64>,
+        reading: Option<GapReading>,
+        calls: &[(&str, u64)],
+    ) -> cutrace_analysis::Gap {
+        cutrace_analysis::Gap {
+            start_ns: 1_000_000,
+            end_ns: 1_100_000,
+            length_ns: 100_000,
+            before: None,
+            after: None,
+            copy_ns: Some(0),
+            host: Some(cutrace_analysis::GapHost {
+                next_launch: r.map(|r| cutrace_analysis::NextLaunch {
+                    name: "cudaLaunchKernel".into(),
+                    start_ns: 0,
+                    end_ns: 0,
+                    returned_into_gap_ns: r,
+                }),
+                in_calls_ns: calls.iter().map(|c| c.1).sum(),
+                calls: calls
+                    .iter()
+                    .map(|&(n, ns)| cutrace_analysis::NamedSpan { name: n.into(), ns })
+                    .collect(),
+                ranges: Vec::new(),
+                reading,
+                module_loading: false,
+            }),
+            after_correlation: 0,
+        }
+    }
+
+    /// Each reading the analysis makes is worded, with when the launch returned and the calls.
+    #[test]
+    fn the_host_line_words_the_reading_and_the_numbers() {
+        let line = |g: cutrace_analysis::Gap| host_line(&g).unwrap();
+        let waited = Some(GapReading::WaitedForHost);
+        let l = line(gap(Some(90_000), waited, &[("cudaMalloc", 80_000)]));
+        assert!(
+            l.contains("returned 90.000 µs into the gap (the GPU waited for the host)"),
+            "{l}"
+        );
+        assert!(l.contains("recorded CUDA calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
+        // After the kernel began (the GPU starts a kernel before its launch call returns).
+        let l = line(gap(Some(100_500), waited, &[]));
+        assert!(
+            l.contains("into the gap, after the kernel had started (the GPU waited for the host)"),
+            "{l}"
+        );
+        assert!(l.contains("no recorded CUDA call ran in it"), "{l}");
+        // No reading: the numbers only.
+        let l = line(gap(Some(10_000), None, &[]));
+        assert!(l.contains("returned 10.000 µs into the gap;"), "{l}");
+        let l = line(gap(Some(-500), None, &[]));
+        assert!(l.contains("returned 500 ns before the gap began;"), "{l}");
+        for (reading, words) in [
+            (
+                GapReading::StreamDispatch,
+                "(queued on the same stream: the GPU's dispatch",
+            ),
+            (
+                GapReading::QueuedBehindCopies,
+                "(it was queued while copies ran",
+            ),
+            (
+                GapReading::Queued,
+                "(it was queued: the GPU waited on something else",
+            ),
+            (
+                GapReading::InsideGraph,
+                "(both kernels come from this one launch",
+            ),
+        ] {
+            let l = line(gap(Some(-50_000), Some(reading), &[]));
+            assert!(
+                l.contains(&format!("returned 50.000 µs before the gap began {words}")),
+                "{l}"
+            );
+        }
+        // Nothing known: no line.
+        let mut g = gap(None, None, &[]);
+        assert!(host_line(&g).is_none());
+        g.host = None;
+        assert!(host_line(&g).is_none());
+    }
+}
