@@ -1,7 +1,7 @@
 //! `cutrace audit`: which binaries will break on CUDA 13 (dropped CUPTI APIs), and which bundle
 //! their own libcupti.
 
-use cutrace_doctor::audit::{AuditOptions, Progress, RealFs};
+use cutrace_audit::{AuditOptions, Progress, RealFs};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -82,7 +82,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         });
     };
-    let report = cutrace_doctor::audit::audit_with(&args.paths, &opts, &RealFs, &mut progress)?;
+    let report = cutrace_audit::audit_with(&args.paths, &opts, &RealFs, &mut progress)?;
     if let Some(took) = line.finish() {
         eprintln!(
             "cutrace: audited {} files in {:.1} s",

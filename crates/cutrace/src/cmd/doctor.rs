@@ -55,6 +55,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if args.probe {
         report = report.with_probe(cutrace_doctor::probe::run(&root));
     }
+    // A FIFO or device where a file should be is skipped, not waited on: say which.
+    for (path, what) in root.not_read() {
+        eprintln!("cutrace: note: {path} (under --root) is {what}: not read");
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
         Format::Text => print!("{}", render_text(&report, args.verbose)),

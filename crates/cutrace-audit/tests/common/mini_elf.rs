@@ -1,7 +1,7 @@
 //! Minimal ELF64 files and `ar` archives built byte by byte, so the audit tests need no C
 //! compiler (CI has none guaranteed). Just what `object` reads for the audit: section headers, a
 //! .dynsym/.dynstr pair, a .symtab/.strtab pair, .dynamic with a DT_SONAME, and a .rodata with
-//! chosen bytes. Shared by cutrace-doctor's and cutrace's tests (`#[path]`).
+//! chosen bytes. Shared by cutrace-audit's and cutrace's tests (`#[path]`).
 #![allow(dead_code)]
 
 const ET_REL: u16 = 1;
