@@ -181,14 +181,13 @@ where
     let phdrs = header
         .program_headers(endian, data)
         .map_err(|e| format!("program headers: {e}"))?;
-    let Some(dyns) = phdrs
-        .iter()
-        .find_map(|p| p.dynamic(endian, data).transpose())
-        .transpose()
-        .map_err(|e| format!("dynamic segment: {e}"))?
-    else {
+    let Some(dyn_phdr) = phdrs.iter().find(|p| p.p_type(endian) == elf::PT_DYNAMIC) else {
         return Ok(None);
     };
+    let dyns = dyn_phdr
+        .dynamic(endian, data)
+        .map_err(|e| format!("dynamic segment: {e}"))?
+        .ok_or("dynamic segment: empty")?;
     let loads: Vec<(u64, u64, u64)> = phdrs
         .iter()
         .filter(|p| p.p_type(endian) == elf::PT_LOAD)
@@ -208,7 +207,8 @@ where
         })
     };
     let mut tag = std::collections::BTreeMap::new();
-    let mut tables = Vec::new();
+    // Where the tables the dynamic section points at start: the symbol table ends at the next.
+    let mut tables: Vec<u64> = vec![dyn_phdr.p_vaddr(endian).into()];
     for d in dyns {
         let (Some(t), Some(v)) = (d.tag32(endian), Some(d.d_val(endian).into())) else {
             continue;
@@ -243,7 +243,11 @@ where
         return Err(format!("DT_SYMENT {syment}"));
     }
     let (sym_off, sym_room) = to_file(symtab).ok_or("DT_SYMTAB is outside every segment")?;
+    // A cut file is shorter than its segments say.
+    let file_len = data.len().map_err(|()| "cannot tell the file's length")?;
+    let sym_room = sym_room.min(file_len.saturating_sub(sym_off));
     let (str_off, str_room) = to_file(strtab).ok_or("DT_STRTAB is outside every segment")?;
+    let str_room = str_room.min(file_len.saturating_sub(str_off));
     let strsz = get(elf::DT_STRSZ).unwrap_or(str_room).min(str_room);
     let strings = data
         .read_bytes_at(str_off, strsz)
