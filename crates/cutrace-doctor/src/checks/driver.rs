@@ -146,3 +146,20 @@ pub fn driver(ctx: &Ctx) -> Check {
     .explain(format!("{}.", thresholds(v)))
     .sources(&[src::ERR_NVGPUCTRPERM])
 }
+
+#[cfg(test)]
+mod tests {
+    /// Defect: an unreadable version file read as "no NVIDIA kernel driver is loaded". (As
+    /// root, the tests cannot make a file unreadable: the error itself is given here.)
+    #[test]
+    fn permission_denied_is_said_as_such() {
+        let e = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let c = super::unreadable(&e);
+        assert!(c.summary.contains("permission denied"), "{}", c.summary);
+        assert!(
+            !c.summary.contains("no NVIDIA kernel driver"),
+            "{}",
+            c.summary
+        );
+    }
+}
