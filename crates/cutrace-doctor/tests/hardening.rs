@@ -147,7 +147,7 @@ fn an_unreadable_driver_version_file_is_not_a_missing_driver() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::remove_file(&version).expect("rm");
         std::fs::write(&version, "NVRM version: x  580.65.06  Release Build\n").expect("write");
-        std::fs::set_permissions(&version, std::fs::Permissions::from_mode(0)).expect("chmod");
+        std::fs::set_permissions(&version, std::fs::Permissions::from_mode(0o000)).expect("chmod");
         let (r, _) = doctor_within(Root::new(&t.0), Duration::from_secs(20));
         assert!(
             driver_summary(&r).contains("permission denied"),
