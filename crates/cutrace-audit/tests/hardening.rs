@@ -245,3 +245,44 @@ fn proc_self_is_audited_without_following_its_magic_links() {
         );
     }
 }
+
+/// `object`'s archive reader in place of the hand-written one: a BSD archive (`#1/N` names, the
+/// name at the start of the member's data) is read member by member as a GNU one is.
+#[test]
+fn bsd_archive_members_are_read() {
+    let s = Scratch::new("bsd");
+    let member = MiniElf::object().import("cuptiEventGroupCreate").build();
+    let name = b"legacy_caller.o\0";
+    let header = |name: &str, size: usize| {
+        let h = format!("{name:<16}{:<12}{:<6}{:<6}{:<8}{size:<10}`\n", 0, 0, 0, 644);
+        assert_eq!(h.len(), 60);
+        h.into_bytes()
+    };
+    let mut a = b"!<arch>\n".to_vec();
+    a.extend(header(
+        &format!("#1/{}", name.len()),
+        name.len() + member.len(),
+    ));
+    a.extend(name);
+    a.extend(&member);
+    if a.len() % 2 == 1 {
+        a.push(b'\n');
+    }
+    let p = s.0.join("libold.a");
+    std::fs::write(&p, &a).expect("write");
+    let r = audit_within(
+        vec![p],
+        AuditOptions {
+            strings: false,
+            ..Default::default()
+        },
+        Duration::from_secs(20),
+    );
+    assert_eq!(r.exit_status, 1, "{}", r.render_text());
+    assert_eq!(
+        r.files[0].members,
+        ["legacy_caller.o"],
+        "{}",
+        r.render_text()
+    );
+}

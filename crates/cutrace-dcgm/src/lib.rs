@@ -15,6 +15,12 @@
 //! exclusive lock while dcgmi runs, so a new pause waits for that resume to finish instead of
 //! being undone by it). The kernel releases a dead holder's lock, so liveness needs no pid
 //! guessing. One code path for every exit.
+//!
+//! Every `dcgmi` runs with a deadline ([`DCGMI_TIMEOUT`], [`DCGMI_TIMEOUT_ENV`]): past it, it is
+//! killed with its process group and the command and the deadline are named. The unsafe code
+//! (libc: fork, setsid, flock, pipes, signals, waitpid) is what the watchdog needs after fork,
+//! where only async-signal-safe calls are allowed; each block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::CString;
 use std::fs::File;
@@ -661,6 +667,7 @@ fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
     // SAFETY: getpid cannot fail.
     let owner = unsafe { libc::getpid() };
     let kept_msg = spec.deadline_kept_msg.as_bytes().to_vec();
+    // SAFETY: getrlimit writes into an rlimit we own; an all-zero rlimit is a valid value.
     let max_fd = unsafe {
         let mut rl: libc::rlimit = std::mem::zeroed();
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
@@ -690,6 +697,10 @@ fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
     if pid > 0 {
         return Ok(pid);
     }
+    // SAFETY: the forked child of a possibly multi-threaded process: only async-signal-safe
+    // calls on memory prepared before the fork (C strings, pointer arrays, byte buffers), no
+    // allocation, no lock; every path ends in execve or _exit. The sigset_t and sigaction values
+    // are plain C structs for which all-zero is valid before sigemptyset/sigaction fill them.
     unsafe {
         libc::setsid();
         libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
