@@ -95,13 +95,48 @@ impl Sandbox {
         (status.code(), err)
     }
 
-    /// What a failed test may have left running.
+    /// What a failed test may have left running: the hung dcgmi, its children, its group, and
+    /// the watchdogs the holder records name.
     fn kill_hung(&self) {
-        for pid in self.hung_pids() {
+        let mut pids = self.hung_pids();
+        let children: Vec<String> = std::fs::read_dir("/proc")
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| {
+                        let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                        let ppid = stat
+                            .rsplit(')')
+                            .next()?
+                            .split_whitespace()
+                            .nth(1)?
+                            .to_string();
+                        pids.contains(&ppid)
+                            .then(|| e.file_name().to_string_lossy().into_owned())
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let watchdogs: Vec<String> = std::fs::read_dir(self.dir.join("run/cutrace-dcgm"))
+            .map(|rd| {
+                rd.flatten()
+                    .filter_map(|e| {
+                        let text = std::fs::read_to_string(e.path()).ok()?;
+                        text.lines()
+                            .find_map(|l| l.strip_prefix("pid="))
+                            .map(str::to_string)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pid in &pids {
             let _ = Command::new("kill")
                 .args(["-9", &format!("-{pid}")])
                 .stderr(Stdio::null())
                 .status();
+        }
+        pids.extend(children);
+        pids.extend(watchdogs);
+        for pid in pids {
             let _ = Command::new("kill")
                 .args(["-9", &pid])
                 .stderr(Stdio::null())
