@@ -37,10 +37,24 @@ pub enum ElfError {
 
 pub const ELF_MAGIC: [u8; 4] = [0x7f, b'E', b'L', b'F'];
 
+/// Opens `path` for reading without blocking (a FIFO named like a library must not hang the
+/// doctor), and only when it is a regular file.
+fn open_regular(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(f)
+}
+
 /// True when the file starts with the ELF magic; reads 4 bytes.
 pub fn has_elf_magic(path: &Path) -> bool {
     let mut magic = [0u8; 4];
-    File::open(path)
+    open_regular(path)
         .and_then(|mut f| f.read_exact(&mut magic))
         .is_ok()
         && magic == ELF_MAGIC
@@ -63,7 +77,7 @@ pub fn read_head<const N: usize>(r: &mut dyn Read) -> std::io::Result<([u8; N], 
 
 pub fn read_symbols(path: &Path) -> Result<ElfSymbols, ElfError> {
     let display = path.display().to_string();
-    let file = File::open(path).map_err(|source| ElfError::Io {
+    let file = open_regular(path).map_err(|source| ElfError::Io {
         path: display.clone(),
         source,
     })?;
@@ -238,7 +252,7 @@ fn scan_window(buf: &[u8], start: usize, end: usize, names: &HashSet<&str>, hits
 /// embedded by nvcc. Streams the whole file (bounded memory), so only used on files already
 /// known to be CUPTI.
 pub fn cuda_release_string(path: &Path) -> Option<String> {
-    let mut f = File::open(path).ok()?;
+    let mut f = open_regular(path).ok()?;
     scan_strings(&mut f, &HashSet::new()).ok()?.cuda_release
 }
 

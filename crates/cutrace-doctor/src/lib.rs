@@ -1,13 +1,11 @@
-//! cutrace-doctor: admin checks over a filesystem root (why can't I profile here?), the ELF audit
-//! for CUPTI APIs dropped in CUDA 13, the live Range Profiler probe, and the DCGM pause guard.
+//! cutrace-doctor: admin checks over a filesystem root (why can't I profile here?) and the live
+//! Range Profiler probe. (The ELF audit is `cutrace-audit`; the DCGM pause guard `cutrace-dcgm`.)
 //!
 //! The rules every check applies come from the seed document's permission model and failure-mode
 //! table, and from the NVIDIA pages it cites; each `Check` carries its `sources`.
 
-pub mod audit;
 pub mod checks;
 pub mod cupti_search;
-pub mod dcgm;
 pub mod elf;
 pub mod facts;
 pub mod probe;

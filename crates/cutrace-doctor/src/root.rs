@@ -4,12 +4,16 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 /// A filesystem root. Paths given to it are written as absolute (`/proc/driver/nvidia/params`)
 /// and resolved beneath the root, so evidence can name the file the way an admin would type it.
 #[derive(Debug, Clone)]
 pub struct Root {
     base: PathBuf,
+    /// Files that were not read because they are not regular files (a FIFO would block the
+    /// doctor for ever, a device could do anything): (path as written, what it is).
+    not_read: Arc<Mutex<Vec<(String, String)>>>,
 }
 
 /// Files under /proc report a size of 0; never read more than this from one file.
@@ -17,7 +21,10 @@ const MAX_READ: u64 = 4 << 20;
 
 impl Root {
     pub fn new(base: impl Into<PathBuf>) -> Self {
-        Root { base: base.into() }
+        Root {
+            base: base.into(),
+            not_read: Arc::default(),
+        }
     }
 
     /// The machine itself.
@@ -42,11 +49,38 @@ impl Root {
     }
 
     pub fn read_bytes(&self, abs: &str) -> Option<Vec<u8>> {
+        self.try_read_bytes(abs).ok()
+    }
+
+    /// The bytes of a file (at most 4 MiB), or why not. Opened with O_NONBLOCK, so that a FIFO
+    /// or a device in its place cannot block, then checked with fstat: only a regular file is
+    /// read; anything else is refused and remembered ([`Root::not_read`]).
+    pub fn try_read_bytes(&self, abs: &str) -> io::Result<Vec<u8>> {
         use std::io::Read;
-        let f = fs::File::open(self.path(abs)).ok()?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+            .open(self.path(abs))?;
+        let kind = f.metadata()?.file_type();
+        if !kind.is_file() {
+            let what = describe(kind);
+            if let Ok(mut v) = self.not_read.lock() {
+                if !v.iter().any(|(p, _)| p == abs) {
+                    v.push((abs.to_string(), what.to_string()));
+                }
+            }
+            return Err(io::Error::other(format!("{what}, not read")));
+        }
         let mut buf = Vec::new();
-        f.take(MAX_READ).read_to_end(&mut buf).ok()?;
-        Some(buf)
+        f.take(MAX_READ).read_to_end(&mut buf)?;
+        Ok(buf)
+    }
+
+    /// The files met that were not regular files and so were not read, in the order met:
+    /// (path under the root as written, what it is).
+    pub fn not_read(&self) -> Vec<(String, String)> {
+        self.not_read.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
     pub fn exists(&self, abs: &str) -> bool {
@@ -69,5 +103,23 @@ impl Root {
 
     pub fn metadata(&self, abs: &str) -> io::Result<fs::Metadata> {
         fs::metadata(self.path(abs))
+    }
+}
+
+/// What a file that is not a regular file is, in words.
+fn describe(kind: fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if kind.is_fifo() {
+        "a named pipe (FIFO)"
+    } else if kind.is_dir() {
+        "a directory"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
     }
 }

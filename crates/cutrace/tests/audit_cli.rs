@@ -1,7 +1,7 @@
 //! `cutrace audit` end to end on hand-built ELF files and archives (no C compiler needed): what
 //! it reports, its exit statuses, and the defects a review found.
 
-#[path = "../../cutrace-doctor/tests/common/mini_elf.rs"]
+#[path = "../../cutrace-audit/tests/common/mini_elf.rs"]
 mod mini_elf;
 
 /// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing

@@ -7,7 +7,7 @@
 
 mod common;
 
-#[path = "../../cutrace-doctor/tests/common/mini_elf.rs"]
+#[path = "../../cutrace-audit/tests/common/mini_elf.rs"]
 mod mini_elf;
 
 use std::fmt::Write as _;

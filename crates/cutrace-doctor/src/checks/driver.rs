@@ -44,8 +44,39 @@ pub fn thresholds(v: DriverVersion) -> String {
     s.join("; ")
 }
 
+/// The version file exists but could not be read: that says nothing about the driver.
+pub fn unreadable(err: &std::io::Error) -> Check {
+    let why = match err.kind() {
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => err.to_string(),
+    };
+    Check::new(
+        "driver",
+        Status::Warn,
+        Affects::None,
+        format!("whether an NVIDIA driver is loaded cannot be told: {DRIVER_VERSION_FILE}: {why}"),
+    )
+    .evidence(vec![Evidence::new(
+        DRIVER_VERSION_FILE,
+        format!("(cannot be read: {why})"),
+    )])
+    .explain(
+        "The file is there but could not be read, so neither the driver's presence nor its \
+         version (and the permission thresholds that depend on it) could be checked. A hardened \
+         /proc (hidepid, an LSM profile, a container's masked paths) can do this.",
+    )
+    .fix([
+        "ls -l /proc/driver/nvidia/version && cat /proc/driver/nvidia/version",
+        "nvidia-smi --query-gpu=driver_version --format=csv",
+    ])
+}
+
 pub fn driver(ctx: &Ctx) -> Check {
     let Some(text) = &ctx.driver_text else {
+        match ctx.root.try_read_bytes(DRIVER_VERSION_FILE) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return unreadable(&e),
+            _ => {}
+        }
         return Check::new(
             "driver",
             Status::Fail,
@@ -114,4 +145,21 @@ pub fn driver(ctx: &Ctx) -> Check {
     .evidence(evidence)
     .explain(format!("{}.", thresholds(v)))
     .sources(&[src::ERR_NVGPUCTRPERM])
+}
+
+#[cfg(test)]
+mod tests {
+    /// Defect: an unreadable version file read as "no NVIDIA kernel driver is loaded". (As
+    /// root, the tests cannot make a file unreadable: the error itself is given here.)
+    #[test]
+    fn permission_denied_is_said_as_such() {
+        let e = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let c = super::unreadable(&e);
+        assert!(c.summary.contains("permission denied"), "{}", c.summary);
+        assert!(
+            !c.summary.contains("no NVIDIA kernel driver"),
+            "{}",
+            c.summary
+        );
+    }
 }

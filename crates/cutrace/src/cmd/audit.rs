@@ -2,7 +2,7 @@
 //! their own libcupti.
 
 use anyhow::Context;
-use cutrace_doctor::audit::{AuditOptions, Progress, RealFs};
+use cutrace_audit::{AuditOptions, Progress, RealFs};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -83,7 +83,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             }
         });
     };
-    let report = cutrace_doctor::audit::audit_with(&args.paths, &opts, &RealFs, &mut progress)?;
+    let report = cutrace_audit::audit_with(&args.paths, &opts, &RealFs, &mut progress)?;
     if let Some(took) = line.finish() {
         eprintln!(
             "cutrace: audited {} files in {:.1} s",

@@ -2,7 +2,7 @@
 //! performance counters, and resume them, always — but only when the last cutrace session that
 //! needs them paused has ended.
 
-use cutrace_doctor::dcgm::{self, Holder, PauseOptions, ResumeReport, Role, BLANK_WARNING};
+use cutrace_dcgm::{self as dcgm, Holder, PauseOptions, ResumeReport, Role, BLANK_WARNING};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;

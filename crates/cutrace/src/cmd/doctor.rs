@@ -58,6 +58,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     if args.probe {
         report = report.with_probe(cutrace_doctor::probe::run(&root));
     }
+    // A FIFO or device where a file should be is skipped, not waited on: say which.
+    for (path, what) in root.not_read() {
+        eprintln!("cutrace: note: {path} (under --root) is {what}: not read");
+    }
     match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?),
         Format::Text => write!(out, "{}", render_text(&report, args.verbose)),

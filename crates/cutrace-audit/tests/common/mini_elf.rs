@@ -1,7 +1,10 @@
 //! Minimal ELF64 files and `ar` archives built byte by byte, so the audit tests need no C
 //! compiler (CI has none guaranteed). Just what `object` reads for the audit: section headers, a
 //! .dynsym/.dynstr pair, a .symtab/.strtab pair, .dynamic with a DT_SONAME, and a .rodata with
-//! chosen bytes. Shared by cutrace-doctor's and cutrace's tests (`#[path]`).
+//! chosen bytes; a linked file (not an object file) also has the program headers the loader
+//! reads: one PT_LOAD mapping the file at address 0 and a PT_DYNAMIC whose DT_SYMTAB, DT_STRTAB,
+//! DT_STRSZ and DT_SYMENT point at .dynsym and .dynstr. Shared by cutrace-audit's and cutrace's
+//! tests (`#[path]`).
 #![allow(dead_code)]
 
 const ET_REL: u16 = 1;
@@ -99,13 +102,49 @@ impl MiniElf {
 
         let (dynstr, dynsym, soname_off) = sym_table(&self.dynsyms, self.soname.as_deref());
         let (strtab, symtab, _) = sym_table(&self.symtab, None);
-        let mut dynamic = Vec::new();
-        if let Some(off) = soname_off {
-            dynamic.extend(14u64.to_le_bytes()); // DT_SONAME
-            dynamic.extend((off as u64).to_le_bytes());
-        }
-        dynamic.extend([0u8; 16]); // DT_NULL
+        let linked = self.e_type != ET_REL;
+        let phnum: u16 = if linked { 2 } else { 0 };
         let text = vec![0xc3u8; 16];
+        // .dynamic: DT_SONAME?, and for a linked file DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT
+        // (their values are filled in once the layout is known), then DT_NULL.
+        let mut tags: Vec<(u64, u64)> = Vec::new();
+        if let Some(off) = soname_off {
+            tags.push((14, off as u64)); // DT_SONAME
+        }
+        if linked {
+            tags.extend([(5, 0), (6, 0), (10, dynstr.len() as u64), (11, 24)]);
+        }
+        tags.push((0, 0)); // DT_NULL
+        let dyn_len = tags.len() * 16;
+        // Where each section's data goes: after the ELF header and the program headers.
+        let lens = [
+            text.len(),
+            self.rodata.len(),
+            dynstr.len(),
+            dynsym.len(),
+            dyn_len,
+            strtab.len(),
+            symtab.len(),
+            shstr.len(),
+        ];
+        let mut offs = Vec::new();
+        let mut at = 64 + 56 * phnum as usize;
+        for len in lens {
+            at = (at + 7) & !7;
+            offs.push(at as u64);
+            at += len;
+        }
+        for t in tags.iter_mut() {
+            match t.0 {
+                5 => t.1 = offs[2],
+                6 => t.1 = offs[3],
+                _ => {}
+            }
+        }
+        let dynamic: Vec<u8> = tags
+            .iter()
+            .flat_map(|(t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
+            .collect();
 
         // (name, type, flags, data, link, info, entsize)
         let secs: Vec<Section> = vec![
@@ -118,19 +157,23 @@ impl MiniElf {
             (names[6], 2, 0, &symtab, 6, 1, 24),       // SYMTAB
             (names[7], 3, 0, &shstr, 0, 0, 0),         // STRTAB
         ];
-        let mut out = vec![0u8; 64];
+        let mut out = vec![0u8; 64 + 56 * phnum as usize];
         let mut headers = vec![0u8; 64]; // the null section header
-        for (name, ty, flags, data, link, info, entsize) in secs {
+        for (i, (name, ty, flags, data, link, info, entsize)) in secs.into_iter().enumerate() {
             while out.len() & 7 != 0 {
                 out.push(0);
             }
             let off = out.len() as u64;
+            assert_eq!(off, offs[i]);
             out.extend_from_slice(data);
+            // Allocated sections of a linked file sit at their file offset (the one PT_LOAD
+            // maps the file at address 0).
+            let addr = if linked && flags & 0x2 != 0 { off } else { 0 };
             let mut h = Vec::with_capacity(64);
             h.extend(name.to_le_bytes());
             h.extend(ty.to_le_bytes());
             h.extend(flags.to_le_bytes());
-            h.extend(0u64.to_le_bytes()); // addr
+            h.extend(addr.to_le_bytes());
             h.extend(off.to_le_bytes());
             h.extend((data.len() as u64).to_le_bytes());
             h.extend(link.to_le_bytes());
@@ -144,6 +187,25 @@ impl MiniElf {
         }
         let shoff = out.len() as u64;
         out.extend(headers);
+        if linked {
+            // PT_LOAD: the whole file at address 0; PT_DYNAMIC: .dynamic.
+            let file_len = out.len() as u64;
+            let ph = |ty: u32, flags: u32, off: u64, len: u64| {
+                let mut h = Vec::with_capacity(56);
+                h.extend(ty.to_le_bytes());
+                h.extend(flags.to_le_bytes());
+                h.extend(off.to_le_bytes()); // p_offset
+                h.extend(off.to_le_bytes()); // p_vaddr
+                h.extend(off.to_le_bytes()); // p_paddr
+                h.extend(len.to_le_bytes()); // p_filesz
+                h.extend(len.to_le_bytes()); // p_memsz
+                h.extend(8u64.to_le_bytes()); // p_align
+                h
+            };
+            let mut phdrs = ph(1, 0x5, 0, file_len);
+            phdrs.extend(ph(2, 0x6, offs[4], dyn_len as u64));
+            out[64..64 + 112].copy_from_slice(&phdrs);
+        }
 
         let mut eh = Vec::with_capacity(64);
         eh.extend([0x7f, b'E', b'L', b'F', 2, 1, 1, 0]); // 64-bit, little-endian, version 1
@@ -152,12 +214,12 @@ impl MiniElf {
         eh.extend(62u16.to_le_bytes()); // x86-64
         eh.extend(1u32.to_le_bytes());
         eh.extend(0u64.to_le_bytes()); // entry
-        eh.extend(0u64.to_le_bytes()); // phoff
+        eh.extend((if linked { 64u64 } else { 0 }).to_le_bytes()); // phoff
         eh.extend(shoff.to_le_bytes());
         eh.extend(0u32.to_le_bytes()); // flags
         eh.extend(64u16.to_le_bytes()); // ehsize
         eh.extend(56u16.to_le_bytes()); // phentsize
-        eh.extend(0u16.to_le_bytes()); // phnum
+        eh.extend(phnum.to_le_bytes()); // phnum
         eh.extend(64u16.to_le_bytes()); // shentsize
         eh.extend(9u16.to_le_bytes()); // shnum
         eh.extend(8u16.to_le_bytes()); // shstrndx

@@ -15,6 +15,12 @@
 //! exclusive lock while dcgmi runs, so a new pause waits for that resume to finish instead of
 //! being undone by it). The kernel releases a dead holder's lock, so liveness needs no pid
 //! guessing. One code path for every exit.
+//!
+//! Every `dcgmi` runs with a deadline ([`DCGMI_TIMEOUT`], [`DCGMI_TIMEOUT_ENV`]): past it, it is
+//! killed with its process group and the command and the deadline are named. The unsafe code
+//! (libc: fork, setsid, flock, pipes, signals, waitpid) is what the watchdog needs after fork,
+//! where only async-signal-safe calls are allowed; each block says why it is sound.
+#![deny(clippy::undocumented_unsafe_blocks)]
 
 use std::ffi::CString;
 use std::fs::File;
@@ -71,6 +77,49 @@ pub enum DcgmError {
     LockBusy(Duration, PathBuf),
     #[error("the --for duration must be at most 7 days ({0:?} asked)")]
     DeadlineTooLong(Duration),
+    #[error("`{command}` did not finish within {} (its deadline; {DCGMI_TIMEOUT_ENV} sets it): killed it; {after}", human(*.deadline))]
+    TimedOut {
+        command: String,
+        deadline: Duration,
+        /// What that leaves behind and what to do.
+        after: &'static str,
+    },
+    #[error("{DCGMI_TIMEOUT_ENV}={0:?}: expected whole seconds (`20`) or milliseconds (`500ms`), more than 0 and at most 1 h")]
+    BadTimeout(String),
+}
+
+/// Sets how long one `dcgmi` command may take before it is killed.
+pub const DCGMI_TIMEOUT_ENV: &str = "CUTRACE_DCGMI_TIMEOUT";
+
+/// How long one `dcgmi profile` may run by default: it answers in well under a second when the
+/// host engine is up; a hung one must not hold the pause, or a terminal, for ever.
+pub const DCGMI_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The deadline of every `dcgmi` command: [`DCGMI_TIMEOUT_ENV`] or [`DCGMI_TIMEOUT`].
+pub fn dcgmi_timeout() -> Result<Duration, DcgmError> {
+    let Some(v) = std::env::var_os(DCGMI_TIMEOUT_ENV) else {
+        return Ok(DCGMI_TIMEOUT);
+    };
+    let v = v.to_string_lossy().into_owned();
+    let t = v.trim();
+    let d = match t.strip_suffix("ms") {
+        Some(ms) => ms.trim().parse().ok().map(Duration::from_millis),
+        None => t
+            .strip_suffix('s')
+            .unwrap_or(t)
+            .trim()
+            .parse()
+            .ok()
+            .map(Duration::from_secs),
+    };
+    d.filter(|d| !d.is_zero() && *d <= Duration::from_secs(3600))
+        .ok_or(DcgmError::BadTimeout(v))
+}
+
+/// How long a pause waits for another cutrace's resume (which holds the lock) to finish: longer
+/// than that resume's dcgmi may take before its watchdog kills it.
+fn lock_wait() -> Duration {
+    LOCK_WAIT.max(dcgmi_timeout().unwrap_or(DCGMI_TIMEOUT) + Duration::from_secs(10))
 }
 
 /// `dcgmi` on PATH, as an absolute path (resolved before forking: only execve is safe after it).
@@ -88,13 +137,29 @@ fn is_executable(p: &Path) -> bool {
 }
 
 fn dcgmi_profile(dcgmi: &Path, action: &'static str) -> Result<(), DcgmError> {
-    let out = Command::new(dcgmi)
-        .args(["profile", action])
-        .output()
-        .map_err(|source| DcgmError::Spawn {
-            path: dcgmi.display().to_string(),
-            source,
-        })?;
+    let deadline = dcgmi_timeout()?;
+    let mut cmd = Command::new(dcgmi);
+    cmd.args(["profile", action]);
+    let out = match output_within(&mut cmd, deadline) {
+        Ok(Some(out)) => out,
+        Ok(None) => {
+            return Err(DcgmError::TimedOut {
+                command: format!("{} profile {action}", dcgmi.display()),
+                deadline,
+                after: if action == "--pause" {
+                    "DCGM may or may not be paused; `cutrace dcgm resume` resumes it"
+                } else {
+                    "DCGM may still be paused; check the DCGM host engine (nv-hostengine), then `cutrace dcgm resume`"
+                },
+            })
+        }
+        Err(source) => {
+            return Err(DcgmError::Spawn {
+                path: dcgmi.display().to_string(),
+                source,
+            })
+        }
+    };
     if out.status.success() {
         Ok(())
     } else {
@@ -110,6 +175,87 @@ fn dcgmi_profile(dcgmi: &Path, action: &'static str) -> Result<(), DcgmError> {
             .to_string(),
         })
     }
+}
+
+/// Run `cmd` to completion with its output captured, for at most `deadline`; `Ok(None)`: it
+/// ran past it, and it and everything it started were killed. The child runs in a process
+/// group of its own (so that kill reaches what it spawned), with stdin from /dev/null, no
+/// descriptor of ours (std opens everything O_CLOEXEC, the hold lock included) and the default
+/// disposition of every signal cutrace or its parent may have set to ignore.
+pub fn output_within(
+    cmd: &mut Command,
+    deadline: Duration,
+) -> std::io::Result<Option<std::process::Output>> {
+    use std::os::unix::process::CommandExt;
+    use std::process::Stdio;
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: runs in the forked child before exec and calls only signal(2), which is
+    // async-signal-safe; it allocates nothing and touches no lock.
+    unsafe {
+        cmd.pre_exec(|| {
+            for sig in [
+                libc::SIGINT,
+                libc::SIGHUP,
+                libc::SIGTERM,
+                libc::SIGQUIT,
+                libc::SIGPIPE,
+            ] {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    // Drain both pipes on threads: a child blocked writing a full pipe would never exit.
+    let drain = |r: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if let Some(mut r) = r {
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let _ = r.read_to_end(&mut buf);
+                let _ = tx.send(buf);
+            });
+        }
+        rx
+    };
+    let out_rx = drain(
+        child
+            .stdout
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let err_rx = drain(
+        child
+            .stderr
+            .take()
+            .map(|r| Box::new(r) as Box<dyn Read + Send>),
+    );
+    let start = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if start.elapsed() >= deadline {
+            let pgid = child.id() as i32;
+            // SAFETY: a signal to the process group this child leads (process_group(0) made it
+            // its own); nothing else is in it but what the child started.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    // A grandchild that left the group may hold the pipes open: wait for its output briefly.
+    let grace = Duration::from_millis(500);
+    Ok(Some(std::process::Output {
+        status,
+        stdout: out_rx.recv_timeout(grace).unwrap_or_default(),
+        stderr: err_rx.recv_timeout(grace).unwrap_or_default(),
+    }))
 }
 
 /// `dcgmi profile --pause`, nothing else: no holder, no watchdog.
@@ -283,8 +429,9 @@ fn lock_waiting(f: &File, op: i32, path: &Path) -> Result<(), DcgmError> {
                 source: e,
             });
         }
-        if t.elapsed() > LOCK_WAIT {
-            return Err(DcgmError::LockBusy(LOCK_WAIT, path.to_path_buf()));
+        let wait = lock_wait();
+        if t.elapsed() > wait {
+            return Err(DcgmError::LockBusy(wait, path.to_path_buf()));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -477,10 +624,19 @@ extern "C" fn wd_on_sigterm(_: libc::c_int) {
     WD_CANCEL.store(true, Ordering::SeqCst);
 }
 
+/// The error of a `dcgmi profile --resume` that ran past its deadline.
+fn resume_timed_out(dcgmi: &Path, deadline: Duration) -> DcgmError {
+    DcgmError::TimedOut {
+        command: format!("{} profile --resume", dcgmi.display()),
+        deadline,
+        after: "DCGM may still be paused: check the DCGM host engine (nv-hostengine), then `cutrace dcgm resume`",
+    }
+}
+
 /// Fork the watchdog. Returns its pid. Everything the child needs is prepared before the fork;
 /// after it the child only makes async-signal-safe system calls (setsid, prctl, sigaction,
-/// sigprocmask, open, dup2, close, fcntl, ppoll, read, write, unlink, flock, clock_gettime,
-/// execve, _exit).
+/// sigprocmask, open, dup2, close, ppoll, read, write, unlink, flock, clock_gettime, fork,
+/// setpgid, waitpid, nanosleep, kill, getppid, execve, _exit).
 fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
     let wd_err = |e: std::ffi::NulError| DcgmError::Watchdog(e.into());
     let prog = CString::new(dcgmi.as_os_str().as_bytes()).map_err(wd_err)?;
@@ -504,7 +660,14 @@ fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
     let devnull = CString::new("/dev/null").expect("no NUL");
     let name = CString::new(WATCHDOG_NAME).expect("no NUL");
     let resume_msg = spec.deadline_resume_msg.as_bytes().to_vec();
+    let dcgmi_deadline = dcgmi_timeout()?;
+    let dcgmi_ms = dcgmi_deadline.as_millis().min(i64::MAX as u128) as i64;
+    let timeout_msg =
+        format!("cutrace: {}\n", resume_timed_out(dcgmi, dcgmi_deadline)).into_bytes();
+    // SAFETY: getpid cannot fail.
+    let owner = unsafe { libc::getpid() };
     let kept_msg = spec.deadline_kept_msg.as_bytes().to_vec();
+    // SAFETY: getrlimit writes into an rlimit we own; an all-zero rlimit is a valid value.
     let max_fd = unsafe {
         let mut rl: libc::rlimit = std::mem::zeroed();
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
@@ -534,6 +697,10 @@ fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
     if pid > 0 {
         return Ok(pid);
     }
+    // SAFETY: the forked child of a possibly multi-threaded process: only async-signal-safe
+    // calls on memory prepared before the fork (C strings, pointer arrays, byte buffers), no
+    // allocation, no lock; every path ends in execve or _exit. The sigset_t and sigaction values
+    // are plain C structs for which all-zero is valid before sigemptyset/sigaction fill them.
     unsafe {
         libc::setsid();
         libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
@@ -578,8 +745,6 @@ fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
                 libc::close(fd);
             }
         }
-        // dcgmi inherits the hold lock (exclusive by then) and keeps it while it resumes.
-        libc::fcntl(hold, libc::F_SETFD, 0);
         let say = |fd: i32, b: &[u8]| {
             libc::write(fd, b.as_ptr().cast(), b.len());
         };
@@ -654,13 +819,75 @@ fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
             say(2, &resume_msg);
         }
         say(report, b"R");
-        // A `resume` that verified this pid a moment ago may still send SIGTERM: dcgmi must not
-        // die of it half-way. Ignored signals stay ignored across execve.
+        // dcgmi runs as our child, not in our place: the watchdog keeps the exclusive lock (a
+        // new pause waits for this resume), dcgmi gets none of our descriptors, the default
+        // signal dispositions and an empty mask, and a deadline; a hung dcgmi is killed with
+        // everything it started, so the lock is released and never wedges a later run.
+        set(libc::SIGCHLD, libc::SIG_DFL);
+        let child = libc::fork();
+        if child == 0 {
+            libc::setpgid(0, 0);
+            for sig in [
+                libc::SIGINT,
+                libc::SIGHUP,
+                libc::SIGTERM,
+                libc::SIGQUIT,
+                libc::SIGPIPE,
+            ] {
+                set(sig, libc::SIG_DFL);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::close(hold);
+            libc::close(report);
+            if keep >= 0 {
+                libc::close(keep);
+            }
+            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
+            libc::_exit(127);
+        }
+        if child < 0 {
+            libc::_exit(126);
+        }
+        // Both sides set the group, so that a kill right after the fork reaches it.
+        libc::setpgid(child, child);
+        // A `resume` that verified this pid a moment ago may still send SIGTERM: the watchdog
+        // must not die of it while dcgmi runs.
         set(libc::SIGTERM, libc::SIG_IGN);
-        set(libc::SIGPIPE, libc::SIG_DFL);
-        libc::sigprocmask(libc::SIG_SETMASK, &old_mask, std::ptr::null_mut());
-        libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
-        libc::_exit(127);
+        let started = now_ms();
+        let mut status: libc::c_int = 0;
+        loop {
+            let r = libc::waitpid(child, &mut status, libc::WNOHANG);
+            if r == child {
+                break;
+            }
+            if r < 0 && *libc::__errno_location() != libc::EINTR {
+                libc::_exit(0); // ECHILD: nothing left to wait for
+            }
+            if now_ms() - started >= dcgmi_ms {
+                libc::kill(-child, libc::SIGKILL);
+                libc::kill(child, libc::SIGKILL);
+                while libc::waitpid(child, &mut status, 0) < 0
+                    && *libc::__errno_location() == libc::EINTR
+                {}
+                // The session reports it when it is still there; nobody else would.
+                if !quiet && libc::getppid() != owner {
+                    say(2, &timeout_msg);
+                }
+                say(report, b"X");
+                libc::_exit(124);
+            }
+            let nap = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 10_000_000,
+            };
+            libc::nanosleep(&nap, std::ptr::null_mut());
+        }
+        if libc::WIFEXITED(status) {
+            libc::_exit(libc::WEXITSTATUS(status));
+        }
+        libc::_exit(128 + libc::WTERMSIG(status));
     }
 }
 
@@ -851,6 +1078,8 @@ impl PauseOptions {
 /// session's hold, through the watchdog, which resumes DCGM if no other session holds it.
 #[derive(Debug)]
 pub struct DcgmGuard {
+    /// For the message when its resume runs past its deadline.
+    dcgmi: PathBuf,
     pipe_write: Option<File>,
     report: Option<File>,
     watchdog: i32,
@@ -874,6 +1103,7 @@ impl DcgmGuard {
         drop(read_end); // the watchdog has its own
         let started = started?;
         let mut guard = DcgmGuard {
+            dcgmi: dcgmi.clone(),
             pipe_write: Some(write_end),
             report: Some(started.report),
             watchdog: started.holder.pid,
@@ -924,6 +1154,9 @@ impl DcgmGuard {
         };
         if said.contains(&b'K') {
             return Ok(release);
+        }
+        if said.contains(&b'X') {
+            return Err(resume_timed_out(&self.dcgmi, dcgmi_timeout()?));
         }
         status.map(|()| release)
     }
@@ -1045,7 +1278,7 @@ pub fn release_and_resume(
             return Ok(ResumeReport::Resumed { cancelled });
         }
         let holders = state.holders();
-        if !holders.is_empty() || t.elapsed() > LOCK_WAIT {
+        if !holders.is_empty() || t.elapsed() > lock_wait() {
             // (No records but still locked for that long: a holder whose record could not be
             // written; it is listed as nobody.)
             if force {

@@ -9,13 +9,15 @@
 //! defines it (a statically linked CUPTI: the API is inside, whether it is called cannot be told
 //! from symbols); the file's bytes name it (a `dlsym(h, "cuptiEventGroupCreate")` lookup,
 //! or just a string: lower confidence). A file or directory that cannot be read is an error of
-//! the audit, counted, and makes the result incomplete (exit 3 when nothing else was found).
+//! the audit, counted, and makes the result incomplete (exit 3 when nothing else was found); so
+//! is an ELF file whose symbols could be read neither through its section headers nor through
+//! its dynamic segment, and a special file (FIFO, device) named as a PATH.
+#![forbid(unsafe_code)]
 
-pub mod archive;
+pub mod elf;
 pub mod symbols;
 
-use crate::elf;
-use object::ReadCache;
+use object::{ReadCache, ReadRef};
 use serde::Serialize;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashSet};
@@ -211,8 +213,18 @@ pub trait Fs {
 pub struct RealFs;
 
 impl Fs for RealFs {
+    /// Opens without blocking (a FIFO or a device put in place of a file after the walk looked
+    /// at it must not hang the audit), and reads only what is still a regular file once open.
     fn open(&self, path: &Path) -> std::io::Result<Box<dyn ReadSeek>> {
-        Ok(Box::new(std::fs::File::open(path)?))
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(path)?;
+        if !f.metadata()?.is_file() {
+            return Err(std::io::Error::other("not a regular file"));
+        }
+        Ok(Box::new(f))
     }
     fn read_dir(&self, path: &Path) -> std::io::Result<Vec<std::io::Result<PathBuf>>> {
         Ok(std::fs::read_dir(path)?
@@ -337,6 +349,37 @@ struct Seen {
     members: Vec<String>,
 }
 
+const AR_MAGIC: &[u8; 8] = b"!<arch>\n";
+
+/// One member of an `ar` archive: its name and where its bytes are.
+struct Member {
+    name: String,
+    offset: u64,
+    size: u64,
+}
+
+/// The members of the archive in `data` (symbol index and long-name table left out), through
+/// `object`'s reader: GNU/System V long names, BSD `#1/N` names, AIX big archives. A thin
+/// archive's members are files of their own, audited where they lie: none are listed.
+fn archive_members<'d, R: object::ReadRef<'d>>(data: R) -> Result<Vec<Member>, String> {
+    let archive = object::read::archive::ArchiveFile::parse(data).map_err(|e| e.to_string())?;
+    if archive.is_thin() {
+        return Ok(Vec::new());
+    }
+    archive
+        .members()
+        .map(|m| {
+            let m = m.map_err(|e| e.to_string())?;
+            let (offset, size) = m.file_range();
+            Ok(Member {
+                name: String::from_utf8_lossy(m.name()).into_owned(),
+                offset,
+                size,
+            })
+        })
+        .collect()
+}
+
 /// Audit one file: ELF, `ar` archive, or neither.
 pub fn scan_file(fs: &dyn Fs, path: &Path, opts: &AuditOptions) -> FileScan {
     let mut out = FileScan::default();
@@ -355,7 +398,7 @@ pub fn scan_file(fs: &dyn Fs, path: &Path, opts: &AuditOptions) -> FileScan {
         }
     };
     out.is_elf = n >= 4 && head[..4] == elf::ELF_MAGIC;
-    out.is_archive = n == 8 && &head == archive::MAGIC;
+    out.is_archive = n == 8 && &head == AR_MAGIC;
     if !out.is_elf && !out.is_archive {
         return out;
     }
@@ -374,38 +417,60 @@ pub fn scan_file(fs: &dyn Fs, path: &Path, opts: &AuditOptions) -> FileScan {
     let mut cache = ReadCache::new(tracked);
     let mut seen = Seen::default();
     if out.is_elf {
-        let Ok(s) = elf::symbols_of(&cache) else {
-            // Object files, core dumps and truncated ELF are noise, not errors of the audit;
-            // a file that failed to read is one.
-            out.error = io_failed("its ELF headers");
-            return out;
-        };
-        seen.relocatable = s.is_relocatable;
-        seen.soname = s.soname;
-        seen.imported.extend(s.imported);
-        seen.defined.extend(s.defined);
-    } else {
-        let mut reader = cache.into_inner();
-        let list = match archive::members(&mut reader) {
-            Ok(l) => l,
-            Err(archive::ArchiveError::Io(e)) => {
-                out.error = Some(format!("cannot read the archive: {e}"));
-                return out;
+        match elf::symbols_of(&cache) {
+            Ok(s) => {
+                seen.relocatable = s.is_relocatable;
+                seen.soname = s.soname;
+                seen.imported.extend(s.imported);
+                seen.defined.extend(s.defined);
             }
-            Err(archive::ArchiveError::Malformed(_)) => return out,
-        };
-        cache = ReadCache::new(reader);
-        let mut defined_anywhere: BTreeSet<String> = BTreeSet::new();
-        for m in &list {
-            let parsed = elf::symbols_of(cache.range(m.offset, m.size));
-            // Only the symbols are kept: free the member's cached blocks.
-            cache.clear();
-            let Ok(s) = parsed else {
-                if let Some(e) = io_failed(&format!("member {}", m.name)) {
+            Err(msg) => {
+                if let Some(e) = io_failed("its ELF headers") {
                     out.error = Some(e);
                     return out;
                 }
-                continue; // not an ELF member (a text file, LLVM bitcode)
+                // Never a silent "clean": a file `ld.so` may well load (it reads no section
+                // headers) is still scanned for the names, and counted as not fully read.
+                out.error = Some(format!(
+                    "malformed ELF, its symbols cannot be read ({msg}); only its strings were scanned"
+                ));
+            }
+        }
+    } else {
+        let list = match archive_members(&cache) {
+            Ok(l) => l,
+            Err(msg) => {
+                out.error = Some(io_failed("the archive").unwrap_or_else(|| {
+                    format!("malformed ar archive, its members cannot be listed ({msg})")
+                }));
+                return out;
+            }
+        };
+        cache.clear();
+        let mut defined_anywhere: BTreeSet<String> = BTreeSet::new();
+        for m in &list {
+            let member = cache.range(m.offset, m.size);
+            let parsed = elf::symbols_of(member);
+            let is_elf_member = member
+                .read_bytes_at(0, 4)
+                .is_ok_and(|b| b == elf::ELF_MAGIC);
+            // Only the symbols are kept: free the member's cached blocks.
+            cache.clear();
+            let s = match parsed {
+                Ok(s) => s,
+                Err(msg) => {
+                    if let Some(e) = io_failed(&format!("member {}", m.name)) {
+                        out.error = Some(e);
+                        return out;
+                    }
+                    if is_elf_member && out.error.is_none() {
+                        out.error = Some(format!(
+                            "member {}: malformed ELF, its symbols cannot be read ({msg})",
+                            m.name
+                        ));
+                    }
+                    continue; // not an ELF member (a text file, LLVM bitcode), or damaged
+                }
             };
             let relevant = s
                 .imported
@@ -515,19 +580,32 @@ fn real_path(path: &Path) -> String {
         .to_string()
 }
 
+const PROC_FS: &str = "proc filesystem";
+
+/// What a file that is neither a directory nor a regular file is.
+fn special_kind(md: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = md.file_type();
+    if t.is_fifo() {
+        "a named pipe (FIFO), not a regular file"
+    } else if t.is_socket() {
+        "a socket, not a regular file"
+    } else if t.is_char_device() {
+        "a character device, not a regular file"
+    } else if t.is_block_device() {
+        "a block device, not a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
 /// Filesystems with nothing to audit and, in /proc's case, endless or blocking files.
 fn pseudo_fs(path: &Path) -> Option<&'static str> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    // SAFETY: `c` is a NUL-terminated path and `st` a properly sized out-parameter.
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
+    let st = rustix::fs::statfs(path).ok()?;
     #[allow(clippy::unnecessary_cast)]
     let magic = st.f_type as u64 & 0xffff_ffff;
     Some(match magic {
-        0x9fa0 => "proc filesystem",
+        0x9fa0 => PROC_FS,
         0x6265_6572 => "sysfs",
         0x1cd1 => "devpts",
         0x0027_e0eb | 0x6367_7270 => "cgroup filesystem",
@@ -555,6 +633,9 @@ struct Entry {
     /// The device of the directory it was listed in; None for a PATH given.
     parent_dev: Option<u64>,
     root_dev: u64,
+    /// It was listed in a directory of the proc filesystem, whose links (`/proc/PID/root`,
+    /// `cwd`, `exe`, `fd/N`) are magic: they lead anywhere, `root` to the whole filesystem.
+    in_proc: bool,
 }
 
 /// Walk `paths` (files or directories), following symbolic links but never visiting a file or
@@ -583,6 +664,7 @@ pub fn audit_with(
             path: p.clone(),
             parent_dev: None,
             root_dev: md.dev(),
+            in_proc: false,
         });
     }
     // /proc, /sys and /dev by identity, wherever a link leads to them from.
@@ -605,8 +687,16 @@ pub fn audit_with(
         path,
         parent_dev,
         root_dev,
+        in_proc,
     }) = stack.pop()
     {
+        if in_proc && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            report.skipped.push(Skipped {
+                path: path.display().to_string(),
+                reason: format!("a link in the proc filesystem, not followed; {name_it}"),
+            });
+            continue;
+        }
         let md = match std::fs::metadata(&path) {
             Ok(md) => md,
             Err(e) => {
@@ -655,6 +745,7 @@ pub fn audit_with(
                     continue;
                 }
             }
+            let listing_proc = pseudo_fs(&path) == Some(PROC_FS);
             match fs.read_dir(&path) {
                 Ok(entries) => {
                     let mut children = Vec::new();
@@ -672,6 +763,7 @@ pub fn audit_with(
                         path: p,
                         parent_dev: Some(md.dev()),
                         root_dev,
+                        in_proc: listing_proc,
                     }));
                 }
                 Err(e) => report.errors.push(AuditError {
@@ -682,6 +774,14 @@ pub fn audit_with(
             continue;
         }
         if !md.is_file() {
+            // Sockets, FIFOs and devices met in a tree are not libraries; one named as a PATH
+            // was meant to be audited and cannot be: say so (it is never opened).
+            if given {
+                report.errors.push(AuditError {
+                    path: real_path(&path),
+                    error: format!("{}: not audited", special_kind(&md)),
+                });
+            }
             continue;
         }
         report.files_scanned += 1;

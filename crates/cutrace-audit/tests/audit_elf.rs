@@ -10,7 +10,7 @@ macro_rules! loud {
     }};
 }
 
-use cutrace_doctor::audit::{audit, Removal};
+use cutrace_audit::{audit, Removal};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -160,7 +160,7 @@ fn a_missing_path_is_an_error() {
 
 #[test]
 fn symbol_lists_are_the_headers() {
-    use cutrace_doctor::audit::symbols::*;
+    use cutrace_audit::symbols::*;
     assert!(EVENT_API.contains(&"cuptiEventGroupCreate"));
     assert!(METRIC_API.contains(&"cuptiMetricGetIdFromName"));
     assert_eq!(

@@ -15,7 +15,7 @@ macro_rules! loud {
     }};
 }
 
-use cutrace_doctor::audit::{
+use cutrace_audit::{
     audit, audit_with, AuditOptions, AuditReport, Evidence, Fs, ReadSeek, RealFs, Removal,
 };
 use mini_elf::{ar, MiniElf};

@@ -1,6 +1,6 @@
 //! The DCGM guard as counter sessions use it, with a stand-in `dcgmi` that logs its calls.
 
-use cutrace_doctor::dcgm::{DcgmError, DcgmGuard, PauseOptions, Release};
+use cutrace_dcgm::{DcgmError, DcgmGuard, PauseOptions, Release};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 

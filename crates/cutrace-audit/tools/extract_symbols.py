@@ -5,7 +5,7 @@ The lists come from the headers of the last CUPTI release that still had the Eve
 APIs (CUDA 12.x), as shipped in NVIDIA's PyPI wheel. The headers themselves are not committed.
 
     pip download nvidia-cuda-cupti-cu12==12.8.90 --no-deps -d /tmp/cupti12
-    python3 tools/extract_symbols.py /tmp/cupti12/nvidia_cuda_cupti_cu12-12.8.90-*.whl > src/audit/symbols.rs
+    python3 tools/extract_symbols.py /tmp/cupti12/nvidia_cuda_cupti_cu12-12.8.90-*.whl > src/symbols.rs
 """
 import hashlib
 import re
