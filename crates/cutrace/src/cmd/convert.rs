@@ -70,6 +70,17 @@ pub struct Args {
     /// time are removed from it, so a directory never mixes two exports.
     #[arg(long)]
     force: bool,
+    /// Convert a trace with damaged chunks (the report says what was lost): without it such a
+    /// trace is refused, so a damaged file is not silently turned into a smaller, clean-looking
+    /// one. A trace merely cut off (a recorder killed) converts without it.
+    #[arg(long)]
+    allow_damaged: bool,
+    /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
+    /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer
+    /// (K, M, G: binary multiples). The defaults are far above any recorded trace; see
+    /// docs/FORMAT.md, "Limits".
+    #[arg(long, value_name = "NAME=VALUE")]
+    limit: Option<cutrace_trace::Limits>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -155,12 +166,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
-    let mut t = super::report::load(&args.trace)
+    let limits = args.limit.unwrap_or_default();
+    let mut t = super::report::load(&args.trace, &limits)
         .with_context(|| format!("reading {}", args.trace.display()))?;
+    if t.meta.damaged_regions > 0 && !args.allow_damaged {
+        anyhow::bail!(
+            "{}: the trace is damaged ({} bytes in {} stretches skipped; every good chunk around \
+             them was read: {}); nothing written. `--allow-damaged` converts what was recovered",
+            args.trace.display(),
+            t.meta.damaged_bytes,
+            t.meta.damaged_regions,
+            t.meta.incomplete_reason.as_deref().unwrap_or("")
+        );
+    }
     let headers = if groups.is_empty() {
         Vec::new()
     } else {
-        part_headers(&args.trace)
+        part_headers(&args.trace, &limits)
     };
     for g in &groups {
         std::fs::create_dir_all(&g.dir).with_context(|| format!("creating {}", g.dir.display()))?;
@@ -637,7 +659,10 @@ fn export_file<T>(
     })
 }
 
-fn part_headers(path: &Path) -> Vec<cutrace_trace::native::Header> {
+fn part_headers(
+    path: &Path,
+    limits: &cutrace_trace::Limits,
+) -> Vec<cutrace_trace::native::Header> {
     let parts: Vec<PathBuf> = if path.is_dir() {
         let mut v: Vec<PathBuf> = std::fs::read_dir(path)
             .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
@@ -645,12 +670,15 @@ fn part_headers(path: &Path) -> Vec<cutrace_trace::native::Header> {
         v.retain(|p| p.extension().is_some_and(|x| x == "cutrace"));
         v.sort();
         v
-    } else {
+    } else if path.is_file() {
         vec![path.to_owned()]
+    } else {
+        // A pipe, a FIFO or stdin was read once already: its headers are not read again.
+        Vec::new()
     };
     parts
         .iter()
-        .filter_map(|p| cutrace_trace::native::read_file(p, &mut |_, _| {}).ok())
+        .filter_map(|p| cutrace_trace::native::read_file_with(p, limits, &mut |_, _| {}).ok())
         .map(|(_, h)| h)
         .collect()
 }

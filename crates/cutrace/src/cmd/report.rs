@@ -43,8 +43,14 @@ Python's json, or jq 1.7+. `schema_version` rises when a field is renamed, remov
 meaning."#)]
 pub struct Args {
     /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
-    /// (`.json` or `.json.gz`).
+    /// (`.json` or `.json.gz`); read once, so a pipe or FIFO works, and `-` is stdin.
     pub file: PathBuf,
+    /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
+    /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer
+    /// (K, M, G: binary multiples). The defaults are far above any recorded trace; see
+    /// docs/FORMAT.md, "Limits".
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub limit: Option<cutrace_trace::Limits>,
     /// Output format: `text` for people, `json` for scripts (one JSON object on stdout).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -91,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         .map(parse_time_arg)
         .transpose()
         .context("--to")?;
-    let trace = load(&args.file)?;
+    let trace = load(&args.file, &args.limit.unwrap_or_default())?;
     // The trace start only matters for offsets like `12.5ms`; skip the pass otherwise.
     let relative = [from, to]
         .iter()
@@ -157,7 +163,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// Reads the trace, showing progress on stderr when it is a terminal or the read takes > 1 s.
-pub(super) fn load(path: &Path) -> anyhow::Result<Trace> {
+pub(super) fn load(path: &Path, limits: &cutrace_trace::Limits) -> anyhow::Result<Trace> {
     let mut line = super::progress::ProgressLine::new();
     let name = path.display().to_string();
     let mut progress = |done: u64, total: Option<u64>| {
@@ -169,11 +175,7 @@ pub(super) fn load(path: &Path) -> anyhow::Result<Trace> {
             format!("cutrace: reading {name}: {} MB{pct}", done / 1_000_000)
         });
     };
-    let result = if path.is_dir() {
-        cutrace_trace::native::read(path, &mut progress)
-    } else {
-        cutrace_trace::open(path, &mut progress)
-    };
+    let result = cutrace_trace::open_with(path, limits, &mut progress);
     let took = line.finish();
     let trace = result?;
     if let Some(took) = took {
@@ -557,6 +559,13 @@ fn render_data_loss(o: &mut String, r: &Report) {
             l.incomplete_reason
                 .as_deref()
                 .unwrap_or("no reason recorded")
+        ));
+    }
+    if l.damaged_regions > 0 {
+        facts.push(format!(
+            "{} damaged bytes skipped in {} stretches (the records in them are lost; every good \
+             chunk around them was read)",
+            l.damaged_bytes, l.damaged_regions
         ));
     }
     if l.dropped_by_recorder > 0 {
