@@ -201,7 +201,9 @@ impl<R: Read> Input<R> {
             self.pos = 0;
         }
         let old = self.end;
-        let target = old + self.chunk.max(old);
+        // Never more than one byte past the limit, so an oversized value is refused at the
+        // next refill rather than read whole.
+        let target = (old + self.chunk.max(old)).min(self.max_value.max(old) + 1);
         while self.end < target {
             // The buffer stays initialized: it is zeroed only where it grows (by at most 1 MiB
             // ahead of the data), never again per read.
