@@ -13,8 +13,8 @@ use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 
 use crate::error::TraceError;
-use crate::model::*;
 use crate::limits::Limits;
+use crate::model::*;
 use crate::progress::Progress;
 use crate::timeparse::{parse_us_exact, TimeParseError};
 
@@ -31,7 +31,11 @@ const PROGRESS_EVERY: u64 = 16 << 20;
 /// Imports a Kineto JSON trace (`.json` or gzip-compressed) with the default [`Limits`].
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
     let mut file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let total = file.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+    let total = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
     let mut magic = Vec::with_capacity(2);
     (&mut file)
         .take(2)
@@ -857,7 +861,10 @@ impl Sink {
         if scan::MODELLED.contains(&cat) {
             // Older Kineto wrote negative durations (pytorch/kineto#646): such an event is
             // counted and left out, and the rest of the trace is read.
-            if ev.dur.is_some_and(|d| unquote_b(d).trim_ascii_start().starts_with(b"-")) {
+            if ev
+                .dur
+                .is_some_and(|d| unquote_b(d).trim_ascii_start().starts_with(b"-"))
+            {
                 self.skip(&format!("{cat} with negative dur"));
                 return Ok(());
             }

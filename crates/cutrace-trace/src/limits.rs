@@ -35,7 +35,10 @@ impl Default for Limits {
 
 /// The names `--limit` takes, with what each bounds (for `--help` and errors).
 pub const LIMIT_NAMES: [(&str, &str); 5] = [
-    ("chunk-bytes", "bytes of one native chunk, stored or decompressed"),
+    (
+        "chunk-bytes",
+        "bytes of one native chunk, stored or decompressed",
+    ),
     ("chunk-rows", "rows (or strings) of one native chunk"),
     (
         "rows-per-byte",
@@ -114,7 +117,12 @@ mod tests {
         let l: Limits = "string-bytes=16M, chunk-rows=5".parse().unwrap();
         assert_eq!((l.string_bytes, l.chunk_rows), (16 << 20, 5));
         assert_eq!(l.event_bytes, Limits::default().event_bytes);
-        for bad in ["string-bytes", "nope=1", "chunk-rows=x", "chunk-rows=99999999999G"] {
+        for bad in [
+            "string-bytes",
+            "nope=1",
+            "chunk-rows=x",
+            "chunk-rows=99999999999G",
+        ] {
             assert!(bad.parse::<Limits>().is_err(), "{bad}");
         }
     }

@@ -70,14 +70,9 @@ pub fn open_with(
     match detect(&head[..n]) {
         _ if short_part => crate::native::read_stream(path, whole, total, limits, progress),
         Detected::Native => crate::native::read_stream(path, whole, total, limits, progress),
-        d @ (Detected::Gzip | Detected::Json) => crate::kineto::import_stream(
-            path,
-            whole,
-            d == Detected::Gzip,
-            total,
-            limits,
-            progress,
-        ),
+        d @ (Detected::Gzip | Detected::Json) => {
+            crate::kineto::import_stream(path, whole, d == Detected::Gzip, total, limits, progress)
+        }
         Detected::Unknown if n == 0 => Err(TraceError::Malformed {
             path: path.into(),
             offset: 0,

@@ -204,7 +204,10 @@ fn a_cut_file_is_not_damaged() {
     let (bytes, chunks) = fixture_part(PART);
     let (o, _, stored) = chunks[chunks.len() - 2];
     let d = TempDir::new("cut");
-    let p = d.write("vm-550.cutrace", &bytes[..o + CHUNK_HEADER_LEN + stored / 2]);
+    let p = d.write(
+        "vm-550.cutrace",
+        &bytes[..o + CHUNK_HEADER_LEN + stored / 2],
+    );
     let t = read(&p).unwrap();
     assert!(!t.meta.complete);
     assert_eq!(t.meta.damaged_regions, 0, "{:?}", t.meta.incomplete_reason);
@@ -227,7 +230,10 @@ fn an_unreadable_part_is_left_out_like_a_foreign_file() {
     assert_eq!(t.kernels.len(), all.kernels.len());
     assert!(!t.meta.complete);
     let why = t.meta.incomplete_reason.unwrap();
-    assert!(why.contains("vm-999.cutrace: left out, unreadable"), "{why}");
+    assert!(
+        why.contains("vm-999.cutrace: left out, unreadable"),
+        "{why}"
+    );
     // Alone, it is an error.
     assert!(native::read_parts(&[gone], &mut |_, _| {}).is_err());
 }
@@ -247,7 +253,10 @@ fn a_complete_gzip_with_trailing_bytes_is_not_called_cut_off() {
     let t = read(&p).unwrap();
     assert_eq!(t.kernels.len(), 1);
     assert!(
-        t.meta.notes.iter().any(|n| n.text.contains("after the end of its gzip stream")),
+        t.meta
+            .notes
+            .iter()
+            .any(|n| n.text.contains("after the end of its gzip stream")),
         "{:?}",
         t.meta.notes
     );
@@ -267,7 +276,10 @@ fn a_pid_past_32_bits_is_counted_not_wrapped() {
     assert_eq!(t.kernels.len(), 1);
     assert!(t.kernels.iter().all(|k| k.device == 0));
     assert!(
-        t.meta.skipped_events.iter().any(|(k, n)| k.contains("pid over 32 bits") && *n == 1),
+        t.meta
+            .skipped_events
+            .iter()
+            .any(|(k, n)| k.contains("pid over 32 bits") && *n == 1),
         "{:?}",
         t.meta.skipped_events
     );
@@ -281,7 +293,10 @@ fn a_time_base_past_2_64_is_refused_not_saturated() {
     let e = read(&p).unwrap_err().to_string();
     assert!(e.contains("time_base_ns"), "{e}");
     // One that fits is applied.
-    let p = d.write("u.json", kineto(KERNEL, "\"cutrace\": {\"time_base_ns\": 1000}, ").as_bytes());
+    let p = d.write(
+        "u.json",
+        kineto(KERNEL, "\"cutrace\": {\"time_base_ns\": 1000}, ").as_bytes(),
+    );
     let t = read(&p).unwrap();
     assert_eq!(t.kernels[0].end_ns - t.kernels[0].start_ns, 1_000_000);
 }
@@ -294,7 +309,10 @@ fn a_negative_duration_is_counted_and_the_rest_is_read() {
     let t = read(&p).unwrap();
     assert_eq!((t.kernels.len(), t.api_calls.len()), (1, 0));
     assert!(
-        t.meta.skipped_events.iter().any(|(k, n)| k.contains("negative dur") && *n == 1),
+        t.meta
+            .skipped_events
+            .iter()
+            .any(|(k, n)| k.contains("negative dur") && *n == 1),
         "{:?}",
         t.meta.skipped_events
     );
@@ -319,14 +337,23 @@ fn a_giant_name_in_a_small_gzip_is_a_limit_error_with_its_position() {
         other => panic!("{other:?}"),
     }
     // With the default limits, a name of 2 MiB is over the string limit.
-    let ev = KERNEL.replace("\"name\": \"k\"", &format!("\"name\": \"{}\"", &name[..2 << 20]));
+    let ev = KERNEL.replace(
+        "\"name\": \"k\"",
+        &format!("\"name\": \"{}\"", &name[..2 << 20]),
+    );
     let p = d.write("s.json.gz", &gzip(kineto(&ev, "").as_bytes()));
     match read(&p) {
         Err(TraceError::Limit { limit, .. }) => assert_eq!(limit, "string-bytes"),
         other => panic!("{other:?}"),
     }
     let raised: Limits = "string-bytes=4M".parse().unwrap();
-    assert_eq!(open_with(&p, &raised, &mut |_, _| {}).unwrap().kernels.len(), 1);
+    assert_eq!(
+        open_with(&p, &raised, &mut |_, _| {})
+            .unwrap()
+            .kernels
+            .len(),
+        1
+    );
 }
 
 #[test]
@@ -341,6 +368,9 @@ fn deep_nesting_neither_overflows_the_stack_nor_is_read_as_data() {
         assert!(read(&p).is_err(), "{name}");
     }
     // A top-level value nobody reads is skipped (serde_json skips without recursion).
-    let p = d.write("c.json", kineto(KERNEL, &format!("\"other\": {deep}, ")).as_bytes());
+    let p = d.write(
+        "c.json",
+        kineto(KERNEL, &format!("\"other\": {deep}, ")).as_bytes(),
+    );
     assert_eq!(read(&p).unwrap().kernels.len(), 1);
 }

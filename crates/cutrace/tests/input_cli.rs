@@ -114,7 +114,11 @@ fn process_substitution_gives_the_report_the_file_gives() {
             ])
             .output()
             .unwrap();
-        assert!(o.status.success(), "{rel}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{rel}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert_eq!(report_of(&o.stdout), of_file(rel), "{rel}");
     }
 }
@@ -159,7 +163,11 @@ fn a_fifo_gives_the_report_the_file_gives() {
         }
         let o = child.wait_with_output().unwrap();
         writer.join().unwrap();
-        assert!(o.status.success(), "{rel}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{rel}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         assert_eq!(report_of(&o.stdout), of_file(rel), "{rel}");
     }
 }
@@ -194,8 +202,16 @@ fn one_bit_in_head_loses_no_kernel_and_convert_refuses_unless_allowed() {
     assert!(text.contains("damaged bytes skipped"), "{text}");
 
     let csv = d.0.join("csv");
-    let o = cutrace(&["convert", p.to_str().unwrap(), "--csv", csv.to_str().unwrap()]);
-    assert!(!o.status.success(), "a damaged trace converts only when allowed");
+    let o = cutrace(&[
+        "convert",
+        p.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(
+        !o.status.success(),
+        "a damaged trace converts only when allowed"
+    );
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("--allow-damaged"), "{err}");
     assert!(!csv.join("kernels.csv").exists());
@@ -221,13 +237,23 @@ fn a_cut_trace_converts_without_being_allowed() {
     let p = d.0.join("vm-466.cutrace");
     std::fs::write(&p, &b[..b.len() - 40]).unwrap();
     let out = d.0.join("t.json");
-    let o = cutrace(&["convert", p.to_str().unwrap(), "--chrome", out.to_str().unwrap()]);
+    let o = cutrace(&[
+        "convert",
+        p.to_str().unwrap(),
+        "--chrome",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 #[test]
 fn limit_raises_a_limit_and_a_bad_one_is_refused() {
-    let o = cutrace(&["report", KINETO, "--limit", "string-bytes=2M,event-bytes=1G"]);
+    let o = cutrace(&[
+        "report",
+        KINETO,
+        "--limit",
+        "string-bytes=2M,event-bytes=1G",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = cutrace(&["report", KINETO, "--limit", "nonsense=3"]);
     assert!(!o.status.success());

@@ -12,8 +12,8 @@ use super::{
     FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, PART_EXTENSION,
 };
 use crate::error::TraceError;
-use crate::model::*;
 use crate::limits::Limits;
+use crate::model::*;
 use crate::progress::Progress;
 
 /// Reads a native trace with the default [`Limits`]; see [`read_with`].
@@ -23,7 +23,11 @@ pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
 
 /// Reads a native trace: one part file, or a directory of parts written by `cutrace record`
 /// (one per CUDA process), merged into one trace.
-pub fn read_with(path: &Path, limits: &Limits, progress: Progress<'_>) -> Result<Trace, TraceError> {
+pub fn read_with(
+    path: &Path,
+    limits: &Limits,
+    progress: Progress<'_>,
+) -> Result<Trace, TraceError> {
     if path.is_dir() {
         let mut parts: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| TraceError::io(path, e))?
@@ -378,7 +382,11 @@ fn read_chunk<R: Read>(
             Some(raw) => std::borrow::Cow::Owned(raw),
             None => return Ok(Err(Bad::Damaged(format!("{at} does not decompress")))),
         },
-        other => return Ok(Err(Bad::Damaged(format!("{at} uses unknown codec {other}")))),
+        other => {
+            return Ok(Err(Bad::Damaged(format!(
+                "{at} uses unknown codec {other}"
+            ))))
+        }
     };
     if let Err(what) = b.chunk(ctag, &raw, u64::from(stored)) {
         return Ok(Err(Bad::Damaged(format!("{at}: {what}"))));

@@ -659,10 +659,7 @@ fn export_file<T>(
     })
 }
 
-fn part_headers(
-    path: &Path,
-    limits: &cutrace_trace::Limits,
-) -> Vec<cutrace_trace::native::Header> {
+fn part_headers(path: &Path, limits: &cutrace_trace::Limits) -> Vec<cutrace_trace::native::Header> {
     let parts: Vec<PathBuf> = if path.is_dir() {
         let mut v: Vec<PathBuf> = std::fs::read_dir(path)
             .map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect())
