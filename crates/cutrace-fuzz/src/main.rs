@@ -44,10 +44,18 @@ struct Args {
     /// Do not write failing inputs under tests/fuzz-regressions/.
     #[arg(long)]
     no_keep: bool,
+    /// Internal: serve as the small process that starts cutrace (see `run::Launcher`).
+    #[arg(long, hide = true)]
+    launcher: bool,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.launcher {
+        return Ok(run::launcher_main()?);
+    }
+    // First, while this process is small: children inherit their starter's peak RSS.
+    let mut launcher = run::Launcher::start().context("starting the launcher")?;
     let bin = match &args.cutrace {
         Some(p) => p.clone(),
         None => std::env::current_exe()?
@@ -68,7 +76,14 @@ fn main() -> anyhow::Result<()> {
     let regressions = args.repo.join("tests/fuzz-regressions");
     let scratch_root = std::env::temp_dir().join(format!("cutrace-fuzz-{}", std::process::id()));
     std::fs::create_dir_all(&scratch_root)?;
-    let result = fuzz(&args, &bin, seed, &regressions, &scratch_root);
+    let result = fuzz(
+        &args,
+        &mut launcher,
+        &bin,
+        seed,
+        &regressions,
+        &scratch_root,
+    );
     let _ = std::fs::remove_dir_all(&scratch_root);
     let (passed, failed) = result?;
     println!("fuzz: {passed} passed, {failed} failed");
@@ -80,6 +95,7 @@ fn main() -> anyhow::Result<()> {
 
 fn fuzz(
     args: &Args,
+    launcher: &mut run::Launcher,
     bin: &Path,
     seed: u64,
     regressions: &Path,
@@ -89,8 +105,13 @@ fn fuzz(
     let targets = targets::all(&args.repo).context("loading the fixtures")?;
     let mut passed = 0;
     let mut failed = 0;
+    let mut highest = (0u64, String::new());
     let mut judge = |case: &Case, label: &str, keep: bool| -> anyhow::Result<()> {
-        let out = run_case(bin, case, deadline).with_context(|| format!("running {label}"))?;
+        let out =
+            run_case(launcher, bin, case, deadline).with_context(|| format!("running {label}"))?;
+        if out.peak_rss > highest.0 {
+            highest = (out.peak_rss, format!("{label}: {}", case.what));
+        }
         if out.verdict == Verdict::Pass {
             passed += 1;
             return Ok(());
@@ -159,6 +180,11 @@ fn fuzz(
         }
         k += 1;
     }
+    println!(
+        "fuzz: highest peak RSS {} MB ({})",
+        highest.0 >> 20,
+        highest.1
+    );
     Ok((passed, failed))
 }
 

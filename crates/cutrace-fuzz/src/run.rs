@@ -32,8 +32,124 @@ pub struct Outcome {
     pub stderr_tail: String,
 }
 
-/// Runs `bin` with the case's arguments, feeding a FIFO when the case reads one.
-pub fn run_case(bin: &Path, case: &Case, deadline: Duration) -> std::io::Result<Outcome> {
+/// Starts cutrace's children on the fuzzer's behalf. Linux carries a process's peak RSS across
+/// `exec` (and a forked child starts from its parent's), so children started by the fuzzer
+/// itself, after it built a large input, would report the fuzzer's peak as theirs. The launcher
+/// is this same program started first, while it is small, and it stays small.
+pub struct Launcher {
+    child: std::process::Child,
+    to: std::process::ChildStdin,
+    from: std::io::BufReader<std::process::ChildStdout>,
+}
+
+const ARG_SEP: char = '\u{1f}';
+const LINE_SEP: char = '\u{1e}';
+
+impl Launcher {
+    pub fn start() -> std::io::Result<Self> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("--launcher")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let to = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let from = std::io::BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdout"))?,
+        );
+        Ok(Launcher { child, to, from })
+    }
+
+    fn run(
+        &mut self,
+        bin: &Path,
+        args: &[OsString],
+        deadline: Duration,
+    ) -> std::io::Result<Outcome> {
+        use std::io::BufRead;
+        let mut line = format!("{}{ARG_SEP}{}", deadline.as_millis(), bin.display());
+        for a in args {
+            line.push(ARG_SEP);
+            line.push_str(&a.to_string_lossy());
+        }
+        line.push('\n');
+        self.to.write_all(line.as_bytes())?;
+        self.to.flush()?;
+        let mut reply = String::new();
+        if self.from.read_line(&mut reply)? == 0 {
+            return Err(std::io::Error::other("the launcher exited"));
+        }
+        let mut f = reply.trim_end_matches('\n').splitn(3, ARG_SEP);
+        let (kind, peak, detail) = (
+            f.next().unwrap_or(""),
+            f.next().unwrap_or("0").parse().unwrap_or(0),
+            f.next().unwrap_or("").replace(LINE_SEP, "\n"),
+        );
+        let (verdict, stderr_tail) = match kind {
+            "pass" => (Verdict::Pass, detail),
+            "hang" => (Verdict::Hang, detail),
+            "crash" => {
+                let (why, tail) = detail.split_once('\n').unwrap_or((&detail, ""));
+                (Verdict::Crash(why.to_string()), tail.to_string())
+            }
+            _ => return Err(std::io::Error::other(format!("launcher said {reply:?}"))),
+        };
+        Ok(Outcome {
+            verdict,
+            peak_rss: peak,
+            stderr_tail,
+        })
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The launcher's loop: one request a line (deadline in ms, the binary, its arguments), one
+/// reply a line (verdict, peak RSS, detail).
+pub fn launcher_main() -> std::io::Result<()> {
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let line = line?;
+        let mut f = line.split(ARG_SEP);
+        let ms: u64 = f.next().unwrap_or("0").parse().unwrap_or(0);
+        let bin = PathBuf::from(f.next().unwrap_or(""));
+        let args: Vec<OsString> = f.map(OsString::from).collect();
+        let o = run(&bin, &args, Duration::from_millis(ms))?;
+        let (kind, detail) = match o.verdict {
+            Verdict::Pass | Verdict::Memory { .. } => ("pass", o.stderr_tail),
+            Verdict::Hang => ("hang", o.stderr_tail),
+            Verdict::Crash(why) => ("crash", format!("{why}\n{}", o.stderr_tail)),
+        };
+        let detail = detail
+            .replace(['\n', '\r'], &LINE_SEP.to_string())
+            .replace(ARG_SEP, " ");
+        writeln!(out, "{kind}{ARG_SEP}{}{ARG_SEP}{detail}", o.peak_rss)?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// Runs `bin` with the case's arguments through the launcher, feeding a FIFO when the case reads
+/// one.
+pub fn run_case(
+    launcher: &mut Launcher,
+    bin: &Path,
+    case: &Case,
+    deadline: Duration,
+) -> std::io::Result<Outcome> {
     let feeder = match &case.feed {
         Feed::File => None,
         Feed::Fifo { path, bytes } => {
@@ -48,7 +164,7 @@ pub fn run_case(bin: &Path, case: &Case, deadline: Duration) -> std::io::Result<
             }))
         }
     };
-    let out = run(bin, &case.args, deadline)?;
+    let out = launcher.run(bin, &case.args, deadline)?;
     if let (Some(h), Feed::Fifo { path, .. }) = (feeder, &case.feed) {
         // Release a writer still waiting for a reader (cutrace exited without opening it).
         if !h.is_finished() {

@@ -13,7 +13,7 @@ pub struct Limits {
     /// Native: rows of one `RECS` chunk, and strings of one `STRS` chunk.
     pub chunk_rows: u64,
     /// Native: rows (or strings) a chunk may hold per byte it occupies in the file, beyond the
-    /// first 4096. Recorded traces hold under 1 per byte; deflate alone could claim 1000.
+    /// first 4096. Recorded traces hold under 0.8 per byte; deflate alone could claim 1000.
     pub rows_per_stored_byte: u64,
     /// One string: a kernel or range name, a native `STRS` entry.
     pub string_bytes: u64,
@@ -26,7 +26,7 @@ impl Default for Limits {
         Limits {
             chunk_bytes: 64 << 20,
             chunk_rows: 4 << 20,
-            rows_per_stored_byte: 8,
+            rows_per_stored_byte: 2,
             string_bytes: 1 << 20,
             event_bytes: 32 << 20,
         }
@@ -131,7 +131,7 @@ mod tests {
     fn rows_are_backed_by_stored_bytes() {
         let l = Limits::default();
         assert_eq!(l.rows_backed_by(0), 4096);
-        assert_eq!(l.rows_backed_by(1000), 8 * 1000 + 4096);
+        assert_eq!(l.rows_backed_by(1000), 2 * 1000 + 4096);
         assert_eq!(l.rows_backed_by(u64::MAX), l.chunk_rows);
     }
 }
