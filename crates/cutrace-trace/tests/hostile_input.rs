@@ -139,8 +139,11 @@ fn a_string_table_of_empty_strings_is_refused() {
     assert!(t.meta.damaged_regions > 0);
 }
 
-/// A committed part with its chunks' offsets: (offset, tag, stored length).
-fn fixture_part(rel: &str) -> (Vec<u8>, Vec<(usize, [u8; 4], usize)>) {
+/// Where a chunk is in a part: (offset, tag, stored length).
+type ChunkAt = (usize, [u8; 4], usize);
+
+/// A committed part with its chunks' offsets.
+fn fixture_part(rel: &str) -> (Vec<u8>, Vec<ChunkAt>) {
     let bytes = std::fs::read(repo().join(rel)).unwrap();
     let mut chunks = Vec::new();
     let mut o = 12;
