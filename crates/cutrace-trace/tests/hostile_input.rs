@@ -377,3 +377,29 @@ fn deep_nesting_neither_overflows_the_stack_nor_is_read_as_data() {
     );
     assert_eq!(read(&p).unwrap().kernels.len(), 1);
 }
+
+#[test]
+fn overlapping_fake_chunks_do_not_make_the_search_quadratic() {
+    // After a damaged chunk, a header every 20 bytes, each claiming 1 MB that follows it (with
+    // a wrong checksum): unbounded, the search would hash 1 MB at each of 150,000 positions.
+    let mut fake = Vec::new();
+    fake.extend_from_slice(b"RECS");
+    fake.extend_from_slice(&[codec_id::NONE, 0, 0, 0]);
+    fake.extend_from_slice(&(1u32 << 20).to_le_bytes());
+    fake.extend_from_slice(&(1u32 << 20).to_le_bytes());
+    fake.extend_from_slice(&[1, 2, 3, 4]);
+    let mut bad = chunk(tag::META, b"{}", false);
+    bad[16] ^= 1;
+    let mut b = part_with(&[chunk(tag::META, b"{}", false), bad]);
+    for _ in 0..150_000 {
+        b.extend_from_slice(&fake);
+    }
+    let d = TempDir::new("quadratic");
+    let p = d.write("a.cutrace", &b);
+    let started = std::time::Instant::now();
+    let t = read(&p).unwrap();
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    let why = t.meta.incomplete_reason.unwrap();
+    assert!(why.contains("gave up"), "{why}");
+    assert_eq!(t.meta.damaged_regions, 1);
+}

@@ -198,7 +198,7 @@ impl Target for NativePart {
         let (name, part) = rng.pick(&self.parts);
         let (pre, mut chunks) = split(part);
         let mut what = vec![format!("native part from {name}")];
-        let mut b = match rng.below(9) {
+        let mut b = match rng.below(10) {
             0 | 1 if !chunks.is_empty() => {
                 let i = rng.below(chunks.len());
                 what.push(set_varint(rng, &mut chunks[i]));
@@ -253,6 +253,27 @@ impl Target for NativePart {
                     b[field..field + 4].copy_from_slice(&v.to_le_bytes());
                 }
                 what.push(format!("a length field of chunk {i} set to {v}"));
+                b
+            }
+            6 => {
+                // Headers of known chunks packed one after another, each claiming bytes that
+                // follow it (a search after damage must not check each at full cost).
+                let mut b = part.clone();
+                let claim = *rng.pick(&[64u32, 65_536, 1 << 20, 16 << 20]);
+                let tag: [u8; 4] = *rng.pick(&[*b"RECS", *b"STRS", *b"HEAD"]);
+                let mut fake = tag.to_vec();
+                fake.extend_from_slice(&[rng.below(2) as u8, 0, 0, 0]);
+                fake.extend_from_slice(&claim.to_le_bytes());
+                fake.extend_from_slice(&claim.to_le_bytes());
+                fake.extend_from_slice(&(rng.u64() as u32).to_le_bytes());
+                let at = 12 + rng.below(b.len().saturating_sub(12).max(1));
+                let n = (MAX_PART.saturating_sub(b.len())) / fake.len();
+                let block: Vec<u8> = fake.iter().copied().cycle().take(n * fake.len()).collect();
+                b.splice(at.min(b.len()).., block);
+                what.push(format!(
+                    "{n} fake {} headers claiming {claim} bytes",
+                    String::from_utf8_lossy(&tag)
+                ));
                 b
             }
             _ => {

@@ -198,10 +198,15 @@ impl<R: Read> Source<R> {
     }
 }
 
+/// Bytes of candidate chunks one part's searches may check and decode, in all.
+const SEARCH_BUDGET: u64 = 256 << 20;
+
 /// Why a chunk at some offset was not taken.
 enum Bad {
     /// The input ends before a whole chunk header (after this many bytes).
     End(u64),
+    /// The search after damage spent its budget.
+    GiveUp,
     /// The input ends inside it: cut off (a writer killed mid-write), not damaged.
     Cut(String),
     /// Its bytes are wrong; the search for the next good chunk starts one byte after its start.
@@ -275,11 +280,29 @@ fn read_part(
     // `cut`: the search began where the input seemed to end inside a chunk; if no good chunk
     // follows, that was a cut (a writer killed mid-write), not damage.
     let mut damage: Option<(u64, String, bool)> = None;
+    // Bytes a search may check and decode: candidates overlap, so a crafted file could
+    // otherwise make the search quadratic (a hang).
+    let mut search_budget: u64 = SEARCH_BUDGET;
     loop {
         r.mark();
-        let chunk = read_chunk(&mut r, index, offset, damage.is_some(), limits, &mut b)
+        let searching = damage.is_some().then_some(&mut search_budget);
+        let chunk = read_chunk(&mut r, index, offset, searching, limits, &mut b)
             .map_err(|e| TraceError::io(path, e))?;
         match chunk {
+            Err(Bad::GiveUp) => {
+                let (from, why, _) = damage.take().unwrap_or_default();
+                b.damaged(
+                    from,
+                    offset,
+                    &format!(
+                        "{why}; the search for a good chunk gave up after checking {} MB of \
+                         candidates, and nothing after byte {offset} was read",
+                        SEARCH_BUDGET >> 20
+                    ),
+                    None,
+                );
+                break;
+            }
             Ok(len) => {
                 if let Some((from, why, cut)) = damage.take() {
                     let why = if cut {
@@ -318,7 +341,7 @@ fn read_part(
                 let (why, cut) = match bad {
                     Bad::Cut(why) => (why, true),
                     Bad::Damaged(why) => (why, false),
-                    Bad::End(_) => (String::new(), false),
+                    Bad::End(_) | Bad::GiveUp => (String::new(), false),
                 };
                 damage.get_or_insert((offset, why, cut));
                 r.rewind(1);
@@ -330,12 +353,13 @@ fn read_part(
 }
 
 /// Reads the chunk at the cursor and hands it to the builder; returns its length with header.
-/// While `searching` (after damage), only a header of a known tag and codec is tried.
+/// While searching (after damage), only a header of a known tag and codec is tried, and the
+/// bytes it costs come out of the search's budget.
 fn read_chunk<R: Read>(
     r: &mut Source<R>,
     index: u64,
     offset: u64,
-    searching: bool,
+    searching: Option<&mut u64>,
     limits: &Limits,
     b: &mut PartBuilder,
 ) -> std::io::Result<Result<u64, Bad>> {
@@ -353,7 +377,7 @@ fn read_chunk<R: Read>(
     let known = [tag::HEAD, tag::STRS, tag::RECS, tag::META, tag::TAIL].contains(&ctag)
         && codec <= codec_id::DEFLATE
         && h[5..8] == [0, 0, 0];
-    if searching && !known {
+    if searching.is_some() && !known {
         return Ok(Err(Bad::Damaged(String::new())));
     }
     let at = format!("chunk {index} at byte {offset}");
@@ -372,6 +396,13 @@ fn read_chunk<R: Read>(
              or the file was truncated",
             payload.len()
         ))));
+    }
+    if let Some(budget) = searching {
+        let cost = u64::from(stored) + u64::from(raw_len);
+        if cost > *budget {
+            return Ok(Err(Bad::GiveUp));
+        }
+        *budget -= cost;
     }
     if crc32fast::hash(payload) != crc {
         return Ok(Err(Bad::Damaged(format!("{at} fails its checksum"))));
