@@ -51,6 +51,9 @@ pub struct DataLoss {
     pub drops_recorded: bool,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
+    /// Native traces: bytes skipped as damaged (not merely cut off), and the stretches of them.
+    pub damaged_bytes: u64,
+    pub damaged_regions: u64,
     /// Source events the importer did not model, by category.
     pub skipped_events: Vec<SkippedEvents>,
     /// Kernel, copy, memset and API records whose end is before their start (treated as
@@ -599,6 +602,8 @@ fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
         drops_recorded: m.drops_recorded,
         complete: m.complete,
         incomplete_reason: m.incomplete_reason.clone(),
+        damaged_bytes: m.damaged_bytes,
+        damaged_regions: m.damaged_regions,
         skipped_events: m
             .skipped_events
             .iter()

@@ -20,6 +20,19 @@ pub enum TraceError {
         what: String,
         hint: String,
     },
+    /// The input claims more than a resource limit allows (see [`crate::Limits`]).
+    #[error(
+        "{path}: {what} (at byte {offset}), over the limit {limit} = {value}; a genuine trace \
+         this large reads with `--limit {limit}=N`"
+    )]
+    Limit {
+        path: PathBuf,
+        offset: u64,
+        what: String,
+        /// The `--limit` name.
+        limit: &'static str,
+        value: u64,
+    },
     /// A well-formed file that is not a trace cutrace understands.
     #[error("{path}: {what}")]
     Unsupported { path: PathBuf, what: String },

@@ -6,15 +6,16 @@
 
 use std::borrow::Cow;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
 
 use crate::error::TraceError;
+use crate::limits::{Limits, ReadOptions};
 use crate::model::*;
-use crate::open::Progress;
+use crate::progress::Progress;
 use crate::timeparse::{parse_us_exact, TimeParseError};
 
 mod parallel;
@@ -27,7 +28,8 @@ const CHUNK: usize = 4 << 20;
 const PARALLEL_MIN: usize = 256 << 10;
 const PROGRESS_EVERY: u64 = 16 << 20;
 
-/// Imports a Kineto JSON trace (`.json` or gzip-compressed), on up to 8 threads (one per core).
+/// Imports a Kineto JSON trace (`.json` or gzip-compressed) with the default [`Limits`], on up
+/// to 8 threads (one per core).
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
     import_on_threads(path, progress, None)
 }
@@ -39,33 +41,124 @@ pub fn import_on_threads(
     threads: Option<usize>,
 ) -> Result<Trace, TraceError> {
     let mut file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let total = file.metadata().ok().map(|m| m.len());
-    let mut magic = [0u8; 2];
-    let gz = file.read_exact(&mut magic).is_ok() && magic == [0x1f, 0x8b];
-    file.seek(SeekFrom::Start(0))
+    let total = file
+        .metadata()
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| m.len());
+    let mut magic = Vec::with_capacity(2);
+    (&mut file)
+        .take(2)
+        .read_to_end(&mut magic)
         .map_err(|e| TraceError::io(path, e))?;
-    // No BufReader: `Input` reads large chunks itself, and gzip buffers its own input.
+    let gz = magic == [0x1f, 0x8b];
+    let whole = std::io::Cursor::new(magic).chain(file);
+    let opts = ReadOptions {
+        import_threads: threads,
+        limits: Limits::default(),
+    };
+    import_stream(path, whole, gz, total, &opts, progress)
+}
+
+/// Imports a Kineto JSON trace from `input`, read once from start to end (`gz`: it is
+/// gzip-compressed; `total`: its length, when known, for progress). `path` names it in messages.
+pub fn import_stream(
+    path: &Path,
+    input: impl Read,
+    gz: bool,
+    total: Option<u64>,
+    opts: &ReadOptions,
+    progress: Progress<'_>,
+) -> Result<Trace, TraceError> {
+    let limits = &opts.limits;
+    // No BufReader for plain JSON: `Input` reads large chunks itself.
     let mut counting = CountingReader {
-        inner: file,
+        inner: input,
         count: 0,
         total,
         next_report: PROGRESS_EVERY,
         progress,
     };
+    let trailing = std::cell::Cell::new(false);
     let reader: Box<dyn Read + '_> = if gz {
-        Box::new(flate2::read::MultiGzDecoder::new(&mut counting))
+        Box::new(GzMembers::new(
+            std::io::BufReader::with_capacity(1 << 16, &mut counting),
+            &trailing,
+        ))
     } else {
         Box::new(&mut counting)
     };
-    let threads = threads
+    let threads = opts
+        .import_threads
         .filter(|&n| n > 0)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
     let mut imp = Importer::new(path, reader, CHUNK, threads);
+    imp.limits = *limits;
+    // A refill may hold a whole chunk of events not yet consumed: the limit is never below that.
+    imp.input.max_value = usize::try_from(limits.event_bytes)
+        .unwrap_or(usize::MAX)
+        .max(2 * CHUNK);
+    imp.sink.string_bytes = limits.string_bytes;
     imp.gzip_size = if gz { Some(total.unwrap_or(0)) } else { None };
     imp.run()?;
-    let mut trace = imp.finish();
+    let mut trace = imp.finish()?;
     trace.meta.paths = vec![path.display().to_string()];
+    if trailing.get() {
+        trace.meta.notes.push(TraceNote {
+            pid: None,
+            part: Some(path.display().to_string()),
+            text: "the file goes on after the end of its gzip stream (bytes that are not another \
+                   gzip member); they were ignored"
+                .into(),
+        });
+    }
     Ok(trace)
+}
+
+/// Gzip members one after another (as `gzip` concatenates them); bytes after the last member
+/// that do not start another one end the stream, and are flagged, rather than read as a member
+/// cut off.
+struct GzMembers<'t, R: std::io::BufRead> {
+    inner: Option<R>,
+    member: Option<flate2::bufread::GzDecoder<R>>,
+    trailing: &'t std::cell::Cell<bool>,
+}
+
+impl<'t, R: std::io::BufRead> GzMembers<'t, R> {
+    fn new(inner: R, trailing: &'t std::cell::Cell<bool>) -> Self {
+        GzMembers {
+            member: Some(flate2::bufread::GzDecoder::new(inner)),
+            inner: None,
+            trailing,
+        }
+    }
+}
+
+impl<R: std::io::BufRead> Read for GzMembers<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            if let Some(m) = &mut self.member {
+                let n = m.read(buf)?;
+                if n > 0 || buf.is_empty() {
+                    return Ok(n);
+                }
+                self.inner = self.member.take().map(|m| m.into_inner());
+            }
+            let Some(mut inner) = self.inner.take() else {
+                return Ok(0);
+            };
+            let next = inner.fill_buf()?;
+            if next.is_empty() {
+                return Ok(0);
+            }
+            if next.len() >= 2 && next[..2] == [0x1f, 0x8b] {
+                self.member = Some(flate2::bufread::GzDecoder::new(inner));
+            } else {
+                self.trailing.set(true);
+                return Ok(0);
+            }
+        }
+    }
 }
 
 /// Counts compressed bytes read, for progress.
@@ -101,6 +194,8 @@ struct Input<R> {
     eof: bool,
     /// Bytes read per refill (tests make it tiny so values straddle every boundary).
     chunk: usize,
+    /// Most bytes one value may hold in the buffer (the `event-bytes` limit).
+    max_value: usize,
 }
 
 impl<R: Read> Input<R> {
@@ -109,6 +204,14 @@ impl<R: Read> Input<R> {
         if self.eof {
             return Ok(false);
         }
+        if self.end - self.pos > self.max_value {
+            // One event (or top-level value) longer than the limit: refuse it before the buffer
+            // grows to hold it (a gigabyte string in a small gzip).
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::OutOfMemory,
+                "one JSON value is longer than the event-bytes limit",
+            ));
+        }
         if self.pos > 0 {
             self.buf.copy_within(self.pos..self.end, 0);
             self.base += self.pos as u64;
@@ -116,7 +219,9 @@ impl<R: Read> Input<R> {
             self.pos = 0;
         }
         let old = self.end;
-        let target = old + self.chunk.max(old);
+        // Never more than one byte past the limit, so an oversized value is refused at the
+        // next refill rather than read whole.
+        let target = (old + self.chunk.max(old)).min(self.max_value.max(old) + 1);
         while self.end < target {
             // The buffer stays initialized: it is zeroed only where it grows (by at most 1 MiB
             // ahead of the data), never again per read.
@@ -166,11 +271,16 @@ struct Importer<R> {
     /// The compressed file's size when the input is gzip: a gzip stream that ends early is a file
     /// cut off there.
     gzip_size: Option<u64>,
+    limits: Limits,
+    /// Where the `"cutrace"` member was, for an error about its `time_base_ns`.
+    time_base_at: u64,
 }
 
 /// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
 struct Sink {
     path: PathBuf,
+    /// The `string-bytes` limit: the longest name kept.
+    string_bytes: u64,
     strings: Interner,
     trace: Trace,
     events: u64,
@@ -286,9 +396,11 @@ impl<R: Read> Importer<R> {
                 base: 0,
                 eof: false,
                 chunk,
+                max_value: Limits::default().event_bytes as usize,
             },
             sink: Sink {
                 path: path.to_path_buf(),
+                string_bytes: Limits::default().string_bytes,
                 strings: Interner::new(),
                 trace,
                 events: 0,
@@ -302,13 +414,29 @@ impl<R: Read> Importer<R> {
             spares: Vec::new(),
             time_base_ns: 0,
             gzip_size: None,
+            limits: Limits::default(),
+            time_base_at: 0,
         }
     }
 
-    fn finish(self) -> Trace {
+    fn finish(self) -> Result<Trace, TraceError> {
         let mut trace = self.sink.trace;
         if self.time_base_ns != 0 {
             let base = self.time_base_ns;
+            // A base that pushes a time past 2^64 ns would saturate every time to one value
+            // (a 1 ms kernel read as 0 ns): refused, not clamped.
+            if let Some((_, last)) = trace.bounds_ns() {
+                if last.checked_add(base).is_none() {
+                    return Err(malformed(
+                        &self.sink.path,
+                        self.time_base_at,
+                        format!(
+                            "\"cutrace\": {{\"time_base_ns\": {base}}} puts the trace's times past \
+                             2^64 ns (its last time is {last} ns before the base is added)"
+                        ),
+                    ));
+                }
+            }
             // 0 is "not collected" in the export (see `cutrace convert --chrome`): left as is.
             trace.map_times(|t| if t == 0 { 0 } else { t.saturating_add(base) });
         }
@@ -329,7 +457,7 @@ impl<R: Read> Importer<R> {
                 ),
             });
         }
-        trace
+        Ok(trace)
     }
 
     fn malformed(&self, offset: u64, what: impl Into<String>) -> TraceError {
@@ -337,6 +465,17 @@ impl<R: Read> Importer<R> {
     }
 
     fn io(&self, e: std::io::Error) -> TraceError {
+        if e.kind() == std::io::ErrorKind::OutOfMemory {
+            return TraceError::Limit {
+                path: self.sink.path.clone(),
+                offset: self.input.offset(),
+                what: "one JSON value (an event, or a top-level value) does not end within the \
+                       limit"
+                    .into(),
+                limit: "event-bytes",
+                value: self.limits.event_bytes,
+            };
+        }
         if let (Some(size), std::io::ErrorKind::UnexpectedEof) = (self.gzip_size, e.kind()) {
             // flate2 says "incomplete deflate stream" or "unexpected end of file": the file
             // stops inside its gzip stream (header, data or trailer).
@@ -555,6 +694,7 @@ impl<R: Read> Importer<R> {
                 Ok(())
             }
             "cutrace" => {
+                self.time_base_at = self.input.offset();
                 let v: crate::model::ExportMeta = self.parse_owned("reading \"cutrace\"")?;
                 v.restore(&mut self.sink.trace.meta);
                 self.time_base_ns = v.time_base_ns.unwrap_or(0);
@@ -618,13 +758,18 @@ impl<R: Read> Importer<R> {
             Vec::new()
         };
         let path = self.sink.path.clone();
+        let string_bytes = self.sink.string_bytes;
         let main = &mut self.sink;
         let counts = &mut self.parts;
         let spares = &mut self.spares;
         // Part sinks are reused from block to block so their vectors keep their capacity.
         let sinks: Vec<Sink> = cuts
             .iter()
-            .map(|_| spares.pop().unwrap_or_else(|| parallel::part_sink(&path)))
+            .map(|_| {
+                spares
+                    .pop()
+                    .unwrap_or_else(|| parallel::part_sink(&path, string_bytes))
+            })
             .collect();
         std::thread::scope(|s| {
             let parts: Vec<_> = cuts
@@ -683,6 +828,20 @@ impl Sink {
         malformed(&self.path, offset, what)
     }
 
+    /// A kept string over the `string-bytes` limit is an error at its event.
+    fn check_string(&self, s: &str, what: &str, at: u64) -> Result<(), TraceError> {
+        if s.len() as u64 > self.string_bytes {
+            return Err(TraceError::Limit {
+                path: self.path.clone(),
+                offset: at,
+                what: format!("an event's {what} is {} bytes long", s.len()),
+                limit: "string-bytes",
+                value: self.string_bytes,
+            });
+        }
+        Ok(())
+    }
+
     fn skip(&mut self, label: &str) {
         match self.skipped.get_mut(label) {
             Some(n) => *n += 1,
@@ -713,12 +872,29 @@ impl Sink {
             self.skip(&label);
             return Ok(());
         }
+        if scan::MODELLED.contains(&cat) {
+            // Older Kineto wrote negative durations (pytorch/kineto#646): such an event is
+            // counted and left out, and the rest of the trace is read.
+            if ev
+                .dur
+                .is_some_and(|d| unquote_b(d).trim_ascii_start().starts_with(b"-"))
+            {
+                self.skip(&format!("{cat} with negative dur"));
+                return Ok(());
+            }
+            // A pid past 32 bits would wrap onto another process or GPU.
+            if raw_u64(ev.pid).is_some_and(|p| p > u64::from(u32::MAX)) {
+                self.skip(&format!("{cat} with pid over 32 bits"));
+                return Ok(());
+            }
+        }
         // Names are decoded (and UTF-8 checked) only for events that are kept.
         let name_text = if scan::MODELLED.contains(&cat) {
             text(ev.name)?
         } else {
             Cow::Borrowed("")
         };
+        self.check_string(&name_text, "name", at)?;
         let name_str = name_text.as_ref();
         match cat {
             "kernel" => {
@@ -729,6 +905,9 @@ impl Sink {
                     Some(m) => Some(m.decode().map_err(|e| self.malformed(at, e))?),
                     None => None,
                 };
+                if let Some(m) = &mangled {
+                    self.check_string(m, "mangled name", at)?;
+                }
                 let name = self.strings.intern(mangled.as_deref().unwrap_or(name_str));
                 self.trace.kernels.push(Kernel {
                     device: g.device,
@@ -907,6 +1086,7 @@ impl Sink {
             return Ok(None);
         };
         let d = raw.decode().map_err(|e| self.malformed(at, e))?;
+        self.check_string(&d, "NVTX domain", at)?;
         if let Some(x) = self.domains.iter().find(|x| ***x == *d) {
             return Ok(Some(x.clone()));
         }
@@ -1124,7 +1304,7 @@ mod tests {
         imp.parallel_min = 0;
         imp.run()?;
         let parts = imp.parts;
-        Ok((imp.finish(), parts))
+        Ok((imp.finish()?, parts))
     }
 
     fn fixture(name: &str) -> Vec<u8> {
@@ -1314,7 +1494,7 @@ mod gpu_range_tests {
     fn import(text: &str) -> Trace {
         let mut imp = Importer::new(Path::new("mem.json"), text.as_bytes(), 1 << 30, 1);
         imp.run().unwrap();
-        imp.finish()
+        imp.finish().unwrap()
     }
 
     /// A GPU range's device and stream come from its args when they are integers (cutrace's

@@ -3,11 +3,16 @@
 
 pub mod error;
 pub mod kineto;
+pub mod limits;
 pub mod model;
 pub mod native;
 pub mod open;
+pub mod progress;
 pub mod timeparse;
 
 pub use error::TraceError;
+pub use limits::Limits;
+pub use limits::ReadOptions;
 pub use model::*;
-pub use open::{open, open_with, Progress, ReadOptions};
+pub use open::{open, open_with};
+pub use progress::Progress;

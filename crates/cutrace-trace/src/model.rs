@@ -305,6 +305,10 @@ pub struct TraceMeta {
     pub complete: bool,
     /// Why the trace is incomplete, when it is.
     pub incomplete_reason: Option<String>,
+    /// Native traces: bytes skipped as damaged (chunks failing their checksum or not decoding,
+    /// not a file merely cut off), and the stretches of them; every good chunk after them was read.
+    pub damaged_bytes: u64,
+    pub damaged_regions: u64,
     /// Events in the source the importer did not model (by category), so nothing vanishes silently.
     pub skipped_events: Vec<(String, u64)>,
     /// The recorder's notes, part by part in read order, each once per part (`HEAD` notes first,

@@ -3,15 +3,17 @@
 //!
 //! A file is an 8-byte magic and a format version, then self-delimiting chunks, each with its own
 //! length and CRC-32. Records are stored in columnar batches (delta + zigzag + varint, then
-//! deflate), so a kernel with its launch record costs a few bytes. A reader keeps every chunk up
-//! to the first one that is cut short or fails its checksum, and reports the trace as incomplete
-//! unless the final `TAIL` chunk was written.
+//! deflate), so a kernel with its launch record costs a few bytes. A reader keeps every chunk whose
+//! checksum holds, skipping damaged bytes to the next good chunk (and counting them), and reports
+//! the trace as incomplete unless the final `TAIL` chunk was written.
 
 mod codec;
 mod reader;
 mod writer;
 
-pub use reader::{read, read_file, read_parts};
+pub use reader::{
+    read, read_file, read_file_with, read_parts, read_parts_with, read_stream, read_with,
+};
 pub use writer::Writer;
 
 use serde::{Deserialize, Serialize};
@@ -24,7 +26,7 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const PART_EXTENSION: &str = "cutrace";
 /// Size of a chunk header: tag, codec, 3 reserved bytes, stored length, raw length, CRC-32.
 pub const CHUNK_HEADER_LEN: usize = 20;
-/// Chunks larger than this (stored or raw) are treated as corrupt rather than allocated.
+/// Chunks larger than this (stored or raw) are treated as corrupt whatever the limits say.
 pub const MAX_CHUNK_BYTES: u32 = 256 << 20;
 
 /// Chunk tags.

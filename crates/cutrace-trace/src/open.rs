@@ -1,13 +1,14 @@
-//! Opens any trace cutrace reads, choosing the reader from the file's first bytes.
+//! Opens any trace cutrace reads, choosing the reader from the input's first bytes, in one pass:
+//! the bytes sniffed are handed on to the reader, so a pipe, a FIFO or stdin (`-`) reads like a
+//! file.
 
 use std::io::Read;
 use std::path::Path;
 
 use crate::error::TraceError;
+use crate::limits::ReadOptions;
 use crate::model::Trace;
-
-/// Progress callback: (bytes consumed so far, total bytes if known).
-pub type Progress<'a> = &'a mut dyn FnMut(u64, Option<u64>);
+use crate::progress::Progress;
 
 /// What the first bytes of a file say it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,30 +33,35 @@ pub fn detect(head: &[u8]) -> Detected {
     }
 }
 
-/// How to read a trace; the default suits every caller but a benchmark.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ReadOptions {
-    /// Threads the Kineto importer scans a block on (1 = sequential; `None`: up to 8, one per
-    /// core).
-    pub import_threads: Option<usize>,
-}
-
-/// Reads a trace: a native cutrace trace, or a Kineto JSON (`.json`, `.json.gz`).
+/// Reads a trace with the default [`ReadOptions`]; see [`open_with`].
 pub fn open(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
-    open_with(path, progress, &ReadOptions::default())
+    open_with(path, &ReadOptions::default(), progress)
 }
 
-/// [`open`] with options.
+/// Reads a trace: a native cutrace trace (a part, or a directory of parts), or a Kineto JSON
+/// (`.json`, `.json.gz`). `-` is standard input; any other path may be a pipe or a FIFO, as it
+/// is read once, from start to end.
 pub fn open_with(
     path: &Path,
-    progress: Progress<'_>,
     opts: &ReadOptions,
+    progress: Progress<'_>,
 ) -> Result<Trace, TraceError> {
-    let mut head = [0u8; 16];
-    let n = {
-        let mut f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
-        read_up_to(&mut f, &mut head).map_err(|e| TraceError::io(path, e))?
+    let limits = &opts.limits;
+    let stdin = path.as_os_str() == "-";
+    if !stdin && path.is_dir() {
+        return crate::native::read_with(path, limits, progress);
+    }
+    let (mut input, total): (Box<dyn Read>, Option<u64>) = if stdin {
+        (Box::new(std::io::stdin().lock()), None)
+    } else {
+        let f = std::fs::File::open(path).map_err(|e| TraceError::io(path, e))?;
+        // Only a regular file's length says how much is coming (a FIFO's is 0).
+        let total = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+        (Box::new(f), total)
     };
+    let mut head = [0u8; 16];
+    let n = read_up_to(&mut input, &mut head).map_err(|e| TraceError::io(path, e))?;
+    let whole = std::io::Cursor::new(head[..n].to_vec()).chain(input);
     // A part cut shorter than its magic (empty among them: the recorder was killed before its
     // first write) is too short to detect; its name says what it is, and the native reader
     // reads it as an empty, incomplete part.
@@ -63,10 +69,10 @@ pub fn open_with(
         && head[..n] == crate::native::MAGIC[..n]
         && path.extension().and_then(|x| x.to_str()) == Some(crate::native::PART_EXTENSION);
     match detect(&head[..n]) {
-        _ if short_part => crate::native::read(path, progress),
-        Detected::Native => crate::native::read(path, progress),
-        Detected::Gzip | Detected::Json => {
-            crate::kineto::import_on_threads(path, progress, opts.import_threads)
+        _ if short_part => crate::native::read_stream(path, whole, total, limits, progress),
+        Detected::Native => crate::native::read_stream(path, whole, total, limits, progress),
+        d @ (Detected::Gzip | Detected::Json) => {
+            crate::kineto::import_stream(path, whole, d == Detected::Gzip, total, opts, progress)
         }
         Detected::Unknown if n == 0 => Err(TraceError::Malformed {
             path: path.into(),
@@ -86,9 +92,11 @@ pub fn open_with(
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        match r.read(&mut buf[n..])? {
-            0 => break,
-            k => n += k,
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
         }
     }
     Ok(n)

@@ -368,6 +368,13 @@ fn render_data_loss(o: &mut String, r: &Report) {
                 .unwrap_or("no reason recorded")
         ));
     }
+    if l.damaged_regions > 0 {
+        facts.push(format!(
+            "{} damaged bytes skipped in {} stretches (the records in them are lost; every good \
+             chunk around them was read)",
+            l.damaged_bytes, l.damaged_regions
+        ));
+    }
     if l.dropped_by_recorder > 0 {
         facts.push(format!(
             "{} records dropped by the recorder",

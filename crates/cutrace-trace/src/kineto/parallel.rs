@@ -133,9 +133,10 @@ pub(super) fn cuts(b: &[u8], from: usize, parts: usize) -> Vec<usize> {
 }
 
 /// A sink for a speculative part, merged into the main one once its cut is proven.
-pub(super) fn part_sink(path: &Path) -> Sink {
+pub(super) fn part_sink(path: &Path, string_bytes: u64) -> Sink {
     Sink {
         path: path.to_path_buf(),
+        string_bytes,
         strings: Interner::new(),
         trace: Default::default(),
         events: 0,

@@ -1,8 +1,9 @@
-//! Reader of the native format: keeps every chunk up to the first damaged one, never panics.
+//! Reader of the native format: keeps every chunk whose checksum holds, resynchronising after
+//! damaged bytes at the next good chunk; never panics, never allocates by what a length claims.
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Read};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use super::codec::{decode_column, get_varint};
@@ -11,12 +12,22 @@ use super::{
     FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, PART_EXTENSION,
 };
 use crate::error::TraceError;
+use crate::limits::Limits;
 use crate::model::*;
-use crate::open::Progress;
+use crate::progress::Progress;
+
+/// Reads a native trace with the default [`Limits`]; see [`read_with`].
+pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+    read_with(path, &Limits::default(), progress)
+}
 
 /// Reads a native trace: one part file, or a directory of parts written by `cutrace record`
 /// (one per CUDA process), merged into one trace.
-pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
+pub fn read_with(
+    path: &Path,
+    limits: &Limits,
+    progress: Progress<'_>,
+) -> Result<Trace, TraceError> {
     if path.is_dir() {
         let mut parts: Vec<PathBuf> = std::fs::read_dir(path)
             .map_err(|e| TraceError::io(path, e))?
@@ -36,24 +47,52 @@ pub fn read(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
                 ),
             });
         }
-        return read_parts(&parts, progress);
+        return read_parts_with(&parts, limits, progress);
     }
-    read_file(path, progress).map(|(t, _)| t)
+    read_file_with(path, limits, progress).map(|(t, _)| t)
+}
+
+/// Reads several part files and merges them into one trace, with the default [`Limits`].
+pub fn read_parts(paths: &[PathBuf], progress: Progress<'_>) -> Result<Trace, TraceError> {
+    read_parts_with(paths, &Limits::default(), progress)
 }
 
 /// Reads several part files and merges them into one trace.
 ///
-/// A file whose first bytes are not the magic (not a part at all, or one whose start was
-/// overwritten) is left out while the others are read, and the trace is incomplete with a reason
-/// that names it; only when no file is a part is that an error. Any other error (I/O, a format
-/// version this reader does not know) stops the read.
-pub fn read_parts(paths: &[PathBuf], progress: Progress<'_>) -> Result<Trace, TraceError> {
+/// A file that cannot be read (no permission, an I/O error) or whose first bytes are not the
+/// magic (not a part at all, or one whose start was overwritten) is left out while the others
+/// are read, and the trace is incomplete with a reason that names it; only when no file is read
+/// is that an error. A format version this reader does not know, or a limit exceeded, stops the
+/// read.
+pub fn read_parts_with(
+    paths: &[PathBuf],
+    limits: &Limits,
+    progress: Progress<'_>,
+) -> Result<Trace, TraceError> {
     let mut traces = Vec::with_capacity(paths.len());
-    let mut left_out = Vec::new();
+    let mut left_out: Vec<(String, TraceError)> = Vec::new();
     for p in paths {
-        match read_part(p, &mut *progress)? {
-            Part::Read(read) => traces.push(read.0),
-            Part::NotNative(e) => left_out.push((p, e)),
+        let part = match File::open(p) {
+            Ok(f) => {
+                let total = f.metadata().ok().map(|m| m.len());
+                read_part(p, f, total, limits, &mut *progress)
+            }
+            Err(e) => Err(TraceError::io(p, e)),
+        };
+        match part {
+            Ok(Part::Read(read)) => traces.push(read.0),
+            Ok(Part::NotNative(e)) => left_out.push((
+                format!(
+                    "{}: left out, not a cutrace part (its first bytes are not the magic \
+                     \\x89CUTRACE)",
+                    p.display()
+                ),
+                e,
+            )),
+            Err(e @ TraceError::Io { .. }) => {
+                left_out.push((format!("{}: left out, unreadable ({e})", p.display()), e))
+            }
+            Err(e) => return Err(e),
         }
     }
     if traces.is_empty() && !left_out.is_empty() {
@@ -62,17 +101,16 @@ pub fn read_parts(paths: &[PathBuf], progress: Progress<'_>) -> Result<Trace, Tr
     let mut t = merge(traces);
     if !left_out.is_empty() {
         let mut reasons: Vec<String> = t.meta.incomplete_reason.take().into_iter().collect();
-        reasons.extend(left_out.iter().map(|(p, _)| {
-            format!(
-                "{}: left out, not a cutrace part (its first bytes are not the magic \
-                 \\x89CUTRACE)",
-                p.display()
-            )
-        }));
+        reasons.extend(left_out.into_iter().map(|(why, _)| why));
         t.meta.complete = false;
         t.meta.incomplete_reason = Some(reasons.join("; "));
     }
     Ok(t)
+}
+
+/// Reads one part file with the default [`Limits`]; see [`read_file_with`].
+pub fn read_file(path: &Path, progress: Progress<'_>) -> Result<(Trace, Header), TraceError> {
+    read_file_with(path, &Limits::default(), progress)
 }
 
 /// Reads one part file; also returns its header (default when the header chunk was lost).
@@ -80,9 +118,30 @@ pub fn read_parts(paths: &[PathBuf], progress: Progress<'_>) -> Result<Trace, Tr
 /// A file shorter than the 8-byte magic whose bytes begin it (an empty file among them: a writer
 /// killed between creating its file and its first write) is an empty, incomplete part. A file
 /// whose first bytes are not the magic is refused with an error that names it.
-pub fn read_file(path: &Path, progress: Progress<'_>) -> Result<(Trace, Header), TraceError> {
-    match read_part(path, progress)? {
+pub fn read_file_with(
+    path: &Path,
+    limits: &Limits,
+    progress: Progress<'_>,
+) -> Result<(Trace, Header), TraceError> {
+    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
+    let total = file.metadata().ok().map(|m| m.len());
+    match read_part(path, file, total, limits, progress)? {
         Part::Read(read) => Ok(*read),
+        Part::NotNative(e) => Err(e),
+    }
+}
+
+/// Reads one part from `input`, once from start to end (a pipe, a FIFO, stdin); `path` names it
+/// in messages, `total` is its length when known.
+pub fn read_stream(
+    path: &Path,
+    input: impl Read,
+    total: Option<u64>,
+    limits: &Limits,
+    progress: Progress<'_>,
+) -> Result<Trace, TraceError> {
+    match read_part(path, input, total, limits, progress)? {
+        Part::Read(read) => Ok(read.0),
         Part::NotNative(e) => Err(e),
     }
 }
@@ -93,12 +152,87 @@ enum Part {
     NotNative(TraceError),
 }
 
-fn read_part(path: &Path, progress: Progress<'_>) -> Result<Part, TraceError> {
-    let file = File::open(path).map_err(|e| TraceError::io(path, e))?;
-    let total = file.metadata().ok().map(|m| m.len());
-    let mut r = BufReader::with_capacity(1 << 20, file);
+/// The input, read once, with the bytes since the start of the chunk being read kept: when a
+/// chunk turns out damaged, the search for the next one goes back to one byte after its start,
+/// without reading the input twice. Holds at most one chunk and one read ahead.
+struct Source<R> {
+    buf: Vec<u8>,
+    pos: usize,
+    /// Start of the chunk being read: bytes before it may be dropped.
+    mark: usize,
+    inner: R,
+    eof: bool,
+}
+
+impl<R: Read> Source<R> {
+    /// The next `n` bytes (fewer at the end of the input), consumed.
+    fn take(&mut self, n: usize) -> std::io::Result<&[u8]> {
+        while self.buf.len() - self.pos < n && !self.eof {
+            if self.mark > (1 << 20) && self.mark * 2 > self.buf.len() {
+                self.buf.drain(..self.mark);
+                self.pos -= self.mark;
+                self.mark = 0;
+            }
+            let want = (n - (self.buf.len() - self.pos)).max(1 << 16) as u64;
+            // Grows with what arrives, never by what a length field claims.
+            match (&mut self.inner).take(want).read_to_end(&mut self.buf) {
+                Ok(0) => self.eof = true,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let end = self.buf.len().min(self.pos + n);
+        let start = self.pos;
+        self.pos = end;
+        Ok(&self.buf[start..end])
+    }
+
+    fn mark(&mut self) {
+        self.mark = self.pos;
+    }
+
+    /// Goes back to `k` bytes after the mark.
+    fn rewind(&mut self, k: usize) {
+        self.pos = self.mark + k;
+    }
+}
+
+/// Bytes of candidate chunks one part's searches may check and decode, in all.
+const SEARCH_BUDGET: u64 = 256 << 20;
+
+/// Why a chunk at some offset was not taken.
+enum Bad {
+    /// The input ends before a whole chunk header (after this many bytes).
+    End(u64),
+    /// The search after damage spent its budget.
+    GiveUp,
+    /// The input ends inside it: cut off (a writer killed mid-write), not damaged.
+    Cut(String),
+    /// Its bytes are wrong; the search for the next good chunk starts one byte after its start.
+    Damaged(String),
+}
+
+fn read_part(
+    path: &Path,
+    input: impl Read,
+    total: Option<u64>,
+    limits: &Limits,
+    progress: Progress<'_>,
+) -> Result<Part, TraceError> {
+    let mut r = Source {
+        buf: Vec::new(),
+        pos: 0,
+        mark: 0,
+        inner: input,
+        eof: false,
+    };
     let mut start = [0u8; 12];
-    let n = read_full(&mut r, &mut start).map_err(|e| TraceError::io(path, e))?;
+    let n = {
+        let got = r.take(12).map_err(|e| TraceError::io(path, e))?;
+        start[..got.len()].copy_from_slice(got);
+        got.len()
+    };
     let m = n.min(MAGIC.len());
     if start[..m] != MAGIC[..m] {
         return Ok(Part::NotNative(TraceError::Malformed {
@@ -108,7 +242,10 @@ fn read_part(path: &Path, progress: Progress<'_>) -> Result<Part, TraceError> {
             hint: "expected a file written by `cutrace record`".into(),
         }));
     }
-    let mut b = PartBuilder::default();
+    let mut b = PartBuilder {
+        limits: *limits,
+        ..Default::default()
+    };
     if n < MAGIC.len() {
         b.incomplete(if n == 0 {
             "the file is empty (0 bytes): the writer was killed before its first write, or the \
@@ -139,96 +276,153 @@ fn read_part(path: &Path, progress: Progress<'_>) -> Result<Part, TraceError> {
     }
     let mut offset = 12u64;
     let mut index = 0u64;
+    // Where the damaged bytes being skipped began, and why, while searching for a good chunk.
+    // `cut`: the search began where the input seemed to end inside a chunk; if no good chunk
+    // follows, that was a cut (a writer killed mid-write), not damage.
+    let mut damage: Option<(u64, String, bool)> = None;
+    // Bytes a search may check and decode: candidates overlap, so a crafted file could
+    // otherwise make the search quadratic (a hang).
+    let mut search_budget: u64 = SEARCH_BUDGET;
     loop {
-        let mut h = [0u8; CHUNK_HEADER_LEN];
-        let got = read_full(&mut r, &mut h).map_err(|e| TraceError::io(path, e))?;
-        if got == 0 {
-            if b.tail.is_none() {
-                b.incomplete(format!(
-                    "no TAIL chunk after {index} chunks ({offset} bytes): the recorder did not \
-                     finish (killed, crashed, or still running)"
-                ));
-            }
-            break;
-        }
-        if got < CHUNK_HEADER_LEN {
-            b.incomplete(format!(
-                "the file ends inside the header of chunk {index} at byte {offset}: the writer \
-                 was killed mid-write or the file was truncated"
-            ));
-            break;
-        }
-        let ctag = [h[0], h[1], h[2], h[3]];
-        let codec = h[4];
-        let stored = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
-        let raw_len = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
-        let crc = u32::from_le_bytes([h[16], h[17], h[18], h[19]]);
-        if stored > MAX_CHUNK_BYTES || raw_len > MAX_CHUNK_BYTES {
-            b.incomplete(format!(
-                "chunk {index} at byte {offset} claims {stored} bytes: corrupt; stopped there"
-            ));
-            break;
-        }
-        let mut payload = Vec::new();
-        let got = (&mut r)
-            .take(u64::from(stored))
-            .read_to_end(&mut payload)
+        r.mark();
+        let searching = damage.is_some().then_some(&mut search_budget);
+        let chunk = read_chunk(&mut r, index, offset, searching, limits, &mut b)
             .map_err(|e| TraceError::io(path, e))?;
-        if got < stored as usize {
-            b.incomplete(format!(
-                "the file ends inside chunk {index} at byte {offset} ({got} of {stored} bytes): \
-                 the writer was killed mid-write or the file was truncated"
-            ));
-            break;
-        }
-        if crc32fast::hash(&payload) != crc {
-            b.incomplete(format!(
-                "chunk {index} at byte {offset} fails its checksum: corrupt; stopped there"
-            ));
-            break;
-        }
-        let raw = match codec {
-            codec_id::NONE => payload,
-            codec_id::DEFLATE => match inflate(&payload, raw_len as usize) {
-                Some(raw) => raw,
-                None => {
-                    b.incomplete(format!(
-                        "chunk {index} at byte {offset} does not decompress; stopped there"
-                    ));
-                    break;
-                }
-            },
-            other => {
-                b.incomplete(format!(
-                    "chunk {index} at byte {offset} uses unknown codec {other}; stopped there"
-                ));
+        match chunk {
+            Err(Bad::GiveUp) => {
+                let (from, why, _) = damage.take().unwrap_or_default();
+                b.damaged(
+                    from,
+                    offset,
+                    &format!(
+                        "{why}; the search for a good chunk gave up after checking {} MB of \
+                         candidates, and nothing after byte {offset} was read",
+                        SEARCH_BUDGET >> 20
+                    ),
+                    None,
+                );
                 break;
             }
-        };
-        if let Err(what) = b.chunk(ctag, &raw) {
-            b.incomplete(format!(
-                "chunk {index} at byte {offset}: {what}; stopped there"
-            ));
-            break;
+            Ok(len) => {
+                if let Some((from, why, cut)) = damage.take() {
+                    let why = if cut {
+                        format!("the chunk at byte {from} claims more bytes than follow it")
+                    } else {
+                        why
+                    };
+                    b.damaged(from, offset, &why, Some(index));
+                }
+                offset += len;
+                index += 1;
+                progress(offset, total);
+            }
+            Err(Bad::End(got)) => {
+                let end = offset + got;
+                match damage.take() {
+                    Some((_, why, true)) => b.incomplete(why),
+                    Some((from, why, false)) => b.damaged(from, end, &why, None),
+                    None if got > 0 => b.incomplete(format!(
+                        "the file ends inside the header of chunk {index} at byte {offset}: the \
+                         writer was killed mid-write or the file was truncated"
+                    )),
+                    None => {}
+                }
+                if b.tail.is_none() {
+                    b.incomplete(format!(
+                        "no TAIL chunk after {index} chunks ({end} bytes): the recorder did not \
+                         finish (killed, crashed, or still running)"
+                    ));
+                }
+                break;
+            }
+            Err(bad) => {
+                // Searching resumes one byte after this chunk's start: a length field may be
+                // what was damaged, so a chunk that seems to run past the end is searched too.
+                let (why, cut) = match bad {
+                    Bad::Cut(why) => (why, true),
+                    Bad::Damaged(why) => (why, false),
+                    Bad::End(_) | Bad::GiveUp => (String::new(), false),
+                };
+                damage.get_or_insert((offset, why, cut));
+                r.rewind(1);
+                offset += 1;
+            }
         }
-        offset += (CHUNK_HEADER_LEN as u64) + u64::from(stored);
-        index += 1;
-        progress(offset, total);
     }
     Ok(Part::Read(Box::new(b.finish(path))))
 }
 
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+/// Reads the chunk at the cursor and hands it to the builder; returns its length with header.
+/// While searching (after damage), only a header of a known tag and codec is tried, and the
+/// bytes it costs come out of the search's budget.
+fn read_chunk<R: Read>(
+    r: &mut Source<R>,
+    index: u64,
+    offset: u64,
+    searching: Option<&mut u64>,
+    limits: &Limits,
+    b: &mut PartBuilder,
+) -> std::io::Result<Result<u64, Bad>> {
+    let hb = r.take(CHUNK_HEADER_LEN)?;
+    if hb.len() < CHUNK_HEADER_LEN {
+        return Ok(Err(Bad::End(hb.len() as u64)));
     }
-    Ok(n)
+    let mut h = [0u8; CHUNK_HEADER_LEN];
+    h.copy_from_slice(hb);
+    let ctag = [h[0], h[1], h[2], h[3]];
+    let codec = h[4];
+    let stored = u32::from_le_bytes([h[8], h[9], h[10], h[11]]);
+    let raw_len = u32::from_le_bytes([h[12], h[13], h[14], h[15]]);
+    let crc = u32::from_le_bytes([h[16], h[17], h[18], h[19]]);
+    let known = [tag::HEAD, tag::STRS, tag::RECS, tag::META, tag::TAIL].contains(&ctag)
+        && codec <= codec_id::DEFLATE
+        && h[5..8] == [0, 0, 0];
+    if searching.is_some() && !known {
+        return Ok(Err(Bad::Damaged(String::new())));
+    }
+    let at = format!("chunk {index} at byte {offset}");
+    let max = limits.chunk_bytes.min(u64::from(MAX_CHUNK_BYTES));
+    if u64::from(stored) > max || u64::from(raw_len) > max {
+        return Ok(Err(Bad::Damaged(format!(
+            "{at} claims {} bytes, over the chunk-bytes limit of {max} (damaged, or larger than \
+             any recorder writes: `--limit chunk-bytes=N` reads it)",
+            stored.max(raw_len)
+        ))));
+    }
+    let payload = r.take(stored as usize)?;
+    if payload.len() < stored as usize {
+        return Ok(Err(Bad::Cut(format!(
+            "the file ends inside {at} ({} of {stored} bytes): the writer was killed mid-write \
+             or the file was truncated",
+            payload.len()
+        ))));
+    }
+    if let Some(budget) = searching {
+        let cost = u64::from(stored) + u64::from(raw_len);
+        if cost > *budget {
+            return Ok(Err(Bad::GiveUp));
+        }
+        *budget -= cost;
+    }
+    if crc32fast::hash(payload) != crc {
+        return Ok(Err(Bad::Damaged(format!("{at} fails its checksum"))));
+    }
+    let raw = match codec {
+        codec_id::NONE => std::borrow::Cow::Borrowed(payload),
+        codec_id::DEFLATE => match inflate(payload, raw_len as usize) {
+            Some(raw) => std::borrow::Cow::Owned(raw),
+            None => return Ok(Err(Bad::Damaged(format!("{at} does not decompress")))),
+        },
+        other => {
+            return Ok(Err(Bad::Damaged(format!(
+                "{at} uses unknown codec {other}"
+            ))))
+        }
+    };
+    if let Err(what) = b.chunk(ctag, &raw, u64::from(stored)) {
+        return Ok(Err(Bad::Damaged(format!("{at}: {what}"))));
+    }
+    Ok(Ok(CHUNK_HEADER_LEN as u64 + u64::from(stored)))
 }
 
 fn inflate(stored: &[u8], raw_len: usize) -> Option<Vec<u8>> {
@@ -240,6 +434,10 @@ fn inflate(stored: &[u8], raw_len: usize) -> Option<Vec<u8>> {
 
 #[derive(Default)]
 struct PartBuilder {
+    limits: Limits,
+    /// Bytes skipped as damaged, and the stretches they were in.
+    damaged_bytes: u64,
+    damaged_regions: u64,
     header: Option<Header>,
     meta: Meta,
     tail: Option<Tail>,
@@ -257,7 +455,20 @@ impl PartBuilder {
         }
     }
 
-    fn chunk(&mut self, t: [u8; 4], raw: &[u8]) -> Result<(), String> {
+    /// Bytes `from..to` were damaged and skipped (`resumed`: the chunk read after them).
+    fn damaged(&mut self, from: u64, to: u64, why: &str, resumed: Option<u64>) {
+        self.damaged_bytes += to - from;
+        self.damaged_regions += 1;
+        let after = match resumed {
+            Some(i) => format!("resumed at byte {to} (chunk {i})"),
+            None => format!("nothing good followed up to the end, byte {to}"),
+        };
+        self.incomplete(format!(
+            "damaged: {why}; bytes {from}..{to} skipped, {after}"
+        ));
+    }
+
+    fn chunk(&mut self, t: [u8; 4], raw: &[u8], stored: u64) -> Result<(), String> {
         match t {
             tag::HEAD => {
                 let h: Header =
@@ -283,44 +494,73 @@ impl PartBuilder {
                     serde_json::from_slice(raw).map_err(|e| format!("bad TAIL JSON: {e}"))?;
                 self.tail = Some(t);
             }
-            tag::STRS => self.strings_chunk(raw)?,
-            tag::RECS => self.recs_chunk(raw)?,
+            tag::STRS => self.strings_chunk(raw, stored)?,
+            tag::RECS => self.recs_chunk(raw, stored)?,
             _ => *self.skipped.entry("unknown_chunk".into()).or_default() += 1,
         }
         Ok(())
     }
 
-    fn strings_chunk(&mut self, raw: &[u8]) -> Result<(), String> {
+    fn strings_chunk(&mut self, raw: &[u8], stored: u64) -> Result<(), String> {
         let mut pos = 0;
         let bad = || "bad STRS chunk".to_string();
         let first = get_varint(raw, &mut pos).ok_or_else(bad)?;
         let count = get_varint(raw, &mut pos).ok_or_else(bad)?;
-        if first != self.strings.len() as u64 {
+        let have = self.strings.len() as u64;
+        // Strings of a damaged STRS chunk are lost: later chunks start past them, and the
+        // gap is filled with placeholders, as many as the damaged bytes could have held.
+        let lost = first.saturating_sub(have);
+        if first < have || lost > self.limits.rows_backed_by(self.damaged_bytes) {
             return Err(format!(
-                "STRS chunk starts at string {first}, expected {}",
-                self.strings.len()
+                "STRS chunk starts at string {first}, expected {have}"
             ));
         }
+        let backed = self.limits.rows_backed_by(stored);
+        if count > backed {
+            return Err(format!(
+                "STRS chunk claims {count} strings in {stored} bytes, over the limit of {backed} \
+                 (chunk-rows, rows-per-byte)"
+            ));
+        }
+        let mut new = Vec::with_capacity(count.min(raw.len() as u64) as usize);
         for _ in 0..count {
-            let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+            let len = get_varint(raw, &mut pos).ok_or_else(bad)?;
+            if len > self.limits.string_bytes {
+                return Err(format!(
+                    "a string of {len} bytes, over the string-bytes limit of {}",
+                    self.limits.string_bytes
+                ));
+            }
             let end = pos
-                .checked_add(len)
+                .checked_add(len as usize)
                 .filter(|&e| e <= raw.len())
                 .ok_or_else(bad)?;
-            self.strings
-                .push(String::from_utf8_lossy(&raw[pos..end]).into_owned());
+            new.push(String::from_utf8_lossy(&raw[pos..end]).into_owned());
             pos = end;
         }
+        self.strings
+            .extend((0..lost).map(|_| "(name lost: damaged chunk)".to_string()));
+        self.strings.extend(new);
         Ok(())
     }
 
-    fn recs_chunk(&mut self, raw: &[u8]) -> Result<(), String> {
+    fn recs_chunk(&mut self, raw: &[u8], stored: u64) -> Result<(), String> {
         let bad = || "bad RECS chunk".to_string();
         let table_id = *raw.first().ok_or_else(bad)?;
         let mut pos = 1;
-        let nrows = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+        let nrows = get_varint(raw, &mut pos).ok_or_else(bad)?;
         let ncols = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
-        if nrows > raw.len() || ncols > raw.len() {
+        // Every row is at least one byte in every column, so rows without columns are backed
+        // by nothing; and a chunk holds no more rows than its bytes in the file can encode.
+        let backed = self.limits.rows_backed_by(stored);
+        if nrows > backed {
+            return Err(format!(
+                "RECS chunk claims {nrows} rows in {stored} bytes, over the limit of {backed} \
+                 (chunk-rows, rows-per-byte)"
+            ));
+        }
+        let nrows = nrows as usize;
+        if nrows > raw.len() || ncols > raw.len() || (nrows > 0 && ncols == 0) {
             return Err(bad());
         }
         let mut cols = Vec::with_capacity(ncols);
@@ -473,6 +713,8 @@ impl PartBuilder {
         }
         m.complete = self.incomplete_reason.is_none();
         m.incomplete_reason = self.incomplete_reason;
+        m.damaged_bytes = self.damaged_bytes;
+        m.damaged_regions = self.damaged_regions;
         let bounds = t.bounds_ns();
         let m = &mut t.meta;
         m.parts = vec![PartMeta {
@@ -699,6 +941,8 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         out.meta.parts.extend(m.parts);
         out.meta.dropped_by_cupti += m.dropped_by_cupti;
         out.meta.dropped_by_recorder += m.dropped_by_recorder;
+        out.meta.damaged_bytes += m.damaged_bytes;
+        out.meta.damaged_regions += m.damaged_regions;
         out.meta.drops_recorded |= m.drops_recorded;
         out.meta.cupti_version = out.meta.cupti_version.or(m.cupti_version);
         out.meta.cuda_driver_version = out.meta.cuda_driver_version.or(m.cuda_driver_version);

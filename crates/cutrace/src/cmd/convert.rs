@@ -66,6 +66,17 @@ pub struct Args {
     /// time are removed from it, so a directory never mixes two exports.
     #[arg(long)]
     force: bool,
+    /// Convert a trace with damaged chunks (the report says what was lost): without it such a
+    /// trace is refused, so a damaged file is not silently turned into a smaller, clean-looking
+    /// one. A trace merely cut off (a recorder killed) converts without it.
+    #[arg(long)]
+    allow_damaged: bool,
+    /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
+    /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer
+    /// (K, M, G: binary multiples). The defaults are far above any recorded trace; see
+    /// docs/FORMAT.md, "Limits".
+    #[arg(long, value_name = "NAME=VALUE")]
+    limit: Option<cutrace_trace::Limits>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -151,7 +162,17 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
-    let mut t = super::load(&args.trace)?;
+    let mut t = super::load(&args.trace, &args.limit.unwrap_or_default())?;
+    if t.meta.damaged_regions > 0 && !args.allow_damaged {
+        anyhow::bail!(
+            "{}: the trace is damaged ({} bytes in {} stretches skipped; every good chunk around \
+             them was read: {}); nothing written. `--allow-damaged` converts what was recovered",
+            args.trace.display(),
+            t.meta.damaged_bytes,
+            t.meta.damaged_regions,
+            t.meta.incomplete_reason.as_deref().unwrap_or("")
+        );
+    }
     for g in &groups {
         std::fs::create_dir_all(&g.dir).with_context(|| format!("creating {}", g.dir.display()))?;
         let meta = meta::meta_json_text(&t)?;

@@ -41,6 +41,12 @@ pub struct Args {
     pub base: PathBuf,
     /// The trace to compare (after the change).
     pub new: PathBuf,
+    /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
+    /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer
+    /// (K, M, G: binary multiples). The defaults are far above any recorded trace; see
+    /// docs/FORMAT.md, "Limits".
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub limit: Option<cutrace_trace::Limits>,
     /// Output format: `text` for people, `json` for scripts (one JSON object on stdout).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -87,8 +93,9 @@ fn window(t: &Trace, from: Option<TimeArg>, to: Option<TimeArg>) -> anyhow::Resu
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let from = offset("--from", args.from.as_deref())?;
     let to = offset("--to", args.to.as_deref())?;
-    let base = load(&args.base)?;
-    let new = load(&args.new)?;
+    let limits = args.limit.unwrap_or_default();
+    let base = load(&args.base, &limits)?;
+    let new = load(&args.new, &limits)?;
     let which = args
         .steps
         .as_deref()

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use cutrace_trace::{ReadOptions, Trace};
+use cutrace_trace::{Limits, ReadOptions, Trace};
 
 pub mod audit;
 pub mod convert;
@@ -17,12 +17,13 @@ pub mod report;
 
 /// Reads the trace for report, diff and convert (`cutrace_export::input::load`), showing
 /// progress on stderr when it is a terminal or the read takes over a second.
-pub(crate) fn load(path: &Path) -> anyhow::Result<Trace> {
+pub(crate) fn load(path: &Path, limits: &Limits) -> anyhow::Result<Trace> {
     // For benchmarks: CUTRACE_IMPORT_THREADS=1 reads a Kineto trace on one thread.
     let opts = ReadOptions {
         import_threads: std::env::var("CUTRACE_IMPORT_THREADS")
             .ok()
             .and_then(|v| v.parse().ok()),
+        limits: *limits,
     };
     let mut line = progress::ProgressLine::new();
     let name = path.display().to_string();

@@ -38,8 +38,14 @@ Python's json, or jq 1.7+. `schema_version` rises when a field is renamed, remov
 meaning."#)]
 pub struct Args {
     /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
-    /// (`.json` or `.json.gz`).
+    /// (`.json` or `.json.gz`); read once, so a pipe or FIFO works, and `-` is stdin.
     pub file: PathBuf,
+    /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
+    /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer
+    /// (K, M, G: binary multiples). The defaults are far above any recorded trace; see
+    /// docs/FORMAT.md, "Limits".
+    #[arg(long, value_name = "NAME=VALUE")]
+    pub limit: Option<cutrace_trace::Limits>,
     /// Output format: `text` for people, `json` for scripts (one JSON object on stdout).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -86,7 +92,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         .map(parse_time_arg)
         .transpose()
         .context("--to")?;
-    let trace = load(&args.file)?;
+    let trace = load(&args.file, &args.limit.unwrap_or_default())?;
     // The trace start only matters for offsets like `12.5ms`; skip the pass otherwise.
     let relative = [from, to]
         .iter()

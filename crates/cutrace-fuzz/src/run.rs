@@ -1,0 +1,356 @@
+//! Runs one case: the cutrace binary as a child with a deadline, its peak memory from `wait4`'s
+//! resource usage (of that child alone), and a verdict.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::targets::{Case, Feed};
+
+/// What a child may use beyond what it writes: the ceiling.
+pub const MEMORY_CEILING: u64 = 256 << 20;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Exited by itself (any status but a panic's), within the deadline and the ceiling.
+    Pass,
+    /// A panic (exit 101) or a signal (an abort, a crash).
+    Crash(String),
+    Hang,
+    /// Peak RSS beyond the ceiling plus the output's size.
+    Memory {
+        peak: u64,
+        output: u64,
+    },
+}
+
+pub struct Outcome {
+    pub verdict: Verdict,
+    pub peak_rss: u64,
+    pub stderr_tail: String,
+}
+
+/// Starts cutrace's children on the fuzzer's behalf. Linux carries a process's peak RSS across
+/// `exec` (and a forked child starts from its parent's), so children started by the fuzzer
+/// itself, after it built a large input, would report the fuzzer's peak as theirs. The launcher
+/// is this same program started first, while it is small, and it stays small.
+pub struct Launcher {
+    child: std::process::Child,
+    to: std::process::ChildStdin,
+    from: std::io::BufReader<std::process::ChildStdout>,
+}
+
+const ARG_SEP: char = '\u{1f}';
+const LINE_SEP: char = '\u{1e}';
+
+impl Launcher {
+    pub fn start() -> std::io::Result<Self> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("--launcher")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let to = child
+            .stdin
+            .take()
+            .ok_or_else(|| std::io::Error::other("no stdin"))?;
+        let from = std::io::BufReader::new(
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdout"))?,
+        );
+        Ok(Launcher { child, to, from })
+    }
+
+    fn run(
+        &mut self,
+        bin: &Path,
+        args: &[OsString],
+        deadline: Duration,
+    ) -> std::io::Result<Outcome> {
+        use std::io::BufRead;
+        let mut line = format!("{}{ARG_SEP}{}", deadline.as_millis(), bin.display());
+        for a in args {
+            line.push(ARG_SEP);
+            line.push_str(&a.to_string_lossy());
+        }
+        line.push('\n');
+        self.to.write_all(line.as_bytes())?;
+        self.to.flush()?;
+        let mut reply = String::new();
+        if self.from.read_line(&mut reply)? == 0 {
+            return Err(std::io::Error::other("the launcher exited"));
+        }
+        let mut f = reply.trim_end_matches('\n').splitn(3, ARG_SEP);
+        let (kind, peak, detail) = (
+            f.next().unwrap_or(""),
+            f.next().unwrap_or("0").parse().unwrap_or(0),
+            f.next().unwrap_or("").replace(LINE_SEP, "\n"),
+        );
+        let (verdict, stderr_tail) = match kind {
+            "pass" => (Verdict::Pass, detail),
+            "hang" => (Verdict::Hang, detail),
+            "crash" => {
+                let (why, tail) = detail.split_once('\n').unwrap_or((&detail, ""));
+                (Verdict::Crash(why.to_string()), tail.to_string())
+            }
+            _ => return Err(std::io::Error::other(format!("launcher said {reply:?}"))),
+        };
+        Ok(Outcome {
+            verdict,
+            peak_rss: peak,
+            stderr_tail,
+        })
+    }
+}
+
+impl Drop for Launcher {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The launcher's loop: one request a line (deadline in ms, the binary, its arguments), one
+/// reply a line (verdict, peak RSS, detail).
+pub fn launcher_main() -> std::io::Result<()> {
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let line = line?;
+        let mut f = line.split(ARG_SEP);
+        let ms: u64 = f.next().unwrap_or("0").parse().unwrap_or(0);
+        let bin = PathBuf::from(f.next().unwrap_or(""));
+        let args: Vec<OsString> = f.map(OsString::from).collect();
+        let o = run(&bin, &args, Duration::from_millis(ms))?;
+        let (kind, detail) = match o.verdict {
+            Verdict::Pass | Verdict::Memory { .. } => ("pass", o.stderr_tail),
+            Verdict::Hang => ("hang", o.stderr_tail),
+            Verdict::Crash(why) => ("crash", format!("{why}\n{}", o.stderr_tail)),
+        };
+        let detail = detail
+            .replace(['\n', '\r'], &LINE_SEP.to_string())
+            .replace(ARG_SEP, " ");
+        writeln!(out, "{kind}{ARG_SEP}{}{ARG_SEP}{detail}", o.peak_rss)?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// Runs `bin` with the case's arguments through the launcher, feeding a FIFO when the case reads
+/// one.
+pub fn run_case(
+    launcher: &mut Launcher,
+    bin: &Path,
+    case: &Case,
+    deadline: Duration,
+) -> std::io::Result<Outcome> {
+    let feeder = match &case.feed {
+        Feed::File => None,
+        Feed::Fifo { path, bytes } => {
+            make_fifo(path)?;
+            let (path, bytes) = (path.clone(), bytes.clone());
+            Some(std::thread::spawn(move || {
+                // Opening blocks until cutrace opens it; a cutrace that exits first leaves it
+                // blocked, so the runner opens it itself to release it (below).
+                if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(path) {
+                    let _ = f.write_all(&bytes);
+                }
+            }))
+        }
+    };
+    let out = launcher.run(bin, &case.args, deadline)?;
+    if let (Some(h), Feed::Fifo { path, .. }) = (feeder, &case.feed) {
+        // Release a writer still waiting for a reader (cutrace exited without opening it).
+        if !h.is_finished() {
+            if let Ok(f) = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags_nonblock()
+                .open(path)
+            {
+                drop(f);
+            }
+        }
+        let _ = h.join();
+    }
+    let output = case.outputs.iter().map(|p| size_of(p)).sum();
+    let verdict = match out.verdict {
+        Verdict::Pass if out.peak_rss > MEMORY_CEILING + output => Verdict::Memory {
+            peak: out.peak_rss,
+            output,
+        },
+        v => v,
+    };
+    Ok(Outcome { verdict, ..out })
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        self.custom_flags(libc::O_NONBLOCK)
+    }
+}
+
+fn make_fifo(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
+    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Bytes under `p` (a file, or a directory's files).
+fn size_of(p: &Path) -> u64 {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => std::fs::read_dir(p)
+            .map(|rd| rd.filter_map(|e| e.ok()).map(|e| size_of(&e.path())).sum())
+            .unwrap_or(0),
+        Ok(m) => m.len(),
+        Err(_) => 0,
+    }
+}
+
+/// Runs a command with a deadline; its peak RSS comes from `wait4` on its pid.
+pub fn run(bin: &Path, args: &[OsString], deadline: Duration) -> std::io::Result<Outcome> {
+    let stderr_file = std::env::temp_dir().join(format!(
+        "cutrace-fuzz-stderr-{}-{}",
+        std::process::id(),
+        unique()
+    ));
+    let child = Command::new(bin)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_file)?)
+        .spawn();
+    let child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = std::fs::remove_file(&stderr_file);
+            return Err(e);
+        }
+    };
+    let pid = child.id() as libc::pid_t;
+    let start = Instant::now();
+    let mut status = 0;
+    // SAFETY: rusage is plain data; zeroed is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let mut hung = false;
+    loop {
+        // SAFETY: `pid` is our own child, not yet reaped (std's `Child` is never waited on).
+        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+        if r == pid {
+            break;
+        }
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            let _ = std::fs::remove_file(&stderr_file);
+            return Err(e);
+        }
+        if start.elapsed() > deadline && !hung {
+            hung = true;
+            // SAFETY: signalling our own unreaped child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(if start.elapsed().as_millis() < 50 {
+            2
+        } else {
+            10
+        }));
+    }
+    drop(child);
+    let stderr = std::fs::read(&stderr_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&stderr_file);
+    let tail = String::from_utf8_lossy(&stderr[stderr.len().saturating_sub(2000)..]).into_owned();
+    // Linux reports ru_maxrss in KiB.
+    let peak_rss = (usage.ru_maxrss.max(0) as u64) * 1024;
+    let verdict = if hung {
+        Verdict::Hang
+    } else if libc::WIFSIGNALED(status) {
+        Verdict::Crash(format!("killed by signal {}", libc::WTERMSIG(status)))
+    } else if libc::WEXITSTATUS(status) == 101 {
+        Verdict::Crash("panicked (exit 101)".into())
+    } else {
+        Verdict::Pass
+    };
+    Ok(Outcome {
+        verdict,
+        peak_rss,
+        stderr_tail: tail,
+    })
+}
+
+fn unique() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A scratch directory for one case, removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(root: &Path) -> std::io::Result<Self> {
+        let d = root.join(format!("case-{}", unique()));
+        std::fs::create_dir_all(&d)?;
+        Ok(Scratch(d))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sh(script: &str, deadline_ms: u64) -> Verdict {
+        let args: Vec<OsString> = vec!["-c".into(), script.into()];
+        run(
+            Path::new("/bin/sh"),
+            &args,
+            Duration::from_millis(deadline_ms),
+        )
+        .unwrap()
+        .verdict
+    }
+
+    #[test]
+    fn the_oracle_tells_exit_panic_signal_and_hang_apart() {
+        assert_eq!(sh("exit 0", 5000), Verdict::Pass);
+        assert_eq!(sh("exit 1", 5000), Verdict::Pass, "an error is an answer");
+        assert!(matches!(sh("exit 101", 5000), Verdict::Crash(_)));
+        assert!(matches!(sh("kill -ABRT $$", 5000), Verdict::Crash(_)));
+        assert_eq!(sh("sleep 5", 200), Verdict::Hang);
+    }
+
+    #[test]
+    fn peak_memory_is_the_childs() {
+        // A child that touches 64 MiB reports at least that much.
+        let args: Vec<OsString> = vec![
+            "-c".into(),
+            "dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null".into(),
+        ];
+        let o = run(Path::new("/bin/sh"), &args, Duration::from_secs(30)).unwrap();
+        assert_eq!(o.verdict, Verdict::Pass, "{}", o.stderr_tail);
+        assert!(o.peak_rss >= 60 << 20, "{}", o.peak_rss);
+    }
+}
