@@ -250,3 +250,37 @@ proptest! {
         }
     }
 }
+
+/// A real torch.profiler capture with a schedule (wait 1, warmup 1, active 4) on the H200
+/// (`gpu/capture_torch.py`, `profiler_steps`): the host slept 5 ms before the work of
+/// ProfilerStep#4, so that step is the longest and its GPU the least busy; the plan the capture
+/// wrote is beside the trace.
+#[test]
+fn a_real_profiler_schedule_shows_the_stalled_step() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kineto");
+    let plan: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("profiler_steps.plan")).unwrap(),
+    )
+    .unwrap();
+    let trace = cutrace_trace::open(&root.join("profiler_steps.json.gz"), &mut |_, _| {}).unwrap();
+    let st = steps(&trace, None, &StepMatch::profiler_steps()).expect("ProfilerStep# ranges");
+    assert_eq!(st.count, plan["active_steps"].as_u64().unwrap());
+    let stall = plan["stall_step_name"].as_str().unwrap();
+    let longest = st.steps.iter().max_by_key(|s| s.duration_ns).unwrap();
+    assert_eq!(longest.name, stall);
+    // The stall adds the host's sleep to the step: at least 5 ms over the median step.
+    let sleep_ns = plan["sleep_ms"].as_u64().unwrap() * 1_000_000;
+    assert!(longest.duration_ns >= st.duration_median_ns.unwrap() + sleep_ns * 9 / 10);
+    // Every step ran the same kernels; the stalled one has the lowest busy share.
+    assert!(st
+        .steps
+        .iter()
+        .all(|s| s.kernels == longest.kernels && s.kernels > 0));
+    let lowest = st
+        .steps
+        .iter()
+        .min_by(|a, b| a.devices[0].busy_pct.total_cmp(&b.devices[0].busy_pct))
+        .unwrap();
+    assert_eq!(lowest.name, stall);
+    assert_eq!(st.devices[0].busy_pct_min, longest.devices[0].busy_pct);
+}

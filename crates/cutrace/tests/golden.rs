@@ -120,12 +120,9 @@ fn traces() -> Vec<String> {
         .collect();
     let mut k: Vec<String> = std::fs::read_dir(common::repo().join("tests/fixtures/kineto"))
         .unwrap()
-        .map(|e| {
-            format!(
-                "tests/fixtures/kineto/{}",
-                e.unwrap().file_name().to_string_lossy()
-            )
-        })
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".json.gz"))
+        .map(|n| format!("tests/fixtures/kineto/{n}"))
         .collect();
     k.sort();
     t.extend(k);
