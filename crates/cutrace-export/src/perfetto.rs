@@ -225,10 +225,11 @@ impl Tracks {
 fn host_rows(items: &[Item]) -> Vec<u32> {
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| (items[i].0, std::cmp::Reverse(items[i].1)));
-    let mut rows: Vec<Vec<Ns>> = Vec::new();
+    let mut rows = rows::Rows::new();
     let mut out = vec![0u32; items.len()];
     for i in order {
-        out[i] = rows::place(&mut rows, items[i].0, items[i].1) as u32;
+        // At most one row per slice; a thread's slices are far fewer than 2³².
+        out[i] = u32::try_from(rows.place(items[i].0, items[i].1)).unwrap_or(u32::MAX);
     }
     out
 }
@@ -254,7 +255,7 @@ fn device_label(t: &Trace, device: u32) -> String {
     }
 }
 
-fn stream_label(t: &Trace, stream: Option<u64>, slot: u16) -> String {
+fn stream_label(t: &Trace, stream: Option<u64>, slot: u32) -> String {
     let s = stream.map_or("no stream".to_string(), |s| {
         format!("stream {}", t.meta.show_id(s))
     });
@@ -290,7 +291,7 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             items: Vec::new(),
         })
     };
-    let lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u16| {
+    let lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u32| {
         let root = gpu(tr, device);
         let parent = Some(tr.list[root as usize].uuid);
         let s = stream.map_or(u64::MAX, |s| s);
