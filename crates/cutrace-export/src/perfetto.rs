@@ -205,7 +205,9 @@ struct Track {
 /// Tracks by key, created on first use.
 struct Tracks {
     list: Vec<Track>,
-    by_key: BTreeMap<(u8, u64, u64, u64), u32>,
+    /// Looked up once per record: hashed, as a tree's lookups grow with the track count (one
+    /// track per row of overlapping work).
+    by_key: HashMap<(u8, u64, u64, u64), u32>,
 }
 
 impl Tracks {
@@ -271,7 +273,7 @@ fn stream_label(t: &Trace, stream: Option<u64>, slot: u32) -> String {
 fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     let mut tr = Tracks {
         list: Vec::new(),
-        by_key: BTreeMap::new(),
+        by_key: HashMap::new(),
     };
     let mut inverted = 0u64;
     let mut span = |s: Ns, e: Ns| {
@@ -739,9 +741,10 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
 
     let mut p = Vec::with_capacity(256);
     let mut first = true;
+    let mut te = Vec::with_capacity(160);
     for ev in Merge::new(&tracks) {
         let track = tracks.list[ev.track as usize].uuid;
-        let mut te = Vec::with_capacity(160);
+        te.clear();
         uint(&mut te, pf::TE_TRACK_UUID, track);
         if ev.what == 1 {
             uint(&mut te, pf::TE_TYPE, pf::SLICE_END);
@@ -973,7 +976,7 @@ mod tests {
                     items,
                 })
                 .collect(),
-            by_key: BTreeMap::new(),
+            by_key: HashMap::new(),
         }
     }
 

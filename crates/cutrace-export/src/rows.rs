@@ -83,8 +83,11 @@ impl GpuRows {
 /// every row). Scanning rows one by one was quadratic: 128k overlapping kernels took 11 s.
 #[derive(Default)]
 pub(crate) struct Rows {
-    /// Per row, the ends of its open events, innermost last (so not increasing).
-    open: Vec<Vec<Ns>>,
+    /// Per row, its innermost open event in `events` (`NONE`: nothing open).
+    open: Vec<u32>,
+    /// Every event placed: (end, the event it nests in on its row, or `NONE`). The rows' stacks
+    /// of open events are lists through this one vector: one allocation, not one per row.
+    events: Vec<(Ns, u32)>,
     /// (innermost open end, row) of every row with an open event.
     ends: BTreeSet<(Ns, usize)>,
     /// Max segment tree over `leaves` rows: leaf `i` is row `i`'s innermost open end, `Ns::MAX`
@@ -93,9 +96,17 @@ pub(crate) struct Rows {
     leaves: usize,
 }
 
+const NONE: u32 = u32::MAX;
+
 impl Rows {
     pub(crate) fn new() -> Rows {
         Rows::default()
+    }
+
+    /// The end of row `row`'s innermost open event.
+    fn top(&self, row: usize) -> Option<Ns> {
+        let e = self.open[row];
+        (e != NONE).then(|| self.events[e as usize].0)
     }
 
     /// The row `[start, end]` goes to (see the type's doc).
@@ -106,8 +117,8 @@ impl Rows {
                 break;
             }
             self.ends.pop_first();
-            self.open[row].pop();
-            let next = self.open[row].last().copied();
+            self.open[row] = self.events[self.open[row] as usize].1;
+            let next = self.top(row);
             if let Some(n) = next {
                 self.ends.insert((n, row));
             }
@@ -119,12 +130,15 @@ impl Rows {
         }
         let row = self.first_at_least(end);
         if row == self.open.len() {
-            self.open.push(Vec::new());
+            self.open.push(NONE);
         }
-        if let Some(&top) = self.open[row].last() {
+        if let Some(top) = self.top(row) {
             self.ends.remove(&(top, row));
         }
-        self.open[row].push(end);
+        // Rows are placed for at most u32::MAX records (record indices are u32).
+        let id = u32::try_from(self.events.len()).unwrap_or(NONE - 1);
+        self.events.push((end, self.open[row]));
+        self.open[row] = id;
         self.ends.insert((end, row));
         self.set(row, end);
         row
@@ -163,8 +177,8 @@ impl Rows {
     fn grow(&mut self) {
         let leaves = (self.leaves * 2).max(16);
         let mut tree = vec![Ns::MAX; 2 * leaves];
-        for (row, o) in self.open.iter().enumerate() {
-            tree[leaves + row] = o.last().copied().unwrap_or(Ns::MAX);
+        for row in 0..self.open.len() {
+            tree[leaves + row] = self.top(row).unwrap_or(Ns::MAX);
         }
         for i in (1..leaves).rev() {
             tree[i] = tree[2 * i].max(tree[2 * i + 1]);
@@ -294,6 +308,8 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
         lanes: BTreeSet::new(),
         streamless_ranges,
     };
+    // Collected, then built at once (sorted and deduplicated): cheaper than an insert per record.
+    let mut lanes = Vec::new();
     // The rows of the (device, stream, family) being swept.
     let mut rows = Rows::new();
     let mut group = None;
@@ -309,7 +325,10 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
         let row = rows.place(it.start, it.end);
         // At most one row per record, and records are counted in u32 (`Item::index`).
         let slot = u32::try_from(2 * row + usize::from(it.family)).unwrap_or(u32::MAX);
-        out.lanes.insert((it.device, it.stream, slot));
+        // Consecutive records mostly share a row: one entry for the run.
+        if lanes.last() != Some(&(it.device, it.stream, slot)) {
+            lanes.push((it.device, it.stream, slot));
+        }
         let i = it.index as usize;
         match it.kind {
             KERNEL => out.kernels[i] = slot,
@@ -320,6 +339,7 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
             _ => {}
         }
     }
+    out.lanes = lanes.into_iter().collect();
     out
 }
 
