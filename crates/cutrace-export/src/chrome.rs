@@ -25,6 +25,11 @@ pub struct Written {
     pub flows: u64,
     /// Records that end before they start, written with `"dur": 0`.
     pub inverted: u64,
+    /// GPU rows (overlapping work of one stream) whose `tid` is above 2³²−1: Perfetto's JSON
+    /// importer reads `tid` as a 32-bit number and shows their events on the process's row,
+    /// dropping those that overlap. With stream ids below 10⁶ that is past about 2,100
+    /// overlapping rows of one stream. Perfetto's own format (`--perfetto`) has no such limit.
+    pub rows_past_u32_tid: u64,
 }
 
 /// `ns` as microseconds with exactly three decimals (`1796022092907496988` →
@@ -323,7 +328,7 @@ fn source_label(m: &TraceMeta) -> &'static str {
 
 /// The top-level `"cutrace"` member: what the trace says about itself, read back by the importer
 /// ([`ExportMeta::restore`]).
-fn cutrace_member(t: &Trace, lanes: &Lanes, base_ns: Ns) -> ExportMeta {
+fn cutrace_member(t: &Trace, lanes: &Lanes, rows: &GpuRows, base_ns: Ns) -> ExportMeta {
     let m = &t.meta;
     let mut notes: Vec<String> = vec![
         "ts and dur are microseconds with exactly 3 decimals: the trace's integer nanoseconds; ts \
@@ -335,6 +340,14 @@ fn cutrace_member(t: &Trace, lanes: &Lanes, base_ns: Ns) -> ExportMeta {
         notes.push(format!(
             "{} records end before they start; they are written with \"dur\": 0",
             lanes.inverted
+        ));
+    }
+    let past = rows.rows_past_u32_tid();
+    if past > 0 {
+        notes.push(format!(
+            "{past} rows of overlapping GPU work have a tid above 2^32-1: Perfetto's JSON \
+             importer shows their events on the GPU's process row and drops those that overlap \
+             there; cutrace convert --perfetto writes every row as its own track"
         ));
     }
     // Metadata and flow events of the source are written anew; anything else unmodelled is lost.
@@ -464,8 +477,8 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
     w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
     // Through a `Value`, whose members are sorted: the member's text does not depend on the
     // order of the type's fields.
-    let member =
-        serde_json::to_value(cutrace_member(t, &lanes, base_ns)).map_err(io::Error::other)?;
+    let member = serde_json::to_value(cutrace_member(t, &lanes, &rows, base_ns))
+        .map_err(io::Error::other)?;
     serde_json::to_writer(&mut *w, &member).map_err(io::Error::other)?;
     w.write_all(b",\n\"traceEvents\": [")?;
 
@@ -731,6 +744,7 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         events,
         flows,
         inverted: lanes.inverted,
+        rows_past_u32_tid: rows.rows_past_u32_tid() as u64,
     })
 }
 
@@ -776,8 +790,10 @@ fn write_metadata<W: Write>(
             (true, r, Some(_)) => format!("{stream} syncs (row {r})"),
         };
         let tid = rows.tid(s, slot);
-        // Rows of one stream together, the stream's own row first.
-        let order = s.map_or(rows.base - 1, u128::from) * 65_536 + u128::from(slot);
+        // Rows of one stream together, the stream's own row first. (Rows past 65,535 share
+        // the last sort index; they are far past the rows Perfetto shows apart anyway, see
+        // `GpuRows::rows_past_u32_tid`.)
+        let order = s.map_or(rows.base - 1, u128::from) * 65_536 + u128::from(slot.min(65_535));
         let sort = Value::from(u64::try_from(order).unwrap_or(u64::MAX));
         meta_event(ev, "thread_name", gpu_lane(d, tid), "name", &name.into())?;
         meta_event(

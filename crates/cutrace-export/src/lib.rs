@@ -5,6 +5,7 @@
 
 pub mod chrome;
 pub mod csv;
+pub mod files;
 pub mod input;
 pub mod meta;
 pub mod parquet;

@@ -205,7 +205,9 @@ struct Track {
 /// Tracks by key, created on first use.
 struct Tracks {
     list: Vec<Track>,
-    by_key: BTreeMap<(u8, u64, u64, u64), u32>,
+    /// Looked up once per record: hashed, as a tree's lookups grow with the track count (one
+    /// track per row of overlapping work).
+    by_key: HashMap<(u8, u64, u64, u64), u32>,
 }
 
 impl Tracks {
@@ -225,10 +227,11 @@ impl Tracks {
 fn host_rows(items: &[Item]) -> Vec<u32> {
     let mut order: Vec<usize> = (0..items.len()).collect();
     order.sort_by_key(|&i| (items[i].0, std::cmp::Reverse(items[i].1)));
-    let mut rows: Vec<Vec<Ns>> = Vec::new();
+    let mut rows = rows::Rows::new();
     let mut out = vec![0u32; items.len()];
     for i in order {
-        out[i] = rows::place(&mut rows, items[i].0, items[i].1) as u32;
+        // At most one row per slice; a thread's slices are far fewer than 2³².
+        out[i] = u32::try_from(rows.place(items[i].0, items[i].1)).unwrap_or(u32::MAX);
     }
     out
 }
@@ -254,7 +257,7 @@ fn device_label(t: &Trace, device: u32) -> String {
     }
 }
 
-fn stream_label(t: &Trace, stream: Option<u64>, slot: u16) -> String {
+fn stream_label(t: &Trace, stream: Option<u64>, slot: u32) -> String {
     let s = stream.map_or("no stream".to_string(), |s| {
         format!("stream {}", t.meta.show_id(s))
     });
@@ -270,7 +273,7 @@ fn stream_label(t: &Trace, stream: Option<u64>, slot: u16) -> String {
 fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     let mut tr = Tracks {
         list: Vec::new(),
-        by_key: BTreeMap::new(),
+        by_key: HashMap::new(),
     };
     let mut inverted = 0u64;
     let mut span = |s: Ns, e: Ns| {
@@ -290,7 +293,7 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             items: Vec::new(),
         })
     };
-    let lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u16| {
+    let lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u32| {
         let root = gpu(tr, device);
         let parent = Some(tr.list[root as usize].uuid);
         let s = stream.map_or(u64::MAX, |s| s);
@@ -738,9 +741,10 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
 
     let mut p = Vec::with_capacity(256);
     let mut first = true;
+    let mut te = Vec::with_capacity(160);
     for ev in Merge::new(&tracks) {
         let track = tracks.list[ev.track as usize].uuid;
-        let mut te = Vec::with_capacity(160);
+        te.clear();
         uint(&mut te, pf::TE_TRACK_UUID, track);
         if ev.what == 1 {
             uint(&mut te, pf::TE_TYPE, pf::SLICE_END);
@@ -972,7 +976,7 @@ mod tests {
                     items,
                 })
                 .collect(),
-            by_key: BTreeMap::new(),
+            by_key: HashMap::new(),
         }
     }
 

@@ -21,6 +21,12 @@ use cutrace_trace::{CopyKind, Ns, RangeDomain, SyncKind, Trace};
 /// * 2, 4, …: further rows for work that overlaps work already on the stream's row;
 /// * 3, 5, …: further rows for overlapping synchronizations.
 ///
+/// There is no limit on the number of rows (slots are `u32`: at most one row per record). But
+/// Perfetto's JSON importer reads `tid` as a 32-bit unsigned number and puts an event whose
+/// `tid` does not fit on its process's own row, where overlapping slices are dropped: the
+/// Chrome export says how many rows are past that ([`GpuRows::rows_past_u32_tid`]). Perfetto's
+/// own format names tracks by 64-bit uuids and has no such limit.
+///
 /// In a trace merged from several processes, stream ids carry their part's N·2³²; `tid`s use
 /// `N × local_base + the process's own stream id` instead, so they stay far below 2³² (viewers
 /// read `tid` as a 32-bit number: Perfetto puts a larger one on its process's row).
@@ -30,22 +36,31 @@ pub(crate) struct GpuRows {
     pub(crate) base: u128,
     /// A power of ten above every process's own stream id, in a merged trace.
     pub(crate) local_base: Option<u128>,
-    pub(crate) kernels: Vec<u16>,
-    pub(crate) memcpys: Vec<u16>,
-    pub(crate) memsets: Vec<u16>,
-    pub(crate) syncs: Vec<u16>,
+    pub(crate) kernels: Vec<u32>,
+    pub(crate) memcpys: Vec<u32>,
+    pub(crate) memsets: Vec<u32>,
+    pub(crate) syncs: Vec<u32>,
     /// By range index; only GPU ranges with a stream use theirs.
-    pub(crate) ranges: Vec<u16>,
+    pub(crate) ranges: Vec<u32>,
     /// Every (device, stream, slot) used; `None` = no stream.
-    pub(crate) lanes: BTreeSet<(u32, Option<u64>, u16)>,
+    pub(crate) lanes: BTreeSet<(u32, Option<u64>, u32)>,
     /// GPU annotation ranges without a stream (only in imported traces) go to `tid` -1.
     pub(crate) streamless_ranges: BTreeSet<u32>,
 }
 
 impl GpuRows {
-    pub(crate) fn tid(&self, stream: Option<u64>, slot: u16) -> i128 {
+    pub(crate) fn tid(&self, stream: Option<u64>, slot: u32) -> i128 {
         let s = stream.map_or(self.base - 1, |s| self.key(s));
         (u128::from(slot) * self.base + s) as i128
+    }
+
+    /// The rows whose `tid` is above `u32::MAX`: Perfetto's JSON importer puts their events on
+    /// the process's row (see the type's doc), where those that overlap are dropped.
+    pub(crate) fn rows_past_u32_tid(&self) -> usize {
+        self.lanes
+            .iter()
+            .filter(|&&(_, s, slot)| self.tid(s, slot) > i128::from(u32::MAX))
+            .count()
     }
 
     /// The stream's number within the rows: its id, or in a merged trace
@@ -58,24 +73,118 @@ impl GpuRows {
     }
 }
 
-/// The first row where `[start, end]` only nests in or follows what is there, with each row the
-/// ends of its events still open at `start` (innermost last); items must come in start order,
-/// and at one start the longer first.
-pub(crate) fn place(rows: &mut Vec<Vec<Ns>>, start: Ns, end: Ns) -> usize {
-    let mut r = 0;
-    loop {
-        if r == rows.len() {
-            rows.push(Vec::new());
+/// Rows in which events only nest in or follow each other, filled first fit: each event goes
+/// to the lowest row where it nests in the innermost event still open there (or where nothing
+/// is open). Events must come in start order, and at one start the longer first.
+///
+/// In O(log rows) per event, whatever the overlap: the rows' innermost open ends sit in a
+/// max segment tree (the first row that fits is found by descending it), and the open events'
+/// ends in an ordered set (the events that have ended by a start are closed without visiting
+/// every row). Scanning rows one by one was quadratic: 128k overlapping kernels took 11 s.
+#[derive(Default)]
+pub(crate) struct Rows {
+    /// Per row, its innermost open event in `events` (`NONE`: nothing open).
+    open: Vec<u32>,
+    /// Every event placed: (end, the event it nests in on its row, or `NONE`). The rows' stacks
+    /// of open events are lists through this one vector: one allocation, not one per row.
+    events: Vec<(Ns, u32)>,
+    /// (innermost open end, row) of every row with an open event.
+    ends: BTreeSet<(Ns, usize)>,
+    /// Max segment tree over `leaves` rows: leaf `i` is row `i`'s innermost open end, `Ns::MAX`
+    /// when nothing is open there (every row past the last one used is empty).
+    tree: Vec<Ns>,
+    leaves: usize,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Rows {
+    pub(crate) fn new() -> Rows {
+        Rows::default()
+    }
+
+    /// The end of row `row`'s innermost open event.
+    fn top(&self, row: usize) -> Option<Ns> {
+        let e = self.open[row];
+        (e != NONE).then(|| self.events[e as usize].0)
+    }
+
+    /// The row `[start, end]` goes to (see the type's doc).
+    pub(crate) fn place(&mut self, start: Ns, end: Ns) -> usize {
+        // Close what has ended by `start`, row by row as it comes up in the set.
+        while let Some(&(top, row)) = self.ends.first() {
+            if top > start {
+                break;
+            }
+            self.ends.pop_first();
+            self.open[row] = self.events[self.open[row] as usize].1;
+            let next = self.top(row);
+            if let Some(n) = next {
+                self.ends.insert((n, row));
+            }
+            self.set(row, next.unwrap_or(Ns::MAX));
         }
-        let st = &mut rows[r];
-        while st.last().is_some_and(|&top| top <= start) {
-            st.pop();
+        // One empty row past the last used is always there (the tree keeps a spare leaf).
+        if self.open.len() + 1 > self.leaves {
+            self.grow();
         }
-        if st.last().is_none_or(|&top| end <= top) {
-            st.push(end);
-            return r;
+        let row = self.first_at_least(end);
+        if row == self.open.len() {
+            self.open.push(NONE);
         }
-        r += 1;
+        if let Some(top) = self.top(row) {
+            self.ends.remove(&(top, row));
+        }
+        // Rows are placed for at most u32::MAX records (record indices are u32).
+        let id = u32::try_from(self.events.len()).unwrap_or(NONE - 1);
+        self.events.push((end, self.open[row]));
+        self.open[row] = id;
+        self.ends.insert((end, row));
+        self.set(row, end);
+        row
+    }
+
+    /// The number of rows used.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    fn set(&mut self, row: usize, v: Ns) {
+        let mut i = self.leaves + row;
+        self.tree[i] = v;
+        while i > 1 {
+            i /= 2;
+            self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+        }
+    }
+
+    /// The lowest row whose innermost open end is at least `end`; there is one, as the spare
+    /// empty rows hold `Ns::MAX`.
+    fn first_at_least(&self, end: Ns) -> usize {
+        let mut i = 1;
+        while i < self.leaves {
+            i = if self.tree[2 * i] >= end {
+                2 * i
+            } else {
+                2 * i + 1
+            };
+        }
+        i - self.leaves
+    }
+
+    /// Doubles the leaves (at least 16), keeping the rows' values.
+    fn grow(&mut self) {
+        let leaves = (self.leaves * 2).max(16);
+        let mut tree = vec![Ns::MAX; 2 * leaves];
+        for row in 0..self.open.len() {
+            tree[leaves + row] = self.top(row).unwrap_or(Ns::MAX);
+        }
+        for i in (1..leaves).rev() {
+            tree[i] = tree[2 * i].max(tree[2 * i + 1]);
+        }
+        self.tree = tree;
+        self.leaves = leaves;
     }
 }
 
@@ -199,21 +308,27 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
         lanes: BTreeSet::new(),
         streamless_ranges,
     };
-    // Per row, the ends of the events still open at the sweep's time (innermost last).
-    let mut rows: Vec<Vec<Ns>> = Vec::new();
+    // Collected, then built at once (sorted and deduplicated): cheaper than an insert per record.
+    let mut lanes = Vec::new();
+    // The rows of the (device, stream, family) being swept.
+    let mut rows = Rows::new();
     let mut group = None;
     for it in &items {
         let key = (it.device, it.stream, it.family);
         if group != Some(key) {
             group = Some(key);
-            rows.iter_mut().for_each(Vec::clear);
+            rows = Rows::new();
         }
         // Annotation ranges too: on the stream's row where they fit (as torch.profiler puts
         // them), on a further row where they cross the stream's work (work launched from two
         // threads), which Perfetto would otherwise drop.
-        let row = place(&mut rows, it.start, it.end);
-        let slot = u16::try_from(2 * row + usize::from(it.family)).unwrap_or(u16::MAX);
-        out.lanes.insert((it.device, it.stream, slot));
+        let row = rows.place(it.start, it.end);
+        // At most one row per record, and records are counted in u32 (`Item::index`).
+        let slot = u32::try_from(2 * row + usize::from(it.family)).unwrap_or(u32::MAX);
+        // Consecutive records mostly share a row: one entry for the run.
+        if lanes.last() != Some(&(it.device, it.stream, slot)) {
+            lanes.push((it.device, it.stream, slot));
+        }
         let i = it.index as usize;
         match it.kind {
             KERNEL => out.kernels[i] = slot,
@@ -224,6 +339,7 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
             _ => {}
         }
     }
+    out.lanes = lanes.into_iter().collect();
     out
 }
 
@@ -246,5 +362,110 @@ pub(crate) fn copy_name(k: CopyKind) -> &'static str {
         CopyKind::HtoH => "\"Memcpy HtoH\"",
         CopyKind::PtoP => "\"Memcpy PtoP\"",
         CopyKind::Unknown => "\"Memcpy unknown\"",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The first-fit rule written plainly, one row after the other (quadratic): what `Rows`
+    /// must give.
+    fn place_by_scanning(rows: &mut Vec<Vec<Ns>>, start: Ns, end: Ns) -> usize {
+        let mut r = 0;
+        loop {
+            if r == rows.len() {
+                rows.push(Vec::new());
+            }
+            let st = &mut rows[r];
+            while st.last().is_some_and(|&top| top <= start) {
+                st.pop();
+            }
+            if st.last().is_none_or(|&top| end <= top) {
+                st.push(end);
+                return r;
+            }
+            r += 1;
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn rows_are_those_of_the_plain_first_fit_rule(
+            spans in proptest::collection::vec((0u64..200, 0u64..60), 0..300)
+        ) {
+            let mut items: Vec<(Ns, Ns)> = spans.iter().map(|&(s, d)| (s, s + d)).collect();
+            items.sort_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+            let mut fast = Rows::new();
+            let mut plain = Vec::new();
+            for &(s, e) in &items {
+                prop_assert_eq!(fast.place(s, e), place_by_scanning(&mut plain, s, e));
+            }
+            prop_assert_eq!(fast.len(), plain.len());
+        }
+    }
+
+    /// `n` kernels on stream 7, all running at once.
+    fn overlapping(n: u64) -> Trace {
+        Trace {
+            strings: vec!["k".into()],
+            kernels: (0..n)
+                .map(|i| cutrace_trace::Kernel {
+                    device: 0,
+                    context: 1,
+                    stream: 7,
+                    correlation_id: 0,
+                    start_ns: 1_000 + i,
+                    end_ns: 1_000_000_000 + i,
+                    name: 0,
+                    grid: [1; 3],
+                    block: [1; 3],
+                    registers_per_thread: 0,
+                    static_shared_bytes: 0,
+                    dynamic_shared_bytes: 0,
+                    graph_id: 0,
+                })
+                .collect(),
+            ..Trace::default()
+        }
+    }
+
+    /// Rows used to be numbered in 16 bits: past 32,767 rows, kernels shared the last one and
+    /// overlapped there (what Perfetto drops), without a word.
+    #[test]
+    fn forty_thousand_overlapping_kernels_get_a_row_each_and_a_warning() {
+        let n = 40_000;
+        let t = overlapping(n);
+        let rows = gpu_rows(&t);
+        let distinct: BTreeSet<u32> = rows.kernels.iter().copied().collect();
+        assert_eq!(distinct.len() as u64, n);
+        assert_eq!(rows.lanes.len() as u64, n);
+        // Stream 7, base 10⁶: rows 0 to 2,147 (slots up to 4,294) have a tid below 2³².
+        let past = rows.rows_past_u32_tid();
+        assert_eq!(past as u64, n - 2_148);
+        let mut json = Vec::new();
+        let w = crate::chrome::write_chrome(&mut json, &t, 0).unwrap();
+        assert_eq!(w.rows_past_u32_tid, past as u64);
+        let v: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        let notes = v["cutrace"]["export_notes"].to_string();
+        assert!(notes.contains(&format!("{past} rows")), "{notes}");
+        let p = crate::perfetto::write_perfetto(Vec::new(), &t).unwrap();
+        // One track per row, under the GPU's.
+        assert!(p.tracks > n, "{} tracks", p.tracks);
+    }
+
+    #[test]
+    fn overlapping_events_get_a_row_each_and_nested_ones_share() {
+        let mut r = Rows::new();
+        // 40 kernels all running at once: 40 rows (more than the tree's first 16 leaves).
+        for i in 0..40 {
+            assert_eq!(r.place(i, 1_000 + i), i as usize);
+        }
+        // After they end, row 0 again; a child nests in its parent's row.
+        assert_eq!(r.place(5_000, 6_000), 0);
+        assert_eq!(r.place(5_100, 5_200), 0);
+        // Crosses its parent's end: the next row.
+        assert_eq!(r.place(5_900, 6_100), 1);
     }
 }

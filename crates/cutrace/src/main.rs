@@ -5,6 +5,7 @@ use std::io::Write;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
+use cutrace_export::text::escape_lines;
 
 mod cmd;
 
@@ -77,9 +78,11 @@ fn main() {
         Err(e) if reader_gone(&e) => std::process::exit(0),
         Err(e) => {
             // Each error in the chain says only its own part (none repeats its source's text).
-            eprintln!("cutrace: error: {e}");
+            // Errors quote input (names, paths, a trace's text): control characters escaped.
+            let safe = |e: &dyn std::fmt::Display| escape_lines(&e.to_string()).into_owned();
+            eprintln!("cutrace: error: {}", safe(&e));
             for cause in e.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", safe(&cause));
             }
             std::process::exit(failed);
         }

@@ -74,7 +74,15 @@ fn side_line(label: &str, path: &Path, s: &Side) -> String {
     )
 }
 
+/// Appends the diff's text to `o`, its control characters escaped (a trace's names reach a
+/// terminal).
 pub fn render(o: &mut String, base: &Path, new: &Path, d: &Diff) {
+    let from = o.len();
+    render_unescaped(o, base, new, d);
+    super::escape_from(o, from);
+}
+
+fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     let _ = writeln!(o, "{}", side_line("base", base, &d.base));
     let _ = writeln!(o, "{}", side_line("new", new, &d.new));
     if !d.caveats.is_empty() {

@@ -41,8 +41,16 @@ fn pct(part: u64, whole: u64) -> String {
     }
 }
 
-// `write!` into a String cannot fail; the results are ignored on purpose throughout.
+/// Appends the report's text to `o`, its control characters escaped (a trace's names reach a
+/// terminal).
 pub fn render(o: &mut String, path: &Path, r: &Report, top: usize) {
+    let from = o.len();
+    render_unescaped(o, path, r, top);
+    super::escape_from(o, from);
+}
+
+// `write!` into a String cannot fail; the results are ignored on purpose throughout.
+fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     let _ = writeln!(
         o,
         "cutrace report: {} ({} trace)",
@@ -144,7 +152,7 @@ pub fn host_range_names(trace: &Trace) -> String {
     let mut s = v
         .iter()
         .take(8)
-        .map(|(name, c)| format!("{name} ({c})"))
+        .map(|(name, c)| format!("{} ({c})", super::escape_controls(name)))
         .collect::<Vec<_>>()
         .join(", ");
     if more > 0 {

@@ -25,7 +25,7 @@ fn load(path: &Path) -> Trace {
 fn export_tables(src: &Path, dir: &Path) {
     let t = load(src);
     std::fs::create_dir_all(dir).unwrap();
-    let meta = meta::meta_json_text(&t).unwrap();
+    let meta = meta::meta_json_text(&t, false).unwrap();
     for name in tables::NAMES {
         let tb = tables::build(&t, name);
         let mut f = std::fs::File::create(dir.join(format!("{name}.csv"))).unwrap();

@@ -9,6 +9,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use cutrace_export::files::{self, OutFile};
 use cutrace_export::text::count;
 use cutrace_export::{chrome, csv, meta, parquet, perfetto, tables};
 use cutrace_trace::Trace;
@@ -77,6 +78,11 @@ pub struct Args {
     /// docs/FORMAT.md, "Limits".
     #[arg(long, value_name = "NAME=VALUE")]
     limit: Option<cutrace_trace::Limits>,
+    /// Copy each part's recorded command line (`cutrace record --record-cmdline`) into
+    /// meta.json and the Parquet files. Left out by default: a command line can hold secrets,
+    /// and the recorder asked for it keeps it in a file only its owner reads.
+    #[arg(long)]
+    with_cmdline: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -173,11 +179,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             t.meta.incomplete_reason.as_deref().unwrap_or("")
         );
     }
+    // Exports are as private as the trace: the most restrictive mode of the files read.
+    let mode = files::mode_of_inputs(
+        std::iter::once(args.trace.as_path()).chain(t.meta.paths.iter().map(Path::new)),
+    );
     for g in &groups {
-        std::fs::create_dir_all(&g.dir).with_context(|| format!("creating {}", g.dir.display()))?;
-        let meta = meta::meta_json_text(&t)?;
+        files::create_dir_all(&g.dir, files::dir_mode(mode))
+            .with_context(|| format!("creating {}", g.dir.display()))?;
+        let meta = meta::meta_json_text(&t, args.with_cmdline)?;
         // Both formats of one directory are staged together and renamed into place together.
-        let mut st = Staged::new(&g.dir);
+        let mut st = Staged::new(&g.dir, mode);
         if g.csv {
             write_csv(&mut st, &t)?;
         }
@@ -227,7 +238,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     if let Some(out) = &args.perfetto {
-        let w = export_file(out, "--perfetto", args.force, |w| {
+        let w = export_file(out, "--perfetto", args.force, mode, |w| {
             perfetto::write_perfetto(w, &t)
         })?;
         let inverted = match w.inverted {
@@ -258,7 +269,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     if let Some(out) = &args.chrome {
         // Last: the trace's times are moved to the file's time base (see write_trace).
-        let w = export_file(out, "--chrome", args.force, |w| {
+        let w = export_file(out, "--chrome", args.force, mode, |w| {
             chrome::write_trace(w, &mut t)
         })?;
         let incomplete = if t.meta.complete {
@@ -292,6 +303,15 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             count(w.events as usize, "event", "events"),
             shown(out),
         );
+        if w.rows_past_u32_tid > 0 {
+            eprintln!(
+                "cutrace: warning: {} of overlapping GPU work in {} have a tid above 2^32-1; \
+                 Perfetto's JSON importer shows them on the GPU's process row and drops the \
+                 events that overlap there (--perfetto keeps every row apart)",
+                count(w.rows_past_u32_tid as usize, "row", "rows"),
+                shown(out)
+            );
+        }
     }
     Ok(0)
 }
@@ -531,8 +551,8 @@ fn exists(out: &Path, flag: &str) -> anyhow::Error {
 /// The output file, gzip-compressed when its name ends in `.gz`.
 enum Output {
     Stdout(std::io::BufWriter<std::io::Stdout>),
-    Plain(std::io::BufWriter<std::fs::File>),
-    Gzip(Box<std::io::BufWriter<flate2::write::GzEncoder<std::io::BufWriter<std::fs::File>>>>),
+    Plain(std::io::BufWriter<OutFile>),
+    Gzip(Box<std::io::BufWriter<flate2::write::GzEncoder<std::io::BufWriter<OutFile>>>>),
 }
 
 impl Write for Output {
@@ -560,25 +580,27 @@ impl Write for Output {
 }
 
 impl Output {
-    fn finish(self) -> std::io::Result<()> {
-        let mut file = match self {
-            Output::Stdout(mut w) => return w.flush(),
+    /// Completes the output; a file's is returned for its commit (`None` for stdout).
+    fn finish(self) -> std::io::Result<Option<OutFile>> {
+        let file = match self {
+            Output::Stdout(mut w) => return w.flush().map(|()| None),
             Output::Plain(w) => w,
             Output::Gzip(w) => w.into_inner().map_err(|e| e.into_error())?.finish()?,
         };
-        file.flush()?;
-        file.get_ref().sync_all()
+        file.into_inner().map(Some).map_err(|e| e.into_error())
     }
 }
 
 /// Writes one export file through `write`: gzip-compressed when the name ends in `.gz`; to
-/// stdout, as is, for `-`. Without --force the file is created here, exclusively, so on failure it is ours to remove.
-/// With --force the export goes to a new file beside it, renamed over it only once complete: a
-/// failed export leaves the old file (or whatever the path is: a link, a device) untouched.
+/// stdout, as is, for `-`. The export goes to a new file beside `out` (exclusive create,
+/// random name, permission bits `mode`), put in place only once complete: without --force it
+/// never replaces a name that appeared meanwhile; with --force it replaces a regular file (a
+/// link there is replaced, not written through). A failed export leaves `out` untouched.
 fn export_file<T>(
     out: &Path,
     flag: &str,
     force: bool,
+    mode: u32,
     write: impl FnOnce(&mut Output) -> std::io::Result<T>,
 ) -> anyhow::Result<T> {
     if is_stdout(out) {
@@ -587,10 +609,10 @@ fn export_file<T>(
             std::io::stdout(),
         ));
         return write(&mut w)
-            .and_then(|n| w.finish().map(|()| n))
+            .and_then(|n| w.finish().map(|_| n))
             .context("writing stdout");
     }
-    let target = if force {
+    if force {
         if let Ok(m) = std::fs::symlink_metadata(out) {
             if !m.file_type().is_file() {
                 anyhow::bail!(
@@ -600,25 +622,8 @@ fn export_file<T>(
                 );
             }
         }
-        let name = out
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "export".into());
-        out.with_file_name(format!(".{name}.cutrace-{}.tmp", std::process::id()))
-    } else {
-        out.to_path_buf()
-    };
-    let file = match std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&target)
-    {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && !force => {
-            return Err(exists(out, flag))
-        }
-        Err(e) => return Err(e).with_context(|| format!("creating {}", target.display())),
-    };
+    }
+    let file = OutFile::create(out, mode).with_context(|| format!("creating {}", out.display()))?;
     let file = std::io::BufWriter::with_capacity(1 << 20, file);
     let gz = out
         .extension()
@@ -629,32 +634,35 @@ fn export_file<T>(
     } else {
         Output::Plain(file)
     };
-    let result = write(&mut w)
-        .and_then(|n| w.finish().map(|()| n))
-        .and_then(|n| {
-            if force {
-                std::fs::rename(&target, out)?;
-            }
-            Ok(n)
-        });
-    result.or_else(|e| {
-        let _ = std::fs::remove_file(&target);
-        Err(e).with_context(|| format!("writing {}", out.display()))
-    })
+    // On an error the OutFile is dropped, which removes the temporary file.
+    let n = write(&mut w).with_context(|| format!("writing {}", out.display()))?;
+    let file = w
+        .finish()
+        .with_context(|| format!("writing {}", out.display()))?;
+    match file.map(|f| f.commit(force)) {
+        Some(Err(e)) if e.kind() == std::io::ErrorKind::AlreadyExists && !force => {
+            Err(exists(out, flag))
+        }
+        Some(Err(e)) => Err(e).with_context(|| format!("writing {}", out.display())),
+        _ => Ok(n),
+    }
 }
 
 /// Files written under temporary names in one directory and renamed into place together once
 /// every one is complete: a failed export (a full disk) leaves neither a half-written table nor
-/// a mix of this export's tables and an older one's. Temporary files are removed on failure.
+/// a mix of this export's tables and an older one's. Temporary files are removed on failure
+/// (each [`OutFile`] removes its own when dropped).
 struct Staged {
     dir: PathBuf,
-    files: Vec<(PathBuf, PathBuf)>,
+    mode: u32,
+    files: Vec<OutFile>,
 }
 
 impl Staged {
-    fn new(dir: &Path) -> Staged {
+    fn new(dir: &Path, mode: u32) -> Staged {
         Staged {
             dir: dir.to_owned(),
+            mode,
             files: Vec::new(),
         }
     }
@@ -663,15 +671,13 @@ impl Staged {
     fn create(
         &mut self,
         name: &str,
-    ) -> anyhow::Result<(PathBuf, std::io::BufWriter<std::fs::File>)> {
+    ) -> anyhow::Result<(PathBuf, std::io::BufWriter<&mut std::fs::File>)> {
         let fin = self.dir.join(name);
-        let tmp = self
-            .dir
-            .join(format!(".{name}.cutrace-tmp-{}", std::process::id()));
-        let f =
-            std::fs::File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        self.files.push((tmp, fin.clone()));
-        Ok((fin, std::io::BufWriter::new(f)))
+        let f = OutFile::create(&fin, self.mode)
+            .with_context(|| format!("creating {}", fin.display()))?;
+        self.files.push(f);
+        let f = self.files.last_mut().expect("just pushed");
+        Ok((fin, std::io::BufWriter::new(f.file())))
     }
 
     fn write(&mut self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
@@ -685,35 +691,28 @@ impl Staged {
     fn names(&self) -> Vec<String> {
         self.files
             .iter()
-            .filter_map(|(_, fin)| fin.file_name())
+            .filter_map(|f| f.dest().file_name())
             .map(|n| n.to_string_lossy().into_owned())
             .collect()
     }
 
-    fn commit(mut self) -> anyhow::Result<()> {
+    fn commit(self) -> anyhow::Result<()> {
         // What would stop a rename half-way (a directory of that name) stops all of them.
-        for (_, fin) in &self.files {
-            if std::fs::symlink_metadata(fin).is_ok_and(|m| m.is_dir()) {
+        for f in &self.files {
+            if std::fs::symlink_metadata(f.dest()).is_ok_and(|m| m.is_dir()) {
                 anyhow::bail!(
                     "{} is a directory; move it away (nothing was written)",
-                    fin.display()
+                    f.dest().display()
                 );
             }
         }
-        // Renamed ones leave the list; on a failure the rest stay in it, for Drop to remove.
-        while let Some((tmp, fin)) = self.files.first().cloned() {
-            std::fs::rename(&tmp, &fin).with_context(|| format!("writing {}", fin.display()))?;
-            self.files.remove(0);
+        // On a failure the files not yet renamed are dropped, which removes them.
+        for f in self.files {
+            let fin = f.dest().to_owned();
+            f.commit(true)
+                .with_context(|| format!("writing {}", fin.display()))?;
         }
         Ok(())
-    }
-}
-
-impl Drop for Staged {
-    fn drop(&mut self) {
-        for (tmp, _) in &self.files {
-            let _ = std::fs::remove_file(tmp);
-        }
     }
 }
 

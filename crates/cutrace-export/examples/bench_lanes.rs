@@ -1,0 +1,84 @@
+//! How the timeline exports scale with overlap: N kernels on one stream, all running at once
+//! (the worst case for row placement: every kernel needs a row of its own), written as Chrome
+//! JSON and as Perfetto protobuf to a sink, for N = 16k, 32k, 64k and 128k. The ratio of 128k
+//! to 64k is about 2 when the placement is O(n log n), and 4 when it is quadratic.
+//!
+//! `cargo run --release -p cutrace-export --example bench_lanes` (results in BENCHMARKS.md).
+
+use std::time::Instant;
+
+use cutrace_export::{chrome, perfetto};
+use cutrace_trace::{Kernel, Trace};
+
+fn overlapping(n: u64) -> Trace {
+    Trace {
+        strings: vec!["k".into()],
+        kernels: (0..n)
+            .map(|i| Kernel {
+                device: 0,
+                context: 1,
+                stream: 7,
+                correlation_id: 0,
+                start_ns: 1_000 + i,
+                end_ns: 1_000_000_000 + i,
+                name: 0,
+                grid: [1; 3],
+                block: [1; 3],
+                registers_per_thread: 0,
+                static_shared_bytes: 0,
+                dynamic_shared_bytes: 0,
+                graph_id: 0,
+            })
+            .collect(),
+        ..Trace::default()
+    }
+}
+
+/// This thread's CPU time so far (Linux), in nanoseconds: on a shared machine wall time would
+/// also count time the core spent on someone else's work.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// The best of five runs of `f`, in seconds of thread CPU time (wall time where unavailable).
+fn best(mut f: impl FnMut()) -> f64 {
+    (0..5)
+        .map(|_| {
+            let t0 = Instant::now();
+            let c0 = thread_cpu_ns();
+            f();
+            match (c0, thread_cpu_ns()) {
+                (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+                _ => t0.elapsed().as_secs_f64(),
+            }
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let sizes = [16_384u64, 32_768, 65_536, 131_072];
+    let mut chrome_s = Vec::new();
+    let mut perfetto_s = Vec::new();
+    println!(
+        "{:>8} {:>12} {:>12}  (thread CPU seconds, best of 5)",
+        "kernels", "chrome s", "perfetto s"
+    );
+    for &n in &sizes {
+        let t = overlapping(n);
+        let c = best(|| {
+            chrome::write_chrome(&mut std::io::sink(), &t, 0).expect("a sink does not fail");
+        });
+        let p = best(|| {
+            perfetto::write_perfetto(std::io::sink(), &t).expect("a sink does not fail");
+        });
+        println!("{n:>8} {c:>12.3} {p:>12.3}");
+        chrome_s.push(c);
+        perfetto_s.push(p);
+    }
+    println!(
+        "ratio 128k/64k: chrome {:.2}, perfetto {:.2}",
+        chrome_s[3] / chrome_s[2],
+        perfetto_s[3] / perfetto_s[2]
+    );
+}

@@ -1,0 +1,269 @@
+//! How every file cutrace writes comes to be: created exclusively (`O_CREAT|O_EXCL`, and
+//! `O_NOFOLLOW`) under a random name beside its destination, with the mode of the trace it came
+//! from, and renamed into place only once complete.
+//!
+//! Traces are opened on shared login nodes, in directories others can write. A predictable
+//! temporary name opened with `File::create` follows a link planted there and truncates
+//! whatever it points at; an exclusive create of a name nobody can guess does neither, and
+//! `rename(2)` replaces a link at the destination instead of writing through it.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Permission bits for exports when the input's cannot be read: what `File::create` would
+/// give (the umask still applies).
+pub const DEFAULT_MODE: u32 = 0o666;
+
+/// The most restrictive permission bits of `paths` (their intersection), never wider than
+/// 0666: a trace readable by its owner only gives exports readable by their owner only. Paths
+/// that cannot be read are skipped; [`DEFAULT_MODE`] when none can.
+pub fn mode_of_inputs<P: AsRef<Path>>(paths: impl IntoIterator<Item = P>) -> u32 {
+    paths
+        .into_iter()
+        .filter_map(|p| std::fs::metadata(p).ok())
+        .map(|m| m.mode() & 0o666)
+        .fold(DEFAULT_MODE, |a, m| a & m)
+}
+
+/// Directory permission bits that go with file bits `mode`: search permission wherever read
+/// permission is given (0600 → 0700, 0644 → 0755).
+pub fn dir_mode(mode: u32) -> u32 {
+    let m = mode & 0o666;
+    m | ((m & 0o444) >> 2)
+}
+
+/// A file being written beside `dest` under a random name; [`OutFile::commit`] renames it to
+/// `dest`. Dropped without a commit, the temporary file is removed.
+#[derive(Debug)]
+pub struct OutFile {
+    tmp: PathBuf,
+    dest: PathBuf,
+    file: Option<File>,
+}
+
+impl OutFile {
+    /// Creates the temporary file for `dest` in `dest`'s directory with permission bits `mode`
+    /// (the umask applies), narrowed to those of a regular file already at `dest`, so that a
+    /// replacement never opens up what it replaces.
+    pub fn create(dest: &Path, mode: u32) -> io::Result<OutFile> {
+        let dir = match dest.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let name = dest
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "export".into());
+        let mut mode = mode & 0o666;
+        if let Ok(m) = std::fs::symlink_metadata(dest) {
+            if m.file_type().is_file() {
+                mode &= m.permissions().mode();
+            }
+        }
+        // A clash with an existing name (someone else's file, or a guess) only costs a retry.
+        let mut last = None;
+        for _ in 0..64 {
+            let tmp = dir.join(format!(".{name}.{:016x}.cutrace-tmp", random_u64()));
+            match OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&tmp)
+            {
+                Ok(file) => {
+                    return Ok(OutFile {
+                        tmp,
+                        dest: dest.to_owned(),
+                        file: Some(file),
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::from(io::ErrorKind::AlreadyExists)))
+    }
+
+    /// The file, for writing.
+    pub fn file(&mut self) -> &mut File {
+        self.file
+            .as_mut()
+            .expect("an OutFile holds its file until commit")
+    }
+
+    /// Where the file goes.
+    pub fn dest(&self) -> &Path {
+        &self.dest
+    }
+
+    /// The temporary name it has until then.
+    pub fn tmp(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Flushes the file to disk and renames it to its destination. With `replace`, whatever is
+    /// there (a file, or a link: the link is replaced, not followed) is replaced; without, an
+    /// existing destination is an `AlreadyExists` error and the temporary file is removed.
+    pub fn commit(mut self, replace: bool) -> io::Result<()> {
+        if let Some(f) = self.file.take() {
+            f.sync_all()?;
+        }
+        if replace {
+            std::fs::rename(&self.tmp, &self.dest)?;
+        } else {
+            // link(2) fails on an existing destination, links included: no window in which a
+            // name planted after a check is replaced. Filesystems without hard links get the
+            // check and a rename.
+            match std::fs::hard_link(&self.tmp, &self.dest) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&self.tmp);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(e),
+                Err(_) => {
+                    if std::fs::symlink_metadata(&self.dest).is_ok() {
+                        return Err(io::Error::from(io::ErrorKind::AlreadyExists));
+                    }
+                    std::fs::rename(&self.tmp, &self.dest)?;
+                }
+            }
+        }
+        // Committed: nothing left for Drop to remove.
+        self.tmp = PathBuf::new();
+        Ok(())
+    }
+}
+
+impl io::Write for OutFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.file().write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.file().flush()
+    }
+}
+
+impl Drop for OutFile {
+    fn drop(&mut self) {
+        if !self.tmp.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// 64 random bits from the standard library's per-process random hash keys (seeded by the
+/// OS), mixed with a counter and the time so that two calls differ: enough that a temporary
+/// name cannot be guessed in advance (exclusivity comes from `O_EXCL`, not from this).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(CALLS.fetch_add(1, Ordering::Relaxed));
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+/// Creates `dir` and any missing parents with permission bits `mode` (the umask applies);
+/// existing directories are left as they are.
+pub fn create_dir_all(dir: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A directory of its own under the system's temporary directory, removed when dropped.
+    struct Scratch(PathBuf);
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let p = std::env::temp_dir().join(format!(
+                "cutrace-files-{name}-{}-{:x}",
+                std::process::id(),
+                random_u64()
+            ));
+            std::fs::create_dir_all(&p).unwrap();
+            Scratch(p)
+        }
+    }
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        std::fs::symlink_metadata(p).unwrap().mode() & 0o777
+    }
+
+    #[test]
+    fn a_link_at_the_destination_is_replaced_not_followed() {
+        let s = Scratch::new("link");
+        let victim = s.0.join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let dest = s.0.join("kernels.csv");
+        std::os::unix::fs::symlink(&victim, &dest).unwrap();
+        let mut f = OutFile::create(&dest, 0o644).unwrap();
+        f.file().write_all(b"new").unwrap();
+        f.commit(true).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(std::fs::symlink_metadata(&dest).unwrap().is_file());
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "new");
+    }
+
+    #[test]
+    fn without_replace_an_existing_destination_is_kept_and_nothing_is_left() {
+        let s = Scratch::new("keep");
+        let dest = s.0.join("out.json");
+        std::fs::write(&dest, "old").unwrap();
+        let mut f = OutFile::create(&dest, 0o644).unwrap();
+        f.file().write_all(b"new").unwrap();
+        let e = f.commit(false).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read_to_string(&dest).unwrap(), "old");
+        assert_eq!(std::fs::read_dir(&s.0).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn modes_are_narrowed_by_the_input_and_by_what_is_replaced() {
+        let s = Scratch::new("mode");
+        let dest = s.0.join("a");
+        OutFile::create(&dest, 0o600).unwrap().commit(true).unwrap();
+        assert_eq!(mode(&dest), 0o600);
+        // Replacing a 0600 file with a 0644 export keeps it 0600.
+        OutFile::create(&dest, 0o644).unwrap().commit(true).unwrap();
+        assert_eq!(mode(&dest), 0o600);
+        let input = s.0.join("in");
+        std::fs::write(&input, "").unwrap();
+        std::fs::set_permissions(&input, std::fs::Permissions::from_mode(0o640)).unwrap();
+        assert_eq!(mode_of_inputs([&input, &dest]), 0o600 & 0o640);
+        assert_eq!(mode_of_inputs([s.0.join("missing")]), DEFAULT_MODE);
+        assert_eq!(dir_mode(0o600), 0o700);
+        assert_eq!(dir_mode(0o644), 0o755);
+    }
+
+    #[test]
+    fn an_uncommitted_file_is_removed() {
+        let s = Scratch::new("drop");
+        let mut f = OutFile::create(&s.0.join("x"), 0o644).unwrap();
+        f.file().write_all(b"half").unwrap();
+        let tmp = f.tmp().to_owned();
+        assert!(tmp.exists());
+        drop(f);
+        assert!(!tmp.exists());
+        assert_eq!(std::fs::read_dir(&s.0).unwrap().count(), 0);
+    }
+}
