@@ -258,10 +258,9 @@ proptest! {
 #[test]
 fn a_real_profiler_schedule_shows_the_stalled_step() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kineto");
-    let plan: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("profiler_steps.plan")).unwrap(),
-    )
-    .unwrap();
+    let plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("profiler_steps.plan")).unwrap())
+            .unwrap();
     let trace = cutrace_trace::open(&root.join("profiler_steps.json.gz"), &mut |_, _| {}).unwrap();
     let st = steps(&trace, None, &StepMatch::profiler_steps()).expect("ProfilerStep# ranges");
     assert_eq!(st.count, plan["active_steps"].as_u64().unwrap());

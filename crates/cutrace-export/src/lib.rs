@@ -11,5 +11,6 @@ pub mod meta;
 pub mod parquet;
 pub mod perfetto;
 mod rows;
+pub mod staged;
 pub mod tables;
 pub mod text;

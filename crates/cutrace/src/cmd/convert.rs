@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cutrace_export::files::{self, OutFile};
+use cutrace_export::staged::Staged;
 use cutrace_export::text::count;
-use cutrace_export::{chrome, csv, meta, parquet, perfetto, tables};
+use cutrace_export::{chrome, meta, perfetto, tables};
 use cutrace_trace::Trace;
 
 /// Convert a trace to CSV or Parquet tables, to Perfetto's own format, or to Chrome Trace Event
@@ -190,10 +191,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         // Both formats of one directory are staged together and renamed into place together.
         let mut st = Staged::new(&g.dir, mode);
         if g.csv {
-            write_csv(&mut st, &t)?;
+            st.csv_tables(&t)?;
         }
         if g.parquet {
-            write_parquet(&mut st, &t, &meta)?;
+            st.parquet_tables(&t, &meta)?;
         }
         st.write("meta.json", meta.as_bytes())?;
         let written = st.names();
@@ -646,94 +647,4 @@ fn export_file<T>(
         Some(Err(e)) => Err(e).with_context(|| format!("writing {}", out.display())),
         _ => Ok(n),
     }
-}
-
-/// Files written under temporary names in one directory and renamed into place together once
-/// every one is complete: a failed export (a full disk) leaves neither a half-written table nor
-/// a mix of this export's tables and an older one's. Temporary files are removed on failure
-/// (each [`OutFile`] removes its own when dropped).
-struct Staged {
-    dir: PathBuf,
-    mode: u32,
-    files: Vec<OutFile>,
-}
-
-impl Staged {
-    fn new(dir: &Path, mode: u32) -> Staged {
-        Staged {
-            dir: dir.to_owned(),
-            mode,
-            files: Vec::new(),
-        }
-    }
-
-    /// A writer for `name` in the directory, and the path the file will finally have.
-    fn create(
-        &mut self,
-        name: &str,
-    ) -> anyhow::Result<(PathBuf, std::io::BufWriter<&mut std::fs::File>)> {
-        let fin = self.dir.join(name);
-        let f = OutFile::create(&fin, self.mode)
-            .with_context(|| format!("creating {}", fin.display()))?;
-        self.files.push(f);
-        let f = self.files.last_mut().expect("just pushed");
-        Ok((fin, std::io::BufWriter::new(f.file())))
-    }
-
-    fn write(&mut self, name: &str, bytes: &[u8]) -> anyhow::Result<()> {
-        let (fin, mut f) = self.create(name)?;
-        f.write_all(bytes)
-            .and_then(|()| f.flush())
-            .with_context(|| format!("writing {}", fin.display()))
-    }
-
-    /// The names of the files staged so far.
-    fn names(&self) -> Vec<String> {
-        self.files
-            .iter()
-            .filter_map(|f| f.dest().file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .collect()
-    }
-
-    fn commit(self) -> anyhow::Result<()> {
-        // What would stop a rename half-way (a directory of that name) stops all of them.
-        for f in &self.files {
-            if std::fs::symlink_metadata(f.dest()).is_ok_and(|m| m.is_dir()) {
-                anyhow::bail!(
-                    "{} is a directory; move it away (nothing was written)",
-                    f.dest().display()
-                );
-            }
-        }
-        // On a failure the files not yet renamed are dropped, which removes them.
-        for f in self.files {
-            let fin = f.dest().to_owned();
-            f.commit(true)
-                .with_context(|| format!("writing {}", fin.display()))?;
-        }
-        Ok(())
-    }
-}
-
-/// Stages every table of `t` as a Parquet file, each carrying `meta` (meta.json's text).
-fn write_parquet(st: &mut Staged, t: &Trace, meta: &str) -> anyhow::Result<()> {
-    for name in tables::NAMES {
-        let (p, mut f) = st.create(&format!("{name}.parquet"))?;
-        parquet::write(&mut f, &tables::build(t, name), meta)
-            .and_then(|()| f.flush())
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
-}
-
-/// Stages every table of `t` as CSV.
-fn write_csv(st: &mut Staged, t: &Trace) -> anyhow::Result<()> {
-    for name in tables::NAMES {
-        let (p, mut f) = st.create(&format!("{name}.csv"))?;
-        csv::write(&mut f, &tables::build(t, name))
-            .and_then(|()| f.flush())
-            .with_context(|| format!("writing {}", p.display()))?;
-    }
-    Ok(())
 }

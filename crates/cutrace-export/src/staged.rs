@@ -1,0 +1,109 @@
+//! Tables staged together: every file of one export directory is written under a temporary name
+//! and renamed into place only when all of them are complete, so a failed export (a full disk)
+//! leaves neither a half-written table nor a mix of this export's tables and an older one's.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use cutrace_trace::Trace;
+
+use crate::files::OutFile;
+use crate::{csv, parquet, tables};
+
+/// What stopped a staged export; the OS error, where there is one, is the source.
+#[derive(Debug, thiserror::Error)]
+pub enum StageError {
+    #[error("creating {0}")]
+    Create(PathBuf, #[source] std::io::Error),
+    #[error("writing {0}")]
+    Write(PathBuf, #[source] std::io::Error),
+    #[error("{0} is a directory; move it away (nothing was written)")]
+    IsDirectory(PathBuf),
+}
+
+/// Files written under temporary names in one directory and renamed into place together once
+/// every one is complete. Temporary files are removed on failure (each [`OutFile`] removes its
+/// own when dropped).
+pub struct Staged {
+    dir: PathBuf,
+    mode: u32,
+    files: Vec<OutFile>,
+}
+
+impl Staged {
+    /// Files in `dir`, created with permission bits `mode`.
+    pub fn new(dir: &Path, mode: u32) -> Staged {
+        Staged {
+            dir: dir.to_owned(),
+            mode,
+            files: Vec::new(),
+        }
+    }
+
+    /// A writer for `name` in the directory, and the path the file will finally have.
+    pub fn create(
+        &mut self,
+        name: &str,
+    ) -> Result<(PathBuf, std::io::BufWriter<&mut std::fs::File>), StageError> {
+        let fin = self.dir.join(name);
+        let f = OutFile::create(&fin, self.mode).map_err(|e| StageError::Create(fin.clone(), e))?;
+        self.files.push(f);
+        let f = self.files.last_mut().expect("just pushed");
+        Ok((fin, std::io::BufWriter::new(f.file())))
+    }
+
+    /// Stages `bytes` as the file `name`.
+    pub fn write(&mut self, name: &str, bytes: &[u8]) -> Result<(), StageError> {
+        let (fin, mut f) = self.create(name)?;
+        f.write_all(bytes)
+            .and_then(|()| f.flush())
+            .map_err(|e| StageError::Write(fin, e))
+    }
+
+    /// Stages every table of `t` as CSV.
+    pub fn csv_tables(&mut self, t: &Trace) -> Result<(), StageError> {
+        for name in tables::NAMES {
+            let (p, mut f) = self.create(&format!("{name}.csv"))?;
+            csv::write(&mut f, &tables::build(t, name))
+                .and_then(|()| f.flush())
+                .map_err(|e| StageError::Write(p, e))?;
+        }
+        Ok(())
+    }
+
+    /// Stages every table of `t` as a Parquet file, each carrying `meta` (meta.json's text).
+    pub fn parquet_tables(&mut self, t: &Trace, meta: &str) -> Result<(), StageError> {
+        for name in tables::NAMES {
+            let (p, mut f) = self.create(&format!("{name}.parquet"))?;
+            parquet::write(&mut f, &tables::build(t, name), meta)
+                .and_then(|()| f.flush())
+                .map_err(|e| StageError::Write(p, e))?;
+        }
+        Ok(())
+    }
+
+    /// The names of the files staged so far.
+    pub fn names(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .filter_map(|f| f.dest().file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    /// Renames every staged file into place.
+    pub fn commit(self) -> Result<(), StageError> {
+        // What would stop a rename half-way (a directory of that name) stops all of them.
+        for f in &self.files {
+            if std::fs::symlink_metadata(f.dest()).is_ok_and(|m| m.is_dir()) {
+                return Err(StageError::IsDirectory(f.dest().to_owned()));
+            }
+        }
+        // On a failure the files not yet renamed are dropped, which removes them.
+        for f in self.files {
+            let fin = f.dest().to_owned();
+            f.commit(true).map_err(|e| StageError::Write(fin, e))?;
+        }
+        Ok(())
+    }
+}
