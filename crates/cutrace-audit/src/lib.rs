@@ -2,8 +2,8 @@
 //! dropped (Event, Metric, PC Sampling Activity) or deprecated (Profiling), and the copies of
 //! libcupti in a tree, with their versions. "Audit for the dropped APIs before a CUDA 13 rollout.
 //! Anything still calling the Event or Metric API returns
-//! CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED and collects nothing." (seed, "How to maintain it";
-//! CUPTI release notes, seed ref 3)
+//! CUPTI_ERROR_LEGACY_PROFILER_NOT_SUPPORTED and collects nothing." (CUPTI release notes,
+//! https://docs.nvidia.com/cupti/release-notes/release-notes.html)
 //!
 //! Three kinds of evidence, strongest first: the file imports the API (a dynamic call); the file
 //! defines it (a statically linked CUPTI: the API is inside, whether it is called cannot be told

@@ -1,7 +1,8 @@
 //! Pausing DCGM's profiling metrics around a counter session, and resuming them on every exit
 //! path. "Due to current hardware limitations, collection of profiling metrics with DCGM will
 //! conflict with usage of other developer tools"; the documented workaround is
-//! `dcgmi profile --pause` ... `dcgmi profile --resume` (DCGM feature overview, seed ref 8).
+//! `dcgmi profile --pause` ... `dcgmi profile --resume` (DCGM feature overview,
+//! https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html).
 //!
 //! DCGM's pause is one switch for the whole host, so cutrace counts who holds it. Every pause
 //! has a *holder*: a watchdog process forked *before* pausing, in its own session (a Ctrl-C to

@@ -11,7 +11,7 @@ pub const SELF_STATUS_FILE: &str = "/proc/self/status";
 /// doctor and `record` read `/proc/driver/nvidia/version` the same way.
 pub use cutrace_cupti::version::{parse_driver_version, DriverVersion};
 
-/// Counter access restricted to admins on Linux since 418.43 (ERR_NVGPUCTRPERM page, seed ref 6).
+/// Counter access restricted to admins on Linux since 418.43 (the ERR_NVGPUCTRPERM page, docs/DOCTOR.md).
 pub const RESTRICTION_SINCE: DriverVersion = DriverVersion::new(418, 43, 0);
 /// "Starting in driver version R565, the CAP_PERFMON capability will also allow access." (ref 6)
 pub const CAP_PERFMON_SINCE: DriverVersion = DriverVersion::new(565, 0, 0);

@@ -1,8 +1,9 @@
 //! cutrace-doctor: admin checks over a filesystem root (why can't I profile here?) and the live
 //! Range Profiler probe. (The ELF audit is `cutrace-audit`; the DCGM pause guard `cutrace-dcgm`.)
 //!
-//! The rules every check applies come from the seed document's permission model and failure-mode
-//! table, and from the NVIDIA pages it cites; each `Check` carries its `sources`.
+//! The rules every check applies come from NVIDIA's pages (CUPTI's guide, the ERR_NVGPUCTRPERM
+//! page, the DCGM overview, nv-reg.h); each `Check` carries its `sources`, and docs/DOCTOR.md
+//! quotes them.
 
 pub mod checks;
 pub mod cupti_search;

@@ -22,9 +22,9 @@ impl Status {
 }
 
 /// What a failed check takes away. Tracing (Activity/Callback API) and counter profiling (Range
-/// Profiling, PM Sampling) are separate because the seed's permission model separates them:
-/// "Tracing is cheap, unprivileged, and mostly composable. Profiling is expensive, privileged,
-/// and exclusive."
+/// Profiling, PM Sampling) are separate because NVIDIA's permission model separates them: tracing
+/// needs no privilege, while the counters are admin-only unless opened (the ERR_NVGPUCTRPERM page)
+/// and held by one client at a time (the DCGM overview, Nsight Compute's guide).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Affects {
@@ -65,7 +65,7 @@ pub struct Check {
     pub explanation: String,
     /// Exact commands, in order; empty when nothing needs doing.
     pub fix: Vec<String>,
-    /// Where the rule applied here comes from (NVIDIA pages, via the seed's references).
+    /// Where the rule applied here comes from (NVIDIA pages).
     pub sources: Vec<&'static str>,
 }
 

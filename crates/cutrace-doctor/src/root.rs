@@ -1,5 +1,5 @@
 //! The filesystem root every check reads through: `/` on a real machine, a fixture tree in tests
-//! (DESIGN.md decision 9). Nothing in the checks touches an absolute path directly.
+//! (so every failure mode has a fixture tree under tests/fixtures). Nothing in the checks touches an absolute path directly.
 
 use std::fs;
 use std::io;

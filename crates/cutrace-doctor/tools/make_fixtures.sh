@@ -36,7 +36,7 @@ NO_CAPS=0000000000000000
 PERFMON=0000004000000000
 DOCKER_DEFAULT=00000000a80425fb
 
-# The H200 machine as H200-MACHINE.md describes it: root, counters open, CUDA 13.0.
+# The H200 test machine as gpu/results/run23_doctor_probe.txt shows it: root, counters open, CUDA 13.0.
 R=h200-root-open
 driver $R 580.159.04; params $R 0; who $R 0 $ROOT_CAPS; osrel $R ubuntu debian
 cupti $R usr/local/cuda/lib64 libcupti.so.13 13.0.85

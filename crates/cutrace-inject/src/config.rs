@@ -16,7 +16,7 @@ pub const KIND_NAMES: &[(&str, u32)] = &[
     ("overhead", kind::OVERHEAD),
 ];
 
-/// DESIGN.md decision 7. DRIVER is on because libraries (cuBLAS, Triton) launch kernels with
+/// (docs/ARCHITECTURE.md). DRIVER is on because libraries (cuBLAS, Triton) launch kernels with
 /// the driver API: without it those kernels are orphans. Runtime launches do not also produce a
 /// driver record (checked on CUDA 13.0), so it costs no duplicate records.
 pub const DEFAULT_KINDS: &str = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead";

@@ -2,7 +2,7 @@
 //! enables activity kinds and registers buffer callbacks; the callbacks only hand buffers to a
 //! writer thread, which decodes them into the native trace format.
 //!
-//! Rules this file keeps (DESIGN.md decision 4): no panic crosses `extern "C"` (every entry point
+//! Rules this file keeps (docs/ARCHITECTURE.md): no panic crosses `extern "C"` (every entry point
 //! runs under `catch_unwind`); no file I/O on the application's threads; memory is bounded by
 //! the buffer pool, and records that do not fit are dropped and counted; when CUPTI is missing,
 //! incompatible or already taken, the program runs untraced with one line on stderr, and a start

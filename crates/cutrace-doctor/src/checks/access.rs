@@ -1,6 +1,8 @@
 //! `counter-access` (may this caller read the GPU performance counters?) and `config-drift`
 //! (does the running driver carry what the modprobe configuration says?). The rules are the
-//! ERR_NVGPUCTRPERM page's (seed ref 6) and nv-reg.h's compiled-in default (seed ref 7).
+//! ERR_NVGPUCTRPERM page's
+//! (https://developer.nvidia.com/nvidia-development-tools-solutions-ERR_NVGPUCTRPERM-permission-issue-performance-counters) and nv-reg.h's compiled-in default
+//! (https://github.com/NVIDIA/open-gpu-kernel-modules/blob/main/kernel-open/nvidia/nv-reg.h).
 
 use super::{src, Ctx};
 use crate::facts::{
@@ -275,7 +277,7 @@ pub fn counter_access(ctx: &Ctx) -> Access {
     }
 }
 
-/// The initramfs rebuild for the distribution named in /etc/os-release (seed ref 6).
+/// The initramfs rebuild for the distribution named in /etc/os-release (the ERR_NVGPUCTRPERM page).
 pub fn initramfs_commands(ctx: &Ctx) -> Vec<String> {
     let (id, like) = facts::os_ids(ctx.root);
     let all: Vec<&str> = id

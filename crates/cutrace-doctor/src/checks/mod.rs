@@ -1,6 +1,6 @@
 //! The doctor's checks. Each is a pure function of a `Ctx` (facts read once from a `Root`) to a
-//! `Check`; the rules they apply come from the seed's permission model and failure-mode table
-//! and the NVIDIA pages it cites (see `sources` on each check, and docs/DOCTOR.md).
+//! `Check`; the rules they apply come from NVIDIA's pages (see `sources` on each check, and
+//! docs/DOCTOR.md).
 
 mod access;
 mod container;
@@ -16,7 +16,7 @@ use crate::root::Root;
 pub use container::ContainerInfo;
 pub use cupti_library::{find_cupti, CuptiCandidate};
 
-/// NVIDIA pages the rules come from (the seed's references).
+/// NVIDIA pages the rules come from.
 pub mod src {
     pub const ERR_NVGPUCTRPERM: &str = "https://developer.nvidia.com/nvidia-development-tools-solutions-ERR_NVGPUCTRPERM-permission-issue-performance-counters";
     pub const NV_REG_H: &str =
