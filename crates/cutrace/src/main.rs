@@ -7,6 +7,16 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use cutrace_export::text::escape_lines;
 
+/// stderr never panics: `std`'s `eprintln!` panics when the write fails (`2>/dev/full`), and a
+/// warning that cannot be shown is no reason to abort a command. Defined before `mod cmd` so the
+/// commands use it too.
+macro_rules! eprintln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 mod cmd;
 
 /// Trace CUDA programs through CUPTI and get numbers that are not lies.
@@ -47,7 +57,15 @@ fn main() {
     };
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
-        Err(e) if !e.use_stderr() => e.exit(),
+        // --help and --version: a write error is an error here too (`cutrace --help > /dev/full`).
+        Err(e) if !e.use_stderr() => match e.print() {
+            Ok(()) => std::process::exit(0),
+            Err(io) if io.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+            Err(io) => {
+                eprintln!("cutrace: error: writing the help to stdout\n  caused by: {io}");
+                std::process::exit(failed);
+            }
+        },
         Err(e) => {
             let _ = e.print();
             std::process::exit(failed);
