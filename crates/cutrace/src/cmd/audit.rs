@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use cutrace_audit::{AuditOptions, Progress, RealFs};
+use cutrace_export::text::escape_lines;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -93,7 +94,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     }
     let text = match args.format {
         Format::Json => serde_json::to_string_pretty(&report)? + "\n",
-        Format::Text => report.render_text(),
+        // File names are anyone's choice: control characters escaped.
+        Format::Text => escape_lines(&report.render_text()).into_owned(),
     };
     out.write_all(text.as_bytes())
         .context("writing the audit to stdout")?;

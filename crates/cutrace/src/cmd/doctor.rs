@@ -2,6 +2,7 @@
 
 use anyhow::Context;
 use cutrace_doctor::{Report, Root, Status};
+use cutrace_export::text::escape_lines;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -64,7 +65,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     }
     match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?),
-        Format::Text => write!(out, "{}", render_text(&report, args.verbose)),
+        // Evidence quotes what other users control (process command lines, file contents).
+        Format::Text => write!(out, "{}", escape_lines(&render_text(&report, args.verbose))),
     }
     .context("writing the doctor's report to stdout")?;
     Ok(report.exit_status)
