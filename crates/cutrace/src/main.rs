@@ -7,13 +7,19 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use cutrace_export::text::escape_lines;
 
-/// stderr never panics: `std`'s `eprintln!` panics when the write fails (`2>/dev/full`), and a
+/// stderr never panics: `std`'s `eprintln!` and `eprint!` panic when the write fails (`2>/dev/full`), and a
 /// warning that cannot be shown is no reason to abort a command. Defined before `mod cmd` so the
 /// commands use it too.
 macro_rules! eprintln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
         let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+macro_rules! eprint {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = write!(std::io::stderr(), $($t)*);
     }};
 }
 
