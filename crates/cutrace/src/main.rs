@@ -10,10 +10,17 @@ use cutrace_export::text::escape_lines;
 /// stderr never panics: `std`'s `eprintln!` and `eprint!` panic when the write fails (`2>/dev/full`), and a
 /// warning that cannot be shown is no reason to abort a command. Defined before `mod cmd` so the
 /// commands use it too.
+/// Its lines quote paths and names anyone may choose: control characters are escaped (only
+/// `eprint!`, which draws the progress line in place, writes them).
 macro_rules! eprintln {
     ($($t:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        let line = format!($($t)*);
+        let _ = writeln!(
+            std::io::stderr(),
+            "{}",
+            cutrace_export::text::escape_lines(&line)
+        );
     }};
 }
 macro_rules! eprint {
