@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::error::{check, CuptiError, CuptiResult};
 use crate::locate::Candidate;
-use crate::symbols::{PcSamplingSymbols, PmSamplingSymbols, ProfilerSymbols};
+use crate::symbols::{sym, PcSamplingSymbols, PmSamplingSymbols, ProfilerSymbols};
 
 /// `CUpti_BuffersCallbackRequestFunc`.
 pub type BufferRequestFn = unsafe extern "C" fn(*mut *mut u8, *mut usize, *mut usize);
@@ -65,15 +65,6 @@ pub struct Cupti {
     profiler: ProfilerSymbols,
     pm_sampling: PmSamplingSymbols,
     pc_sampling: PcSamplingSymbols,
-}
-
-/// A symbol of `lib` as a `T`, `None` when absent.
-///
-/// # Safety
-/// `T` must be the type of the symbol (for a function, the signature its header declares).
-pub(crate) unsafe fn sym<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Option<T> {
-    // SAFETY: the caller vouches for `T`.
-    unsafe { lib.get::<T>(name).ok().map(|s| *s) }
 }
 
 impl Cupti {

@@ -23,7 +23,7 @@ macro_rules! symbol_table {
                 $name {
                     // SAFETY: for each field, the type is the signature NVIDIA's header declares for
                     // this name; an absent symbol is `None`.
-                    $($field: unsafe { crate::api::sym(lib, concat!($sym, "\0").as_bytes()) },)*
+                    $($field: unsafe { crate::symbols::sym(lib, concat!($sym, "\0").as_bytes()) },)*
                 }
             }
 
@@ -108,4 +108,13 @@ symbol_table! {
         get_num_stall_reasons: UndeclaredParamsFn = "cuptiPCSamplingGetNumStallReasons",
         get_stall_reasons: UndeclaredParamsFn = "cuptiPCSamplingGetStallReasons",
     }
+}
+
+/// A symbol of `lib` as a `T`, `None` when absent.
+///
+/// # Safety
+/// `T` must be the type of the symbol (for a function, the signature its header declares).
+pub(crate) unsafe fn sym<T: Copy>(lib: &libloading::Library, name: &[u8]) -> Option<T> {
+    // SAFETY: the caller vouches for `T`.
+    unsafe { lib.get::<T>(name).ok().map(|s| *s) }
 }
