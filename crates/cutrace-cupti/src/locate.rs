@@ -178,11 +178,11 @@ pub fn is_loaded_here(soname: &str) -> bool {
     true
 }
 
-/// The search over the real process and filesystem.
-pub fn candidates_here() -> Vec<Candidate> {
+/// The search over the real process and filesystem, with the caller's environment (`env`: a
+/// variable's value; the library reads none itself).
+pub fn candidates_here(env: &dyn Fn(&str) -> Option<String>) -> Vec<Candidate> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok();
     let exe = std::fs::read_link("/proc/self/exe").ok();
-    let env = |k: &str| std::env::var(k).ok();
     let exists = |p: &Path| p.exists();
     let list_dir = |p: &Path| -> Vec<PathBuf> {
         std::fs::read_dir(p)
@@ -190,7 +190,7 @@ pub fn candidates_here() -> Vec<Candidate> {
             .unwrap_or_default()
     };
     candidates(&SearchInputs {
-        env: &env,
+        env,
         maps: maps.as_deref(),
         exe: exe.as_deref(),
         exists: &exists,

@@ -170,14 +170,21 @@ impl ProbeReport {
 /// Run the probe in a forked child and collect its report (bounded by a timeout).
 ///
 /// The probe always runs on this machine; with a `--root` other than `/` only the libcupti it
-/// tries first comes from that root.
-pub fn run(root: &crate::Root) -> ProbeReport {
-    let cupti_hint = crate::cupti_search::record_would_load(root)
-        .map(|c| root.path(&c.path).display().to_string());
-    run_forked(cupti_hint)
+/// tries first comes from that root. After it, libcupti is looked for as `record` looks for it
+/// (`cutrace_cupti::locate`) in this process, with `env` as its environment.
+pub fn run(root: &crate::Root, env: &dyn Fn(&str) -> Option<String>) -> ProbeReport {
+    let mut cands: Vec<Candidate> = crate::cupti_search::record_would_load(root)
+        .map(|c| Candidate {
+            path: root.path(&c.path),
+            source: "the libcupti the static checks found",
+        })
+        .into_iter()
+        .collect();
+    cands.extend(locate::candidates_here(env));
+    run_forked(&cands)
 }
 
-fn run_forked(cupti_hint: Option<String>) -> ProbeReport {
+fn run_forked(cands: &[Candidate]) -> ProbeReport {
     use std::io::Read;
     use std::os::fd::FromRawFd;
     let mut fds = [0i32; 2];
@@ -195,7 +202,7 @@ fn run_forked(cupti_hint: Option<String>) -> ProbeReport {
     if pid == 0 {
         // SAFETY: the child closes its copy of the read end, which it owns.
         unsafe { libc::close(r) };
-        let report = probe_in_process(cupti_hint.as_deref());
+        let report = probe_in_process(cands);
         let json = serde_json::to_vec(&report).unwrap_or_default();
         let mut off = 0;
         while off < json.len() {
@@ -450,9 +457,8 @@ fn session(
 
 /// The probe itself, in this process. Prefer `run`, which isolates it in a child.
 ///
-/// libcupti is looked for as `record` looks for it (`cutrace_cupti::locate`), after
-/// `cupti_first` when given.
-pub fn probe_in_process(cupti_first: Option<&str>) -> ProbeReport {
+/// libcupti is the first of `cands` that loads (see [`run`] for the list it makes).
+pub fn probe_in_process(cands: &[Candidate]) -> ProbeReport {
     let mut rep = ProbeReport::default();
     let cuda = match CudaDriver::load() {
         Ok(x) => x,
@@ -472,15 +478,7 @@ pub fn probe_in_process(cupti_first: Option<&str>) -> ProbeReport {
         return rep;
     }
     rep.driver_cuda_version = cuda.driver_version().ok();
-    let mut cands: Vec<Candidate> = cupti_first
-        .map(|p| Candidate {
-            path: p.into(),
-            source: "the libcupti the static checks found",
-        })
-        .into_iter()
-        .collect();
-    cands.extend(locate::candidates_here());
-    let cupti = match Cupti::load(&cands) {
+    let cupti = match Cupti::load(cands) {
         Ok(x) => x,
         Err(e) => {
             rep.error = Some(e.to_string());

@@ -146,7 +146,7 @@ impl Drop for Claim {
 
 fn init() -> Result<(), String> {
     let config = Config::from_env(&|k| std::env::var(k).ok());
-    let cands = cutrace_cupti::locate::candidates_here();
+    let cands = cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok());
     let cupti = Cupti::load(&cands).map_err(|e| match e {
         CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
             "libcupti could not be loaded ({e}). Fix: install the CUDA 13 toolkit's CUPTI, or set \

@@ -57,7 +57,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let root = Root::new(&args.root);
     let mut report = cutrace_doctor::doctor(&root);
     if args.probe {
-        report = report.with_probe(cutrace_doctor::probe::run(&root));
+        report = report.with_probe(cutrace_doctor::probe::run(&root, &|k| {
+            std::env::var(k).ok()
+        }));
     }
     // A FIFO or device where a file should be is skipped, not waited on: say which.
     for (path, what) in root.not_read() {

@@ -464,7 +464,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         let value = if cutrace_cupti::Cupti::load_one(soname, "probe").is_ok() {
             Some(OsString::from(soname))
         } else {
-            cutrace_cupti::locate::candidates_here()
+            cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok())
                 .into_iter()
                 .find(|c| c.path.is_absolute())
                 .map(|c| c.path.into_os_string())
