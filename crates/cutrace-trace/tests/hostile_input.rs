@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use cutrace_trace::native::{self, codec_id, tag, CHUNK_HEADER_LEN, MAGIC};
 use cutrace_trace::*;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
+use cutrace_testkit::repo;
 
 /// A fresh directory for one test, removed when dropped.
 struct TempDir(PathBuf);
