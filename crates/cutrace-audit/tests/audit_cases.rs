@@ -3,17 +3,16 @@
 //! not seen, dlsym lookups not seen, auditwheel's `libcupti-<hash>.so.N` not named a bundled
 //! copy, link paths reported instead of real ones, /proc walked into.
 
-use cutrace_testkit::mini_elf;
-
-use cutrace_testkit::loud;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 
 use cutrace_audit::{
     audit, audit_with, AuditOptions, AuditReport, Evidence, Fs, ReadSeek, RealFs, Removal,
 };
+use cutrace_testkit::loud;
+use cutrace_testkit::mini_elf;
 use mini_elf::{ar, MiniElf};
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
 
 /// A temporary directory for one test, removed on drop.
 fn tmpdir(name: &str) -> cutrace_testkit::Dir {

@@ -1,11 +1,11 @@
 //! The audit on real ELF files built with `cc` at test time: one importing Event and Metric API
 //! functions, one clean, one "bundled libcupti".
 
-use cutrace_testkit::loud;
-
-use cutrace_audit::{audit, Removal};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use cutrace_audit::{audit, Removal};
+use cutrace_testkit::loud;
 
 /// A temporary directory for one test, removed on drop.
 fn tmpdir(name: &str) -> cutrace_testkit::Dir {

@@ -3,12 +3,12 @@
 //! process's peak memory bounded. `CUTRACE_FUZZ_CASES` and `CUTRACE_FUZZ_SEED` widen or move
 //! the run; a failure names its seed, which reproduces it.
 
-use cutrace_testkit::fuzz_inputs;
-
-use cutrace_audit::{audit_with, AuditOptions, RealFs};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
+
+use cutrace_audit::{audit_with, AuditOptions, RealFs};
+use cutrace_testkit::fuzz_inputs;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -2,15 +2,14 @@
 //! `ld.so` still loads, a FIFO named as a PATH, and /proc's magic links. Each test is a defect
 //! that made the audit say "clean" (exit 0) or walk the whole filesystem.
 
-use cutrace_testkit::mini_elf;
-
-use cutrace_audit::{audit_with, AuditOptions, AuditReport, Evidence, RealFs, EXIT_CLEAN};
-use mini_elf::MiniElf;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use cutrace_audit::{audit_with, AuditOptions, AuditReport, Evidence, RealFs, EXIT_CLEAN};
+use cutrace_testkit::mini_elf;
 use cutrace_testkit::Dir as Scratch;
+use mini_elf::MiniElf;
 
 /// Run the audit on another thread; a hang fails the test instead of wedging it.
 fn audit_within(paths: Vec<PathBuf>, opts: AuditOptions, limit: Duration) -> AuditReport {

@@ -96,3 +96,60 @@ pub fn have(tool: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    #[test]
+    fn dirs_are_unique_and_removed_on_drop() {
+        let a = Dir::new("kit");
+        let b = Dir::new("kit");
+        assert_ne!(a.0, b.0);
+        assert!(a
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .starts_with("cutrace-kit-"));
+        std::fs::create_dir_all(a.path("x/y")).unwrap();
+        std::fs::write(a.path("x/y/z"), b"z").unwrap();
+        let (pa, pb) = (a.0.clone(), b.0.clone());
+        drop(a);
+        drop(b);
+        assert!(!pa.exists() && !pb.exists());
+    }
+
+    #[test]
+    fn a_failed_run_shows_the_command_its_status_and_both_outputs() {
+        let mut c = Command::new("sh");
+        c.args(["-c", "echo to-stdout; echo to-stderr >&2; exit 3"]);
+        // A Command is not UnwindSafe; nothing of it is used after the panic.
+        let msg = *std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+            c.run_ok();
+        }))
+        .unwrap_err()
+        .downcast::<String>()
+        .unwrap();
+        for needed in ["sh", "exit 3", "to-stdout", "to-stderr", "exit status: 3"] {
+            assert!(msg.contains(needed), "{needed:?} missing from {msg}");
+        }
+        assert_eq!(
+            Command::new("sh")
+                .args(["-c", "exit 4"])
+                .run_code(4)
+                .status
+                .code(),
+            Some(4)
+        );
+    }
+
+    #[test]
+    fn the_repository_and_its_fixtures_are_found() {
+        assert!(repo().join("Cargo.toml").is_file());
+        assert!(fixture("native").is_dir());
+        let traces = native_fixtures(&repo());
+        assert!(traces.iter().any(|t| t == "two_streams"), "{traces:?}");
+    }
+}

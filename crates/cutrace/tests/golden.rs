@@ -5,11 +5,11 @@
 //! Refresh after an intended change with `CUTRACE_BLESS=1 cargo test -p cutrace --test golden`
 //! and say in the commit message which outputs changed and why.
 
-use cutrace_testkit::mini_elf;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+use cutrace_testkit::mini_elf;
 
 fn golden_dir() -> PathBuf {
     cutrace_testkit::repo().join("tests/golden")

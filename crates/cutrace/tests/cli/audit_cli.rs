@@ -1,15 +1,14 @@
 //! `cutrace audit` end to end on hand-built ELF files and archives (no C compiler needed): what
 //! it reports, its exit statuses, and the defects a review found.
 
-use cutrace_testkit::mini_elf;
-
-use cutrace_testkit::loud;
-
-use mini_elf::{ar, MiniElf};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Output};
+
+use cutrace_testkit::loud;
+use cutrace_testkit::mini_elf;
+use mini_elf::{ar, MiniElf};
 
 fn tmpdir(name: &str) -> cutrace_testkit::Dir {
     cutrace_testkit::Dir::new(&format!("audit-cli-{name}"))

@@ -1,9 +1,9 @@
 //! `cutrace doctor` end to end on the doctor crate's fixture trees: exit status and output.
 
-use cutrace_testkit::loud;
-
 use std::path::PathBuf;
 use std::process::{Command, Output};
+
+use cutrace_testkit::loud;
 
 fn fixture(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -4,9 +4,9 @@
 //! must give the same static verdicts the real machine gave, and the recorded probe must show the
 //! live Range Profiler session that succeeded there.
 
-use cutrace_testkit::repo;
 use std::process::Command;
 
+use cutrace_testkit::repo;
 use serde_json::Value;
 
 #[test]

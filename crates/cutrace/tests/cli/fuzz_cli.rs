@@ -4,10 +4,10 @@
 //! its documented statuses (no panic, no signal, no hang). `CUTRACE_FUZZ_CASES` and
 //! `CUTRACE_FUZZ_SEED` widen or move the run; a failure names its seed and arguments.
 
-use cutrace_testkit::fuzz_inputs;
-
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use cutrace_testkit::fuzz_inputs;
 
 /// Address space a run may use (KiB): far above what reading a few KiB needs, far below what
 /// reading a "huge" size field or a sparse multi-GiB file whole would take.

@@ -7,9 +7,10 @@
 //! full set through gpu/run.sh, whose traces are committed as fixtures (tests/fixtures/native)
 //! that the other tests check without a GPU.
 
-use cutrace_testkit::repo;
 use std::path::Path;
 use std::process::Command;
+
+use cutrace_testkit::repo;
 
 fn missing_gpu() -> Option<String> {
     if !Path::new("/proc/driver/nvidia/version").exists() {

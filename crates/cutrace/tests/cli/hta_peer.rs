@@ -3,23 +3,17 @@
 //! docs/HTA.md. With HTA_DISABLE_NS_ROUNDING=1, HTA's idle time and window must agree with
 //! cutrace's exact integers up to HTA's float error; with its defaults they must not.
 
-use cutrace_testkit::repo;
 use std::path::Path;
-use std::process::Command;
 
+use cutrace_testkit::repo;
+use cutrace_testkit::Run;
 use serde_json::Value;
 
 fn report(trace: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+    let out = crate::util::bin()
         .args(["report", "--format", "json"])
         .arg(trace)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run_ok();
     serde_json::from_slice(&out.stdout).unwrap()
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::util::cutrace;
-use cutrace_testkit::repo;
+use cutrace_testkit::{loud, repo};
 
 const KINETO: &str = "tests/fixtures/kineto/two_streams.json.gz";
 const PART: &str = "tests/fixtures/native/two_streams/vm-466.cutrace";
@@ -84,7 +84,7 @@ fn have(cmd: &str) -> bool {
 #[test]
 fn process_substitution_gives_the_report_the_file_gives() {
     if !have("bash") {
-        eprintln!("SKIPPED: no bash for <(…)");
+        loud!("SKIPPED: no bash for <(…)");
         return;
     }
     let bin = env!("CARGO_BIN_EXE_cutrace");
@@ -114,7 +114,7 @@ fn mkfifo(p: &Path) {
 #[test]
 fn a_fifo_gives_the_report_the_file_gives() {
     if !have("mkfifo") {
-        eprintln!("SKIPPED: no mkfifo");
+        loud!("SKIPPED: no mkfifo");
         return;
     }
     let d = TempDir::new("input-fifo");

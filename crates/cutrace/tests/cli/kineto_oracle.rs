@@ -3,12 +3,11 @@
 //! computation: tests/oracle/kineto_oracle.py (Python, decimal.Decimal, event sweep), busy,
 //! idle, gaps, the join, and the idle time split at each gap's next launch.
 
-use cutrace_testkit::loud;
-
-use cutrace_testkit::repo;
 use std::path::Path;
 use std::process::Command;
 
+use cutrace_testkit::loud;
+use cutrace_testkit::repo;
 use serde_json::{json, Value};
 
 fn python() -> Option<&'static str> {

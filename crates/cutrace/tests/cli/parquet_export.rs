@@ -4,10 +4,10 @@
 //! values as the CSV export (tests/parquet_pyarrow.py). The format itself is tested value by
 //! value against an independent reader in the writer's unit tests.
 
-use cutrace_testkit::loud;
-
-use cutrace_testkit::repo as root;
 use std::process::Command;
+
+use cutrace_testkit::loud;
+use cutrace_testkit::repo as root;
 
 /// `cutrace convert ARGS…` from the repository root, whatever its outcome.
 fn run_convert<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> std::process::Output {

@@ -6,6 +6,8 @@ use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use cutrace_testkit::loud;
+
 /// (a temporary directory, removed on drop; a stand-in injection library in it)
 fn setup(name: &str) -> (cutrace_testkit::Dir, PathBuf) {
     let dir = cutrace_testkit::Dir::new(&format!("record-cli-{name}"));
@@ -312,7 +314,7 @@ fn mistyped_options_and_bad_output_directories_are_refused_before_the_program_ru
     let root = std::fs::write(&probe, "x").is_ok();
     let _ = std::fs::remove_file(&probe);
     if root {
-        eprintln!("SKIPPED (part): the read-only directory check needs a non-root user");
+        loud!("SKIPPED (part): the read-only directory check needs a non-root user");
     } else {
         let (status, err) = record_args(&dir, &lib, &["-o", "ro", "--", "touch", "ran"]);
         assert_eq!(status, Some(125), "{err}");

@@ -4,28 +4,21 @@
 //! `--from`/`--to` window, two runs' parts in one directory, and `--steps`), and every object key seen
 //! anywhere in the output must appear in the page as a backticked name (`` `idle_split` ``).
 
-use cutrace_testkit::{fixture, repo as root};
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::Command;
 
+use cutrace_testkit::Run;
+use cutrace_testkit::{fixture, repo as root};
 use serde_json::Value;
 
 /// The JSON report of `path`, with extra arguments.
 fn report(path: &Path, extra: &[&str]) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+    let out = crate::util::bin()
         .arg("report")
         .arg(path)
         .args(["--format", "json"])
         .args(extra)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cutrace report {} {extra:?} failed: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .run_ok();
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
         panic!("cutrace report {}: not JSON: {e}", path.display());
     })
