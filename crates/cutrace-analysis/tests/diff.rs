@@ -2,10 +2,8 @@
 //! across traces and ordered by the size of their change; the caveats fire on what makes a
 //! comparison not like for like, and only then.
 
-mod common;
-
-use common::{call, complete_trace, kernel, launch, seed_trace};
 use cutrace_analysis::{diff, DiffOptions};
+use cutrace_testkit::records::{call, complete_trace, kernel, launch, seed_trace};
 use cutrace_trace::{Interner, Trace, TraceNote};
 
 fn top(n: usize) -> DiffOptions {

@@ -2,10 +2,8 @@
 //! (stored out of line in the hot path), inverted records, copies overlapping compute, GPU ranges,
 //! and per-name summaries.
 
-mod common;
-
-use common::{kernel, launch};
 use cutrace_analysis::{analyze, Options, TimeArg, Window};
+use cutrace_testkit::records::{kernel, launch};
 use cutrace_trace::{CopyKind, Interner, Memcpy, NvtxRange, RangeDomain, Trace};
 
 const S: u64 = 1_000_000_000;

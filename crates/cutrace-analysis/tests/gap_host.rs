@@ -3,10 +3,8 @@
 //! it; in a trace merged from several processes, only the calls of the process whose kernel
 //! ends the gap.
 
-mod common;
-
-use common::{call, host_range, kernel, launch};
 use cutrace_analysis::{analyze, NamedSpan, Options};
+use cutrace_testkit::records::{call, host_range, kernel, launch};
 use cutrace_trace::{Interner, Trace};
 
 fn span(name: &str, ns: u64) -> NamedSpan {

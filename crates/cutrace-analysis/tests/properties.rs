@@ -2,12 +2,10 @@
 //! decides busy, idle, gaps and windows; a nested-loop join decides orphans and latencies.
 //! Random orderings, overlaps, touching and zero-length intervals, several devices and streams.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 
-use common::{kernel, launch};
 use cutrace_analysis::{analyze, launch_latencies, Options, Timeline, Window};
+use cutrace_testkit::records::{kernel, launch};
 use cutrace_trace::{Interner, Kernel, Ns, Trace};
 use proptest::prelude::*;
 

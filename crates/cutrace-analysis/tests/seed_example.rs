@@ -1,10 +1,8 @@
 //! The seed's executed example (DESIGN.md's source of truth), exactly: union 8000 ns, sum
 //! 10800 ns, span 8000 ns; stream 7 alone idle 200 ns (2.5 %); queue latencies; orphans.
 
-mod common;
-
-use common::*;
 use cutrace_analysis::{analyze, launch_latencies, union_ns, Options};
+use cutrace_testkit::records::*;
 
 const ALL: [u64; 5] = [11, 12, 13, 14, 15];
 

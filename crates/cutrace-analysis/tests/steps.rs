@@ -2,10 +2,8 @@
 //! examples with every figure written out, a merged two-process trace (a step sees only its own
 //! process's kernels), and a property test against a per-nanosecond brute force.
 
-mod common;
-
-use common::{complete_trace, host_range, kernel};
 use cutrace_analysis::{steps, StepMatch, Window};
+use cutrace_testkit::records::{complete_trace, host_range, kernel};
 use cutrace_trace::{Interner, Kernel, Ns, NvtxRange, RangeDomain, Trace};
 use proptest::prelude::*;
 

@@ -3,31 +3,20 @@
 //! not seen, dlsym lookups not seen, auditwheel's `libcupti-<hash>.so.N` not named a bundled
 //! copy, link paths reported instead of real ones, /proc walked into.
 
-#[path = "common/mini_elf.rs"]
-mod mini_elf;
-
-/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
-/// tests, and a skip must be seen in CI's log.
-macro_rules! loud {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
-    }};
-}
-
-use cutrace_audit::{
-    audit, audit_with, AuditOptions, AuditReport, Evidence, Fs, ReadSeek, RealFs, Removal,
-};
-use mini_elf::{ar, MiniElf};
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutrace-audit-case-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+use cutrace_audit::{
+    audit, audit_with, AuditOptions, AuditReport, Evidence, Fs, ReadSeek, RealFs, Removal,
+};
+use cutrace_testkit::loud;
+use cutrace_testkit::mini_elf;
+use mini_elf::{ar, MiniElf};
+
+/// A temporary directory for one test, removed on drop.
+fn tmpdir(name: &str) -> cutrace_testkit::Dir {
+    cutrace_testkit::Dir::new(&format!("audit-case-{name}"))
 }
 
 fn legacy_caller() -> MiniElf {
@@ -119,7 +108,7 @@ fn unreadable_files_and_directories_are_errors_and_exit_3() {
         eio_after_8: vec![broken.clone()],
     };
     let r = audit_with(
-        std::slice::from_ref(&dir),
+        std::slice::from_ref(&dir.0),
         &AuditOptions::default(),
         &fs,
         &mut |_| {},
@@ -163,7 +152,7 @@ fn unreadable_files_and_directories_are_errors_and_exit_3() {
     // A dropped API found elsewhere still exits 1; the errors are still listed.
     legacy_caller().write(&dir.join("readable.so"));
     let r = audit_with(
-        std::slice::from_ref(&dir),
+        std::slice::from_ref(&dir.0),
         &AuditOptions::default(),
         &fs,
         &mut |_| {},
@@ -249,7 +238,7 @@ fn ar_archives_are_read_member_by_member() {
     )
     .expect("write");
 
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     assert_eq!(r.archives, 2, "{r:#?}");
     let f = r
         .files
@@ -304,7 +293,7 @@ fn names_in_strings_are_reported_at_lower_confidence() {
         .rodata(b"cuptiEventGroupCreate\0cuptiMetricGetValue\0")
         .write(&dir.join("libcupti.so.12"));
 
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     assert_eq!(
         apis_of(&r, &dl),
         [
@@ -372,7 +361,7 @@ fn a_wheel_repaired_libcupti_is_a_bundled_copy_with_its_version() {
     let kept = MiniElf::shared()
         .export("cuptiGetVersion")
         .write(&dir.join("whl.libs/libcupti-0f1e2d3c.so.11.8"));
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     for (path, major) in [(&lib, 12), (&kept, 11)] {
         let f = r
             .files
@@ -395,7 +384,7 @@ fn files_under_a_directory_link_are_reported_at_their_real_path() {
     let real = legacy_caller().write(&dir.join("z_real/lib/_old.so"));
     // Sorted first, so the walk reaches the file through the link.
     std::os::unix::fs::symlink(dir.join("z_real"), dir.join("a_link")).expect("symlink");
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     assert_eq!(r.files.len(), 1, "{r:#?}");
     assert_eq!(Path::new(&r.files[0].path), real);
     // Given through the link, too.
@@ -419,7 +408,7 @@ fn proc_sys_and_dev_are_not_entered() {
         }
     }
     legacy_caller().write(&dir.join("lib.so"));
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     let mut skipped: Vec<&str> = r.skipped.iter().map(|s| s.path.as_str()).collect();
     skipped.sort();
     linked.sort();
@@ -450,7 +439,7 @@ fn one_file_system_stays_on_each_paths_filesystem() {
     std::os::unix::fs::symlink(other, dir.join("elsewhere")).expect("symlink");
     legacy_caller().write(&dir.join("lib.so"));
     let r = audit_with(
-        std::slice::from_ref(&dir),
+        std::slice::from_ref(&dir.0),
         &AuditOptions {
             one_file_system: true,
             ..Default::default()
@@ -477,7 +466,7 @@ fn progress_is_called_per_file() {
     }
     let mut seen = Vec::new();
     audit_with(
-        std::slice::from_ref(&dir),
+        std::slice::from_ref(&dir.0),
         &AuditOptions::default(),
         &RealFs,
         &mut |p| seen.push((p.files_scanned, p.elf_files)),

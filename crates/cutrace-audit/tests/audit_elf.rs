@@ -1,24 +1,15 @@
 //! The audit on real ELF files built with `cc` at test time: one importing Event and Metric API
 //! functions, one clean, one "bundled libcupti".
 
-/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
-/// tests, and a skip must be seen in CI's log.
-macro_rules! loud {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
-    }};
-}
-
-use cutrace_audit::{audit, Removal};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutrace-audit-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d
+use cutrace_audit::{audit, Removal};
+use cutrace_testkit::loud;
+
+/// A temporary directory for one test, removed on drop.
+fn tmpdir(name: &str) -> cutrace_testkit::Dir {
+    cutrace_testkit::Dir::new(&format!("audit-{name}"))
 }
 
 /// Build a shared object from C source; None (and a loud message) when there is no `cc`.
@@ -82,7 +73,7 @@ fn reports_exactly_the_legacy_importer_with_exit_1() {
     std::os::unix::fs::symlink(&dir, dir.join("loop")).expect("symlink");
     std::os::unix::fs::symlink(&legacy, dir.join("liblegacy-link.so")).expect("symlink");
 
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     assert_eq!(r.files.len(), 1, "{r:#?}");
     let f = &r.files[0];
     assert_eq!(Path::new(&f.path), legacy);
@@ -126,7 +117,7 @@ fn finds_a_bundled_libcupti_with_its_soname() {
     ) else {
         return;
     };
-    let r = audit(std::slice::from_ref(&dir)).expect("audit");
+    let r = audit(std::slice::from_ref(&dir.0)).expect("audit");
     assert_eq!(r.files.len(), 1, "{r:#?}");
     let copy = r.files[0].cupti_copy.as_ref().expect("a CUPTI copy");
     assert_eq!(Path::new(&r.files[0].path), lib);

@@ -3,15 +3,12 @@
 //! process's peak memory bounded. `CUTRACE_FUZZ_CASES` and `CUTRACE_FUZZ_SEED` widen or move
 //! the run; a failure names its seed, which reproduces it.
 
-#[path = "common/fuzz_inputs.rs"]
-mod fuzz_inputs;
-#[path = "common/mini_elf.rs"]
-mod mini_elf;
-
-use cutrace_audit::{audit_with, AuditOptions, RealFs};
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Duration;
+
+use cutrace_audit::{audit_with, AuditOptions, RealFs};
+use cutrace_testkit::fuzz_inputs;
 
 fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -32,20 +29,11 @@ fn peak_rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 #[test]
 fn damaged_elf_files_and_archives_never_panic_hang_or_balloon() {
     let cases = env_u64("CUTRACE_FUZZ_CASES", 300);
     let base = env_u64("CUTRACE_FUZZ_SEED", 0x00c0_ffee);
-    let dir =
-        Scratch(std::env::temp_dir().join(format!("cutrace-audit-fuzz-{}", std::process::id())));
+    let dir = cutrace_testkit::Dir::new("audit-fuzz");
     for case in 0..cases {
         let seed = base.wrapping_add(case);
         let _ = std::fs::remove_dir_all(&dir.0);

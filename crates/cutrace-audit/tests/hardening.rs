@@ -2,35 +2,14 @@
 //! `ld.so` still loads, a FIFO named as a PATH, and /proc's magic links. Each test is a defect
 //! that made the audit say "clean" (exit 0) or walk the whole filesystem.
 
-#[path = "common/mini_elf.rs"]
-mod mini_elf;
-
-use cutrace_audit::{audit_with, AuditOptions, AuditReport, Evidence, RealFs, EXIT_CLEAN};
-use mini_elf::MiniElf;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
-/// A scratch directory removed on drop, so that a failing test leaves nothing in /tmp either.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let d = std::env::temp_dir().join(format!(
-            "cutrace-audit-hardening-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).expect("temp dir");
-        Scratch(d)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use cutrace_audit::{audit_with, AuditOptions, AuditReport, Evidence, RealFs, EXIT_CLEAN};
+use cutrace_testkit::mini_elf;
+use cutrace_testkit::Dir as Scratch;
+use mini_elf::MiniElf;
 
 /// Run the audit on another thread; a hang fails the test instead of wedging it.
 fn audit_within(paths: Vec<PathBuf>, opts: AuditOptions, limit: Duration) -> AuditReport {
@@ -85,7 +64,7 @@ fn damaged_variants() -> Vec<(&'static str, Vec<u8>)> {
 /// the loader uses, still names the import: it is found there, with or without the strings.
 #[test]
 fn damaged_section_headers_fall_back_to_the_dynamic_segment() {
-    let s = Scratch::new("dynamic");
+    let s = Scratch::new("audit-hardening-dynamic");
     for (how, bytes) in damaged_variants() {
         for strings in [true, false] {
             let p = s.0.join("libtrainer.so");
@@ -118,7 +97,7 @@ fn damaged_section_headers_fall_back_to_the_dynamic_segment() {
 /// the names and listed as not read, so the result is never "clean".
 #[test]
 fn a_file_that_cannot_be_parsed_at_all_is_never_clean() {
-    let s = Scratch::new("unparsable");
+    let s = Scratch::new("audit-hardening-unparsable");
     for (how, mut bytes) in damaged_variants() {
         put_u64(&mut bytes, E_PHOFF, 1 << 40);
         let p = s.0.join("libtrainer.so");
@@ -159,7 +138,7 @@ fn a_file_that_cannot_be_parsed_at_all_is_never_clean() {
 /// is read through its dynamic segment too.
 #[test]
 fn no_section_headers_at_all_is_read_through_the_dynamic_segment() {
-    let s = Scratch::new("noshdr");
+    let s = Scratch::new("audit-hardening-noshdr");
     let mut b = legacy_caller();
     put_u64(&mut b, E_SHOFF, 0);
     b[60..62].copy_from_slice(&0u16.to_le_bytes()); // e_shnum
@@ -189,7 +168,7 @@ fn mkfifo(p: &Path) {
 /// (exit 3), and it is never opened (opening a FIFO with no writer blocks).
 #[test]
 fn a_fifo_named_as_a_path_is_reported_not_opened() {
-    let s = Scratch::new("fifo");
+    let s = Scratch::new("audit-hardening-fifo");
     let p = s.0.join("pipe");
     mkfifo(&p);
     let r = audit_within(vec![p], AuditOptions::default(), Duration::from_secs(10));
@@ -250,7 +229,7 @@ fn proc_self_is_audited_without_following_its_magic_links() {
 /// name at the start of the member's data) is read member by member as a GNU one is.
 #[test]
 fn bsd_archive_members_are_read() {
-    let s = Scratch::new("bsd");
+    let s = Scratch::new("audit-hardening-bsd");
     let member = MiniElf::object().import("cuptiEventGroupCreate").build();
     let name = b"legacy_caller.o\0";
     let header = |name: &str, size: usize| {

@@ -4,10 +4,9 @@ use cutrace_dcgm::{DcgmError, DcgmGuard, PauseOptions, Release};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-fn stand_in(name: &str, body: &str) -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("cutrace-guard-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("mkdir");
+/// (the temporary directory holding them, removed on drop; the stand-in dcgmi; its log)
+fn stand_in(name: &str, body: &str) -> (cutrace_testkit::Dir, PathBuf, PathBuf) {
+    let dir = cutrace_testkit::Dir::new(&format!("guard-{name}"));
     let log = dir.join("log");
     let dcgmi = dir.join("dcgmi");
     std::fs::write(
@@ -17,7 +16,7 @@ fn stand_in(name: &str, body: &str) -> (PathBuf, PathBuf) {
     .expect("write");
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&dcgmi, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    (dcgmi, log)
+    (dir, dcgmi, log)
 }
 
 /// Options with a state directory of the test's own (the stand-in's directory), so parallel
@@ -41,7 +40,7 @@ fn lines(log: &PathBuf) -> Vec<String> {
 
 #[test]
 fn drop_resumes() {
-    let (dcgmi, log) = stand_in("drop", "");
+    let (_dir, dcgmi, log) = stand_in("drop", "");
     {
         let _g = DcgmGuard::pause(&opts(&dcgmi, None)).expect("pause");
         assert_eq!(lines(&log), ["profile --pause"]);
@@ -55,7 +54,7 @@ fn early_return_with_error_resumes() {
         let _g = DcgmGuard::pause(&opts(&dcgmi, None)).map_err(|e| e.to_string())?;
         Err("the counter session failed".into())
     }
-    let (dcgmi, log) = stand_in("error", "");
+    let (_dir, dcgmi, log) = stand_in("error", "");
     assert!(session(dcgmi).is_err());
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
 }
@@ -63,7 +62,7 @@ fn early_return_with_error_resumes() {
 #[test]
 fn explicit_resume_reports_dcgmi_failure() {
     // dcgmi that fails on --resume only.
-    let (dcgmi, log) = stand_in("resumefail", "[ \"$2\" = --resume ] && exit 4; exit 0");
+    let (_dir, dcgmi, log) = stand_in("resumefail", "[ \"$2\" = --resume ] && exit 4; exit 0");
     let g = DcgmGuard::pause(&opts(&dcgmi, None)).expect("pause");
     let err = g.resume().expect_err("resume must report the failure");
     assert!(err.to_string().contains("exit status 4"), "{err}");
@@ -72,7 +71,7 @@ fn explicit_resume_reports_dcgmi_failure() {
 
 #[test]
 fn failed_pause_does_not_resume() {
-    let (dcgmi, log) = stand_in("pausefail", "echo 'Error: DCGM not running' >&2; exit 1");
+    let (_dir, dcgmi, log) = stand_in("pausefail", "echo 'Error: DCGM not running' >&2; exit 1");
     let err = DcgmGuard::pause(&opts(&dcgmi, None)).expect_err("must fail");
     match err {
         DcgmError::Failed { action, stderr, .. } => {
@@ -87,7 +86,7 @@ fn failed_pause_does_not_resume() {
 
 #[test]
 fn deadline_resumes_while_the_session_still_runs() {
-    let (dcgmi, log) = stand_in("deadline", "");
+    let (_dir, dcgmi, log) = stand_in("deadline", "");
     let t = Instant::now();
     let g = DcgmGuard::pause(&opts(&dcgmi, Some(Duration::from_millis(300)))).expect("pause");
     while lines(&log).len() < 2 && t.elapsed() < Duration::from_secs(10) {
@@ -109,7 +108,7 @@ fn deadline_resumes_while_the_session_still_runs() {
 
 #[test]
 fn overlapping_guards_resume_once_when_the_last_ends() {
-    let (dcgmi, log) = stand_in("overlap", "");
+    let (_dir, dcgmi, log) = stand_in("overlap", "");
     let first = DcgmGuard::pause(&opts(&dcgmi, None)).expect("first");
     let second = DcgmGuard::pause(&opts(&dcgmi, None)).expect("second");
     let r = first.resume().expect("first ends");
@@ -125,7 +124,7 @@ fn overlapping_guards_resume_once_when_the_last_ends() {
 
 #[test]
 fn a_deadline_does_not_resume_while_another_guard_holds() {
-    let (dcgmi, log) = stand_in("deadlineheld", "");
+    let (_dir, dcgmi, log) = stand_in("deadlineheld", "");
     let long = DcgmGuard::pause(&opts(&dcgmi, None)).expect("long");
     let short = DcgmGuard::pause(&opts(&dcgmi, Some(Duration::from_millis(200)))).expect("short");
     std::thread::sleep(Duration::from_millis(600));
@@ -148,7 +147,7 @@ fn a_deadline_does_not_resume_while_another_guard_holds() {
 #[test]
 fn a_failed_pause_does_not_count_as_a_holder() {
     // dcgmi whose first --pause fails, later calls succeed.
-    let (dcgmi, log) = stand_in(
+    let (_dir, dcgmi, log) = stand_in(
         "failedholder",
         "[ \"$2\" = --pause ] && [ ! -e \"$(dirname \"$0\")/ok\" ] && { touch \"$(dirname \"$0\")/ok\"; exit 1; }; exit 0",
     );

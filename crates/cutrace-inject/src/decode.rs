@@ -234,6 +234,7 @@ mod tests {
         assert_eq!(t.str(t.kernels[0].name), "_Z6squarePf");
         assert_eq!(t.kernels[1].stream, 13);
         assert!(t.meta.complete);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn cutrace_lines(o: &std::process::Output) -> Vec<String> {
 #[test]
 fn records_flow_from_cupti_buffers_to_a_complete_part() {
     let Some(lib) = build_fake() else { return };
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-out-{}", std::process::id()));
+    let dir = cutrace_testkit::Dir::new("fake-out");
     let _ = std::fs::remove_dir_all(&dir);
     let o = run_child("0", &lib, &dir);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -102,7 +102,8 @@ fn records_flow_from_cupti_buffers_to_a_complete_part() {
 #[test]
 fn another_subscriber_means_one_line_and_untraced() {
     let Some(lib) = build_fake() else { return };
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-sub-{}", std::process::id()));
+    let tmp = cutrace_testkit::Dir::new("fake-sub");
+    let dir = tmp.path("trace");
     let o = run_child("1", &lib, &dir);
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("HOST OUTPUT"));
@@ -120,7 +121,8 @@ fn another_subscriber_means_one_line_and_untraced() {
 #[test]
 fn old_cupti_is_refused_with_both_versions() {
     let Some(lib) = build_fake() else { return };
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-old-{}", std::process::id()));
+    let tmp = cutrace_testkit::Dir::new("fake-old");
+    let dir = tmp.path("trace");
     let o = run_child("2", &lib, &dir);
     assert!(o.status.success());
     let lines = cutrace_lines(&o);
@@ -144,7 +146,7 @@ struct ApiRun {
 }
 
 fn api_run(name: &str, lib: &Path, fake_mode: &str, api: &str) -> ApiRun {
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-api-{name}-{}", std::process::id()));
+    let dir = cutrace_testkit::Dir::new(&format!("fake-api-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("cupti.log");
@@ -319,7 +321,7 @@ fn api_filter_falls_back_to_whole_kinds_when_cupti_cannot_filter_launches() {
 #[test]
 fn runtime_cbids_still_choose_the_runtime_ids() {
     let Some(lib) = build_fake() else { return };
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-cbids-{}", std::process::id()));
+    let dir = cutrace_testkit::Dir::new("fake-cbids");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("cupti.log");
@@ -382,7 +384,7 @@ fn bench_child() {
 /// (offset in the log, return code) and the log.
 fn bench_switches(mode: &str, api: Option<&str>, tag: &str) -> Option<(Vec<(usize, i32)>, String)> {
     let lib = build_fake()?;
-    let dir = std::env::temp_dir().join(format!("cutrace-fake-{tag}-{}", std::process::id()));
+    let dir = cutrace_testkit::Dir::new(&format!("fake-{tag}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let log = dir.join("cupti.log");

@@ -19,8 +19,9 @@ struct Run<'a> {
     env: &'a [(&'a str, &'a str)],
 }
 
-fn out_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutrace-interpose-{name}-{}", std::process::id()));
+/// A path for the trace that does not exist yet, in a temporary directory removed on drop.
+fn out_dir(name: &str) -> cutrace_testkit::Dir {
+    let d = cutrace_testkit::Dir::new(&format!("interpose-{name}"));
     let _ = std::fs::remove_dir_all(&d);
     d
 }
@@ -233,11 +234,8 @@ fn taking_over_the_activity_buffers_is_said_once() {
     let Some(p) = programs() else { return };
     for api in ["all", "lean"] {
         let dir = out_dir(&format!("takeover-{api}"));
-        let log = std::env::temp_dir().join(format!(
-            "cutrace-interpose-takeover-{api}-{}.log",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&log);
+        let log_dir = cutrace_testkit::Dir::new(&format!("interpose-takeover-{api}-log"));
+        let log = log_dir.path("cupti.log");
         let o = host(
             &Run {
                 scope: "local",
@@ -354,7 +352,6 @@ fn taking_over_the_activity_buffers_is_said_once() {
             3,
             "{api}: records before the takeover are kept"
         );
-        let _ = std::fs::remove_file(&log);
     }
 }
 

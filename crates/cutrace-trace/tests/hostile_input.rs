@@ -4,33 +4,21 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use cutrace_testkit::repo;
 use cutrace_trace::native::{self, codec_id, tag, CHUNK_HEADER_LEN, MAGIC};
 use cutrace_trace::*;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
 /// A fresh directory for one test, removed when dropped.
-struct TempDir(PathBuf);
+struct TempDir(cutrace_testkit::Dir);
 
 impl TempDir {
     fn new(name: &str) -> Self {
-        let d = std::env::temp_dir().join(format!("cutrace-hostile-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
+        TempDir(cutrace_testkit::Dir::new(&format!("hostile-{name}")))
     }
     fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let p = self.0.join(name);
+        let p = self.0.path(name);
         std::fs::write(&p, bytes).unwrap();
         p
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
     }
 }
 

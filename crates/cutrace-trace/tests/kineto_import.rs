@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use cutrace_trace::{open, CopyKind, Trace, TraceError};
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/kineto")
+    cutrace_testkit::fixture("kineto")
 }
 
 fn load(path: &Path) -> Result<Trace, TraceError> {
@@ -137,11 +137,9 @@ fn write(dir: &Path, name: &str, body: &[u8]) -> PathBuf {
     p
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutrace-kineto-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A temporary directory for one test, removed on drop.
+fn tempdir(tag: &str) -> cutrace_testkit::Dir {
+    cutrace_testkit::Dir::new(&format!("kineto-{tag}"))
 }
 
 const ONE_KERNEL: &str = r#"{"traceEvents": [

@@ -2,7 +2,7 @@
 //! before its gzip stream ends, and times written with digits below the nanosecond.
 
 use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cutrace_trace::{open, Trace, TraceError};
 
@@ -10,11 +10,9 @@ fn load(path: &Path) -> Result<Trace, TraceError> {
     open(path, &mut |_, _| {})
 }
 
-fn tempdir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutrace-kvar-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A temporary directory for one test, removed on drop.
+fn tempdir(tag: &str) -> cutrace_testkit::Dir {
+    cutrace_testkit::Dir::new(&format!("kvar-{tag}"))
 }
 
 fn load_text(tag: &str, json: &str) -> Result<Trace, TraceError> {

@@ -10,7 +10,7 @@ use cutrace_trace::native;
 use cutrace_trace::Trace;
 
 fn fixtures() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/native")
+    cutrace_testkit::fixture("native")
 }
 
 fn read(p: &Path) -> Trace {
@@ -181,8 +181,7 @@ fn chunk_ends(bytes: &[u8]) -> Vec<usize> {
 
 #[test]
 fn real_traces_truncated_anywhere_never_panic() {
-    let tmp = std::env::temp_dir().join(format!("cutrace-fixture-trunc-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let tmp = cutrace_testkit::Dir::new("fixture-trunc");
     let mut x = 0x853c49e6748fea9bu64;
     for (mode, _) in recordings().into_iter().chain(
         ["sigkill", "conflict", "steps_lean"]

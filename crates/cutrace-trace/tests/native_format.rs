@@ -8,11 +8,9 @@ use cutrace_trace::native::{self, Header, MarkerEvent, Meta, Tail, Writer};
 use cutrace_trace::*;
 use proptest::prelude::*;
 
-fn tmpdir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("cutrace-native-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A temporary directory for one test, removed on drop.
+fn tmpdir(name: &str) -> cutrace_testkit::Dir {
+    cutrace_testkit::Dir::new(&format!("native-{name}"))
 }
 
 /// A small trace with every record kind, written in three flushes; returns bytes and the

@@ -5,17 +5,14 @@
 //! Refresh after an intended change with `CUTRACE_BLESS=1 cargo test -p cutrace --test golden`
 //! and say in the commit message which outputs changed and why.
 
-mod common;
-
-#[path = "../../cutrace-audit/tests/common/mini_elf.rs"]
-mod mini_elf;
-
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cutrace_testkit::mini_elf;
+
 fn golden_dir() -> PathBuf {
-    common::repo().join("tests/golden")
+    cutrace_testkit::repo().join("tests/golden")
 }
 
 /// One command's observable result: exit status, stdout, stderr, and for commands that write
@@ -102,33 +99,18 @@ fn strs(v: &[&str]) -> Vec<String> {
     v.iter().map(|s| s.to_string()).collect()
 }
 
-/// A temporary directory removed when dropped.
-struct Tmp(PathBuf);
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let d = std::env::temp_dir().join(format!("cutrace-golden-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Tmp(d)
-    }
-}
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn traces() -> Vec<String> {
-    let mut t: Vec<String> = common::native_fixtures(&common::repo())
+    let mut t: Vec<String> = cutrace_testkit::native_fixtures(&cutrace_testkit::repo())
         .into_iter()
         .map(|r| format!("tests/fixtures/native/{r}"))
         .collect();
-    let mut k: Vec<String> = std::fs::read_dir(common::repo().join("tests/fixtures/kineto"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.ends_with(".json.gz"))
-        .map(|n| format!("tests/fixtures/kineto/{n}"))
-        .collect();
+    let mut k: Vec<String> =
+        std::fs::read_dir(cutrace_testkit::repo().join("tests/fixtures/kineto"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json.gz"))
+            .map(|n| format!("tests/fixtures/kineto/{n}"))
+            .collect();
     k.sort();
     t.extend(k);
     t.push("examples/two_streams.json.gz".into());
@@ -137,7 +119,7 @@ fn traces() -> Vec<String> {
 
 #[test]
 fn report_outputs_are_unchanged() {
-    let repo = common::repo();
+    let repo = cutrace_testkit::repo();
     let mut failures = Vec::new();
     for t in traces() {
         let mut out = observe(&strs(&["report", &t]), &repo, None);
@@ -169,7 +151,7 @@ fn report_outputs_are_unchanged() {
 
 #[test]
 fn diff_outputs_are_unchanged() {
-    let repo = common::repo();
+    let repo = cutrace_testkit::repo();
     let pairs = [
         (
             "tests/fixtures/native/two_streams",
@@ -203,10 +185,10 @@ fn diff_outputs_are_unchanged() {
 
 #[test]
 fn convert_outputs_are_unchanged() {
-    let repo = common::repo();
+    let repo = cutrace_testkit::repo();
     let mut failures = Vec::new();
     for t in traces() {
-        let tmp = Tmp::new("convert");
+        let tmp = cutrace_testkit::Dir::new("golden-convert");
         let d = tmp.0.display().to_string();
         let mut out = String::new();
         for (flag, target) in [
@@ -233,7 +215,7 @@ fn convert_outputs_are_unchanged() {
 
 #[test]
 fn doctor_outputs_are_unchanged() {
-    let repo = common::repo();
+    let repo = cutrace_testkit::repo();
     let roots = repo.join("crates/cutrace-doctor/tests/fixtures");
     let mut names: Vec<String> = std::fs::read_dir(&roots)
         .unwrap()
@@ -258,7 +240,7 @@ fn doctor_outputs_are_unchanged() {
 #[test]
 fn audit_outputs_are_unchanged() {
     use mini_elf::{ar, MiniElf};
-    let tmp = Tmp::new("audit");
+    let tmp = cutrace_testkit::Dir::new("golden-audit");
     let d = &tmp.0;
     std::fs::create_dir_all(d.join("venv/lib")).unwrap();
     MiniElf::shared()

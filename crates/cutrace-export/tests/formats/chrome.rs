@@ -15,7 +15,7 @@ use cutrace_trace::{ReadOptions, Trace};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use crate::shared::{native_fixtures, repo, Dir};
+use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
 const NATIVE: [&str; 16] = [
     "sigkill",

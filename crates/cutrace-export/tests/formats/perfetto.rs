@@ -13,7 +13,7 @@ use std::process::Command;
 use cutrace_export::perfetto;
 use cutrace_trace::{RangeDomain, ReadOptions, Trace};
 
-use crate::shared::{native_fixtures, repo as root, Dir};
+use cutrace_testkit::{loud, native_fixtures, repo as root, Dir};
 
 struct Pb<'a> {
     b: &'a [u8],

@@ -14,7 +14,8 @@ use cutrace_export::{chrome, csv, meta, parquet, perfetto, tables};
 use cutrace_trace::native::{marker_flags, part_file_name, Header, MarkerEvent, Tail, Writer};
 use cutrace_trace::{CopyKind, Memcpy, Memset, ReadOptions, SyncKind, Synchronization, Trace};
 
-use crate::shared::{push_launch_and_kernel, repo, Dir};
+use cutrace_testkit::records::push_launch_and_kernel;
+use cutrace_testkit::{loud, repo, Dir};
 
 fn load(path: &Path) -> Trace {
     cutrace_export::input::load(path, &ReadOptions::default(), &mut |_, _| {}).unwrap()

@@ -2,15 +2,7 @@
 //! a fake libcupti.so.13, a CUPTI tool library linked against it, and a host program. Tests skip
 //! themselves, loudly, where no C compiler is found.
 #![allow(dead_code)]
-/// A SKIPPED line written straight to stderr: the test harness captures `eprintln!` of passing
-/// tests, and a skip must be seen in CI's log.
-macro_rules! loud {
-    ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = std::io::stderr().write_all(format!("{}\n", format_args!($($t)*)).as_bytes());
-    }};
-}
-
+use cutrace_testkit::loud;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -48,7 +40,13 @@ fn cc(args: &[&std::ffi::OsStr]) -> bool {
 }
 
 fn build_once() -> Option<Programs> {
-    let out = std::env::temp_dir().join(format!("cutrace-fake-cupti-{}", std::process::id()));
+    // Under cargo's per-target scratch directory, not /tmp: the programs outlive every test of
+    // the binary, so nothing would remove them from /tmp. One directory per test binary.
+    let exe = std::env::current_exe().ok()?;
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("fake-cupti")
+        .join(exe.file_stem()?);
+    let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(out.join("nofilter")).ok()?;
     let p = Programs {
         fake_cupti: out.join("libcupti.so.13"),

@@ -656,6 +656,7 @@ mod tests {
         let p = find_inject_lib(None, Some(&exe)).unwrap();
         assert!(p.is_absolute());
         assert!(find_inject_lib(Some("/nonexistent.so".into()), Some(&exe)).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -1,0 +1,32 @@
+//! The CLI's integration tests, one binary: each module runs the `cutrace` binary cargo built for
+//! one area. Helpers come from `util` (the binary) and cutrace-testkit (fixtures, temporary
+//! directories, records, skip notes).
+
+mod util;
+
+mod audit_cli;
+mod chrome_export;
+mod convert_outputs;
+mod dcgm_cli;
+mod dcgm_hang_cli;
+mod diff_cli;
+mod doctor_cli;
+mod doctor_h200;
+mod fuzz_cli;
+mod gpu_record;
+mod help_cli;
+mod hta_peer;
+mod input_cli;
+mod kineto_oracle;
+mod multiproc_report;
+mod notes_cli;
+mod output_errors;
+mod output_safety;
+mod parquet_export;
+mod parts_cli;
+mod perfetto_export;
+mod record_cli;
+mod report_cli;
+mod report_schema_doc;
+mod report_text_cli;
+mod steps_cli;
