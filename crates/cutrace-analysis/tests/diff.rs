@@ -36,7 +36,7 @@ fn a_trace_against_itself_changes_nothing() {
     let dev = &d.devices[0];
     assert_eq!(dev.base, dev.new);
     assert_eq!(dev.busy_pct_points, Some(0.0));
-    // The seed's example: stream 13 fills stream 7's hole, so busy is the whole 8,000 ns
+    // The worked example: stream 13 fills stream 7's hole, so busy is the whole 8,000 ns
     // window (the summed 10,800 ns would say 135 %).
     let b = dev.base.as_ref().unwrap();
     assert_eq!(

@@ -1,4 +1,5 @@
-//! The seed's executed example (DESIGN.md's source of truth), exactly: union 8000 ns, sum
+//! The worked example of five kernels on two streams (`cutrace_testkit::records::SEED_KERNELS`:
+//! why summed kernel time overstates busy time), exactly: union 8000 ns, sum
 //! 10800 ns, span 8000 ns; stream 7 alone idle 200 ns (2.5 %); queue latencies; orphans.
 
 use cutrace_analysis::{analyze, launch_latencies, union_ns, Options};

@@ -1,4 +1,4 @@
-//! Each fixture tree under tests/fixtures is one failure mode of the seed's table (or the healthy
+//! Each fixture tree under tests/fixtures is one failure mode of docs/DOCTOR.md (or the healthy
 //! H200 machine); each test asserts the verdict, the evidence read, and the fix offered.
 
 use cutrace_doctor::{doctor, Check, Report, Root, Status};

@@ -147,7 +147,9 @@ pub fn host_range(i: &mut Interner, name: &str, start: Ns, end: Ns) -> NvtxRange
     }
 }
 
-/// The seed's executed example: (correlationId, stream, start, end) kernels and their launches.
+/// The worked example that shows why summed kernel time overstates busy time: five kernels on
+/// two streams, (correlationId, stream, start, end), union 8,000 ns against a sum of 10,800 ns,
+/// and their launches.
 pub const SEED_KERNELS: [(u64, u64, Ns, Ns); 5] = [
     (11, 7, 1_000, 5_000),
     (12, 7, 5_200, 9_000),
@@ -163,7 +165,7 @@ pub const SEED_RUNTIME: [(u64, Ns, Ns); 5] = [
     (15, 8_900, 8_950),
 ];
 
-/// The seed trace on device 0, with the launches whose correlation ids are in `keep_api`.
+/// The worked example's trace on device 0, with the launches whose correlation ids are in `keep_api`.
 pub fn seed_trace(keep_api: &[u64]) -> Trace {
     let mut i = Interner::new();
     let kernels = SEED_KERNELS

@@ -1,5 +1,5 @@
-//! `cutrace report` end to end: tiny Kineto JSON traces written into a temp dir (the seed's
-//! executed example among them), the JSON contract, the text labels, the time window, and errors
+//! `cutrace report` end to end: tiny Kineto JSON traces written into a temp dir (the worked
+//! example of five kernels on two streams among them), the JSON contract, the text labels, the time window, and errors
 //! that name the file and exit non-zero.
 
 use std::path::{Path, PathBuf};
@@ -71,7 +71,7 @@ fn launch_event(corr: u64, start: u64, end: u64) -> String {
     )
 }
 
-/// The seed's executed example as a Kineto trace, with the launches whose ids are in `keep`.
+/// The worked example (`SEED_KERNELS`) as a Kineto trace, with the launches whose ids are in `keep`.
 fn seed_json(keep: &[u64]) -> String {
     let kernels = [
         (11, 7, 1_000, 5_000),
