@@ -18,21 +18,26 @@
 //! guessing. One code path for every exit.
 //!
 //! Every `dcgmi` runs with a deadline ([`DCGMI_TIMEOUT`], [`DCGMI_TIMEOUT_ENV`]): past it, it is
-//! killed with its process group and the command and the deadline are named. The unsafe code
-//! (libc: fork, setsid, flock, pipes, signals, waitpid) is what the watchdog needs after fork,
-//! where only async-signal-safe calls are allowed; each block says why it is sound.
-#![deny(clippy::undocumented_unsafe_blocks)]
+//! killed with its process group and the command and the deadline are named. The only unsafe
+//! code is in the `child` module: what runs where only async-signal-safe calls are allowed (the
+//! forked watchdog, a `pre_exec` hook, signal handlers); everything else is safe code.
+#![deny(unsafe_code)]
 
-use std::ffi::CString;
+#[allow(unsafe_code)]
+mod child;
+
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rustix::fs::FlockOperation;
+use rustix::io::Errno;
+use rustix::process::{self, Pid, Signal};
 
 /// "When paused, DCGM will publish BLANK values for profiling metrics."
 pub const BLANK_WARNING: &str = "while DCGM is paused it publishes BLANK values for profiling metrics: utilization panels go blank, and an alert rule that reads blank as zero will fire";
@@ -193,22 +198,7 @@ pub fn output_within(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: runs in the forked child before exec and calls only signal(2), which is
-    // async-signal-safe; it allocates nothing and touches no lock.
-    unsafe {
-        cmd.pre_exec(|| {
-            for sig in [
-                libc::SIGINT,
-                libc::SIGHUP,
-                libc::SIGTERM,
-                libc::SIGQUIT,
-                libc::SIGPIPE,
-            ] {
-                libc::signal(sig, libc::SIG_DFL);
-            }
-            Ok(())
-        });
-    }
+    child::default_signals_in_child(cmd);
     let mut child = cmd.spawn()?;
     // Drain both pipes on threads: a child blocked writing a full pipe would never exit.
     let drain = |r: Option<Box<dyn Read + Send>>| {
@@ -240,10 +230,11 @@ pub fn output_within(
             break st;
         }
         if start.elapsed() >= deadline {
-            let pgid = child.id() as i32;
-            // SAFETY: a signal to the process group this child leads (process_group(0) made it
-            // its own); nothing else is in it but what the child started.
-            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+            // The process group this child leads (process_group(0) made it its own); nothing
+            // else is in it but what the child started.
+            if let Some(pgid) = positive_pid(child.id() as i32) {
+                let _ = process::kill_process_group(pgid, Signal::KILL);
+            }
             let _ = child.kill();
             let _ = child.wait();
             return Ok(None);
@@ -269,9 +260,13 @@ pub fn resume_now(dcgmi: &Path) -> Result<(), DcgmError> {
     dcgmi_profile(dcgmi, "--resume")
 }
 
+/// A pid to signal or wait for; never 0 or negative (to kill(2) those mean a process group).
+fn positive_pid(raw: i32) -> Option<Pid> {
+    (raw > 0).then(|| Pid::from_raw(raw)).flatten()
+}
+
 fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail.
-    unsafe { libc::geteuid() }
+    process::geteuid().as_raw()
 }
 
 fn unix_now() -> u64 {
@@ -414,21 +409,20 @@ impl StateDir {
     }
 }
 
-/// Take `flock(op | LOCK_NB)` on `f`, retrying for up to `LOCK_WAIT`.
-fn lock_waiting(f: &File, op: i32, path: &Path) -> Result<(), DcgmError> {
+/// Take `flock(op)` (a non-blocking operation) on `f`, retrying for up to `LOCK_WAIT`.
+fn lock_waiting(f: &File, op: FlockOperation, path: &Path) -> Result<(), DcgmError> {
     let t = Instant::now();
     loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) } == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EWOULDBLOCK) && e.raw_os_error() != Some(libc::EINTR) {
-            return Err(DcgmError::Io {
-                what: "cannot lock",
-                path: path.to_path_buf(),
-                source: e,
-            });
+        match rustix::fs::flock(f, op) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == Errno::WOULDBLOCK || e == Errno::INTR => {}
+            Err(e) => {
+                return Err(DcgmError::Io {
+                    what: "cannot lock",
+                    path: path.to_path_buf(),
+                    source: e.into(),
+                })
+            }
         }
         let wait = lock_wait();
         if t.elapsed() > wait {
@@ -438,9 +432,8 @@ fn lock_waiting(f: &File, op: i32, path: &Path) -> Result<(), DcgmError> {
     }
 }
 
-fn try_lock(f: &File, op: i32) -> bool {
-    // SAFETY: flock on a descriptor we own.
-    unsafe { libc::flock(f.as_raw_fd(), op | libc::LOCK_NB) == 0 }
+fn try_lock(f: &File, op: FlockOperation) -> bool {
+    rustix::fs::flock(f, op).is_ok()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -582,8 +575,11 @@ fn cancel_pause_watchdog(h: &Holder) -> bool {
     if h.role != Role::Pause || !h.is_signallable_watchdog() {
         return false;
     }
-    // SAFETY: a plain signal to a process just verified to be our watchdog.
-    if unsafe { libc::kill(h.pid, libc::SIGTERM) } != 0 {
+    // A plain signal to a process just verified to be our watchdog.
+    let Some(pid) = positive_pid(h.pid) else {
+        return false;
+    };
+    if process::kill_process(pid, Signal::TERM).is_err() {
         return false;
     }
     let t = Instant::now();
@@ -619,12 +615,6 @@ struct WatchSpec {
     deadline_kept_msg: String,
 }
 
-static WD_CANCEL: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn wd_on_sigterm(_: libc::c_int) {
-    WD_CANCEL.store(true, Ordering::SeqCst);
-}
-
 /// The error of a `dcgmi profile --resume` that ran past its deadline.
 fn resume_timed_out(dcgmi: &Path, deadline: Duration) -> DcgmError {
     DcgmError::TimedOut {
@@ -634,315 +624,37 @@ fn resume_timed_out(dcgmi: &Path, deadline: Duration) -> DcgmError {
     }
 }
 
-/// Fork the watchdog. Returns its pid. Everything the child needs is prepared before the fork;
-/// after it the child only makes async-signal-safe system calls (setsid, prctl, sigaction,
-/// sigprocmask, open, dup2, close, ppoll, read, write, unlink, flock, clock_gettime, fork,
-/// setpgid, waitpid, nanosleep, kill, getppid, execve, _exit).
-fn spawn_watchdog(dcgmi: &Path, spec: &WatchSpec) -> Result<i32, DcgmError> {
-    let wd_err = |e: std::ffi::NulError| DcgmError::Watchdog(e.into());
-    let prog = CString::new(dcgmi.as_os_str().as_bytes()).map_err(wd_err)?;
-    let record = CString::new(spec.record.as_os_str().as_bytes()).map_err(wd_err)?;
-    let args: Vec<CString> = ["dcgmi", "profile", "--resume"]
-        .iter()
-        .map(|a| CString::new(*a).expect("static strings have no NUL"))
-        .collect();
-    let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-    argv.push(std::ptr::null());
-    let env: Vec<CString> = std::env::vars_os()
-        .filter_map(|(k, v)| {
-            let mut kv = k.as_bytes().to_vec();
-            kv.push(b'=');
-            kv.extend_from_slice(v.as_bytes());
-            CString::new(kv).ok()
-        })
-        .collect();
-    let mut envp: Vec<*const libc::c_char> = env.iter().map(|a| a.as_ptr()).collect();
-    envp.push(std::ptr::null());
-    let devnull = CString::new("/dev/null").expect("no NUL");
-    let name = CString::new(WATCHDOG_NAME).expect("no NUL");
-    let resume_msg = spec.deadline_resume_msg.as_bytes().to_vec();
-    let dcgmi_deadline = dcgmi_timeout()?;
-    let dcgmi_ms = dcgmi_deadline.as_millis().min(i64::MAX as u128) as i64;
-    let timeout_msg =
-        format!("cutrace: {}\n", resume_timed_out(dcgmi, dcgmi_deadline)).into_bytes();
-    // SAFETY: getpid cannot fail.
-    let owner = unsafe { libc::getpid() };
-    let kept_msg = spec.deadline_kept_msg.as_bytes().to_vec();
-    // SAFETY: getrlimit writes into an rlimit we own; an all-zero rlimit is a valid value.
-    let max_fd = unsafe {
-        let mut rl: libc::rlimit = std::mem::zeroed();
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut rl) == 0 {
-            (rl.rlim_cur as i64).clamp(256, 65536) as i32
-        } else {
-            1024
-        }
-    };
-    let timeout_ms: i64 = spec
-        .deadline
-        .map(|d| d.as_millis().min(i64::MAX as u128) as i64)
-        .unwrap_or(-1);
-    let keep = spec.pipe_read.unwrap_or(-1);
-    let (hold, report, quiet, sigterm_cancels) = (
-        spec.hold_fd,
-        spec.report_fd,
-        spec.quiet,
-        spec.sigterm_cancels,
-    );
-
-    // SAFETY: the child branch below calls only async-signal-safe functions on data prepared
-    // above, and never returns (execve or _exit).
-    let pid = unsafe { libc::fork() };
-    if pid < 0 {
-        return Err(DcgmError::Watchdog(std::io::Error::last_os_error()));
-    }
-    if pid > 0 {
-        return Ok(pid);
-    }
-    // SAFETY: the forked child of a possibly multi-threaded process: only async-signal-safe
-    // calls on memory prepared before the fork (C strings, pointer arrays, byte buffers), no
-    // allocation, no lock; every path ends in execve or _exit. The sigset_t and sigaction values
-    // are plain C structs for which all-zero is valid before sigemptyset/sigaction fill them.
-    unsafe {
-        libc::setsid();
-        libc::prctl(libc::PR_SET_NAME, name.as_ptr() as libc::c_ulong, 0, 0, 0);
-        let set = |sig: libc::c_int, handler: libc::sighandler_t| {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = handler;
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        };
-        // SIGINT and SIGHUP from a terminal must not stop the resume; SIGPIPE: a report nobody
-        // reads any more must not kill the watchdog.
-        set(libc::SIGINT, libc::SIG_IGN);
-        set(libc::SIGHUP, libc::SIG_IGN);
-        set(libc::SIGPIPE, libc::SIG_IGN);
-        // SIGTERM is blocked except inside ppoll, so its flag is never missed.
-        let mut term: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut term);
-        libc::sigaddset(&mut term, libc::SIGTERM);
-        let mut old_mask: libc::sigset_t = std::mem::zeroed();
-        libc::sigprocmask(libc::SIG_BLOCK, &term, &mut old_mask);
-        let mut poll_mask = old_mask;
-        libc::sigdelset(&mut poll_mask, libc::SIGTERM);
-        set(
-            libc::SIGTERM,
-            if sigterm_cancels {
-                wd_on_sigterm as *const () as libc::sighandler_t
-            } else {
-                libc::SIG_IGN
-            },
-        );
-        let null = libc::open(devnull.as_ptr(), libc::O_RDWR);
-        if null >= 0 {
-            libc::dup2(null, 0);
-            if quiet {
-                libc::dup2(null, 1);
-                libc::dup2(null, 2);
-            } else {
-                libc::dup2(2, 1);
-            }
-        }
-        for fd in 3..max_fd {
-            if fd != keep && fd != hold && fd != report {
-                libc::close(fd);
-            }
-        }
-        let say = |fd: i32, b: &[u8]| {
-            libc::write(fd, b.as_ptr().cast(), b.len());
-        };
-        say(report, b"S");
-        let start = now_ms();
-        let mut deadline_passed = false;
-        loop {
-            if WD_CANCEL.load(Ordering::SeqCst) {
-                libc::unlink(record.as_ptr());
-                libc::_exit(0);
-            }
-            let remaining = if timeout_ms < 0 {
-                -1
-            } else {
-                (timeout_ms - (now_ms() - start)).max(0)
-            };
-            if timeout_ms >= 0 && remaining == 0 {
-                deadline_passed = true;
-                break;
-            }
-            let ts = libc::timespec {
-                tv_sec: (remaining / 1000) as libc::time_t,
-                tv_nsec: ((remaining % 1000) * 1_000_000) as libc::c_long,
-            };
-            let mut pfd = libc::pollfd {
-                fd: keep,
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let n = libc::ppoll(
-                &mut pfd,
-                if keep >= 0 { 1 } else { 0 },
-                if remaining < 0 { std::ptr::null() } else { &ts },
-                &poll_mask,
-            );
-            if n < 0 {
-                if *libc::__errno_location() == libc::EINTR {
-                    continue;
-                }
-                break;
-            }
-            if n == 0 {
-                continue; // loop re-checks the deadline
-            }
-            let mut buf = [0u8; 64];
-            let r = libc::read(keep, buf.as_mut_ptr().cast(), buf.len());
-            if r > 0 && buf[..r as usize].contains(&b'C') {
-                // The session's pause failed: nothing to resume.
-                libc::unlink(record.as_ptr());
-                libc::_exit(0);
-            }
-            if r == 0 || (r < 0 && *libc::__errno_location() != libc::EINTR) {
-                break; // EOF: the session closed its end or died
-            }
-        }
-        if deadline_passed {
-            say(report, b"T");
-        }
-        libc::unlink(record.as_ptr());
-        libc::flock(hold, libc::LOCK_UN);
-        if libc::flock(hold, libc::LOCK_EX | libc::LOCK_NB) != 0
-            && *libc::__errno_location() == libc::EWOULDBLOCK
-        {
-            // Another holder is alive: the last one to leave resumes.
-            if deadline_passed && !quiet {
-                say(2, &kept_msg);
-            }
-            say(report, b"K");
-            libc::_exit(0);
-        }
-        if deadline_passed && !quiet {
-            say(2, &resume_msg);
-        }
-        say(report, b"R");
-        // dcgmi runs as our child, not in our place: the watchdog keeps the exclusive lock (a
-        // new pause waits for this resume), dcgmi gets none of our descriptors, the default
-        // signal dispositions and an empty mask, and a deadline; a hung dcgmi is killed with
-        // everything it started, so the lock is released and never wedges a later run.
-        set(libc::SIGCHLD, libc::SIG_DFL);
-        let child = libc::fork();
-        if child == 0 {
-            libc::setpgid(0, 0);
-            for sig in [
-                libc::SIGINT,
-                libc::SIGHUP,
-                libc::SIGTERM,
-                libc::SIGQUIT,
-                libc::SIGPIPE,
-            ] {
-                set(sig, libc::SIG_DFL);
-            }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            libc::close(hold);
-            libc::close(report);
-            if keep >= 0 {
-                libc::close(keep);
-            }
-            libc::execve(prog.as_ptr(), argv.as_ptr(), envp.as_ptr());
-            libc::_exit(127);
-        }
-        if child < 0 {
-            libc::_exit(126);
-        }
-        // Both sides set the group, so that a kill right after the fork reaches it.
-        libc::setpgid(child, child);
-        // A `resume` that verified this pid a moment ago may still send SIGTERM: the watchdog
-        // must not die of it while dcgmi runs.
-        set(libc::SIGTERM, libc::SIG_IGN);
-        let started = now_ms();
-        let mut status: libc::c_int = 0;
-        loop {
-            let r = libc::waitpid(child, &mut status, libc::WNOHANG);
-            if r == child {
-                break;
-            }
-            if r < 0 && *libc::__errno_location() != libc::EINTR {
-                libc::_exit(0); // ECHILD: nothing left to wait for
-            }
-            if now_ms() - started >= dcgmi_ms {
-                libc::kill(-child, libc::SIGKILL);
-                libc::kill(child, libc::SIGKILL);
-                while libc::waitpid(child, &mut status, 0) < 0
-                    && *libc::__errno_location() == libc::EINTR
-                {}
-                // The session reports it when it is still there; nobody else would.
-                if !quiet && libc::getppid() != owner {
-                    say(2, &timeout_msg);
-                }
-                say(report, b"X");
-                libc::_exit(124);
-            }
-            let nap = libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 10_000_000,
-            };
-            libc::nanosleep(&nap, std::ptr::null_mut());
-        }
-        if libc::WIFEXITED(status) {
-            libc::_exit(libc::WEXITSTATUS(status));
-        }
-        libc::_exit(128 + libc::WTERMSIG(status));
-    }
-}
-
-// time_t and c_long are not i64 on every target.
-#[allow(clippy::unnecessary_cast)]
-fn now_ms() -> i64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we own.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as i64 * 1000 + ts.tv_nsec as i64 / 1_000_000
-}
-
 fn wait_pid(pid: i32) -> Result<(), DcgmError> {
-    let mut status = 0;
-    loop {
-        // SAFETY: waiting on our own child.
-        let r = unsafe { libc::waitpid(pid, &mut status, 0) };
-        if r == pid {
-            break;
-        }
-        if r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINTR) {
-            continue;
-        }
-        // ECHILD: already reaped (SIGCHLD ignored); nothing more to learn.
+    let Some(p) = positive_pid(pid) else {
         return Ok(());
-    }
-    if libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0 {
-        Ok(())
-    } else if libc::WIFEXITED(status) {
-        Err(DcgmError::Failed {
+    };
+    let status = loop {
+        match process::waitpid(Some(p), process::WaitOptions::empty()) {
+            Ok(Some((_, status))) => break status,
+            Err(Errno::INTR) => continue,
+            // ECHILD: already reaped (SIGCHLD ignored); nothing more to learn.
+            _ => return Ok(()),
+        }
+    };
+    match (status.exit_status(), status.terminating_signal()) {
+        (Some(0), _) => Ok(()),
+        (Some(code), _) => Err(DcgmError::Failed {
             action: "--resume",
-            status: format!("exit status {}", libc::WEXITSTATUS(status)),
+            status: format!("exit status {code}"),
             stderr: String::from("(see dcgmi's message above)"),
-        })
-    } else {
-        Err(DcgmError::WatchdogStatus {
+        }),
+        (None, sig) => Err(DcgmError::WatchdogStatus {
             pid,
-            status: format!("killed by signal {}", libc::WTERMSIG(status)),
-        })
+            status: format!("killed by signal {}", sig.unwrap_or(0)),
+        }),
     }
 }
 
 fn cloexec_pipe() -> Result<(File, File), DcgmError> {
-    let mut fds = [0i32; 2];
     // O_CLOEXEC: no end may leak into the profiled program (the watchdog would wait for it).
-    // SAFETY: pipe2 fills the two-element array.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(DcgmError::Watchdog(std::io::Error::last_os_error()));
-    }
-    // SAFETY: two fresh descriptors that nothing else owns.
-    Ok(unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) })
+    let (r, w) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| DcgmError::Watchdog(e.into()))?;
+    Ok((File::from(r), File::from(w)))
 }
 
 static RECORD_SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -970,7 +682,11 @@ fn start_holder(
         }
     }
     let hold = state.open_hold()?;
-    lock_waiting(&hold, libc::LOCK_SH, &state.hold_path())?;
+    lock_waiting(
+        &hold,
+        FlockOperation::NonBlockingLockShared,
+        &state.hold_path(),
+    )?;
     let (mut report_r, report_w) = cloexec_pipe()?;
     let owner = std::process::id() as i32;
     let seq = RECORD_SEQ.fetch_add(1, Ordering::SeqCst);
@@ -987,7 +703,7 @@ fn start_holder(
         deadline_resume_msg: format!("cutrace: the --for time limit ({limit}) ran out while the command was still running: resuming DCGM profiling metrics now; the command keeps running without the counters guaranteed.\n"),
         deadline_kept_msg: format!("cutrace: the --for time limit ({limit}) ran out while the command was still running; other cutrace sessions still hold the pause, so DCGM stays paused until the last of them ends.\n"),
     };
-    let pid = spawn_watchdog(dcgmi, &spec)?;
+    let pid = child::spawn_watchdog(dcgmi, &spec)?;
     // Our copies: the watchdog has its own (and the lock lives on in it).
     drop(hold);
     drop(report_w);
@@ -1221,8 +937,9 @@ pub fn pause_manual(
     drop(started.report);
     if let Err(e) = pause_plain(dcgmi) {
         // Our own child, not yet reaped: SIGTERM makes it leave without resuming.
-        // SAFETY: signalling and reaping our own child.
-        unsafe { libc::kill(holder.pid, libc::SIGTERM) };
+        if let Some(pid) = positive_pid(holder.pid) {
+            let _ = process::kill_process(pid, Signal::TERM);
+        }
         let _ = wait_pid(holder.pid);
         let _ = std::fs::remove_file(&holder.record);
         return Err(e);
@@ -1273,7 +990,7 @@ pub fn release_and_resume(
     let hold = state.open_hold()?;
     let t = Instant::now();
     loop {
-        if try_lock(&hold, libc::LOCK_EX) {
+        if try_lock(&hold, FlockOperation::NonBlockingLockExclusive) {
             // Held exclusively while dcgmi runs: a pause that starts meanwhile waits for it.
             resume_now(dcgmi)?;
             return Ok(ResumeReport::Resumed { cancelled });
@@ -1295,18 +1012,6 @@ pub fn release_and_resume(
 
 // ---------------------------------------------------------------------------------------------
 // `cutrace dcgm run`.
-
-static CHILD_PID: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-static GOT_SIGNAL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-extern "C" fn forward_signal(sig: libc::c_int) {
-    GOT_SIGNAL.store(sig, Ordering::SeqCst);
-    let pid = CHILD_PID.load(Ordering::SeqCst);
-    if pid > 0 {
-        // SAFETY: kill is async-signal-safe.
-        unsafe { libc::kill(pid, sig) };
-    }
-}
 
 /// How a command run under a pause ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -1335,35 +1040,18 @@ pub fn run_paused(opts: &PauseOptions, cmd: &mut Command) -> Result<RunOutcome, 
             return Err(RunError::Spawn(e));
         }
     };
-    CHILD_PID.store(child.id() as i32, Ordering::SeqCst);
-    let sigs = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
-    let mut old: Vec<libc::sigaction> = Vec::new();
-    for sig in sigs {
-        // SAFETY: installing a handler that only does async-signal-safe work.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = forward_signal as *const () as usize;
-            sa.sa_flags = libc::SA_RESTART;
-            let mut prev: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(sig, &sa, &mut prev);
-            old.push(prev);
-        }
-    }
+    let forwarding = child::Forwarding::to(child.id());
     let status = child.wait();
-    for (sig, prev) in sigs.iter().zip(old.iter()) {
-        // SAFETY: restoring what was there.
-        unsafe { libc::sigaction(*sig, prev, std::ptr::null_mut()) };
-    }
-    CHILD_PID.store(0, Ordering::SeqCst);
+    drop(forwarding);
     let released = guard.resume();
     let status = status.map_err(RunError::Spawn)?;
     let release = released?;
-    let sig = GOT_SIGNAL.swap(0, Ordering::SeqCst);
+    let sig = child::Forwarding::take_signal();
     Ok(RunOutcome {
         exit_code: status
             .code()
             .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
-        forwarded_signal: (sig != 0).then_some(sig),
+        forwarded_signal: sig,
         release,
         still_held_by: if release.resumed {
             Vec::new()
@@ -1437,9 +1125,7 @@ mod tests {
         let p = d.join("state");
         std::fs::create_dir(&p).expect("mkdir");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o700)).expect("chmod");
-        let c = CString::new(p.as_os_str().as_bytes()).expect("path");
-        // SAFETY: chown on a path we made.
-        assert_eq!(unsafe { libc::chown(c.as_ptr(), 4242, 4242) }, 0);
+        std::os::unix::fs::chown(&p, Some(4242), Some(4242)).expect("chown");
         let e = StateDir::open(&p).expect_err("someone else's dir must be refused");
         assert!(e.to_string().contains("belongs to uid 4242"), "{e}");
         let _ = std::fs::remove_dir_all(&d);

@@ -6,6 +6,8 @@
 //! Inputs are reproducible: case K of seed S is generated from `Rng::new(S ^ K·φ)`, so
 //! `--seed S --case K` reruns one case.
 
+#![forbid(unsafe_code)]
+
 mod rng;
 mod run;
 mod targets;
@@ -54,8 +56,9 @@ fn main() -> anyhow::Result<()> {
     if args.launcher {
         return Ok(run::launcher_main()?);
     }
-    // First, while this process is small: children inherit their starter's peak RSS.
-    let mut launcher = run::Launcher::start().context("starting the launcher")?;
+    // Each child is started by a small launcher of its own: children inherit their starter's
+    // peak RSS.
+    let mut launcher = run::Launcher::start().context("finding the launcher")?;
     let bin = match &args.cutrace {
         Some(p) => p.clone(),
         None => std::env::current_exe()?

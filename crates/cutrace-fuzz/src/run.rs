@@ -1,5 +1,5 @@
-//! Runs one case: the cutrace binary as a child with a deadline, its peak memory from `wait4`'s
-//! resource usage (of that child alone), and a verdict.
+//! Runs one case: the cutrace binary as a child with a deadline, its peak memory (of that child
+//! alone) from the resource usage of a launcher that starts nothing else, and a verdict.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -32,14 +32,16 @@ pub struct Outcome {
     pub stderr_tail: String,
 }
 
-/// Starts cutrace's children on the fuzzer's behalf. Linux carries a process's peak RSS across
-/// `exec` (and a forked child starts from its parent's), so children started by the fuzzer
-/// itself, after it built a large input, would report the fuzzer's peak as theirs. The launcher
-/// is this same program started first, while it is small, and it stays small.
+/// Starts cutrace's children on the fuzzer's behalf, each from a launcher of its own: this same
+/// program with `--launcher`, which starts one child, waits for it and answers with its peak.
+/// Two reasons. Linux carries the starter's peak RSS into a child it starts (a `vfork`ed child
+/// shares its memory until `exec`, which records that peak as the child's), so children started
+/// by the fuzzer itself, after it built a large input, would report the fuzzer's peak as theirs;
+/// a launcher is freshly exec'd and small. And `getrusage(RUSAGE_CHILDREN)`, the safe way to
+/// read a child's peak, reports the largest peak of all the children a process has waited for:
+/// in a launcher that started exactly one, it is that child's.
 pub struct Launcher {
-    child: std::process::Child,
-    to: std::process::ChildStdin,
-    from: std::io::BufReader<std::process::ChildStdout>,
+    exe: PathBuf,
 }
 
 const ARG_SEP: char = '\u{1f}';
@@ -47,23 +49,9 @@ const LINE_SEP: char = '\u{1e}';
 
 impl Launcher {
     pub fn start() -> std::io::Result<Self> {
-        let mut child = Command::new(std::env::current_exe()?)
-            .arg("--launcher")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let to = child
-            .stdin
-            .take()
-            .ok_or_else(|| std::io::Error::other("no stdin"))?;
-        let from = std::io::BufReader::new(
-            child
-                .stdout
-                .take()
-                .ok_or_else(|| std::io::Error::other("no stdout"))?,
-        );
-        Ok(Launcher { child, to, from })
+        Ok(Launcher {
+            exe: std::env::current_exe()?,
+        })
     }
 
     fn run(
@@ -79,12 +67,36 @@ impl Launcher {
             line.push_str(&a.to_string_lossy());
         }
         line.push('\n');
-        self.to.write_all(line.as_bytes())?;
-        self.to.flush()?;
-        let mut reply = String::new();
-        if self.from.read_line(&mut reply)? == 0 {
-            return Err(std::io::Error::other("the launcher exited"));
+        let mut launcher = Command::new(&self.exe)
+            .arg("--launcher")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let reply = (|| {
+            let mut to = launcher
+                .stdin
+                .take()
+                .ok_or_else(|| std::io::Error::other("no stdin"))?;
+            to.write_all(line.as_bytes())?;
+            drop(to);
+            let mut from = std::io::BufReader::new(
+                launcher
+                    .stdout
+                    .take()
+                    .ok_or_else(|| std::io::Error::other("no stdout"))?,
+            );
+            let mut reply = String::new();
+            if from.read_line(&mut reply)? == 0 {
+                return Err(std::io::Error::other("the launcher exited"));
+            }
+            Ok(reply)
+        })();
+        if reply.is_err() {
+            let _ = launcher.kill();
         }
+        let _ = launcher.wait();
+        let reply = reply?;
         let mut f = reply.trim_end_matches('\n').splitn(3, ARG_SEP);
         let (kind, peak, detail) = (
             f.next().unwrap_or(""),
@@ -108,20 +120,13 @@ impl Launcher {
     }
 }
 
-impl Drop for Launcher {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// The launcher's loop: one request a line (deadline in ms, the binary, its arguments), one
-/// reply a line (verdict, peak RSS, detail).
+/// The launcher: one request line (deadline in ms, the binary, its arguments), one reply line
+/// (verdict, peak RSS, detail), then exit: a second child would share the first one's peak.
 pub fn launcher_main() -> std::io::Result<()> {
     use std::io::BufRead;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
+    if let Some(line) = stdin.lock().lines().next() {
         let line = line?;
         let mut f = line.split(ARG_SEP);
         let ms: u64 = f.next().unwrap_or("0").parse().unwrap_or(0);
@@ -196,19 +201,17 @@ trait NonBlock {
 impl NonBlock for std::fs::OpenOptions {
     fn custom_flags_nonblock(&mut self) -> &mut Self {
         use std::os::unix::fs::OpenOptionsExt;
-        self.custom_flags(libc::O_NONBLOCK)
+        self.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
     }
 }
 
 fn make_fifo(path: &Path) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: `c` is a valid NUL-terminated path for the duration of the call.
-    if unsafe { libc::mkfifo(c.as_ptr(), 0o600) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    use rustix::fs::Mode;
+    Ok(rustix::fs::mkfifoat(
+        rustix::fs::CWD,
+        path,
+        Mode::RUSR | Mode::WUSR,
+    )?)
 }
 
 /// Bytes under `p` (a file, or a directory's files).
@@ -222,8 +225,11 @@ fn size_of(p: &Path) -> u64 {
     }
 }
 
-/// Runs a command with a deadline; its peak RSS comes from `wait4` on its pid.
+/// Runs a command with a deadline. Its peak RSS is read with `getrusage(RUSAGE_CHILDREN)`: the
+/// largest of all the children this process has waited for, so it is the command's own only in
+/// a process that starts nothing else (the launcher). Linux reports it in KiB.
 pub fn run(bin: &Path, args: &[OsString], deadline: Duration) -> std::io::Result<Outcome> {
+    use std::os::unix::process::ExitStatusExt;
     let stderr_file = std::env::temp_dir().join(format!(
         "cutrace-fuzz-stderr-{}-{}",
         std::process::id(),
@@ -235,55 +241,47 @@ pub fn run(bin: &Path, args: &[OsString], deadline: Duration) -> std::io::Result
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&stderr_file)?)
         .spawn();
-    let child = match child {
+    let mut child = match child {
         Ok(c) => c,
         Err(e) => {
             let _ = std::fs::remove_file(&stderr_file);
             return Err(e);
         }
     };
-    let pid = child.id() as libc::pid_t;
     let start = Instant::now();
-    let mut status = 0;
-    // SAFETY: rusage is plain data; zeroed is a valid value.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     let mut hung = false;
-    loop {
-        // SAFETY: `pid` is our own child, not yet reaped (std's `Child` is never waited on).
-        let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
-        if r == pid {
-            break;
-        }
-        if r < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = std::fs::remove_file(&stderr_file);
+                return Err(e);
             }
-            let _ = std::fs::remove_file(&stderr_file);
-            return Err(e);
         }
         if start.elapsed() > deadline && !hung {
             hung = true;
-            // SAFETY: signalling our own unreaped child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
+            let _ = child.kill(); // SIGKILL; reaped by the next try_wait
         }
         std::thread::sleep(Duration::from_millis(if start.elapsed().as_millis() < 50 {
             2
         } else {
             10
         }));
-    }
-    drop(child);
+    };
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .map_err(std::io::Error::from)?;
     let stderr = std::fs::read(&stderr_file).unwrap_or_default();
     let _ = std::fs::remove_file(&stderr_file);
     let tail = String::from_utf8_lossy(&stderr[stderr.len().saturating_sub(2000)..]).into_owned();
-    // Linux reports ru_maxrss in KiB.
-    let peak_rss = (usage.ru_maxrss.max(0) as u64) * 1024;
+    let peak_rss = (usage.max_rss().max(0) as u64) * 1024;
     let verdict = if hung {
         Verdict::Hang
-    } else if libc::WIFSIGNALED(status) {
-        Verdict::Crash(format!("killed by signal {}", libc::WTERMSIG(status)))
-    } else if libc::WEXITSTATUS(status) == 101 {
+    } else if let Some(sig) = status.signal() {
+        Verdict::Crash(format!("killed by signal {sig}"))
+    } else if status.code() == Some(101) {
         Verdict::Crash("panicked (exit 101)".into())
     } else {
         Verdict::Pass
