@@ -28,5 +28,14 @@ python3 -m venv "$work/env"
 env -u CUTRACE_BIN -u CUTRACE_INJECT_LIB -u VIRTUAL_ENV PATH="$work/env/bin:/usr/bin:/bin" \
     XDG_CACHE_HOME="$work/cache" CLI="$PWD/target/release/cutrace" \
     "$work/env/bin/python" tests/wheel_check.py examples/two_streams.json.gz
+# `pip install --target DIR` (DIR/cutrace beside DIR/bin), the layout of a shared site directory;
+# into $work itself, only two levels below /, as /tmp/site would be.
+"$work/env/bin/pip" install --quiet --disable-pip-version-check --no-index --target "$work" "$wheel"
+env -u CUTRACE_BIN PYTHONPATH="$work" PATH=/usr/bin:/bin python3 -c '
+import cutrace, sys
+exe = cutrace.binary()
+assert exe == sys.argv[1] + "/bin/cutrace", exe
+assert cutrace.report(sys.argv[2])["devices"], "no devices"
+print("ok   pip install --target: cutrace.binary() is", exe)' "$work" examples/two_streams.json.gz
 ok=1
 echo "wheel check: PASS ($((SECONDS - started)) s)"

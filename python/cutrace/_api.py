@@ -55,7 +55,9 @@ def binary() -> str:
     if env:
         return env
     here = Path(__file__).resolve().parent
-    candidates = [here.parents[3] / "bin", here.parent / "bin"]
+    # PREFIX/lib/pythonX.Y/site-packages/cutrace -> PREFIX/bin; DIR/cutrace -> DIR/bin (a shallow
+    # --target DIR such as /tmp/site has no PREFIX above it).
+    candidates = [p / "bin" for p in here.parents[3:4]] + [here.parent / "bin"]
     for scheme in (None, f"{os.name}_user"):
         try:
             scripts = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
