@@ -16,7 +16,8 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CUTRACE_EMBED_INJECT");
     println!("cargo:rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let manifest_dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let manifest_dir =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let root = manifest_dir.join("../..");
     let wanted = match std::env::var("CUTRACE_EMBED_INJECT").as_deref() {
         Ok("0") => false,
@@ -45,7 +46,10 @@ fn main() {
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
-    println!("cargo:rustc-env=CUTRACE_EMBEDDED_INJECT_ID={:016x}", h.finish());
+    println!(
+        "cargo:rustc-env=CUTRACE_EMBEDDED_INJECT_ID={:016x}",
+        h.finish()
+    );
     std::fs::write(out.join("libcutrace_inject.so"), &bytes).expect("writing into OUT_DIR");
 }
 
@@ -58,7 +62,10 @@ fn build_inject(manifest: &std::path::Path, target_dir: &std::path::Path) -> Vec
         .arg(target_dir)
         .status()
         .expect("running cargo to build cutrace-inject");
-    assert!(status.success(), "building cutrace-inject failed ({status})");
+    assert!(
+        status.success(),
+        "building cutrace-inject failed ({status})"
+    );
     std::fs::read(target_dir.join("release/libcutrace_inject.so"))
         .expect("reading the libcutrace_inject.so just built")
 }

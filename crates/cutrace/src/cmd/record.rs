@@ -187,16 +187,20 @@ const EMBEDDED_INJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcutr
 /// file is used only if its bytes are exactly the embedded ones. None when nothing is embedded
 /// or it cannot be written: the caller then reports why the library was not found.
 fn write_embedded_inject() -> Option<PathBuf> {
+    if EMBEDDED_INJECT.is_empty() {
+        return None;
+    }
     let cache = std::env::var_os("XDG_CACHE_HOME")
         .filter(|p| Path::new(p).is_absolute())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
     let dir = cache.join(format!("cutrace/{}", env!("CUTRACE_EMBEDDED_INJECT_ID")));
     let path = dir.join(INJECT_LIB_NAME);
-    if EMBEDDED_INJECT.is_empty() || std::fs::read(&path).is_ok_and(|b| b == EMBEDDED_INJECT) {
-        return (!EMBEDDED_INJECT.is_empty()).then_some(path);
+    if std::fs::read(&path).is_ok_and(|b| b == EMBEDDED_INJECT) {
+        return Some(path);
     }
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir).ok()?;
+    let mut private = std::fs::DirBuilder::new();
+    private.recursive(true).mode(0o700).create(&dir).ok()?;
     // Written beside, then renamed into place: a concurrent `record` never loads half a file.
     let tmp = dir.join(format!(".{INJECT_LIB_NAME}.{}", std::process::id()));
     std::fs::write(&tmp, EMBEDDED_INJECT).ok()?;
