@@ -37,5 +37,23 @@ exe = cutrace.binary()
 assert exe == sys.argv[1] + "/bin/cutrace", exe
 assert cutrace.report(sys.argv[2])["devices"], "no devices"
 print("ok   pip install --target: cutrace.binary() is", exe)' "$work" examples/two_streams.json.gz
+# The binary alone (as `cargo install` leaves it): record writes out the library it carries, once,
+# content-addressed under the cache directory, and the program runs as before.
+mkdir "$work/alone" && cp "$work/env/bin/cutrace" "$work/alone/"
+for run in first again; do
+    set +e
+    XDG_CACHE_HOME="$work/alone-cache" "$work/alone/cutrace" record -q -o "$work/alone/t" -- \
+        sh -c 'echo alone; exit 4' > "$work/alone/out"
+    rc=$?
+    set -e
+    [ "$rc" = 4 ] && [ "$(cat "$work/alone/out")" = alone ] ||
+        { echo "FAIL the binary alone ($run run): exit $rc, output $(cat "$work/alone/out")"; exit 1; }
+done
+written=$(find "$work/alone-cache/cutrace" -type f)
+[ "$(echo "$written" | wc -l)" = 1 ] && [ "$(basename "$written")" = libcutrace_inject.so ] &&
+    [ "$(head -c 4 "$written" | tail -c 3)" = ELF ] &&
+    [ "$(stat -c %a "$(dirname "$written")")" = 700 ] ||
+    { echo "FAIL the binary alone: expected one ELF libcutrace_inject.so in a 0700 directory, got: $written"; exit 1; }
+echo "ok   the binary alone records, with the library it carries written out once"
 ok=1
 echo "wheel check: PASS ($((SECONDS - started)) s)"
