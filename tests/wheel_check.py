@@ -7,6 +7,7 @@ with a non-zero status. A check that cannot run here says SKIPPED and why.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -78,7 +79,9 @@ try:
     cutrace.report("no-such-trace.json", progress=False)
     check("a missing trace raises CutraceError", False)
 except cutrace.CutraceError as e:
-    check("a missing trace raises CutraceError with the command's message", "No such file" in str(e))
+    check(
+        "a missing trace raises CutraceError with the command's message", "No such file" in str(e)
+    )
 
 # stderr (progress, notes) is passed on as it comes, unless progress=False.
 with tempfile.TemporaryDirectory() as tmp:
@@ -92,18 +95,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check("progress=False keeps stderr quiet", said.getvalue() == "")
 
 # tables(): DataFrames through the Parquet export, or the optional extra named.
-try:
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-
-    have_pandas = True
-except ImportError:
-    have_pandas = False
-if have_pandas:
+if all(importlib.util.find_spec(m) for m in ("pandas", "pyarrow")):
     frames = cutrace.tables(TRACE, progress=False)
     kernels = sum(d["kernels"] for d in api["devices"])
     check("tables() has a kernels table", "kernels" in frames)
-    check(f"tables()['kernels'] has the report's {kernels} kernels", len(frames["kernels"]) == kernels)
+    check(
+        f"tables()['kernels'] has the report's {kernels} kernels", len(frames["kernels"]) == kernels
+    )
 else:
     try:
         cutrace.tables(TRACE)
@@ -127,8 +125,13 @@ with tempfile.TemporaryDirectory() as tmp:
         shown = r._repr_html_()
     finally:
         del os.environ["CUTRACE_BIN"]
-    check("Report.html() returns the file `report --html` wrote", page == f"<p>page for {TRACE} & co</p>")
-    check("Report._repr_html_() puts it in an iframe, escaped", "srcdoc=\"&lt;p&gt;page for" in shown)
+    check(
+        "Report.html() returns the file `report --html` wrote",
+        page == f"<p>page for {TRACE} & co</p>",
+    )
+    check(
+        "Report._repr_html_() puts it in an iframe, escaped", 'srcdoc="&lt;p&gt;page for' in shown
+    )
 if "--html" in out([exe, "report", "--help"]).stdout:
     page = cutrace.Report(TRACE).html()
     check("the real report --html page is HTML", "<html" in page.lower())

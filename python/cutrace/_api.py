@@ -7,6 +7,7 @@ The binary is the one implementation; Python adds no analysis of its own, so ``r
 from __future__ import annotations
 
 import html as _html
+import importlib.util
 import json
 import os
 import shutil
@@ -60,7 +61,9 @@ def binary() -> str:
     candidates = [p / "bin" for p in here.parents[3:4]] + [here.parent / "bin"]
     for scheme in (None, f"{os.name}_user"):
         try:
-            scripts = sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+            scripts = (
+                sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+            )
         except KeyError:
             continue
         if scripts:
@@ -173,14 +176,17 @@ def tables(
         ImportError: pandas or pyarrow is missing (``pip install 'cutrace[pandas]'``).
         CutraceError: the command failed.
     """
+    missing = (
+        "cutrace.tables() needs pandas and pyarrow, which are optional: "
+        "pip install 'cutrace[pandas]'"
+    )
     try:
         import pandas as pd
-        import pyarrow  # noqa: F401  (pandas reads Parquet through it)
     except ImportError as e:
-        raise ImportError(
-            "cutrace.tables() needs pandas and pyarrow, which are optional: "
-            "pip install 'cutrace[pandas]'"
-        ) from e
+        raise ImportError(missing) from e
+    # pandas reads Parquet through pyarrow; without it, read_parquet would fail only after the export.
+    if importlib.util.find_spec("pyarrow") is None:
+        raise ImportError(missing)
     with tempfile.TemporaryDirectory(prefix="cutrace-tables-") as tmp:
         out_dir = Path(tmp) / "tables"
         run(["convert", "--parquet", out_dir, *_flags(options), path], progress=progress)
