@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from contextlib import redirect_stderr
 from pathlib import Path
 from typing import Any, Dict, List
@@ -93,6 +94,39 @@ with tempfile.TemporaryDirectory() as tmp:
     with redirect_stderr(said):
         cutrace.run(["convert", "--parquet", Path(tmp) / "b", TRACE], progress=False)
     check("progress=False keeps stderr quiet", said.getvalue() == "")
+
+# ... and as it comes, not when the command ends: a stand-in binary says a line, then works 1 s.
+with tempfile.TemporaryDirectory() as tmp:
+    slow = Path(tmp) / "cutrace"
+    slow.write_text(
+        f"#!{sys.executable}\nimport sys, time\n"
+        "print('cutrace: reading t: 1 MB', file=sys.stderr, flush=True)\n"
+        "time.sleep(1)\nprint('{}')\n"
+    )
+    slow.chmod(0o755)
+
+    class Stamped(io.StringIO):
+        first: float = 0.0
+
+        def write(self, text: str) -> int:
+            self.first = self.first or time.monotonic()
+            return super().write(text)
+
+    said = Stamped()
+    os.environ["CUTRACE_BIN"] = str(slow)
+    try:
+        with redirect_stderr(said):
+            cutrace.report(TRACE)
+        ended = time.monotonic()
+    finally:
+        del os.environ["CUTRACE_BIN"]
+    check(
+        "stderr lines reach sys.stderr while the command still runs",
+        said.first > 0 and ended - said.first > 0.5,
+        f"first line {ended - said.first:.2f} s before the end",
+    )
+
+check("Report(path).data equals the CLI's JSON report", cutrace.Report(TRACE).data == reference)
 
 # tables(): DataFrames through the Parquet export, or the optional extra named.
 if all(importlib.util.find_spec(m) for m in ("pandas", "pyarrow")):
