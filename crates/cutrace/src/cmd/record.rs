@@ -178,6 +178,36 @@ pub fn find_inject_lib(env_value: Option<OsString>, exe: Option<&Path>) -> anyho
     )
 }
 
+/// The injection library built into release binaries (build.rs; empty in debug builds), for a
+/// binary installed alone (`cargo install`), which has no library beside it.
+const EMBEDDED_INJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcutrace_inject.so"));
+
+/// Writes the embedded library out once, content-addressed, into the user's own cache directory
+/// (`$XDG_CACHE_HOME/cutrace` or `~/.cache/cutrace`, mode 0700), and returns its path. An existing
+/// file is used only if its bytes are exactly the embedded ones. None when nothing is embedded
+/// or it cannot be written: the caller then reports why the library was not found.
+fn write_embedded_inject() -> Option<PathBuf> {
+    if EMBEDDED_INJECT.is_empty() {
+        return None;
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|p| Path::new(p).is_absolute())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
+    let dir = cache.join(format!("cutrace/{}", env!("CUTRACE_EMBEDDED_INJECT_ID")));
+    let path = dir.join(INJECT_LIB_NAME);
+    if std::fs::read(&path).is_ok_and(|b| b == EMBEDDED_INJECT) {
+        return Some(path);
+    }
+    let mut private = std::fs::DirBuilder::new();
+    private.recursive(true).mode(0o700).create(&dir).ok()?;
+    // Written beside, then renamed into place: a concurrent `record` never loads half a file.
+    let tmp = dir.join(format!(".{INJECT_LIB_NAME}.{}", std::process::id()));
+    std::fs::write(&tmp, EMBEDDED_INJECT).ok()?;
+    std::fs::rename(&tmp, &path).ok()?;
+    Some(path)
+}
+
 fn is_elf(p: &Path) -> bool {
     use std::io::Read;
     let mut magic = [0u8; 4];
@@ -435,7 +465,8 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
         return Ok(e.code);
     }
     let exe = std::env::current_exe().ok();
-    let inject = find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe.as_deref())?;
+    let inject = find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe.as_deref())
+        .or_else(|e| write_embedded_inject().ok_or(e))?;
     let (out_dir, created) = prepare_output(&args.output)?;
     let earlier = std::fs::read_dir(&out_dir)
         .map(|rd| {

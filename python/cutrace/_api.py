@@ -1,0 +1,254 @@
+"""The Python API: runs the packaged ``cutrace`` binary and reads what it writes.
+
+The binary is the one implementation; Python adds no analysis of its own, so ``report()`` and
+``cutrace report --format json`` can never disagree.
+"""
+
+from __future__ import annotations
+
+import html as _html
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    import pandas
+
+PathLike = Union[str, "os.PathLike[str]"]
+"""A trace's path: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace."""
+
+OptionValue = Union[None, bool, int, float, str, Sequence[str], Mapping[str, Union[int, str]]]
+"""A command-line option's value: see :func:`report` for how each kind becomes flags."""
+
+
+class CutraceError(RuntimeError):
+    """The ``cutrace`` command failed: its exit status and what it said on stderr."""
+
+    def __init__(self, command: Sequence[str], returncode: int, stderr: str) -> None:
+        self.command: List[str] = list(command)
+        self.returncode: int = returncode
+        self.stderr: str = stderr
+        message = stderr.strip() or "(it printed nothing on stderr)"
+        super().__init__(f"cutrace exited with status {returncode}: {message}")
+
+
+def binary() -> str:
+    """The path of the ``cutrace`` binary this package runs.
+
+    ``CUTRACE_BIN`` wins when set. Otherwise the binary the wheel installed into the scripts
+    directory (``bin/``) of the environment that holds this package: a virtualenv or prefix
+    (``PREFIX/lib/pythonX.Y/site-packages/cutrace`` beside ``PREFIX/bin``), a
+    ``pip install --target DIR`` (``DIR/cutrace`` beside ``DIR/bin``), the interpreter's or the
+    user's scripts directory; last, ``cutrace`` on ``PATH``.
+
+    Raises:
+        FileNotFoundError: no ``cutrace`` binary was found.
+    """
+    env = os.environ.get("CUTRACE_BIN")
+    if env:
+        return env
+    here = Path(__file__).resolve().parent
+    # PREFIX/lib/pythonX.Y/site-packages/cutrace -> PREFIX/bin; DIR/cutrace -> DIR/bin (a shallow
+    # --target DIR such as /tmp/site has no PREFIX above it).
+    candidates = [p / "bin" for p in here.parents[3:4]] + [here.parent / "bin"]
+    for scheme in (None, f"{os.name}_user"):
+        try:
+            scripts = (
+                sysconfig.get_path("scripts", scheme) if scheme else sysconfig.get_path("scripts")
+            )
+        except KeyError:
+            continue
+        if scripts:
+            candidates.append(Path(scripts))
+    for directory in candidates:
+        exe = directory / "cutrace"
+        if exe.is_file() and os.access(exe, os.X_OK):
+            return str(exe)
+    found = shutil.which("cutrace")
+    if found:
+        return found
+    raise FileNotFoundError(
+        "cannot find the cutrace binary (looked in "
+        + ", ".join(str(d) for d in candidates)
+        + " and on PATH); reinstall with `pip install cutrace`, or set CUTRACE_BIN"
+    )
+
+
+def run(args: Sequence[PathLike], *, progress: bool = True) -> str:
+    """Runs ``cutrace ARGS`` and returns what it printed on stdout.
+
+    Each line the command prints on stderr (the progress of a long read, notes, warnings) is
+    passed on to ``sys.stderr`` as it comes when ``progress`` is true, so a notebook shows it under
+    the running cell; it is kept for the error either way.
+
+    Raises:
+        CutraceError: the command exited with a status other than 0.
+    """
+    command = [binary(), *(os.fspath(a) for a in args)]
+    proc = subprocess.Popen(
+        command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    said: List[str] = []
+
+    def pass_on_stderr() -> None:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode("utf-8", errors="replace")
+            said.append(line)
+            if progress:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    # stderr is read on its own thread: a command that fills one pipe while we wait on the other
+    # would otherwise never finish.
+    pump = threading.Thread(target=pass_on_stderr, daemon=True)
+    pump.start()
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    proc.wait()
+    pump.join()
+    if proc.returncode != 0:
+        raise CutraceError(command, proc.returncode, "".join(said))
+    return out.decode("utf-8")
+
+
+def _flags(options: Mapping[str, OptionValue]) -> List[str]:
+    """Keyword options as command-line flags (see :func:`report`)."""
+    flags: List[str] = []
+    for key, value in options.items():
+        flag = "--" + key.rstrip("_").replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            flags.append(flag)
+        elif isinstance(value, Mapping):
+            flags += [flag, ",".join(f"{k.replace('_', '-')}={v}" for k, v in value.items())]
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                flags += [flag, str(item)]
+        else:
+            flags += [flag, str(value)]
+    return flags
+
+
+def report(path: PathLike, *, progress: bool = True, **options: OptionValue) -> Dict[str, Any]:
+    """The report of a trace: the JSON object ``cutrace report --format json`` prints, as a dict.
+
+    Options become ``cutrace report`` flags: an underscore becomes a dash and a trailing one is
+    dropped (``from_="2s"`` is ``--from 2s``, ``to="2.5s"``, ``top=20``, ``orphans=5``,
+    ``steps="train_step"``); ``True`` gives the bare flag, ``None`` and ``False`` leave it out, a
+    list repeats it, and a dict gives ``NAME=VALUE,...`` (``limit={"string_bytes": "1M"}``).
+    Integers are exact nanoseconds (Python's ints do not round, unlike JavaScript's numbers).
+
+    Args:
+        path: the trace (a cutrace trace file or directory, or a torch.profiler JSON trace).
+        progress: pass the command's stderr (progress of long reads) on to ``sys.stderr``.
+
+    Raises:
+        CutraceError: the command failed (an unreadable trace, a bad option); its message says why.
+    """
+    if "format" in options:
+        raise TypeError("report() always asks for JSON; use the command line for text")
+    out = run(["report", "--format", "json", *_flags(options), path], progress=progress)
+    data: Dict[str, Any] = json.loads(out)
+    return data
+
+
+def tables(
+    path: PathLike, *, progress: bool = True, **options: OptionValue
+) -> Dict[str, "pandas.DataFrame"]:
+    """The trace's tables as pandas DataFrames, keyed by table name (``kernels``, ``api_calls``,
+    ``memcpys``, ``memsets``, ``syncs``, ``ranges``, ``marks``, ``overheads``).
+
+    They come through ``cutrace convert --parquet`` into a temporary directory, removed before
+    returning; the columns are those of docs/FORMAT.md's Parquet export. Options become
+    ``cutrace convert`` flags as in :func:`report` (``limit=...``, ``allow_damaged=True``).
+
+    Raises:
+        ImportError: pandas or pyarrow is missing (``pip install 'cutrace[pandas]'``).
+        CutraceError: the command failed.
+    """
+    missing = (
+        "cutrace.tables() needs pandas and pyarrow, which are optional: "
+        "pip install 'cutrace[pandas]'"
+    )
+    try:
+        import pandas as pd
+    except ImportError as e:
+        raise ImportError(missing) from e
+    # pandas reads Parquet through pyarrow; without it, read_parquet would fail only after the export.
+    if importlib.util.find_spec("pyarrow") is None:
+        raise ImportError(missing)
+    with tempfile.TemporaryDirectory(prefix="cutrace-tables-") as tmp:
+        out_dir = Path(tmp) / "tables"
+        run(["convert", "--parquet", out_dir, *_flags(options), path], progress=progress)
+        return {p.stem: pd.read_parquet(p) for p in sorted(out_dir.glob("*.parquet"))}
+
+
+class Report:
+    """A trace's report for notebooks: the JSON report as :attr:`data`, and in Jupyter the HTML
+    report (``cutrace report --html``) drawn inline, in an iframe of its own.
+
+    Both are made on first use and kept. Options are :func:`report`'s.
+
+    Example::
+
+        r = cutrace.Report("run1/", steps="train_step")
+        r                                   # the HTML report, inline
+        r["devices"][0]["busy_ns"]          # the JSON report's fields
+    """
+
+    def __init__(self, path: PathLike, *, progress: bool = True, **options: OptionValue) -> None:
+        self.path: str = os.fspath(path)
+        self.options: Dict[str, OptionValue] = dict(options)
+        self.progress: bool = progress
+        self._data: Optional[Dict[str, Any]] = None
+        self._html: Optional[str] = None
+
+    @property
+    def data(self) -> Dict[str, Any]:
+        """The JSON report (:func:`report`)."""
+        if self._data is None:
+            self._data = report(self.path, progress=self.progress, **self.options)
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def html(self) -> str:
+        """The HTML report: one self-contained page, as text (``cutrace report --html``)."""
+        if self._html is None:
+            with tempfile.TemporaryDirectory(prefix="cutrace-html-") as tmp:
+                out = Path(tmp) / "report.html"
+                run(
+                    ["report", "--html", out, *_flags(self.options), self.path],
+                    progress=self.progress,
+                )
+                self._html = out.read_text(encoding="utf-8")
+        return self._html
+
+    def _repr_html_(self) -> str:
+        # Jupyter shows a failing _repr_html_ as a traceback far from the cause; the command's own
+        # message, shown where the report would be, says why.
+        try:
+            page = self.html()
+        except CutraceError as e:
+            return f"<pre>cutrace could not make the HTML report:\n{_html.escape(str(e))}</pre>"
+        # The page is a whole document with its own styles and scripts: in an iframe they can
+        # neither restyle the notebook nor be restyled by it.
+        return (
+            '<iframe style="width:100%;height:900px;border:0" srcdoc="'
+            + _html.escape(page, quote=True)
+            + '"></iframe>'
+        )
+
+    def __repr__(self) -> str:
+        return f"cutrace.Report({self.path!r})"
