@@ -127,6 +127,50 @@ pub struct Report {
 }
 
 impl Report {
+    /// The report as the doctor's text output: one line per check, its evidence, reasons and fix
+    /// when it did not pass (always with `verbose`), the probe's steps, and the verdict.
+    pub fn render_text(&self, verbose: bool) -> String {
+        let r = self;
+        use std::fmt::Write;
+        let mut out = String::new();
+        for c in &r.checks {
+            let _ = writeln!(out, "{} {:<16} {}", mark(c.status), c.id, c.summary);
+            if c.status == Status::Ok && !verbose {
+                continue;
+            }
+            for e in &c.evidence {
+                let _ = writeln!(out, "        evidence: {}: {}", e.file, e.value);
+            }
+            if !c.explanation.is_empty() {
+                let _ = writeln!(out, "        why: {}", c.explanation);
+            }
+            if !c.fix.is_empty() {
+                let _ = writeln!(out, "        fix:");
+                for f in &c.fix {
+                    let _ = writeln!(out, "          {f}");
+                }
+            }
+        }
+        if let Some(p) = &r.probe {
+            let _ = writeln!(out);
+            let _ = write!(out, "{}", p.render_text());
+        }
+        let _ = writeln!(out);
+        let yes = |b| if b { "available" } else { "NOT available" };
+        let _ = writeln!(
+            out,
+            "tracing: {}; counter profiling: {}{}",
+            yes(r.tracing_available),
+            yes(r.counters_available),
+            if r.probe.is_none() && r.tracing_available {
+                "  (static verdict; --probe asks CUPTI)"
+            } else {
+                ""
+            }
+        );
+        out
+    }
+
     pub fn new(root: String, checks: Vec<Check>) -> Self {
         let mut r = Report {
             root,
@@ -173,5 +217,13 @@ impl Report {
         } else {
             0
         };
+    }
+}
+
+fn mark(s: Status) -> &'static str {
+    match s {
+        Status::Ok => "  ok ",
+        Status::Warn => " WARN",
+        Status::Fail => " FAIL",
     }
 }

@@ -1,7 +1,7 @@
 //! `cutrace doctor`: why can't I trace or profile here? Evidence and the exact fix, per check.
 
 use anyhow::Context;
-use cutrace_doctor::{Report, Root, Status};
+use cutrace_doctor::Root;
 use cutrace_export::text::escape_lines;
 use std::io::Write;
 use std::path::PathBuf;
@@ -68,7 +68,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     match args.format {
         Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?),
         // Evidence quotes what other users control (process command lines, file contents).
-        Format::Text => write!(out, "{}", escape_lines(&render_text(&report, args.verbose))),
+        Format::Text => write!(out, "{}", escape_lines(&report.render_text(args.verbose))),
     }
     .context("writing the doctor's report to stdout")?;
     Ok(report.exit_status)
@@ -82,53 +82,4 @@ fn root_problem(root: &std::path::Path) -> Option<String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some("does not exist".into()),
         Err(e) => Some(format!("cannot be read: {e}")),
     }
-}
-
-fn mark(s: Status) -> &'static str {
-    match s {
-        Status::Ok => "  ok ",
-        Status::Warn => " WARN",
-        Status::Fail => " FAIL",
-    }
-}
-
-pub fn render_text(r: &Report, verbose: bool) -> String {
-    use std::fmt::Write;
-    let mut out = String::new();
-    for c in &r.checks {
-        let _ = writeln!(out, "{} {:<16} {}", mark(c.status), c.id, c.summary);
-        if c.status == Status::Ok && !verbose {
-            continue;
-        }
-        for e in &c.evidence {
-            let _ = writeln!(out, "        evidence: {}: {}", e.file, e.value);
-        }
-        if !c.explanation.is_empty() {
-            let _ = writeln!(out, "        why: {}", c.explanation);
-        }
-        if !c.fix.is_empty() {
-            let _ = writeln!(out, "        fix:");
-            for f in &c.fix {
-                let _ = writeln!(out, "          {f}");
-            }
-        }
-    }
-    if let Some(p) = &r.probe {
-        let _ = writeln!(out);
-        let _ = write!(out, "{}", p.render_text());
-    }
-    let _ = writeln!(out);
-    let yes = |b| if b { "available" } else { "NOT available" };
-    let _ = writeln!(
-        out,
-        "tracing: {}; counter profiling: {}{}",
-        yes(r.tracing_available),
-        yes(r.counters_available),
-        if r.probe.is_none() && r.tracing_available {
-            "  (static verdict; --probe asks CUPTI)"
-        } else {
-            ""
-        }
-    );
-    out
 }
