@@ -129,8 +129,10 @@ impl Sandbox {
             })
             .unwrap_or_default();
         for pid in &pids {
+            // `--` before the negative pid: without it this system's kill(1) reads `-9 -24` as
+            // the group `-2`, a signal to some unrelated process group.
             let _ = Command::new("kill")
-                .args(["-9", &format!("-{pid}")])
+                .args(["-9", "--", &format!("-{pid}")])
                 .stderr(Stdio::null())
                 .status();
         }

@@ -217,3 +217,86 @@ fn wheel_every_metric_of_gh100_is_listed_with_a_type() {
     assert!(m.iter().any(|r| r["type"] == "throughput"));
     assert!(m.iter().all(|r| r["type"] != "?"));
 }
+
+/// A directory with a stand-in injection library (an ELF magic only: `sh` never loads CUDA).
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let d = std::env::temp_dir().join(format!("cutrace-profile-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("libcutrace_inject.so"),
+        b"\x7fELF, not really a library",
+    )
+    .unwrap();
+    Scratch(d)
+}
+
+const SHOW: &str = "echo \"[$CUTRACE_COUNTERS|$CUTRACE_COUNTERS_KERNELS|$CUTRACE_COUNTERS_EVERY|$CUTRACE_COUNTERS_MAX_KERNELS|$CUTRACE_COUNTERS_REQUIRE]\"";
+
+#[test]
+fn profile_runs_the_program_as_record_does_with_the_counter_settings() {
+    let d = scratch("env");
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .env_remove("CUDA_INJECTION64_PATH")
+        .args([
+            "profile",
+            "-q",
+            "--set",
+            "sol",
+            "--kernels",
+            "gemm",
+            "--every",
+            "2",
+        ])
+        .args(["--require-counters", "-o"])
+        .arg(d.0.join("trace"))
+        .args(["--", "sh", "-c", SHOW])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sol = "sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,gpc__cycles_elapsed.max,sm__cycles_active.avg,dram__cycles_elapsed.avg.per_second,gpc__cycles_elapsed.avg.per_second";
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("[{sol}|gemm|2||1]")
+    );
+    // The default is the basic set; the program's exit status is its own.
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .args(["profile", "-q", "--max-kernels", "5", "-o"])
+        .arg(d.0.join("trace"))
+        .args(["--", "sh", "-c", &format!("{SHOW}; exit 3")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("[gpu__time_duration.sum,sm__ctas_launched.sum,"),
+        "{out}"
+    );
+    assert!(out.trim().ends_with("|||5|]"), "{out}");
+}
+
+#[test]
+fn record_does_not_inherit_counter_settings_left_in_the_environment() {
+    let d = scratch("record");
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .env("CUTRACE_COUNTERS", "sm__ctas_launched.sum")
+        .env("CUTRACE_COUNTERS_REQUIRE", "1")
+        .args(["record", "-q", "-o"])
+        .arg(d.0.join("trace"))
+        .args(["--", "sh", "-c", SHOW])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[||||]");
+}

@@ -153,6 +153,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     if args.require_counters {
         extra.push(("CUTRACE_COUNTERS_REQUIRE".into(), "1".into()));
     }
+    extra.extend(doctor_hints(args.quiet));
     let rec = record::Args {
         output: args.output,
         kinds: record::DEFAULT_KINDS.split(',').map(String::from).collect(),
@@ -166,6 +167,37 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         command: args.command,
     };
     record::run_with(rec, extra)
+}
+
+/// The doctor's counter-access and counter-holders verdicts, read before the program starts
+/// (cheap, pure file reads), for the injection to quote if CUPTI refuses the counters
+/// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front.
+fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
+    let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
+    let mut out = Vec::new();
+    for (id, var) in [
+        ("counter-access", "CUTRACE_COUNTERS_ACCESS_HINT"),
+        ("counter-holders", "CUTRACE_COUNTERS_HOLDERS_HINT"),
+    ] {
+        let Some(c) = report.checks.iter().find(|c| c.id == id) else {
+            continue;
+        };
+        let fix = if c.fix.is_empty() {
+            String::new()
+        } else {
+            format!(" Fix: {}", c.fix.join("; "))
+        };
+        let hint = format!(
+            "The doctor's {id} check ({}): {}.{fix}",
+            c.status.as_str(),
+            c.summary
+        );
+        if id == "counter-access" && c.status == cutrace_doctor::Status::Fail && !quiet {
+            eprintln!("cutrace: warning: counters will probably be refused here. {hint}");
+        }
+        out.push((var.to_string(), hint.into()));
+    }
+    out
 }
 
 /// One metric as --list-metrics shows it.

@@ -22,12 +22,14 @@ use anyhow::{bail, Context};
 pub const INJECT_LIB_NAME: &str = "libcutrace_inject.so";
 
 /// The variables `cutrace profile` sets for the injection's counters.
-pub const COUNTER_VARS: [&str; 5] = [
+pub const COUNTER_VARS: [&str; 7] = [
     "CUTRACE_COUNTERS",
     "CUTRACE_COUNTERS_KERNELS",
     "CUTRACE_COUNTERS_MAX_KERNELS",
     "CUTRACE_COUNTERS_EVERY",
     "CUTRACE_COUNTERS_REQUIRE",
+    "CUTRACE_COUNTERS_ACCESS_HINT",
+    "CUTRACE_COUNTERS_HOLDERS_HINT",
 ];
 
 /// The kinds recorded when `--kinds` is not given.
