@@ -37,6 +37,13 @@ pub const LAUNCH_CBIDS: [(u32, &str); 6] = [
 pub const GRAPH_LAUNCH_CBIDS: [(u32, &str); 2] =
     [(514, "cuGraphLaunch"), (515, "cuGraphLaunch_ptsz")];
 
+/// Stream capture (cuStreamBeginCapture*, _v2, ToGraph, and _ptsz forms; cuStreamEndCapture*).
+/// A launch into a capturing stream only records a graph node: its kernel runs later, inside a
+/// graph launch. While any capture is open no range is started, because decoding a range
+/// synchronizes the context, which would invalidate the capture.
+pub const CAPTURE_BEGIN_CBIDS: [u32; 6] = [495, 496, 539, 540, 720, 721];
+pub const CAPTURE_END_CBIDS: [u32; 2] = [497, 498];
+
 /// Values waiting for the writer, at most; past it ranges are dropped and counted.
 const MAX_PENDING_VALUES: usize = 1 << 20;
 
@@ -169,6 +176,8 @@ pub struct Counters {
     pub info_version: AtomicU64,
     /// One message on stderr per run.
     told: AtomicBool,
+    /// Stream captures open now (begun and not yet ended).
+    captures: std::sync::atomic::AtomicI64,
 }
 
 static COUNTERS: OnceLock<Counters> = OnceLock::new();
@@ -206,6 +215,7 @@ pub fn start(
         }),
         info_version: AtomicU64::new(1),
         told: AtomicBool::new(false),
+        captures: std::sync::atomic::AtomicI64::new(0),
     };
     if COUNTERS.set(counters).is_err() {
         return Ok(());
@@ -221,6 +231,9 @@ pub fn start(
         api::CBID_RESOURCE_CONTEXT_DESTROY_STARTING,
     )?;
     for (cbid, _) in LAUNCH_CBIDS.iter().chain(&GRAPH_LAUNCH_CBIDS) {
+        on(api::CB_DOMAIN_DRIVER_API, *cbid)?;
+    }
+    for cbid in CAPTURE_BEGIN_CBIDS.iter().chain(&CAPTURE_END_CBIDS) {
         on(api::CB_DOMAIN_DRIVER_API, *cbid)?;
     }
     Ok(())
@@ -251,6 +264,17 @@ pub unsafe fn on_callback(domain: u32, cbid: u32, data: *const std::ffi::c_void)
             let d = unsafe { &*(data as *const CallbackData) };
             if GRAPH_LAUNCH_CBIDS.iter().any(|(id, _)| *id == cbid) {
                 c.graph_launch(d.callback_site);
+            } else if d.callback_site == api::API_EXIT && CAPTURE_BEGIN_CBIDS.contains(&cbid) {
+                // Counted only when the capture began (the call returned CUDA_SUCCESS).
+                let ret = d.function_return_value as *const i32;
+                // SAFETY: at API_EXIT, CUPTI points functionReturnValue at the call's CUresult.
+                if ret.is_null() || unsafe { *ret } == 0 {
+                    c.captures.fetch_add(1, Ordering::SeqCst);
+                }
+            } else if d.callback_site == api::API_EXIT && CAPTURE_END_CBIDS.contains(&cbid) {
+                let _ = c
+                    .captures
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| Some((n - 1).max(0)));
             } else if LAUNCH_CBIDS.iter().any(|(id, _)| *id == cbid) {
                 let name = if d.symbol_name.is_null() {
                     String::new()
@@ -290,12 +314,16 @@ pub fn failure_message(e: &CountersError, c: &CounterConfig) -> String {
              counters. {} Fix: stop it for this run (DCGM: `cutrace dcgm run -- …` pauses its \
              profiling metrics and resumes them after), or wait for the other profiler",
             e.call().unwrap_or("CUPTI"),
-            c.holders_hint.clone().unwrap_or_else(|| {
+            c.holders_hint.as_deref().map_or(
                 "Likely holders: DCGM's profiling metrics (nv-hostengine, dcgm-exporter), Nsight \
                  Compute, another `cutrace profile`; `cutrace doctor` (counter-holders) names the \
                  process."
-                    .into()
-            })
+                    .to_string(),
+                |h| format!(
+                    "Likely holders: DCGM's profiling metrics (nv-hostengine, dcgm-exporter), \
+                     Nsight Compute, another `cutrace profile`. {h}"
+                )
+            )
         ),
         Some(code) => {
             let (what, fix) = explain(code);
@@ -452,6 +480,10 @@ impl Counters {
     }
 
     fn launch_enter(&self, ctx: *mut std::ffi::c_void, corr: u32, name: &str) {
+        if self.captures.load(Ordering::SeqCst) > 0 {
+            self.update_info(|i| i.launches_captured += 1);
+            return;
+        }
         {
             let Some(mut st) = self.lock_state() else {
                 return;

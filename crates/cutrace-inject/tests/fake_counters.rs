@@ -81,6 +81,9 @@ fn counters_child() {
         launch(514, 9, std::ptr::null()); // cuGraphLaunch: no range
         launch(442, 3, fake); // cuLaunchKernel_ptsz
         launch(307, 5, c"_Z5otherv".as_ptr()); // not asked for (--kernels fake)
+        launch(495, 0, std::ptr::null()); // cuStreamBeginCapture
+        launch(307, 6, fake); // captured into a graph: no range
+        launch(497, 0, std::ptr::null()); // cuStreamEndCapture
     }
     // Returning ends the process through exit(): the injection's atexit flush runs.
 }
@@ -144,6 +147,7 @@ fn each_launch_gets_its_values_joined_by_correlation_id() {
     assert_eq!(c.kernels_profiled, 3);
     assert_eq!(c.kernels_skipped, 0);
     assert_eq!(c.graph_launches, 1);
+    assert_eq!(c.launches_captured, 1);
     assert_eq!(c.ranges_dropped, 0);
     assert_eq!(c.error, None);
 }

@@ -74,6 +74,9 @@ pub struct CounterInfo {
     pub kernels_skipped: u64,
     /// Graph launches (cuGraphLaunch): their kernels are traced but get no counters.
     pub graph_launches: u64,
+    /// Launches into a stream being captured into a graph (they run later, inside a graph
+    /// launch, without counters). No range is opened while a capture is open.
+    pub launches_captured: u64,
     /// Ranges the profiler dropped (`numOfRangeDropped`) or whose values could not be read.
     pub ranges_dropped: u64,
     /// Why counters were not read at all or stopped, with the fix (the first failure).
@@ -93,6 +96,7 @@ impl CounterInfo {
         self.kernels_profiled += o.kernels_profiled;
         self.kernels_skipped += o.kernels_skipped;
         self.graph_launches += o.graph_launches;
+        self.launches_captured += o.launches_captured;
         self.ranges_dropped += o.ranges_dropped;
         if self.error.is_none() {
             self.error = o.error.clone();

@@ -87,6 +87,7 @@ fn part(pid: u32, n: u64) -> Vec<u8> {
             kernels_profiled: n,
             kernels_skipped: 1,
             graph_launches: 0,
+            launches_captured: 0,
             ranges_dropped: 0,
             error: None,
         }),

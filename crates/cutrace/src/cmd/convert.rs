@@ -345,7 +345,7 @@ fn resolve(p: &Path) -> PathBuf {
 
 /// Every name a table directory's export may hold: each table in both formats, and meta.json.
 fn table_file_names() -> impl Iterator<Item = String> {
-    tables::NAMES
+    tables::ALL_NAMES
         .iter()
         .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
         .chain(["meta.json".to_string()])
@@ -698,7 +698,7 @@ impl Drop for Staged {
 
 /// Stages every table of `t` as a Parquet file, each carrying `meta` (meta.json's text).
 fn write_parquet(st: &mut Staged, t: &Trace, meta: &str) -> anyhow::Result<()> {
-    for name in tables::NAMES {
+    for &name in tables::names_for(t) {
         let (p, mut f) = st.create(&format!("{name}.parquet"))?;
         parquet::write(&mut f, &tables::build(t, name), meta)
             .and_then(|()| f.flush())
@@ -709,7 +709,7 @@ fn write_parquet(st: &mut Staged, t: &Trace, meta: &str) -> anyhow::Result<()> {
 
 /// Stages every table of `t` as CSV.
 fn write_csv(st: &mut Staged, t: &Trace) -> anyhow::Result<()> {
-    for name in tables::NAMES {
+    for &name in tables::names_for(t) {
         let (p, mut f) = st.create(&format!("{name}.csv"))?;
         csv::write(&mut f, &tables::build(t, name))
             .and_then(|()| f.flush())
