@@ -791,7 +791,7 @@ mod tests {
         let (cols, meta) = read_back(&file);
         assert_eq!(meta.get(3).int(), 0);
         assert!(meta.get(4).list().is_empty());
-        assert_eq!(cols.len(), 7);
+        assert_eq!(cols.len(), 8);
         assert!(cols.values().all(|c| c.0.is_empty()));
     }
 }
