@@ -29,7 +29,8 @@ C="$W/counters"
 log "untraced, record, profile basic, profile sol"
 timed "$C" > "$W/logs/untraced.out" 2>&1; t_untraced=$(cat "$W/last_ms")
 timed "$CT" record -q -o "$W/record.trace" -- "$C" > "$W/logs/record.out" 2>&1; t_record=$(cat "$W/last_ms")
-timed "$CT" profile --set basic -o "$W/basic.trace" -- "$C" --json "$W/manifest.json" > "$W/logs/basic.out" 2> "$W/logs/basic.err"; rc_basic=$?; t_basic=$(cat "$W/last_ms")
+# The decoded counter-data images come back too, for evaluating them again without a GPU.
+timed env CUTRACE_COUNTERS_KEEP_IMAGES=8 "$CT" profile --set basic -o "$W/basic.trace" -- "$C" --json "$W/manifest.json" > "$W/logs/basic.out" 2> "$W/logs/basic.err"; rc_basic=$?; t_basic=$(cat "$W/last_ms")
 timed "$CT" profile --set sol -o "$W/sol.trace" -- "$C" > "$W/logs/sol.out" 2> "$W/logs/sol.err"; rc_sol=$?; t_sol=$(cat "$W/last_ms")
 echo "{\"mode\": \"profile_times_ms\", \"untraced\": $t_untraced, \"record\": $t_record, \"profile_basic\": $t_basic, \"profile_sol\": $t_sol, \"rc_basic\": $rc_basic, \"rc_sol\": $rc_sol}" >> "$R"
 
@@ -87,7 +88,7 @@ print(json.dumps({"mode": "torch_step", "kernels": len(k), "with_values": n,
 PY
 
 mkdir -p "$W/fix/counters_basic"
-cp "$W/basic.trace"/*.cutrace "$W/manifest.json" "$W/fix/counters_basic/" 2>/dev/null
+cp "$W/basic.trace"/*.cutrace "$W/basic.trace"/*.bin "$W/manifest.json" "$W/fix/counters_basic/" 2>/dev/null
 tar -czf "$OUT/profile-fixture.tar.gz" -C "$W/fix" . 2>/dev/null
 tar -czf "$OUT/profile-logs.tar.gz" -C "$W" logs ncu_basic.csv ncu_sol.csv manifest.json 2>/dev/null
 cat "$R"

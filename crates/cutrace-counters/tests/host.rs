@@ -213,3 +213,53 @@ fn metric_sets_pass_counts_on_gh100() {
     eprintln!("{p:?}");
     assert!(host.metric_properties("no__such_metric").is_err());
 }
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn counter_data_captured_on_the_h200_evaluates_to_the_same_values_here() {
+    // tests/fixtures/native/counters_basic: `cutrace profile --set basic` of gpu/counters.cu on
+    // the H200 with CUTRACE_COUNTERS_KEEP_IMAGES, which wrote the decoded counter-data image of
+    // each kernel beside the trace (two are committed: a ctas launch and the FMA loop).
+    let _lock = host_api_lock();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/native/counters_basic");
+    let trace = cutrace_trace::native::read(&dir, &mut |_, _| {}).unwrap();
+    let cupti = wheel_cupti();
+    let profiler = Profiler::new(&cupti);
+    let host = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
+    host.add_metrics(sets::BASIC.metrics).unwrap();
+    let mut images = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(corr) = name
+            .strip_suffix(".bin")
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|c| c.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let image = std::fs::read(&path).unwrap();
+        assert_eq!(profiler.counter_data_ranges(&image).unwrap(), 1, "{name}");
+        let got = host.evaluate(&image, 0, sets::BASIC.metrics).unwrap();
+        for (metric, value) in sets::BASIC.metrics.iter().zip(&got) {
+            let recorded: Vec<f64> = trace
+                .kernel_metrics
+                .iter()
+                .filter(|m| m.correlation_id == corr && trace.str(m.metric) == *metric)
+                .map(|m| m.value)
+                .collect();
+            assert_eq!(recorded.len(), 1, "{name} {metric}");
+            assert_eq!(
+                value.to_bits(),
+                recorded[0].to_bits(),
+                "{name} {metric}: {value} here, {} on the H200",
+                recorded[0]
+            );
+        }
+        images += 1;
+    }
+    assert_eq!(images, 2);
+}

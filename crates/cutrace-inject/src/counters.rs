@@ -62,6 +62,10 @@ pub struct CounterConfig {
     /// The doctor's counter-holders verdict (who probably holds the counters), for
     /// HARDWARE_BUSY.
     pub holders_hint: Option<String>,
+    /// Keep the decoded counter-data images of the first N profiled kernels and write them
+    /// beside the trace part (`counterdata-PID-CORR.bin`), so CUPTI's host library can evaluate
+    /// them again elsewhere (`CUTRACE_COUNTERS_KEEP_IMAGES`; for tests, 0 by default).
+    pub keep_images: usize,
 }
 
 impl CounterConfig {
@@ -99,6 +103,7 @@ impl CounterConfig {
             require: env("CUTRACE_COUNTERS_REQUIRE").as_deref() == Some("1"),
             access_hint: env("CUTRACE_COUNTERS_ACCESS_HINT").filter(|s| !s.is_empty()),
             holders_hint: env("CUTRACE_COUNTERS_HOLDERS_HINT").filter(|s| !s.is_empty()),
+            keep_images: num("CUTRACE_COUNTERS_KEEP_IMAGES")?.unwrap_or(0).min(64) as usize,
         }))
     }
 }
@@ -171,6 +176,8 @@ pub struct Counters {
     gate: Mutex<Option<ThreadId>>,
     gate_cv: Condvar,
     values: Mutex<Vec<Value>>,
+    /// Counter-data images kept (`keep_images`), by correlation id, for the writer.
+    images: Mutex<Vec<(u64, Vec<u8>)>>,
     info: Mutex<CounterInfo>,
     /// Bumped whenever `info` changes, so the writer knows to write a META chunk.
     pub info_version: AtomicU64,
@@ -209,6 +216,7 @@ pub fn start(
         gate: Mutex::new(None),
         gate_cv: Condvar::new(),
         values: Mutex::new(Vec::new()),
+        images: Mutex::new(Vec::new()),
         info: Mutex::new(CounterInfo {
             metrics,
             ..CounterInfo::default()
@@ -546,6 +554,13 @@ impl Counters {
             } else {
                 None
             };
+            if values.is_some() && self.config.keep_images > 0 {
+                if let Ok(mut kept) = self.images.lock() {
+                    if kept.len() < self.config.keep_images {
+                        kept.push((u64::from(corr), s.rp.counter_data().to_vec()));
+                    }
+                }
+            }
             s.rp.reset_counter_data()?;
             Ok((values, dropped))
         })();
@@ -592,6 +607,14 @@ impl Counters {
     /// The values queued so far (the writer's side).
     pub fn take_values(&self) -> Vec<Value> {
         self.values
+            .lock()
+            .map(|mut q| std::mem::take(&mut *q))
+            .unwrap_or_default()
+    }
+
+    /// The counter-data images kept so far (the writer's side).
+    pub fn take_images(&self) -> Vec<(u64, Vec<u8>)> {
+        self.images
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default()

@@ -46,6 +46,20 @@ struct Out {
     counters_written: u64,
 }
 
+/// Writes the counter-data images kept for `CUTRACE_COUNTERS_KEEP_IMAGES` beside the part.
+fn write_counter_images(o: &Out) {
+    let Some(c) = crate::counters::get() else {
+        return;
+    };
+    let Some(dir) = o.path.parent() else { return };
+    for (corr, image) in c.take_images() {
+        let p = dir.join(format!("counterdata-{}-{corr}.bin", std::process::id()));
+        if let Err(e) = std::fs::write(&p, image) {
+            eprintln!("cutrace: writing {} failed ({e})", p.display());
+        }
+    }
+}
+
 /// Hands the counter values queued by the launch callbacks to the writer, and, with `meta`,
 /// writes the counter facts (META `counters`) if they changed since the last time.
 fn write_counters(o: &mut Out, meta: bool) -> std::io::Result<()> {
@@ -182,6 +196,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
     if let Some(mut o) = out {
         let _ = write_new_notes(g, &mut o);
         let _ = write_counters(&mut o, true);
+        write_counter_images(&o);
         let tail = Tail {
             records: 0,
             dropped_by_cupti: g.dropped_by_cupti.load(Ordering::Relaxed),

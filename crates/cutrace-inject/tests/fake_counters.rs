@@ -92,6 +92,7 @@ fn part(dir: &Path) -> cutrace_trace::Trace {
     let parts: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "cutrace"))
         .collect();
     assert_eq!(parts.len(), 1, "{parts:?}");
     cutrace_trace::native::read(&parts[0], &mut |_, _| {}).unwrap()
@@ -171,6 +172,38 @@ fn every_and_max_kernels_leave_kernels_out_and_count_them() {
     let t = part(&dir.0);
     let c = t.meta.counters.unwrap();
     assert_eq!((c.kernels_profiled, c.kernels_skipped), (1, 2));
+}
+
+#[test]
+fn counter_data_images_are_kept_beside_the_part_when_asked() {
+    let Some((o, dir)) = run("images", &[("CUTRACE_COUNTERS_KEEP_IMAGES", "2")]) else {
+        return;
+    };
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut bins: Vec<String> = std::fs::read_dir(&dir.0)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".bin"))
+        .collect();
+    bins.sort();
+    assert_eq!(bins.len(), 2, "{bins:?}");
+    assert!(
+        bins[0].starts_with("counterdata-") && bins[0].ends_with("-1.bin"),
+        "{bins:?}"
+    );
+    // The fake's image of kernel 2: one range, then the correlation id it was recorded for.
+    let p = dir.0.join(&bins[1]);
+    let image = std::fs::read(p).unwrap();
+    assert_eq!(image.len(), 128);
+    assert_eq!(
+        (
+            image[0],
+            u32::from_le_bytes(image[4..8].try_into().unwrap())
+        ),
+        (1, 2)
+    );
+    // The trace reads as before: the images are not parts.
+    assert_eq!(part(&dir.0).kernel_metrics.len(), 6);
 }
 
 #[test]

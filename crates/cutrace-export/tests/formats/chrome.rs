@@ -233,7 +233,9 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
     // Hardware counters (`cutrace profile`'s kernel_metric records) go to CSV and Parquet; the
     // Chrome export does not carry them, and says nothing it cannot back.
     if let Some(counters) = x.as_object_mut().and_then(|o| o.remove("counters")) {
-        assert!(counters["by_kernel"].as_array().is_some_and(|k| !k.is_empty()));
+        assert!(counters["by_kernel"]
+            .as_array()
+            .is_some_and(|k| !k.is_empty()));
         assert!(y.get("counters").is_none(), "{}", src.display());
     }
     if let Some(d) = first_difference(&x, &y, "report") {
