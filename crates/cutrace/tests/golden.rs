@@ -54,11 +54,13 @@ fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
     s
 }
 
-/// stderr without the one line that depends on the machine's load: the time a slow read took
-/// (`cutrace: read NAME in 1.2 s`, printed only when it took over a second).
+/// stderr without the lines that depend on the machine's load: the time a slow read took
+/// (`cutrace: read NAME in 1.2 s`) and its progress line (`cutrace: reading NAME: 0 MB of 0 MB
+/// (100%)`), both printed only when the read took over a second.
 fn stable_stderr(e: &str) -> String {
     e.split_inclusive('\n')
         .filter(|l| !(l.starts_with("cutrace: read ") && l.trim_end().ends_with(" s")))
+        .filter(|l| !(l.starts_with("cutrace: reading ") && l.trim_end().ends_with("%)")))
         .collect()
 }
 
