@@ -265,3 +265,24 @@ fn denied_counters_quote_the_doctor_and_require_counters_stops_the_program() {
     assert!(c.error.unwrap().contains("INSUFFICIENT_PRIVILEGES"));
     assert!(t.kernel_metrics.is_empty());
 }
+
+#[test]
+fn a_metric_the_chip_lacks_is_named_when_the_context_is_created() {
+    let Some((o, dir)) = run(
+        "unknown",
+        &[("CUTRACE_COUNTERS", "sm__ctas_launched.sum,launch__grid_size")],
+    ) else {
+        return;
+    };
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let lines = util::cutrace_lines(&o.stderr);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("chip GH100 has no Range Profiler metric \"launch__grid_size\""),
+        "{err}"
+    );
+    let t = part(&dir.0);
+    assert_eq!(t.kernels.len(), 3);
+    assert!(t.kernel_metrics.is_empty());
+}
