@@ -305,6 +305,10 @@ pub unsafe fn on_callback(domain: u32, cbid: u32, data: *const std::ffi::c_void)
 
 /// What a profiler failure means, with the fix; `hint` is the doctor's verdict when known.
 pub fn failure_message(e: &CountersError, c: &CounterConfig) -> String {
+    if let CountersError::MetricRefused { .. } = e {
+        // Its own text names the metric and how to list the chip's metrics.
+        return e.to_string();
+    }
     let code = e.code();
     match code {
         Some(cutrace_cupti::error::CUPTI_ERROR_INSUFFICIENT_PRIVILEGES) => format!(

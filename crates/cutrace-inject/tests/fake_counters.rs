@@ -270,7 +270,10 @@ fn denied_counters_quote_the_doctor_and_require_counters_stops_the_program() {
 fn a_metric_the_chip_lacks_is_named_when_the_context_is_created() {
     let Some((o, dir)) = run(
         "unknown",
-        &[("CUTRACE_COUNTERS", "sm__ctas_launched.sum,launch__grid_size")],
+        &[(
+            "CUTRACE_COUNTERS",
+            "sm__ctas_launched.sum,launch__grid_size",
+        )],
     ) else {
         return;
     };
