@@ -176,6 +176,8 @@ pub struct Counters {
     gate: Mutex<Option<ThreadId>>,
     gate_cv: Condvar,
     values: Mutex<Vec<Value>>,
+    /// When the open range's launch call was let through (API_ENTER's end), for the timing.
+    launched_at: Mutex<Option<std::time::Instant>>,
     /// Counter-data images kept (`keep_images`), by correlation id, for the writer.
     images: Mutex<Vec<(u64, Vec<u8>)>>,
     info: Mutex<CounterInfo>,
@@ -185,7 +187,20 @@ pub struct Counters {
     told: AtomicBool,
     /// Stream captures open now (begun and not yet ended).
     captures: std::sync::atomic::AtomicI64,
+    /// Nanoseconds spent per step, summed over kernels ([`TIMED_STEPS`]), for
+    /// `CUTRACE_COUNTERS_TIMING=1`.
+    timing: [AtomicU64; 6],
 }
+
+/// The steps of a profiled launch whose time `CUTRACE_COUNTERS_TIMING=1` reports at exit.
+pub const TIMED_STEPS: [&str; 6] = [
+    "waiting for the gate",
+    "cuptiRangeProfilerStart",
+    "the launch call itself",
+    "cuptiRangeProfilerStop",
+    "cuptiRangeProfilerDecodeData",
+    "evaluation and reset",
+];
 
 static COUNTERS: OnceLock<Counters> = OnceLock::new();
 
@@ -216,6 +231,7 @@ pub fn start(
         gate: Mutex::new(None),
         gate_cv: Condvar::new(),
         values: Mutex::new(Vec::new()),
+        launched_at: Mutex::new(None),
         images: Mutex::new(Vec::new()),
         info: Mutex::new(CounterInfo {
             metrics,
@@ -224,6 +240,7 @@ pub fn start(
         info_version: AtomicU64::new(1),
         told: AtomicBool::new(false),
         captures: std::sync::atomic::AtomicI64::new(0),
+        timing: Default::default(),
     };
     if COUNTERS.set(counters).is_err() {
         return Ok(());
@@ -513,6 +530,7 @@ impl Counters {
                 Some(true) => {}
             }
         }
+        let t0 = std::time::Instant::now();
         if !self.enter_gate() {
             return;
         }
@@ -520,10 +538,17 @@ impl Counters {
             self.leave_gate();
             return;
         };
+        let t1 = std::time::Instant::now();
         let r = match st.sessions.iter_mut().find(|s| s.ctx == ctx as usize) {
             Some(s) => s.rp.start().map(|()| s.open = Some(corr)),
             None => Ok(()),
         };
+        let t2 = std::time::Instant::now();
+        self.time(0, t1 - t0);
+        self.time(1, t2 - t1);
+        if let Ok(mut at) = self.launched_at.lock() {
+            *at = Some(t2);
+        }
         st.profiler.take_calls();
         if let Err(e) = r {
             let msg = failure_message(&e, &self.config);
@@ -549,9 +574,17 @@ impl Counters {
         let s = &mut st.sessions[idx];
         s.open = None;
         let device = s.device;
+        let t_exit = std::time::Instant::now();
+        if let Some(at) = self.launched_at.lock().ok().and_then(|mut a| a.take()) {
+            self.time(2, t_exit - at);
+        }
         let r = (|| -> Result<(Option<Vec<f64>>, usize), CountersError> {
             s.rp.stop()?;
+            let t_stop = std::time::Instant::now();
+            self.time(3, t_stop - t_exit);
             let dropped = s.rp.decode()?;
+            let t_decode = std::time::Instant::now();
+            self.time(4, t_decode - t_stop);
             let ranges = p.counter_data_ranges(s.rp.counter_data())?;
             let values = if ranges >= 1 {
                 Some(s.host.evaluate(s.rp.counter_data(), 0, &metrics)?)
@@ -566,6 +599,7 @@ impl Counters {
                 }
             }
             s.rp.reset_counter_data()?;
+            self.time(5, t_decode.elapsed());
             Ok((values, dropped))
         })();
         st.profiler.take_calls();
@@ -588,6 +622,21 @@ impl Counters {
         }
         drop(st);
         self.leave_gate();
+    }
+
+    fn time(&self, step: usize, d: std::time::Duration) {
+        self.timing[step].fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// `CUTRACE_COUNTERS_TIMING=1`: the time each step of the profiled launches took, summed,
+    /// as one line (the writer prints it at exit).
+    pub fn timing_line(&self) -> String {
+        let parts: Vec<String> = TIMED_STEPS
+            .iter()
+            .zip(&self.timing)
+            .map(|(name, ns)| format!("{name} {:.1} ms", ns.load(Ordering::Relaxed) as f64 / 1e6))
+            .collect();
+        parts.join(", ")
     }
 
     /// Queues one kernel's values for the writer; `false` (nothing queued) when the queue is

@@ -51,6 +51,15 @@ fn write_counter_images(o: &Out) {
     let Some(c) = crate::counters::get() else {
         return;
     };
+    if std::env::var("CUTRACE_COUNTERS_TIMING").as_deref() == Ok("1") {
+        let i = c.info();
+        eprintln!(
+            "cutrace: pid {}: counters timing over {} kernels: {}",
+            std::process::id(),
+            i.kernels_profiled,
+            c.timing_line()
+        );
+    }
     let Some(dir) = o.path.parent() else { return };
     for (corr, image) in c.take_images() {
         let p = dir.join(format!("counterdata-{}-{corr}.bin", std::process::id()));

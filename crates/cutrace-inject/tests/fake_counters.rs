@@ -42,6 +42,8 @@ fn run(tag: &str, env: &[(&str, &str)]) -> Option<(std::process::Output, Out)> {
     .env_remove("CUTRACE_COUNTERS_EVERY")
     .env_remove("CUTRACE_COUNTERS_MAX_KERNELS")
     .env_remove("CUTRACE_COUNTERS_REQUIRE")
+    .env_remove("CUTRACE_COUNTERS_KEEP_IMAGES")
+    .env_remove("CUTRACE_COUNTERS_TIMING")
     .env_remove("FAKE_PROFILER_MODE")
     .env_remove("CUTRACE_API");
     for (k, v) in env {

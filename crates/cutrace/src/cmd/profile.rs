@@ -48,9 +48,10 @@ made while a stream is being captured into a graph (no range is opened during a 
 CUPTI writes no timestamps in the kernel records of the kernels it profiles, so the report takes
 their durations from gpu__time_duration.sum and says so.
 
-Cost: each profiled kernel takes milliseconds (about 11 ms each in a PyTorch step on an H200),
-whatever its size: choose kernels with --kernels (matched against the name as CUPTI reports it,
-mangled), --max-kernels or --every.
+Cost: each profiled kernel takes milliseconds per pass, whatever its size (about 15 ms each in a
+PyTorch step on an H200, spent in CUPTI's replay of the kernel): choose kernels with --kernels
+(matched against the name as CUPTI reports it, mangled), --max-kernels or --every.
+CUTRACE_COUNTERS_TIMING=1 prints where the time went at exit.
 
 Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
 option or set, --list-metrics errors), as for `cutrace record`. A metric the GPU does not have is
