@@ -12,6 +12,7 @@
 #                     a workload stops that benchmark before it starts); BENCH_BATCHES (C++ loop),
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
 #   PHASES="..."      any of: correct multiproc crash conflict torch_steps devmem pin bench_cpp bench_torch
+#                     profile (gpu/profile.sh: `cutrace profile` checked against known counts and ncu)
 #                     bench_ab (configurations alternated inside one process: AB_CONFIGS, AB_ROUNDS,
 #                     AB_DISCARD) peers others
 set -u
@@ -215,6 +216,11 @@ fi
 if has bench_torch; then
   log "overhead: PyTorch eager + training step"
   python3 "$G/bench_overhead.py" torch "$OUT/bench_torch.json" --reps ${TORCH_REPS:-$REPS} --max-seconds ${TORCH_SECONDS:-100000} > "$W/bench_torch.txt" 2> "$W/logs/bench_torch.err" || { echo "bench_torch failed:"; tail -3 "$W/logs/bench_torch.err"; } >&2
+fi
+
+if has profile; then
+  log "profile: hardware counters (gpu/profile.sh)"
+  BIN="$BIN" OUT="$OUT" bash "$G/profile.sh" > "$W/logs/profile.txt" 2>&1 || { echo "profile failed:"; tail -5 "$W/logs/profile.txt"; } >&2
 fi
 
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).

@@ -8,6 +8,7 @@ usage: parquet_pyarrow.py PARQUET_DIR CSV_DIR
 """
 import csv
 import json
+import os
 import sys
 
 import pyarrow as pa
@@ -17,10 +18,12 @@ TABLES = ["kernels", "api_calls", "memcpys", "memsets", "syncs", "ranges", "mark
 U64 = {"start_ns", "end_ns", "ts_ns", "correlation_id", "stream", "bytes", "thread"}
 
 
-def expected_type(col):
+def expected_type(table, col):
     """The Arrow type each column must read as (the model's Rust type)."""
-    if col in ("kind", "name", "domain", "nvtx_domain"):
+    if col in ("kind", "name", "domain", "nvtx_domain", "kernel", "metric"):
         return pa.string()
+    if table == "kernel_metrics" and col == "value":
+        return pa.float64()
     if col == "return_value":
         return pa.int32()
     return pa.uint64() if col in U64 else pa.uint32()
@@ -29,7 +32,9 @@ def expected_type(col):
 def main():
     pqdir, csvdir = sys.argv[1], sys.argv[2]
     meta = json.load(open(f"{pqdir}/meta.json"))
-    for name in TABLES:
+    # kernel_metrics exists only for traces with hardware counters (`cutrace profile`).
+    extra = ["kernel_metrics"] if os.path.exists(f"{pqdir}/kernel_metrics.parquet") else []
+    for name in TABLES + extra:
         path = f"{pqdir}/{name}.parquet"
         t = pq.read_table(path)
         with open(f"{csvdir}/{name}.csv", newline="") as f:
@@ -40,10 +45,11 @@ def main():
         assert t.num_rows == len(rows), (name, t.num_rows, len(rows))
         for j, col in enumerate(t.column_names):
             ty = t.schema.field(col).type
-            assert ty == expected_type(col), (name, col, ty)
+            assert ty == expected_type(name, col), (name, col, ty)
             for i, v in enumerate(t.column(col).to_pylist()):
                 want = rows[i][j]
-                got = "" if v is None else str(v)
+                # Doubles as the CSV writes them: the shortest text that reads back the same.
+                got = "" if v is None else repr(v) if isinstance(v, float) else str(v)
                 assert got == want, (name, col, i, got, want)
         assert json.loads(pq.read_metadata(path).metadata[b"cutrace.meta"]) == meta, name
         types = ", ".join(f"{f.name}:{f.type}" for f in t.schema)

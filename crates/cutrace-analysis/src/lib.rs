@@ -8,6 +8,7 @@
 //! Time is integer nanoseconds throughout; the only floats are derived percentages and GB/s.
 
 pub mod correlate;
+pub mod counters;
 pub mod diff;
 pub mod error;
 pub mod gap_reading;

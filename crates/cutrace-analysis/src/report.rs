@@ -171,6 +171,10 @@ pub struct Report {
     /// trace has such ranges (`analyze` leaves it `None`; `cutrace report` fills it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<crate::steps::Steps>,
+    /// Hardware counters per kernel name ([`crate::counters`]): present only for traces
+    /// recorded with `cutrace profile`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::counters::CounterReport>,
 }
 
 /// Runs every analysis. Pure: the same records in any order give the same report.
@@ -295,6 +299,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         range_names,
         ranges,
         steps: None,
+        counters: crate::counters::counter_report(trace, window, opts.top),
     })
 }
 

@@ -19,6 +19,15 @@ pub enum CountersError {
     Nul { what: &'static str, text: String },
     #[error("set_config needs a counter-data image: call initialize_counter_data first")]
     NoCounterData,
+    /// `call` failed with `code` for this metric alone (CUPTI does not say which name of a
+    /// list it refused; `plan` finds it).
+    #[error("chip {chip} has no Range Profiler metric {metric:?} ({call} returned {}); `cutrace profile --list-metrics --chip {chip}` lists the base names it has", result_name(*.code))]
+    MetricRefused {
+        metric: String,
+        chip: String,
+        call: &'static str,
+        code: CuptiResult,
+    },
     #[error(transparent)]
     Load(#[from] cutrace_cupti::CuptiError),
 }
@@ -54,6 +63,7 @@ impl CountersError {
     pub fn code(&self) -> Option<CuptiResult> {
         match self {
             CountersError::Call { code, .. } => Some(*code),
+            CountersError::MetricRefused { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -61,7 +71,9 @@ impl CountersError {
     /// The failed call's name, for failed calls.
     pub fn call(&self) -> Option<&'static str> {
         match self {
-            CountersError::Call { call, .. } => Some(call),
+            CountersError::Call { call, .. } | CountersError::MetricRefused { call, .. } => {
+                Some(call)
+            }
             _ => None,
         }
     }

@@ -17,6 +17,7 @@
 //! [`preload_nvperf_host`] makes the copy beside libcupti findable.
 
 mod error;
+pub mod sets;
 
 use std::cell::RefCell;
 use std::ffi::{c_char, CStr, CString};
@@ -155,6 +156,63 @@ impl SessionConfig {
             target_nesting_level: 1,
         }
     }
+}
+
+/// `cuptiProfilerHostGetMetricProperties`' answer for one metric.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricProperties {
+    pub name: String,
+    pub description: String,
+    /// The hardware unit counted (`sm`, `dram`, `gpc`, ...).
+    pub hw_unit: String,
+    /// The dimension of the value (`ctas`, `bytes`, `cycles`, `percent`, ...).
+    pub dim_unit: String,
+    /// `None` for a type the header does not name.
+    pub kind: Option<MetricType>,
+}
+
+/// A metric list turned into a config image on a fresh host object, with its pass count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub config: Vec<u8>,
+    pub passes: usize,
+}
+
+/// Builds the config image of `metrics` for `chip` and counts its replay passes. When the chip
+/// refuses the list, each metric is tried alone on a fresh host object (CUPTI says only
+/// "invalid parameter" for the list) so the error can name the one refused.
+pub fn plan(
+    profiler: &Profiler<'_>,
+    chip: &str,
+    availability: Option<&[u8]>,
+    metrics: &[&str],
+) -> Result<Plan> {
+    let host = profiler.host(ProfilerKind::RangeProfiler, chip, availability)?;
+    if let Err(e) = host.add_metrics(metrics) {
+        drop(host);
+        if e.code().is_none() {
+            return Err(e);
+        }
+        for m in metrics {
+            let alone = profiler.host(ProfilerKind::RangeProfiler, chip, availability)?;
+            match alone.add_metrics(&[m]) {
+                Err(CountersError::Call { call, code }) => {
+                    return Err(CountersError::MetricRefused {
+                        metric: m.to_string(),
+                        chip: chip.to_string(),
+                        call,
+                        code,
+                    })
+                }
+                Err(other) => return Err(other),
+                Ok(()) => {}
+            }
+        }
+        return Err(e);
+    }
+    let config = host.config_image()?;
+    let passes = host.passes(&config)?;
+    Ok(Plan { config, passes })
 }
 
 /// One range's metric values, in the order the metrics were asked for.
@@ -548,6 +606,41 @@ impl Host<'_, '_> {
             // SAFETY: `num_metrics` C strings owned by the live host object.
             .filter_map(|i| unsafe { owned(*p.pp_metric_names.add(i)) })
             .collect())
+    }
+
+    /// `cuptiProfilerHostGetMetricProperties` for a metric name (a base name such as
+    /// `sm__ctas_launched`, or one with its rollup, `sm__ctas_launched.sum`).
+    pub fn metric_properties(&self, metric: &str) -> Result<MetricProperties> {
+        let name = CString::new(metric).map_err(|_| CountersError::Nul {
+            what: "metric name",
+            text: metric.into(),
+        })?;
+        let mut p = sys::HostGetMetricPropertiesParams::new();
+        p.p_host_object = self.object;
+        p.p_metric_name = name.as_ptr();
+        // SAFETY: the host object is live, the name is read during the call; the three strings
+        // are out-pointers to text the host object owns.
+        unsafe {
+            self.profiler.call(
+                "cuptiProfilerHostGetMetricProperties",
+                self.profiler.cupti.profiler().host_get_metric_properties,
+                &mut p,
+            )?
+        };
+        // SAFETY: NUL-terminated strings owned by the live host object (or null), copied now.
+        let text = |q: *const c_char| unsafe { owned(q) }.unwrap_or_default();
+        Ok(MetricProperties {
+            name: metric.to_string(),
+            description: text(p.p_description),
+            hw_unit: text(p.p_hw_unit),
+            dim_unit: text(p.p_dim_unit),
+            kind: match p.metric_type {
+                sys::METRIC_TYPE_COUNTER => Some(MetricType::Counter),
+                sys::METRIC_TYPE_RATIO => Some(MetricType::Ratio),
+                sys::METRIC_TYPE_THROUGHPUT => Some(MetricType::Throughput),
+                _ => None,
+            },
+        })
     }
 
     /// `cuptiProfilerHostEvaluateToGpuValues`: one value per metric for one range of a decoded

@@ -6,7 +6,9 @@
 //! `CUTRACE_CUPTI_LIB=/path/to/nvidia/cu13/lib/libcupti.so.13 cargo test -p cutrace-counters
 //! --test host -- --ignored`, where it fails if the library is not there.
 
-use cutrace_counters::{preload_nvperf_host, CountersError, MetricType, Profiler, ProfilerKind};
+use cutrace_counters::{
+    plan, preload_nvperf_host, sets, CountersError, MetricType, Profiler, ProfilerKind,
+};
 use cutrace_cupti::{Cupti, CuptiError};
 
 #[test]
@@ -96,6 +98,7 @@ fn profiler_symbols_a_cupti_lacks_are_typed_errors_not_panics() {
 #[test]
 #[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
 fn host_side_metrics_without_a_gpu() {
+    let _lock = host_api_lock();
     let path = std::env::var("CUTRACE_CUPTI_LIB")
         .expect("CUTRACE_CUPTI_LIB must name the wheel's libcupti.so.13");
     assert!(
@@ -142,4 +145,121 @@ fn host_side_metrics_without_a_gpu() {
     let calls = profiler.calls();
     assert_eq!(calls[0].call, "cuptiProfilerHostGetSupportedChips");
     assert!(calls.iter().any(|c| c.code != 0));
+}
+
+/// CUPTI's host library is not safe to use from two threads at once (concurrent
+/// `cuptiProfilerHostInitialize` calls fail with CUPTI_ERROR_UNKNOWN), and the test harness runs
+/// tests on several threads: the tests that use it hold this lock.
+static HOST_API: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn host_api_lock() -> std::sync::MutexGuard<'static, ()> {
+    HOST_API.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The wheel's libcupti with libnvperf_host made findable, or a panic naming what is missing.
+fn wheel_cupti() -> Cupti {
+    let path = std::env::var("CUTRACE_CUPTI_LIB")
+        .expect("CUTRACE_CUPTI_LIB must name the wheel's libcupti.so.13");
+    assert!(
+        preload_nvperf_host(std::path::Path::new(&path)),
+        "no libnvperf_host.so beside {path}"
+    );
+    Cupti::load_one(&path, "CUTRACE_CUPTI_LIB").unwrap()
+}
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn metric_sets_pass_counts_on_gh100() {
+    let _lock = host_api_lock();
+    let cupti = wheel_cupti();
+    let profiler = Profiler::new(&cupti);
+    // The issue asks that `basic` stay one pass on GH100; Speed Of Light needs replay.
+    let basic = plan(&profiler, "GH100", None, sets::BASIC.metrics).unwrap();
+    assert_eq!(basic.passes, 1);
+    let sol = plan(&profiler, "GH100", None, sets::SOL.metrics).unwrap();
+    eprintln!("sol passes on GH100: {}", sol.passes);
+    assert!(sol.passes > 1, "{}", sol.passes);
+    assert_eq!(sol.passes, 9);
+
+    // A refused metric is named, whatever its place in the list.
+    let e = plan(
+        &profiler,
+        "GH100",
+        None,
+        &[
+            "sm__ctas_launched.sum",
+            "launch__grid_size",
+            "smsp__inst_executed.sum",
+        ],
+    )
+    .unwrap_err();
+    match &e {
+        CountersError::MetricRefused { metric, chip, .. } => {
+            assert_eq!(metric, "launch__grid_size");
+            assert_eq!(chip, "GH100");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("launch__grid_size"), "{e}");
+
+    // Properties: a description and units for a base name and for a full name.
+    let host = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
+    let p = host.metric_properties("sm__ctas_launched").unwrap();
+    assert!(!p.description.is_empty(), "{p:?}");
+    assert_eq!(p.kind, Some(MetricType::Counter), "{p:?}");
+    let p = host.metric_properties("dram__bytes_read.sum").unwrap();
+    eprintln!("{p:?}");
+    assert!(host.metric_properties("no__such_metric").is_err());
+}
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn counter_data_captured_on_the_h200_evaluates_to_the_same_values_here() {
+    // tests/fixtures/native/counters_basic: `cutrace profile --set basic` of gpu/counters.cu on
+    // the H200 with CUTRACE_COUNTERS_KEEP_IMAGES, which wrote the decoded counter-data image of
+    // each kernel beside the trace (two are committed: a ctas launch and the FMA loop).
+    let _lock = host_api_lock();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/native/counters_basic");
+    let trace = cutrace_trace::native::read(&dir, &mut |_, _| {}).unwrap();
+    let cupti = wheel_cupti();
+    let profiler = Profiler::new(&cupti);
+    let host = profiler
+        .host(ProfilerKind::RangeProfiler, "GH100", None)
+        .unwrap();
+    host.add_metrics(sets::BASIC.metrics).unwrap();
+    let mut images = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let Some(corr) = name
+            .strip_suffix(".bin")
+            .and_then(|n| n.rsplit('-').next())
+            .and_then(|c| c.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        let image = std::fs::read(&path).unwrap();
+        assert_eq!(profiler.counter_data_ranges(&image).unwrap(), 1, "{name}");
+        let got = host.evaluate(&image, 0, sets::BASIC.metrics).unwrap();
+        for (metric, value) in sets::BASIC.metrics.iter().zip(&got) {
+            let recorded: Vec<f64> = trace
+                .kernel_metrics
+                .iter()
+                .filter(|m| m.correlation_id == corr && trace.str(m.metric) == *metric)
+                .map(|m| m.value)
+                .collect();
+            assert_eq!(recorded.len(), 1, "{name} {metric}");
+            assert_eq!(
+                value.to_bits(),
+                recorded[0].to_bits(),
+                "{name} {metric}: {value} here, {} on the H200",
+                recorded[0]
+            );
+        }
+        images += 1;
+    }
+    assert_eq!(images, 2);
 }

@@ -40,6 +40,52 @@ type Unsubscribe = unsafe extern "C" fn(*mut c_void) -> CuptiResult;
 type GetCallbackName = unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult;
 type EnableApi = unsafe extern "C" fn(u32, u8) -> CuptiResult;
 type GetResultString = unsafe extern "C" fn(CuptiResult, *mut *const c_char) -> CuptiResult;
+type EnableCallback = unsafe extern "C" fn(u32, *mut c_void, u32, u32) -> CuptiResult;
+type GetDeviceId = unsafe extern "C" fn(*mut c_void, *mut u32) -> CuptiResult;
+
+/// `CUpti_CallbackDomain` value of context, stream and module events.
+pub const CB_DOMAIN_RESOURCE: u32 = 3;
+/// `CUpti_CallbackIdResource` values (cupti_callbacks.h).
+pub const CBID_RESOURCE_CONTEXT_CREATED: u32 = 1;
+pub const CBID_RESOURCE_CONTEXT_DESTROY_STARTING: u32 = 2;
+/// `CUpti_ApiCallbackSite`.
+pub const API_ENTER: u32 = 0;
+pub const API_EXIT: u32 = 1;
+
+/// `CUpti_CallbackData` (cupti_callbacks.h): what an API callback is given.
+#[repr(C)]
+pub struct CallbackData {
+    /// `CUpti_ApiCallbackSite`: [`API_ENTER`] or [`API_EXIT`].
+    pub callback_site: u32,
+    pub function_name: *const c_char,
+    pub function_params: *const c_void,
+    pub function_return_value: *mut c_void,
+    /// The kernel's (mangled) name for launch calls, else null.
+    pub symbol_name: *const c_char,
+    pub context: *mut c_void,
+    pub context_uid: u32,
+    pub correlation_data: *mut u64,
+    /// The same id the activity records of this call carry.
+    pub correlation_id: u32,
+}
+
+/// `CUpti_ResourceData` (cupti_callbacks.h): what a resource callback is given.
+#[repr(C)]
+pub struct ResourceData {
+    pub context: *mut c_void,
+    /// `resourceHandle.stream` for stream events.
+    pub resource_handle: *mut c_void,
+    pub resource_descriptor: *mut c_void,
+}
+
+// Layouts checked against cupti_callbacks.h of CUDA 13.0 (x86-64).
+const _: () = {
+    assert!(std::mem::size_of::<CallbackData>() == 72);
+    assert!(std::mem::offset_of!(CallbackData, symbol_name) == 32);
+    assert!(std::mem::offset_of!(CallbackData, context) == 40);
+    assert!(std::mem::offset_of!(CallbackData, correlation_id) == 64);
+    assert!(std::mem::size_of::<ResourceData>() == 24);
+};
 
 /// A loaded libcupti. Dropping it unloads nothing that CUPTI still uses only if the caller
 /// keeps it alive as long as callbacks may fire: the injection leaks it on purpose.
@@ -62,6 +108,8 @@ pub struct Cupti {
     enable_runtime_api: Option<EnableApi>,
     enable_driver_api: Option<EnableApi>,
     get_result_string: Option<GetResultString>,
+    enable_callback: Option<EnableCallback>,
+    get_device_id: Option<GetDeviceId>,
     profiler: ProfilerSymbols,
     pm_sampling: PmSamplingSymbols,
     pc_sampling: PcSamplingSymbols,
@@ -139,6 +187,8 @@ impl Cupti {
             enable_runtime_api: opt!("cuptiActivityEnableRuntimeApi"),
             enable_driver_api: opt!("cuptiActivityEnableDriverApi"),
             get_result_string: opt!("cuptiGetResultString"),
+            enable_callback: opt!("cuptiEnableCallback"),
+            get_device_id: opt!("cuptiGetDeviceId"),
             profiler: ProfilerSymbols::resolve(&lib),
             pm_sampling: PmSamplingSymbols::resolve(&lib),
             pc_sampling: PcSamplingSymbols::resolve(&lib),
@@ -321,6 +371,39 @@ impl Cupti {
             }
         }
         out
+    }
+
+    /// `cuptiEnableCallback`: turns one callback id of `domain` on or off for `sub`.
+    pub fn enable_callback(
+        &self,
+        sub: &Subscription,
+        domain: u32,
+        cbid: u32,
+        on: bool,
+    ) -> Result<(), CuptiError> {
+        let f = self.enable_callback.ok_or(CuptiError::MissingSymbol {
+            path: self.path.clone(),
+            symbol: "cuptiEnableCallback",
+        })?;
+        // SAFETY: the live subscriber handle `sub` holds; the rest are integers.
+        check("cuptiEnableCallback", unsafe {
+            f(u32::from(on), sub.handle, domain, cbid)
+        })
+    }
+
+    /// `cuptiGetDeviceId`: the device ordinal of a context.
+    ///
+    /// # Safety
+    /// `ctx` must be a live CUDA context (one CUPTI passed to a callback).
+    pub unsafe fn device_of(&self, ctx: *mut c_void) -> Result<u32, CuptiError> {
+        let f = self.get_device_id.ok_or(CuptiError::MissingSymbol {
+            path: self.path.clone(),
+            symbol: "cuptiGetDeviceId",
+        })?;
+        let mut id = 0u32;
+        // SAFETY: the caller vouches for the context; `id` is our local.
+        check("cuptiGetDeviceId", unsafe { f(ctx, &mut id) })?;
+        Ok(id)
     }
 
     /// This CUPTI can name callback ids and enable RUNTIME (or DRIVER) records per id.

@@ -28,6 +28,12 @@ pub enum DriverError {
 pub struct Context(CUcontext);
 
 impl Context {
+    /// A context CUPTI handed to a callback (`CUpti_ResourceData::context`,
+    /// `CUpti_CallbackData::context`): the injection profiles contexts it did not create.
+    pub fn from_raw(ctx: CUcontext) -> Context {
+        Context(ctx)
+    }
+
     /// The driver handle, for CUPTI parameter structs.
     pub fn as_raw(self) -> CUcontext {
         self.0

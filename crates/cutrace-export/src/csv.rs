@@ -36,6 +36,8 @@ pub fn write(w: &mut impl Write, tb: &Table) -> io::Result<()> {
                 Values::OptU32(v) => v[row].map_or(Ok(()), |x| write!(line, "{x}")),
                 Values::Str(v) => write!(line, "{}", q(&v[row])),
                 Values::OptStr(v) => v[row].as_ref().map_or(Ok(()), |x| write!(line, "{}", q(x))),
+                // Shortest text that reads back as the same f64.
+                Values::OptF64(v) => v[row].map_or(Ok(()), |x| write!(line, "{x:?}")),
             };
         }
         line.push('\n');

@@ -31,6 +31,7 @@ const T_STRUCT: u8 = 12;
 // parquet.thrift enums.
 const TYPE_INT32: i32 = 1;
 const TYPE_INT64: i32 = 2;
+const TYPE_DOUBLE: i32 = 5;
 const TYPE_BYTE_ARRAY: i32 = 6;
 const REQUIRED: i32 = 0;
 const OPTIONAL: i32 = 1;
@@ -139,6 +140,7 @@ fn physical(v: &Values) -> (i32, i32) {
         Values::OptU64(_) => (TYPE_INT64, OPTIONAL),
         Values::Str(_) => (TYPE_BYTE_ARRAY, REQUIRED),
         Values::OptStr(_) => (TYPE_BYTE_ARRAY, OPTIONAL),
+        Values::OptF64(_) => (TYPE_DOUBLE, OPTIONAL),
     }
 }
 
@@ -192,6 +194,13 @@ fn encode(v: &Values, a: usize, b: usize, out: &mut Vec<u8>) -> std::io::Result<
                 out.extend(s.as_bytes());
             }
         }
+        Values::OptF64(x) => {
+            levels(&x[a..b], out);
+            x[a..b]
+                .iter()
+                .flatten()
+                .for_each(|y| out.extend(y.to_le_bytes()));
+        }
     }
     Ok(())
 }
@@ -215,7 +224,7 @@ fn row_bytes(v: &Values, i: usize) -> usize {
     match v {
         Values::U32(_) | Values::I32(_) => 4,
         Values::OptU32(_) => 4,
-        Values::U64(_) | Values::OptU64(_) => 8,
+        Values::U64(_) | Values::OptU64(_) | Values::OptF64(_) => 8,
         Values::Str(x) => 4 + x[i].len(),
         Values::OptStr(x) => 4 + x[i].as_ref().map_or(0, |s| s.len()),
     }
@@ -511,6 +520,8 @@ mod tests {
     enum Cell {
         I(i64),
         S(String),
+        /// A double, by its bits.
+        F(u64),
     }
 
     /// A column read back: its values (None: null) and its logical type's (bit width, signed).
@@ -630,6 +641,7 @@ mod tests {
                         cells.push(Some(match ty {
                             1 => Cell::I(i32::from_le_bytes(take(4).try_into().unwrap()) as i64),
                             2 => Cell::I(i64::from_le_bytes(take(8).try_into().unwrap())),
+                            5 => Cell::F(u64::from_le_bytes(take(8).try_into().unwrap())),
                             6 => {
                                 let n = u32::from_le_bytes(take(4).try_into().unwrap()) as usize;
                                 Cell::S(String::from_utf8(take(n).to_vec()).unwrap())
@@ -691,6 +703,14 @@ mod tests {
                     ),
                 },
                 Column {
+                    name: "maybe_value",
+                    values: Values::OptF64(
+                        (0..n)
+                            .map(|i| (i % 6 != 0).then_some(i as f64 * 0.37 - 100.0))
+                            .collect(),
+                    ),
+                },
+                Column {
                     name: "maybe_name",
                     values: Values::OptStr(
                         (0..n)
@@ -731,6 +751,7 @@ mod tests {
                     .iter()
                     .map(|x| x.as_ref().map(|x| Cell::S(x.to_string())))
                     .collect(),
+                Values::OptF64(v) => v.iter().map(|x| x.map(|x| Cell::F(x.to_bits()))).collect(),
             };
             assert_eq!(got, &want, "{}", c.name);
             let logical = match c.values {
@@ -762,6 +783,7 @@ mod tests {
                 Values::OptU32(_) => Values::OptU32(vec![]),
                 Values::Str(_) => Values::Str(vec![]),
                 Values::OptStr(_) => Values::OptStr(vec![]),
+                Values::OptF64(_) => Values::OptF64(vec![]),
             };
         }
         let mut file = Vec::new();
@@ -769,7 +791,7 @@ mod tests {
         let (cols, meta) = read_back(&file);
         assert_eq!(meta.get(3).int(), 0);
         assert!(meta.get(4).list().is_empty());
-        assert_eq!(cols.len(), 7);
+        assert_eq!(cols.len(), 8);
         assert!(cols.values().all(|c| c.0.is_empty()));
     }
 }

@@ -15,6 +15,8 @@ pub enum Values<'a> {
     OptU32(Vec<Option<u32>>),
     Str(Vec<Cow<'a, str>>),
     OptStr(Vec<Option<Cow<'a, str>>>),
+    /// A measurement; `None` is a value the source marked unavailable (a counter's NaN).
+    OptF64(Vec<Option<f64>>),
 }
 
 impl Values<'_> {
@@ -31,6 +33,7 @@ impl Values<'_> {
             Values::OptU32(v) => v.len(),
             Values::Str(v) => v.len(),
             Values::OptStr(v) => v.len(),
+            Values::OptF64(v) => v.len(),
         }
     }
 }
@@ -64,7 +67,33 @@ pub const NAMES: [&str; 8] = [
     "overheads",
 ];
 
-/// Builds one table (by its name in [`NAMES`]); one at a time keeps a large trace's peak memory
+/// The table of hardware counter values (`cutrace profile`), written only for traces that
+/// have counters, so other traces' exports keep exactly the files they had.
+pub const COUNTERS: &str = "kernel_metrics";
+
+/// Every table a trace may be exported to, [`NAMES`] then [`COUNTERS`].
+pub const ALL_NAMES: [&str; 9] = [
+    "kernels",
+    "api_calls",
+    "memcpys",
+    "memsets",
+    "syncs",
+    "ranges",
+    "marks",
+    "overheads",
+    COUNTERS,
+];
+
+/// The tables `t` is exported to: [`NAMES`], and [`COUNTERS`] when it has counters.
+pub fn names_for(t: &Trace) -> &'static [&'static str] {
+    if t.kernel_metrics.is_empty() && t.meta.counters.is_none() {
+        &ALL_NAMES[..NAMES.len()]
+    } else {
+        &ALL_NAMES
+    }
+}
+
+/// Builds one table (by its name in [`ALL_NAMES`]); one at a time keeps a large trace's peak memory
 /// to a single table's columns.
 pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
     macro_rules! col {
@@ -208,10 +237,31 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(o, U64, "end_ns", |r| r.end_ns),
             ]
         }
+        COUNTERS => {
+            // One row per kernel and metric; the kernel's name by its correlation id.
+            let names: std::collections::HashMap<u64, u32> = t
+                .kernels
+                .iter()
+                .map(|k| (k.correlation_id, k.name))
+                .collect();
+            let m = &t.kernel_metrics;
+            vec![
+                col!(m, U64, "correlation_id", |r| r.correlation_id),
+                col!(m, U32, "device", |r| r.device),
+                col!(m, U32, "process", |r| r.process),
+                col!(m, OptStr, "kernel", |r| names
+                    .get(&r.correlation_id)
+                    .map(|&n| s(n))),
+                col!(m, Str, "metric", |r| s(r.metric)),
+                // Null where CUPTI could not read the value: never 0.
+                col!(m, OptF64, "value", |r| (!r.value.is_nan())
+                    .then_some(r.value)),
+            ]
+        }
         other => unreachable!("no table named {other}"),
     };
     Table {
-        name: NAMES.iter().find(|n| **n == name).unwrap(),
+        name: ALL_NAMES.iter().find(|n| **n == name).unwrap(),
         columns,
     }
 }

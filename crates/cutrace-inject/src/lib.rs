@@ -14,6 +14,7 @@
 pub mod api_filter;
 pub mod bench_hook;
 pub mod config;
+pub mod counters;
 pub mod decode;
 mod interpose;
 pub mod pool;
@@ -146,6 +147,13 @@ impl Drop for Claim {
 
 fn init() -> Result<(), String> {
     let config = Config::from_env(&|k| std::env::var(k).ok());
+    let counter_config = match counters::CounterConfig::from_env(&|k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cutrace: pid {}: counters are off: {e}", std::process::id());
+            None
+        }
+    };
     let cands = cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok());
     let cupti = Cupti::load(&cands).map_err(|e| match e {
         CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
@@ -177,7 +185,7 @@ fn init() -> Result<(), String> {
     // here on gives the slot back (`claim` is dropped).
     let mut claim = Claim(None);
     if std::env::var("CUTRACE_SUBSCRIBE").as_deref() != Ok("0") {
-        match cupti.subscribe(noop_callback) {
+        match cupti.subscribe(callback) {
             Ok(Some(s)) => {
                 claim.0 = Some(s);
                 SUBSCRIBED.store(true, Ordering::SeqCst);
@@ -259,6 +267,31 @@ fn init() -> Result<(), String> {
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
     TRACING.store(true, Ordering::SeqCst);
+    if let Some(cc) = counter_config {
+        let require = cc.require;
+        let r = match claim.0.as_ref() {
+            Some(sub) => counters::start(&g.cupti, sub, cc),
+            None => Err(
+                "counters need cutrace's CUPTI subscription (CUTRACE_SUBSCRIBE=0 is set, \
+                         or this CUPTI has no cuptiSubscribe)"
+                    .into(),
+            ),
+        };
+        if let Err(e) = r {
+            eprintln!(
+                "cutrace: pid {}: {e}; tracing carries on",
+                std::process::id()
+            );
+            add_note(e);
+            if require {
+                eprintln!(
+                    "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
+                    std::process::id()
+                );
+                std::process::exit(125);
+            }
+        }
+    }
     claim.keep();
     Ok(())
 }
@@ -498,7 +531,18 @@ fn refusal(call: &str, e: &CuptiError) -> String {
     }
 }
 
-unsafe extern "C" fn noop_callback(_: *mut c_void, _: u32, _: u32, _: *const c_void) {}
+/// cutrace's CUPTI subscriber callback. Without `cutrace profile` no domain is enabled and it
+/// is never called: the subscription only claims CUPTI's slot. With counters it serves their
+/// context and launch callbacks.
+unsafe extern "C" fn callback(_: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
+    let _ = catch_unwind(AssertUnwindSafe(|| {
+        if FORKED.load(Ordering::Relaxed) {
+            return;
+        }
+        // SAFETY: CUPTI passes the callback data of `domain`, valid for this call.
+        unsafe { counters::on_callback(domain, cbid, data) }
+    }));
+}
 
 unsafe extern "C" fn buffer_requested(
     buf: *mut *mut u8,

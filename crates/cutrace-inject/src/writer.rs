@@ -40,6 +40,70 @@ struct Out {
     path: PathBuf,
     /// How many of `Global::notes` are in the file already.
     notes_written: usize,
+    /// The counter metrics' string ids in this file, in `CounterConfig::metrics` order.
+    metric_ids: Option<Vec<cutrace_trace::StrId>>,
+    /// `Counters::info_version` last written to a META chunk.
+    counters_written: u64,
+}
+
+/// Writes the counter-data images kept for `CUTRACE_COUNTERS_KEEP_IMAGES` beside the part.
+fn write_counter_images(o: &Out) {
+    let Some(c) = crate::counters::get() else {
+        return;
+    };
+    if std::env::var("CUTRACE_COUNTERS_TIMING").as_deref() == Ok("1") {
+        let i = c.info();
+        eprintln!(
+            "cutrace: pid {}: counters timing over {} kernels: {}",
+            std::process::id(),
+            i.kernels_profiled,
+            c.timing_line()
+        );
+    }
+    let Some(dir) = o.path.parent() else { return };
+    for (corr, image) in c.take_images() {
+        let p = dir.join(format!("counterdata-{}-{corr}.bin", std::process::id()));
+        if let Err(e) = std::fs::write(&p, image) {
+            eprintln!("cutrace: writing {} failed ({e})", p.display());
+        }
+    }
+}
+
+/// Hands the counter values queued by the launch callbacks to the writer, and, with `meta`,
+/// writes the counter facts (META `counters`) if they changed since the last time.
+fn write_counters(o: &mut Out, meta: bool) -> std::io::Result<()> {
+    let Some(c) = crate::counters::get() else {
+        return Ok(());
+    };
+    let values = c.take_values();
+    if !values.is_empty() {
+        let ids = o
+            .metric_ids
+            .get_or_insert_with(|| c.config.metrics.iter().map(|m| o.w.intern(m)).collect());
+        let pid = std::process::id();
+        for v in values {
+            let Some(&metric) = ids.get(v.metric) else {
+                continue;
+            };
+            o.w.push_kernel_metric(&cutrace_trace::KernelMetric {
+                correlation_id: v.correlation_id,
+                device: v.device,
+                process: pid,
+                metric,
+                value: v.value,
+            });
+        }
+    }
+    let version = c.info_version.load(Ordering::Relaxed);
+    if meta && version != o.counters_written {
+        o.w.flush()?;
+        o.w.write_meta(&Meta {
+            counters: Some(c.info()),
+            ..Meta::default()
+        })?;
+        o.counters_written = version;
+    }
+    Ok(())
 }
 
 fn run_inner(g: &'static Global, kinds: &[u32]) {
@@ -84,6 +148,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         }
         let stopping = g.stop.load(Ordering::SeqCst);
         if let Some(o) = out.as_mut() {
+            let _ = write_counters(o, false);
             let due = last_write.elapsed() >= period || o.w.pending_rows() >= ROWS_PER_FLUSH;
             let mut pending = 0;
             let mut r = Ok(());
@@ -102,6 +167,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
                         dropped_by_cupti: Some(meta_now.0),
                         dropped_by_recorder: Some(lost_records),
                         notes: Vec::new(),
+                        counters: None,
                     });
                     dec.devices_changed = false;
                     last_meta = meta_now;
@@ -109,6 +175,9 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             }
             if r.is_ok() {
                 r = write_new_notes(g, o);
+            }
+            if r.is_ok() && (due || stopping) {
+                r = write_counters(o, true);
             }
             if let Err(e) = r {
                 eprintln!(
@@ -135,6 +204,8 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
     }
     if let Some(mut o) = out {
         let _ = write_new_notes(g, &mut o);
+        let _ = write_counters(&mut o, true);
+        write_counter_images(&o);
         let tail = Tail {
             records: 0,
             dropped_by_cupti: g.dropped_by_cupti.load(Ordering::Relaxed),
@@ -322,5 +393,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
         w,
         path,
         notes_written,
+        metric_ids: None,
+        counters_written: 0,
     })
 }

@@ -31,6 +31,79 @@ pub struct Kernel {
     pub graph_id: u32,
 }
 
+/// One hardware counter value of one kernel (`cutrace profile`: CUPTI Range Profiling, one range
+/// per kernel, joined to the kernel by its correlation id).
+#[derive(Debug, Clone, Copy)]
+pub struct KernelMetric {
+    pub correlation_id: u64,
+    pub device: u32,
+    pub process: u32,
+    /// The metric's name (`sm__ctas_launched.sum`).
+    pub metric: StrId,
+    /// NaN when the value is unavailable (a unit shared with another MIG instance, an
+    /// evaluation that failed): never 0, which would be a measurement.
+    pub value: f64,
+}
+
+/// Bitwise, so that a NaN ("unavailable") equals itself and traces compare as written.
+impl PartialEq for KernelMetric {
+    fn eq(&self, o: &Self) -> bool {
+        self.correlation_id == o.correlation_id
+            && self.device == o.device
+            && self.process == o.process
+            && self.metric == o.metric
+            && self.value.to_bits() == o.value.to_bits()
+    }
+}
+
+impl Eq for KernelMetric {}
+
+/// How a trace's counters were collected (`cutrace profile`), from its parts' `META` chunks.
+/// Every count of a kernel left without values is here, so a report can say so.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct CounterInfo {
+    /// The metrics asked for, in order.
+    pub metrics: Vec<String>,
+    /// Replay passes the metrics need (each profiled kernel ran this many times).
+    pub passes: Option<u32>,
+    /// Kernels whose values were read.
+    pub kernels_profiled: u64,
+    /// Kernels left out on purpose: not matching --kernels, past --max-kernels, between
+    /// --every.
+    pub kernels_skipped: u64,
+    /// Graph launches (cuGraphLaunch): their kernels are traced but get no counters.
+    pub graph_launches: u64,
+    /// Launches into a stream being captured into a graph (they run later, inside a graph
+    /// launch, without counters). No range is opened while a capture is open.
+    pub launches_captured: u64,
+    /// Ranges the profiler dropped (`numOfRangeDropped`) or whose values could not be read.
+    pub ranges_dropped: u64,
+    /// Why counters were not read at all or stopped, with the fix (the first failure).
+    pub error: Option<String>,
+}
+
+impl CounterInfo {
+    /// Two parts' counter facts as one: counts add, metrics are unioned in order, the larger
+    /// pass count and the first error are kept.
+    pub fn merge(&mut self, o: &CounterInfo) {
+        for m in &o.metrics {
+            if !self.metrics.contains(m) {
+                self.metrics.push(m.clone());
+            }
+        }
+        self.passes = self.passes.max(o.passes);
+        self.kernels_profiled += o.kernels_profiled;
+        self.kernels_skipped += o.kernels_skipped;
+        self.graph_launches += o.graph_launches;
+        self.launches_captured += o.launches_captured;
+        self.ranges_dropped += o.ranges_dropped;
+        if self.error.is_none() {
+            self.error = o.error.clone();
+        }
+    }
+}
+
 /// Direction of a memory copy, in CUPTI's terms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CopyKind {
@@ -316,6 +389,8 @@ pub struct TraceMeta {
     pub notes: Vec<TraceNote>,
     /// The part files read, in read order (native traces; empty for imported ones).
     pub parts: Vec<PartMeta>,
+    /// How hardware counters were collected, for a trace recorded with `cutrace profile`.
+    pub counters: Option<CounterInfo>,
     /// A trace merged from several parts: the pid of the process behind each part number N, by
     /// N. A process's CUPTI correlation and stream ids are its own (each process counts from
     /// 1), so the merge adds N·2³² to those of part N (N ≥ 1, in read order) to keep processes
@@ -369,6 +444,8 @@ pub struct Trace {
     pub ranges: Vec<NvtxRange>,
     pub marks: Vec<NvtxMark>,
     pub overheads: Vec<Overhead>,
+    /// Hardware counter values per kernel (`cutrace profile`), joined by correlation id.
+    pub kernel_metrics: Vec<KernelMetric>,
 }
 
 impl Trace {

@@ -55,10 +55,11 @@ pub enum Table {
     Sync = 5,
     Marker = 6,
     Overhead = 7,
+    KernelMetric = 8,
 }
 
 impl Table {
-    pub const ALL: [Table; 7] = [
+    pub const ALL: [Table; 8] = [
         Table::Kernel,
         Table::Memcpy,
         Table::Memset,
@@ -66,6 +67,7 @@ impl Table {
         Table::Sync,
         Table::Marker,
         Table::Overhead,
+        Table::KernelMetric,
     ];
 
     pub fn from_id(id: u8) -> Option<Table> {
@@ -139,6 +141,13 @@ impl Table {
                 "ts_ns", "id", "flags", "name", "domain", "process", "thread",
             ],
             Table::Overhead => &["start_ns", "duration_ns", "kind", "process", "thread"],
+            Table::KernelMetric => &[
+                "correlation_id",
+                "device",
+                "process",
+                "metric",
+                "value_bits",
+            ],
         }
     }
 
@@ -155,6 +164,7 @@ impl Table {
             Table::Sync => "sync",
             Table::Marker => "marker",
             Table::Overhead => "overhead",
+            Table::KernelMetric => "kernel_metric",
         }
     }
 }
@@ -195,6 +205,8 @@ pub struct Meta {
     pub dropped_by_cupti: Option<u64>,
     pub dropped_by_recorder: Option<u64>,
     pub notes: Vec<String>,
+    /// Counter collection so far (`cutrace profile`); cumulative, superseded by later chunks.
+    pub counters: Option<crate::model::CounterInfo>,
 }
 
 /// The `TAIL` chunk: written last, it marks the file complete.

@@ -53,10 +53,19 @@ static void log_line(const char *what, uint32_t a, int b) {
   fclose(f);
 }
 int cuptiGetVersion(uint32_t *v) { *v = mode() == 2 ? 24 : 130001; return 0; }
+/* The subscriber's callback, for fake_profiler.c's test hooks. */
+typedef void (*callback_t)(void *, uint32_t, uint32_t, const void *);
+static callback_t g_cb;
+static void *g_cb_userdata;
+callback_t fake_cupti_subscriber_callback(void **userdata) {
+  *userdata = g_cb_userdata;
+  return g_cb;
+}
 int cuptiSubscribe(void **h, void *cb, void *ud) {
-  (void)cb; (void)ud;
   g_subscribe_calls++;
   if (mode() == 1 || g_subscribed) return 39;
+  g_cb = (callback_t)cb;
+  g_cb_userdata = ud;
   g_subscribed = 1;
   *h = &g_subscribed;
   return 0;

@@ -11,6 +11,8 @@ pub struct Programs {
     pub fake_cupti: PathBuf,
     /// The same fake without cuptiActivityEnableRuntimeApi/DriverApi (`-DFAKE_NO_API_FILTER`).
     pub fake_cupti_no_filter: PathBuf,
+    /// The fake with the profiler half (`fake_profiler.c`): callbacks and Range Profiler.
+    pub fake_cupti_profiler: PathBuf,
     pub tool: PathBuf,
     pub host: PathBuf,
 }
@@ -48,9 +50,11 @@ fn build_once() -> Option<Programs> {
         .join(exe.file_stem()?);
     let _ = std::fs::remove_dir_all(&out);
     std::fs::create_dir_all(out.join("nofilter")).ok()?;
+    std::fs::create_dir_all(out.join("profiler")).ok()?;
     let p = Programs {
         fake_cupti: out.join("libcupti.so.13"),
         fake_cupti_no_filter: out.join("nofilter/libcupti.so.13"),
+        fake_cupti_profiler: out.join("profiler/libcupti.so.13"),
         tool: out.join("libfaketool.so"),
         host: out.join("host"),
     };
@@ -63,6 +67,16 @@ fn build_once() -> Option<Programs> {
         "-o".as_ref(),
         p.fake_cupti.as_os_str(),
         src("fake_cupti.c").as_os_str(),
+    ]) && cc(&[
+        "-shared".as_ref(),
+        "-fPIC".as_ref(),
+        "-O1".as_ref(),
+        "-Wl,-soname,libcupti.so.13".as_ref(),
+        "-o".as_ref(),
+        p.fake_cupti_profiler.as_os_str(),
+        src("fake_cupti.c").as_os_str(),
+        src("fake_profiler.c").as_os_str(),
+        "-lm".as_ref(),
     ]) && cc(&[
         "-shared".as_ref(),
         "-fPIC".as_ref(),

@@ -488,6 +488,9 @@ impl PartBuilder {
                     self.meta.dropped_by_recorder = m.dropped_by_recorder;
                 }
                 self.meta.notes.extend(m.notes);
+                if m.counters.is_some() {
+                    self.meta.counters = m.counters;
+                }
             }
             tag::TAIL => {
                 let t: Tail =
@@ -663,6 +666,13 @@ impl PartBuilder {
                     process: v(3) as u32,
                     thread: v(4),
                 }),
+                Table::KernelMetric => t.kernel_metrics.push(KernelMetric {
+                    correlation_id: start,
+                    device: v(1) as u32,
+                    process: v(2) as u32,
+                    metric: v(3) as StrId,
+                    value: f64::from_bits(v(4)),
+                }),
             }
         }
         Ok(())
@@ -698,6 +708,7 @@ impl PartBuilder {
         m.host = header.host.clone();
         m.pid = header.pid;
         m.devices = self.meta.devices.clone();
+        m.counters = self.meta.counters.take();
         let (cupti_drops, rec_drops) = match &self.tail {
             Some(t) => (t.dropped_by_cupti, t.dropped_by_recorder),
             None => (
@@ -919,6 +930,8 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
             r.device = r.device.map(dev));
         adopt!(marks, r => r.name = re(r.name));
         adopt!(overheads, r => r.kind = re(r.kind));
+        adopt!(kernel_metrics, r => r.metric = re(r.metric);
+            r.correlation_id = corr(r.correlation_id); r.device = dev(r.device));
         adopt!(memcpys, r => r.correlation_id = corr(r.correlation_id);
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(memsets, r => r.correlation_id = corr(r.correlation_id);
@@ -944,6 +957,12 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         out.meta.damaged_bytes += m.damaged_bytes;
         out.meta.damaged_regions += m.damaged_regions;
         out.meta.drops_recorded |= m.drops_recorded;
+        if let Some(c) = &m.counters {
+            out.meta
+                .counters
+                .get_or_insert_with(Default::default)
+                .merge(c);
+        }
         out.meta.cupti_version = out.meta.cupti_version.or(m.cupti_version);
         out.meta.cuda_driver_version = out.meta.cuda_driver_version.or(m.cuda_driver_version);
         out.meta.driver_version = out.meta.driver_version.take().or(m.driver_version);

@@ -197,6 +197,20 @@ impl<W: Write> Writer<W> {
         );
     }
 
+    /// A counter value; its `f64` is stored by its bits, so NaN ("unavailable") survives.
+    pub fn push_kernel_metric(&mut self, m: &KernelMetric) {
+        self.push(
+            Table::KernelMetric,
+            &[
+                m.correlation_id,
+                m.device.into(),
+                m.process.into(),
+                m.metric.into(),
+                m.value.to_bits(),
+            ],
+        );
+    }
+
     /// Writes new strings and every buffered row as chunks, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
         let strings = self.strings.as_slice();

@@ -387,7 +387,7 @@ fn resolve(p: &Path) -> PathBuf {
 
 /// Every name a table directory's export may hold: each table in both formats, and meta.json.
 fn table_file_names() -> impl Iterator<Item = String> {
-    tables::NAMES
+    tables::ALL_NAMES
         .iter()
         .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
         .chain(["meta.json".to_string()])

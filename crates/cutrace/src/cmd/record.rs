@@ -21,6 +21,20 @@ use anyhow::{bail, Context};
 /// The injection library's file name, installed next to the `cutrace` binary.
 pub const INJECT_LIB_NAME: &str = "libcutrace_inject.so";
 
+/// The variables `cutrace profile` sets for the injection's counters.
+pub const COUNTER_VARS: [&str; 7] = [
+    "CUTRACE_COUNTERS",
+    "CUTRACE_COUNTERS_KERNELS",
+    "CUTRACE_COUNTERS_MAX_KERNELS",
+    "CUTRACE_COUNTERS_EVERY",
+    "CUTRACE_COUNTERS_REQUIRE",
+    "CUTRACE_COUNTERS_ACCESS_HINT",
+    "CUTRACE_COUNTERS_HOLDERS_HINT",
+];
+
+/// The kinds recorded when `--kinds` is not given.
+pub const DEFAULT_KINDS: &str = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead";
+
 /// Activity kinds `--kinds` accepts (the injection reads the same names).
 pub const KINDS: &[(&str, &str)] = &[
     (
@@ -94,47 +108,47 @@ recorded) and says so once."#)]
 pub struct Args {
     /// Trace directory (created if missing); one part per CUDA process is written into it.
     #[arg(short, long, default_value = "cutrace-trace")]
-    output: PathBuf,
+    pub(crate) output: PathBuf,
     /// Activity kinds, comma-separated: kernel, runtime, driver, memcpy, memset, sync, nvtx,
     /// overhead.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead"
+        default_value = DEFAULT_KINDS
     )]
-    kinds: Vec<String>,
+    pub(crate) kinds: Vec<String>,
     /// CUPTI activity buffer size in MiB (1–10).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=10))]
-    buffer_size: u32,
+    pub(crate) buffer_size: u32,
     /// Which API calls of the runtime/driver kinds are recorded. In every mode kernels, memcpys
     /// and memsets keep their launching call (joined by correlation id); in `launches` mode
     /// synchronization records have no API call.
     /// [default: lean]
     #[arg(long, value_enum)]
-    api: Option<ApiRecords>,
+    pub(crate) api: Option<ApiRecords>,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
     #[arg(long)]
-    serialize_kernels: bool,
+    pub(crate) serialize_kernels: bool,
     /// Store the program's command line in the trace (off by default: it can hold secrets).
     #[arg(long)]
-    record_cmdline: bool,
+    pub(crate) record_cmdline: bool,
     /// Do not interpose CUPTI entry points; a profiler started inside the program then fails
     /// silently. Without it every child process loads the injection library (through
     /// LD_PRELOAD; it needs libgcc_s.so.1), and each 32-bit program, or child in another root or
     /// mount namespace, prints one ld.so "cannot be preloaded" line: use --no-preload for those.
     #[arg(long)]
-    no_preload: bool,
+    pub(crate) no_preload: bool,
     /// Print nothing of cutrace's own but warnings and errors (no "recording into" line, no
     /// notes).
     #[arg(short, long)]
-    quiet: bool,
+    pub(crate) quiet: bool,
     /// Benchmark floor: enable the same kinds but discard every record (writes no trace).
     #[arg(long, hide = true)]
-    discard: bool,
+    pub(crate) discard: bool,
     /// The program and its arguments (after `--`).
     /// An option of cutrace's that comes after the program's name is the program's.
     #[arg(required = true, trailing_var_arg = true)]
-    command: Vec<OsString>,
+    pub(crate) command: Vec<OsString>,
 }
 
 /// Finds the injection library: `CUTRACE_INJECT_LIB`, else next to the cutrace binary, else in
@@ -406,7 +420,13 @@ pub fn preload_value(inject: &Path, existing: Option<&OsStr>) -> Option<OsString
     Some(OsString::from_vec(value))
 }
 
-pub fn run(mut args: Args) -> anyhow::Result<i32> {
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    run_with(args, Vec::new())
+}
+
+/// `record`, with `extra` added to the program's environment (`cutrace profile`'s counter
+/// settings, which the injection reads as it reads record's own).
+pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Result<i32> {
     // `--kinds "kernel, runtime"`: the spaces are not part of the names.
     args.kinds = args
         .kinds
@@ -486,6 +506,7 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
     );
     // Always set, so a CUTRACE_API left in the environment does not choose for the user.
     env.push(("CUTRACE_API".into(), api.env_value().into()));
+    env.extend(extra);
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {
         // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti. The bare
@@ -539,7 +560,12 @@ pub fn run(mut args: Args) -> anyhow::Result<i32> {
             shell_quote(&out_dir.display().to_string())
         );
     }
-    let err = std::process::Command::new(prog)
+    let mut command = std::process::Command::new(prog);
+    // Counter settings left in the environment must not turn a plain `record` into a profile.
+    for var in COUNTER_VARS {
+        command.env_remove(var);
+    }
+    let err = command
         .args(rest)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
         .exec();

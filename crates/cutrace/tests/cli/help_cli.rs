@@ -15,7 +15,9 @@ fn help(args: &[&str]) -> String {
 
 #[test]
 fn every_subcommand_has_examples_that_use_real_flags() {
-    for sub in ["report", "diff", "record", "doctor", "audit", "dcgm"] {
+    for sub in [
+        "report", "diff", "record", "profile", "doctor", "audit", "dcgm",
+    ] {
         let text = help(&[sub]);
         let ex = text
             .split("Examples:")

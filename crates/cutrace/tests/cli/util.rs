@@ -24,3 +24,83 @@ pub fn cutrace_json(args: &[&str]) -> serde_json::Value {
         .run_ok();
     serde_json::from_slice(&out.stdout).unwrap()
 }
+
+/// A `cutrace profile` trace built by hand, one part written into `dir`: kernels `gemm` (3, of
+/// 1, 2 and 3 µs) and `copy` (1, of 4 µs) with counter values, and one `gemm` without values
+/// (as a graph kernel). Metrics: `sm__ctas_launched.sum` (gemm 10, 20, 30; copy 7) and
+/// `sm__warps_active.avg.pct_of_peak_sustained_active` (gemm 50, unavailable (NaN), 70; copy
+/// 10). So by name: gemm sums 60 CTAs and averages (50·1 + 70·3) / 4 = 65 % weighted by
+/// duration (the NaN kernel left out of the mean); copy 7 and 10 %.
+pub fn counters_trace(dir: &std::path::Path) -> std::path::PathBuf {
+    use cutrace_trace::native::{Header, Meta, Tail, Writer};
+    use cutrace_trace::{CounterInfo, Kernel, KernelMetric};
+    let header = Header {
+        cutrace_version: "test".into(),
+        host: Some("h".into()),
+        pid: Some(77),
+        ..Header::default()
+    };
+    let mut w = Writer::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
+    let gemm = w.intern("_Z4gemmPf");
+    let copy = w.intern("_Z4copyPf");
+    let ctas = w.intern("sm__ctas_launched.sum");
+    let warps = w.intern("sm__warps_active.avg.pct_of_peak_sustained_active");
+    // (correlation id, name, start µs, duration µs, ctas, warps %); None: no values.
+    type Row = (u64, u32, u64, u64, Option<(f64, f64)>);
+    let rows: [Row; 5] = [
+        (1, gemm, 10, 1, Some((10.0, 50.0))),
+        (2, gemm, 20, 2, Some((20.0, f64::NAN))),
+        (3, gemm, 30, 3, Some((30.0, 70.0))),
+        (4, copy, 40, 4, Some((7.0, 10.0))),
+        (5, gemm, 50, 5, None),
+    ];
+    for (corr, name, start, dur, values) in rows {
+        w.push_kernel(&Kernel {
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: corr,
+            start_ns: 1_000_000 + start * 1_000,
+            end_ns: 1_000_000 + (start + dur) * 1_000,
+            name,
+            grid: [4, 1, 1],
+            block: [64, 1, 1],
+            registers_per_thread: 8,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            graph_id: u32::from(values.is_none()),
+        });
+        if let Some((c, p)) = values {
+            for (metric, value) in [(ctas, c), (warps, p)] {
+                w.push_kernel_metric(&KernelMetric {
+                    correlation_id: corr,
+                    device: 0,
+                    process: 77,
+                    metric,
+                    value,
+                });
+            }
+        }
+    }
+    w.write_meta(&Meta {
+        counters: Some(CounterInfo {
+            metrics: vec![
+                "sm__ctas_launched.sum".into(),
+                "sm__warps_active.avg.pct_of_peak_sustained_active".into(),
+            ],
+            passes: Some(1),
+            kernels_profiled: 4,
+            kernels_skipped: 0,
+            graph_launches: 1,
+            launches_captured: 0,
+            ranges_dropped: 0,
+            error: None,
+        }),
+        ..Meta::default()
+    })
+    .unwrap();
+    let bytes = w.finish(&Tail::default()).unwrap().into_inner();
+    let path = dir.join("h-77.cutrace");
+    std::fs::write(&path, bytes).unwrap();
+    path
+}

@@ -1,0 +1,372 @@
+//! `cutrace profile`: per-kernel hardware counters (CUPTI Range Profiling) beside the trace, and
+//! `--list-metrics`, which asks CUPTI's host library what a chip can count (no GPU needed).
+//!
+//! Profiling is `record` plus counters: the same injection library and trace directory, with the
+//! counter settings passed in the environment (`CUTRACE_COUNTERS*`, read by cutrace-inject's
+//! `counters` module).
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use cutrace_counters::{sets, MetricType, Profiler, ProfilerKind};
+use serde::Serialize;
+
+use super::record;
+
+/// Per-kernel hardware counters beside the trace (Range Profiling), or the metrics a chip has.
+///
+/// Runs CMD as `cutrace record` does, and reads the chosen metrics for each kernel: one range per
+/// kernel, with kernel replay, started and stopped in the kernel's launch callback, so each
+/// kernel's values carry its correlation id exactly. While profiling, every profiled kernel is
+/// serialized (the context is synchronized after it) and replayed once per pass: the program
+/// runs slower and its kernels do not overlap. Counters need the GPU's profiling permission
+/// (`cutrace doctor` says whether this machine has it) and no other counter user (DCGM's
+/// profiling metrics, Nsight Compute, another profiler). Without them tracing carries on and the
+/// trace says why the counters are missing; --require-counters makes that fatal instead.
+#[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace profile --list-metrics --chip GH100                 every Range Profiler metric of the chip
+  cutrace profile --list-metrics --chip GH100 --set sol       a set's metrics and its pass count
+  cutrace profile --list-metrics --metrics sm__ctas_launched.sum,dram__bytes_read.sum --format json
+  cutrace profile -o run1 -- ./my_app                         the basic set (one pass on GH100)
+  cutrace profile --set sol --kernels 'gemm|conv' -o run1 -- python3 train.py
+  cutrace report run1                                         counters per kernel name
+
+Sets: basic (one pass on GH100): gpu__time_duration.sum, sm__ctas_launched.sum,
+smsp__warps_launched.sum, smsp__inst_executed.sum, dram__bytes_read.sum, dram__bytes_write.sum,
+sm__cycles_active.avg, gpc__cycles_elapsed.max, sm__warps_active.avg.pct_of_peak_sustained_active,
+sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active.
+sol (9 passes on GH100): Nsight Compute's GPU Speed Of Light Throughput section.
+
+Launches covered: cuLaunchKernel, cuLaunchKernelEx, cuLaunchCooperativeKernel (and their _ptsz
+forms), which every runtime launch goes through. Kernels inside CUDA graphs (cuGraphLaunch) are
+traced but get no counters: a graph launch is one API call for many kernels, so no range can
+start and stop around each of them; `cutrace report` counts such graph launches, and launches
+made while a stream is being captured into a graph (no range is opened during a capture).
+CUPTI writes no timestamps in the kernel records of the kernels it profiles, so the report takes
+their durations from gpu__time_duration.sum and says so.
+
+Cost: each profiled kernel takes milliseconds per pass, whatever its size (about 15 ms each in a
+PyTorch step on an H200, spent in CUPTI's replay of the kernel): choose kernels with --kernels
+(matched against the name as CUPTI reports it, mangled), --max-kernels or --every.
+CUTRACE_COUNTERS_TIMING=1 prints where the time went at exit.
+
+Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
+option or set, --list-metrics errors), as for `cutrace record`. A metric the GPU does not have is
+refused when the program creates its first CUDA context: one line names it and tracing carries
+on, or, with --require-counters, the program stops with exit 125."#)]
+pub struct Args {
+    /// List metrics instead of profiling: every Range Profiler metric of the chip, or, with --set
+    /// or --metrics, those metrics and the number of replay passes they need. Uses CUPTI's host
+    /// library only (libcupti.so.13 and libnvperf_host.so; no GPU, no driver).
+    #[arg(long)]
+    list_metrics: bool,
+    /// The chip for --list-metrics (GH100 for H100/H200, GA100, AD102, ...). Default: the chip
+    /// of GPU 0.
+    #[arg(long, value_name = "NAME", requires = "list_metrics")]
+    chip: Option<String>,
+    /// A named metric set: basic or sol.
+    #[arg(long, value_name = "SET", conflicts_with = "metrics")]
+    set: Option<String>,
+    /// Metrics, comma-separated (names with their rollup: sm__ctas_launched.sum, ...).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    metrics: Vec<String>,
+    /// Output format of --list-metrics.
+    #[arg(long, value_enum, default_value_t = Format::Text, requires = "list_metrics")]
+    format: Format,
+    /// Profile only kernels whose name matches this regular expression (others are traced only);
+    /// matched against the name as CUPTI reports it (mangled: `_Z4gemmPf` matches `gemm`).
+    #[arg(long, value_name = "REGEX")]
+    kernels: Option<String>,
+    /// Profile at most N kernels per process (the first N that match).
+    #[arg(long, value_name = "N", conflicts_with = "every")]
+    max_kernels: Option<u64>,
+    /// Profile every Nth matching kernel (1 = all).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    every: Option<u64>,
+    /// Stop the program (exit 125 from the injection's first failure) when counters cannot be
+    /// read, instead of tracing without them.
+    #[arg(long)]
+    require_counters: bool,
+    /// Trace directory (created if missing), as for `cutrace record`.
+    #[arg(short, long, default_value = "cutrace-trace")]
+    output: PathBuf,
+    /// Print nothing of cutrace's own but warnings and errors.
+    #[arg(short, long)]
+    quiet: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, required_unless_present = "list_metrics")]
+    command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// The metrics chosen by --set / --metrics (the basic set when neither is given), and the set's
+/// name when one was named.
+fn chosen_metrics(args: &Args) -> anyhow::Result<(Option<&'static str>, Vec<String>)> {
+    if let Some(name) = &args.set {
+        let Some(set) = sets::by_name(name) else {
+            let known: Vec<&str> = sets::ALL.iter().map(|s| s.name).collect();
+            bail!(
+                "unknown metric set '{name}'; known sets: {}",
+                known.join(", ")
+            );
+        };
+        return Ok((
+            Some(set.name),
+            set.metrics.iter().map(|m| m.to_string()).collect(),
+        ));
+    }
+    let list: Vec<String> = args
+        .metrics
+        .iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if list.is_empty() {
+        return Ok((
+            Some(sets::BASIC.name),
+            sets::BASIC.metrics.iter().map(|m| m.to_string()).collect(),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = list.iter().find(|m| !seen.insert(m.as_str())) {
+        bail!("--metrics names {dup} twice");
+    }
+    Ok((None, list))
+}
+
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
+    if let Some(re) = &args.kernels {
+        regex_lite::Regex::new(re).with_context(|| format!("--kernels {re:?} is not a regex"))?;
+    }
+    if args.list_metrics {
+        return list_metrics(&args, out);
+    }
+    let (_, metrics) = chosen_metrics(&args)?;
+    let mut extra: Vec<(String, OsString)> =
+        vec![("CUTRACE_COUNTERS".into(), metrics.join(",").into())];
+    if let Some(re) = &args.kernels {
+        extra.push(("CUTRACE_COUNTERS_KERNELS".into(), re.into()));
+    }
+    if let Some(n) = args.max_kernels {
+        extra.push(("CUTRACE_COUNTERS_MAX_KERNELS".into(), n.to_string().into()));
+    }
+    if let Some(n) = args.every {
+        extra.push(("CUTRACE_COUNTERS_EVERY".into(), n.to_string().into()));
+    }
+    if args.require_counters {
+        extra.push(("CUTRACE_COUNTERS_REQUIRE".into(), "1".into()));
+    }
+    extra.extend(doctor_hints(args.quiet));
+    let rec = record::Args {
+        output: args.output,
+        kinds: record::DEFAULT_KINDS.split(',').map(String::from).collect(),
+        buffer_size: 8,
+        api: None,
+        serialize_kernels: false,
+        record_cmdline: false,
+        no_preload: false,
+        quiet: args.quiet,
+        discard: false,
+        command: args.command,
+    };
+    record::run_with(rec, extra)
+}
+
+/// The doctor's counter-access and counter-holders verdicts, read before the program starts
+/// (cheap, pure file reads), for the injection to quote if CUPTI refuses the counters
+/// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front.
+fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
+    let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
+    let mut out = Vec::new();
+    for (id, var) in [
+        ("counter-access", "CUTRACE_COUNTERS_ACCESS_HINT"),
+        ("counter-holders", "CUTRACE_COUNTERS_HOLDERS_HINT"),
+    ] {
+        let Some(c) = report.checks.iter().find(|c| c.id == id) else {
+            continue;
+        };
+        let fix = if c.fix.is_empty() {
+            String::new()
+        } else {
+            format!(" Fix: {}", c.fix.join("; "))
+        };
+        let hint = format!(
+            "The doctor's {id} check ({}): {}.{fix}",
+            c.status.as_str(),
+            c.summary
+        );
+        if id == "counter-access" && c.status == cutrace_doctor::Status::Fail && !quiet {
+            eprintln!("cutrace: warning: counters will probably be refused here. {hint}");
+        }
+        out.push((var.to_string(), hint.into()));
+    }
+    out
+}
+
+/// One metric as --list-metrics shows it.
+#[derive(Serialize)]
+struct MetricRow {
+    name: String,
+    /// counter, ratio or throughput.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    hw_unit: String,
+    dim_unit: String,
+    description: String,
+}
+
+#[derive(Serialize)]
+struct Listing {
+    chip: String,
+    /// The set named with --set, else null.
+    set: Option<&'static str>,
+    metrics: Vec<MetricRow>,
+    /// Replay passes the metrics need together; absent when listing every metric.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    passes: Option<usize>,
+}
+
+fn type_word(kind: Option<MetricType>) -> &'static str {
+    match kind {
+        Some(MetricType::Counter) => "counter",
+        Some(MetricType::Ratio) => "ratio",
+        Some(MetricType::Throughput) => "throughput",
+        None => "?",
+    }
+}
+
+/// The libcupti to use, with libnvperf_host made findable beside it.
+fn load_cupti() -> anyhow::Result<cutrace_cupti::Cupti> {
+    let cupti = cutrace_cupti::Cupti::load(&cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok()))
+        .context("--list-metrics needs libcupti.so.13 and libnvperf_host.so (CUDA 13 toolkit, or `pip install nvidia-cuda-cupti`)")?;
+    cutrace_counters::preload_nvperf_host(std::path::Path::new(&cupti.path));
+    Ok(cupti)
+}
+
+fn list_metrics(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
+    let cupti = load_cupti()?;
+    let profiler = Profiler::new(&cupti);
+    let known = profiler.supported_chips().context(
+        "CUPTI's host library did not answer (is libnvperf_host.so beside libcupti.so.13?)",
+    )?;
+    let chip = match &args.chip {
+        Some(c) => c.clone(),
+        None => gpu0_chip(&profiler).with_context(|| {
+            format!(
+                "no GPU to take the chip from; name one with --chip (this CUPTI knows: {})",
+                known.join(", ")
+            )
+        })?,
+    };
+    if !known.contains(&chip) {
+        bail!(
+            "unknown chip '{chip}'; this CUPTI knows: {} (GH100 is H100/H200)",
+            known.join(", ")
+        );
+    }
+    let asked = args.set.is_some() || !args.metrics.is_empty();
+    let host = profiler.host(ProfilerKind::RangeProfiler, &chip, None)?;
+    let (set, names, passes) = if asked {
+        let (set, names) = chosen_metrics(args)?;
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let plan = cutrace_counters::plan(&profiler, &chip, None, &refs)?;
+        (set, names, Some(plan.passes))
+    } else {
+        let mut names = Vec::new();
+        for kind in [
+            MetricType::Counter,
+            MetricType::Ratio,
+            MetricType::Throughput,
+        ] {
+            names.extend(host.base_metrics(kind)?);
+        }
+        names.sort();
+        names.dedup();
+        (None, names, None)
+    };
+    let mut metrics = Vec::with_capacity(names.len());
+    for name in names {
+        let p = host
+            .metric_properties(&name)
+            .with_context(|| format!("reading the properties of {name}"))?;
+        metrics.push(MetricRow {
+            kind: type_word(p.kind),
+            hw_unit: p.hw_unit,
+            dim_unit: p.dim_unit,
+            description: p.description,
+            name,
+        });
+    }
+    let listing = Listing {
+        chip,
+        set,
+        metrics,
+        passes,
+    };
+    match args.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, &listing)?;
+            writeln!(out)?;
+        }
+        Format::Text => write_listing(&listing, out)?,
+    }
+    Ok(0)
+}
+
+/// The chip of GPU 0 (`cuptiDeviceGetChipName`), which needs the driver.
+fn gpu0_chip(profiler: &Profiler<'_>) -> anyhow::Result<String> {
+    profiler.initialize()?;
+    let chip = profiler.chip_name(0)?;
+    profiler.deinitialize();
+    chip.context("CUPTI named no chip for GPU 0")
+}
+
+fn write_listing(l: &Listing, out: &mut dyn Write) -> std::io::Result<()> {
+    let what = match (l.set, l.passes) {
+        (Some(set), _) => format!("metric set {set}"),
+        (None, Some(_)) => "metrics".to_string(),
+        (None, None) => "Range Profiler base metrics".to_string(),
+    };
+    writeln!(out, "{what} on {}: {} metrics", l.chip, l.metrics.len())?;
+    let w = l.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    let unit = |m: &MetricRow| format!("{}/{}", m.hw_unit, m.dim_unit);
+    let u = l.metrics.iter().map(|m| unit(m).len()).max().unwrap_or(0);
+    writeln!(
+        out,
+        "  {:<w$}  {:<10}  {:<u$}  description",
+        "name", "type", "unit"
+    )?;
+    for m in &l.metrics {
+        writeln!(
+            out,
+            "  {:<w$}  {:<10}  {:<u$}  {}",
+            m.name,
+            m.kind,
+            unit(m),
+            m.description
+        )?;
+    }
+    match l.passes {
+        Some(p) => writeln!(
+            out,
+            "passes: {p} (each profiled kernel is replayed {p} time{})",
+            if p == 1 { "" } else { "s" }
+        )?,
+        None => writeln!(
+            out,
+            "Base names take a rollup: counters .sum .avg .min .max (and .per_second, \
+             .pct_of_peak_sustained_elapsed, ...), ratios .ratio .pct, throughputs \
+             .avg.pct_of_peak_sustained_elapsed; `--list-metrics --metrics NAME` checks a name \
+             and counts its passes."
+        )?,
+    }
+    Ok(())
+}

@@ -1,0 +1,302 @@
+//! `cutrace profile`: option checks with no CUPTI, and `--list-metrics` against CUPTI's own host
+//! library for chip GH100.
+//!
+//! The tests marked ignored need libcupti.so.13 and libnvperf_host.so from the
+//! `nvidia-cuda-cupti==13.0.*` wheel, named by CUTRACE_CUPTI_LIB; `.ci/run` installs the wheel
+//! and runs them with `-- --ignored`. Without the wheel they stay ignored, never passed.
+
+use std::process::{Command, Output};
+
+fn profile(args: &[&str], cupti: Option<&str>) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
+    c.current_dir(cutrace_testkit::repo())
+        .arg("profile")
+        .args(args);
+    match cupti {
+        Some(lib) => c.env("CUTRACE_CUPTI_LIB", lib),
+        None => c.env_remove("CUTRACE_CUPTI_LIB"),
+    };
+    c.output().unwrap()
+}
+
+fn wheel() -> String {
+    let lib = std::env::var("CUTRACE_CUPTI_LIB")
+        .expect("CUTRACE_CUPTI_LIB must name the nvidia-cuda-cupti wheel's libcupti.so.13");
+    assert!(
+        std::path::Path::new(&lib).is_file(),
+        "CUTRACE_CUPTI_LIB={lib} is not a file"
+    );
+    lib
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bad_options_are_refused_before_anything_runs() {
+    let o = profile(&["--set", "full", "--", "true"], None);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(
+        stderr(&o).contains("unknown metric set 'full'; known sets: basic, sol"),
+        "{}",
+        stderr(&o)
+    );
+    let o = profile(&["--kernels", "gemm(", "--", "true"], None);
+    assert_eq!(o.status.code(), Some(125));
+    assert!(
+        stderr(&o).contains("--kernels \"gemm(\" is not a regex"),
+        "{}",
+        stderr(&o)
+    );
+    let o = profile(
+        &["--set", "basic", "--metrics", "a.sum", "--", "true"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    let o = profile(&["--metrics", "a.sum,a.sum", "--", "true"], None);
+    assert!(
+        stderr(&o).contains("--metrics names a.sum twice"),
+        "{}",
+        stderr(&o)
+    );
+    // No program and no --list-metrics.
+    let o = profile(&[], None);
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+}
+
+#[test]
+fn list_metrics_without_libcupti_says_what_it_needs() {
+    let o = profile(
+        &["--list-metrics", "--chip", "GH100"],
+        Some("/nonexistent/libcupti.so.13"),
+    );
+    assert_eq!(o.status.code(), Some(125));
+    let e = stderr(&o);
+    assert!(e.contains("libnvperf_host.so"), "{e}");
+    assert!(e.contains("/nonexistent/libcupti.so.13"), "{e}");
+}
+
+#[test]
+#[ignore = "needs the nvidia-cuda-cupti wheel's libcupti.so.13 (CUTRACE_CUPTI_LIB); .ci/run sets it"]
+fn wheel_basic_set_is_one_pass_on_gh100() {
+    let lib = wheel();
+    let o = profile(
+        &[
+            "--list-metrics",
+            "--chip",
+            "GH100",
+            "--set",
+            "basic",
+            "--format",
+            "json",
+        ],
+        Some(&lib),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["chip"], "GH100");
+    assert_eq!(v["set"], "basic");
+    assert_eq!(v["passes"], 1, "{v}");
+    let m = v["metrics"].as_array().unwrap();
+    assert_eq!(m.len(), 10);
+    assert_eq!(m[1]["name"], "sm__ctas_launched.sum");
+    assert_eq!(m[1]["type"], "counter");
+    assert_eq!(m[1]["dim_unit"], "cta");
+    assert_eq!(m[1]["description"], "# of CTAs launched");
+    for row in m {
+        assert!(!row["description"].as_str().unwrap().is_empty(), "{row}");
+    }
+}
+
+#[test]
+#[ignore = "needs the nvidia-cuda-cupti wheel's libcupti.so.13 (CUTRACE_CUPTI_LIB); .ci/run sets it"]
+fn wheel_sol_set_needs_nine_passes_on_gh100() {
+    let lib = wheel();
+    let o = profile(
+        &[
+            "--list-metrics",
+            "--chip",
+            "GH100",
+            "--set",
+            "sol",
+            "--format",
+            "json",
+        ],
+        Some(&lib),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["passes"], 9, "{v}");
+    let o = profile(
+        &["--list-metrics", "--chip", "GH100", "--set", "sol"],
+        Some(&lib),
+    );
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.starts_with("metric set sol on GH100: 10 metrics\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("passes: 9 (each profiled kernel is replayed 9 times)"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "needs the nvidia-cuda-cupti wheel's libcupti.so.13 (CUTRACE_CUPTI_LIB); .ci/run sets it"]
+fn wheel_metric_lists_count_passes_and_name_what_the_chip_refuses() {
+    let lib = wheel();
+    let o = profile(
+        &[
+            "--list-metrics",
+            "--chip",
+            "GH100",
+            "--metrics",
+            "sm__ctas_launched.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            "--format",
+            "json",
+        ],
+        Some(&lib),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["set"], serde_json::Value::Null);
+    // sm__throughput alone needs 8 passes on GH100 (COUNTERS.md); the CTA count rides along.
+    assert_eq!(v["passes"], 8, "{v}");
+
+    let o = profile(
+        &[
+            "--list-metrics",
+            "--chip",
+            "GH100",
+            "--metrics",
+            "sm__ctas_launched.sum,launch__grid_size",
+        ],
+        Some(&lib),
+    );
+    assert_eq!(o.status.code(), Some(125));
+    let e = stderr(&o);
+    assert!(
+        e.contains("chip GH100 has no Range Profiler metric \"launch__grid_size\""),
+        "{e}"
+    );
+    assert!(!e.contains("sm__ctas_launched"), "{e}");
+
+    let o = profile(&["--list-metrics", "--chip", "NOPE1"], Some(&lib));
+    assert_eq!(o.status.code(), Some(125));
+    assert!(
+        stderr(&o).contains("unknown chip 'NOPE1'; this CUPTI knows: "),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("GH100"));
+}
+
+#[test]
+#[ignore = "needs the nvidia-cuda-cupti wheel's libcupti.so.13 (CUTRACE_CUPTI_LIB); .ci/run sets it"]
+fn wheel_every_metric_of_gh100_is_listed_with_a_type() {
+    let lib = wheel();
+    let o = profile(
+        &["--list-metrics", "--chip", "GH100", "--format", "json"],
+        Some(&lib),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v.get("passes").is_none(), "no passes without a list");
+    let m = v["metrics"].as_array().unwrap();
+    assert!(m.len() > 1000, "{}", m.len());
+    for base in [
+        "sm__ctas_launched",
+        "dram__bytes_read",
+        "smsp__inst_executed",
+    ] {
+        assert!(m.iter().any(|r| r["name"] == base), "{base} missing");
+    }
+    assert!(m.iter().any(|r| r["type"] == "ratio"));
+    assert!(m.iter().any(|r| r["type"] == "throughput"));
+    assert!(m.iter().all(|r| r["type"] != "?"));
+}
+
+/// A directory with a stand-in injection library (an ELF magic only: `sh` never loads CUDA).
+struct Scratch(std::path::PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let d = std::env::temp_dir().join(format!("cutrace-profile-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(
+        d.join("libcutrace_inject.so"),
+        b"\x7fELF, not really a library",
+    )
+    .unwrap();
+    Scratch(d)
+}
+
+const SHOW: &str = "echo \"[$CUTRACE_COUNTERS|$CUTRACE_COUNTERS_KERNELS|$CUTRACE_COUNTERS_EVERY|$CUTRACE_COUNTERS_MAX_KERNELS|$CUTRACE_COUNTERS_REQUIRE]\"";
+
+#[test]
+fn profile_runs_the_program_as_record_does_with_the_counter_settings() {
+    let d = scratch("env");
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .env_remove("CUDA_INJECTION64_PATH")
+        .args([
+            "profile",
+            "-q",
+            "--set",
+            "sol",
+            "--kernels",
+            "gemm",
+            "--every",
+            "2",
+        ])
+        .args(["--require-counters", "-o"])
+        .arg(d.0.join("trace"))
+        .args(["--", "sh", "-c", SHOW])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sol = "sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,gpc__cycles_elapsed.max,sm__cycles_active.avg,dram__cycles_elapsed.avg.per_second,gpc__cycles_elapsed.avg.per_second";
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        format!("[{sol}|gemm|2||1]")
+    );
+    // The default is the basic set; the program's exit status is its own.
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .args(["profile", "-q", "--max-kernels", "5", "-o"])
+        .arg(d.0.join("trace"))
+        .args(["--", "sh", "-c", &format!("{SHOW}; exit 3")])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("[gpu__time_duration.sum,sm__ctas_launched.sum,"),
+        "{out}"
+    );
+    assert!(out.trim().ends_with("|||5|]"), "{out}");
+}
+
+#[test]
+fn record_does_not_inherit_counter_settings_left_in_the_environment() {
+    let d = scratch("record");
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .env("CUTRACE_COUNTERS", "sm__ctas_launched.sum")
+        .env("CUTRACE_COUNTERS_REQUIRE", "1")
+        .args(["record", "-q", "-o"])
+        .arg(d.0.join("trace"))
+        .args(["--", "sh", "-c", SHOW])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[||||]");
+}
