@@ -189,10 +189,17 @@ def check_report(d, binary, tmp, rel):
             if not c or int(c["text"]) != dev["idle_split"][f"gaps_{k}"]:
                 p.fail(f"GPU {key} gaps_{k}: page {c and c['text']}")
             want += 1
-    for s in rep.get("steps", {}).get("steps", []):
+    steps = rep.get("steps", {})
+    for s in steps.get("steps", []):
         c = seen.get(("step_duration_ns", str(s["index"])))
         if not c or c["text"] != fmt_ns(s["duration_ns"]) or int(c["value"]) != s["duration_ns"]:
             p.fail(f"step {s['index']}: page {c and c['text']}, JSON {fmt_ns(s['duration_ns'])}")
+        want += 1
+    for what in ("min", "median", "max") if steps else ():
+        c = seen.get((f"step_duration_{what}_ns", None))
+        ns = steps[f"duration_{what}_ns"]
+        if not c or c["text"] != fmt_ns(ns):
+            p.fail(f"step duration {what}: page {c and c['text']}, JSON {fmt_ns(ns)}")
         want += 1
     if len(seen) != want or want == 0:
         p.fail(f"{len(seen)} numbers marked on the page, {want} checked")
@@ -240,7 +247,11 @@ def main():
             p = Page(d, os.path.abspath(sys.argv[2]))
             p.check_console_and_network()
             p.check_logged()
+            zoom_ms = d.execute_script("""
+                var b = document.querySelector('.tl-in'); if (!b) return null;
+                var t = performance.now(); b.click(); return performance.now() - t;""")
             print(f"{sys.argv[2]}: interactive {p.ready_ms} ms after navigation began; "
+                  f"a zoom-in redraws in {zoom_ms and round(zoom_ms, 1)} ms; "
                   f"{len(p.fails)} failures {p.fails[:3]}")
             return 1 if p.fails else 0
         finally:

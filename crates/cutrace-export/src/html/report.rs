@@ -368,6 +368,11 @@ fn short_ns(ns: u64) -> String {
     }
 }
 
+/// Steps listed in the table at most (the longest, in step order); the JSON has them all.
+pub const STEP_ROWS: usize = 200;
+/// Bars of the step chart at most: past it each bar is a run of consecutive steps.
+pub const STEP_BARS: usize = 400;
+
 fn steps(o: &mut String, st: &Steps) {
     let _ = write!(
         o,
@@ -380,16 +385,33 @@ fn steps(o: &mut String, st: &Steps) {
         st.duration_median_ns,
         st.duration_max_ns,
     ) {
-        let _ = write!(
-            o,
-            ": duration min {}, median {}, max {}",
-            fmt_ns(a),
-            fmt_ns(m),
-            fmt_ns(b)
-        );
+        o.push_str(": duration");
+        for (what, ns) in [("min", a), ("median", m), ("max", b)] {
+            let _ = write!(o, " {what} ");
+            checked(
+                o,
+                "span",
+                &format!("step_duration_{what}_ns"),
+                "",
+                ns,
+                &fmt_ns(ns),
+            );
+        }
     }
     o.push_str(".</p>");
     step_chart(o, st);
+    let mut shown: Vec<&cutrace_analysis::Step> = st.steps.iter().collect();
+    if shown.len() > STEP_ROWS {
+        shown.sort_by_key(|s| (std::cmp::Reverse(s.duration_ns), s.index));
+        shown.truncate(STEP_ROWS);
+        shown.sort_by_key(|s| s.index);
+        let _ = write!(
+            o,
+            "<p class=\"muted\">The {STEP_ROWS} longest of {} steps; the JSON report lists \
+             every one.</p>",
+            st.steps.len()
+        );
+    }
     let devs: Vec<u32> = st.devices.iter().map(|d| d.device).collect();
     let mut heads: Vec<(String, bool)> = vec![
         ("step".into(), true),
@@ -400,7 +422,7 @@ fn steps(o: &mut String, st: &Steps) {
     heads.extend(devs.iter().map(|d| (format!("GPU {d} busy"), true)));
     let heads: Vec<(&str, bool)> = heads.iter().map(|(h, n)| (h.as_str(), *n)).collect();
     let mut t = Table::new(o, "steps", &heads);
-    for s in &st.steps {
+    for s in shown {
         let mut cells = vec![
             Cell::Int(s.index),
             Cell::Name(s.name.clone()),
@@ -426,10 +448,14 @@ fn steps(o: &mut String, st: &Steps) {
     t.end();
 }
 
-/// Duration per step as bars, each GPU's busy share during it as dots on a 0–100 % scale.
+/// Duration per step as bars, each GPU's busy share during it as dots on a 0–100 % scale. Past
+/// [`STEP_BARS`] steps a bar is a run of consecutive steps: its height the longest of them, its
+/// dots their mean busy share.
 fn step_chart(o: &mut String, st: &Steps) {
     let (w, h, left, right, bottom) = (640.0, 200.0, 40.0, 40.0, 24.0);
-    let n = st.steps.len().max(1) as f64;
+    let per = st.steps.len().div_ceil(STEP_BARS).max(1);
+    let bins: Vec<&[cutrace_analysis::Step]> = st.steps.chunks(per).collect();
+    let n = bins.len().max(1) as f64;
     let max = st
         .steps
         .iter()
@@ -450,28 +476,57 @@ fn step_chart(o: &mut String, st: &Steps) {
         escape(&format!("max {}", fmt_ns(max as u64))),
         w - right + 2.0
     );
-    for (i, s) in st.steps.iter().enumerate() {
-        let bh = (s.duration_ns as f64 / max * plot).max(1.0);
+    if per > 1 {
+        let _ = write!(
+            o,
+            "<text x=\"{left}\" y=\"{}\" class=\"tick\">each bar: {per} consecutive steps \
+             (the longest; dots: mean busy share)</text>",
+            h - 4.0
+        );
+    }
+    for (i, bin) in bins.iter().enumerate() {
+        let longest = bin.iter().map(|s| s.duration_ns).max().unwrap_or(0);
+        let bh = (longest as f64 / max * plot).max(1.0);
         let x = left + i as f64 * slot;
+        let (first, last) = (&bin[0], &bin[bin.len() - 1]);
+        let label = if bin.len() == 1 {
+            first.name.clone()
+        } else {
+            format!("{} to {}", first.name, last.name)
+        };
         let _ = write!(
             o,
             "<rect class=\"bar\" x=\"{x:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{bh:.2}\">\
              <title>{}: {}</title></rect>",
             h - bottom - bh,
             (slot * 0.8).max(0.5),
-            escape(&s.name),
-            fmt_ns(s.duration_ns)
+            escape(&label),
+            fmt_ns(longest)
         );
-        for (k, d) in s.devices.iter().enumerate() {
-            let y = h - bottom - d.busy_pct / 100.0 * plot;
+        for (k, dev) in st.devices.iter().enumerate() {
+            let v: Vec<f64> = bin
+                .iter()
+                .filter_map(|s| s.devices.iter().find(|d| d.device == dev.device))
+                .map(|d| d.busy_pct)
+                .collect();
+            if v.is_empty() {
+                continue;
+            }
+            let busy = v.iter().sum::<f64>() / v.len() as f64;
+            let y = h - bottom - busy / 100.0 * plot;
             let _ = write!(
                 o,
-                "<circle class=\"dot d{}\" cx=\"{:.2}\" cy=\"{y:.2}\" r=\"2.5\">\
+                "<circle class=\"dot d{}\" cx=\"{:.2}\" cy=\"{y:.2}\" r=\"{}\">\
                  <title>GPU {} busy {}</title></circle>",
                 k % 4,
                 x + slot * 0.4,
-                d.device,
-                pct(d.busy_pct)
+                if per > 1 || bins.len() > 100 {
+                    1.2
+                } else {
+                    2.5
+                },
+                dev.device,
+                pct(busy)
             );
         }
     }

@@ -119,6 +119,17 @@ fn numbers_equal_the_json_report() {
                 );
                 expected += 1;
             }
+            for what in ["min", "median", "max"] {
+                let ns = st[format!("duration_{what}_ns")].as_u64().unwrap();
+                let hits: Vec<&Check> = cs
+                    .iter()
+                    .filter(|c| c.what == format!("step_duration_{what}_ns"))
+                    .collect();
+                assert_eq!(hits.len(), 1);
+                let shown = (hits[0].value.clone(), hits[0].text.clone());
+                assert_eq!(shown, (ns.to_string(), fmt_ns(ns)));
+                expected += 1;
+            }
         }
         assert!(expected > 0, "{rel}: nothing checked");
         assert_eq!(cs.len(), expected, "{rel}: marks the test does not know");
