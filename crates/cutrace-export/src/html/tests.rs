@@ -6,7 +6,9 @@
 use std::path::{Path, PathBuf};
 
 use cutrace_analysis::{analyze, fmt_ns, steps, Options, StepMatch};
-use cutrace_trace::{ApiCall, ApiKind, Kernel, ReadOptions, Trace, TraceNote};
+use cutrace_trace::{
+    ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, ReadOptions, Trace, TraceNote,
+};
 use serde_json::Value;
 
 use super::lod::{timeline_lod, BUDGET_BYTES};
@@ -247,6 +249,21 @@ fn a_large_trace_gives_a_small_page() {
             return_value: 0,
         });
     }
+    // 1,000 steps: the table lists the longest 200 of them, the chart bins them.
+    for i in 0..1_000u64 {
+        t.strings.push(format!("ProfilerStep#{i}"));
+        t.ranges.push(NvtxRange {
+            domain: RangeDomain::Host,
+            name: t.strings.len() as u32 - 1,
+            process: 1,
+            thread: 1,
+            device: None,
+            stream: None,
+            start_ns: 1_000_000 + i * 140_000,
+            end_ns: 1_000_000 + (i + 1) * 140_000 - i % 7,
+            nvtx_domain: None,
+        });
+    }
     let lod = timeline_lod(&t, None).unwrap();
     let bytes: usize = lod
         .lanes
@@ -257,6 +274,36 @@ fn a_large_trace_gives_a_small_page() {
     assert!(bytes as u64 <= BUDGET_BYTES, "{bytes}");
     assert_eq!(lod.lanes.iter().filter(|l| l.stream.is_none()).count(), 8);
     assert!(lod.streams_not_drawn > 0);
-    let (_, page) = report_and_page(&t);
+    let (json, page) = report_and_page(&t);
     assert!(page.len() < 3_000_000, "{}", page.len());
+    assert_eq!(json["steps"]["count"], 1000);
+    let cs = checks(&page);
+    let listed: Vec<&Check> = cs.iter().filter(|c| c.what == "step_duration_ns").collect();
+    assert_eq!(listed.len(), super::report::STEP_ROWS);
+    // The longest: every listed step is at least as long as every one left out.
+    let shortest_listed = listed.iter().map(|c| c.value.parse::<u64>().unwrap()).min();
+    let steps = json["steps"]["steps"].as_array().unwrap();
+    let longer_left_out = steps.iter().filter(|s| {
+        let listed_here = listed
+            .iter()
+            .any(|c| attr(&c.attrs, "data-step") == Some(s["index"].to_string()));
+        !listed_here && Some(s["duration_ns"].as_u64().unwrap()) > shortest_listed
+    });
+    assert_eq!(longer_left_out.count(), 0);
+}
+
+/// The page goes to a new file; an existing one is left as it is.
+#[test]
+fn write_file_does_not_replace_a_file() {
+    let dir = std::env::temp_dir().join(format!("cutrace-html-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dest = dir.join("r.html");
+    super::write_file(&dest, "<p>one</p>", 0o644).unwrap();
+    let again = super::write_file(&dest, "<p>two</p>", 0o644);
+    let kept = std::fs::read_to_string(&dest).unwrap();
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(again.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(kept, "<p>one</p>");
+    assert_eq!(left.len(), 1, "a temporary file was left beside it");
 }
