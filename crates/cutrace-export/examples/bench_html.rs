@@ -6,7 +6,11 @@
 //! both, is left out, so the ratio is the stricter one. Writes the page to PATH when given, for
 //! `tests/html_browser.py --timing PATH`.
 //!
-//! Run: `cargo run --release -p cutrace-export --example bench_html [-- N [PATH]]`.
+//! With a third argument, also writes the trace's kernels and API calls (not its steps) as a
+//! native trace file there, for timing the commands themselves (`cutrace report FILE --format
+//! json` against `--html`).
+//!
+//! Run: `cargo run --release -p cutrace-export --example bench_html [-- N [PATH [TRACE]]]`.
 
 use std::time::Instant;
 
@@ -138,6 +142,7 @@ fn main() {
         .and_then(|a| a.parse().ok())
         .unwrap_or(10_000_000);
     let out = args.next();
+    let native = args.next();
     let t0 = Instant::now();
     let trace = synthetic(n, 10_000);
     println!(
@@ -189,4 +194,37 @@ fn main() {
         std::fs::write(&path, &page).expect("writing the page");
         println!("page written to {path}");
     }
+    if let Some(path) = native {
+        write_native(&trace, &path).expect("writing the trace");
+        println!("trace written to {path}");
+    }
+}
+
+/// The kernels and API calls as one native part (the writer's string ids are the trace's: the
+/// names are interned in the same order).
+fn write_native(t: &Trace, path: &str) -> std::io::Result<()> {
+    use cutrace_trace::native::{Header, Tail, Writer};
+    let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let header = Header {
+        cutrace_version: "bench".into(),
+        pid: Some(1),
+        ..Header::default()
+    };
+    let mut w = Writer::new(file, &header)?;
+    for s in &t.strings {
+        w.intern(s);
+    }
+    for (k, a) in t.kernels.iter().zip(&t.api_calls) {
+        w.push_kernel(k);
+        w.push_api(a);
+        if w.pending_rows() >= 1 << 16 {
+            w.flush()?;
+        }
+    }
+    let tail = Tail {
+        records: w.records(),
+        ..Tail::default()
+    };
+    w.finish(&tail)?;
+    Ok(())
 }
