@@ -109,6 +109,15 @@ pub fn write_file(dest: &Path, html: &str, mode: u32) -> io::Result<()> {
     f.commit(false)
 }
 
+/// `--html DEST`: [`write_file`], or `stdout` when `dest` is `-` (as for every cutrace output).
+pub fn write_to(dest: &Path, html: &str, stdout: &mut dyn io::Write, mode: u32) -> io::Result<()> {
+    if dest.as_os_str() == "-" {
+        stdout.write_all(html.as_bytes())
+    } else {
+        write_file(dest, html, mode)
+    }
+}
+
 /// A number with the marks the tests read: `data-check` names what it is (a JSON report
 /// field), `data-value` holds the exact value.
 fn checked(

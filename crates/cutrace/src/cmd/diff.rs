@@ -140,7 +140,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             args.new.display().to_string(),
         );
         let page = cutrace_export::html::diff::page(&b, &base, &n, &new, &d, &opts)?;
-        return super::write_html(dest, &page, out, &[&args.base, &args.new]);
+        let mode = cutrace_export::files::mode_of_inputs([&args.base, &args.new]);
+        cutrace_export::html::write_to(dest, &page, out, mode)
+            .with_context(|| format!("writing {}", dest.display()))?;
+        return Ok(0);
     }
     match args.format {
         Format::Json => {

@@ -44,26 +44,3 @@ pub(crate) fn load(path: &Path, limits: &Limits) -> anyhow::Result<Trace> {
     }
     Ok(trace)
 }
-
-/// `--html OUT`: the page to a new file (`cutrace_export::html::write_file`), or to stdout for `-`.
-pub(crate) fn write_html(
-    dest: &Path,
-    page: &str,
-    out: &mut dyn std::io::Write,
-    inputs: &[&Path],
-) -> anyhow::Result<i32> {
-    use anyhow::Context;
-    if dest.as_os_str() == "-" {
-        out.write_all(page.as_bytes())
-            .context("writing the page to stdout")?;
-    } else {
-        let mode = cutrace_export::files::mode_of_inputs(inputs);
-        cutrace_export::html::write_file(dest, page, mode).with_context(|| {
-            format!(
-                "writing {} (an existing file is not replaced)",
-                dest.display()
-            )
-        })?;
-    }
-    Ok(0)
-}

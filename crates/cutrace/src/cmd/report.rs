@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use cutrace_analysis::{analyze, parse_time_arg, trace_bounds, Options, StepMatch, Window};
-use cutrace_export::html::report::page as html_page;
+use cutrace_export::html::{self, report::page as html_page};
 use cutrace_export::text::{self, report::host_range_names, report::window_outside_trace};
 
 use super::load;
@@ -142,7 +142,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     if let Some(dest) = &args.html {
         let title = args.file.display().to_string();
         let page = html_page(&title, &trace, &report, opts.window.as_ref())?;
-        return super::write_html(dest, &page, out, &[&args.file]);
+        let mode = cutrace_export::files::mode_of_inputs([&args.file]);
+        html::write_to(dest, &page, out, mode)
+            .with_context(|| format!("writing {}", dest.display()))?;
+        return Ok(0);
     }
     match args.format {
         Format::Json => {
