@@ -1,11 +1,12 @@
 //! cutrace's writers: a trace as Chrome Trace Event JSON (Kineto's shape), Perfetto's protobuf,
-//! Parquet and CSV tables with their `meta.json`; and the text a person reads of a report or a
-//! diff. Every writer takes a `Write` and returns its errors: nothing here prints, reads the
-//! environment or decides where output goes (that is the command line's job).
+//! Parquet and CSV tables with their `meta.json`; and what a person reads of a report or a diff,
+//! as text or as one self-contained HTML page. Every writer returns its errors: nothing here
+//! prints, reads the environment or decides where output goes (that is the command line's job).
 
 pub mod chrome;
 pub mod csv;
 pub mod files;
+pub mod html;
 pub mod input;
 pub mod meta;
 pub mod parquet;

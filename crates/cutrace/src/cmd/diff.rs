@@ -67,6 +67,10 @@ pub struct Args {
     /// either trace has them.
     #[arg(long, value_name = "NAME")]
     pub steps: Option<String>,
+    /// Write the diff as one self-contained HTML page instead (the two reports side by side)
+    /// to a new file, or to stdout for `-`.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 /// `--from`/`--to` as offsets; an absolute time is refused with the reason.
@@ -129,6 +133,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 ""
             }
         );
+    }
+    if let Some(dest) = &args.html {
+        let (b, n) = (
+            args.base.display().to_string(),
+            args.new.display().to_string(),
+        );
+        let page = cutrace_export::html::diff::page(&b, &base, &n, &new, &d, &opts)?;
+        let mode = cutrace_export::files::mode_of_inputs([&args.base, &args.new]);
+        cutrace_export::html::write_to(dest, &page, out, mode)
+            .with_context(|| format!("writing {}", dest.display()))?;
+        return Ok(0);
     }
     match args.format {
         Format::Json => {

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use cutrace_analysis::{analyze, parse_time_arg, trace_bounds, Options, StepMatch, Window};
+use cutrace_export::html::{self, report::page as html_page};
 use cutrace_export::text::{self, report::host_range_names, report::window_outside_trace};
 
 use super::load;
@@ -71,6 +72,10 @@ pub struct Args {
     /// NAME. Default: torch.profiler's `ProfilerStep#*`, shown when the trace has them.
     #[arg(long, value_name = "NAME")]
     pub steps: Option<String>,
+    /// Write the report as one self-contained HTML page instead (zoomable timeline, charts,
+    /// sortable tables; nothing fetched when viewed) to a new file, or to stdout for `-`.
+    #[arg(long, value_name = "OUT.html")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -133,6 +138,14 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             },
             host_range_names(&trace)
         );
+    }
+    if let Some(dest) = &args.html {
+        let title = args.file.display().to_string();
+        let page = html_page(&title, &trace, &report, opts.window.as_ref())?;
+        let mode = cutrace_export::files::mode_of_inputs([&args.file]);
+        html::write_to(dest, &page, out, mode)
+            .with_context(|| format!("writing {}", dest.display()))?;
+        return Ok(0);
     }
     match args.format {
         Format::Json => {

@@ -1,0 +1,329 @@
+//! The timeline's levels of detail, computed once in Rust so that the page's size and drawing
+//! cost do not grow with the trace: per lane (a GPU, or one stream of a GPU) a fixed number of
+//! buckets at a few zoom levels, each bucket with its busy share and, for a GPU, the reading of
+//! most of its idle time (the report's idle split: waiting for the host, launched and not
+//! started, unknown).
+
+use std::collections::HashMap;
+
+use cutrace_analysis::{kernel_timelines, AnalysisError, ApiIndex, Window};
+use cutrace_trace::{Ns, Trace};
+use serde::Serialize;
+
+/// Buckets of the coarsest level; each finer level has [`ZOOM`] times as many.
+pub const BASE_BUCKETS: u64 = 1024;
+/// Bucket ratio between one level and the next finer one.
+pub const ZOOM: u64 = 4;
+/// The encoded levels of all lanes together stay under this many bytes, whatever the trace:
+/// deeper levels, then stream lanes, are left out to stay within it.
+pub const BUDGET_BYTES: u64 = 1_600_000;
+/// Buckets shorter than this add bytes and no insight: kernels and gaps are rarely shorter.
+pub const MIN_BUCKET_NS: Ns = 200;
+/// Most stream lanes drawn (the busiest); the page says how many more there are.
+pub const MAX_STREAM_LANES: usize = 48;
+
+/// What most of a bucket's idle time was, as the report's idle split reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum IdleKind {
+    /// No idle time inside the device's kernel span (all busy, or outside the span).
+    None = 0,
+    /// Before the next kernel's launch call returned: the GPU waited for the host.
+    Host = 1,
+    /// After it returned: launched, not started.
+    Queued = 2,
+    /// The next kernel has no launch call in the trace.
+    Unknown = 3,
+}
+
+/// One lane of the timeline.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Lane {
+    pub device: u32,
+    /// `None` for the GPU's own lane (the union of its streams).
+    pub stream: Option<u64>,
+    /// The process of the stream, in a trace merged from several processes.
+    pub pid: Option<u32>,
+    /// Levels, coarsest first: level `k` has `BASE_BUCKETS · ZOOM^k` buckets over the span, two
+    /// characters each: the busy share in 64ths (`0`–`9`, `A`–`Z`, `a`–`z`, `+`, `/`: 0 only
+    /// when nothing ran, 63 only when the bucket is full) and the [`IdleKind`] digit.
+    pub levels: Vec<String>,
+}
+
+/// The timeline of a trace (or of its window).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TimelineLod {
+    /// The span drawn: the first kernel start to the last kernel end over all GPUs. The page
+    /// gets times relative to the start (absolute ones are above 2^53, which JavaScript rounds).
+    #[serde(skip)]
+    pub start_ns: Ns,
+    pub span_ns: Ns,
+    /// The finest bucket of each kind of lane, in ns.
+    pub gpu_bucket_ns: Ns,
+    pub stream_bucket_ns: Ns,
+    pub base_buckets: u64,
+    pub zoom: u64,
+    pub lanes: Vec<Lane>,
+    /// Streams with kernels that have no lane (past [`MAX_STREAM_LANES`] or the byte budget).
+    pub streams_not_drawn: u64,
+}
+
+/// Per-bucket sums at the finest level of one lane.
+struct Acc {
+    busy: Vec<Ns>,
+    /// Idle ns per [`IdleKind`] 1..=3 (GPU lanes only).
+    idle: Vec<[Ns; 3]>,
+}
+
+struct Grid {
+    start: Ns,
+    width: Ns,
+    n: usize,
+}
+
+impl Grid {
+    /// Adds `[s, e)` to `v` bucket by bucket.
+    fn add(&self, s: Ns, e: Ns, mut f: impl FnMut(usize, Ns)) {
+        if e <= s {
+            return;
+        }
+        let s = s.max(self.start);
+        let mut b = ((s - self.start) / self.width) as usize;
+        let mut t = s;
+        while t < e && b < self.n {
+            let edge = self.start + (b as u64 + 1) * self.width;
+            let to = e.min(edge);
+            f(b, to - t);
+            t = to;
+            b += 1;
+        }
+    }
+}
+
+/// The levels of every GPU lane and of the busiest streams' lanes. `window` is the report's.
+pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLod, AnalysisError> {
+    // Pass 1: the busy runs per device, in order, with each gap's launch; kept as runs (a
+    // fraction of the kernel count) so that the span is known before the buckets are.
+    let index = ApiIndex::build(&trace.api_calls);
+    let mut runs: Vec<(u32, Ns, Ns, Option<Ns>)> = Vec::new();
+    kernel_timelines(trace, window, 0, |dev, s, e, first| {
+        let corr = trace.kernels[first as usize].correlation_id;
+        let launch = index.get(corr).map(|i| trace.api_calls[i].end_ns);
+        runs.push((dev, s, e, launch));
+    })?;
+    drop(index);
+    let (Some(start), Some(end)) = (
+        runs.iter().map(|r| r.1).min(),
+        runs.iter().map(|r| r.2).max(),
+    ) else {
+        return Ok(TimelineLod {
+            start_ns: 0,
+            span_ns: 0,
+            gpu_bucket_ns: 0,
+            stream_bucket_ns: 0,
+            base_buckets: BASE_BUCKETS,
+            zoom: ZOOM,
+            lanes: Vec::new(),
+            streams_not_drawn: 0,
+        });
+    };
+    let mut devices: Vec<u32> = runs.iter().map(|r| r.0).collect();
+    devices.dedup();
+    devices.sort_unstable();
+    devices.dedup();
+
+    // Stream busy time per stream, for choosing lanes.
+    let mut stream_busy: HashMap<(u32, u64), Ns> = HashMap::new();
+    for k in &trace.kernels {
+        if let Some((s, e)) = cutrace_analysis::window::clip(window, k.start_ns, k.end_ns) {
+            *stream_busy.entry((k.device, k.stream)).or_default() += e - s;
+        }
+    }
+    let mut streams: Vec<((u32, u64), Ns)> = stream_busy.into_iter().collect();
+    streams.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+
+    // Levels: GPU lanes get `dev_levels`, stream lanes `stream_levels`; lower them (streams
+    // first) until the bytes fit the budget.
+    let bytes = |levels: u32, lanes: usize| -> u64 {
+        (0..levels)
+            .map(|k| 2 * BASE_BUCKETS * ZOOM.pow(k))
+            .sum::<u64>()
+            * lanes as u64
+    };
+    // No level finer than [`MIN_BUCKET_NS`] (a short trace needs fewer).
+    let span = end - start;
+    let finest = |levels: u32| span / (BASE_BUCKETS * ZOOM.pow(levels - 1));
+    let (mut dev_levels, mut stream_levels) = (4u32, 3u32);
+    while dev_levels > 1 && finest(dev_levels) < MIN_BUCKET_NS {
+        dev_levels -= 1;
+    }
+    while stream_levels > 1 && finest(stream_levels) < MIN_BUCKET_NS {
+        stream_levels -= 1;
+    }
+    let mut n_streams = streams.len().min(MAX_STREAM_LANES);
+    while bytes(dev_levels, devices.len()) + bytes(stream_levels, n_streams) > BUDGET_BYTES {
+        if stream_levels > 1 && stream_levels >= dev_levels - 1 {
+            stream_levels -= 1;
+        } else if dev_levels > 1 && dev_levels > stream_levels {
+            dev_levels -= 1;
+        } else if n_streams > 0 {
+            n_streams -= 1;
+        } else {
+            break;
+        }
+    }
+    let kept: HashMap<(u32, u64), usize> = streams[..n_streams]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.0, i))
+        .collect();
+
+    let grid = |levels: u32| {
+        let n = BASE_BUCKETS * ZOOM.pow(levels.max(1) - 1);
+        Grid {
+            start,
+            width: span.div_ceil(n).max(1),
+            n: n as usize,
+        }
+    };
+    let dev_grid = grid(dev_levels);
+    let stream_grid = grid(stream_levels);
+
+    // GPU lanes: busy runs, and each gap split where its next kernel's launch returned.
+    let mut dev_acc: Vec<Acc> = devices
+        .iter()
+        .map(|_| Acc {
+            busy: vec![0; dev_grid.n],
+            idle: vec![[0; 3]; dev_grid.n],
+        })
+        .collect();
+    let mut prev: Option<(u32, Ns)> = None;
+    for &(dev, s, e, launch) in &runs {
+        let a = &mut dev_acc[devices.binary_search(&dev).unwrap_or(0)];
+        if let Some((pd, pe)) = prev {
+            if pd == dev && pe < s {
+                match launch {
+                    Some(r) => {
+                        let r = r.clamp(pe, s);
+                        dev_grid.add(pe, r, |b, ns| a.idle[b][0] += ns);
+                        dev_grid.add(r, s, |b, ns| a.idle[b][1] += ns);
+                    }
+                    None => dev_grid.add(pe, s, |b, ns| a.idle[b][2] += ns),
+                }
+            }
+        }
+        dev_grid.add(s, e, |b, ns| a.busy[b] += ns);
+        prev = Some((dev, e));
+    }
+    drop(runs);
+
+    // Stream lanes: the kernels' time (a stream runs its kernels one after another).
+    let mut stream_acc: Vec<Vec<Ns>> = vec![vec![0; stream_grid.n]; n_streams];
+    if n_streams > 0 {
+        for k in &trace.kernels {
+            let Some(&i) = kept.get(&(k.device, k.stream)) else {
+                continue;
+            };
+            if let Some((s, e)) = cutrace_analysis::window::clip(window, k.start_ns, k.end_ns) {
+                stream_grid.add(s, e, |b, ns| stream_acc[i][b] += ns);
+            }
+        }
+    }
+
+    let mut lanes = Vec::new();
+    for (dev, a) in devices.iter().zip(&dev_acc) {
+        lanes.push(Lane {
+            device: *dev,
+            stream: None,
+            pid: None,
+            levels: encode_levels(&dev_grid, dev_levels, &a.busy, Some(&a.idle)),
+        });
+        let mut own: Vec<(u64, usize)> = kept
+            .iter()
+            .filter(|(k, _)| k.0 == *dev)
+            .map(|(k, &i)| (k.1, i))
+            .collect();
+        own.sort_unstable();
+        for (stream, i) in own {
+            let (pid, stream) = trace.meta.id_origin(stream);
+            lanes.push(Lane {
+                device: *dev,
+                stream: Some(stream),
+                pid,
+                levels: encode_levels(&stream_grid, stream_levels, &stream_acc[i], None),
+            });
+        }
+    }
+    Ok(TimelineLod {
+        start_ns: start,
+        span_ns: span,
+        gpu_bucket_ns: dev_grid.width,
+        stream_bucket_ns: stream_grid.width,
+        base_buckets: BASE_BUCKETS,
+        zoom: ZOOM,
+        lanes,
+        streams_not_drawn: (streams.len() - n_streams) as u64,
+    })
+}
+
+const B64: &[u8; 64] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/";
+
+/// The finest sums, then each coarser level by summing `ZOOM` neighbours; encoded coarsest
+/// first.
+fn encode_levels(g: &Grid, levels: u32, busy: &[Ns], idle: Option<&[[Ns; 3]]>) -> Vec<String> {
+    let mut out = Vec::with_capacity(levels as usize);
+    let mut busy = busy.to_vec();
+    let mut idle: Option<Vec<[Ns; 3]>> = idle.map(<[_]>::to_vec);
+    let mut width = g.width;
+    for _ in 0..levels {
+        out.push(encode(&busy, idle.as_deref(), width));
+        let z = ZOOM as usize;
+        busy = busy.chunks(z).map(|c| c.iter().sum()).collect();
+        idle = idle.map(|v| {
+            v.chunks(z)
+                .map(|c| {
+                    c.iter()
+                        .fold([0; 3], |a, x| [a[0] + x[0], a[1] + x[1], a[2] + x[2]])
+                })
+                .collect()
+        });
+        width *= ZOOM;
+    }
+    out.reverse();
+    out
+}
+
+fn encode(busy: &[Ns], idle: Option<&[[Ns; 3]]>, width: Ns) -> String {
+    let mut s = String::with_capacity(busy.len() * 2);
+    for (b, &ns) in busy.iter().enumerate() {
+        let q = if ns == 0 {
+            0
+        } else if ns >= width {
+            63
+        } else {
+            // Nonzero stays visible (at least 1), a partial bucket never reads full.
+            ((ns as u128 * 63 / width as u128) as usize).clamp(1, 62)
+        };
+        s.push(B64[q] as char);
+        let kind = idle.map_or(IdleKind::None, |v| dominant(v[b]));
+        s.push((b'0' + kind as u8) as char);
+    }
+    s
+}
+
+/// The busy share, in 64ths, of an encoded bucket's first character.
+pub fn b64_value(c: u8) -> u8 {
+    B64.iter().position(|&x| x == c).unwrap_or(0) as u8
+}
+
+fn dominant(i: [Ns; 3]) -> IdleKind {
+    if i == [0; 3] {
+        IdleKind::None
+    } else if i[0] >= i[1] && i[0] >= i[2] {
+        IdleKind::Host
+    } else if i[1] >= i[2] {
+        IdleKind::Queued
+    } else {
+        IdleKind::Unknown
+    }
+}

@@ -1,0 +1,161 @@
+// The page's script: draws each timeline from the levels of detail in #cutrace-data, zooms it
+// (buttons, drag, wheel), and sorts tables on a click of a column head. No library, no network.
+(function () {
+  'use strict';
+  var NS = 'http://www.w3.org/2000/svg';
+  var B64 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/';
+  var KIND = ['', 'host', 'queued', 'unknown'];
+  var data = JSON.parse(document.getElementById('cutrace-data').textContent);
+
+  // Durations as cutrace's text prints them (three decimals, unit by size).
+  function fmt(ns) {
+    ns = Math.max(0, Math.round(ns));
+    if (ns < 10000) return ns + ' ns';
+    var u = ns < 1e7 ? [1e3, 'µs'] : ns < 1e10 ? [1e6, 'ms'] : [1e9, 's'];
+    return (ns / u[0]).toFixed(3) + ' ' + u[1];
+  }
+  function el(name, attrs, parent) {
+    var e = document.createElementNS(NS, name);
+    for (var k in attrs) e.setAttribute(k, attrs[k]);
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+
+  function Timeline(root, t) {
+    var lod = t.lod, svg = root.querySelector('.tl-svg');
+    var W = 1000, LABEL = 130, LANE = 22, STREAM = 12, PAD = 4;
+    var span = Math.max(1, lod.span_ns), view = [0, span];
+    var rangeEl = root.querySelector('.tl-range'), levelEl = root.querySelector('.tl-level');
+    var lanes = lod.lanes.map(function (l) {
+      var h = l.stream === null ? LANE : STREAM;
+      var label = l.stream === null ? 'GPU ' + l.device :
+        (l.pid !== null ? 'pid ' + l.pid + ' ' : '') + 'stream ' + l.stream;
+      return { lane: l, h: h, label: label };
+    });
+    var height = lanes.reduce(function (a, l) { return a + l.h + PAD; }, 14);
+    svg.setAttribute('viewBox', '0 0 ' + W + ' ' + height);
+    svg.style.height = height + 'px';
+    var plotW = W - LABEL;
+    function x(ns) { return LABEL + (ns - view[0]) / (view[1] - view[0]) * plotW; }
+
+    function draw() {
+      while (svg.firstChild) svg.removeChild(svg.firstChild);
+      var y = 14, shown = view[1] - view[0], used = 0;
+      lanes.forEach(function (L) {
+        var l = L.lane, levels = l.levels;
+        // The coarsest level with at least one bucket per unit of width, else the finest.
+        var k = 0;
+        while (k < levels.length - 1 && (levels[k].length / 2) * shown / span < plotW) k++;
+        used = Math.max(used, k);
+        // Bucket width: the finest level's, times the zoom ratio per level above it.
+        var w = (l.stream === null ? lod.gpu_bucket_ns : lod.stream_bucket_ns) *
+          Math.pow(lod.zoom, levels.length - 1 - k);
+        var s = levels[k], n = s.length / 2;
+        var first = Math.max(0, Math.floor(view[0] / w)), last = Math.min(n - 1, Math.ceil(view[1] / w));
+        var g = el('g', { 'class': 'lane', 'data-device': l.device }, svg);
+        var txt = el('text', { x: 2, y: y + L.h - 3 }, g);
+        txt.textContent = L.label;
+        var i = first;
+        while (i <= last) {
+          var q = s.charAt(2 * i), kind = s.charAt(2 * i + 1), j = i + 1;
+          while (j <= last && s.charAt(2 * j) === q && s.charAt(2 * j + 1) === kind) j++;
+          var x0 = Math.max(LABEL, x(i * w)), x1 = Math.min(W, x(j * w));
+          var busy = B64.indexOf(q) / 63, bw = Math.max(x1 - x0, 0.6);
+          if (busy > 0) {
+            el('rect', { 'class': l.stream === null ? 'busy' : 'stream', x: x0, width: bw,
+              y: y + L.h * (1 - busy), height: L.h * busy }, g);
+          }
+          if (kind !== '0' && busy < 1) {
+            el('rect', { 'class': KIND[+kind], x: x0, width: bw, y: y, height: L.h * (1 - busy) }, g);
+          }
+          i = j;
+        }
+        if (l.stream === null) {
+          t.gaps.forEach(function (gp) {
+            if (gp.device !== l.device || gp.to_ns < view[0] || gp.from_ns > view[1]) return;
+            var m = el('path', { 'class': 'gapmark', d: 'M' + (x((gp.from_ns + gp.to_ns) / 2) - 4) + ' ' + (y - 9) + 'h8l-4 7z' }, g);
+            el('title', {}, m).textContent = gp.reading;
+          });
+        }
+        y += L.h + PAD;
+      });
+      rangeEl.textContent = fmt(view[0]) + ' – ' + fmt(view[1]) + ' (' + fmt(shown) + ' shown)';
+      rangeEl.setAttribute('data-from', String(Math.round(view[0])));
+      rangeEl.setAttribute('data-to', String(Math.round(view[1])));
+      levelEl.textContent = 'level ' + (used + 1) + ' of ' + (lanes.length ? lanes[0].lane.levels.length : 0);
+    }
+    function zoomTo(a, b) {
+      var min = Math.max(lod.gpu_bucket_ns * 4, 1000);
+      if (b - a < min) { var c = (a + b) / 2; a = c - min / 2; b = c + min / 2; }
+      if (a < 0) { b -= a; a = 0; }
+      if (b > span) { a -= b - span; b = span; }
+      view = [Math.max(0, a), Math.min(span, b)];
+      draw();
+    }
+    function zoom(f, at) {
+      var c = at === undefined ? (view[0] + view[1]) / 2 : at;
+      zoomTo(c - (c - view[0]) * f, c + (view[1] - c) * f);
+    }
+    function nsAt(ev) {
+      var r = svg.getBoundingClientRect();
+      var px = (ev.clientX - r.left) / r.width * W;
+      return view[0] + (Math.max(px, LABEL) - LABEL) / plotW * (view[1] - view[0]);
+    }
+    root.querySelector('.tl-in').addEventListener('click', function () { zoom(0.25); });
+    root.querySelector('.tl-out').addEventListener('click', function () { zoom(4); });
+    root.querySelector('.tl-reset').addEventListener('click', function () { zoomTo(0, span); });
+    svg.addEventListener('wheel', function (ev) {
+      ev.preventDefault();
+      zoom(ev.deltaY < 0 ? 0.7 : 1 / 0.7, nsAt(ev));
+    }, { passive: false });
+    var drag = null, sel = null;
+    svg.addEventListener('mousedown', function (ev) { drag = nsAt(ev); });
+    svg.addEventListener('mousemove', function (ev) {
+      if (drag === null) return;
+      var a = Math.min(drag, nsAt(ev)), b = Math.max(drag, nsAt(ev));
+      if (!sel) sel = el('rect', { 'class': 'sel', y: 0, height: height }, svg);
+      sel.setAttribute('x', x(a)); sel.setAttribute('width', Math.max(0, x(b) - x(a)));
+    });
+    window.addEventListener('mouseup', function (ev) {
+      if (drag === null) return;
+      var a = Math.min(drag, nsAt(ev)), b = Math.max(drag, nsAt(ev));
+      drag = null;
+      if (sel) { sel.remove(); sel = null; }
+      if (x(b) - x(a) > 4) zoomTo(a, b);
+    });
+    draw();
+  }
+
+  data.timelines.forEach(function (t) {
+    var root = document.getElementById(t.id);
+    if (root) Timeline(root, t);
+  });
+
+  // Sorting: numbers by each cell's data-sort, text by its content; a second click reverses.
+  Array.prototype.forEach.call(document.querySelectorAll('table.sortable'), function (table) {
+    var heads = table.querySelectorAll('th');
+    Array.prototype.forEach.call(heads, function (th, col) {
+      function sort() {
+        var desc = th.getAttribute('aria-sort') !== 'descending';
+        Array.prototype.forEach.call(heads, function (h) { h.removeAttribute('aria-sort'); });
+        th.setAttribute('aria-sort', desc ? 'descending' : 'ascending');
+        var num = th.getAttribute('data-type') === 'num';
+        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+        function key(r) {
+          var c = r.cells[col];
+          if (!c) return num ? -Infinity : '';
+          return num ? parseFloat(c.getAttribute('data-sort') || '-Infinity') : c.textContent;
+        }
+        rows.sort(function (a, b) {
+          var x = key(a), y = key(b), d = num ? x - y : (x < y ? -1 : x > y ? 1 : 0);
+          return desc ? -d : d;
+        });
+        rows.forEach(function (r) { body.appendChild(r); });
+      }
+      th.addEventListener('click', sort);
+      th.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') sort(); });
+    });
+  });
+  // When the page became interactive, in ms since navigation began (the browser test reads it).
+  document.body.setAttribute('data-ready', String(Math.round(performance.now())));
+})();

@@ -1,0 +1,656 @@
+//! The report page: [`cutrace_analysis::Report`]'s numbers (the same as `--format json`), the
+//! timeline of [`super::lod`], and charts of gaps, steps and copies.
+
+use std::fmt::Write as _;
+
+use cutrace_analysis::{fmt_ns, AnalysisError, DeviceReport, GapReading, Report, Steps, Window};
+use cutrace_trace::Trace;
+
+use super::{
+    bar_chart, checked, escape, page_end, page_start, pct, timeline_frame, timeline_lod, Cell,
+    GapMark, PageData, Table, TimelineData, TimelineLod,
+};
+
+/// The whole page for `report` of `trace` (its window as the report's): `title` names the trace.
+pub fn page(
+    title: &str,
+    trace: &Trace,
+    report: &Report,
+    window: Option<&Window>,
+) -> Result<String, AnalysisError> {
+    let lod = timeline_lod(trace, window)?;
+    let mut o = String::with_capacity(64 * 1024);
+    page_start(&mut o, &format!("cutrace report: {title}"));
+    let _ = write!(o, "<h1>cutrace report: {}</h1>", escape(title));
+    let tl = body(&mut o, report, &lod, "tl");
+    page_end(
+        &mut o,
+        &PageData {
+            timelines: vec![tl],
+        },
+    );
+    Ok(o)
+}
+
+/// One report's sections (the diff page puts two side by side); returns its timeline's data.
+pub(super) fn body<'a>(
+    o: &mut String,
+    r: &Report,
+    lod: &'a TimelineLod,
+    id: &str,
+) -> TimelineData<'a> {
+    trace_line(o, r);
+    data_loss(o, r);
+    o.push_str("<h2>GPUs</h2>");
+    devices(o, r);
+    o.push_str("<h2>Timeline</h2>");
+    timeline_frame(o, id, lod);
+    gaps(o, r);
+    histograms(o, r);
+    if let Some(st) = &r.steps {
+        steps(o, st);
+    }
+    names(o, r);
+    copies(o, r);
+    TimelineData {
+        id: id.to_owned(),
+        lod,
+        gaps: gap_marks(r, lod),
+    }
+}
+
+fn trace_line(o: &mut String, r: &Report) {
+    let t = &r.trace;
+    let _ = write!(
+        o,
+        "<p class=\"facts\">A {} trace: {} kernels, {} memcpys, {} memsets, {} API calls, {} \
+         annotation ranges",
+        escape(t.source),
+        t.kernels,
+        t.memcpys,
+        t.memsets,
+        t.api_calls,
+        t.ranges
+    );
+    if let (Some(a), Some(b)) = (t.first_ns, t.last_ns) {
+        let _ = write!(o, "; {} from its first record to its last", fmt_ns(b - a));
+    }
+    if let Some(w) = &r.window {
+        let to = w.to_ns.map_or("the end".to_owned(), |t| format!("{t} ns"));
+        let _ = write!(
+            o,
+            "; window {} ns to {to}, intervals clipped to it",
+            w.from_ns
+        );
+    }
+    o.push_str(".</p>\n");
+}
+
+/// Data loss and the recorder's notes: always shown, at the top, red when anything was lost.
+fn data_loss(o: &mut String, r: &Report) {
+    let d = &r.data_loss;
+    let mut lost: Vec<String> = Vec::new();
+    if d.drops_recorded {
+        if d.dropped_by_recorder > 0 || d.dropped_by_cupti > 0 {
+            lost.push(format!(
+                "{} records dropped by the recorder and {} by CUPTI: totals are lower bounds",
+                d.dropped_by_recorder, d.dropped_by_cupti
+            ));
+        }
+    } else {
+        lost.push(
+            "this kind of trace does not record drop counts: drops are unknown, not zero".into(),
+        );
+    }
+    if !d.complete {
+        lost.push(format!(
+            "the trace is incomplete: {}",
+            d.incomplete_reason
+                .as_deref()
+                .unwrap_or("no reason recorded")
+        ));
+    }
+    if d.damaged_bytes > 0 {
+        lost.push(format!(
+            "{} damaged bytes skipped in {} regions",
+            d.damaged_bytes, d.damaged_regions
+        ));
+    }
+    for s in &d.skipped_events {
+        lost.push(format!(
+            "{} {} events not modelled (skipped)",
+            s.count, s.category
+        ));
+    }
+    if d.inverted_intervals > 0 {
+        lost.push(format!(
+            "{} records end before they start (counted as zero-length)",
+            d.inverted_intervals
+        ));
+    }
+    let c = &r.correlation;
+    if c.orphans > 0 {
+        lost.push(format!(
+            "{} of {} kernels have no launch call in the trace (orphans)",
+            c.orphans, c.kernels
+        ));
+    }
+    if let Some(s) = &r.trace.separate_runs {
+        lost.push(format!(
+            "the parts may come from separate runs ({} time spans{}): compare with care",
+            s.time_spans,
+            if s.hosts.is_empty() {
+                String::new()
+            } else {
+                format!(", hosts {}", s.hosts.join(", "))
+            }
+        ));
+    }
+    let class = if lost.is_empty() { "ok" } else { "lost" };
+    let _ = write!(
+        o,
+        "<section id=\"data-loss\" class=\"box {class}\"><h2>Data loss</h2>"
+    );
+    if lost.is_empty() {
+        o.push_str("<p>Nothing lost: no dropped records, the trace is complete, no damaged bytes, no skipped events, no orphan kernels.</p>");
+    } else {
+        o.push_str("<ul>");
+        for l in &lost {
+            let _ = write!(o, "<li>{}</li>", escape(l));
+        }
+        o.push_str("</ul>");
+    }
+    let _ = write!(o, "<h2>Recorder notes ({})</h2>", r.notes.len());
+    if r.notes.is_empty() {
+        o.push_str("<p class=\"muted\">None.</p>");
+    } else {
+        o.push_str("<ul class=\"notes\">");
+        for n in &r.notes {
+            let who = match (n.pid, &n.part) {
+                (Some(p), _) => format!("pid {p}: "),
+                (None, Some(part)) => format!("{part}: "),
+                _ => String::new(),
+            };
+            let _ = write!(o, "<li>{}{}</li>", escape(&who), escape(&n.text));
+        }
+        o.push_str("</ul>");
+    }
+    o.push_str("</section>\n");
+}
+
+fn devices(o: &mut String, r: &Report) {
+    if r.devices.is_empty() {
+        o.push_str("<p class=\"muted\">No kernels or copies on any GPU.</p>");
+        return;
+    }
+    o.push_str(
+        "<table class=\"devices\"><thead><tr><th>GPU</th><th>kernels</th><th>busy</th>\
+         <th>busy time</th><th>kernel span</th><th>idle</th><th>idle gaps</th>\
+         <th>waiting for the host</th><th>launched, not started</th><th>unknown</th>\
+         <th>copy busy</th><th>compute ∩ copy</th></tr></thead><tbody>",
+    );
+    for d in &r.devices {
+        let dev = format!(" data-device=\"{}\"", d.device);
+        let t = &d.timeline;
+        let _ = write!(
+            o,
+            "<tr><td>GPU {}</td><td class=\"num\">{}</td>",
+            d.device, t.kernels
+        );
+        checked(o, "td", "busy_pct", &dev, d.busy_pct, &pct(d.busy_pct));
+        let _ = write!(
+            o,
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
+            fmt_ns(t.busy_ns),
+            fmt_ns(t.window_ns),
+            fmt_ns(t.idle_ns)
+        );
+        checked(o, "td", "gaps", &dev, t.gaps, &t.gaps.to_string());
+        idle_split(o, d);
+        let _ = write!(
+            o,
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            fmt_ns(d.copy_busy_ns),
+            fmt_ns(d.compute_copy_overlap_ns)
+        );
+    }
+    o.push_str("</tbody></table>\n");
+    let l = &r.launch_latency;
+    if let (Some(p50), Some(p99)) = (l.p50_ns, l.p99_ns) {
+        let _ = write!(
+            o,
+            "<p>Launch to start (the launch call's start to its kernel's start), {} kernels: \
+             median {} µs, p99 {} µs.</p>",
+            l.kernels,
+            p50 as f64 / 1000.0,
+            p99 as f64 / 1000.0
+        );
+    }
+}
+
+fn idle_split(o: &mut String, d: &DeviceReport) {
+    let dev = d.device;
+    match &d.idle_split {
+        Some(s) => {
+            for (key, ns, gaps) in [
+                ("before_launch", s.before_launch_ns, s.gaps_before_launch),
+                ("after_launch", s.after_launch_ns, s.gaps_after_launch),
+                ("unknown", s.unknown_ns, s.gaps_unknown),
+            ] {
+                let _ = write!(
+                    o,
+                    "<td class=\"num\">{} in <span data-check=\"gaps_{key}\" \
+                     data-device=\"{dev}\" data-value=\"{gaps}\">{gaps}</span> gaps</td>",
+                    fmt_ns(ns)
+                );
+            }
+        }
+        None => o.push_str("<td>-</td><td>-</td><td>-</td>"),
+    }
+}
+
+/// What a gap reading says, in words.
+pub(super) fn reading_words(r: Option<GapReading>) -> &'static str {
+    match r {
+        Some(GapReading::InsideGraph) => "inside one launch (a CUDA graph)",
+        Some(GapReading::StreamDispatch) => "the GPU's own dispatch of queued work",
+        Some(GapReading::QueuedBehindCopies) => "launched, not started: queued behind copies",
+        Some(GapReading::Queued) => "launched, not started: queued behind something else",
+        Some(GapReading::WaitedForHost) => "waiting for the host",
+        None => "unknown (host and GPU both had a share)",
+    }
+}
+
+fn gaps(o: &mut String, r: &Report) {
+    let any = r
+        .devices
+        .iter()
+        .any(|d| !d.timeline.largest_gaps.is_empty());
+    if !any {
+        return;
+    }
+    o.push_str("<h2>Largest idle gaps</h2>");
+    let mut t = Table::new(
+        o,
+        "gaps",
+        &[
+            ("GPU", true),
+            ("at", true),
+            ("length", true),
+            ("reading", false),
+            ("kernel after", false),
+            ("host in CUDA calls", true),
+        ],
+    );
+    let start = r
+        .devices
+        .iter()
+        .filter_map(|d| d.timeline.window_start_ns)
+        .min()
+        .unwrap_or(0);
+    for d in &r.devices {
+        for g in &d.timeline.largest_gaps {
+            let host = g.host.as_ref();
+            t.row(&[
+                Cell::Int(u64::from(d.device)),
+                Cell::Ns(g.start_ns - start),
+                Cell::Ns(g.length_ns),
+                Cell::Text(reading_words(host.and_then(|h| h.reading)).into()),
+                Cell::Name(g.after.as_ref().map_or("-".into(), |k| k.name.clone())),
+                Cell::Ns(host.map_or(0, |h| h.in_calls_ns)),
+            ]);
+        }
+    }
+    t.end();
+}
+
+fn gap_marks(r: &Report, lod: &TimelineLod) -> Vec<GapMark> {
+    r.devices
+        .iter()
+        .flat_map(|d| {
+            d.timeline.largest_gaps.iter().map(|g| GapMark {
+                device: d.device,
+                from_ns: g.start_ns.saturating_sub(lod.start_ns),
+                to_ns: g.end_ns.saturating_sub(lod.start_ns),
+                reading: format!(
+                    "{} gap: {}",
+                    fmt_ns(g.length_ns),
+                    reading_words(g.host.as_ref().and_then(|h| h.reading))
+                ),
+            })
+        })
+        .collect()
+}
+
+fn histograms(o: &mut String, r: &Report) {
+    let with: Vec<&DeviceReport> = r.devices.iter().filter(|d| d.timeline.gaps > 0).collect();
+    if with.is_empty() {
+        return;
+    }
+    o.push_str("<h2>Idle gap lengths</h2><div class=\"charts\">");
+    for d in with {
+        let _ = write!(
+            o,
+            "<figure><figcaption>GPU {}: gaps by length</figcaption>",
+            d.device
+        );
+        let bars: Vec<(String, f64, String)> = d
+            .timeline
+            .gap_histogram
+            .iter()
+            .map(|b| {
+                let label = match b.to_ns {
+                    Some(_) => format!("≥{}", short_ns(b.from_ns)),
+                    None => format!("≥{}", short_ns(b.from_ns)),
+                };
+                let tip = format!(
+                    "{} to {}: {} gaps, {} idle",
+                    fmt_ns(b.from_ns),
+                    b.to_ns.map_or("∞".into(), fmt_ns),
+                    b.count,
+                    fmt_ns(b.total_ns)
+                );
+                (label, b.count as f64, tip)
+            })
+            .collect();
+        bar_chart(o, "histogram", &bars, "gaps");
+        o.push_str("</figure>");
+    }
+    o.push_str("</div>\n");
+}
+
+fn short_ns(ns: u64) -> String {
+    match ns {
+        0..=999 => format!("{ns}ns"),
+        1_000..=999_999 => format!("{}µs", ns / 1_000),
+        1_000_000..=999_999_999 => format!("{}ms", ns / 1_000_000),
+        _ => format!("{}s", ns / 1_000_000_000),
+    }
+}
+
+/// Steps listed in the table at most (the longest, in step order); the JSON has them all.
+pub const STEP_ROWS: usize = 200;
+/// Bars of the step chart at most: past it each bar is a run of consecutive steps.
+pub const STEP_BARS: usize = 400;
+
+fn steps(o: &mut String, st: &Steps) {
+    let _ = write!(
+        o,
+        "<h2>Steps</h2><p>{} steps of the host ranges \"{}\"",
+        st.count,
+        escape(&st.matched)
+    );
+    if let (Some(a), Some(m), Some(b)) = (
+        st.duration_min_ns,
+        st.duration_median_ns,
+        st.duration_max_ns,
+    ) {
+        o.push_str(": duration");
+        for (what, ns) in [("min", a), ("median", m), ("max", b)] {
+            let _ = write!(o, " {what} ");
+            checked(
+                o,
+                "span",
+                &format!("step_duration_{what}_ns"),
+                "",
+                ns,
+                &fmt_ns(ns),
+            );
+        }
+    }
+    o.push_str(".</p>");
+    step_chart(o, st);
+    let mut shown: Vec<&cutrace_analysis::Step> = st.steps.iter().collect();
+    if shown.len() > STEP_ROWS {
+        shown.sort_by_key(|s| (std::cmp::Reverse(s.duration_ns), s.index));
+        shown.truncate(STEP_ROWS);
+        shown.sort_by_key(|s| s.index);
+        let _ = write!(
+            o,
+            "<p class=\"muted\">The {STEP_ROWS} longest of {} steps; the JSON report lists \
+             every one.</p>",
+            st.steps.len()
+        );
+    }
+    let devs: Vec<u32> = st.devices.iter().map(|d| d.device).collect();
+    let mut heads: Vec<(String, bool)> = vec![
+        ("step".into(), true),
+        ("name".into(), false),
+        ("duration".into(), true),
+        ("kernels".into(), true),
+    ];
+    heads.extend(devs.iter().map(|d| (format!("GPU {d} busy"), true)));
+    let heads: Vec<(&str, bool)> = heads.iter().map(|(h, n)| (h.as_str(), *n)).collect();
+    let mut t = Table::new(o, "steps", &heads);
+    for s in shown {
+        let mut cells = vec![
+            Cell::Int(s.index),
+            Cell::Name(s.name.clone()),
+            Cell::Raw(
+                s.duration_ns as f64,
+                format!(
+                    "<span data-check=\"step_duration_ns\" data-step=\"{}\" data-value=\"{}\">{}</span>",
+                    s.index,
+                    s.duration_ns,
+                    fmt_ns(s.duration_ns)
+                ),
+            ),
+            Cell::Int(s.kernels),
+        ];
+        for d in &devs {
+            match s.devices.iter().find(|x| x.device == *d) {
+                Some(x) => cells.push(Cell::Pct(x.busy_pct)),
+                None => cells.push(Cell::Text("-".into())),
+            }
+        }
+        t.row(&cells);
+    }
+    t.end();
+}
+
+/// Duration per step as bars, each GPU's busy share during it as dots on a 0–100 % scale. Past
+/// [`STEP_BARS`] steps a bar is a run of consecutive steps: its height the longest of them, its
+/// dots their mean busy share.
+fn step_chart(o: &mut String, st: &Steps) {
+    let (w, h, left, right, bottom) = (640.0, 200.0, 40.0, 40.0, 24.0);
+    let per = st.steps.len().div_ceil(STEP_BARS).max(1);
+    let bins: Vec<&[cutrace_analysis::Step]> = st.steps.chunks(per).collect();
+    let n = bins.len().max(1) as f64;
+    let max = st
+        .steps
+        .iter()
+        .map(|s| s.duration_ns)
+        .max()
+        .unwrap_or(0)
+        .max(1) as f64;
+    let slot = (w - left - right) / n;
+    let plot = h - bottom - 10.0;
+    let _ = write!(
+        o,
+        "<svg class=\"chart steps\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"steps\">\
+         <line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" class=\"axis\"/>\
+         <text x=\"2\" y=\"12\" class=\"tick\">{2}</text>\
+         <text x=\"{3}\" y=\"12\" class=\"tick\">busy %</text>",
+        h - bottom,
+        w - right,
+        escape(&format!("max {}", fmt_ns(max as u64))),
+        w - right + 2.0
+    );
+    if per > 1 {
+        let _ = write!(
+            o,
+            "<text x=\"{left}\" y=\"{}\" class=\"tick\">each bar: {per} consecutive steps \
+             (the longest; dots: mean busy share)</text>",
+            h - 4.0
+        );
+    }
+    for (i, bin) in bins.iter().enumerate() {
+        let longest = bin.iter().map(|s| s.duration_ns).max().unwrap_or(0);
+        let bh = (longest as f64 / max * plot).max(1.0);
+        let x = left + i as f64 * slot;
+        let (first, last) = (&bin[0], &bin[bin.len() - 1]);
+        let label = if bin.len() == 1 {
+            first.name.clone()
+        } else {
+            format!("{} to {}", first.name, last.name)
+        };
+        let _ = write!(
+            o,
+            "<rect class=\"bar\" x=\"{x:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{bh:.2}\">\
+             <title>{}: {}</title></rect>",
+            h - bottom - bh,
+            (slot * 0.8).max(0.5),
+            escape(&label),
+            fmt_ns(longest)
+        );
+        for (k, dev) in st.devices.iter().enumerate() {
+            let v: Vec<f64> = bin
+                .iter()
+                .filter_map(|s| s.devices.iter().find(|d| d.device == dev.device))
+                .map(|d| d.busy_pct)
+                .collect();
+            if v.is_empty() {
+                continue;
+            }
+            let busy = v.iter().sum::<f64>() / v.len() as f64;
+            let y = h - bottom - busy / 100.0 * plot;
+            let _ = write!(
+                o,
+                "<circle class=\"dot d{}\" cx=\"{:.2}\" cy=\"{y:.2}\" r=\"{}\">\
+                 <title>GPU {} busy {}</title></circle>",
+                k % 4,
+                x + slot * 0.4,
+                if per > 1 || bins.len() > 100 {
+                    1.2
+                } else {
+                    2.5
+                },
+                dev.device,
+                pct(busy)
+            );
+        }
+    }
+    o.push_str("</svg>\n");
+}
+
+fn names(o: &mut String, r: &Report) {
+    if !r.kernel_summary.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Top kernels</h2><p class=\"muted\">{} of {} kernel names, by summed duration. \
+             Click a column to sort.</p>",
+            r.kernel_summary.len(),
+            r.kernel_names
+        );
+        let mut t = Table::new(
+            o,
+            "kernels",
+            &[
+                ("kernel", false),
+                ("calls", true),
+                ("total", true),
+                ("share of kernel time", true),
+                ("mean", true),
+                ("median", true),
+                ("p99", true),
+                ("max", true),
+            ],
+        );
+        for k in &r.kernel_summary {
+            let s = &k.stats;
+            t.row(&[
+                Cell::Name(s.name.clone()),
+                Cell::Int(s.count),
+                Cell::Ns(s.total_ns),
+                Cell::Pct(k.share_of_kernel_time_pct),
+                Cell::Ns(s.mean_ns),
+                Cell::Ns(s.median_ns),
+                Cell::Ns(s.p99_ns),
+                Cell::Ns(s.max_ns),
+            ]);
+        }
+        t.end();
+    }
+    if !r.api_summary.is_empty() {
+        let _ = write!(
+            o,
+            "<h2>Top CUDA API calls</h2><p class=\"muted\">{} of {} API names, by summed \
+             duration.</p>",
+            r.api_summary.len(),
+            r.api_names
+        );
+        let mut t = Table::new(
+            o,
+            "api",
+            &[
+                ("call", false),
+                ("calls", true),
+                ("total", true),
+                ("mean", true),
+                ("median", true),
+                ("p99", true),
+                ("max", true),
+            ],
+        );
+        for s in &r.api_summary {
+            t.row(&[
+                Cell::Name(s.name.clone()),
+                Cell::Int(s.count),
+                Cell::Ns(s.total_ns),
+                Cell::Ns(s.mean_ns),
+                Cell::Ns(s.median_ns),
+                Cell::Ns(s.p99_ns),
+                Cell::Ns(s.max_ns),
+            ]);
+        }
+        t.end();
+    }
+}
+
+fn copies(o: &mut String, r: &Report) {
+    o.push_str("<h2>Copies by direction</h2>");
+    if r.transfers.is_empty() {
+        o.push_str("<p class=\"muted\">No memory copies in the trace (or its window).</p>");
+        return;
+    }
+    let bars: Vec<(String, f64, String)> = r
+        .transfers
+        .iter()
+        .map(|x| {
+            (
+                x.kind.clone(),
+                x.total_ns as f64,
+                format!(
+                    "{}: {} copies, {} bytes, {}",
+                    x.kind,
+                    x.count,
+                    x.bytes,
+                    fmt_ns(x.total_ns)
+                ),
+            )
+        })
+        .collect();
+    bar_chart(o, "copies", &bars, "time copying");
+    let mut t = Table::new(
+        o,
+        "transfers",
+        &[
+            ("direction", false),
+            ("copies", true),
+            ("bytes", true),
+            ("time", true),
+            ("GB/s", true),
+        ],
+    );
+    for x in &r.transfers {
+        t.row(&[
+            Cell::Text(x.kind.clone()),
+            Cell::Int(x.count),
+            Cell::Int(x.bytes),
+            Cell::Ns(x.total_ns),
+            x.bandwidth_gb_s
+                .map_or(Cell::Text("-".into()), |b| Cell::Raw(b, format!("{b:.2}"))),
+        ]);
+    }
+    t.end();
+}

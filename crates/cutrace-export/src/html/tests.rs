@@ -1,0 +1,309 @@
+//! The page against the JSON report: every number the page marks (`data-check`) shows the JSON
+//! report's value, and the page marks each GPU's busy %, gap counts and every step's duration;
+//! names from the trace are escaped; the timeline's levels agree with the report's gaps; the
+//! file stays small for a large trace.
+
+use std::path::{Path, PathBuf};
+
+use cutrace_analysis::{analyze, fmt_ns, steps, Options, StepMatch};
+use cutrace_trace::{
+    ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, ReadOptions, Trace, TraceNote,
+};
+use serde_json::Value;
+
+use super::lod::{timeline_lod, BUDGET_BYTES};
+
+fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures")
+        .join(rel)
+}
+
+fn load(rel: &str) -> Trace {
+    crate::input::load(&fixture(rel), &ReadOptions::default(), &mut |_, _| {}).unwrap()
+}
+
+fn report_and_page(trace: &Trace) -> (Value, String) {
+    let mut r = analyze(trace, &Options::default()).unwrap();
+    r.steps = steps(trace, None, &StepMatch::profiler_steps());
+    let page = super::report::page("t", trace, &r, None).unwrap();
+    (serde_json::to_value(&r).unwrap(), page)
+}
+
+/// Each element with `data-check`: its attributes and its text.
+struct Check {
+    what: String,
+    attrs: String,
+    value: String,
+    text: String,
+}
+
+fn attr(attrs: &str, name: &str) -> Option<String> {
+    let key = format!("{name}=\"");
+    let from = attrs.find(&key)? + key.len();
+    Some(attrs[from..from + attrs[from..].find('"')?].to_owned())
+}
+
+fn checks(page: &str) -> Vec<Check> {
+    let mut out = Vec::new();
+    let mut rest = page;
+    while let Some(i) = rest.find("data-check=\"") {
+        let open = rest[..i].rfind('<').unwrap();
+        let end = i + rest[i..].find('>').unwrap();
+        let attrs = &rest[open..end];
+        let text_end = end + 1 + rest[end + 1..].find('<').unwrap();
+        out.push(Check {
+            what: attr(attrs, "data-check").unwrap(),
+            attrs: attrs.to_owned(),
+            value: attr(attrs, "data-value").unwrap(),
+            text: rest[end + 1..text_end].to_owned(),
+        });
+        rest = &rest[text_end..];
+    }
+    out
+}
+
+fn find<'a>(cs: &'a [Check], what: &str, key: &str, id: u64) -> &'a Check {
+    let hits: Vec<&Check> = cs
+        .iter()
+        .filter(|c| c.what == what && attr(&c.attrs, key).as_deref() == Some(&id.to_string()))
+        .collect();
+    assert_eq!(hits.len(), 1, "{what} {key}={id}: {} marks", hits.len());
+    hits[0]
+}
+
+#[test]
+fn numbers_equal_the_json_report() {
+    for rel in [
+        "kineto/profiler_steps.json.gz",
+        "kineto/two_streams.json.gz",
+        "kineto/copy_overlap.json.gz",
+        "native/multiproc",
+        "native/steps_lean",
+    ] {
+        let (json, page) = report_and_page(&load(rel));
+        let cs = checks(&page);
+        let mut expected = 0;
+        for d in json["devices"].as_array().unwrap() {
+            let dev = d["device"].as_u64().unwrap();
+            let busy = d["busy_pct"].as_f64().unwrap();
+            let c = find(&cs, "busy_pct", "data-device", dev);
+            assert_eq!(c.value.parse::<f64>().unwrap(), busy, "{rel}");
+            assert_eq!(c.text, format!("{busy:.2} %"), "{rel}");
+            let gaps = d["gaps"].as_u64().unwrap();
+            let c = find(&cs, "gaps", "data-device", dev);
+            assert_eq!(
+                (c.value.as_str(), c.text.as_str()),
+                (&*gaps.to_string(), &*gaps.to_string())
+            );
+            expected += 2;
+            if let Some(split) = d.get("idle_split") {
+                for k in ["before_launch", "after_launch", "unknown"] {
+                    let n = split[format!("gaps_{k}")].as_u64().unwrap().to_string();
+                    let c = find(&cs, &format!("gaps_{k}"), "data-device", dev);
+                    assert_eq!((&c.value, &c.text), (&n, &n), "{rel} {k}");
+                    expected += 1;
+                }
+            }
+        }
+        if let Some(st) = json.get("steps") {
+            for s in st["steps"].as_array().unwrap() {
+                let ns = s["duration_ns"].as_u64().unwrap();
+                let c = find(
+                    &cs,
+                    "step_duration_ns",
+                    "data-step",
+                    s["index"].as_u64().unwrap(),
+                );
+                assert_eq!(
+                    (c.value.clone(), c.text.clone()),
+                    (ns.to_string(), fmt_ns(ns))
+                );
+                expected += 1;
+            }
+            for what in ["min", "median", "max"] {
+                let ns = st[format!("duration_{what}_ns")].as_u64().unwrap();
+                let hits: Vec<&Check> = cs
+                    .iter()
+                    .filter(|c| c.what == format!("step_duration_{what}_ns"))
+                    .collect();
+                assert_eq!(hits.len(), 1);
+                let shown = (hits[0].value.clone(), hits[0].text.clone());
+                assert_eq!(shown, (ns.to_string(), fmt_ns(ns)));
+                expected += 1;
+            }
+        }
+        assert!(expected > 0, "{rel}: nothing checked");
+        assert_eq!(cs.len(), expected, "{rel}: marks the test does not know");
+    }
+}
+
+#[test]
+fn the_step_fixture_has_steps_and_gaps() {
+    // The test above must check steps somewhere.
+    let (json, page) = report_and_page(&load("kineto/profiler_steps.json.gz"));
+    assert_eq!(json["steps"]["count"], 4);
+    assert_eq!(
+        checks(&page)
+            .iter()
+            .filter(|c| c.what == "step_duration_ns")
+            .count(),
+        4
+    );
+}
+
+#[test]
+fn names_and_notes_from_the_trace_are_escaped() {
+    let mut t = load("kineto/profiler_steps.json.gz");
+    let evil = "</script><img src=x onerror=alert(1)>&\"'";
+    for s in t.strings.iter_mut() {
+        *s = format!("{s}{evil}");
+    }
+    t.meta.notes.push(TraceNote {
+        pid: None,
+        part: Some(evil.into()),
+        text: format!("note {evil}"),
+    });
+    let (_, page) = report_and_page(&t);
+    assert!(!page.contains("<img"), "a name became markup");
+    assert!(page.contains("&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;&amp;&quot;&#39;"));
+    // Exactly the page's own two script elements end.
+    assert_eq!(page.matches("</script>").count(), 2);
+    assert!(page.contains("note &lt;/script&gt;"), "the note is shown");
+}
+
+#[test]
+fn the_timeline_shows_the_largest_gap_as_waiting_for_the_host() {
+    let t = load("kineto/profiler_steps.json.gz");
+    let (json, _) = report_and_page(&t);
+    let lod = timeline_lod(&t, None).unwrap();
+    let g = &json["devices"][0]["largest_gaps"][0];
+    assert_eq!(g["host"]["reading"], "waited_for_host");
+    let (s, e) = (
+        g["start_ns"].as_u64().unwrap(),
+        g["end_ns"].as_u64().unwrap(),
+    );
+    let gpu = lod.lanes.iter().find(|l| l.stream.is_none()).unwrap();
+    let depth = gpu.levels.len() as u32;
+    let width = |k: usize| lod.gpu_bucket_ns * lod.zoom.pow(depth - 1 - k as u32);
+    for (k, level) in gpu.levels.iter().enumerate() {
+        let n = level.len() as u64 / 2;
+        let w = width(k);
+        let inside: Vec<&str> = (0..n)
+            .filter(|b| lod.start_ns + b * w >= s && lod.start_ns + (b + 1) * w <= e)
+            .map(|b| &level[2 * b as usize..2 * b as usize + 2])
+            .collect();
+        assert!(!inside.is_empty() || n < 4096, "level of {n} buckets");
+        // Idle (busy share 0) and read as before the launch returned: waiting for the host.
+        assert!(inside.iter().all(|c| *c == "01"), "{inside:?}");
+    }
+    // The busy share of the whole coarsest level matches the report's busy time within the
+    // quantisation (1/63 of a bucket each).
+    let lvl = &gpu.levels[0];
+    let n = lvl.len() as u64 / 2;
+    let w = width(0) as f64;
+    let sum: f64 = lvl
+        .as_bytes()
+        .chunks(2)
+        .map(|c| super::lod::b64_value(c[0]) as f64 / 63.0 * w)
+        .sum();
+    let busy = json["devices"][0]["busy_ns"].as_u64().unwrap() as f64;
+    assert!((sum - busy).abs() <= n as f64 * w / 63.0, "{sum} vs {busy}");
+}
+
+/// Many GPUs and streams over a long span: the page stays far below 3 MB.
+#[test]
+fn a_large_trace_gives_a_small_page() {
+    let mut t = Trace {
+        strings: vec!["k".into(), "cudaLaunchKernel".into()],
+        ..Trace::default()
+    };
+    let mut at = 1_000_000u64;
+    for i in 0..200_000u64 {
+        let (device, stream) = ((i % 8) as u32, i % 97);
+        at += 700;
+        t.kernels.push(Kernel {
+            device,
+            context: 1,
+            stream,
+            correlation_id: i + 1,
+            start_ns: at,
+            end_ns: at + 5_000,
+            name: 0,
+            grid: [1; 3],
+            block: [1; 3],
+            registers_per_thread: 0,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            graph_id: 0,
+        });
+        t.api_calls.push(ApiCall {
+            kind: ApiKind::Runtime,
+            name: 1,
+            cbid: 0,
+            process: 1,
+            thread: 1,
+            correlation_id: i + 1,
+            start_ns: at - 600,
+            end_ns: at - 100,
+            return_value: 0,
+        });
+    }
+    // 1,000 steps: the table lists the longest 200 of them, the chart bins them.
+    for i in 0..1_000u64 {
+        t.strings.push(format!("ProfilerStep#{i}"));
+        t.ranges.push(NvtxRange {
+            domain: RangeDomain::Host,
+            name: t.strings.len() as u32 - 1,
+            process: 1,
+            thread: 1,
+            device: None,
+            stream: None,
+            start_ns: 1_000_000 + i * 140_000,
+            end_ns: 1_000_000 + (i + 1) * 140_000 - i % 7,
+            nvtx_domain: None,
+        });
+    }
+    let lod = timeline_lod(&t, None).unwrap();
+    let bytes: usize = lod
+        .lanes
+        .iter()
+        .flat_map(|l| &l.levels)
+        .map(String::len)
+        .sum();
+    assert!(bytes as u64 <= BUDGET_BYTES, "{bytes}");
+    assert_eq!(lod.lanes.iter().filter(|l| l.stream.is_none()).count(), 8);
+    assert!(lod.streams_not_drawn > 0);
+    let (json, page) = report_and_page(&t);
+    assert!(page.len() < 3_000_000, "{}", page.len());
+    assert_eq!(json["steps"]["count"], 1000);
+    let cs = checks(&page);
+    let listed: Vec<&Check> = cs.iter().filter(|c| c.what == "step_duration_ns").collect();
+    assert_eq!(listed.len(), super::report::STEP_ROWS);
+    // The longest: every listed step is at least as long as every one left out.
+    let shortest_listed = listed.iter().map(|c| c.value.parse::<u64>().unwrap()).min();
+    let steps = json["steps"]["steps"].as_array().unwrap();
+    let longer_left_out = steps.iter().filter(|s| {
+        let listed_here = listed
+            .iter()
+            .any(|c| attr(&c.attrs, "data-step") == Some(s["index"].to_string()));
+        !listed_here && Some(s["duration_ns"].as_u64().unwrap()) > shortest_listed
+    });
+    assert_eq!(longer_left_out.count(), 0);
+}
+
+/// The page goes to a new file; an existing one is left as it is.
+#[test]
+fn write_file_does_not_replace_a_file() {
+    let dir = std::env::temp_dir().join(format!("cutrace-html-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let dest = dir.join("r.html");
+    super::write_file(&dest, "<p>one</p>", 0o644).unwrap();
+    let again = super::write_file(&dest, "<p>two</p>", 0o644);
+    let kept = std::fs::read_to_string(&dest).unwrap();
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(again.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+    assert_eq!(kept, "<p>one</p>");
+    assert_eq!(left.len(), 1, "a temporary file was left beside it");
+}

@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""The HTML report in a real browser: Debian's chromium, headless, driven through selenium and
+chromium-driver. For each page (`cutrace report --html` of several fixtures, `cutrace diff
+--html`): it loads with no console error, makes no network request (the performance log's
+Network events name only the page itself), draws every chart (each SVG has drawn shapes with a
+non-zero bounding box, each timeline lane has shapes), shows the busy %, gap counts and step
+durations of `--format json`, zooms (the buttons and a drag change the visible time range) and
+sorts a table on a click. Exit 1 on any failure; exit 77 with a SKIPPED line when no browser,
+driver or selenium is available.
+
+usage: html_browser.py CUTRACE_BINARY
+       html_browser.py --timing PAGE.html    (only: load the page, print when it was interactive)
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPORTS = [
+    "examples/two_streams.json.gz",
+    "tests/fixtures/kineto/profiler_steps.json.gz",
+    "tests/fixtures/kineto/copy_overlap.json.gz",
+    "tests/fixtures/native/multiproc",
+]
+DIFF = ("tests/fixtures/kineto/two_streams.json.gz", "tests/fixtures/kineto/profiler_steps.json.gz")
+
+
+def skip(why):
+    sys.stderr.write(f"SKIPPED: html_browser.py: {why}: the HTML report was NOT tested in a browser\n")
+    sys.exit(77)
+
+
+def browser():
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        skip("selenium is not installed (pip install selenium)")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver = shutil.which("chromedriver")
+    if not chromium or not driver:
+        skip("no chromium or chromedriver on PATH (apt-get install chromium chromium-driver)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+              "--window-size=1400,1000", "--disable-background-networking",
+              "--no-first-run", "--disable-component-update"):
+        opts.add_argument(a)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    return webdriver.Chrome(service=Service(driver), options=opts)
+
+
+def fmt_ns(ns):
+    """cutrace's durations (crates/cutrace-analysis/src/units.rs): three decimals, half up."""
+    if ns < 10_000:
+        return f"{ns} ns"
+    div, unit = (1_000, "µs") if ns < 10_000_000 else (1_000_000, "ms") if ns < 10_000_000_000 else (1_000_000_000, "s")
+    milli = (ns * 1000 + div // 2) // div
+    return f"{milli // 1000}.{milli % 1000:03} {unit}"
+
+
+class Page:
+    def __init__(self, d, path):
+        self.d, self.path, self.fails, self.saw_page = d, path, [], False
+        d.get_log("browser")
+        d.get_log("performance")
+        t0 = time.monotonic()
+        d.get("file://" + path)
+        while not d.execute_script("return document.body && document.body.getAttribute('data-ready')"):
+            if time.monotonic() - t0 > 30:
+                self.fail("the page's script never finished")
+                break
+            time.sleep(0.02)
+        self.ready_ms = d.execute_script("return +document.body.getAttribute('data-ready')")
+
+    def fail(self, what):
+        self.fails.append(what)
+
+    def check_console_and_network(self):
+        for e in self.d.get_log("browser"):
+            if e.get("level") in ("SEVERE", "WARNING"):
+                self.fail(f"console: {e.get('message')}")
+        url = "file://" + self.path
+        for e in self.d.get_log("performance"):
+            m = json.loads(e["message"])["message"]
+            if m.get("method") == "Network.requestWillBeSent":
+                u = m["params"]["request"]["url"]
+                if u == url:
+                    self.saw_page = True
+                else:
+                    self.fail(f"network request: {u}")
+
+    def check_logged(self):
+        # The network check means something only if the log saw the page's own load.
+        if not self.saw_page:
+            self.fail("the performance log did not record the page's own load")
+
+    def check_charts(self):
+        svgs = self.d.execute_script("""
+            return Array.from(document.querySelectorAll('svg')).map(function (s) {
+              var shapes = Array.from(s.querySelectorAll('rect,circle,path,line')).filter(function (e) {
+                var b = e.getBoundingClientRect(); return b.width > 0 || b.height > 0; });
+              var b = s.getBoundingClientRect();
+              return {cls: s.getAttribute('class'), w: b.width, h: b.height, shapes: shapes.length,
+                      lanes: Array.from(s.querySelectorAll('g.lane')).map(function (g) {
+                        return g.querySelectorAll('rect').length; })};
+            });""")
+        if not svgs:
+            self.fail("no chart at all")
+        for s in svgs:
+            if s["w"] <= 0 or s["h"] <= 0 or s["shapes"] == 0:
+                self.fail(f"blank chart {s}")
+            if "tl-svg" in (s["cls"] or "") and (not s["lanes"] or 0 in s["lanes"]):
+                self.fail(f"a timeline lane has nothing drawn: {s['lanes']}")
+        return svgs
+
+    def checks(self):
+        return self.d.execute_script("""
+            return Array.from(document.querySelectorAll('[data-check]')).map(function (e) {
+              return {what: e.getAttribute('data-check'), device: e.getAttribute('data-device'),
+                      step: e.getAttribute('data-step'), value: e.getAttribute('data-value'),
+                      text: e.textContent}; });""")
+
+    def check_zoom(self):
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.by import By
+        tls = self.d.find_elements(By.CSS_SELECTOR, ".timeline")
+        if not tls:
+            self.fail("no timeline")
+        for tl in tls:
+            rng = tl.find_element(By.CSS_SELECTOR, ".tl-range")
+
+            def view():
+                return int(rng.get_attribute("data-from")), int(rng.get_attribute("data-to")), rng.text
+
+            a = view()
+            tl.find_element(By.CSS_SELECTOR, ".tl-in").click()
+            b = view()
+            if not (b[1] - b[0] < (a[1] - a[0]) * 0.3 and b[2] != a[2]):
+                self.fail(f"zoom in did not narrow the time range: {a} -> {b}")
+            tl.find_element(By.CSS_SELECTOR, ".tl-reset").click()
+            svg = tl.find_element(By.CSS_SELECTOR, ".tl-svg")
+            w = svg.size["width"]
+            ActionChains(self.d).move_to_element_with_offset(svg, int(w * 0.1), 5).click_and_hold() \
+                .move_by_offset(int(w * 0.2), 0).release().perform()
+            c = view()
+            if not (c[1] - c[0] < (a[1] - a[0]) * 0.5 and c[0] > a[0]):
+                self.fail(f"dragging across a range did not zoom to it: {a} -> {c}")
+
+    def check_sort(self):
+        heads = self.d.execute_script("""
+            var t = document.querySelector('table.sortable.kernels') || document.querySelector('table.sortable');
+            if (!t) return null;
+            var col = Array.from(t.tHead.rows[0].cells).findIndex(function (h) { return h.getAttribute('data-type') === 'num'; });
+            t.tHead.rows[0].cells[col].click();
+            return Array.from(t.tBodies[0].rows).map(function (r) { return parseFloat(r.cells[col].getAttribute('data-sort')); });""")
+        if heads is not None and heads != sorted(heads, reverse=True):
+            self.fail(f"a click did not sort the column: {heads}")
+
+
+def cutrace(binary, *args):
+    return subprocess.run([binary, *args], cwd=ROOT, check=True, capture_output=True).stdout
+
+
+def check_report(d, binary, tmp, rel):
+    path = os.path.join(tmp, os.path.basename(rel.rstrip("/")) + ".html")
+    cutrace(binary, "report", rel, "--html", path)
+    rep = json.loads(cutrace(binary, "report", rel, "--format", "json"))
+    p = Page(d, path)
+    p.check_console_and_network()
+    svgs = p.check_charts()
+    seen = {(c["what"], c["device"] or c["step"]): c for c in p.checks()}
+    want = 0
+    for dev in rep["devices"]:
+        key = str(dev["device"])
+        c = seen.get(("busy_pct", key))
+        if not c or abs(float(c["text"].rstrip(" %")) - dev["busy_pct"]) > 0.005 + 1e-9:
+            p.fail(f"GPU {key} busy %: page {c and c['text']}, JSON {dev['busy_pct']}")
+        c = seen.get(("gaps", key))
+        if not c or int(c["text"]) != dev["gaps"]:
+            p.fail(f"GPU {key} gaps: page {c and c['text']}, JSON {dev['gaps']}")
+        want += 2
+        for k in ("before_launch", "after_launch", "unknown") if "idle_split" in dev else ():
+            c = seen.get((f"gaps_{k}", key))
+            if not c or int(c["text"]) != dev["idle_split"][f"gaps_{k}"]:
+                p.fail(f"GPU {key} gaps_{k}: page {c and c['text']}")
+            want += 1
+    steps = rep.get("steps", {})
+    for s in steps.get("steps", []):
+        c = seen.get(("step_duration_ns", str(s["index"])))
+        if not c or c["text"] != fmt_ns(s["duration_ns"]) or int(c["value"]) != s["duration_ns"]:
+            p.fail(f"step {s['index']}: page {c and c['text']}, JSON {fmt_ns(s['duration_ns'])}")
+        want += 1
+    for what in ("min", "median", "max") if steps else ():
+        c = seen.get((f"step_duration_{what}_ns", None))
+        ns = steps[f"duration_{what}_ns"]
+        if not c or c["text"] != fmt_ns(ns):
+            p.fail(f"step duration {what}: page {c and c['text']}, JSON {fmt_ns(ns)}")
+        want += 1
+    if len(seen) != want or want == 0:
+        p.fail(f"{len(seen)} numbers marked on the page, {want} checked")
+    if rep.get("steps") and not any("steps" in (s["cls"] or "") for s in svgs):
+        p.fail("no step chart")
+    p.check_zoom()
+    p.check_sort()
+    p.check_console_and_network()
+    p.check_logged()
+    return p, f"{want} numbers, {len(svgs)} charts"
+
+
+def check_diff(d, binary, tmp):
+    path = os.path.join(tmp, "diff.html")
+    cutrace(binary, "diff", *DIFF, "--html", path)
+    dj = json.loads(cutrace(binary, "diff", *DIFF, "--format", "json"))
+    p = Page(d, path)
+    p.check_console_and_network()
+    svgs = p.check_charts()
+    seen = {(c["what"], c["device"]): c for c in p.checks()}
+    n = 0
+    for g in dj["devices"]:
+        for side in ("base", "new"):
+            if g[side] is None:
+                continue
+            c = seen.get((f"{side}_busy_pct", str(g["device"])))
+            if not c or abs(float(c["text"].rstrip(" %")) - g[side]["busy_pct"]) > 0.005 + 1e-9:
+                p.fail(f"diff GPU {g['device']} {side} busy %: page {c and c['text']}")
+            c = seen.get((f"{side}_gaps", str(g["device"])))
+            if not c or int(c["text"]) != g[side]["gaps"]:
+                p.fail(f"diff GPU {g['device']} {side} gaps: page {c and c['text']}")
+            n += 2
+    if len(d.find_elements("css selector", ".timeline")) != 2:
+        p.fail("the diff page does not show both timelines")
+    p.check_zoom()
+    p.check_console_and_network()
+    p.check_logged()
+    return p, f"{n} diff numbers, {len(svgs)} charts"
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--timing":
+        d = browser()
+        try:
+            p = Page(d, os.path.abspath(sys.argv[2]))
+            p.check_console_and_network()
+            p.check_logged()
+            zoom_ms = d.execute_script("""
+                var b = document.querySelector('.tl-in'); if (!b) return null;
+                var t = performance.now(); b.click(); return performance.now() - t;""")
+            print(f"{sys.argv[2]}: interactive {p.ready_ms} ms after navigation began; "
+                  f"a zoom-in redraws in {zoom_ms and round(zoom_ms, 1)} ms; "
+                  f"{len(p.fails)} failures {p.fails[:3]}")
+            return 1 if p.fails else 0
+        finally:
+            d.quit()
+    binary = os.path.abspath(sys.argv[1])
+    d = browser()
+    bad = 0
+    try:
+        with tempfile.TemporaryDirectory(prefix="cutrace-html-") as tmp:
+            results = [check_report(d, binary, tmp, r) for r in REPORTS]
+            results.append(check_diff(d, binary, tmp))
+            for (p, what), name in zip(results, REPORTS + ["diff " + " ".join(DIFF)]):
+                status = "ok" if not p.fails else "FAIL"
+                print(f"{status}: {name}: {what}, interactive in {p.ready_ms} ms")
+                for f in p.fails:
+                    print(f"    {f}")
+                bad += bool(p.fails)
+    finally:
+        d.quit()
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
