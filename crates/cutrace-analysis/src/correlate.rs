@@ -305,7 +305,8 @@ pub(crate) fn correlate_in(
         match index.get(k.correlation_id) {
             Some(i) => {
                 kernels.attributed += 1;
-                if starts_in(window, k.start_ns) {
+                // A profiled kernel has no start time to measure from (`Kernel::untimed`).
+                if starts_in(window, k.start_ns) && !k.untimed() {
                     latencies.push(bias(signed_diff(k.start_ns, trace.api_calls[i].end_ns)));
                 }
             }
@@ -366,7 +367,8 @@ pub fn launch_latencies(trace: &Trace, window: Option<&Window>) -> (Vec<(u64, i6
         }
         match index.get(k.correlation_id) {
             Some(i) => {
-                if starts_in(window, k.start_ns) {
+                // A profiled kernel has no start time to measure from (`Kernel::untimed`).
+                if starts_in(window, k.start_ns) && !k.untimed() {
                     lat.push((
                         k.correlation_id,
                         signed_diff(k.start_ns, trace.api_calls[i].end_ns),

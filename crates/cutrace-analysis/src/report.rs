@@ -563,7 +563,11 @@ fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
     }
     let mut acc = (Ns::MAX, 0, 0);
     scan(
-        trace.kernels.iter().map(|r| (r.start_ns, r.end_ns)),
+        trace
+            .kernels
+            .iter()
+            .filter(|r| !r.untimed())
+            .map(|r| (r.start_ns, r.end_ns)),
         &mut acc,
     );
     scan(

@@ -261,3 +261,26 @@ fn an_empty_trace_is_a_report_not_an_error() {
         "Trace::default() says nothing about completeness"
     );
 }
+
+/// A kernel profiled with kernel replay has start = end = 0 in CUPTI's record: it does not pull
+/// the trace's start back to 0 ns nor give a launch latency of minus the wall clock.
+#[test]
+fn untimed_profiled_kernels_leave_the_bounds_and_latencies_alone() {
+    let mut i = Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "timed", 0, 7, 1, 5 * S + 2_000, 5 * S + 3_000),
+        kernel(&mut i, "profiled", 0, 7, 2, 0, 0),
+    ];
+    let api = vec![
+        launch(&mut i, 1, 5 * S, 5 * S + 1_000),
+        launch(&mut i, 2, 5 * S + 4_000, 5 * S + 5_000),
+    ];
+    let t = cutrace_testkit::records::complete_trace(i, kernels, api);
+    assert_eq!(t.bounds_ns(), Some((5 * S, 5 * S + 5_000)));
+    let r = analyze(&t, &Options::default()).unwrap();
+    assert_eq!(r.trace.first_ns, Some(5 * S));
+    assert_eq!(r.correlation.attributed, 2);
+    assert_eq!(r.launch_latency.kernels, 1);
+    assert_eq!(r.launch_latency.min_ns, Some(1_000));
+    assert_eq!(r.launch_latency.negative, 0);
+}

@@ -31,6 +31,14 @@ pub struct Kernel {
     pub graph_id: u32,
 }
 
+impl Kernel {
+    /// Whether the record has no timestamps: CUPTI writes start = end = 0 for a kernel profiled
+    /// with kernel replay (`cutrace profile`); no real GPU timestamp is 0.
+    pub fn untimed(&self) -> bool {
+        self.start_ns == 0 && self.end_ns == 0
+    }
+}
+
 /// One hardware counter value of one kernel (`cutrace profile`: CUPTI Range Profiling, one range
 /// per kernel, joined to the kernel by its correlation id).
 #[derive(Debug, Clone, Copy)]
@@ -469,6 +477,9 @@ impl Trace {
         let spans = self
             .kernels
             .iter()
+            // A kernel profiled with kernel replay has no timestamps (CUPTI writes 0 for both):
+            // it says nothing about when the trace ran.
+            .filter(|r| !r.untimed())
             .map(|r| (r.start_ns, r.end_ns))
             .chain(self.memcpys.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.memsets.iter().map(|r| (r.start_ns, r.end_ns)))
