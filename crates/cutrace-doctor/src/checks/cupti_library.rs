@@ -108,7 +108,7 @@ fn describe(ctx: &Ctx, path: &str) -> CuptiCandidate {
     let host_path = ctx.root.path(path);
     let mut major = None;
     if crate::elf::has_elf_magic(&host_path) {
-        if let Ok(syms) = crate::elf::read_symbols(&host_path) {
+        if let Some(syms) = crate::elf::read_symbols(&host_path) {
             if let Some(so) = &syms.soname {
                 evidence.push(Evidence::new(path, format!("SONAME {so}")));
                 major = parse_major_from_name(so);
