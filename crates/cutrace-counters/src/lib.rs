@@ -17,6 +17,7 @@
 //! [`preload_nvperf_host`] makes the copy beside libcupti findable.
 
 mod error;
+pub mod listing;
 pub mod sets;
 
 use std::cell::RefCell;

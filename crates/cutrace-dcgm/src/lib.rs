@@ -25,6 +25,7 @@
 
 #[allow(unsafe_code)]
 mod child;
+pub mod text;
 
 use std::fs::File;
 use std::io::{Read, Write};

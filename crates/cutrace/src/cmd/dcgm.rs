@@ -2,7 +2,7 @@
 //! performance counters, and resume them, always — but only when the last cutrace session that
 //! needs them paused has ended.
 
-use cutrace_dcgm::{self as dcgm, Holder, PauseOptions, ResumeReport, Role, BLANK_WARNING};
+use cutrace_dcgm::{self as dcgm, Holder, PauseOptions, ResumeReport, BLANK_WARNING};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
@@ -34,7 +34,7 @@ enum Action {
     Pause {
         /// Resume automatically after this long (e.g. 90s, 10m, 1h; at most 7 days), even if
         /// nobody runs resume — unless a `cutrace dcgm run` still holds the pause then.
-        #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long = "for", value_name = "DURATION", value_parser = dcgm::text::parse_duration)]
         for_: Option<Duration>,
     },
     /// Resume DCGM's profiling metrics, ending your `pause` (and its pending --for watchdog).
@@ -51,7 +51,7 @@ enum Action {
     /// cutrace itself is killed with SIGKILL. Another session still holding the pause keeps it.
     Run {
         /// Resume after this long (at most 7 days) even if the command is still running.
-        #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+        #[arg(long = "for", value_name = "DURATION", value_parser = dcgm::text::parse_duration)]
         for_: Option<Duration>,
         /// The command and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
@@ -59,84 +59,23 @@ enum Action {
     },
 }
 
-/// `90s`, `10m`, `1h`, `500ms`, or plain seconds; more than 0 and at most 7 days.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let too_long = || {
-        format!("{s:?} is longer than 7 days, the most --for accepts; for an open-ended pause use `cutrace dcgm pause` without --for, which holds until `cutrace dcgm resume`")
-    };
-    let n: u64 = num.parse().map_err(|e: std::num::ParseIntError| {
-        if *e.kind() == std::num::IntErrorKind::PosOverflow {
-            too_long()
-        } else {
-            format!("{s:?}: expected a number with a unit, like 90s or 10m")
-        }
-    })?;
-    let per: u64 = match unit {
-        "ms" => 1,
-        "" | "s" => 1000,
-        "m" => 60_000,
-        "h" => 3_600_000,
-        _ => return Err(format!("{s:?}: unknown unit {unit:?} (use ms, s, m or h)")),
-    };
-    let ms = n.checked_mul(per).ok_or_else(too_long)?;
-    if ms == 0 {
-        return Err("the duration must be more than 0".into());
-    }
-    let d = Duration::from_millis(ms);
-    if d > dcgm::MAX_DEADLINE {
-        return Err(too_long());
-    }
-    Ok(d)
-}
-
 fn human(d: Duration) -> String {
     dcgm::human(d)
 }
 
 fn now_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
-/// "pid 123 (`ncu ./app`, for 42 s, until in 5 min)".
-fn describe(h: &Holder) -> String {
-    let now = now_unix();
-    let what = match h.role {
-        Role::Run => format!("`{}`", h.label),
-        Role::Pause => "`cutrace dcgm pause`".to_string(),
-    };
-    let until = match h.until {
-        Some(u) => format!(
-            ", its --for resumes in {}",
-            human(Duration::from_secs(u.saturating_sub(now)))
-        ),
-        None => String::new(),
-    };
-    format!(
-        "watchdog pid {} of cutrace pid {} ({what}, holding for {}{until})",
-        h.pid,
-        h.owner,
-        human(Duration::from_secs(now.saturating_sub(h.since).max(1)))
-    )
+    dcgm::text::unix_now()
 }
 
 fn list(holders: &[Holder]) -> String {
-    if holders.is_empty() {
-        return "a cutrace session that left no record".into();
-    }
-    holders.iter().map(describe).collect::<Vec<_>>().join("; ")
+    dcgm::text::list(holders, now_unix())
 }
 
 /// A command is looked up like a shell would, before anything is paused: missing gives 127,
 /// present but not runnable 126 (`record`'s lookup, so both commands answer alike).
 fn resolve_program(prog: &str) -> Result<PathBuf, (i32, String)> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-    super::record::resolve_program(
+    cutrace_launch::resolve_program(
         std::ffi::OsStr::new(prog),
         std::env::var_os("PATH").as_deref(),
         &cwd,
@@ -255,35 +194,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 
 #[cfg(test)]
 mod tests {
-    use super::{parse_duration, resolve_program};
-    use std::time::Duration;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("10m"), Ok(Duration::from_secs(600)));
-        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(
-            parse_duration("168h"),
-            Ok(Duration::from_secs(7 * 24 * 3600))
-        );
-        assert!(parse_duration("10 parsecs").is_err());
-        assert!(parse_duration("0s").is_err());
-    }
-
-    #[test]
-    fn absurd_durations_are_refused_not_overflowed() {
-        for s in [
-            "9999999999999999h",
-            "99999999999999999999999s",
-            "18446744073709551615m",
-            "169h",
-        ] {
-            let e = parse_duration(s).expect_err(s);
-            assert!(e.contains("longer than 7 days"), "{s}: {e}");
-        }
-    }
+    use super::resolve_program;
 
     #[test]
     fn programs_resolve_like_a_shell() {

@@ -10,8 +10,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
+use cutrace_counters::listing::{type_word, write_listing, Listing, MetricRow};
 use cutrace_counters::{sets, MetricType, Profiler, ProfilerKind};
-use serde::Serialize;
 
 use super::record;
 
@@ -211,38 +211,6 @@ fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
     out
 }
 
-/// One metric as --list-metrics shows it.
-#[derive(Serialize)]
-struct MetricRow {
-    name: String,
-    /// counter, ratio or throughput.
-    #[serde(rename = "type")]
-    kind: &'static str,
-    hw_unit: String,
-    dim_unit: String,
-    description: String,
-}
-
-#[derive(Serialize)]
-struct Listing {
-    chip: String,
-    /// The set named with --set, else null.
-    set: Option<&'static str>,
-    metrics: Vec<MetricRow>,
-    /// Replay passes the metrics need together; absent when listing every metric.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    passes: Option<usize>,
-}
-
-fn type_word(kind: Option<MetricType>) -> &'static str {
-    match kind {
-        Some(MetricType::Counter) => "counter",
-        Some(MetricType::Ratio) => "ratio",
-        Some(MetricType::Throughput) => "throughput",
-        None => "?",
-    }
-}
-
 /// The libcupti to use, with libnvperf_host made findable beside it.
 fn load_cupti() -> anyhow::Result<cutrace_cupti::Cupti> {
     let cupti = cutrace_cupti::Cupti::load(&cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok()))
@@ -327,46 +295,4 @@ fn gpu0_chip(profiler: &Profiler<'_>) -> anyhow::Result<String> {
     let chip = profiler.chip_name(0)?;
     profiler.deinitialize();
     chip.context("CUPTI named no chip for GPU 0")
-}
-
-fn write_listing(l: &Listing, out: &mut dyn Write) -> std::io::Result<()> {
-    let what = match (l.set, l.passes) {
-        (Some(set), _) => format!("metric set {set}"),
-        (None, Some(_)) => "metrics".to_string(),
-        (None, None) => "Range Profiler base metrics".to_string(),
-    };
-    writeln!(out, "{what} on {}: {} metrics", l.chip, l.metrics.len())?;
-    let w = l.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0);
-    let unit = |m: &MetricRow| format!("{}/{}", m.hw_unit, m.dim_unit);
-    let u = l.metrics.iter().map(|m| unit(m).len()).max().unwrap_or(0);
-    writeln!(
-        out,
-        "  {:<w$}  {:<10}  {:<u$}  description",
-        "name", "type", "unit"
-    )?;
-    for m in &l.metrics {
-        writeln!(
-            out,
-            "  {:<w$}  {:<10}  {:<u$}  {}",
-            m.name,
-            m.kind,
-            unit(m),
-            m.description
-        )?;
-    }
-    match l.passes {
-        Some(p) => writeln!(
-            out,
-            "passes: {p} (each profiled kernel is replayed {p} time{})",
-            if p == 1 { "" } else { "s" }
-        )?,
-        None => writeln!(
-            out,
-            "Base names take a rollup: counters .sum .avg .min .max (and .per_second, \
-             .pct_of_peak_sustained_elapsed, ...), ratios .ratio .pct, throughputs \
-             .avg.pct_of_peak_sustained_elapsed; `--list-metrics --metrics NAME` checks a name \
-             and counts its passes."
-        )?,
-    }
-    Ok(())
 }

@@ -10,16 +10,16 @@
 //! (torch.profiler) cannot share CUPTI with cutrace before CUDA 13.3, and is then told so in one
 //! line instead of failing silently (cutrace-inject's `interpose.rs`).
 
-use std::ffi::{OsStr, OsString};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::ffi::OsString;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-
-/// The injection library's file name, installed next to the `cutrace` binary.
-pub const INJECT_LIB_NAME: &str = "libcutrace_inject.so";
+use cutrace_launch::{
+    find_inject_lib, injection_env, missing_interpreter, preload_value, prepare_output,
+    resolve_program, shell_quote, INJECT_LIB_NAME,
+};
 
 /// The variables `cutrace profile` sets for the injection's counters.
 pub const COUNTER_VARS: [&str; 7] = [
@@ -151,47 +151,6 @@ pub struct Args {
     pub(crate) command: Vec<OsString>,
 }
 
-/// Finds the injection library: `CUTRACE_INJECT_LIB`, else next to the cutrace binary, else in
-/// `../lib` or `../lib/cutrace` beside it. The result is absolute.
-pub fn find_inject_lib(env_value: Option<OsString>, exe: Option<&Path>) -> anyhow::Result<PathBuf> {
-    if let Some(p) = env_value.filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        if !p.is_file() {
-            bail!(
-                "CUTRACE_INJECT_LIB={} is not a file; point it at {INJECT_LIB_NAME}",
-                p.display()
-            );
-        }
-        if !is_elf(&p) {
-            bail!(
-                "CUTRACE_INJECT_LIB={} is not a shared library (no ELF header); point it at \
-                 {INJECT_LIB_NAME}",
-                p.display()
-            );
-        }
-        return std::fs::canonicalize(&p).with_context(|| format!("resolving {}", p.display()));
-    }
-    let mut tried = Vec::new();
-    if let Some(dir) = exe.and_then(Path::parent) {
-        for cand in [
-            dir.join(INJECT_LIB_NAME),
-            dir.join("../lib").join(INJECT_LIB_NAME),
-            dir.join("../lib/cutrace").join(INJECT_LIB_NAME),
-        ] {
-            if cand.is_file() {
-                return std::fs::canonicalize(&cand)
-                    .with_context(|| format!("resolving {}", cand.display()));
-            }
-            tried.push(cand.display().to_string());
-        }
-    }
-    bail!(
-        "cannot find {INJECT_LIB_NAME} (tried {}); install it next to the cutrace binary or set \
-         CUTRACE_INJECT_LIB",
-        tried.join(", ")
-    )
-}
-
 /// The injection library built into release binaries (build.rs; empty in debug builds), for a
 /// binary installed alone (`cargo install`), which has no library beside it.
 const EMBEDDED_INJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcutrace_inject.so"));
@@ -220,204 +179,6 @@ fn write_embedded_inject() -> Option<PathBuf> {
     std::fs::write(&tmp, EMBEDDED_INJECT).ok()?;
     std::fs::rename(&tmp, &path).ok()?;
     Some(path)
-}
-
-fn is_elf(p: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 4];
-    std::fs::File::open(p)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok()
-        && magic == *b"\x7fELF"
-}
-
-/// Why a program cannot be started, found before anything is created: the exit status a shell
-/// would give (126 found but not runnable, 127 not found) and the message.
-#[derive(Debug)]
-pub struct CannotRun {
-    pub code: i32,
-    pub message: String,
-}
-
-/// Finds `prog` as `execvp` will: a name with a `/` is a path; any other name is looked up in
-/// `path` (`PATH`'s value). The checks `exec` would fail on are made here, so that a failed
-/// start leaves no trace directory and says why in the user's terms.
-pub fn resolve_program(
-    prog: &OsStr,
-    path: Option<&OsStr>,
-    cwd: &Path,
-) -> Result<PathBuf, CannotRun> {
-    use std::os::unix::fs::PermissionsExt;
-    let shown = Path::new(prog).display().to_string();
-    let runnable = |p: &Path| -> Result<(), CannotRun> {
-        let md = std::fs::metadata(p).map_err(|e| CannotRun {
-            code: 127,
-            message: if e.kind() == std::io::ErrorKind::NotFound {
-                format!("{shown}: No such file or directory")
-            } else {
-                format!("{shown}: {e}")
-            },
-        })?;
-        if md.is_dir() {
-            return Err(CannotRun {
-                code: 126,
-                message: format!("{shown}: a directory, not a program"),
-            });
-        }
-        if md.permissions().mode() & 0o111 == 0 {
-            return Err(CannotRun {
-                code: 126,
-                message: format!(
-                    "{shown}: Permission denied: not executable; `chmod +x {shown}`, or run it \
-                     through its interpreter (e.g. `python3 {shown}`)"
-                ),
-            });
-        }
-        if let Some(interp) = missing_interpreter(p) {
-            if interp.starts_with('/') && !Path::new(&interp).exists() {
-                return Err(CannotRun {
-                    code: 126,
-                    message: format!(
-                        "{shown}: its interpreter {interp} (the #! line) does not exist; install \
-                         it or fix the #! line"
-                    ),
-                });
-            }
-        }
-        Ok(())
-    };
-    let bytes = prog.as_bytes();
-    if bytes.is_empty() {
-        return Err(CannotRun {
-            code: 127,
-            message: "the program's name is empty".into(),
-        });
-    }
-    if bytes.contains(&b'/') {
-        runnable(Path::new(prog))?;
-        return Ok(PathBuf::from(prog));
-    }
-    let mut cannot = None;
-    for dir in path
-        .map(OsStr::as_bytes)
-        .unwrap_or(b"/usr/local/bin:/usr/bin:/bin")
-        .split(|&b| b == b':')
-    {
-        // An empty PATH entry means the current directory.
-        let dir = if dir.is_empty() {
-            cwd.to_path_buf()
-        } else {
-            PathBuf::from(OsStr::from_bytes(dir))
-        };
-        let cand = dir.join(prog);
-        if cand.is_file() {
-            match runnable(&cand) {
-                Ok(()) => return Ok(cand),
-                // As a shell: the first match that cannot run is the answer if none can.
-                Err(e) => {
-                    cannot.get_or_insert(e);
-                }
-            }
-        }
-    }
-    if let Some(e) = cannot {
-        return Err(e);
-    }
-    let here = cwd.join(prog);
-    let message = if here.is_file() {
-        format!(
-            "{shown}: command not found in PATH; there is a file {shown} here: run it as \
-             ./{shown}, or through its interpreter (e.g. `python3 {shown}`)"
-        )
-    } else {
-        format!("{shown}: command not found in PATH")
-    };
-    Err(CannotRun { code: 127, message })
-}
-
-/// Why `exec` of a file that exists failed with ENOENT: its `#!` interpreter is missing.
-fn missing_interpreter(p: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let n = std::fs::File::open(p)
-        .and_then(|mut f| f.read(&mut head))
-        .ok()?;
-    let line = head[..n].strip_prefix(b"#!")?;
-    let line = line.split(|&b| b == b'\n').next()?;
-    let interp = String::from_utf8_lossy(line)
-        .split_whitespace()
-        .next()?
-        .to_string();
-    Some(interp)
-}
-
-/// `p` as it can be pasted into a shell.
-pub fn shell_quote(p: &str) -> String {
-    let plain = !p.is_empty()
-        && p.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_./-+:,@%=".contains(&b));
-    if plain {
-        p.to_string()
-    } else {
-        format!("'{}'", p.replace('\'', "'\\''"))
-    }
-}
-
-/// The environment `record` gives the program (names and values), pure for tests.
-pub fn injection_env(
-    inject: &Path,
-    out_dir: &Path,
-    kinds: &[String],
-    buffer_mib: u32,
-    serialize: bool,
-    record_cmdline: bool,
-    discard: bool,
-) -> Vec<(String, OsString)> {
-    let mut env = vec![
-        (
-            "CUDA_INJECTION64_PATH".to_string(),
-            inject.as_os_str().to_owned(),
-        ),
-        (
-            "CUTRACE_OUTPUT_DIR".to_string(),
-            out_dir.as_os_str().to_owned(),
-        ),
-        ("CUTRACE_KINDS".to_string(), kinds.join(",").into()),
-        (
-            "CUTRACE_BUFFER_BYTES".to_string(),
-            (u64::from(buffer_mib) << 20).to_string().into(),
-        ),
-    ];
-    if serialize {
-        env.push(("CUTRACE_SERIALIZE_KERNELS".into(), "1".into()));
-    }
-    if record_cmdline {
-        env.push(("CUTRACE_RECORD_CMDLINE".into(), "1".into()));
-    }
-    if discard {
-        env.push(("CUTRACE_DISCARD".into(), "1".into()));
-    }
-    env
-}
-
-/// `LD_PRELOAD` for the program: the injection library first, then the entries already there
-/// (the dynamic loader splits on spaces and colons). `None` when the library's path holds a
-/// space or colon, which `LD_PRELOAD` cannot carry.
-pub fn preload_value(inject: &Path, existing: Option<&OsStr>) -> Option<OsString> {
-    let lib = inject.as_os_str().as_bytes();
-    if lib.is_empty() || lib.iter().any(|&b| b == b' ' || b == b':') {
-        return None;
-    }
-    let mut value = lib.to_vec();
-    let rest = existing.map(OsStr::as_bytes).unwrap_or_default();
-    for entry in rest.split(|&b| b == b' ' || b == b':') {
-        // A nested `cutrace record` does not preload the library twice.
-        if !entry.is_empty() && entry != lib {
-            value.push(b':');
-            value.extend_from_slice(entry);
-        }
-    }
-    Some(OsString::from_vec(value))
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -596,82 +357,9 @@ pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Resul
     Ok(code)
 }
 
-/// Creates (or reuses) the trace directory and checks, before the program starts, that parts
-/// can be created in it: a failure found later would only show once the program starts CUDA,
-/// perhaps hours into a run.
-/// The directory, and whether this call created it.
-fn prepare_output(dir: &Path) -> anyhow::Result<(PathBuf, bool)> {
-    if let Ok(md) = std::fs::symlink_metadata(dir) {
-        let what = if md.file_type().is_symlink() && std::fs::metadata(dir).is_err() {
-            Some("a link to nothing")
-        } else if !dir.is_dir() {
-            Some("not a directory")
-        } else {
-            None
-        };
-        if let Some(what) = what {
-            bail!(
-                "-o {} exists and is {what}: the trace is a directory (one part per process); \
-                 pass -o a new or existing directory",
-                dir.display()
-            );
-        }
-    }
-    let existed = dir.is_dir();
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .with_context(|| format!("creating the trace directory {}", dir.display()))?;
-    let out_dir =
-        std::fs::canonicalize(dir).with_context(|| format!("resolving {}", dir.display()))?;
-    let probe = out_dir.join(format!(".cutrace-probe-{}", std::process::id()));
-    let made = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&probe);
-    match made {
-        Ok(_) => {
-            let _ = std::fs::remove_file(&probe);
-        }
-        Err(e) => {
-            if !existed {
-                let _ = std::fs::remove_dir(&out_dir);
-            }
-            bail!(
-                "cannot create trace parts in {} ({e}); choose a directory you can write with -o",
-                out_dir.display()
-            );
-        }
-    }
-    Ok((out_dir, !existed))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn env_holds_absolute_paths_and_settings() {
-        let env = injection_env(
-            Path::new("/opt/cutrace/libcutrace_inject.so"),
-            Path::new("/tmp/t"),
-            &["kernel".into(), "runtime".into()],
-            4,
-            false,
-            true,
-            false,
-        );
-        let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        assert_eq!(
-            get("CUDA_INJECTION64_PATH").unwrap(),
-            "/opt/cutrace/libcutrace_inject.so"
-        );
-        assert_eq!(get("CUTRACE_KINDS").unwrap(), "kernel,runtime");
-        assert_eq!(get("CUTRACE_BUFFER_BYTES").unwrap(), "4194304");
-        assert_eq!(get("CUTRACE_RECORD_CMDLINE").unwrap(), "1");
-        assert!(get("CUTRACE_DISCARD").is_none());
-    }
 
     #[test]
     fn api_modes_reach_the_injection_by_their_names() {
@@ -683,71 +371,5 @@ mod tests {
         }
         assert_eq!(ApiRecords::Lean.env_value(), "lean");
         assert_eq!(ApiRecords::Launches.env_value(), "launches");
-    }
-
-    #[test]
-    fn preload_puts_the_library_first_and_keeps_the_rest() {
-        let lib = Path::new("/opt/cutrace/libcutrace_inject.so");
-        let v = |e: Option<&str>| preload_value(lib, e.map(OsStr::new));
-        assert_eq!(v(None).unwrap(), "/opt/cutrace/libcutrace_inject.so");
-        assert_eq!(v(Some("")).unwrap(), "/opt/cutrace/libcutrace_inject.so");
-        assert_eq!(
-            v(Some("libjemalloc.so.2 /x/libfoo.so:/y/libbar.so")).unwrap(),
-            "/opt/cutrace/libcutrace_inject.so:libjemalloc.so.2:/x/libfoo.so:/y/libbar.so"
-        );
-        assert_eq!(
-            v(Some("/opt/cutrace/libcutrace_inject.so:/x/libfoo.so")).unwrap(),
-            "/opt/cutrace/libcutrace_inject.so:/x/libfoo.so"
-        );
-        assert!(preload_value(Path::new("/my tools/libcutrace_inject.so"), None).is_none());
-        assert!(preload_value(Path::new("/a:b/libcutrace_inject.so"), None).is_none());
-    }
-
-    #[test]
-    fn inject_lib_is_found_next_to_the_binary_or_refused() {
-        let dir = std::env::temp_dir().join(format!("cutrace-rec-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("bin")).unwrap();
-        let exe = dir.join("bin/cutrace");
-        assert!(find_inject_lib(None, Some(&exe)).is_err());
-        std::fs::write(dir.join("bin").join(INJECT_LIB_NAME), b"").unwrap();
-        let p = find_inject_lib(None, Some(&exe)).unwrap();
-        assert!(p.is_absolute());
-        assert!(find_inject_lib(Some("/nonexistent.so".into()), Some(&exe)).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
-    fn paths_are_quoted_for_the_shell_only_when_needed() {
-        assert_eq!(shell_quote("/tmp/run1"), "/tmp/run1");
-        assert_eq!(shell_quote("/tmp/my run"), "'/tmp/my run'");
-        assert_eq!(shell_quote("it's"), "'it'\\''s'");
-        assert_eq!(shell_quote(""), "''");
-    }
-
-    #[test]
-    fn programs_are_found_as_execvp_finds_them() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("cutrace-resolve-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("bin")).unwrap();
-        let tool = dir.join("bin/tool");
-        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = OsString::from(format!("/nonexistent:{}", dir.join("bin").display()));
-        assert_eq!(
-            resolve_program(OsStr::new("tool"), Some(&path), &dir).unwrap(),
-            tool
-        );
-        // An empty PATH entry is the current directory.
-        let here = OsString::from("/nonexistent:");
-        assert_eq!(
-            resolve_program(OsStr::new("tool"), Some(&here), &dir.join("bin")).unwrap(),
-            tool
-        );
-        let e = resolve_program(OsStr::new("tool"), Some(OsStr::new("/nonexistent")), &dir)
-            .unwrap_err();
-        assert_eq!(e.code, 127);
-        assert!(resolve_program(OsStr::new(""), None, &dir).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
