@@ -611,6 +611,10 @@ fn names(o: &mut String, r: &Report) {
     }
 }
 
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// A counter value as the text report prints it: integers without decimals, others with 3.
 /// `None` (no kernel of the name had a value, or CUPTI reported it unavailable) is `n/a`, never
 /// 0, so that a missing measurement cannot be read as a measured zero.
@@ -650,39 +654,40 @@ fn counters(o: &mut String, c: &CounterReport) {
     let mut missing: Vec<String> = Vec::new();
     if c.kernels_without_values > 0 {
         missing.push(format!(
-            "{} kernel records without counter values",
-            c.kernels_without_values
+            "{} without counter values",
+            count(c.kernels_without_values, "kernel record", "kernel records")
         ));
     }
     if c.kernels_skipped > 0 {
         missing.push(format!(
-            "{} kernels skipped on purpose (--kernels, --max-kernels, --every)",
-            c.kernels_skipped
+            "{} skipped on purpose (--kernels, --max-kernels, --every)",
+            count(c.kernels_skipped, "kernel", "kernels")
         ));
     }
     if c.graph_launches > 0 || c.launches_captured > 0 {
         missing.push(format!(
-            "{} graph launches and {} launches captured into graphs: no counters for their kernels",
-            c.graph_launches, c.launches_captured
+            "{} and {} captured into graphs: no counters for their kernels",
+            count(c.graph_launches, "graph launch", "graph launches"),
+            count(c.launches_captured, "launch", "launches")
         ));
     }
     if c.ranges_dropped > 0 {
         missing.push(format!(
-            "{} ranges dropped by CUPTI or unreadable",
-            c.ranges_dropped
+            "{} dropped by CUPTI or unreadable",
+            count(c.ranges_dropped, "range", "ranges")
         ));
     }
     if c.values_unavailable > 0 {
         missing.push(format!(
-            "{} values reported unavailable by CUPTI (shown as n/a, left out of sums and means)",
-            c.values_unavailable
+            "{} reported unavailable by CUPTI (shown as n/a, left out of sums and means)",
+            count(c.values_unavailable, "value", "values")
         ));
     }
     if c.kernels_without_timestamps > 0 {
         missing.push(format!(
-            "{} profiled kernels have no timestamps (CUPTI writes 0 for kernels it replays): \
-             busy time, gaps and latencies cannot place them; their durations come from \
-             gpu__time_duration.sum where measured",
+            "{} of the profiled kernels without timestamps (CUPTI writes 0 for kernels it \
+             replays): busy time, gaps and latencies cannot place them; their durations come \
+             from gpu__time_duration.sum where measured",
             c.kernels_without_timestamps
         ));
     }
