@@ -5,8 +5,9 @@ chromium-driver. For each page (`cutrace report --html` of several fixtures, `cu
 Network events name only the page itself), draws every chart (each SVG has drawn shapes with a
 non-zero bounding box, each timeline lane has shapes), shows the busy %, gap counts and step
 durations of `--format json`, zooms (the buttons and a drag change the visible time range) and
-sorts a table on a click. Exit 1 on any failure; exit 77 with a SKIPPED line when no browser,
-driver or selenium is available.
+sorts a table on a click. For a `cutrace profile` trace: the counters table is drawn, shows the
+JSON report's values per kernel name (n/a for none) and sorts on a click. Exit 1 on any failure;
+exit 77 with a SKIPPED line when no browser, driver or selenium is available.
 
 usage: html_browser.py CUTRACE_BINARY
        html_browser.py --timing PAGE.html    (only: load the page, print when it was interactive)
@@ -26,6 +27,10 @@ REPORTS = [
     "tests/fixtures/kineto/copy_overlap.json.gz",
     "tests/fixtures/native/multiproc",
 ]
+# A real `cutrace profile --set basic` trace. Only its counters are checked here: the profiler
+# replays kernels and CUPTI writes 0 timestamps for most of them, so its timeline spans 736 ns
+# and a lane may have nothing to draw.
+COUNTERS = "tests/fixtures/native/counters_basic"
 DIFF = ("tests/fixtures/kineto/two_streams.json.gz", "tests/fixtures/kineto/profiler_steps.json.gz")
 
 
@@ -162,6 +167,43 @@ class Page:
             self.fail(f"a click did not sort the column: {heads}")
 
 
+    def check_counters(self, c):
+        """The counters table: drawn, one row per kernel name with the JSON's values (n/a for
+        none), and a click on a metric's head sorts by it."""
+        rows = self.d.execute_script("""
+            var t = document.querySelector('table.sortable.counters');
+            if (!t) return null;
+            return Array.from(t.tBodies[0].rows).map(function (r) {
+              var b = r.getBoundingClientRect();
+              return {h: b.height, cells: Array.from(r.cells).map(function (c) { return c.textContent; })}; });""")
+        if rows is None:
+            self.fail("no counters table")
+            return
+        if len(rows) != len(c["by_kernel"]):
+            self.fail(f"counters table: {len(rows)} rows, JSON {len(c['by_kernel'])}")
+        for r, k in zip(rows, c["by_kernel"]):
+            want = [counter_value(v) for v in k["values"]]
+            if r["h"] <= 0 or r["cells"][3:] != want:
+                self.fail(f"counters of {k['name']}: page {r['cells'][3:]}, JSON {want}")
+        keys = self.d.execute_script("""
+            var t = document.querySelector('table.sortable.counters');
+            t.tHead.rows[0].cells[3].click();
+            return Array.from(t.tBodies[0].rows).map(function (r) {
+              var v = r.cells[3].getAttribute('data-sort'); return v === null ? null : parseFloat(v); });""")
+        nums = [k for k in keys if k is not None]
+        if nums != sorted(nums, reverse=True) or keys[:len(nums)] != nums:
+            self.fail(f"a click did not sort the counters column: {keys}")
+
+
+def counter_value(v):
+    """The text report's counter values: integers without decimals, others with 3, n/a for none."""
+    if v is None:
+        return "n/a"
+    if v == int(v) and abs(v) < 1e15:
+        return f"{v:.0f}"
+    return f"{v:.3f}"
+
+
 def cutrace(binary, *args):
     return subprocess.run([binary, *args], cwd=ROOT, check=True, capture_output=True).stdout
 
@@ -210,6 +252,18 @@ def check_report(d, binary, tmp, rel):
     p.check_console_and_network()
     p.check_logged()
     return p, f"{want} numbers, {len(svgs)} charts"
+
+
+def check_counter_report(d, binary, tmp):
+    path = os.path.join(tmp, "counters.html")
+    cutrace(binary, "report", COUNTERS, "--html", path)
+    c = json.loads(cutrace(binary, "report", COUNTERS, "--format", "json"))["counters"]
+    p = Page(d, path)
+    p.check_console_and_network()
+    p.check_counters(c)
+    p.check_console_and_network()
+    p.check_logged()
+    return p, f"counters of {len(c['by_kernel'])} kernel names x {len(c['metrics'])} metrics"
 
 
 def check_diff(d, binary, tmp):
@@ -263,7 +317,9 @@ def main():
         with tempfile.TemporaryDirectory(prefix="cutrace-html-") as tmp:
             results = [check_report(d, binary, tmp, r) for r in REPORTS]
             results.append(check_diff(d, binary, tmp))
-            for (p, what), name in zip(results, REPORTS + ["diff " + " ".join(DIFF)]):
+            results.append(check_counter_report(d, binary, tmp))
+            names = REPORTS + ["diff " + " ".join(DIFF), COUNTERS]
+            for (p, what), name in zip(results, names):
                 status = "ok" if not p.fails else "FAIL"
                 print(f"{status}: {name}: {what}, interactive in {p.ready_ms} ms")
                 for f in p.fails:

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use cutrace_analysis::counters::{Aggregation, CounterReport};
 use cutrace_analysis::{fmt_ns, AnalysisError, DeviceReport, GapReading, Report, Steps, Window};
 use cutrace_trace::Trace;
 
@@ -51,6 +52,9 @@ pub(super) fn body<'a>(
         steps(o, st);
     }
     names(o, r);
+    if let Some(c) = &r.counters {
+        counters(o, c);
+    }
     copies(o, r);
     TimelineData {
         id: id.to_owned(),
@@ -605,6 +609,139 @@ fn names(o: &mut String, r: &Report) {
         }
         t.end();
     }
+}
+
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A counter value as the text report prints it: integers without decimals, others with 3.
+/// `None` (no kernel of the name had a value, or CUPTI reported it unavailable) is `n/a`, never
+/// 0, so that a missing measurement cannot be read as a measured zero.
+pub(super) fn counter_value(v: Option<f64>) -> String {
+    match v {
+        None => "n/a".into(),
+        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
+        Some(v) => format!("{v:.3}"),
+    }
+}
+
+/// The hardware counters of a `cutrace profile` trace: how they were taken (passes, serialized
+/// kernels), what has no values (shown like data loss), and a table of kernel names × metrics.
+fn counters(o: &mut String, c: &CounterReport) {
+    o.push_str("<section id=\"counters\"><h2>Hardware counters</h2>");
+    let passes = match c.passes {
+        Some(p) => format!(
+            "<span class=\"num\" id=\"counter-passes\" data-value=\"{p}\">{p}</span> {}",
+            if p == 1 { "pass" } else { "passes" }
+        ),
+        None => "an unknown number of passes".into(),
+    };
+    let _ = write!(
+        o,
+        "<p>Recorded with <code>cutrace profile</code> (CUPTI Range Profiling, one range per \
+         kernel): {} kernels profiled, each replayed in {passes}.",
+        c.kernels_profiled
+    );
+    if c.kernels_serialized {
+        o.push_str(
+            " <strong>Kernels were serialized while profiling</strong> (each profiled kernel ran \
+             alone and was replayed once per pass): the times and overlap in this report are not \
+             those of an unprofiled run.",
+        );
+    }
+    o.push_str("</p>");
+    let mut missing: Vec<String> = Vec::new();
+    if c.kernels_without_values > 0 {
+        missing.push(format!(
+            "{} without counter values",
+            count(c.kernels_without_values, "kernel record", "kernel records")
+        ));
+    }
+    if c.kernels_skipped > 0 {
+        missing.push(format!(
+            "{} skipped on purpose (--kernels, --max-kernels, --every)",
+            count(c.kernels_skipped, "kernel", "kernels")
+        ));
+    }
+    if c.graph_launches > 0 || c.launches_captured > 0 {
+        missing.push(format!(
+            "{} and {} captured into graphs: no counters for their kernels",
+            count(c.graph_launches, "graph launch", "graph launches"),
+            count(c.launches_captured, "launch", "launches")
+        ));
+    }
+    if c.ranges_dropped > 0 {
+        missing.push(format!(
+            "{} dropped by CUPTI or unreadable",
+            count(c.ranges_dropped, "range", "ranges")
+        ));
+    }
+    if c.values_unavailable > 0 {
+        missing.push(format!(
+            "{} reported unavailable by CUPTI (shown as n/a, left out of sums and means)",
+            count(c.values_unavailable, "value", "values")
+        ));
+    }
+    if c.kernels_without_timestamps > 0 {
+        missing.push(format!(
+            "{} of the profiled kernels without timestamps (CUPTI writes 0 for kernels it \
+             replays): busy time, gaps and latencies cannot place them; their durations come \
+             from gpu__time_duration.sum where measured",
+            c.kernels_without_timestamps
+        ));
+    }
+    if let Some(e) = &c.error {
+        missing.push(format!("counters failed: {e}"));
+    }
+    if !missing.is_empty() {
+        o.push_str("<div class=\"box lost\" id=\"counters-missing\"><ul>");
+        for m in &missing {
+            let _ = write!(o, "<li>{}</li>", escape(m));
+        }
+        o.push_str("</ul></div>");
+    }
+    if !c.by_kernel.is_empty() {
+        let _ = write!(
+            o,
+            "<p class=\"muted\">{} of {} kernel names with counter values, by summed duration. \
+             <em>sum</em>: added up over the kernels; <em>duration-weighted mean</em>: mean \
+             weighted by kernel duration (ratios, percentages, rates). n/a: no value. Click a \
+             column to sort.</p>",
+            c.by_kernel.len(),
+            c.kernel_names
+        );
+        let heads: Vec<String> = c
+            .metrics
+            .iter()
+            .map(|m| {
+                let how = match m.aggregation {
+                    Aggregation::Sum => "sum",
+                    Aggregation::DurationWeightedMean => "duration-weighted mean",
+                };
+                format!("{} ({how})", m.name)
+            })
+            .collect();
+        let mut cols: Vec<(&str, bool)> =
+            vec![("kernel", false), ("kernels", true), ("total", true)];
+        cols.extend(heads.iter().map(|h| (h.as_str(), true)));
+        let mut t = Table::new(o, "counters", &cols);
+        for k in &c.by_kernel {
+            let mut cells = vec![
+                Cell::Name(k.name.clone()),
+                Cell::Int(k.kernels),
+                Cell::Ns(k.duration_ns),
+            ];
+            cells.extend(k.values.iter().map(|v| match v {
+                // No sort key: the script sorts a cell without one below every number.
+                None => Cell::Text(counter_value(None)),
+                Some(x) => Cell::Raw(*x, counter_value(Some(*x))),
+            }));
+            t.row(&cells);
+        }
+        t.end();
+    }
+    o.push_str("</section>\n");
 }
 
 fn copies(o: &mut String, r: &Report) {

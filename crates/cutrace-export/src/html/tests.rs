@@ -307,3 +307,97 @@ fn write_file_does_not_replace_a_file() {
     assert_eq!(kept, "<p>one</p>");
     assert_eq!(left.len(), 1, "a temporary file was left beside it");
 }
+
+/// The `<tr>` rows of the counters table: each row's cell texts.
+fn counter_rows(page: &str) -> Vec<Vec<String>> {
+    let from = page.find("<table class=\"sortable counters\">").unwrap();
+    let table = &page[from..from + page[from..].find("</table>").unwrap()];
+    let body = &table[table.find("<tbody>").unwrap()..];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            row.split("<td")
+                .skip(1)
+                .map(|cell| {
+                    let text = &cell[cell.find('>').unwrap() + 1..];
+                    text[..text.find("</td>").unwrap()].to_owned()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+#[test]
+fn counters_equal_the_json_report() {
+    let trace = load("native/counters_basic");
+    let (json, page) = report_and_page(&trace);
+    let c = &json["counters"];
+    assert!(page.contains("<h2>Hardware counters</h2>"));
+    assert!(page.contains("Kernels were serialized while profiling"));
+    let passes = c["passes"].as_u64().unwrap();
+    assert!(
+        page.contains(&format!(
+            "id=\"counter-passes\" data-value=\"{passes}\">{passes}<"
+        )),
+        "pass count {passes} not shown"
+    );
+    // Each metric's header names its aggregation.
+    for m in c["metrics"].as_array().unwrap() {
+        let how = match m["aggregation"].as_str().unwrap() {
+            "sum" => "sum",
+            "duration_weighted_mean" => "duration-weighted mean",
+            other => panic!("aggregation {other}"),
+        };
+        let head = format!("{} ({how})", m["name"].as_str().unwrap());
+        assert!(
+            page.contains(&format!(">{}</th>", super::escape(&head))),
+            "{head}"
+        );
+    }
+    let rows = counter_rows(&page);
+    let by_kernel = c["by_kernel"].as_array().unwrap();
+    assert!(!by_kernel.is_empty());
+    assert_eq!(rows.len(), by_kernel.len());
+    for (row, k) in rows.iter().zip(by_kernel) {
+        assert_eq!(
+            row[0],
+            format!("{}", super::escape(k["name"].as_str().unwrap()))
+        );
+        assert_eq!(row[1], k["kernels"].as_u64().unwrap().to_string());
+        assert_eq!(row[2], fmt_ns(k["duration_ns"].as_u64().unwrap()));
+        let values: Vec<String> = k["values"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| super::report::counter_value(v.as_f64()))
+            .collect();
+        assert_eq!(row[3..], values[..], "{}", row[0]);
+    }
+}
+
+#[test]
+fn an_unavailable_counter_is_na_and_the_missing_ones_are_shown() {
+    let trace = load("native/counters_basic");
+    let mut r = analyze(&trace, &Options::default()).unwrap();
+    let c = r.counters.as_mut().unwrap();
+    let measured = c.by_kernel[0].values[0].unwrap();
+    assert!(measured.is_finite());
+    c.by_kernel[0].values[0] = None;
+    c.kernels_without_values = 3;
+    c.graph_launches = 2;
+    c.launches_captured = 4;
+    let page = super::report::page("t", &trace, &r, None).unwrap();
+    let rows = counter_rows(&page);
+    assert_eq!(rows[0][3], "n/a");
+    assert!(page.contains("<div class=\"box lost\" id=\"counters-missing\">"));
+    assert!(page.contains("3 kernel records without counter values"));
+    assert!(page.contains("2 graph launches and 4 launches captured into graphs"));
+}
+
+#[test]
+fn a_trace_without_counters_has_no_counter_section() {
+    let (json, page) = report_and_page(&load("kineto/two_streams.json.gz"));
+    assert!(json.get("counters").is_none());
+    assert!(!page.contains("Hardware counters"));
+    assert!(!page.contains("sortable counters"));
+}
