@@ -845,7 +845,7 @@ impl DcgmGuard {
         &self.state
     }
 
-    /// End this session's hold now: DCGM resumes unless other holders remain. Reports what
+    /// End this guard's hold now: DCGM resumes unless other holders remain. Reports what
     /// happened and dcgmi's result.
     pub fn resume(mut self) -> Result<Release, DcgmError> {
         self.finish()

@@ -16,7 +16,8 @@ pub enum ApiMode {
     /// Every API call is recorded (`cuptiActivityEnable` for the kind).
     All,
     /// Every API call except the state queries in [`QUERY_CALLS`]: the default (BENCHMARKS.md,
-    /// session 5: those records cost 5.6 % of an eager PyTorch op under tracing).
+    /// "Record configurations compared inside one process", 2026-11-30: those records cost 5.6 %
+    /// of an eager PyTorch op under tracing).
     Lean,
     /// Only calls that launch work or move/set memory ([`is_launch_or_copy`]); synchronization
     /// records then have no API call.

@@ -43,7 +43,7 @@ const MODES: &[&str] = &[
     "tiny_5000",
 ];
 
-/// Each workload twice: recorded with every API call (`--api all`, the default until session 5;
+/// Each workload twice: recorded with every API call (`--api all`, the default before 8e260b2;
 /// folder `MODE`) and with the shipped default, `--api lean` (run 22; folder `lean/MODE`).
 fn recordings() -> Vec<(String, &'static str)> {
     MODES
