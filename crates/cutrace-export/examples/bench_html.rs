@@ -15,99 +15,8 @@
 use std::time::Instant;
 
 use cutrace_analysis::{analyze, steps, Options, StepMatch};
-use cutrace_trace::{ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, Trace};
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        // xorshift64*: deterministic, good enough for synthetic timings.
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
-/// The same records as `bench_analysis`'s `synthetic` (completion order) plus its steps.
-fn synthetic(n: usize, n_steps: u64) -> Trace {
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let mut strings: Vec<String> = (0..64)
-        .map(|i| format!("_ZN7cutlass6KernelINS_4gemm{i}EEEvNT_6ParamsE"))
-        .collect();
-    let launch_name = strings.len() as u32;
-    strings.push("cudaLaunchKernel".into());
-    let mut host = 1_700_000_000_000_000_000u64;
-    let mut stream_free = [[0u64; 4]; 2];
-    let mut kernels = Vec::with_capacity(n);
-    let mut api_calls = Vec::with_capacity(n);
-    for i in 0..n {
-        let device = rng.below(2) as u32;
-        let stream = rng.below(4) as usize;
-        host += 1_000 + rng.below(10_000);
-        let api_end = host + 2_000 + rng.below(3_000);
-        let free = &mut stream_free[device as usize][stream];
-        let start = (api_end + 1_000 + rng.below(4_000)).max(*free);
-        let end = start + 1_000 + rng.below(49_000);
-        *free = end;
-        let correlation_id = i as u64 + 1;
-        kernels.push(Kernel {
-            device,
-            context: 1,
-            stream: 7 + stream as u64,
-            correlation_id,
-            start_ns: start,
-            end_ns: end,
-            name: rng.below(64) as u32,
-            grid: [128, 1, 1],
-            block: [256, 1, 1],
-            registers_per_thread: 64,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
-        });
-        api_calls.push(ApiCall {
-            kind: ApiKind::Runtime,
-            name: launch_name,
-            cbid: 211,
-            process: 1,
-            thread: 1,
-            correlation_id,
-            start_ns: host,
-            end_ns: api_end,
-            return_value: 0,
-        });
-    }
-    kernels.sort_unstable_by_key(|k| k.end_ns);
-    let mut t = Trace {
-        strings,
-        kernels,
-        api_calls,
-        ..Trace::default()
-    };
-    let first = t.kernels.iter().map(|k| k.start_ns).min().unwrap_or(0);
-    let last = t.kernels.iter().map(|k| k.end_ns).max().unwrap_or(0);
-    let len = (last - first) / n_steps.max(1);
-    for i in 0..n_steps {
-        let name = t.strings.len() as u32;
-        t.strings.push(format!("ProfilerStep#{i}"));
-        t.ranges.push(NvtxRange {
-            domain: RangeDomain::Host,
-            name,
-            process: 1,
-            thread: 1,
-            device: None,
-            stream: None,
-            start_ns: first + i * len,
-            end_ns: first + (i + 1) * len,
-            nvtx_domain: None,
-        });
-    }
-    t
-}
+use cutrace_testkit::synthetic::{add_steps, synthetic};
+use cutrace_trace::Trace;
 
 /// CPU time of this thread (ns), from /proc: on a shared machine, wall time also counts the
 /// time other processes held the core.
@@ -144,7 +53,8 @@ fn main() {
     let out = args.next();
     let native = args.next();
     let t0 = Instant::now();
-    let trace = synthetic(n, 10_000);
+    let mut trace = synthetic(n);
+    add_steps(&mut trace, 10_000);
     println!(
         "synthetic trace: {n} kernels, {} API calls, {} steps, built in {:.1} s",
         trace.api_calls.len(),

@@ -11,6 +11,7 @@ pub mod fuzz_inputs;
 pub mod mini_elf;
 pub mod records;
 mod run;
+pub mod synthetic;
 
 pub use records::native_fixtures;
 pub use run::{show, Run};
