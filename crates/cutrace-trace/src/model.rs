@@ -53,6 +53,29 @@ pub struct KernelMetric {
     pub value: f64,
 }
 
+/// One communication call (all-reduce, all-gather, send, …) as the trace annotates it, joined to
+/// the kernel that carried it out by its correlation id. Fields the source did not write are
+/// `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Collective {
+    /// The kernel's correlation id ([`Kernel::correlation_id`]).
+    pub correlation_id: u64,
+    pub device: u32,
+    /// The collective's name as written (`allreduce`, `_allgather_base`, `send`).
+    pub name: StrId,
+    /// Process group name and description (`0`, `default_pg`).
+    pub group_name: Option<StrId>,
+    pub group_desc: Option<StrId>,
+    /// Ranks in the process group.
+    pub group_size: Option<u32>,
+    /// The process group's sequence number of this call: equal on every rank for one call.
+    pub seq: Option<u64>,
+    /// Message sizes in elements, and the element type.
+    pub in_nelems: Option<u64>,
+    pub out_nelems: Option<u64>,
+    pub dtype: Option<StrId>,
+}
+
 /// Bitwise, so that a NaN ("unavailable") equals itself and traces compare as written.
 impl PartialEq for KernelMetric {
     fn eq(&self, o: &Self) -> bool {
@@ -405,6 +428,24 @@ pub struct TraceMeta {
     /// apart; [`TraceMeta::id_origin`] takes that back off for display. Empty when the trace is
     /// one part or was imported (its ids are as recorded).
     pub id_parts: Vec<Option<u32>>,
+    /// Where the trace sits in a distributed job, when the source says: torch.profiler's
+    /// `distributedInfo`, or the `RANK`/`LOCAL_RANK`/`WORLD_SIZE` a native part recorded.
+    pub distributed: Option<Distributed>,
+}
+
+/// A trace's place in a distributed job. Every field is optional: sources write some of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Distributed {
+    /// Global rank (`RANK`, torch's `distributedInfo.rank`).
+    pub rank: Option<u32>,
+    /// Rank within its host (`LOCAL_RANK`).
+    pub local_rank: Option<u32>,
+    /// Number of ranks in the job (`WORLD_SIZE`).
+    pub world_size: Option<u32>,
+    /// Communication backend (`nccl`, `gloo`), when the source names it.
+    pub backend: Option<String>,
+    /// An id shared by every part of one `cutrace record` run.
+    pub run_id: Option<String>,
 }
 
 impl TraceMeta {
@@ -454,6 +495,9 @@ pub struct Trace {
     pub overheads: Vec<Overhead>,
     /// Hardware counter values per kernel (`cutrace profile`), joined by correlation id.
     pub kernel_metrics: Vec<KernelMetric>,
+    /// Collective and point-to-point communication calls as the source annotated them (torch's
+    /// `record_param_comms`), each joined to the kernel that ran it.
+    pub collectives: Vec<Collective>,
 }
 
 impl Trace {
