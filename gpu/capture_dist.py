@@ -19,7 +19,7 @@ import time
 
 import torch
 import torch.distributed as dist
-from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from torch.profiler import ProfilerActivity, profile, record_function
 
 MODE = sys.argv[1]
 OUT = sys.argv[2]
@@ -61,7 +61,6 @@ def traced(mode, rank, world):
     kw = {"experimental_config": exp} if exp is not None else {}
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-        schedule=schedule(wait=0, warmup=1, active=3),
         record_shapes=True,
         **kw,
     ) as prof:
@@ -81,20 +80,25 @@ def spawn_worker(i, out):
     torch.cuda.synchronize()
 
 
-if MODE == "nccl":
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", "29533")
-    dist.init_process_group("nccl", rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
-    traced("nccl", 0, 1)
-    dist.destroy_process_group()
-elif MODE == "gloo":
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-    traced("gloo", rank, world)
-    dist.destroy_process_group()
-elif MODE == "spawn":
-    import torch.multiprocessing as mp
+def main():
+    if MODE == "nccl":
+        os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+        os.environ.setdefault("MASTER_PORT", "29533")
+        dist.init_process_group("nccl", rank=0, world_size=1, timeout=datetime.timedelta(seconds=60))
+        traced("nccl", 0, 1)
+        dist.destroy_process_group()
+    elif MODE == "gloo":
+        rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+        traced("gloo", rank, world)
+        dist.destroy_process_group()
+    elif MODE == "spawn":
+        import torch.multiprocessing as mp
 
-    mp.spawn(spawn_worker, args=(OUT,), nprocs=2)
-else:
-    sys.exit(f"unknown mode {MODE}")
+        mp.spawn(spawn_worker, args=(OUT,), nprocs=2)
+    else:
+        sys.exit(f"unknown mode {MODE}")
+
+
+if __name__ == "__main__":
+    main()

@@ -16,3 +16,5 @@ timeout 120 "$BIN/cutrace" record -o "$OUT/dist/torchrun.trace" -- torchrun --np
 "$BIN/cutrace" report "$OUT/dist/torchrun.trace" > "$OUT/dist/torchrun.report.txt" 2>&1
 for f in "$OUT"/dist/*.json.gz; do echo "$f"; "$BIN/cutrace" report "$f" 2>&1 | tail -3; done
 ls -la "$OUT/dist" "$OUT/dist"/*.trace
+# The device returns a few files only: one archive.
+tar -C "$OUT" -czf "$OUT/dist.tgz" dist && rm -rf "$OUT/dist"
