@@ -4,7 +4,8 @@
 //! usable alone: [`kernel_timelines`] (busy, idle, gaps per device and stream), [`correlate`]
 //! (the correlation join and launch latency), [`kernel_summary`] / [`api_summary`],
 //! [`transfer_summary`], [`range_breakdown`], and the interval primitives in [`intervals`].
-//! [`diff`] compares two traces.
+//! [`diff`] compares two traces. A distributed job is a map over its ranks' traces
+//! ([`RankSummary::from_trace`]) and a reduce over the summaries ([`from_summaries`]).
 //! Time is integer nanoseconds throughout; the only floats are derived percentages and GB/s.
 
 pub mod correlate;
@@ -13,6 +14,9 @@ pub mod diff;
 pub mod error;
 pub mod gap_reading;
 pub mod intervals;
+pub mod job;
+pub mod job_diff;
+pub mod job_reduce;
 pub mod names;
 pub mod parts;
 pub mod percentile;
@@ -32,6 +36,9 @@ pub use diff::{diff, Diff, DiffOptions, DIFF_SCHEMA_VERSION};
 pub use error::AnalysisError;
 pub use gap_reading::GapReading;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
+pub use job::{is_comm_kernel, RankFrom, RankSummary, RANK_SUMMARY_VERSION};
+pub use job_diff::{diff_jobs, JobDiff};
+pub use job_reduce::{from_summaries, JobReport};
 pub use names::display_name;
 pub use parts::{separate_runs, PartGap, SeparateRuns};
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};

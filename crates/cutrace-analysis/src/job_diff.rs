@@ -1,0 +1,131 @@
+//! Two jobs side by side, rank by rank: busy, communication, exposed communication, wait and
+//! step time of each rank in both, and the job-wide collective skew. Pure over two
+//! [`JobReport`]s.
+
+use serde::Serialize;
+
+use crate::job_reduce::{JobRank, JobReport};
+
+/// The JSON version of [`JobDiff`].
+pub const JOB_DIFF_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobDiff {
+    pub schema_version: u32,
+    /// Always `job`.
+    pub kind: &'static str,
+    /// Every rank live in either job, by rank.
+    pub ranks: Vec<RankDiff>,
+    pub skew_max_ns: Pair,
+    pub skew_median_ns: Pair,
+    pub skew_total_ns: Pair,
+    /// The slowest step of each job (its duration and rank).
+    pub slowest_step_ns: Pair,
+    /// What makes the comparison less than like for like, in words.
+    pub caveats: Vec<String>,
+}
+
+/// One figure in both jobs; `null` where a job does not have it. `delta` = new − base.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Pair {
+    pub base: Option<u64>,
+    pub new: Option<u64>,
+    pub delta: Option<i64>,
+}
+
+impl Pair {
+    pub fn of(base: Option<u64>, new: Option<u64>) -> Pair {
+        let delta = match (base, new) {
+            (Some(b), Some(n)) => Some(n as i64 - b as i64),
+            _ => None,
+        };
+        Pair { base, new, delta }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankDiff {
+    pub rank: u32,
+    pub busy_ns: Pair,
+    pub comm_ns: Pair,
+    pub exposed_comm_ns: Pair,
+    pub wait_ns: Pair,
+    pub idle_ns: Pair,
+    pub step_median_ns: Pair,
+    pub busy_pct_base: Option<f64>,
+    pub busy_pct_new: Option<f64>,
+}
+
+/// Compares `new` with `base`, rank by rank.
+pub fn diff_jobs(base: &JobReport, new: &JobReport) -> JobDiff {
+    let mut ranks: Vec<u32> = base
+        .ranks
+        .iter()
+        .chain(&new.ranks)
+        .map(|r| r.rank)
+        .collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    let find = |j: &'_ JobReport, r: u32| j.ranks.iter().find(|x| x.rank == r).cloned();
+    let rows = ranks
+        .into_iter()
+        .map(|r| {
+            let (b, n) = (find(base, r), find(new, r));
+            let f = |g: fn(&JobRank) -> Option<u64>| {
+                Pair::of(b.as_ref().and_then(g), n.as_ref().and_then(g))
+            };
+            RankDiff {
+                rank: r,
+                busy_ns: f(|x| Some(x.busy_ns)),
+                comm_ns: f(|x| Some(x.comm_ns)),
+                exposed_comm_ns: f(|x| Some(x.exposed_comm_ns)),
+                wait_ns: f(|x| Some(x.wait_ns)),
+                idle_ns: f(|x| Some(x.idle_ns)),
+                step_median_ns: f(|x| x.step_median_ns),
+                busy_pct_base: b.as_ref().map(|x| x.busy_pct),
+                busy_pct_new: n.as_ref().map(|x| x.busy_pct),
+            }
+        })
+        .collect();
+    let slowest = |j: &JobReport| j.steps.steps.iter().map(|s| s.slowest_ns).max();
+    let mut caveats = Vec::new();
+    let (nb, nn) = (base.ranks.len(), new.ranks.len());
+    if nb != nn {
+        caveats.push(format!(
+            "the jobs have {nb} and {nn} live ranks: ranks present in one job only show - on \
+             the other side"
+        ));
+    }
+    for (side, j) in [("base", base), ("new", new)] {
+        if !j.dead_ranks.is_empty() || !j.missing_ranks.is_empty() {
+            caveats.push(format!(
+                "the {side} job has {} dead and {} missing rank(s): its skew and wait cover the \
+                 others only",
+                j.dead_ranks.len(),
+                j.missing_ranks.len()
+            ));
+        }
+        if j.clock.alignment != "one_host" {
+            caveats.push(format!(
+                "the {side} job's ranks are not known to share one clock: skew and wait include \
+                 any offset between hosts' clocks"
+            ));
+        }
+    }
+    JobDiff {
+        schema_version: JOB_DIFF_SCHEMA_VERSION,
+        kind: "job",
+        ranks: rows,
+        skew_max_ns: Pair::of(base.collectives.skew_max_ns, new.collectives.skew_max_ns),
+        skew_median_ns: Pair::of(
+            base.collectives.skew_median_ns,
+            new.collectives.skew_median_ns,
+        ),
+        skew_total_ns: Pair::of(
+            Some(base.collectives.skew_total_ns),
+            Some(new.collectives.skew_total_ns),
+        ),
+        slowest_step_ns: Pair::of(slowest(base), slowest(new)),
+        caveats,
+    }
+}

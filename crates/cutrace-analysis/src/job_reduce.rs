@@ -1,0 +1,643 @@
+//! The reduce step of a distributed job's analysis: [`RankSummary`]s joined across ranks into
+//! one [`JobReport`]: per rank busy, communication, exposed communication and the time it waited
+//! for the others; per step the slowest rank and the spread; per collective the arrival skew.
+//!
+//! Collectives are matched across ranks by process group and sequence number where the trace
+//! wrote one, else by their order within the group (the k-th call in group `0` on every rank is
+//! one call: collectives of one group run in the same order on every rank). Ranks whose traces
+//! carry no annotation are matched by the order of their NCCL kernels. For each call found on at
+//! least two ranks, skew = the last rank's kernel start − the first's, and each rank waited the
+//! last start − its own start. Steps are matched by their order on each rank.
+//!
+//! Clocks: every timestamp is its host's clock (CUPTI's and Kineto's timestamps are not
+//! aligned across machines). Ranks on one host share one clock; between hosts the offset of
+//! their clocks adds directly to skew and wait. [`ClockInfo`] says which case a job is in.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cutrace_trace::Ns;
+use serde::Serialize;
+
+use crate::job::{RankFrom, RankSummary};
+use crate::percentile::nearest_rank;
+use crate::summary::pct;
+
+/// The job report's JSON version; rises when a field is renamed, removed or changes meaning.
+pub const JOB_SCHEMA_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobReport {
+    pub schema_version: u32,
+    /// Always `job`: tells this report from a one-trace report.
+    pub kind: &'static str,
+    /// The largest world size a rank's trace states; `null` when none states one.
+    pub world_size: Option<u32>,
+    /// Live ranks (in `ranks`) and dead ones.
+    pub ranks_found: u64,
+    /// Ranks below `world_size` with no trace at all.
+    pub missing_ranks: Vec<u32>,
+    /// Ranks whose trace could not be read or holds no kernel: reported, left out of the rest.
+    pub dead_ranks: Vec<DeadRank>,
+    pub clock: ClockInfo,
+    /// Live ranks, by rank.
+    pub ranks: Vec<JobRank>,
+    pub steps: JobSteps,
+    pub collectives: JobCollectives,
+    /// What makes the numbers less than exact, in words.
+    pub notes: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DeadRank {
+    pub rank: u32,
+    pub paths: Vec<String>,
+    pub reason: String,
+}
+
+/// How the ranks' clocks relate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClockInfo {
+    /// Hosts the live ranks ran on (as their traces name them).
+    pub hosts: Vec<String>,
+    /// Live ranks whose trace does not name its host (torch.profiler's traces do not).
+    pub ranks_without_host: u64,
+    /// `one_host` (one clock: skew and wait are exact), `several_hosts` (each host's own clock:
+    /// their offset adds to skew and wait between hosts), or `unknown`.
+    pub alignment: &'static str,
+    pub note: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobRank {
+    pub rank: u32,
+    /// `trace`, `file_name`, or `input_order` (numbered by the reduce; see `notes`).
+    pub rank_from: &'static str,
+    pub host: Option<String>,
+    pub pid: Option<u32>,
+    pub paths: Vec<String>,
+    pub complete: bool,
+    pub incomplete_reason: Option<String>,
+    pub devices: Vec<u32>,
+    pub kernels: u64,
+    /// Sums over the rank's GPUs: the span of its kernels, their union, and idle.
+    pub window_ns: Ns,
+    /// The union of all kernels on its GPU or GPUs (summed over GPUs, each a union).
+    pub busy_ns: Ns,
+    pub busy_pct: f64,
+    /// The union of its NCCL kernels.
+    pub comm_ns: Ns,
+    /// NCCL time during which no compute kernel ran on that GPU.
+    pub exposed_comm_ns: Ns,
+    /// Share of `comm_ns` that overlapped compute; `null` without communication.
+    pub hidden_comm_pct: Option<f64>,
+    /// Summed over matched collectives: the last rank's arrival − this rank's.
+    pub wait_ns: Ns,
+    pub idle_ns: Ns,
+    pub idle_before_launch_ns: Ns,
+    pub idle_after_launch_ns: Ns,
+    pub idle_unknown_ns: Ns,
+    pub steps: u64,
+    pub step_median_ns: Option<Ns>,
+    pub step_max_ns: Option<Ns>,
+    pub collectives: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobSteps {
+    /// The step names matched (`ProfilerStep#*`).
+    pub matched: String,
+    /// The k-th step of every rank that has one, k = 1, 2, …
+    pub steps: Vec<JobStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobStep {
+    pub index: u64,
+    /// The step's name on the lowest rank that has it.
+    pub name: String,
+    pub ranks: u64,
+    pub slowest_rank: u32,
+    pub slowest_ns: Ns,
+    pub fastest_rank: u32,
+    pub fastest_ns: Ns,
+    /// slowest − fastest.
+    pub spread_ns: Ns,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct JobCollectives {
+    /// Calls found on at least two ranks (skew and wait count these).
+    pub matched: u64,
+    /// Of those, calls found on fewer ranks than their group's size.
+    pub partial: u64,
+    /// Calls found on one rank only.
+    pub unmatched: u64,
+    /// Arrival skew over the matched calls: nearest-rank median, maximum, and the sum.
+    pub skew_median_ns: Option<Ns>,
+    pub skew_max_ns: Option<Ns>,
+    pub skew_total_ns: Ns,
+    /// Per process group (`null`: NCCL kernels without annotation).
+    pub groups: Vec<GroupSkew>,
+    /// The matched calls with the largest skew, largest first (`top` of them).
+    pub largest: Vec<CollectiveSkew>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GroupSkew {
+    pub group: Option<String>,
+    pub desc: Option<String>,
+    pub size: Option<u32>,
+    /// `seq` (the trace's sequence numbers) or `order` (order within the group).
+    pub matched_by: &'static str,
+    pub calls: u64,
+    pub skew_max_ns: Ns,
+    pub skew_total_ns: Ns,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CollectiveSkew {
+    pub group: Option<String>,
+    /// The group's sequence number, or null when matched by order.
+    pub seq: Option<u64>,
+    /// 0-based position of the call in its group (on the first rank listed).
+    pub order: u64,
+    pub name: String,
+    pub ranks: u64,
+    pub first_rank: u32,
+    pub last_rank: u32,
+    pub first_start_ns: Ns,
+    pub last_start_ns: Ns,
+    pub skew_ns: Ns,
+}
+
+/// Joins the ranks' summaries. `top` bounds `collectives.largest`. Never fails: dead, missing,
+/// duplicate and unnumbered ranks are reported in the result.
+pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
+    let mut notes = Vec::new();
+    let numbered = number_ranks(summaries, &mut notes);
+    let mut dead_ranks = Vec::new();
+    let mut live: Vec<(u32, &'static str, &RankSummary)> = Vec::new();
+    for (rank, from, s) in numbered {
+        match &s.dead {
+            Some(why) => dead_ranks.push(DeadRank {
+                rank,
+                paths: s.paths.clone(),
+                reason: why.clone(),
+            }),
+            None => live.push((rank, from, s)),
+        }
+    }
+    let world_size = summaries.iter().filter_map(|s| s.world_size).max();
+    let found: BTreeSet<u32> = live
+        .iter()
+        .map(|l| l.0)
+        .chain(dead_ranks.iter().map(|d| d.rank))
+        .collect();
+    let missing_ranks: Vec<u32> = (0..world_size.unwrap_or(0))
+        .filter(|r| !found.contains(r))
+        .collect();
+    for (rank, _, s) in &live {
+        if !s.complete {
+            notes.push(format!(
+                "rank {rank}: its trace is incomplete ({}); its figures cover what was read",
+                s.incomplete_reason.as_deref().unwrap_or("reason unknown")
+            ));
+        }
+    }
+    let (collectives, wait) = collectives(&live, top, &mut notes);
+    let ranks = live
+        .iter()
+        .enumerate()
+        .map(|(i, (rank, from, s))| job_rank(*rank, from, s, wait[i]))
+        .collect();
+    JobReport {
+        schema_version: JOB_SCHEMA_VERSION,
+        kind: "job",
+        world_size,
+        ranks_found: found.len() as u64,
+        missing_ranks,
+        dead_ranks,
+        clock: clock_info(&live),
+        ranks,
+        steps: job_steps(&live),
+        collectives,
+        notes,
+    }
+}
+
+/// Every summary's rank, by rank: unknown ranks get the lowest numbers no other summary has, in
+/// input order; a second summary of one rank is left out. Each case is noted.
+fn number_ranks<'a>(
+    summaries: &'a [RankSummary],
+    notes: &mut Vec<String>,
+) -> Vec<(u32, &'static str, &'a RankSummary)> {
+    let mut taken: BTreeMap<u32, &RankSummary> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut unknown = Vec::new();
+    for s in summaries {
+        match s.rank {
+            Some(r) => {
+                if let Some(first) = taken.get(&r) {
+                    notes.push(format!(
+                        "rank {r} appears twice: {} left out, {} kept",
+                        s.paths.join(", "),
+                        first.paths.join(", ")
+                    ));
+                    continue;
+                }
+                taken.insert(r, s);
+                let from = match s.rank_from {
+                    RankFrom::FileName => "file_name",
+                    _ => "trace",
+                };
+                out.push((r, from, s));
+            }
+            None => unknown.push(s),
+        }
+    }
+    let mut next = 0u32;
+    for s in unknown {
+        while taken.contains_key(&next) {
+            next += 1;
+        }
+        taken.insert(next, s);
+        notes.push(format!(
+            "{}: neither the trace nor its file name states a rank; numbered {next} by input order",
+            s.paths.join(", ")
+        ));
+        out.push((next, "input_order", s));
+    }
+    out.sort_by_key(|o| o.0);
+    out
+}
+
+fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobRank {
+    let mut durations: Vec<Ns> = s.steps.iter().map(|x| x.duration_ns).collect();
+    durations.sort_unstable();
+    JobRank {
+        rank,
+        rank_from: from,
+        host: s.host.clone(),
+        pid: s.pid,
+        paths: s.paths.clone(),
+        complete: s.complete,
+        incomplete_reason: s.incomplete_reason.clone(),
+        devices: s.devices.iter().map(|d| d.device).collect(),
+        kernels: s.kernels,
+        window_ns: s.window_ns,
+        busy_ns: s.busy_ns,
+        busy_pct: pct(s.busy_ns, s.window_ns),
+        comm_ns: s.comm_ns,
+        exposed_comm_ns: s.exposed_comm_ns,
+        hidden_comm_pct: (s.comm_ns > 0).then(|| pct(s.comm_ns - s.exposed_comm_ns, s.comm_ns)),
+        wait_ns,
+        idle_ns: s.idle_ns,
+        idle_before_launch_ns: s.idle_before_launch_ns,
+        idle_after_launch_ns: s.idle_after_launch_ns,
+        idle_unknown_ns: s.idle_unknown_ns,
+        steps: durations.len() as u64,
+        step_median_ns: (!durations.is_empty())
+            .then(|| durations[nearest_rank(durations.len(), 500) - 1]),
+        step_max_ns: durations.last().copied(),
+        collectives: s.collectives.len() as u64,
+    }
+}
+
+fn clock_info(live: &[(u32, &'static str, &RankSummary)]) -> ClockInfo {
+    let hosts: BTreeSet<String> = live.iter().filter_map(|l| l.2.host.clone()).collect();
+    let without = live.iter().filter(|l| l.2.host.is_none()).count() as u64;
+    let hosts: Vec<String> = hosts.into_iter().collect();
+    let (alignment, note) = match (hosts.len(), without) {
+        (1, 0) => (
+            "one_host",
+            format!(
+                "every rank ran on {}: their timestamps share that host's clock, so arrival skew \
+                 and wait are exact to the clock",
+                hosts[0]
+            ),
+        ),
+        (n, _) if n > 1 => (
+            "several_hosts",
+            format!(
+                "ranks ran on {n} hosts; each host's timestamps are its own clock (CUPTI and \
+                 Kineto do not align clocks across machines), so the offset between two hosts' \
+                 clocks adds directly to the arrival skew and wait between their ranks. Within \
+                 a host they are exact"
+            ),
+        ),
+        _ => (
+            "unknown",
+            "the traces do not name their hosts (torch.profiler's do not): ranks on one host \
+             share its clock and their skew and wait are exact; between hosts, the offset of \
+             their clocks adds directly to skew and wait"
+                .to_owned(),
+        ),
+    };
+    ClockInfo {
+        hosts,
+        ranks_without_host: without,
+        alignment,
+        note,
+    }
+}
+
+fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
+    let matched = live
+        .iter()
+        .map(|l| l.2.steps_matched.clone())
+        .find(|m| !m.is_empty())
+        .unwrap_or_default();
+    let most = live.iter().map(|l| l.2.steps.len()).max().unwrap_or(0);
+    let steps = (0..most)
+        .map(|k| {
+            let mut slow: Option<(Ns, u32)> = None;
+            let mut fast: Option<(Ns, u32)> = None;
+            let mut name = String::new();
+            let mut ranks = 0;
+            for (rank, _, s) in live {
+                let Some(st) = s.steps.get(k) else { continue };
+                if ranks == 0 {
+                    name = st.name.clone();
+                }
+                ranks += 1;
+                // Ties: the lower rank (live is in rank order).
+                if slow.is_none_or(|(d, _)| st.duration_ns > d) {
+                    slow = Some((st.duration_ns, *rank));
+                }
+                if fast.is_none_or(|(d, _)| st.duration_ns < d) {
+                    fast = Some((st.duration_ns, *rank));
+                }
+            }
+            let (slow, fast) = (slow.unwrap_or_default(), fast.unwrap_or_default());
+            JobStep {
+                index: k as u64 + 1,
+                name,
+                ranks,
+                slowest_rank: slow.1,
+                slowest_ns: slow.0,
+                fastest_rank: fast.1,
+                fastest_ns: fast.0,
+                spread_ns: slow.0 - fast.0,
+            }
+        })
+        .collect();
+    JobSteps { matched, steps }
+}
+
+/// A call's key across ranks: its group, and its sequence number or its order in the group.
+type CallKey = (Option<String>, bool, u64);
+
+/// The collectives' skews, and each live rank's wait (indexed like `live`).
+fn collectives(
+    live: &[(u32, &'static str, &RankSummary)],
+    top: usize,
+    notes: &mut Vec<String>,
+) -> (JobCollectives, Vec<Ns>) {
+    // key → (rank index, start, order, name)
+    let mut calls: BTreeMap<CallKey, Vec<(usize, Ns, u64, &str)>> = BTreeMap::new();
+    // group → (desc, size)
+    let mut group_facts: BTreeMap<Option<String>, (Option<String>, Option<u32>)> = BTreeMap::new();
+    for (i, (_, _, s)) in live.iter().enumerate() {
+        for a in &s.collectives {
+            let key = match a.seq {
+                Some(seq) => (a.group.clone(), true, seq),
+                None => (a.group.clone(), false, a.order),
+            };
+            calls
+                .entry(key)
+                .or_default()
+                .push((i, a.start_ns, a.order, &a.name));
+            let f = group_facts.entry(a.group.clone()).or_default();
+            f.0 = f.0.take().or(a.group_desc.clone());
+            f.1 = f.1.or(a.group_size);
+        }
+    }
+    let mut wait = vec![0 as Ns; live.len()];
+    let (mut matched, mut partial, mut unmatched) = (0u64, 0u64, 0u64);
+    let mut skews: Vec<Ns> = Vec::new();
+    let mut largest: Vec<CollectiveSkew> = Vec::new();
+    let mut groups: BTreeMap<Option<String>, GroupSkew> = BTreeMap::new();
+    let mut names_differ = 0u64;
+    for ((group, by_seq, n), arr) in &calls {
+        if arr.len() < 2 {
+            unmatched += 1;
+            continue;
+        }
+        matched += 1;
+        let facts = group_facts.get(group).cloned().unwrap_or_default();
+        if facts.1.is_some_and(|size| (arr.len() as u64) < u64::from(size)) {
+            partial += 1;
+        }
+        if arr.iter().any(|a| a.3 != arr[0].3) {
+            names_differ += 1;
+        }
+        // Ties: the lower rank first (arr is in rank order).
+        let first = arr.iter().min_by_key(|a| a.1).copied().unwrap_or(arr[0]);
+        let last = arr.iter().rev().max_by_key(|a| a.1).copied().unwrap_or(arr[0]);
+        for a in arr {
+            wait[a.0] += last.1 - a.1;
+        }
+        let skew = last.1 - first.1;
+        skews.push(skew);
+        let g = groups.entry(group.clone()).or_insert_with(|| GroupSkew {
+            group: group.clone(),
+            desc: facts.0.clone(),
+            size: facts.1,
+            matched_by: if *by_seq { "seq" } else { "order" },
+            calls: 0,
+            skew_max_ns: 0,
+            skew_total_ns: 0,
+        });
+        g.calls += 1;
+        g.skew_max_ns = g.skew_max_ns.max(skew);
+        g.skew_total_ns += skew;
+        largest.push(CollectiveSkew {
+            group: group.clone(),
+            seq: by_seq.then_some(*n),
+            order: arr[0].2,
+            name: arr[0].3.to_owned(),
+            ranks: arr.len() as u64,
+            first_rank: live[first.0].0,
+            last_rank: live[last.0].0,
+            first_start_ns: first.1,
+            last_start_ns: last.1,
+            skew_ns: skew,
+        });
+    }
+    if names_differ > 0 {
+        notes.push(format!(
+            "{names_differ} matched collective(s) have different names on different ranks: the \
+             ranks did not call the same collectives in the same order in a group, so matching \
+             by order paired different calls"
+        ));
+    }
+    if unmatched > 0 {
+        notes.push(format!(
+            "{unmatched} collective call(s) were found on one rank only (a rank cut short, or \
+             ranks whose traces differ in what they annotate): left out of skew and wait"
+        ));
+    }
+    largest.sort_by(|a, b| {
+        b.skew_ns
+            .cmp(&a.skew_ns)
+            .then_with(|| (&a.group, a.seq, a.order).cmp(&(&b.group, b.seq, b.order)))
+    });
+    largest.truncate(top);
+    let skew_total_ns = skews.iter().sum();
+    skews.sort_unstable();
+    let out = JobCollectives {
+        matched,
+        partial,
+        unmatched,
+        skew_median_ns: (!skews.is_empty()).then(|| skews[nearest_rank(skews.len(), 500) - 1]),
+        skew_max_ns: skews.last().copied(),
+        skew_total_ns,
+        groups: groups.into_values().collect(),
+        largest,
+    };
+    (out, wait)
+}
+
+impl JobReport {
+    /// [`from_summaries`], as a constructor.
+    pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
+        from_summaries(summaries, top)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::RankFrom;
+    use crate::steps::StepMatch;
+    use cutrace_testkit::records::{complete_trace, host_range, kernel, launch};
+    use cutrace_trace::{Collective, Distributed, Interner, Trace};
+
+    const AR: &str = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)";
+
+    /// One rank: a gemm on stream 7 over [t, t+1000), an all-reduce on stream 20 from
+    /// t + 800 + late to t + 1500 (its first 200 ns hidden behind the gemm when late = 0), a
+    /// step over [t, t + 1600 + late), annotated as group "0" call `seq` when `seq` is set.
+    fn rank(r: u32, late: Ns, seq: Option<u64>, annotate: bool) -> Trace {
+        let mut i = Interner::new();
+        let t = 10_000;
+        let ks = vec![
+            kernel(&mut i, "gemm", 0, 7, 1, t, t + 1_000),
+            kernel(&mut i, AR, 0, 20, 2, t + 800 + late, t + 1_500 + late),
+        ];
+        let calls = vec![launch(&mut i, 1, t - 100, t - 50), launch(&mut i, 2, t, t + 10)];
+        let mut tr = complete_trace(i, ks, calls);
+        let mut i = Interner::from_strings(std::mem::take(&mut tr.strings));
+        tr.ranges
+            .push(host_range(&mut i, "ProfilerStep#1", t, t + 1_600 + late));
+        if annotate {
+            tr.collectives.push(Collective {
+                correlation_id: 2,
+                device: 0,
+                name: i.intern("allreduce"),
+                group_name: Some(i.intern("0")),
+                group_desc: Some(i.intern("default_pg")),
+                group_size: Some(3),
+                seq,
+                in_nelems: Some(1024),
+                out_nelems: Some(1024),
+                dtype: Some(i.intern("Float")),
+            });
+        }
+        tr.strings = i.into_strings();
+        tr.meta.distributed = Some(Distributed {
+            rank: Some(r),
+            world_size: Some(4),
+            ..Distributed::default()
+        });
+        tr.meta.paths = vec![format!("rank{r}.json")];
+        tr
+    }
+
+    fn summary(t: &Trace) -> RankSummary {
+        RankSummary::from_trace(t, (None, RankFrom::Unknown), &StepMatch::profiler_steps())
+            .unwrap()
+    }
+
+    #[test]
+    fn busy_comm_exposed_wait_skew_and_steps() {
+        let s: Vec<RankSummary> = [(0, 0), (1, 300), (2, 50)]
+            .iter()
+            .map(|&(r, late)| summary(&rank(r, late, None, true)))
+            .collect();
+        // Rank 0: busy [t, t+1500) = 1500; comm 700, of which 200 under the gemm.
+        assert_eq!((s[0].busy_ns, s[0].comm_ns, s[0].exposed_comm_ns), (1_500, 700, 500));
+        // Rank 1: the all-reduce starts at t+1100, after the gemm: all exposed, and a gap.
+        assert_eq!((s[1].busy_ns, s[1].comm_ns, s[1].exposed_comm_ns), (1_700, 700, 700));
+        assert_eq!(s[1].idle_ns, 100);
+        let j = from_summaries(&s, 10);
+        assert_eq!(j.world_size, Some(4));
+        assert_eq!(j.missing_ranks, vec![3]);
+        let wait: Vec<Ns> = j.ranks.iter().map(|r| r.wait_ns).collect();
+        assert_eq!(wait, vec![300, 0, 250]);
+        assert_eq!(j.collectives.matched, 1);
+        assert_eq!(j.collectives.partial, 0);
+        let c = &j.collectives.largest[0];
+        assert_eq!((c.first_rank, c.last_rank, c.skew_ns), (0, 1, 300));
+        assert_eq!(c.name, "allreduce");
+        assert_eq!(j.collectives.groups[0].matched_by, "order");
+        let st = &j.steps.steps[0];
+        assert_eq!((st.slowest_rank, st.slowest_ns), (1, 1_900));
+        assert_eq!((st.fastest_rank, st.spread_ns), (0, 300));
+        assert_eq!(j.ranks[0].hidden_comm_pct.map(|p| p.round()), Some(29.0));
+        assert_eq!(j.clock.alignment, "unknown");
+    }
+
+    #[test]
+    fn matching_falls_back_to_kernels_and_prefers_seq() {
+        // No annotations: the NCCL kernels themselves, by order.
+        let s: Vec<RankSummary> = [(0, 0), (1, 40)]
+            .iter()
+            .map(|&(r, late)| summary(&rank(r, late, None, false)))
+            .collect();
+        assert_eq!(s[0].collectives_from, "kernels");
+        assert_eq!(s[0].collectives[0].name, "AllReduce");
+        let j = from_summaries(&s, 10);
+        assert_eq!(j.collectives.largest[0].skew_ns, 40);
+        assert_eq!(j.collectives.groups[0].group, None);
+        // Sequence numbers that differ are different calls, whatever their order.
+        let s: Vec<RankSummary> = [(0, 0, 5), (1, 40, 6)]
+            .iter()
+            .map(|&(r, late, q)| summary(&rank(r, late, Some(q), true)))
+            .collect();
+        let j = from_summaries(&s, 10);
+        assert_eq!((j.collectives.matched, j.collectives.unmatched), (0, 2));
+        assert!(j.ranks.iter().all(|r| r.wait_ns == 0));
+    }
+
+    #[test]
+    fn dead_duplicate_and_unnumbered_ranks_are_reported_not_fatal() {
+        let mut s = vec![summary(&rank(0, 0, None, true))];
+        s.push(RankSummary::dead(
+            Some(2),
+            RankFrom::FileName,
+            vec!["rank2.json".into()],
+            "the file is empty".into(),
+        ));
+        s.push(summary(&rank(0, 10, None, true)));
+        let mut anon = rank(9, 0, None, true);
+        anon.meta.distributed = None;
+        s.push(summary(&anon));
+        let empty = Trace::default();
+        s.push(summary(&empty));
+        let j = from_summaries(&s, 10);
+        assert_eq!(j.dead_ranks.len(), 2);
+        assert_eq!(j.dead_ranks[0].rank, 2);
+        // The anonymous live rank takes 1, the empty trace 3.
+        assert_eq!(j.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(j.ranks[1].rank_from, "input_order");
+        assert_eq!(j.dead_ranks[1].rank, 3);
+        assert!(j.notes.iter().any(|n| n.contains("rank 0 appears twice")));
+        assert!(j.missing_ranks.is_empty());
+        // A summary survives JSON both ways.
+        let text = serde_json::to_string(&s[0]).unwrap();
+        assert!(text.starts_with("{\"cutrace_rank_summary\":1,"));
+        let back: RankSummary = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s[0]);
+    }
+}
