@@ -292,7 +292,9 @@ impl RankSummary {
 fn comm_by_device(trace: &Trace) -> BTreeMap<u32, (Ns, Ns)> {
     // Names are interned: classify each distinct name once.
     let mut is_comm: BTreeMap<u32, bool> = BTreeMap::new();
-    let mut lanes: BTreeMap<u32, (Vec<(Ns, Ns)>, Vec<(Ns, Ns)>)> = BTreeMap::new();
+    // device → (NCCL intervals, compute intervals)
+    type Lanes = BTreeMap<u32, (Vec<(Ns, Ns)>, Vec<(Ns, Ns)>)>;
+    let mut lanes: Lanes = BTreeMap::new();
     for k in trace.kernels.iter().filter(|k| !k.untimed()) {
         let c = *is_comm
             .entry(k.name)
@@ -365,9 +367,8 @@ fn arrivals(trace: &Trace, s: &mut RankSummary) {
     }
     // Record order is not time order: sort, then number each group's calls.
     out.sort_by(|a, b| {
-        (&a.group, a.start_ns, a.end_ns, a.device, &a.name).cmp(&(
-            &b.group, b.start_ns, b.end_ns, b.device, &b.name,
-        ))
+        (&a.group, a.start_ns, a.end_ns, a.device, &a.name)
+            .cmp(&(&b.group, b.start_ns, b.end_ns, b.device, &b.name))
     });
     let mut next: BTreeMap<Option<String>, u64> = BTreeMap::new();
     for a in &mut out {
@@ -409,14 +410,21 @@ mod tests {
         ] {
             assert!(is_comm_kernel(n), "{n}");
         }
-        for n in ["ampere_sgemm_128x64_nn", "void at::native::ncclish()", "nccl"] {
+        for n in [
+            "ampere_sgemm_128x64_nn",
+            "void at::native::ncclish()",
+            "nccl",
+        ] {
             assert!(!is_comm_kernel(n), "{n}");
         }
         assert_eq!(
             comm_kernel_collective("ncclDevKernel_AllReduce_Sum_f32_RING_LL(x)"),
             "AllReduce"
         );
-        assert_eq!(comm_kernel_collective("ncclDevKernel_SendRecv(x)"), "SendRecv");
+        assert_eq!(
+            comm_kernel_collective("ncclDevKernel_SendRecv(x)"),
+            "SendRecv"
+        );
     }
 
     #[test]

@@ -425,7 +425,10 @@ fn collectives(
         }
         matched += 1;
         let facts = group_facts.get(group).cloned().unwrap_or_default();
-        if facts.1.is_some_and(|size| (arr.len() as u64) < u64::from(size)) {
+        if facts
+            .1
+            .is_some_and(|size| (arr.len() as u64) < u64::from(size))
+        {
             partial += 1;
         }
         if arr.iter().any(|a| a.3 != arr[0].3) {
@@ -433,7 +436,12 @@ fn collectives(
         }
         // Ties: the lower rank first (arr is in rank order).
         let first = arr.iter().min_by_key(|a| a.1).copied().unwrap_or(arr[0]);
-        let last = arr.iter().rev().max_by_key(|a| a.1).copied().unwrap_or(arr[0]);
+        let last = arr
+            .iter()
+            .rev()
+            .max_by_key(|a| a.1)
+            .copied()
+            .unwrap_or(arr[0]);
         for a in arr {
             wait[a.0] += last.1 - a.1;
         }
@@ -525,7 +533,10 @@ mod tests {
             kernel(&mut i, "gemm", 0, 7, 1, t, t + 1_000),
             kernel(&mut i, AR, 0, 20, 2, t + 800 + late, t + 1_500 + late),
         ];
-        let calls = vec![launch(&mut i, 1, t - 100, t - 50), launch(&mut i, 2, t, t + 10)];
+        let calls = vec![
+            launch(&mut i, 1, t - 100, t - 50),
+            launch(&mut i, 2, t, t + 10),
+        ];
         let mut tr = complete_trace(i, ks, calls);
         let mut i = Interner::from_strings(std::mem::take(&mut tr.strings));
         tr.ranges
@@ -555,8 +566,7 @@ mod tests {
     }
 
     fn summary(t: &Trace) -> RankSummary {
-        RankSummary::from_trace(t, (None, RankFrom::Unknown), &StepMatch::profiler_steps())
-            .unwrap()
+        RankSummary::from_trace(t, (None, RankFrom::Unknown), &StepMatch::profiler_steps()).unwrap()
     }
 
     #[test]
@@ -566,9 +576,15 @@ mod tests {
             .map(|&(r, late)| summary(&rank(r, late, None, true)))
             .collect();
         // Rank 0: busy [t, t+1500) = 1500; comm 700, of which 200 under the gemm.
-        assert_eq!((s[0].busy_ns, s[0].comm_ns, s[0].exposed_comm_ns), (1_500, 700, 500));
+        assert_eq!(
+            (s[0].busy_ns, s[0].comm_ns, s[0].exposed_comm_ns),
+            (1_500, 700, 500)
+        );
         // Rank 1: the all-reduce starts at t+1100, after the gemm: all exposed, and a gap.
-        assert_eq!((s[1].busy_ns, s[1].comm_ns, s[1].exposed_comm_ns), (1_700, 700, 700));
+        assert_eq!(
+            (s[1].busy_ns, s[1].comm_ns, s[1].exposed_comm_ns),
+            (1_700, 700, 700)
+        );
         assert_eq!(s[1].idle_ns, 100);
         let j = from_summaries(&s, 10);
         assert_eq!(j.world_size, Some(4));
@@ -629,7 +645,10 @@ mod tests {
         assert_eq!(j.dead_ranks.len(), 2);
         assert_eq!(j.dead_ranks[0].rank, 2);
         // The anonymous live rank takes 1, the empty trace 3.
-        assert_eq!(j.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(), vec![0, 1]);
+        assert_eq!(
+            j.ranks.iter().map(|r| r.rank).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
         assert_eq!(j.ranks[1].rank_from, "input_order");
         assert_eq!(j.dead_ranks[1].rank, 3);
         assert!(j.notes.iter().any(|n| n.contains("rank 0 appears twice")));

@@ -1,12 +1,350 @@
 //! Reading a trace for `report`, `diff` and `convert`: a directory of native parts, or one input
 //! (a file, a pipe, a FIFO, `-` for stdin) whose first bytes say what it is (a native part, a
 //! torch.profiler JSON, gzip-compressed or not), read once.
+//!
+//! And reading a distributed job: [`classify`] decides whether the inputs are one trace or the
+//! ranks of a job, and [`summarize`] runs the map step ([`RankSummary::from_trace`]) over the
+//! ranks on several threads, each holding one rank's trace at a time and keeping only its
+//! summary.
+//!
+//! What is a job: more than one rank found. The inputs' units are: each torch.profiler file
+//! (a rank each); each rank summary (`cutrace report --rank-summary`); in a directory of native
+//! parts, the parts of each rank their headers state (parts of one rank are merged; a directory
+//! whose parts state no rank, or one rank, is one unit); in a directory, its trace files, or else
+//! its subdirectories (one per host or rank). One unit that is a trace is that trace, reported
+//! as before; two or more units, or any summary, are a job.
 
-use std::path::Path;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
-use cutrace_trace::{Progress, ReadOptions, Trace, TraceError};
+use cutrace_analysis::job::rank_from_file_name;
+use cutrace_analysis::{RankFrom, RankSummary, StepMatch};
+use cutrace_trace::native::PART_EXTENSION;
+use cutrace_trace::{Limits, Progress, ReadOptions, Trace, TraceError};
 
 /// Reads the trace at `path`, reporting bytes read to `progress`.
 pub fn load(path: &Path, opts: &ReadOptions, progress: Progress<'_>) -> Result<Trace, TraceError> {
     cutrace_trace::open_with(path, opts, progress)
+}
+
+/// What the inputs are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inputs {
+    /// One trace, read with [`load`].
+    Trace(PathBuf),
+    /// The ranks of a job, each to summarize; and what was left out, in words.
+    Job {
+        units: Vec<Unit>,
+        notes: Vec<String>,
+    },
+}
+
+/// One rank's input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unit {
+    /// A summary written by `cutrace report --rank-summary`.
+    Summary(PathBuf),
+    /// A trace: one file, or a directory of native parts merged (one rank).
+    Trace(PathBuf),
+    /// Native parts of one rank, merged.
+    Parts {
+        rank: Option<u32>,
+        paths: Vec<PathBuf>,
+    },
+}
+
+impl Unit {
+    fn paths(&self) -> Vec<String> {
+        match self {
+            Unit::Summary(p) | Unit::Trace(p) => vec![p.display().to_string()],
+            Unit::Parts { paths, .. } => paths.iter().map(|p| p.display().to_string()).collect(),
+        }
+    }
+
+    /// The rank the file (or directory) name states, for a trace that does not state one.
+    fn name_rank(&self) -> (Option<u32>, RankFrom) {
+        let from_name = |p: &Path| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .and_then(rank_from_file_name)
+        };
+        let r = match self {
+            Unit::Summary(_) => None,
+            Unit::Trace(p) => from_name(p),
+            // The parts' headers state it.
+            Unit::Parts { rank: Some(r), .. } => return (Some(*r), RankFrom::Trace),
+            Unit::Parts { paths, .. } => paths.first().and_then(|p| p.parent()).and_then(from_name),
+        };
+        match r {
+            Some(r) => (Some(r), RankFrom::FileName),
+            None => (None, RankFrom::Unknown),
+        }
+    }
+}
+
+/// Whether the file at `path` is a rank summary (its first member is `cutrace_rank_summary`).
+pub fn is_rank_summary(path: &Path) -> bool {
+    let mut head = [0u8; 64];
+    let n = std::fs::File::open(path)
+        .and_then(|mut f| read_up_to(&mut f, &mut head))
+        .unwrap_or(0);
+    let text = String::from_utf8_lossy(&head[..n]);
+    let t = text.trim_start();
+    t.strip_prefix('{')
+        .is_some_and(|r| r.trim_start().starts_with("\"cutrace_rank_summary\""))
+}
+
+fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match r.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// How much of a native part is read to learn its rank: its header is its first chunk.
+const PEEK_BYTES: u64 = 1 << 20;
+
+/// The rank a native part's header states, from a read of its first chunk(s) only.
+fn part_rank(path: &Path, limits: &Limits) -> Option<u32> {
+    let f = std::fs::File::open(path).ok()?;
+    let head = f.take(PEEK_BYTES);
+    let t = cutrace_trace::native::read_stream(path, head, None, limits, &mut |_, _| {}).ok()?;
+    t.meta.distributed.and_then(|d| d.rank)
+}
+
+fn is_trace_file(p: &Path) -> bool {
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    p.is_file() && (name.ends_with(".json") || name.ends_with(".json.gz"))
+}
+
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(|e| TraceError::io(dir, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+/// The units of one directory (see the module's rules); empty when it holds none.
+fn dir_units(
+    dir: &Path,
+    limits: &Limits,
+    notes: &mut Vec<String>,
+    depth: u32,
+) -> Result<Vec<Unit>, TraceError> {
+    let entries = sorted_entries(dir)?;
+    let parts: Vec<&PathBuf> = entries
+        .iter()
+        .filter(|p| p.is_file() && p.extension().and_then(|x| x.to_str()) == Some(PART_EXTENSION))
+        .collect();
+    if !parts.is_empty() {
+        let ranks: Vec<Option<u32>> = if parts.len() > 1 {
+            parts.iter().map(|p| part_rank(p, limits)).collect()
+        } else {
+            vec![None]
+        };
+        let mut distinct: Vec<u32> = ranks.iter().flatten().copied().collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if distinct.len() < 2 {
+            return Ok(vec![Unit::Trace(dir.to_path_buf())]);
+        }
+        let mut units = Vec::new();
+        for r in distinct {
+            let paths = parts
+                .iter()
+                .zip(&ranks)
+                .filter(|(_, pr)| **pr == Some(r))
+                .map(|(p, _)| (*p).clone())
+                .collect();
+            units.push(Unit::Parts {
+                rank: Some(r),
+                paths,
+            });
+        }
+        for (p, _) in parts.iter().zip(&ranks).filter(|(_, r)| r.is_none()) {
+            notes.push(format!(
+                "{}: the part states no rank (a launcher or helper process): left out of the job",
+                p.display()
+            ));
+        }
+        return Ok(units);
+    }
+    let files: Vec<Unit> = entries
+        .iter()
+        .filter(|p| is_trace_file(p))
+        .map(|p| {
+            if is_rank_summary(p) {
+                Unit::Summary(p.clone())
+            } else {
+                Unit::Trace(p.clone())
+            }
+        })
+        .collect();
+    if !files.is_empty() || depth > 0 {
+        return Ok(files);
+    }
+    // A job directory of per-host or per-rank trace directories.
+    let mut units = Vec::new();
+    for d in entries.iter().filter(|p| p.is_dir()) {
+        units.extend(dir_units(d, limits, notes, depth + 1)?);
+    }
+    Ok(units)
+}
+
+/// Decides whether `paths` are one trace or a job's ranks (see the module's rules).
+pub fn classify(paths: &[PathBuf], limits: &Limits) -> Result<Inputs, TraceError> {
+    let mut units = Vec::new();
+    let mut notes = Vec::new();
+    for p in paths {
+        if p.as_os_str() != "-" && p.is_dir() {
+            units.extend(dir_units(p, limits, &mut notes, 0)?);
+        } else if p.as_os_str() != "-" && is_rank_summary(p) {
+            units.push(Unit::Summary(p.clone()));
+        } else {
+            units.push(Unit::Trace(p.clone()));
+        }
+    }
+    match units.as_slice() {
+        // One trace given as is, or a directory that is one trace (or holds nothing: the
+        // trace reader says why).
+        [] if paths.len() == 1 => Ok(Inputs::Trace(paths[0].clone())),
+        [Unit::Trace(t)] if paths.len() == 1 => Ok(Inputs::Trace(t.clone())),
+        [] => Err(TraceError::Unsupported {
+            path: paths[0].clone(),
+            what: "no trace found in these inputs: expected torch.profiler traces (*.json, \
+                   *.json.gz), directories of `cutrace record` parts, or rank summaries"
+                .into(),
+        }),
+        _ => Ok(Inputs::Job { units, notes }),
+    }
+}
+
+/// Reads a rank summary written by `cutrace report --rank-summary`.
+pub fn read_summary(path: &Path) -> Result<RankSummary, TraceError> {
+    let bytes = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
+    let s: RankSummary = serde_json::from_slice(&bytes).map_err(|e| TraceError::Malformed {
+        path: path.into(),
+        offset: 0,
+        what: format!("not a rank summary cutrace can read ({e})"),
+        hint: "write it again with `cutrace report --rank-summary TRACE -o SUMMARY.json` of \
+               this cutrace version"
+            .into(),
+    })?;
+    if s.cutrace_rank_summary != cutrace_analysis::RANK_SUMMARY_VERSION {
+        return Err(TraceError::Unsupported {
+            path: path.into(),
+            what: format!(
+                "a rank summary of version {}, this cutrace reads version {}: write it again \
+                 with this cutrace's `report --rank-summary`",
+                s.cutrace_rank_summary,
+                cutrace_analysis::RANK_SUMMARY_VERSION
+            ),
+        });
+    }
+    Ok(s)
+}
+
+/// One unit's summary: read (a summary), or its trace read and reduced, then dropped. A trace
+/// that cannot be read, or cannot be analysed, is a dead rank with the reason.
+pub fn summarize_unit(
+    unit: &Unit,
+    which: &StepMatch,
+    opts: &ReadOptions,
+) -> Result<RankSummary, TraceError> {
+    let fallback = unit.name_rank();
+    let read = match unit {
+        Unit::Summary(p) => return read_summary(p),
+        Unit::Trace(p) => load(p, opts, &mut |_, _| {}),
+        Unit::Parts { paths, .. } => {
+            cutrace_trace::native::read_parts_with(paths, &opts.limits, &mut |_, _| {})
+        }
+    };
+    let dead = |why: String| RankSummary::dead(fallback.0, fallback.1, unit.paths(), why);
+    Ok(match read {
+        Ok(trace) => {
+            let mut s = match RankSummary::from_trace(&trace, fallback, which) {
+                Ok(s) => s,
+                Err(e) => dead(e.to_string()),
+            };
+            if s.paths.is_empty() {
+                s.paths = unit.paths();
+            }
+            s
+        }
+        Err(e) => {
+            // The dead rank lists its paths: the reason need not repeat the first.
+            let why = error_chain(&e);
+            let first = unit.paths().first().map(|p| format!("{p}: "));
+            let why = first
+                .and_then(|p| why.strip_prefix(&p).map(str::to_owned))
+                .unwrap_or(why);
+            dead(why)
+        }
+    })
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s += &format!(": {x}");
+        src = x.source();
+    }
+    s
+}
+
+/// The map step over a job's units on `threads` threads (at least one). Summaries come back in
+/// unit order. Each thread holds one trace at a time; only summaries are kept. `done` is called
+/// after each unit with the count finished.
+pub fn summarize(
+    units: &[Unit],
+    which: &StepMatch,
+    limits: &Limits,
+    threads: usize,
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<RankSummary>, TraceError> {
+    // Ranks are read in parallel: each import on one thread, so the threads are not oversubscribed.
+    let opts = ReadOptions {
+        import_threads: Some(1),
+        limits: *limits,
+    };
+    let next = AtomicUsize::new(0);
+    let finished = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<Result<RankSummary, TraceError>>>> =
+        Mutex::new((0..units.len()).map(|_| None).collect());
+    std::thread::scope(|s| {
+        for _ in 0..threads.clamp(1, units.len().max(1)) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(unit) = units.get(i) else { break };
+                let r = summarize_unit(unit, which, &opts);
+                if let Ok(mut v) = slots.lock() {
+                    v[i] = Some(r);
+                }
+                done(finished.fetch_add(1, Ordering::Relaxed) + 1);
+            });
+        }
+    });
+    let slots = slots.into_inner().unwrap_or_default();
+    slots
+        .into_iter()
+        .map(|s| {
+            s.unwrap_or_else(|| {
+                Err(TraceError::Unsupported {
+                    path: PathBuf::from("?"),
+                    what: "a rank's analysis stopped unexpectedly".into(),
+                })
+            })
+        })
+        .collect()
 }

@@ -2,6 +2,7 @@
 //! and the formatting both share.
 
 pub mod diff;
+pub mod job;
 pub mod report;
 
 use std::borrow::Cow;

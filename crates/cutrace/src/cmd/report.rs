@@ -10,6 +10,8 @@ use cutrace_analysis::{analyze, parse_time_arg, trace_bounds, Options, StepMatch
 use cutrace_export::html::{self, report::page as html_page};
 use cutrace_export::text::{self, report::host_range_names, report::window_outside_trace};
 
+use cutrace_export::input;
+
 use super::load;
 
 /// Busy time, idle gaps, launch latency, top kernels and API calls of a trace.
@@ -39,8 +41,23 @@ Python's json, or jq 1.7+. `schema_version` rises when a field is renamed, remov
 meaning."#)]
 pub struct Args {
     /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
-    /// (`.json` or `.json.gz`); read once, so a pipe or FIFO works, and `-` is stdin.
-    pub file: PathBuf,
+    /// (`.json` or `.json.gz`); read once, so a pipe or FIFO works, and `-` is stdin. Several
+    /// inputs, or a directory holding several ranks' traces, are a distributed job: per-rank
+    /// traces (torch.profiler files, `cutrace record` parts whose headers state RANK), per-rank
+    /// trace directories, or rank summaries (`--rank-summary`), in any mix.
+    #[arg(required = true, value_name = "TRACE")]
+    pub files: Vec<PathBuf>,
+    /// Map step for a job spread over machines: reduce the one TRACE (one rank) to a small
+    /// summary written to --output; `cutrace report S0.json S1.json …` then gives the job report.
+    #[arg(long, requires = "output")]
+    pub rank_summary: bool,
+    /// Where --rank-summary writes (a new file; `-` is stdout).
+    #[arg(long, short = 'o', value_name = "SUMMARY.json")]
+    pub output: Option<PathBuf>,
+    /// Threads reading a job's ranks (each holds one rank's trace at a time). Default: one per
+    /// core.
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
     /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
     /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer
     /// (K, M, G: binary multiples). The defaults are far above any recorded trace; see
@@ -97,7 +114,19 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         .map(parse_time_arg)
         .transpose()
         .context("--to")?;
-    let trace = load(&args.file, &args.limit.unwrap_or_default())?;
+    let limits = args.limit.unwrap_or_default();
+    let which = args
+        .steps
+        .as_deref()
+        .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
+    if args.rank_summary {
+        return rank_summary(&args, &which, &limits, out);
+    }
+    let file = match input::classify(&args.files, &limits)? {
+        input::Inputs::Trace(p) => p,
+        input::Inputs::Job { units, notes } => return job(&args, &units, notes, &which, out),
+    };
+    let trace = load(&file, &limits)?;
     // The trace start only matters for offsets like `12.5ms`; skip the pass otherwise.
     let relative = [from, to]
         .iter()
@@ -114,11 +143,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         orphan_list: args.orphans,
     };
     let mut report =
-        analyze(&trace, &opts).with_context(|| format!("analysing {}", args.file.display()))?;
-    let which = args
-        .steps
-        .as_deref()
-        .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
+        analyze(&trace, &opts).with_context(|| format!("analysing {}", file.display()))?;
     report.steps = cutrace_analysis::steps(&trace, opts.window.as_ref(), &which);
     if report.steps.is_none() && args.steps.is_some() {
         anyhow::bail!(
@@ -130,7 +155,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 ""
             }
             .to_owned()
-                + &args.file.display().to_string(),
+                + &file.display().to_string(),
             if matches!(which, StepMatch::Exact(_)) && opts.window.is_none() {
                 " (end it with * to match names that start with it)"
             } else {
@@ -140,9 +165,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         );
     }
     if let Some(dest) = &args.html {
-        let title = args.file.display().to_string();
+        let title = file.display().to_string();
         let page = html_page(&title, &trace, &report, opts.window.as_ref())?;
-        let mode = cutrace_export::files::mode_of_inputs([&args.file]);
+        let mode = cutrace_export::files::mode_of_inputs([&file]);
         html::write_to(dest, &page, out, mode)
             .with_context(|| format!("writing {}", dest.display()))?;
         return Ok(0);
@@ -159,10 +184,81 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         }
         Format::Text => {
             let mut text = String::new();
-            text::report::render(&mut text, &args.file, &report, args.top);
+            text::report::render(&mut text, &file, &report, args.top);
             out.write_all(text.as_bytes())
                 .context("writing the report to stdout")?;
         }
     }
+    Ok(0)
+}
+
+/// `--rank-summary`: the one input reduced to a rank summary, written to --output.
+fn rank_summary(
+    args: &Args,
+    which: &StepMatch,
+    limits: &cutrace_trace::Limits,
+    out: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    let [file] = args.files.as_slice() else {
+        anyhow::bail!(
+            "--rank-summary reads one rank's trace, and {} were given: run it once per rank",
+            args.files.len()
+        );
+    };
+    let dest = args
+        .output
+        .as_deref()
+        .context("--rank-summary needs --output")?;
+    let opts = cutrace_trace::ReadOptions {
+        import_threads: None,
+        limits: *limits,
+    };
+    let s = input::summarize_unit(&input::Unit::Trace(file.clone()), which, &opts)?;
+    if let Some(why) = &s.dead {
+        eprintln!(
+            "cutrace: warning: {}: no figures for this rank: {why}",
+            file.display()
+        );
+    }
+    let mut json = serde_json::to_string(&s).context("serializing the summary")?;
+    json.push('\n');
+    let mode = cutrace_export::files::mode_of_inputs([file]);
+    html::write_to(dest, &json, out, mode)
+        .with_context(|| format!("writing {}", dest.display()))?;
+    Ok(0)
+}
+
+/// The report over a distributed job: the map over its ranks on `--threads` threads, the reduce.
+fn job(
+    args: &Args,
+    units: &[input::Unit],
+    notes: Vec<String>,
+    which: &StepMatch,
+    out: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    if args.html.is_some() || args.from.is_some() || args.to.is_some() {
+        anyhow::bail!(
+            "--html, --from and --to apply to one trace, and these inputs are a job of {} ranks: \
+             report one rank's trace with them, or drop them for the job report",
+            units.len()
+        );
+    }
+    let threads = args.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    let limits = args.limit.unwrap_or_default();
+    let summaries = input::summarize(units, which, &limits, threads, &|_| {})?;
+    let mut report = cutrace_analysis::JobReport::from_summaries(&summaries, args.top);
+    report.notes.splice(0..0, notes);
+    let names: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
+    let mut text = String::new();
+    match args.format {
+        Format::Json => {
+            text = serde_json::to_string(&report).context("serializing the report")? + "\n"
+        }
+        Format::Text => text::job::render(&mut text, &names.join(" "), &report, args.top),
+    }
+    out.write_all(text.as_bytes())
+        .context("writing the report to stdout")?;
     Ok(0)
 }
