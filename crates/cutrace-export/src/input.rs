@@ -348,3 +348,34 @@ pub fn summarize(
         })
         .collect()
 }
+
+impl Inputs {
+    /// The inputs as a job's units: one trace is a job of one rank.
+    pub fn into_units(self) -> (Vec<Unit>, Vec<String>) {
+        match self {
+            Inputs::Trace(p) => (vec![Unit::Trace(p)], Vec::new()),
+            Inputs::Job { units, notes } => (units, notes),
+        }
+    }
+}
+
+/// The job report of `units`: the map ([`summarize`]) on `threads` threads, then the reduce;
+/// `notes` (what classifying the inputs left out) come first in its notes.
+pub fn job_report(
+    units: &[Unit],
+    notes: Vec<String>,
+    which: &StepMatch,
+    limits: &Limits,
+    threads: usize,
+    top: usize,
+) -> Result<cutrace_analysis::JobReport, TraceError> {
+    let summaries = summarize(units, which, limits, threads, &|_| {})?;
+    let mut report = cutrace_analysis::JobReport::from_summaries(&summaries, top);
+    report.notes.splice(0..0, notes);
+    Ok(report)
+}
+
+/// One thread per core.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}

@@ -9,6 +9,8 @@ use anyhow::Context;
 use cutrace_analysis::{parse_time_arg, trace_bounds, DiffOptions, StepMatch, TimeArg, Window};
 use cutrace_trace::Trace;
 
+use cutrace_export::input::{classify, job_report, Inputs};
+
 use super::load;
 use super::report::Format;
 
@@ -98,12 +100,19 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let from = offset("--from", args.from.as_deref())?;
     let to = offset("--to", args.to.as_deref())?;
     let limits = args.limit.unwrap_or_default();
-    let base = load(&args.base, &limits)?;
-    let new = load(&args.new, &limits)?;
     let which = args
         .steps
         .as_deref()
         .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
+    let (b, n) = (
+        classify(&[args.base.clone()], &limits)?,
+        classify(&[args.new.clone()], &limits)?,
+    );
+    if matches!(b, Inputs::Job { .. }) || matches!(n, Inputs::Job { .. }) {
+        return jobs(&args, b, n, &which, &limits, out);
+    }
+    let base = load(&args.base, &limits)?;
+    let new = load(&args.new, &limits)?;
     let opts = DiffOptions {
         top: args.top,
         steps: which.clone(),
@@ -166,5 +175,39 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 .context("writing the diff to stdout")?;
         }
     }
+    Ok(0)
+}
+
+/// Two distributed jobs (a directory or trace that is one rank counts as a job of one rank),
+/// compared rank by rank.
+fn jobs(
+    args: &Args,
+    base: Inputs,
+    new: Inputs,
+    which: &StepMatch,
+    limits: &cutrace_trace::Limits,
+    out: &mut dyn Write,
+) -> anyhow::Result<i32> {
+    if args.html.is_some() || args.from.is_some() || args.to.is_some() {
+        anyhow::bail!("--html, --from and --to compare two traces, not two jobs: drop them");
+    }
+    let threads = cutrace_export::input::default_threads();
+    let job = |i: Inputs| {
+        let (units, notes) = i.into_units();
+        job_report(&units, notes, which, limits, threads, args.top)
+    };
+    let d = cutrace_analysis::diff_jobs(&job(base)?, &job(new)?);
+    let mut text = String::new();
+    match args.format {
+        Format::Json => text = serde_json::to_string(&d).context("serializing the diff")? + "\n",
+        Format::Text => cutrace_export::text::job::render_diff(
+            &mut text,
+            &args.base.display().to_string(),
+            &args.new.display().to_string(),
+            &d,
+        ),
+    }
+    out.write_all(text.as_bytes())
+        .context("writing the diff to stdout")?;
     Ok(0)
 }

@@ -243,13 +243,9 @@ fn job(
             units.len()
         );
     }
-    let threads = args.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    });
+    let threads = args.threads.unwrap_or_else(input::default_threads);
     let limits = args.limit.unwrap_or_default();
-    let summaries = input::summarize(units, which, &limits, threads, &|_| {})?;
-    let mut report = cutrace_analysis::JobReport::from_summaries(&summaries, args.top);
-    report.notes.splice(0..0, notes);
+    let report = input::job_report(units, notes, which, &limits, threads, args.top)?;
     let names: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
     let mut text = String::new();
     match args.format {

@@ -19,6 +19,7 @@ mod gpu_record;
 mod help_cli;
 mod hta_peer;
 mod input_cli;
+mod job_cli;
 mod kineto_oracle;
 mod multiproc_report;
 mod notes_cli;

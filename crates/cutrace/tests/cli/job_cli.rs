@@ -1,0 +1,224 @@
+//! `cutrace report` and `cutrace diff` over a distributed job: tests/tools/gen_job.py writes
+//! multi-rank torch.profiler jobs with planted stragglers, exposed communication, collective
+//! skew and dead ranks, and the answer beside them (computed there from the planted
+//! intervals); cutrace's numbers must equal it exactly, from the traces and from per-rank
+//! summaries (`--rank-summary`) alike.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cutrace_testkit::{loud, repo, Dir, Run};
+use serde_json::Value;
+
+use crate::util::bin;
+
+fn python() -> Option<&'static str> {
+    ["python3", "python"].into_iter().find(|p| {
+        Command::new(p)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })
+}
+
+/// Runs gen_job.py into `dir/name` with `args`; returns the job directory and its answer.
+fn gen(py: &str, dir: &Dir, name: &str, args: &[&str]) -> (PathBuf, Value) {
+    let job = dir.path(name);
+    Command::new(py)
+        .arg(repo().join("tests/tools/gen_job.py"))
+        .arg(&job)
+        .args(args)
+        .run_ok();
+    let answer = std::fs::read(dir.path(&format!("{name}.answer.json"))).unwrap();
+    (job, serde_json::from_slice(&answer).unwrap())
+}
+
+fn report(inputs: &[&Path], extra: &[&str]) -> Value {
+    let out = bin()
+        .arg("report")
+        .args(inputs)
+        .args(["--format", "json", "--top", "100000"])
+        .args(extra)
+        .run_ok();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Every figure the answer holds, compared with the report's.
+fn check(r: &Value, a: &Value) {
+    assert_eq!(r["kind"], "job");
+    let live: Vec<String> = r["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["rank"].to_string())
+        .collect();
+    let want_live: Vec<String> = a["ranks"].as_object().unwrap().keys().cloned().collect();
+    let mut sorted = want_live.clone();
+    sorted.sort_by_key(|k| k.parse::<u32>().unwrap());
+    assert_eq!(live, sorted);
+    for x in r["ranks"].as_array().unwrap() {
+        let want = &a["ranks"][x["rank"].to_string()];
+        for k in [
+            "busy_ns",
+            "comm_ns",
+            "exposed_comm_ns",
+            "idle_ns",
+            "wait_ns",
+        ] {
+            assert_eq!(x[k], want[k], "rank {} {k}", x["rank"]);
+        }
+    }
+    let dead: Vec<Value> = r["dead_ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rank"].clone())
+        .collect();
+    assert_eq!(Value::Array(dead), a["dead_ranks"]);
+    // torch.profiler's `distributedInfo.world_size` is what tells a missing rank; a reader that
+    // does not yet take it from the trace reports none, and then nothing is missing.
+    if !r["world_size"].is_null() {
+        assert_eq!(r["world_size"], a["world_size"]);
+        assert_eq!(r["missing_ranks"], a["missing_ranks"]);
+    }
+    let steps = r["steps"]["steps"].as_array().unwrap();
+    let want_steps = a["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), want_steps.len());
+    for (s, w) in steps.iter().zip(want_steps) {
+        for k in [
+            "index",
+            "slowest_rank",
+            "slowest_ns",
+            "fastest_rank",
+            "spread_ns",
+        ] {
+            assert_eq!(s[k], w[k], "step {} {k}", w["index"]);
+        }
+    }
+    let skews: Vec<Value> = r["collectives"]["largest"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["skew_ns"].clone())
+        .collect();
+    assert_eq!(Value::Array(skews), a["collectives"]);
+    assert_eq!(r["collectives"]["unmatched"], 0);
+}
+
+#[test]
+fn job_numbers_are_exact_from_traces_and_from_summaries() {
+    let Some(py) = python() else {
+        loud!("SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job");
+        return;
+    };
+    let dir = Dir::new("job");
+    let (job, answer) = gen(
+        py,
+        &dir,
+        "job",
+        &[
+            "--ranks",
+            "6",
+            "--steps",
+            "4",
+            "--dead-empty",
+            "4",
+            "--dead-truncated",
+            "5",
+            "--seed",
+            "3",
+        ],
+    );
+    let r = report(&[&job], &[]);
+    check(&r, &answer);
+    // Each step's planted straggler starts its all-reduce over 1.5 ms after the others.
+    assert!(r["collectives"]["skew_max_ns"].as_u64().unwrap() > 1_000_000);
+    // One thread, or four: the same report.
+    assert_eq!(report(&[&job], &["--threads", "1"]), r);
+    // The map on each rank alone, then the reduce over the summaries: the same report, but for
+    // the paths the ranks were read from.
+    let mut sums = Vec::new();
+    for i in 0..6 {
+        let s = dir.path(&format!("s{i}.json"));
+        bin()
+            .args(["report", "--rank-summary", "-o"])
+            .arg(&s)
+            .arg(job.join(format!("rank{i}.json")))
+            .run_ok();
+        sums.push(s);
+    }
+    let refs: Vec<&Path> = sums.iter().map(PathBuf::as_path).collect();
+    let from_sums = report(&refs, &[]);
+    assert_eq!(from_sums["ranks"], r["ranks"]);
+    assert_eq!(from_sums["collectives"], r["collectives"]);
+    assert_eq!(from_sums["steps"], r["steps"]);
+    assert_eq!(from_sums["dead_ranks"], r["dead_ranks"]);
+}
+
+#[test]
+fn gzip_traces_a_missing_rank_and_the_text_report() {
+    let Some(py) = python() else {
+        loud!("SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job");
+        return;
+    };
+    let dir = Dir::new("job-gz");
+    let (job, answer) = gen(
+        py,
+        &dir,
+        "gz",
+        &["--ranks", "5", "--missing", "2", "--gzip", "--kernels", "3"],
+    );
+    check(&report(&[&job], &[]), &answer);
+    // The files given one by one are the same job.
+    let files: Vec<PathBuf> = [0, 1, 3, 4]
+        .iter()
+        .map(|r| job.join(format!("rank{r}.json.gz")))
+        .collect();
+    let refs: Vec<&Path> = files.iter().map(PathBuf::as_path).collect();
+    check(&report(&refs, &[]), &answer);
+    let text = bin().arg("report").arg(&job).run_ok();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("(distributed job)"), "{text}");
+    assert!(
+        text.contains("the likely straggler at collectives"),
+        "{text}"
+    );
+    assert!(text.contains("clocks: "), "{text}");
+}
+
+#[test]
+fn job_diff_pairs_ranks_and_job_only_options_are_refused() {
+    let Some(py) = python() else {
+        loud!("SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job");
+        return;
+    };
+    let dir = Dir::new("job-diff");
+    let (a, aa) = gen(py, &dir, "a", &["--ranks", "3", "--seed", "1"]);
+    let (b, ba) = gen(py, &dir, "b", &["--ranks", "3", "--seed", "2"]);
+    let out = bin()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--format", "json"])
+        .run_ok();
+    let d: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(d["kind"], "job");
+    for row in d["ranks"].as_array().unwrap() {
+        let r = row["rank"].to_string();
+        let (x, y) = (&aa["ranks"][&r]["wait_ns"], &ba["ranks"][&r]["wait_ns"]);
+        assert_eq!(&row["wait_ns"]["base"], x);
+        assert_eq!(&row["wait_ns"]["new"], y);
+        let delta = y.as_i64().unwrap() - x.as_i64().unwrap();
+        assert_eq!(row["wait_ns"]["delta"], delta);
+    }
+    let o = bin().arg("report").arg(&a).args(["--html", "-"]).run();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("job of 3 ranks"));
+    let o = bin()
+        .args(["report", "--rank-summary", "-o", "-"])
+        .arg(a.join("rank0.json"))
+        .arg(a.join("rank1.json"))
+        .run();
+    assert_ne!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("run it once per rank"));
+}
