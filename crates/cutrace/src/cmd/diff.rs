@@ -105,8 +105,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         .as_deref()
         .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
     let (b, n) = (
-        classify(&[args.base.clone()], &limits)?,
-        classify(&[args.new.clone()], &limits)?,
+        classify(std::slice::from_ref(&args.base), &limits)?,
+        classify(std::slice::from_ref(&args.new), &limits)?,
     );
     if matches!(b, Inputs::Job { .. }) || matches!(n, Inputs::Job { .. }) {
         return jobs(&args, b, n, &which, &limits, out);
