@@ -222,3 +222,57 @@ fn job_diff_pairs_ranks_and_job_only_options_are_refused() {
     assert_ne!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stderr).contains("run it once per rank"));
 }
+
+/// Every object key under `v`.
+fn keys(v: &Value, out: &mut std::collections::BTreeSet<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                out.insert(k.clone());
+                keys(x, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|x| keys(x, out)),
+        _ => {}
+    }
+}
+
+/// docs/REPORT.md names every field of the job report, the rank summary and the job diff.
+#[test]
+fn job_json_fields_are_documented() {
+    let Some(py) = python() else {
+        loud!("SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job");
+        return;
+    };
+    let dir = Dir::new("job-doc");
+    let (a, _) = gen(py, &dir, "a", &["--ranks", "3", "--dead-truncated", "2"]);
+    let (b, _) = gen(py, &dir, "b", &["--ranks", "2"]);
+    let mut seen = std::collections::BTreeSet::new();
+    keys(&report(&[&a], &[]), &mut seen);
+    let s = dir.path("s.json");
+    bin()
+        .args(["report", "--rank-summary", "-o"])
+        .arg(&s)
+        .arg(a.join("rank0.json"))
+        .run_ok();
+    keys(
+        &serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap(),
+        &mut seen,
+    );
+    let d = bin()
+        .arg("diff")
+        .arg(&a)
+        .arg(&b)
+        .args(["--format", "json"])
+        .run_ok();
+    keys(&serde_json::from_slice(&d.stdout).unwrap(), &mut seen);
+    let doc = std::fs::read_to_string(repo().join("docs/REPORT.md")).unwrap();
+    let missing: Vec<&String> = seen
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/REPORT.md does not name {missing:?}"
+    );
+}
