@@ -35,7 +35,6 @@ import os
 import random
 
 T0 = 5_288_793_000_000_000  # ns: a realistic CLOCK_MONOTONIC-like origin
-STEP_NS = 40_000_000  # step period
 AR = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 AG = "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"
@@ -94,11 +93,13 @@ def plan(ranks, steps, kernels, seed):
     # Per rank: how long its all-reduce overlaps its last compute kernel (hidden), in ns.
     hidden = [rnd.choice([0, 50_000, 120_000, 200_000]) for _ in range(ranks)]
     timeline = {r: [] for r in range(ranks)}
+    # Steps do not overlap: each is over before the next one's period starts.
+    step_ns = kernels * gemm_ns + 5_000_000
     for k in range(steps):
-        base = T0 + k * STEP_NS
+        base = T0 + k * step_ns
         straggler = rnd.randrange(ranks)
         delay = [rnd.randrange(0, 30_000) for _ in range(ranks)]
-        delay[straggler] += 1_500_000 + 100_000 * k
+        delay[straggler] += 1_500_000 + 100_000 * (k % 10)
         # First collective: a small all-gather at the step's start, arrivals jittered.
         ag_arr = [base + 200_000 + rnd.randrange(0, 20_000) for _ in range(ranks)]
         ag_end = max(ag_arr) + 30_000

@@ -1,0 +1,107 @@
+"""`cutrace report JOB/` against HTA's multi-rank load of the same job, side by side.
+
+usage: python3 bench/job_vs_hta.py JOB_DIR [REPS] [HTA_PYTHON]
+
+JOB_DIR holds one Kineto trace per rank (tests/tools/gen_job.py writes one). Alternates the runs
+(cutrace; HTA's `TraceAnalysis(trace_dir=JOB_DIR)` load followed by its
+`get_comm_comp_overlap()`), REPS times each (default 3). Each run is a separate process; its wall
+time is measured, and its peak memory as the largest sum of the resident sets of the process and
+all its descendants, sampled every 10 ms from /proc (HTA parses ranks in a pool of worker
+processes, whose memory `ru_maxrss` would not add up), next to `ru_maxrss` from `os.wait4`.
+Prints a Markdown table of medians and ratios.
+"""
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+job = sys.argv[1]
+reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+hta_py = sys.argv[3] if len(sys.argv) > 3 else sys.executable
+here = os.path.dirname(os.path.abspath(__file__))
+cutrace = os.environ.get("CUTRACE", os.path.join(here, "..", "target", "release", "cutrace"))
+
+HTA = r"""
+import sys
+from hta.trace_analysis import TraceAnalysis
+a = TraceAnalysis(trace_dir=sys.argv[1])
+a.get_comm_comp_overlap(visualize=False)
+"""
+
+
+def tree_rss_kib(root):
+    """Resident set of `root` and every descendant, KiB."""
+    children = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(pid))
+        except (OSError, ValueError, IndexError):
+            pass
+    total, todo = 0, [root]
+    while todo:
+        p = todo.pop()
+        todo.extend(children.get(p, []))
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total
+
+
+def run(cmd):
+    t0 = time.perf_counter()
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    peak = [0]
+    done = threading.Event()
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], tree_rss_kib(p.pid))
+            time.sleep(0.01)
+
+    t = threading.Thread(target=sample)
+    t.start()
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.perf_counter() - t0
+    done.set()
+    t.join()
+    if status != 0:
+        raise SystemExit(f"{cmd} failed with status {status}")
+    return wall, peak[0] / 1024, ru.ru_maxrss / 1024  # MiB
+
+
+variants = {
+    "cutrace report JOB/ --format json": [cutrace, "report", job, "--format", "json"],
+    "HTA TraceAnalysis(trace_dir) + get_comm_comp_overlap": [hta_py, "-c", HTA, job],
+}
+results = {k: [] for k in variants}
+for r in range(reps):
+    for name, cmd in variants.items():
+        wall, tree, maxrss = run(cmd)
+        results[name].append((wall, tree, maxrss))
+        print(f"rep {r + 1}/{reps} {name}: {wall:.2f} s, tree peak {tree:.0f} MiB, "
+              f"ru_maxrss {maxrss:.0f} MiB", file=sys.stderr, flush=True)
+
+files = [f for f in os.listdir(job) if f.endswith((".json", ".json.gz"))]
+size = sum(os.path.getsize(os.path.join(job, f)) for f in files) / 1e6
+first = list(variants)[0]
+base_wall = statistics.median(x[0] for x in results[first])
+base_mem = statistics.median(x[1] for x in results[first])
+print(f"\njob: {len(files)} ranks, {size:.0f} MB; medians of {reps} alternating runs\n")
+print("| tool | wall (s) | peak memory, process tree (MiB) | ru_maxrss (MiB) | wall ÷ cutrace | memory ÷ cutrace |")
+print("|---|---|---|---|---|---|")
+for name in variants:
+    wall = statistics.median(x[0] for x in results[name])
+    mem = statistics.median(x[1] for x in results[name])
+    maxrss = statistics.median(x[2] for x in results[name])
+    print(f"| {name} | {wall:.2f} | {mem:.0f} | {maxrss:.0f} | {wall / base_wall:.1f}× | "
+          f"{mem / base_mem:.1f}× |")
