@@ -6,7 +6,7 @@ JOB_DIR holds one Kineto trace per rank (tests/tools/gen_job.py writes one). Alt
 (cutrace; HTA's `TraceAnalysis(trace_dir=JOB_DIR)` load followed by its
 `get_comm_comp_overlap()`), REPS times each (default 3). Each run is a separate process; its wall
 time is measured, and its peak memory as the largest sum of the resident sets of the process and
-all its descendants, sampled every 10 ms from /proc (HTA parses ranks in a pool of worker
+all its descendants, sampled every 10 ms from /proc, and at least `ru_maxrss` (HTA parses ranks in a pool of worker
 processes, whose memory `ru_maxrss` would not add up), next to `ru_maxrss` from `os.wait4`.
 Prints a Markdown table of medians and ratios.
 """
@@ -76,7 +76,8 @@ def run(cmd):
     t.join()
     if status != 0:
         raise SystemExit(f"{cmd} failed with status {status}")
-    return wall, peak[0] / 1024, ru.ru_maxrss / 1024  # MiB
+    # A run shorter than the sampling interval can end unsampled: ru_maxrss bounds it from below.
+    return wall, max(peak[0], ru.ru_maxrss) / 1024, ru.ru_maxrss / 1024  # MiB
 
 
 variants = {
