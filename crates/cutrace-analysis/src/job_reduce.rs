@@ -204,6 +204,14 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
             ));
         }
     }
+    if !live.is_empty() && live.iter().all(|l| l.2.comm_kernels == 0) {
+        notes.push(
+            "no rank's trace holds an NCCL kernel: communication, its exposure, skew and wait \
+             are 0 (a gloo job communicates on the CPU; NCCL launches no kernel for a group of \
+             one rank)"
+                .into(),
+        );
+    }
     let (collectives, wait) = collectives(&live, top, &mut notes);
     let ranks = live
         .iter()

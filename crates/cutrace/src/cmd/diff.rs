@@ -35,6 +35,7 @@ use super::report::Format;
   cutrace diff a/ b.json --format json | jq '.devices[0].busy_pct_points'
   cutrace diff run1/ run2/ --from 5s --to 15s     the same ten seconds of each run (past warm-up)
   cutrace diff run1/ run2/ --steps train_step      step time per NVTX "train_step" range
+  cutrace diff jobA/ jobB/                         two distributed jobs, rank by rank
 
 Columns: "Δ" is new − base; a name missing from one trace shows "-" on that side. Summed durations
 double-count calls that overlap (they are sums, not busy time)."#)]

@@ -34,6 +34,8 @@ use super::load;
   cutrace report run1/ --from 2s --to 2.5s     only that half second after the trace start
   cutrace report run1/ --steps train_step      per-step time and GPU busy share of NVTX "train_step"
   cutrace report trace.json --format json | jq '.devices[0].busy_ns'
+  cutrace report job/                          a distributed job: per rank NCCL, wait, stragglers
+  cutrace report --rank-summary r3.json -o s3.json   one rank's map step; `report s*.json` reduces
 
 JSON: integers are exact nanoseconds; absolute times of cutrace's own traces are above 2^53, which
 jq before 1.7 and JavaScript round (durations and counts are far below it): read them with
