@@ -85,7 +85,11 @@ impl Unit {
 }
 
 /// Whether the file at `path` is a rank summary (its first member is `cutrace_rank_summary`).
+/// Only a regular file is sniffed: a pipe or FIFO is read once, by the trace reader.
 pub fn is_rank_summary(path: &Path) -> bool {
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     let mut head = [0u8; 64];
     let n = std::fs::File::open(path)
         .and_then(|mut f| read_up_to(&mut f, &mut head))
