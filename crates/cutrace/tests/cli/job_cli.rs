@@ -276,3 +276,55 @@ fn job_json_fields_are_documented() {
         "docs/REPORT.md does not name {missing:?}"
     );
 }
+
+/// A job directory of per-rank `cutrace record` directories: each rank is its directory's trace
+/// (ranked by the directory's name), with the busy time `cutrace report` gives that trace alone.
+#[test]
+fn per_rank_native_directories_are_a_job() {
+    let dir = Dir::new("job-native");
+    let fixtures = [
+        ("rank0", "native/two_streams/vm-466.cutrace"),
+        ("rank1", "native/copy_overlap/vm-478.cutrace"),
+    ];
+    let job = dir.path("job");
+    for (rank, rel) in fixtures {
+        let d = job.join(rank);
+        std::fs::create_dir_all(&d).unwrap();
+        let src = cutrace_testkit::fixture(rel);
+        std::fs::copy(&src, d.join(src.file_name().unwrap())).unwrap();
+    }
+    let r = report(&[&job], &[]);
+    assert_eq!(r["ranks"].as_array().unwrap().len(), 2);
+    for (i, (rank, _)) in fixtures.iter().enumerate() {
+        let alone = report(&[&job.join(rank)], &[]);
+        let busy: u64 = alone["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["busy_ns"].as_u64().unwrap())
+            .sum();
+        let x = &r["ranks"][i];
+        assert_eq!(x["rank"], i);
+        assert_eq!(x["rank_from"], "file_name");
+        assert_eq!(x["busy_ns"], busy);
+        assert_eq!(x["comm_ns"], 0);
+        assert_eq!(r["clock"]["alignment"], "one_host");
+    }
+    // A rank killed mid-run (SIGKILL) reports what its trace holds, marked incomplete.
+    let d = job.join("rank2");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::copy(
+        cutrace_testkit::fixture("native/sigkill/vm-569.cutrace"),
+        d.join("vm-569.cutrace"),
+    )
+    .unwrap();
+    let r = report(&[&job], &[]);
+    let x = &r["ranks"][2];
+    assert_eq!(
+        (x["rank"].as_u64(), x["complete"].as_bool()),
+        (Some(2), Some(false))
+    );
+    assert!(x["busy_ns"].as_u64().unwrap() > 0);
+    let notes = r["notes"].to_string();
+    assert!(notes.contains("rank 2: its trace is incomplete"), "{notes}");
+}
