@@ -43,7 +43,9 @@ pub fn is_comm_kernel(name: &str) -> bool {
 }
 
 /// The collective an NCCL kernel's name says it runs: `AllReduce` for
-/// `ncclDevKernel_AllReduce_Sum_f32_RING_LL(…)`; the name as is when it says none.
+/// `ncclDevKernel_AllReduce_Sum_f32_RING_LL(…)`; the name as is when it says none. A hint only:
+/// one NCCL kernel can run several operations, and its name gives the first (NCCL's maintainers
+/// in NVIDIA/nccl issues 739 and 2196), which is why torch's annotations are preferred.
 pub fn comm_kernel_collective(name: &str) -> &str {
     let rest = ["ncclDevKernel_", "ncclKernel_"]
         .iter()

@@ -297,6 +297,20 @@ pub fn summarize_unit(
     })
 }
 
+/// One trace (a file, or a directory of one rank's parts) summarized as one rank, with the import
+/// free to use every core: the map step of `cutrace report --rank-summary`.
+pub fn summarize_trace(
+    path: &Path,
+    which: &StepMatch,
+    limits: &Limits,
+) -> Result<RankSummary, TraceError> {
+    let opts = ReadOptions {
+        import_threads: None,
+        limits: *limits,
+    };
+    summarize_unit(&Unit::Trace(path.to_path_buf()), which, &opts)
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
@@ -363,17 +377,18 @@ impl Inputs {
     }
 }
 
-/// The job report of `units`: the map ([`summarize`]) on `threads` threads, then the reduce;
-/// `notes` (what classifying the inputs left out) come first in its notes.
+/// The job report of `units`: the map ([`summarize`], calling `done` after each unit) on
+/// `threads` threads, then the reduce; `notes` (what classifying the inputs left out) come first
+/// in its notes.
 pub fn job_report(
     units: &[Unit],
     notes: Vec<String>,
     which: &StepMatch,
     limits: &Limits,
-    threads: usize,
-    top: usize,
+    (threads, top): (usize, usize),
+    done: &(dyn Fn(usize) + Sync),
 ) -> Result<cutrace_analysis::JobReport, TraceError> {
-    let summaries = summarize(units, which, limits, threads, &|_| {})?;
+    let summaries = summarize(units, which, limits, threads, done)?;
     let mut report = cutrace_analysis::JobReport::from_summaries(&summaries, top);
     report.notes.splice(0..0, notes);
     Ok(report)

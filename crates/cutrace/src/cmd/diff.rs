@@ -195,7 +195,7 @@ fn jobs(
     let threads = cutrace_export::input::default_threads();
     let job = |i: Inputs| {
         let (units, notes) = i.into_units();
-        job_report(&units, notes, which, limits, threads, args.top)
+        job_report(&units, notes, which, limits, (threads, args.top), &|_| {})
     };
     let d = cutrace_analysis::diff_jobs(&job(base)?, &job(new)?);
     let mut text = String::new();

@@ -13,6 +13,8 @@ use cutrace_export::text::{self, report::host_range_names, report::window_outsid
 use cutrace_export::input;
 
 use super::load;
+use super::progress::ProgressLine;
+use std::sync::Mutex;
 
 /// Busy time, idle gaps, launch latency, top kernels and API calls of a trace.
 ///
@@ -211,11 +213,7 @@ fn rank_summary(
         .output
         .as_deref()
         .context("--rank-summary needs --output")?;
-    let opts = cutrace_trace::ReadOptions {
-        import_threads: None,
-        limits: *limits,
-    };
-    let s = input::summarize_unit(&input::Unit::Trace(file.clone()), which, &opts)?;
+    let s = input::summarize_trace(file, which, limits)?;
     if let Some(why) = &s.dead {
         eprintln!(
             "cutrace: warning: {}: no figures for this rank: {why}",
@@ -247,7 +245,22 @@ fn job(
     }
     let threads = args.threads.unwrap_or_else(input::default_threads);
     let limits = args.limit.unwrap_or_default();
-    let report = input::job_report(units, notes, which, &limits, threads, args.top)?;
+    let (line, n) = (Mutex::new(ProgressLine::new()), units.len());
+    let done = |k: usize| {
+        if let Ok(mut l) = line.lock() {
+            l.show(|| format!("cutrace: read {k} of {n} ranks"));
+        }
+    };
+    let report = input::job_report(units, notes, which, &limits, (threads, args.top), &done)?;
+    if let Some(took) = line.into_inner().ok().and_then(ProgressLine::finish) {
+        eprintln!("cutrace: read {n} ranks in {:.1} s", took.as_secs_f64());
+    }
+    if args.steps.is_some() && report.steps.steps.is_empty() {
+        anyhow::bail!(
+            "--steps {}: no host range of any rank matches it",
+            which.text()
+        );
+    }
     let names: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
     let mut text = String::new();
     match args.format {
