@@ -667,4 +667,57 @@ mod tests {
         let back: RankSummary = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s[0]);
     }
+
+    proptest::proptest! {
+        /// Record order and summary order do not matter: CUPTI's buffers are unordered, and the
+        /// ranks' summaries arrive as their threads finish.
+        #[test]
+        fn order_of_records_and_of_summaries_does_not_matter(
+            lates in proptest::collection::vec(0u64..2_000, 2..6),
+            seed in 0u64..1_000,
+        ) {
+            let traces: Vec<Trace> = lates
+                .iter()
+                .enumerate()
+                .map(|(r, &late)| rank(r as u32, late, None, r % 2 == 0))
+                .collect();
+            let base: Vec<RankSummary> = traces.iter().map(summary).collect();
+            let want = from_summaries(&base, 10);
+            // A cheap deterministic shuffle: rotate and reverse by the seed.
+            let mut shuffled: Vec<RankSummary> = traces
+                .into_iter()
+                .map(|mut t| {
+                    t.kernels.reverse();
+                    t.kernels.rotate_left(seed as usize % 2);
+                    summary(&t)
+                })
+                .collect();
+            shuffled.rotate_left(seed as usize % lates.len());
+            if seed % 2 == 1 {
+                shuffled.reverse();
+            }
+            proptest::prop_assert_eq!(from_summaries(&shuffled, 10), want);
+        }
+    }
+
+    #[test]
+    fn a_rank_on_two_gpus_sums_their_unions() {
+        let mut t = rank(0, 0, None, false);
+        let mut i = Interner::from_strings(std::mem::take(&mut t.strings));
+        // GPU 1: an all-reduce alone (all exposed) and a gemm inside another one (hidden).
+        t.kernels
+            .push(kernel(&mut i, AR, 1, 20, 10, 50_000, 51_000));
+        t.kernels
+            .push(kernel(&mut i, AR, 1, 20, 11, 60_000, 61_000));
+        t.kernels
+            .push(kernel(&mut i, "gemm", 1, 7, 12, 59_000, 62_000));
+        t.strings = i.into_strings();
+        let s = summary(&t);
+        assert_eq!(s.devices.len(), 2);
+        assert_eq!(s.devices[1].comm_ns, 2_000);
+        assert_eq!(s.devices[1].exposed_comm_ns, 1_000);
+        assert_eq!(s.devices[1].busy_ns, 4_000);
+        assert_eq!(s.busy_ns, 1_500 + 4_000);
+        assert_eq!(s.exposed_comm_ns, 500 + 1_000);
+    }
 }
