@@ -331,9 +331,10 @@ pub fn summarize(
     threads: usize,
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<RankSummary>, TraceError> {
-    // Ranks are read in parallel: each import on one thread, so the threads are not oversubscribed.
+    // Ranks are read in parallel; each import gets its share of the threads (one each when
+    // there are more ranks than threads), so the cores are used and not oversubscribed.
     let opts = ReadOptions {
-        import_threads: Some(1),
+        import_threads: Some((threads / units.len().max(1)).max(1)),
         limits: *limits,
     };
     let next = AtomicUsize::new(0);
