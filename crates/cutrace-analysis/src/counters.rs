@@ -572,6 +572,176 @@ pub fn counter_samples(trace: &Trace) -> (Vec<CounterSample>, u64) {
     (out, orphans)
 }
 
+/// The counters of two traces (`cutrace diff`), per kernel name and metric.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CountersDiff {
+    /// Every metric of either trace: the base's, then those only the new trace has.
+    pub metrics: Vec<MetricColumn>,
+    /// How each side's counters were taken; null for a side without counters.
+    pub base: Option<CounterSide>,
+    pub new: Option<CounterSide>,
+    /// Kernel names with values in both traces, only in the base, only in the new one (exact).
+    pub kernel_names_in_both: u64,
+    pub kernel_names_only_in_base: u64,
+    pub kernel_names_only_in_new: u64,
+    /// Per kernel name (matched as the kernel list matches them), largest summed duration of
+    /// either side first, `top` names.
+    pub kernels: Vec<KernelCountersDiff>,
+}
+
+/// One side's counter facts, as in [`CounterReport`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CounterSide {
+    pub passes: Option<u32>,
+    pub kernels_profiled: u64,
+    pub kernels_skipped: u64,
+    pub ranges_dropped: u64,
+    pub values_unavailable: u64,
+    pub kernels_without_values: u64,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KernelCountersDiff {
+    pub name: String,
+    /// Kernels of this name with values on each side (0 when the side lacks the name): sums
+    /// compare like for like only when these are equal.
+    pub base_kernels: u64,
+    pub new_kernels: u64,
+    pub base_duration_ns: Ns,
+    pub new_duration_ns: Ns,
+    /// One per metric, in [`CountersDiff::metrics`] order.
+    pub metrics: Vec<MetricChange>,
+}
+
+/// One metric of one kernel name in both traces.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricChange {
+    /// The value on each side (sum or duration-weighted mean); null when unavailable or absent.
+    pub base: Option<f64>,
+    pub new: Option<f64>,
+    /// `new − base`, null unless both are known.
+    pub change: Option<f64>,
+    /// The change as a percentage of the base; null unless both are known and the base is not 0.
+    pub change_pct: Option<f64>,
+}
+
+fn counter_side(c: &CounterReport) -> CounterSide {
+    CounterSide {
+        passes: c.passes,
+        kernels_profiled: c.kernels_profiled,
+        kernels_skipped: c.kernels_skipped,
+        ranges_dropped: c.ranges_dropped,
+        values_unavailable: c.values_unavailable,
+        kernels_without_values: c.kernels_without_values,
+        error: c.error.clone(),
+    }
+}
+
+/// Compares the counters of `new` against `base`; `None` when neither has counters. Kernel
+/// names are matched with `key` (the diff's name key).
+pub fn counters_diff(
+    base: &Trace,
+    new: &Trace,
+    windows: (Option<&Window>, Option<&Window>),
+    top: usize,
+    key: impl Fn(&str) -> String,
+) -> Option<CountersDiff> {
+    let cb = counter_report(base, windows.0, usize::MAX);
+    let cn = counter_report(new, windows.1, usize::MAX);
+    if cb.is_none() && cn.is_none() {
+        return None;
+    }
+    let mut metrics: Vec<MetricColumn> = Vec::new();
+    for c in cb.iter().chain(cn.iter()) {
+        for m in &c.metrics {
+            if !metrics.iter().any(|x| x.name == m.name) {
+                metrics.push(m.clone());
+            }
+        }
+    }
+    // Each side's values re-ordered to `metrics`.
+    let remap = |c: &CounterReport, k: &KernelCounters| -> Vec<Option<f64>> {
+        metrics
+            .iter()
+            .map(|m| {
+                c.metrics
+                    .iter()
+                    .position(|x| x.name == m.name)
+                    .and_then(|i| k.values[i])
+            })
+            .collect()
+    };
+    type SideRow = (u64, Ns, Vec<Option<f64>>);
+    let mut by_key: BTreeMap<String, (String, Option<SideRow>, Option<SideRow>)> = BTreeMap::new();
+    for (side, c) in [(0, &cb), (1, &cn)] {
+        let Some(c) = c else { continue };
+        for k in &c.by_kernel {
+            let e = by_key
+                .entry(key(&k.name))
+                .or_insert_with(|| (k.name.clone(), None, None));
+            let row = Some((k.kernels, k.duration_ns, remap(c, k)));
+            if side == 0 {
+                e.1 = row;
+            } else {
+                e.2 = row;
+            }
+        }
+    }
+    let count = |f: &dyn Fn(&(String, Option<SideRow>, Option<SideRow>)) -> bool| {
+        by_key.values().filter(|v| f(v)).count() as u64
+    };
+    let both = count(&|v| v.1.is_some() && v.2.is_some());
+    let only_base = count(&|v| v.1.is_some() && v.2.is_none());
+    let only_new = count(&|v| v.1.is_none() && v.2.is_some());
+    let empty = vec![None; metrics.len()];
+    let mut kernels: Vec<KernelCountersDiff> = by_key
+        .into_values()
+        .map(|(name, b, n)| {
+            let (bk, bd, bv) = b.unwrap_or((0, 0, empty.clone()));
+            let (nk, nd, nv) = n.unwrap_or((0, 0, empty.clone()));
+            let metrics = bv
+                .iter()
+                .zip(&nv)
+                .map(|(&base, &new)| {
+                    let change = base.zip(new).map(|(b, n)| n - b);
+                    MetricChange {
+                        base,
+                        new,
+                        change,
+                        change_pct: change
+                            .zip(base)
+                            .filter(|(_, b)| *b != 0.0)
+                            .map(|(c, b)| c / b.abs() * 100.0),
+                    }
+                })
+                .collect();
+            KernelCountersDiff {
+                name,
+                base_kernels: bk,
+                new_kernels: nk,
+                base_duration_ns: bd,
+                new_duration_ns: nd,
+                metrics,
+            }
+        })
+        .collect();
+    kernels.sort_by(|a, b| {
+        let size = |k: &KernelCountersDiff| k.base_duration_ns.max(k.new_duration_ns);
+        size(b).cmp(&size(a)).then_with(|| a.name.cmp(&b.name))
+    });
+    kernels.truncate(top);
+    Some(CountersDiff {
+        metrics,
+        base: cb.as_ref().map(counter_side),
+        new: cn.as_ref().map(counter_side),
+        kernel_names_in_both: both,
+        kernel_names_only_in_base: only_base,
+        kernel_names_only_in_new: only_new,
+        kernels,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -699,5 +869,43 @@ mod tests {
         let corr1 = s.iter().find(|x| x.correlation_id == 1).unwrap();
         assert_eq!((corr1.at_ns, corr1.at_launch_call), (Some(1_000), true));
         assert!(s.iter().any(|x| x.value.is_nan()));
+    }
+
+    #[test]
+    fn the_diff_compares_each_kernel_name_and_metric_and_keeps_unknowns_null() {
+        let base = counter_trace();
+        let mut new = counter_trace();
+        // The new run: gemm's first kernel launches twice the CTAs; copy's % becomes readable.
+        for m in &mut new.kernel_metrics {
+            if m.correlation_id == 1 && new.strings[m.metric as usize] == "sm__ctas_launched.sum" {
+                m.value = 200.0;
+            }
+        }
+        let d = counters_diff(&base, &new, (None, None), 10, |s| s.to_string()).expect("diff");
+        assert_eq!(
+            (d.kernel_names_in_both, d.kernel_names_only_in_base),
+            (2, 0)
+        );
+        let gemm = &d.kernels[0];
+        assert_eq!(
+            (gemm.name.as_str(), gemm.base_kernels, gemm.new_kernels),
+            ("gemm", 3, 3)
+        );
+        let ctas = &gemm.metrics[0];
+        assert_eq!(
+            (ctas.base, ctas.new, ctas.change),
+            (Some(600.0), Some(700.0), Some(100.0))
+        );
+        assert!(close(ctas.change_pct, 100.0 / 6.0));
+        // A trace without counters on one side: the other side's values, changes null.
+        let plain = cutrace_testkit::records::seed_trace(&[]);
+        let d = counters_diff(&base, &plain, (None, None), 10, |s| s.to_string()).expect("diff");
+        assert!(d.new.is_none());
+        assert_eq!(d.kernel_names_only_in_base, 2);
+        assert!(d
+            .kernels
+            .iter()
+            .all(|k| k.metrics.iter().all(|m| m.change.is_none())));
+        assert!(counters_diff(&plain, &plain, (None, None), 10, |s| s.to_string()).is_none());
     }
 }

@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use cutrace_analysis::counters::{Aggregation, CounterReport, MetricColumn};
+use cutrace_analysis::counters::{
+    Aggregation, CounterReport, CounterSide, CountersDiff, MetricColumn,
+};
 use cutrace_analysis::Report;
 
 use super::{count, fmt_ns, short_name};
@@ -207,6 +209,71 @@ fn cells(values: &[Option<f64>]) -> String {
         .collect()
 }
 
+/// `cutrace diff`'s counters: per kernel name and metric, base, new and the change.
+pub fn render_diff(o: &mut String, d: &CountersDiff) {
+    let side = |s: Option<&CounterSide>| match s {
+        None => "no counters".to_string(),
+        Some(s) => format!(
+            "{}, {} profiled, {} ranges dropped, {} values unavailable{}",
+            s.passes.map_or("passes unknown".into(), |p| count(
+                p as usize, "pass", "passes"
+            )),
+            count(s.kernels_profiled as usize, "kernel", "kernels"),
+            s.ranges_dropped,
+            s.values_unavailable,
+            s.error
+                .as_ref()
+                .map_or(String::new(), |e| format!("; counters failed: {e}"))
+        ),
+    };
+    let _ = writeln!(
+        o,
+        "\nHardware counters (per kernel name: sum or duration-weighted mean, as in the report; \
+         change = new − base; sums compare like for like only when both sides profiled as many \
+         kernels)\n  base: {}\n  new:  {}\n  kernel names with values: {} in both, {} only in \
+         base, {} only in new",
+        side(d.base.as_ref()),
+        side(d.new.as_ref()),
+        d.kernel_names_in_both,
+        d.kernel_names_only_in_base,
+        d.kernel_names_only_in_new
+    );
+    let w = d.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0);
+    for k in &d.kernels {
+        let _ = writeln!(
+            o,
+            "  {} (kernels: base {}, new {})\n    {:<w$}  {:<4}  {:>16} {:>16} {:>16} {:>10}",
+            short_name(&k.name, 90),
+            k.base_kernels,
+            k.new_kernels,
+            "metric",
+            "rule",
+            "base",
+            "new",
+            "change",
+            "change %"
+        );
+        for (m, c) in d.metrics.iter().zip(&k.metrics) {
+            let change = match c.change {
+                None => "n/a".into(),
+                Some(x) if x > 0.0 => format!("+{}", fmt_value(Some(x))),
+                Some(x) => fmt_value(Some(x)),
+            };
+            let pct = c.change_pct.map_or("n/a".into(), |p| format!("{p:+.1} %"));
+            let _ = writeln!(
+                o,
+                "    {:<w$}  {:<4}  {:>16} {:>16} {:>16} {:>10}",
+                m.name,
+                rule(m.aggregation),
+                fmt_value(c.base),
+                fmt_value(c.new),
+                change,
+                pct
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -262,6 +329,30 @@ mod tests {
         assert!(
             o.contains("    m2   mean  sm__warps_active.avg.pct_of_peak_sustained_active"),
             "{o}"
+        );
+    }
+
+    #[test]
+    fn the_diff_shows_base_new_and_change_with_na_for_unknowns() {
+        let base = counter_trace();
+        let plain = cutrace_testkit::records::seed_trace(&[]);
+        let d = cutrace_analysis::counters::counters_diff(&base, &plain, (None, None), 10, |s| {
+            s.to_string()
+        })
+        .unwrap();
+        let mut o = String::new();
+        render_diff(&mut o, &d);
+        assert!(o.contains("  new:  no counters"), "{o}");
+        assert!(o.contains("2 only in base"), "{o}");
+        let ctas: Vec<&str> = o
+            .lines()
+            .find(|l| l.trim_start().starts_with("sm__ctas_launched.sum"))
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(
+            ctas,
+            ["sm__ctas_launched.sum", "sum", "600", "n/a", "n/a", "n/a"]
         );
     }
 }
