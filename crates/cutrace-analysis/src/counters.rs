@@ -673,7 +673,8 @@ pub fn counters_diff(
             .collect()
     };
     type SideRow = (u64, Ns, Vec<Option<f64>>);
-    let mut by_key: BTreeMap<String, (String, Option<SideRow>, Option<SideRow>)> = BTreeMap::new();
+    type Both = (String, Option<SideRow>, Option<SideRow>);
+    let mut by_key: BTreeMap<String, Both> = BTreeMap::new();
     for (side, c) in [(0, &cb), (1, &cn)] {
         let Some(c) = c else { continue };
         for k in &c.by_kernel {
@@ -688,9 +689,7 @@ pub fn counters_diff(
             }
         }
     }
-    let count = |f: &dyn Fn(&(String, Option<SideRow>, Option<SideRow>)) -> bool| {
-        by_key.values().filter(|v| f(v)).count() as u64
-    };
+    let count = |f: &dyn Fn(&Both) -> bool| by_key.values().filter(|v| f(v)).count() as u64;
     let both = count(&|v| v.1.is_some() && v.2.is_some());
     let only_base = count(&|v| v.1.is_some() && v.2.is_none());
     let only_new = count(&|v| v.1.is_none() && v.2.is_some());
