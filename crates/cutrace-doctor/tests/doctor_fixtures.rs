@@ -206,9 +206,21 @@ fn other_cutrace_profile_and_sample_runs_are_named_as_counter_holders() {
         "/proc/5160/cmdline",
         "/usr/local/bin/cutrace profile --pause-dcgm -o /runs/b -- ./bench (cutrace profile)",
     );
-    has_evidence(c, "/proc/5170/cmdline", "./sampled (a program under cutrace sample)");
-    assert!(!c.evidence.iter().any(|e| e.file.contains("6000")), "{c:#?}");
-    assert!(c.summary.contains("a program under cutrace profile (pid 5150)"), "{}", c.summary);
+    has_evidence(
+        c,
+        "/proc/5170/cmdline",
+        "./sampled (a program under cutrace sample)",
+    );
+    assert!(
+        !c.evidence.iter().any(|e| e.file.contains("6000")),
+        "{c:#?}"
+    );
+    assert!(
+        c.summary
+            .contains("a program under cutrace profile (pid 5150)"),
+        "{}",
+        c.summary
+    );
     has_fix(c, "wait for pid 5150");
     assert!(c.explanation.contains("CUPTI_ERROR_HARDWARE_BUSY"));
 }

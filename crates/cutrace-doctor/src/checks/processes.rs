@@ -184,7 +184,10 @@ mod tests {
             Some("cutrace doctor --probe")
         );
         assert_eq!(session(&["cutrace", "doctor"]), None);
-        assert_eq!(session(&["cutrace", "record", "--", "./app", "--probe"]), None);
+        assert_eq!(
+            session(&["cutrace", "record", "--", "./app", "--probe"]),
+            None
+        );
         assert_eq!(session(&["cutrace", "report", "t.json"]), None);
         assert_eq!(
             session(&["cutrace", "profile", "--pause-dcgm", "--", "./app"]),
