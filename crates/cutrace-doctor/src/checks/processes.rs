@@ -88,7 +88,7 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
     let sources = &[src::DCGM, src::NCU, src::CUPTI_MAIN];
     if dcgm.is_empty() && tools.is_empty() {
         return Check::new("counter-holders", Status::Ok, Affects::Counters, "no process that takes the counter reservation is running")
-            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys, cutrace doctor --probe, cutrace profile or cutrace sample (nor a program they run)", ctx.procs.len()))])
+            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline, /proc/*/environ", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys, cutrace doctor --probe, cutrace profile or cutrace sample (nor a program they run)", ctx.procs.len()))])
             .explain("Only one client can hold the GPU performance counters at a time. None of the known holders (DCGM, Nsight Compute, Nsight Systems with GPU metrics, another cutrace doctor --probe, cutrace profile or cutrace sample, or a program one of them runs) is running. A holder in another container or on the host is invisible from here: --probe asks CUPTI directly.")
             .sources(sources);
     }
@@ -112,8 +112,14 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
         fix.push("cutrace dcgm resume               # = dcgmi profile --resume".to_string());
     }
     for (p, what) in &tools {
+        // A sentence: its first letter upper-case ("a program under cutrace profile").
+        let mut chars = what.chars();
+        let what_cap: String = chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect())
+            .unwrap_or_default();
         explanation.push_str(&format!(
-            " {what} (pid {}) may hold the reservation while it profiles.",
+            " {what_cap} (pid {}) may hold the reservation while it profiles.",
             p.pid
         ));
         fix.push(format!(
