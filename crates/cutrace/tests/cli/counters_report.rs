@@ -107,3 +107,42 @@ fn convert_writes_the_kernel_metrics_table_with_nulls_for_unavailable() {
     assert!(o.status.success());
     assert!(!plain.join("kernel_metrics.csv").exists());
 }
+
+/// `cutrace diff` on a profile trace: per kernel name and metric, base, new and the change; the
+/// NaN stays unknown, and a side without counters gives unknown values and changes, never 0.
+#[test]
+fn diff_compares_counters_per_kernel_name_and_metric() {
+    let d = Dir::new("counters-diff");
+    let part = crate::util::counters_trace(&d.0);
+    let p = part.to_str().unwrap();
+    let v = crate::util::cutrace_json(&["diff", p, p]);
+    let c = &v["counters"];
+    assert_eq!(c["kernel_names_in_both"], 2);
+    assert_eq!(c["base"]["values_unavailable"], 1);
+    let gemm = &c["kernels"][0];
+    assert_eq!(
+        (gemm["name"].as_str(), gemm["base_kernels"].as_u64()),
+        (Some("gemm(float*)"), Some(3))
+    );
+    assert_eq!(gemm["metrics"][0]["base"], 60.0);
+    assert_eq!(gemm["metrics"][0]["change"], 0.0);
+    assert_eq!(gemm["metrics"][1]["new"], 65.0);
+    let v = crate::util::cutrace_json(&["diff", p, "tests/fixtures/native/two_streams"]);
+    let c = &v["counters"];
+    assert!(c["new"].is_null());
+    assert_eq!(c["kernel_names_only_in_base"], 2);
+    for k in c["kernels"].as_array().unwrap() {
+        for m in k["metrics"].as_array().unwrap() {
+            assert!(m["new"].is_null() && m["change"].is_null(), "{m}");
+        }
+    }
+    let o = crate::util::cutrace(&["diff", p, "tests/fixtures/native/two_streams"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("  new:  no counters"), "{text}");
+    let two = crate::util::cutrace_json(&[
+        "diff",
+        "tests/fixtures/native/two_streams",
+        "tests/fixtures/native/two_streams",
+    ]);
+    assert!(two.get("counters").is_none());
+}
