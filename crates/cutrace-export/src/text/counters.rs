@@ -154,8 +154,9 @@ fn render_tables(o: &mut String, c: &CounterReport, top: usize) {
     let shown = rows.len().min(top.max(1));
     let _ = writeln!(
         o,
-        "  Per step and GPU (a kernel counts in the step during which it was launched; {} of {} \
-         rows, in step order; {} with values launched in no step):\n    {:>6} {:>6} {:>8} \
+        "  Per step and GPU (a kernel counts in the step during which it was launched, or started \
+         when its launch call is not in the trace; {} of {} \
+         rows, in step order; {} with values in no step):\n    {:>6} {:>6} {:>8} \
          {:>12}{}  step",
         shown,
         rows.len(),
@@ -319,7 +320,7 @@ mod tests {
         assert!(o.contains("2 ranges the profiler dropped"), "{o}");
         assert!(o.contains("1 value is unavailable"), "{o}");
         assert!(
-            o.contains("1 kernel with values launched in no step"),
+            o.contains("1 kernel with values in no step"),
             "{o}"
         );
         assert!(
