@@ -319,10 +319,7 @@ mod tests {
         );
         assert!(o.contains("2 ranges the profiler dropped"), "{o}");
         assert!(o.contains("1 value is unavailable"), "{o}");
-        assert!(
-            o.contains("1 kernel with values in no step"),
-            "{o}"
-        );
+        assert!(o.contains("1 kernel with values in no step"), "{o}");
         assert!(
             o.contains("launch calls of 5 kernels with values took 5500 ns against 7500 ns"),
             "{o}"
