@@ -40,7 +40,8 @@ pub enum Aggregation {
 }
 
 /// How `metric` is combined, from its name: ratios (`.ratio`), percentages (`.pct`,
-/// `.pct_of_peak_…`) and rates (`.per_second`, `.per_cycle_…`) are weighted means; every other
+/// `.pct_of_peak_…`), rates (`.per_second`, `.per_cycle_…`) and peak rates
+/// (`.peak_sustained…`, a per-cycle capacity of the unit) are weighted means; every other
 /// rollup (`.sum`, `.avg`, `.max`, `.min` of a count) is summed.
 pub fn aggregation(metric: &str) -> Aggregation {
     let rate = metric.split('.').skip(1).any(|part| {
@@ -48,6 +49,7 @@ pub fn aggregation(metric: &str) -> Aggregation {
             || part == "pct"
             || part.starts_with("pct_of_peak")
             || part.starts_with("per_")
+            || part.starts_with("peak_sustained")
     });
     if rate {
         Aggregation::DurationWeightedMean
@@ -768,8 +770,14 @@ mod tests {
                 "sm__inst_executed.avg.per_cycle_active",
                 DurationWeightedMean,
             ),
-            // The base name holding "pct" is not a rollup.
+            ("sm__inst_executed.sum.peak_sustained", DurationWeightedMean),
+            (
+                "dram__bytes.sum.peak_sustained_elapsed",
+                DurationWeightedMean,
+            ),
+            // The base name holding "pct" or "peak_sustained" is not a rollup.
             ("smsp__pct_something.sum", Sum),
+            ("lts__peak_sustained_thing.sum", Sum),
         ] {
             assert_eq!(aggregation(m), want, "{m}");
         }
