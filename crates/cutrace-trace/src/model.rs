@@ -361,6 +361,11 @@ pub struct Header {
     pub cmdline: Option<Vec<String>>,
     /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).
     pub notes: Vec<String>,
+    /// The process's place in a distributed job: `RANK`, `LOCAL_RANK`, `WORLD_SIZE` from its
+    /// environment, and the id of the `cutrace record` run that started it (`CUTRACE_RUN_ID`).
+    /// Absent in parts written before cutrace recorded them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<Distributed>,
 }
 
 /// One part file of a native trace (one CUDA process), as read.
@@ -381,6 +386,20 @@ pub struct PartMeta {
     /// it (`meta.json`); not part of the report.
     #[serde(skip)]
     pub header: Header,
+}
+
+impl PartMeta {
+    /// The part's place in a distributed job, as its header recorded it (`None` for parts
+    /// written before cutrace recorded ranks, and for processes outside a distributed job with
+    /// no `cutrace record` run id).
+    pub fn distributed(&self) -> Option<&Distributed> {
+        self.header.distributed.as_ref()
+    }
+
+    /// The `cutrace record` run that wrote the part, when its header says.
+    pub fn run_id(&self) -> Option<&str> {
+        self.distributed().and_then(|d| d.run_id.as_deref())
+    }
 }
 
 /// Facts about the trace as a whole. Every count of lost data lives here and is reported.
