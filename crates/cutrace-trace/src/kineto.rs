@@ -943,6 +943,9 @@ impl Sink {
         if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
             if ev.ph.is_some_and(|p| p.bytes_eq("i")) && cat == "user_annotation" {
                 // An NVTX mark, as `cutrace convert --chrome` writes one.
+                if let Some(raw) = ev.odd_name {
+                    self.unread(cat, "name", raw);
+                }
                 let name = self.text(ev.name, cat, "name");
                 return self.mark(&ev, name.as_ref(), at);
             }
@@ -951,7 +954,8 @@ impl Sink {
             // its category.
             let label = match ev.ph {
                 None if !cat.is_empty() => cat.to_owned(),
-                _ => format!("ph={}", self.text(ev.ph, "event", "ph")),
+                None => "(no ph)".to_owned(),
+                Some(_) => format!("ph={}", self.text(ev.ph, "event", "ph")),
             };
             self.skip(&label);
             return Ok(());
@@ -977,6 +981,9 @@ impl Sink {
             }
         }
         // Names are decoded (and UTF-8 checked) only for events that are kept.
+        if let (Some(raw), true) = (ev.odd_name, scan::MODELLED.contains(&cat)) {
+            self.unread(cat, "name", raw);
+        }
         let name_text = if scan::MODELLED.contains(&cat) {
             self.text(ev.name, cat, "name")
         } else {
@@ -1727,5 +1734,73 @@ mod gpu_range_tests {
             r("{\"stream\": 13, \"bytes\": \"lots\"}"),
             (Some(1), Some(13))
         );
+    }
+    /// Each kind of value that does not read is counted by category and key, with a note
+    /// naming its first value; the events themselves are read.
+    #[test]
+    fn values_that_do_not_read_are_counted_never_fatal() {
+        let t = import(
+            r#"{"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": 7, "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+             "args": {"device": "0x1", "stream": -3, "correlation": "c9", "grid": [1, 2],
+                      "mangled": 5}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 9,
+             "ts": 4, "dur": 1, "args": {"device": -1, "stream": "0xA", "bytes": 1.5}},
+            {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 9,
+             "ts": "later", "dur": 1},
+            {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 1,
+             "ts": 6, "dur": 1, "args": {"stream": -1, "device": 0}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": [],
+             "dur": {}},
+            {"ph": ["X"], "cat": "kernel", "ts": 1, "dur": 1}
+            ], "cupti_version": "new", "deviceProperties": {"id": 0}}"#,
+        );
+        let k = &t.kernels[0];
+        // Hex device reads; the stream falls back to the tid lane; the grid and correlation
+        // are unknown.
+        assert_eq!(
+            (k.device, k.stream, k.correlation_id, k.grid),
+            (1, 7, 0, [0; 3])
+        );
+        assert_eq!(t.str(k.name), "");
+        let m = &t.memcpys[0];
+        assert_eq!((m.device, m.stream, m.bytes), (0, 10, 0));
+        assert!(t.memsets.is_empty());
+        assert_eq!(t.syncs[0].stream, None);
+        let unread: std::collections::BTreeMap<&str, u64> = t
+            .meta
+            .unread_values
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(
+            unread,
+            [
+                ("gpu_memcpy \"bytes\"", 1),
+                ("gpu_memcpy \"device\"", 1),
+                ("kernel \"correlation\"", 1),
+                ("kernel \"grid\"", 1),
+                ("kernel \"name\"", 1),
+                ("kernel \"stream\"", 1),
+                ("top-level \"cupti_version\"", 1),
+                ("top-level \"deviceProperties\"", 1),
+            ]
+            .into_iter()
+            .collect()
+        );
+        let skipped: std::collections::BTreeMap<&str, u64> = t
+            .meta
+            .skipped_events
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(skipped.get("gpu_memset with unreadable ts/dur"), Some(&1));
+        assert_eq!(skipped.get("cpu_op"), Some(&1));
+        // The kernel whose `ph` is not a string is not read as a kernel, and is counted.
+        assert_eq!(t.kernels.len(), 1);
+        assert_eq!(skipped.get("(no ph)"), Some(&1));
+        assert!(t.meta.notes.iter().any(|n| n.text
+            == "1 kernel \"stream\" value did not read (first: -3) and was left unknown; \
+                cutrace does not compute from it, so the rest was read"));
     }
 }

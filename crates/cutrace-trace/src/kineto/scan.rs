@@ -208,6 +208,8 @@ pub struct Event<'a> {
     pub ts: Option<&'a [u8]>,
     pub dur: Option<&'a [u8]>,
     pub args: Option<Args<'a>>,
+    /// A `name` that is not a string, as written (the event then has no `name`).
+    pub odd_name: Option<&'a [u8]>,
 }
 
 struct Scanner<'a> {
@@ -555,7 +557,11 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
                 ev.cat = cat;
             }
             b"name" => {
+                let start = s.ws().map(|_| s.i)?;
                 let name = s.maybe_str()?;
+                if name.is_none() {
+                    ev.odd_name = Some(&s.b[start..s.i]);
+                }
                 skip_rest = cpu_op && !name.is_some_and(|n| n.bytes_eq(PARAM_COMMS));
                 ev.name = name;
             }
