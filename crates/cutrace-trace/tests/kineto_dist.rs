@@ -193,6 +193,16 @@ fn nccl_kernels_join_their_annotations() {
             "",
         ),
         launch(9003, "5288793820430.0"),
+        // An External id naming another op (the `nccl:broadcast` annotation, 36): joined
+        // through its launch, inside op 35's span.
+        kernel(
+            "ncclKernel_Broadcast_RING_LL_Sum_float",
+            "\"External id\": 36, ",
+            9005,
+            "5288793820240.0",
+            "",
+        ),
+        launch(9005, "5288793820235.0"),
         // A kernel that is not communication is never a collective, whatever links it.
         kernel(
             "my_copy_kernel",
@@ -253,6 +263,17 @@ fn nccl_kernels_join_their_annotations() {
                 s("Float")
             ),
             (
+                9005,
+                "broadcast".into(),
+                s("0"),
+                s("default_pg"),
+                Some(1),
+                None,
+                Some(65536),
+                Some(65536),
+                s("Float")
+            ),
+            (
                 9003,
                 "allreduce".into(),
                 s("0"),
@@ -272,7 +293,7 @@ fn nccl_kernels_join_their_annotations() {
         .iter()
         .find(|n| n.text.contains("record_param_comms"))
         .unwrap();
-    assert!(note.text.starts_with("9 of 12 "), "{}", note.text);
+    assert!(note.text.starts_with("8 of 12 "), "{}", note.text);
 }
 
 /// Kineto's log members: the `Record counts` line is its account of dropped records; warnings

@@ -148,16 +148,22 @@ pub(super) fn join(
             by_ext.entry(e).or_insert(i);
         }
     }
-    // Launch calls by correlation id, for kernels without an External id.
-    let launches: HashMap<u64, (u32, u64, Ns)> = if kernels.iter().any(|k| k.external_id.is_none())
-    {
+    // The launch calls of kernels their External id does not place (none, or one naming
+    // another op), by correlation id: one pass over the API calls, keeping only those.
+    let unplaced: std::collections::HashSet<u64> = kernels
+        .iter()
+        .filter(|k| k.external_id.is_none_or(|e| !by_ext.contains_key(&e)))
+        .map(|k| k.correlation_id)
+        .collect();
+    let launches: HashMap<u64, (u32, u64, Ns)> = if unplaced.is_empty() {
+        HashMap::new()
+    } else {
         trace
             .api_calls
             .iter()
+            .filter(|a| unplaced.contains(&a.correlation_id))
             .map(|a| (a.correlation_id, (a.process, a.thread, a.start_ns)))
             .collect()
-    } else {
-        HashMap::new()
     };
     let enclosing = |k: &CommKernel| -> Option<usize> {
         let &(process, thread, at) = launches.get(&k.correlation_id)?;
