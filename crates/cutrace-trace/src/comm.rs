@@ -7,10 +7,17 @@
 /// parameter list) is a communication kernel of NCCL or RCCL (ROCm's port, which keeps NCCL's
 /// names) or of MSCCL. NCCL names its kernels `ncclDevKernel_<Op>_…` since 2.19 and
 /// `ncclKernel_<Op>_…` before (e.g. `ncclDevKernel_AllReduce_Sum_f32_RING_LL`,
-/// `ncclKernel_AllReduce_RING_LL_Sum_float`, `ncclDevKernel_Generic_4`); MSCCL's are
-/// `mscclKernel_…`.
+/// `ncclKernel_AllReduce_RING_LL_Sum_float`, `ncclDevKernel_Generic_4`); its symmetric-memory
+/// kernels (2.27+, `src/device/symmetric/generate.py`) `ncclSymkDevKernel_<Coll>_<Algo>…`;
+/// MSCCL's are `mscclKernel_…`. (NCCL's `oneRankReduce`, which a group of one rank runs for a
+/// scaled reduction, moves no data between GPUs and is not counted.)
 pub fn is_comm_kernel(name: &str) -> bool {
-    const PREFIXES: [&str; 3] = ["ncclDevKernel_", "ncclKernel_", "mscclKernel_"];
+    const PREFIXES: [&str; 4] = [
+        "ncclDevKernel_",
+        "ncclKernel_",
+        "ncclSymkDevKernel_",
+        "mscclKernel_",
+    ];
     let base = unmangled_start(name);
     PREFIXES.iter().any(|p| base.starts_with(p))
 }
@@ -44,6 +51,7 @@ mod tests {
             "_Z32ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
             "_Z24ncclDevKernel_Generic_424ncclDevKernelArgsStorageILm4096EE",
             "mscclKernel_Sum_float_LL",
+            "ncclSymkDevKernel_AllReduce_RSxLD_AGxST_sum_f32(ncclSymkDevWorkArgs4K)",
         ] {
             assert!(is_comm_kernel(name), "{name}");
         }
