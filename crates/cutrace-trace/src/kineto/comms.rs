@@ -165,19 +165,24 @@ pub(super) fn join(
             .map(|a| (a.correlation_id, (a.process, a.thread, a.start_ns)))
             .collect()
     };
+    // Ops by thread, in start order, for the launch lookup (only when some launch is needed).
+    let mut by_thread: HashMap<(Option<u64>, Option<u64>), Vec<usize>> = HashMap::new();
+    if !launches.is_empty() {
+        for (i, o) in ops.iter().enumerate() {
+            by_thread.entry((o.process, o.thread)).or_default().push(i);
+        }
+        for v in by_thread.values_mut() {
+            v.sort_by_key(|&i| ops[i].start);
+        }
+    }
+    // The op around a kernel's launch on its thread: the last one to start at or before the
+    // launch, if it has not ended by then (torch does not nest record_param_comms ops).
     let enclosing = |k: &CommKernel| -> Option<usize> {
         let &(process, thread, at) = launches.get(&k.correlation_id)?;
-        // The innermost op around the launch on its thread.
-        ops.iter()
-            .enumerate()
-            .filter(|(_, o)| {
-                o.process == Some(u64::from(process))
-                    && o.thread == Some(thread)
-                    && o.start <= at
-                    && at <= o.end
-            })
-            .max_by_key(|(_, o)| o.start)
-            .map(|(i, _)| i)
+        let v = by_thread.get(&(Some(u64::from(process)), Some(thread)))?;
+        let before = v.partition_point(|&i| ops[i].start <= at);
+        let i = v[..before].last().copied()?;
+        (ops[i].end >= at).then_some(i)
     };
     let mut joined = vec![false; ops.len()];
     let mut out: Vec<(Ns, Collective)> = Vec::new();
