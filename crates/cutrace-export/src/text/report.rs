@@ -411,11 +411,20 @@ fn render_data_loss(o: &mut String, r: &Report) {
             (true, true) => {
                 "none recorded (0 dropped by the recorder, 0 by CUPTI; trace complete)".to_string()
             }
+            (true, false) if !l.source_drops.is_empty() => format!(
+                "trace complete; the profiler's own account (Kineto's record counts): {}",
+                source_drops(l)
+            ),
             (true, false) => "trace complete; drop counts unknown (this format does not record \
                               them: a torch.profiler trace says nothing of records CUPTI or the \
                               profiler dropped)"
                 .to_string(),
             (false, true) => facts.join("; "),
+            (false, false) if !l.source_drops.is_empty() => format!(
+                "{}; the profiler's own account (Kineto's record counts): {}",
+                facts.join("; "),
+                source_drops(l)
+            ),
             (false, false) => format!(
                 "{}; drop counts unknown (not in this format)",
                 facts.join("; ")
@@ -425,6 +434,15 @@ fn render_data_loss(o: &mut String, r: &Report) {
     if !skipped.is_empty() {
         let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
     }
+}
+
+/// `4181 out-of-range, 0 blocklisted runtime, …` from the source's own drop account.
+fn source_drops(l: &cutrace_analysis::DataLoss) -> String {
+    l.source_drops
+        .iter()
+        .map(|d| format!("{} = {}", d.name, d.count))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The recorder's notes, after the data-loss line: they often say why data is missing (another

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 17] = [
+const NATIVE: [&str; 19] = [
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -35,6 +35,8 @@ const NATIVE: [&str; 17] = [
     "lean/threads8",
     "lean/nvtx",
     "counters_basic",
+    "spawn",
+    "spawn_run_id",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
