@@ -91,6 +91,13 @@ def idle_split(ks, launch_end):
     return out
 
 
+def an_id(v):
+    """An integer id as torch writes it: a number, or (PyTorch on ROCm) a hex string "0x7"."""
+    if isinstance(v, str) and v.lower().startswith("0x"):
+        return int(v, 16)
+    return int(v)
+
+
 def main(path):
     trace = load(path)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
@@ -106,10 +113,11 @@ def main(path):
         args = e.get("args", {})
         if cat == "kernel":
             s = ns(e["ts"])
-            kernels.append((int(args.get("device", e.get("pid", 0))), int(args.get("stream", e.get("tid", 0))),
-                            int(args.get("correlation", 0)), s, s + ns(e["dur"])))
+            kernels.append((an_id(args.get("device", e.get("pid", 0))),
+                            an_id(args.get("stream", e.get("tid", 0))),
+                            an_id(args.get("correlation", 0)), s, s + ns(e["dur"])))
         elif cat in ("cuda_runtime", "cuda_driver"):
-            c = int(args.get("correlation", 0))
+            c = an_id(args.get("correlation", 0))
             if c != 0:
                 api.add(c)
                 s = ns(e["ts"])

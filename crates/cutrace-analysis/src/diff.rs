@@ -53,6 +53,9 @@ pub struct Diff {
     /// Step durations and busy shares, when either trace has steps.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub steps: Option<StepsDiff>,
+    /// Hardware counters per kernel name and metric, when either trace has them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub counters: Option<crate::counters::CountersDiff>,
 }
 
 /// The steps of both traces (see [`crate::steps`]).
@@ -276,6 +279,13 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         })
         .collect();
 
+    let counters = crate::counters::counters_diff(
+        base,
+        new,
+        (opts.base_window.as_ref(), opts.new_window.as_ref()),
+        opts.top,
+        match_key,
+    );
     let (base, new) = (side(&rb, &ab), side(&rn, &an));
     let caveats = caveats(&base, &new, &rb, &rn, &devices);
     Ok(Diff {
@@ -293,6 +303,7 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         api_names,
         api,
         steps,
+        counters,
     })
 }
 

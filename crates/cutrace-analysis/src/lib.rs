@@ -44,7 +44,7 @@ pub use parts::{separate_runs, PartGap, SeparateRuns};
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};
 pub use ranges::{range_breakdown, RangeSummary};
 pub use report::{
-    analyze, DataLoss, DeviceReport, IdleSplit, Options, Report, TraceInfo, WindowInfo,
+    analyze, DataLoss, DeviceReport, IdleSplit, Options, Report, SourceDrop, TraceInfo, WindowInfo,
 };
 pub use steps::{steps, Step, StepMatch, Steps};
 pub use summary::{api_summary, kernel_summary, KernelNameSummary, NameStats};

@@ -1,7 +1,9 @@
 //! The part files of a native trace taken together: were they recorded by one run? `cutrace
 //! record -o DIR` adds a part per CUDA process, so two runs recorded into the same directory
-//! would silently merge into one timeline. Parts from several hosts, or whose records fall into
-//! time spans that do not overlap at all, are flagged as possibly from separate runs.
+//! would silently merge into one timeline. Parts that all carry one `cutrace record` run id
+//! (`HEAD.distributed.run_id`) are one run, whatever their timing. Otherwise (parts written before
+//! run ids were recorded, or of several runs), parts from several hosts, or whose records fall
+//! into time spans that do not overlap at all, are flagged as possibly from separate runs.
 
 use cutrace_trace::{Ns, PartMeta};
 use serde::Serialize;
@@ -31,9 +33,16 @@ pub struct PartGap {
     pub gap_ns: Ns,
 }
 
-/// `None` when the parts look like one run: one host (or none recorded) and time spans that
-/// overlap into one. Parts without records take no part in the time check.
+/// `None` when the parts are one run: all carry the same `cutrace record` run id, or (parts
+/// without one) they look like one: one host (or none recorded) and time spans that overlap into
+/// one. Parts without records take no part in the time check.
 pub fn separate_runs(parts: &[PartMeta]) -> Option<SeparateRuns> {
+    // The workers of a torch.multiprocessing.spawn under one `cutrace record` need not overlap
+    // in time; their shared run id says they are one run.
+    let run = parts.first().and_then(PartMeta::run_id);
+    if run.is_some() && parts.iter().all(|p| p.run_id() == run) {
+        return None;
+    }
     let mut hosts: Vec<String> = parts.iter().filter_map(|p| p.host.clone()).collect();
     hosts.sort();
     hosts.dedup();
@@ -128,6 +137,56 @@ mod tests {
                 gap_ns: 4_000,
             })
         );
+    }
+
+    fn with_run(mut p: PartMeta, run: &str) -> PartMeta {
+        p.header.distributed = Some(cutrace_trace::Distributed {
+            run_id: Some(run.into()),
+            ..Default::default()
+        });
+        p
+    }
+
+    /// The two workers of a torch.multiprocessing.spawn under one `cutrace record`: their work
+    /// does not overlap, but their shared run id says they are one run.
+    #[test]
+    fn parts_of_one_recorded_run_are_one_run_whatever_their_timing() {
+        let parts = [
+            with_run(part("w0", "h", Some((100, 200))), "r1"),
+            with_run(part("w1", "h", Some((5_000, 6_000))), "r1"),
+            with_run(part("launcher", "h", None), "r1"),
+        ];
+        assert_eq!(separate_runs(&parts), None);
+        // Another run's part, or one written before run ids: the timing check again.
+        for odd in [
+            with_run(part("x", "h", Some((9_000, 9_500))), "r2"),
+            part("x", "h", Some((9_000, 9_500))),
+        ] {
+            let mut mixed = parts.to_vec();
+            mixed.push(odd);
+            assert_eq!(separate_runs(&mixed).expect("flagged").time_spans, 3);
+        }
+    }
+
+    /// The H200 capture of a torch.multiprocessing.spawn of two workers under one `cutrace
+    /// record`: flagged when its parts predate run ids, one run once they carry one.
+    #[test]
+    fn the_spawn_capture_is_one_run_once_its_parts_carry_the_run_id() {
+        let read = |name: &str| {
+            let dir = cutrace_testkit::fixture(&format!("native/{name}"));
+            let mut paths: Vec<_> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .collect();
+            paths.sort();
+            cutrace_trace::native::read_parts(&paths, &mut |_, _| {}).unwrap()
+        };
+        let old = read("spawn");
+        assert_eq!(
+            separate_runs(&old.meta.parts).expect("flagged").time_spans,
+            2
+        );
+        assert_eq!(separate_runs(&read("spawn_run_id").meta.parts), None);
     }
 
     #[test]

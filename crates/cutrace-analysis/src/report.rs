@@ -59,6 +59,16 @@ pub struct DataLoss {
     /// Kernel, copy, memset and API records whose end is before their start (treated as
     /// zero-length).
     pub inverted_intervals: u64,
+    /// The source's own account of records it dropped or could not place (Kineto's `Record
+    /// counts` line), in its order; empty when the source wrote none.
+    pub source_drops: Vec<SourceDrop>,
+}
+
+/// One count of the source's own drop account (`Out-of-range`, 4181).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceDrop {
+    pub name: String,
+    pub count: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -622,5 +632,13 @@ fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
             })
             .collect(),
         inverted_intervals: inverted,
+        source_drops: m
+            .source_drops
+            .iter()
+            .map(|(name, count)| SourceDrop {
+                name: name.clone(),
+                count: *count,
+            })
+            .collect(),
     }
 }

@@ -188,6 +188,43 @@ fn nv_hostengine_is_named_as_counter_holder() {
     assert_eq!(r.exit_status, 0);
 }
 
+/// Another `cutrace profile` (the program it runs, known by its environment, and a
+/// `--pause-dcgm` parent) and a `cutrace sample` program hold the counters; the doctor's own
+/// parent (a `cutrace profile --pause-dcgm` that runs this one) does not count.
+#[test]
+fn other_cutrace_profile_and_sample_runs_are_named_as_counter_holders() {
+    let r = run("profile-running");
+    let c = check(&r, "counter-holders");
+    assert_eq!(c.status, Status::Warn);
+    has_evidence(
+        c,
+        "/proc/5150/cmdline",
+        "python3 train.py (a program under cutrace profile)",
+    );
+    has_evidence(
+        c,
+        "/proc/5160/cmdline",
+        "/usr/local/bin/cutrace profile --pause-dcgm -o /runs/b -- ./bench (cutrace profile)",
+    );
+    has_evidence(
+        c,
+        "/proc/5170/cmdline",
+        "./sampled (a program under cutrace sample)",
+    );
+    assert!(
+        !c.evidence.iter().any(|e| e.file.contains("6000")),
+        "{c:#?}"
+    );
+    assert!(
+        c.summary
+            .contains("a program under cutrace profile (pid 5150)"),
+        "{}",
+        c.summary
+    );
+    has_fix(c, "wait for pid 5150");
+    assert!(c.explanation.contains("CUPTI_ERROR_HARDWARE_BUSY"));
+}
+
 #[test]
 fn mig_with_shared_compute_instances_warns_nan() {
     let r = run("mig-shared");

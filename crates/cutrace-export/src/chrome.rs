@@ -738,6 +738,8 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         ev.end()?;
     }
 
+    write_counter_events(&mut ev, t)?;
+
     let events = ev.n;
     w.write_all(b"\n]\n}\n")?;
     Ok(Written {
@@ -746,6 +748,29 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         inverted: lanes.inverted,
         rows_past_u32_tid: rows.rows_past_u32_tid() as u64,
     })
+}
+
+/// Hardware counters (`cutrace profile`) as `"ph":"C"` events: a counter track per metric on
+/// each GPU's process (`pid` = the device, `name` = the metric, the value in `args.value`), one
+/// sample per profiled kernel, placed as [`crate::counter_tracks`] says. Viewers draw them; the
+/// Kineto importer skips them (the CSV and Parquet tables are the exports to read values from).
+fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Result<()> {
+    let c = crate::counter_tracks::counter_timeline(t);
+    let names: Vec<Box<[u8]>> = c.tracks.iter().map(|&(_, m)| quoted(t.str(m))).collect();
+    for s in &c.samples {
+        let device = c.tracks[s.track as usize].0;
+        let b = ev.begin();
+        b.extend_from_slice(b"{\"ph\":\"C\",\"cat\":\"gpu_counter\",\"name\":");
+        b.extend_from_slice(&names[s.track as usize]);
+        b.extend_from_slice(b",\"pid\":");
+        push_u64(b, u64::from(device));
+        b.extend_from_slice(b",\"ts\":");
+        push_us(b, s.at_ns);
+        // Finite (NaN has no sample); Rust prints an f64 without an exponent: valid JSON.
+        let _ = write!(b, ",\"args\":{{\"value\":{}}}}}", s.value);
+        ev.end()?;
+    }
+    Ok(())
 }
 
 /// Process and thread names (Perfetto and chrome://tracing label lanes with them) and sort order:

@@ -794,4 +794,43 @@ mod tests {
         assert_eq!(cols.len(), 8);
         assert!(cols.values().all(|c| c.0.is_empty()));
     }
+
+    /// The `kernel_metrics` table of a `cutrace profile` trace: one row per kernel and metric,
+    /// the kernel named by its correlation id, and the unavailable (NaN) value null, never 0.
+    #[test]
+    fn kernel_metrics_keep_an_unavailable_value_null() {
+        let t = cutrace_testkit::counters::counter_trace();
+        let table = crate::tables::build(&t, crate::tables::COUNTERS);
+        let mut file = Vec::new();
+        write(&mut file, &table, "{}").unwrap();
+        let (cols, _) = read_back(&file);
+        let value = &cols["value"].0;
+        assert_eq!(value.len(), t.kernel_metrics.len());
+        for (m, v) in t.kernel_metrics.iter().zip(value) {
+            if m.value.is_nan() {
+                assert_eq!(v, &None);
+            } else {
+                assert_eq!(v, &Some(Cell::F(m.value.to_bits())));
+            }
+        }
+        assert_eq!(value.iter().filter(|v| v.is_none()).count(), 1);
+        let kernel = &cols["kernel"].0;
+        assert_eq!(kernel[0], Some(Cell::S("gemm".into())));
+        let mut csv = Vec::new();
+        crate::csv::write(&mut csv, &table).unwrap();
+        let csv = String::from_utf8(csv).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert_eq!(
+            lines[0],
+            "correlation_id,device,process,kernel,metric,value"
+        );
+        assert!(
+            lines.contains(&"3,1,1,copy,sm__warps_active.avg.pct_of_peak_sustained_active,"),
+            "{csv}"
+        );
+        assert!(
+            lines.contains(&"3,1,1,copy,sm__ctas_launched.sum,10.0"),
+            "{csv}"
+        );
+    }
 }

@@ -87,6 +87,7 @@ mod pf {
     pub const TD_PROCESS: u32 = 3;
     pub const TD_THREAD: u32 = 4;
     pub const TD_PARENT_UUID: u32 = 5;
+    pub const TD_COUNTER: u32 = 8;
     pub const TD_CHILD_ORDERING: u32 = 11;
     pub const TD_SIBLING_ORDER_RANK: u32 = 12;
     pub const ORDERING_EXPLICIT: u64 = 3;
@@ -107,6 +108,8 @@ mod pf {
     pub const SLICE_BEGIN: u64 = 1;
     pub const SLICE_END: u64 = 2;
     pub const INSTANT: u64 = 3;
+    pub const COUNTER: u64 = 4;
+    pub const TE_DOUBLE_COUNTER_VALUE: u32 = 44;
     // DebugAnnotation
     pub const DA_NAME_IID: u32 = 1;
     pub const DA_UINT: u32 = 3;
@@ -176,6 +179,8 @@ impl Flow {
 
 const EVENT_SEQUENCE: u64 = 1;
 const DESCRIPTOR_SEQUENCE: u64 = 2;
+/// Counter values (no interned data, so no incremental state).
+const COUNTER_SEQUENCE: u64 = 3;
 
 /// One begin, end or instant, in output order.
 struct Ev {
@@ -739,10 +744,17 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         wr.packet(&p)?;
     }
 
+    let counters = crate::counter_tracks::counter_timeline(t);
+    let counter_uuids = write_counter_tracks(&mut wr, &tracks, &counters)?;
+    let mut samples = counters.samples.iter().peekable();
+
     let mut p = Vec::with_capacity(256);
     let mut first = true;
     let mut te = Vec::with_capacity(160);
     for ev in Merge::new(&tracks) {
+        while let Some(c) = samples.next_if(|c| c.at_ns <= ev.ts) {
+            write_counter_value(&mut wr, counter_uuids[c.track as usize], c)?;
+        }
         let track = tracks.list[ev.track as usize].uuid;
         te.clear();
         uint(&mut te, pf::TE_TRACK_UUID, track);
@@ -920,13 +932,80 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         wr.packet(&packet)?;
         p = packet;
     }
+    for c in samples {
+        write_counter_value(&mut wr, counter_uuids[c.track as usize], c)?;
+    }
     wr.w.flush()?;
     Ok(Written {
         packets: wr.packets,
-        tracks: tracks.list.len() as u64,
+        tracks: (tracks.list.len() + counter_uuids.len()) as u64,
         flows,
         inverted,
     })
+}
+
+/// The counter tracks of a `cutrace profile` trace ([`crate::counter_tracks`]): one per metric
+/// per GPU, a child of the GPU's track after its stream rows, named after the metric. Returns
+/// each one's uuid (after every other track's).
+fn write_counter_tracks<W: Write>(
+    wr: &mut Writer<'_, W>,
+    tracks: &Tracks,
+    c: &crate::counter_tracks::CounterTimeline,
+) -> io::Result<Vec<u64>> {
+    let mut uuids = Vec::with_capacity(c.tracks.len());
+    let mut rank: HashMap<u64, i64> = HashMap::new();
+    for (i, &(device, metric)) in c.tracks.iter().enumerate() {
+        let uuid = tracks.list.len() as u64 + 1 + i as u64;
+        let parent = tracks
+            .by_key
+            .get(&(0, u64::from(device), 0, 0))
+            .map(|&r| tracks.list[r as usize].uuid);
+        let name = match parent {
+            Some(_) => wr.t.str(metric).to_owned(),
+            None => format!("GPU {device}: {}", wr.t.str(metric)),
+        };
+        let mut p = Vec::new();
+        uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);
+        msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
+            uint(d, pf::TD_UUID, uuid);
+            if let Some(parent) = parent {
+                uint(d, pf::TD_PARENT_UUID, parent);
+            }
+            bytes(d, pf::TD_NAME, name.as_bytes());
+            msg(d, pf::TD_COUNTER, |_| {});
+            if let Some(parent) = parent {
+                // After the parent's other children (ranked densely from 0).
+                let r = rank.entry(parent).or_insert_with(|| {
+                    tracks
+                        .list
+                        .iter()
+                        .filter(|x| x.parent == Some(parent))
+                        .count() as i64
+                });
+                int(d, pf::TD_SIBLING_ORDER_RANK, (*r).min(i64::from(i32::MAX)));
+                *r += 1;
+            }
+        });
+        wr.packet(&p)?;
+        uuids.push(uuid);
+    }
+    Ok(uuids)
+}
+
+fn write_counter_value<W: Write>(
+    wr: &mut Writer<'_, W>,
+    track: u64,
+    c: &crate::counter_tracks::Sample,
+) -> io::Result<()> {
+    let mut p = Vec::with_capacity(40);
+    uint(&mut p, pf::TIMESTAMP, c.at_ns);
+    uint(&mut p, pf::SEQUENCE_ID, COUNTER_SEQUENCE);
+    msg(&mut p, pf::TRACK_EVENT, |te| {
+        uint(te, pf::TE_TRACK_UUID, track);
+        uint(te, pf::TE_TYPE, pf::COUNTER);
+        fixed64(te, pf::TE_DOUBLE_COUNTER_VALUE, c.value.to_bits());
+    });
+    wr.packet(&p)
 }
 
 #[cfg(test)]

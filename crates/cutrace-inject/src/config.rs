@@ -52,6 +52,8 @@ pub struct Config {
     pub flush_period_ms: u64,
     /// Problems with the settings, reported once and stored in the trace header.
     pub notes: Vec<String>,
+    /// The process's rank and the `cutrace record` run id, for the part's header.
+    pub distributed: Option<cutrace_trace::Distributed>,
 }
 
 /// Activity kinds from a comma-separated list of cutrace's names (`kernel,runtime,...`), in
@@ -128,6 +130,8 @@ impl Config {
                 None
             }
         };
+        let (distributed, rank_notes) = cutrace_trace::native::distributed_from_env(env);
+        notes.extend(rank_notes);
         Config {
             output_dir: env("CUTRACE_OUTPUT_DIR")
                 .filter(|s| !s.is_empty())
@@ -146,6 +150,7 @@ impl Config {
             exit_deadline_ms: num("CUTRACE_EXIT_DEADLINE_MS", 10_000),
             flush_period_ms: num("CUTRACE_FLUSH_PERIOD_MS", 1_000).max(10),
             notes,
+            distributed,
         }
     }
 }
@@ -153,6 +158,30 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The part header's rank fields come from the launcher's environment (torchrun sets
+    /// RANK, LOCAL_RANK, WORLD_SIZE; `cutrace record` sets CUTRACE_RUN_ID).
+    #[test]
+    fn ranks_and_run_id_reach_the_header_config() {
+        assert_eq!(Config::from_env(&|_| None).distributed, None);
+        let c = Config::from_env(&|k| match k {
+            "RANK" => Some("1".into()),
+            "WORLD_SIZE" => Some("2".into()),
+            "CUTRACE_RUN_ID" => Some("abc".into()),
+            _ => None,
+        });
+        let d = c.distributed.unwrap();
+        assert_eq!(
+            (d.rank, d.local_rank, d.world_size, d.run_id.as_deref()),
+            (Some(1), None, Some(2), Some("abc"))
+        );
+        let c = Config::from_env(&|k| (k == "LOCAL_RANK").then(|| "x".into()));
+        assert!(
+            c.notes.iter().any(|n| n.contains("LOCAL_RANK")),
+            "{:?}",
+            c.notes
+        );
+    }
 
     #[test]
     fn defaults_and_overrides() {

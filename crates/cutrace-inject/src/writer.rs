@@ -386,6 +386,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
         device_buffer_bytes: g.config.device_buffer_bytes.map(|b| b as u64),
         cmdline,
         notes,
+        distributed: g.config.distributed.clone(),
     };
     let w =
         Writer::new(f, &header).map_err(|e| format!("cannot write {} ({e})", path.display()))?;

@@ -233,7 +233,18 @@ pub fn shell_quote(p: &str) -> String {
     }
 }
 
-/// The environment `record` gives the program (names and values), pure for tests.
+/// A new id for one `cutrace record` run: the wall clock in nanoseconds and the recorder's pid,
+/// in hex (`18c1f3a2b4c5d6e7-2f1`). Two runs on one host cannot share it; runs on different
+/// hosts are told apart by their parts' host names as well.
+pub fn new_run_id() -> String {
+    let ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    format!("{ns:x}-{:x}", std::process::id())
+}
+
+/// The environment `record` gives the program (names and values), pure for tests except for
+/// the run id ([`new_run_id`]).
 pub fn injection_env(
     inject: &Path,
     out_dir: &Path,
@@ -253,6 +264,11 @@ pub fn injection_env(
             out_dir.as_os_str().to_owned(),
         ),
         ("CUTRACE_KINDS".to_string(), kinds.join(",").into()),
+        // One id for the run, inherited by every process the program starts, so the parts
+        // are known to be one run whatever their timing (docs/FORMAT.md, "How parts are
+        // produced").
+        // (The injection reads it as cutrace_trace::native::RUN_ID_ENV.)
+        ("CUTRACE_RUN_ID".to_string(), new_run_id().into()),
         (
             "CUTRACE_BUFFER_BYTES".to_string(),
             (u64::from(buffer_mib) << 20).to_string().into(),
@@ -366,6 +382,10 @@ mod tests {
         assert_eq!(get("CUTRACE_BUFFER_BYTES").unwrap(), "4194304");
         assert_eq!(get("CUTRACE_RECORD_CMDLINE").unwrap(), "1");
         assert!(get("CUTRACE_DISCARD").is_none());
+        let id = get("CUTRACE_RUN_ID").unwrap().into_string().unwrap();
+        let (ns, pid) = id.split_once('-').unwrap();
+        assert!(u64::from_str_radix(ns, 16).unwrap() > 0);
+        assert_eq!(u32::from_str_radix(pid, 16).unwrap(), std::process::id());
     }
     #[test]
     fn preload_puts_the_library_first_and_keeps_the_rest() {

@@ -18,8 +18,10 @@ use crate::model::*;
 use crate::progress::Progress;
 use crate::timeparse::{parse_us_exact, TimeParseError};
 
+mod comms;
 mod parallel;
 mod scan;
+mod top;
 use parallel::RunEnd;
 use scan::{Args, Event};
 
@@ -289,6 +291,12 @@ struct Sink {
     rounded: u64,
     /// NVTX domain names seen, shared by the ranges and marks that carry them.
     domains: Vec<std::sync::Arc<str>>,
+    /// Values not read in fields cutrace does not compute from, by category and key: how many,
+    /// and the first one's raw text.
+    unread: std::collections::BTreeMap<String, (u64, String)>,
+    /// `record_param_comms` ops and communication kernels, joined at the end.
+    comm_ops: Vec<comms::CommOp>,
+    comm_kernels: Vec<comms::CommKernel>,
 }
 
 /// A kernel, copy or memset event's placement and timing.
@@ -318,68 +326,100 @@ struct GpuArgs {
     graph_id: Option<u32>,
 }
 
-fn typed(a: &Args<'_>) -> Result<GpuArgs, String> {
-    fn int<T: TryFrom<u64>>(v: Option<&[u8]>, key: &str) -> Result<Option<T>, String> {
-        match v {
-            None | Some(b"null") => Ok(None),
-            Some(r) => parse_uint(r).map(Some).ok_or_else(|| {
-                format!(
-                    "\"{key}\" should be a non-negative integer, found {}",
-                    String::from_utf8_lossy(r)
-                )
-            }),
+/// The typed view of `a`. A value that does not read (a negative stream, a string that is not a
+/// number, a grid that is not three integers) is left `None` and named in `unread`, with its raw
+/// text, for the caller to count: it never refuses the event.
+fn typed<'a>(a: &Args<'a>, unread: &mut Vec<(&'static str, &'a [u8])>) -> GpuArgs {
+    let mut int = |v: Option<&'a [u8]>, key: &'static str| -> Option<u64> {
+        let r = v?;
+        match lenient_uint::<u64>(r) {
+            Ok(n) => n,
+            Err(()) => {
+                unread.push((key, r));
+                None
+            }
         }
+    };
+    let device = int(a.device, "device");
+    let context = int(a.context, "context");
+    let stream = int(a.stream, "stream");
+    let correlation = int(a.correlation, "correlation");
+    let registers = int(a.registers, "registers per thread");
+    let shared_memory = int(a.shared_memory, "shared memory");
+    let bytes = int(a.bytes, "bytes");
+    let cbid = int(a.cbid, "cbid");
+    let graph_id = int(a.graph_id, "graph id");
+    let mut narrow = |v: Option<u64>, raw: Option<&'a [u8]>, key: &'static str| -> Option<u32> {
+        let n = v?;
+        match u32::try_from(n) {
+            Ok(n) => Some(n),
+            Err(_) => {
+                unread.extend(raw.map(|r| (key, r)));
+                None
+            }
+        }
+    };
+    let out = GpuArgs {
+        device: narrow(device, a.device, "device"),
+        context: narrow(context, a.context, "context"),
+        stream,
+        correlation,
+        registers: narrow(registers, a.registers, "registers per thread"),
+        shared_memory: narrow(shared_memory, a.shared_memory, "shared memory"),
+        grid: None,
+        block: None,
+        bytes,
+        cbid: narrow(cbid, a.cbid, "cbid"),
+        graph_id: narrow(graph_id, a.graph_id, "graph id"),
+    };
+    let mut dim = |v: Option<&'a [u8]>, key: &'static str| -> Option<[u32; 3]> {
+        let r = v?;
+        let d = dim3(r);
+        if d.is_none() {
+            unread.push((key, r));
+        }
+        d
+    };
+    GpuArgs {
+        grid: dim(a.grid, "grid"),
+        block: dim(a.block, "block"),
+        ..out
     }
-    fn dim3(v: Option<&[u8]>, key: &str) -> Result<Option<[u32; 3]>, String> {
-        let Some(r) = v else { return Ok(None) };
-        let bad = || {
-            format!(
-                "\"{key}\" should be three integers, found {}",
-                String::from_utf8_lossy(r)
-            )
-        };
-        let inner = r
-            .strip_prefix(b"[")
-            .and_then(|t| t.strip_suffix(b"]"))
-            .ok_or_else(bad)?;
-        let mut out = [0u32; 3];
-        let mut parts = inner.split(|&c| c == b',');
-        for slot in out.iter_mut() {
-            let part = parts.next().ok_or_else(bad)?;
-            *slot = parse_uint(part.trim_ascii()).ok_or_else(bad)?;
-        }
-        if parts.next().is_some() {
-            return Err(bad());
-        }
-        Ok(Some(out))
-    }
-    Ok(GpuArgs {
-        device: int(a.device, "device")?,
-        context: int(a.context, "context")?,
-        stream: int(a.stream, "stream")?,
-        correlation: int(a.correlation, "correlation")?,
-        registers: int(a.registers, "registers per thread")?,
-        shared_memory: int(a.shared_memory, "shared memory")?,
-        grid: dim3(a.grid, "grid")?,
-        block: dim3(a.block, "block")?,
-        bytes: int(a.bytes, "bytes")?,
-        cbid: int(a.cbid, "cbid")?,
-        graph_id: int(a.graph_id, "graph id")?,
-    })
 }
 
-#[derive(Deserialize)]
-struct KinetoDevice {
-    id: Option<u32>,
-    name: Option<String>,
-    #[serde(rename = "totalGlobalMem")]
-    total_global_mem: Option<u64>,
-    #[serde(rename = "computeMajor")]
-    major: Option<u32>,
-    #[serde(rename = "computeMinor")]
-    minor: Option<u32>,
-    #[serde(rename = "numSms")]
-    sms: Option<u32>,
+/// `[x, y, z]` of non-negative 32-bit integers.
+fn dim3(r: &[u8]) -> Option<[u32; 3]> {
+    let inner = r.strip_prefix(b"[")?.strip_suffix(b"]")?;
+    let mut out = [0u32; 3];
+    let mut parts = inner.split(|&c| c == b',');
+    for slot in out.iter_mut() {
+        *slot = parse_uint(parts.next()?.trim_ascii())?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+/// A non-negative integer as torch.profiler writes one on CUDA (`7`) or on ROCm, where ids can
+/// be hex strings (`"0x1a"`); a decimal string (`"7"`) reads too. `Ok(None)`: `null`, absent.
+/// `Err`: anything else (`-1`, `"Spans"`, `1.5`, an object).
+fn lenient_uint<T: TryFrom<u64>>(r: &[u8]) -> Result<Option<T>, ()> {
+    if r == b"null" {
+        return Ok(None);
+    }
+    let t = unquote_b(r).trim_ascii();
+    let v = match t.strip_prefix(b"0x").or_else(|| t.strip_prefix(b"0X")) {
+        Some(hex) if r.starts_with(b"\"") => parse_hex(hex),
+        _ => parse_uint::<u64>(t),
+    };
+    v.and_then(|v| T::try_from(v).ok()).map(Some).ok_or(())
+}
+
+/// Hex digits (at most 16), no sign.
+fn parse_hex(b: &[u8]) -> Option<u64> {
+    if b.is_empty() || b.len() > 16 {
+        return None;
+    }
+    let s = std::str::from_utf8(b).ok()?;
+    u64::from_str_radix(s, 16).ok()
 }
 
 impl<R: Read> Importer<R> {
@@ -407,6 +447,9 @@ impl<R: Read> Importer<R> {
                 skipped: Default::default(),
                 rounded: 0,
                 domains: Vec::new(),
+                unread: Default::default(),
+                comm_ops: Vec::new(),
+                comm_kernels: Vec::new(),
             },
             threads: threads.max(1),
             parallel_min: PARALLEL_MIN,
@@ -440,8 +483,47 @@ impl<R: Read> Importer<R> {
             // 0 is "not collected" in the export (see `cutrace convert --chrome`): left as is.
             trace.map_times(|t| if t == 0 { 0 } else { t.saturating_add(base) });
         }
-        trace.strings = self.sink.strings.into_strings();
+        let mut strings = self.sink.strings;
+        let unjoined = comms::join(
+            &mut trace,
+            &mut strings,
+            &self.sink.comm_ops,
+            &self.sink.comm_kernels,
+        );
+        trace.strings = strings.into_strings();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
+        let part = Some(self.sink.path.display().to_string());
+        if unjoined > 0 {
+            trace.meta.notes.push(TraceNote {
+                pid: None,
+                part: part.clone(),
+                text: format!(
+                    "{unjoined} of {} collective annotations (record_param_comms) launched no \
+                     NCCL kernel in this trace (a CPU backend such as gloo, a group of one rank, \
+                     or kernels not captured): they are not among the collectives",
+                    self.sink.comm_ops.len()
+                ),
+            });
+        }
+        for (what, (n, example)) in &self.sink.unread {
+            trace.meta.notes.push(TraceNote {
+                pid: None,
+                part: part.clone(),
+                text: format!(
+                    "{n} {what} value{} did not read (first: {example}) and {} left unknown; \
+                     cutrace does not compute from {}, so the rest was read",
+                    if *n == 1 { "" } else { "s" },
+                    if *n == 1 { "was" } else { "were" },
+                    if *n == 1 { "it" } else { "them" },
+                ),
+            });
+        }
+        trace.meta.unread_values = self
+            .sink
+            .unread
+            .into_iter()
+            .map(|(k, (n, _))| (k, n))
+            .collect();
         if self.sink.rounded > 0 {
             // After the "cutrace" member's notes were restored, so it is kept beside them.
             let n = self.sink.rounded;
@@ -669,28 +751,30 @@ impl<R: Read> Importer<R> {
         match key {
             "traceEvents" => self.events_array(),
             "deviceProperties" => {
-                let devs: Vec<KinetoDevice> = self.parse_owned("reading \"deviceProperties\"")?;
-                self.sink.trace.meta.devices = devs
-                    .into_iter()
-                    .map(|d| DeviceProps {
-                        device: d.id.unwrap_or(0),
-                        name: d.name.unwrap_or_default(),
-                        compute_capability: d.major.zip(d.minor),
-                        sm_count: d.sms,
-                        global_memory_bytes: d.total_global_mem,
-                        uuid: None,
-                    })
-                    .collect();
+                let v: serde_json::Value = self.parse_owned("reading \"deviceProperties\"")?;
+                self.sink.trace.meta.devices = top::devices(&v, &mut self.sink);
                 Ok(())
             }
-            "cupti_version" => {
-                self.sink.trace.meta.cupti_version =
-                    self.parse_owned("reading \"cupti_version\"")?;
+            "cupti_version" | "cuda_driver_version" => {
+                let v: serde_json::Value = self.parse_owned("reading a version")?;
+                let n = top::version(&v, key, &mut self.sink);
+                let m = &mut self.sink.trace.meta;
+                if key == "cupti_version" {
+                    m.cupti_version = n;
+                } else {
+                    m.cuda_driver_version = n;
+                }
                 Ok(())
             }
-            "cuda_driver_version" => {
-                self.sink.trace.meta.cuda_driver_version =
-                    self.parse_owned("reading \"cuda_driver_version\"")?;
+            "distributedInfo" => {
+                let v: serde_json::Value = self.parse_owned("reading \"distributedInfo\"")?;
+                self.sink.trace.meta.distributed = top::distributed(&v, &mut self.sink);
+                Ok(())
+            }
+            "INFO" | "WARNING" | "ERROR" => {
+                // Kineto's own log lines for the capture (written when it logs to the trace).
+                let v: serde_json::Value = self.parse_owned("reading Kineto's log lines")?;
+                top::log_lines(&v, key, &mut self.sink);
                 Ok(())
             }
             "cutrace" => {
@@ -852,24 +936,32 @@ impl Sink {
     }
 
     fn event<'a>(&mut self, ev: Event<'a>, at: u64) -> Result<(), TraceError> {
-        let text = |s: Option<scan::JStr<'a>>| -> Result<Cow<'a, str>, TraceError> {
-            match s {
-                None => Ok(Cow::Borrowed("")),
-                Some(j) => j.decode().map_err(|e| malformed(&self.path, at, e)),
-            }
-        };
-        let cat_text = text(ev.cat)?;
+        let cat_text = self.text(ev.cat, "event", "cat");
         // A modelled category in any ASCII case ("Kernel") is read as its lowercase spelling;
         // any other keeps its own, for the skipped count.
         let cat = scan::modelled(cat_text.as_ref()).unwrap_or(cat_text.as_ref());
         if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
             if ev.ph.is_some_and(|p| p.bytes_eq("i")) && cat == "user_annotation" {
                 // An NVTX mark, as `cutrace convert --chrome` writes one.
-                return self.mark(&ev, text(ev.name)?.as_ref(), at);
+                if let Some(raw) = ev.odd_name {
+                    self.unread(cat, "name", raw);
+                }
+                let name = self.text(ev.name, cat, "name");
+                return self.mark(&ev, name.as_ref(), at);
             }
-            // Labelled by phase: the scanner stops reading them after `ph`.
-            let label = format!("ph={}", text(ev.ph)?);
+            // Labelled by phase: the scanner stops reading them after `ph`. An event skipped
+            // on its category before its `ph` was read (keys in another order) is labelled by
+            // its category.
+            let label = match ev.ph {
+                None if !cat.is_empty() => cat.to_owned(),
+                None => "(no ph)".to_owned(),
+                Some(_) => format!("ph={}", self.text(ev.ph, "event", "ph")),
+            };
             self.skip(&label);
+            return Ok(());
+        }
+        if cat == "cpu_op" && ev.name.is_some_and(|n| n.bytes_eq(scan::PARAM_COMMS)) {
+            self.param_comms(&ev, at);
             return Ok(());
         }
         if scan::MODELLED.contains(&cat) {
@@ -889,8 +981,11 @@ impl Sink {
             }
         }
         // Names are decoded (and UTF-8 checked) only for events that are kept.
+        if let (Some(raw), true) = (ev.odd_name, scan::MODELLED.contains(&cat)) {
+            self.unread(cat, "name", raw);
+        }
         let name_text = if scan::MODELLED.contains(&cat) {
-            text(ev.name)?
+            self.text(ev.name, cat, "name")
         } else {
             Cow::Borrowed("")
         };
@@ -898,17 +993,25 @@ impl Sink {
         let name_str = name_text.as_ref();
         match cat {
             "kernel" => {
-                let g = self.gpu_event(&ev, at)?;
+                // A kernel's device and times are what every number is computed from: they
+                // must read, or the trace is refused at this event.
+                let Some(g) = self.gpu_event(&ev, at, cat, true)? else {
+                    return Ok(());
+                };
                 // `cutrace convert --chrome` writes the demangled name and keeps CUPTI's in
                 // "mangled": the model holds the name as CUPTI reported it.
-                let mangled = match ev.args.and_then(|a| a.mangled) {
-                    Some(m) => Some(m.decode().map_err(|e| self.malformed(at, e))?),
-                    None => None,
-                };
+                let mangled = ev
+                    .args
+                    .and_then(|a| a.mangled)
+                    .map(|m| self.text(Some(m), cat, "mangled"));
                 if let Some(m) = &mangled {
                     self.check_string(m, "mangled name", at)?;
                 }
-                let name = self.strings.intern(mangled.as_deref().unwrap_or(name_str));
+                let full = mangled.as_deref().unwrap_or(name_str);
+                let name = self.strings.intern(full);
+                if crate::comm::is_comm_kernel(full) {
+                    self.comm_kernel(&ev, &g);
+                }
                 self.trace.kernels.push(Kernel {
                     device: g.device,
                     context: g.context,
@@ -927,7 +1030,9 @@ impl Sink {
                 });
             }
             "gpu_memcpy" => {
-                let g = self.gpu_event(&ev, at)?;
+                let Some(g) = self.gpu_event(&ev, at, cat, false)? else {
+                    return Ok(());
+                };
                 self.trace.memcpys.push(Memcpy {
                     kind: copy_kind(name_str),
                     bytes: g.args.bytes.unwrap_or(0),
@@ -940,7 +1045,9 @@ impl Sink {
                 });
             }
             "gpu_memset" => {
-                let g = self.gpu_event(&ev, at)?;
+                let Some(g) = self.gpu_event(&ev, at, cat, false)? else {
+                    return Ok(());
+                };
                 self.trace.memsets.push(Memset {
                     bytes: g.args.bytes.unwrap_or(0),
                     value: 0,
@@ -953,8 +1060,10 @@ impl Sink {
                 });
             }
             "cuda_runtime" | "cuda_driver" => {
-                let (start, end) = self.interval(&ev, at)?;
-                let a = self.args(&ev, at)?;
+                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                    return Ok(());
+                };
+                let a = self.args(&ev, cat);
                 let name = self.strings.intern(name_str);
                 self.trace.api_calls.push(ApiCall {
                     kind: if cat == "cuda_runtime" {
@@ -973,8 +1082,11 @@ impl Sink {
                 });
             }
             "cuda_sync" => {
-                let (start, end) = self.interval(&ev, at)?;
-                let a = self.args(&ev, at)?;
+                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                    return Ok(());
+                };
+                let a = self.args(&ev, cat);
+                // Kineto names the kind in `name` and, since 2024, in args "cuda_sync_kind".
                 let kind = sync_kind(name_str);
                 self.trace.syncs.push(Synchronization {
                     kind,
@@ -983,6 +1095,7 @@ impl Sink {
                         .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
                         .unwrap_or(0),
                     context: a.context.unwrap_or(0),
+                    // A device-wide synchronize has "stream": -1 (read as none).
                     stream: a.stream.filter(|_| kind != SyncKind::ContextSynchronize),
                     correlation_id: a.correlation.unwrap_or(0),
                     start_ns: start,
@@ -990,18 +1103,20 @@ impl Sink {
                 });
             }
             "user_annotation" | "gpu_user_annotation" => {
-                let (start, end) = self.interval(&ev, at)?;
+                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                    return Ok(());
+                };
                 let name = self.strings.intern(name_str);
                 let gpu = cat == "gpu_user_annotation";
                 // A GPU range's device and stream: its args where given as integers (cutrace's
                 // export writes them: its row may not be the stream's), else its pid and tid, as
                 // torch writes. Nothing else in these args is read, so nothing there can fail.
-                let arg = |v: Option<&[u8]>| v.and_then(parse_uint::<u64>);
+                let arg = |v: Option<&[u8]>| v.and_then(|r| lenient_uint::<u64>(r).ok().flatten());
                 let (a_device, a_stream) = match (&ev.args, gpu) {
                     (Some(a), true) => (arg(a.device), arg(a.stream)),
                     _ => (None, None),
                 };
-                let nvtx_domain = self.nvtx_domain(&ev, at)?;
+                let nvtx_domain = self.nvtx_domain(&ev, at, cat)?;
                 self.trace.ranges.push(NvtxRange {
                     domain: if gpu {
                         RangeDomain::Gpu
@@ -1032,7 +1147,9 @@ impl Sink {
                 });
             }
             "overhead" => {
-                let (start, end) = self.interval(&ev, at)?;
+                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                    return Ok(());
+                };
                 let kind = self.strings.intern(name_str);
                 self.trace.overheads.push(Overhead {
                     kind,
@@ -1050,21 +1167,47 @@ impl Sink {
         Ok(())
     }
 
-    fn mark(&mut self, ev: &Event<'_>, name: &str, at: u64) -> Result<(), TraceError> {
-        let ts = ev
-            .ts
-            .ok_or_else(|| self.malformed(at, "a mark (\"ph\": \"i\") has no \"ts\""))?;
-        let bad = |e: TimeParseError| {
-            self.malformed(
-                at,
-                format!("\"ts\" of a mark (\"ph\": \"i\") is {e}: {}", raw_text(ts)),
-            )
+    /// A string field's text. One that does not decode (bad UTF-8, a broken escape) is read
+    /// lossily and counted under `cat` and `key`: no string decides whether a trace reads.
+    fn text<'a>(&mut self, s: Option<scan::JStr<'a>>, cat: &str, key: &str) -> Cow<'a, str> {
+        let Some(j) = s else {
+            return Cow::Borrowed("");
         };
-        let exact = parse_us_exact(unquote_b(ts)).map_err(bad)?;
-        let ts_ns = exact.round_ns().map_err(bad)?;
-        self.rounded += u64::from(!exact.is_whole());
+        match j.decode() {
+            Ok(t) => t,
+            Err(_) => {
+                self.unread(cat, key, j.raw());
+                Cow::Owned(String::from_utf8_lossy(j.raw()).into_owned())
+            }
+        }
+    }
+
+    /// Counts a value cutrace could not read in a field it does not compute from (the value is
+    /// left unknown), by category and key; the first raw value of each is kept as an example.
+    fn unread(&mut self, cat: &str, key: &str, raw: &[u8]) {
+        let label = format!("{cat} \"{key}\"");
+        let e = self
+            .unread
+            .entry(label)
+            .or_insert_with(|| (0, example(raw)));
+        e.0 += 1;
+    }
+
+    fn mark(&mut self, ev: &Event<'_>, name: &str, at: u64) -> Result<(), TraceError> {
+        // A mark's time is not what any number is computed from: one that does not read is
+        // counted and the mark left out.
+        let ts_ns = ev.ts.and_then(|ts| {
+            let exact = parse_us_exact(unquote_b(ts)).ok()?;
+            let ns = exact.round_ns().ok()?;
+            Some((ns, exact.is_whole()))
+        });
+        let Some((ts_ns, whole)) = ts_ns else {
+            self.skip("user_annotation mark with unreadable ts");
+            return Ok(());
+        };
+        self.rounded += u64::from(!whole);
         let name = self.strings.intern(name);
-        let nvtx_domain = self.nvtx_domain(ev, at)?;
+        let nvtx_domain = self.nvtx_domain(ev, at, "user_annotation")?;
         self.trace.marks.push(NvtxMark {
             name,
             process: raw_u64(ev.pid).unwrap_or(0) as u32,
@@ -1081,11 +1224,12 @@ impl Sink {
         &mut self,
         ev: &Event<'_>,
         at: u64,
+        cat: &str,
     ) -> Result<Option<std::sync::Arc<str>>, TraceError> {
         let Some(raw) = ev.args.and_then(|a| a.domain) else {
             return Ok(None);
         };
-        let d = raw.decode().map_err(|e| self.malformed(at, e))?;
+        let d = self.text(Some(raw), cat, "domain");
         self.check_string(&d, "NVTX domain", at)?;
         if let Some(x) = self.domains.iter().find(|x| ***x == *d) {
             return Ok(Some(x.clone()));
@@ -1131,36 +1275,94 @@ impl Sink {
         Ok((start_ns, end_ns))
     }
 
+    /// [`Sink::interval`] for an event other than a kernel: times that do not read leave the
+    /// event out, counted as skipped, and the rest of the trace is read.
+    fn soft_interval(&mut self, ev: &Event<'_>, at: u64, cat: &str) -> Option<(Ns, Ns)> {
+        match self.interval(ev, at) {
+            Ok(v) => Some(v),
+            Err(_) => {
+                self.skip(&format!("{cat} with unreadable ts/dur"));
+                None
+            }
+        }
+    }
+
     /// Where and when a device-side event ran: `args` first, then Kineto's `pid` (device) and
-    /// `tid` (stream) lanes.
-    fn gpu_event(&mut self, ev: &Event<'_>, at: u64) -> Result<GpuEvent, TraceError> {
-        let (start, end) = self.interval(ev, at)?;
-        let args = self.args(ev, at)?;
-        Ok(GpuEvent {
+    /// `tid` (stream) lanes. `strict` (kernels): times or a device that do not read refuse the
+    /// trace at this event; otherwise (copies, memsets) the event is counted and left out
+    /// (`None`), and a device that does not read falls back to the `pid` lane.
+    fn gpu_event(
+        &mut self,
+        ev: &Event<'_>,
+        at: u64,
+        cat: &str,
+        strict: bool,
+    ) -> Result<Option<GpuEvent>, TraceError> {
+        let (start, end) = if strict {
+            self.interval(ev, at)?
+        } else {
+            match self.soft_interval(ev, at, cat) {
+                Some(v) => v,
+                None => return Ok(None),
+            }
+        };
+        let args = self.args(ev, cat);
+        let raw_device = ev.args.and_then(|a| a.device).filter(|r| *r != b"null");
+        if strict && args.device.is_none() {
+            if let Some(raw) = raw_device {
+                return Err(self.malformed(
+                    at,
+                    format!(
+                        "the \"device\" of a \"{}\" event should be a non-negative integer (or a \
+                         hex string such as \"0x0\"), found {}: the kernel cannot be placed on \
+                         a GPU",
+                        cat_or_event(ev),
+                        raw_text(raw)
+                    ),
+                ));
+            }
+        }
+        Ok(Some(GpuEvent {
             start,
             end,
             device: args
                 .device
-                .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
+                .or_else(|| raw_u64(ev.pid).and_then(|v| u32::try_from(v).ok()))
                 .unwrap_or(0),
             context: args.context.unwrap_or(0),
             stream: args.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
             correlation_id: args.correlation.unwrap_or(0),
             args,
-        })
+        }))
     }
 
-    fn args(&self, ev: &Event<'_>, at: u64) -> Result<GpuArgs, TraceError> {
-        match &ev.args {
-            None => Ok(GpuArgs::default()),
-            Some(a) => typed(a).map_err(|e| {
-                self.malformed(
-                    at,
-                    format!("\"args\" of a \"{}\" event: {e}", cat_or_event(ev)),
-                )
-            }),
+    /// The typed args of a GPU or API event; values that do not read are counted (see
+    /// [`typed`]). A negative stream on a `cuda_sync` event is Kineto's "no stream" (a
+    /// device-wide synchronize writes -1): read as none, not counted.
+    fn args(&mut self, ev: &Event<'_>, cat: &str) -> GpuArgs {
+        let Some(a) = &ev.args else {
+            return GpuArgs::default();
+        };
+        let mut unread = Vec::new();
+        let g = typed(a, &mut unread);
+        for (key, raw) in unread {
+            if cat == "cuda_sync" && key == "stream" && raw.trim_ascii().starts_with(b"-") {
+                continue;
+            }
+            self.unread(cat, key, raw);
         }
+        g
     }
+}
+
+/// The start of a raw value, for a note (at most 40 bytes, lossily decoded).
+fn example(raw: &[u8]) -> String {
+    let cut = &raw[..raw.len().min(40)];
+    let mut s = String::from_utf8_lossy(cut).into_owned();
+    if raw.len() > 40 {
+        s.push('…');
+    }
+    s
 }
 
 /// Why `parse` in `with_value` failed.
@@ -1207,9 +1409,10 @@ fn cat_or_event(ev: &Event<'_>) -> String {
         .unwrap_or_else(|| "event".into())
 }
 
-/// An integer `pid`/`tid`; Kineto also writes strings such as "Spans" there, which are not ids.
+/// An integer `pid`/`tid` (decimal, or a hex string as on ROCm); Kineto also writes strings such
+/// as "Spans" there, which are not ids.
 fn raw_u64(v: Option<&[u8]>) -> Option<u64> {
-    v.and_then(|r| parse_uint(unquote_b(r)))
+    v.and_then(|r| lenient_uint(r).ok().flatten())
 }
 
 fn unquote_b(b: &[u8]) -> &[u8] {
@@ -1365,7 +1568,11 @@ mod tests {
             }
         }
         // An error after a cut is reported exactly as the sequential scan reports it.
-        let bad = json.replacen("\"correlation\": 250,", "\"correlation\": \"x\",", 1);
+        let bad = json.replacen(
+            "\"device\": 0, \"stream\": 7, \"correlation\": 250,",
+            "\"device\": \"x\", \"stream\": 7, \"correlation\": 250,",
+            1,
+        );
         let seq_err = import_with(bad.as_bytes(), 1 << 30, 1)
             .unwrap_err()
             .to_string();
@@ -1515,12 +1722,85 @@ mod gpu_range_tests {
         assert_eq!(r("{\"External id\": 3}"), (Some(1), Some(7)));
         assert_eq!(r("{\"device\": 0, \"stream\": 13}"), (Some(0), Some(13)));
         assert_eq!(
-            r("{\"device\": -1, \"stream\": \"13\"}"),
+            r("{\"device\": -1, \"stream\": \"x13\"}"),
             (Some(1), Some(7))
+        );
+        // A decimal or hex string (ROCm) reads as the number.
+        assert_eq!(
+            r("{\"device\": \"0x0\", \"stream\": \"13\"}"),
+            (Some(0), Some(13))
         );
         assert_eq!(
             r("{\"stream\": 13, \"bytes\": \"lots\"}"),
             (Some(1), Some(13))
         );
+    }
+    /// Each kind of value that does not read is counted by category and key, with a note
+    /// naming its first value; the events themselves are read.
+    #[test]
+    fn values_that_do_not_read_are_counted_never_fatal() {
+        let t = import(
+            r#"{"traceEvents": [
+            {"ph": "X", "cat": "kernel", "name": 7, "pid": 0, "tid": 7, "ts": 1, "dur": 2,
+             "args": {"device": "0x1", "stream": -3, "correlation": "c9", "grid": [1, 2],
+                      "mangled": 5}},
+            {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD", "pid": 0, "tid": 9,
+             "ts": 4, "dur": 1, "args": {"device": -1, "stream": "0xA", "bytes": 1.5}},
+            {"ph": "X", "cat": "gpu_memset", "name": "Memset", "pid": 0, "tid": 9,
+             "ts": "later", "dur": 1},
+            {"ph": "X", "cat": "cuda_sync", "name": "Context Sync", "pid": 0, "tid": 1,
+             "ts": 6, "dur": 1, "args": {"stream": -1, "device": 0}},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 5, "tid": 5, "ts": [],
+             "dur": {}},
+            {"ph": ["X"], "cat": "kernel", "ts": 1, "dur": 1}
+            ], "cupti_version": "new", "deviceProperties": {"id": 0}}"#,
+        );
+        let k = &t.kernels[0];
+        // Hex device reads; the stream falls back to the tid lane; the grid and correlation
+        // are unknown.
+        assert_eq!(
+            (k.device, k.stream, k.correlation_id, k.grid),
+            (1, 7, 0, [0; 3])
+        );
+        assert_eq!(t.str(k.name), "");
+        let m = &t.memcpys[0];
+        assert_eq!((m.device, m.stream, m.bytes), (0, 10, 0));
+        assert!(t.memsets.is_empty());
+        assert_eq!(t.syncs[0].stream, None);
+        let unread: std::collections::BTreeMap<&str, u64> = t
+            .meta
+            .unread_values
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(
+            unread,
+            [
+                ("gpu_memcpy \"bytes\"", 1),
+                ("gpu_memcpy \"device\"", 1),
+                ("kernel \"correlation\"", 1),
+                ("kernel \"grid\"", 1),
+                ("kernel \"name\"", 1),
+                ("kernel \"stream\"", 1),
+                ("top-level \"cupti_version\"", 1),
+                ("top-level \"deviceProperties\"", 1),
+            ]
+            .into_iter()
+            .collect()
+        );
+        let skipped: std::collections::BTreeMap<&str, u64> = t
+            .meta
+            .skipped_events
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(skipped.get("gpu_memset with unreadable ts/dur"), Some(&1));
+        assert_eq!(skipped.get("cpu_op"), Some(&1));
+        // The kernel whose `ph` is not a string is not read as a kernel, and is counted.
+        assert_eq!(t.kernels.len(), 1);
+        assert_eq!(skipped.get("(no ph)"), Some(&1));
+        assert!(t.meta.notes.iter().any(|n| n.text
+            == "1 kernel \"stream\" value did not read (first: -3) and was left unknown; \
+                cutrace does not compute from it, so the rest was read"));
     }
 }

@@ -1,6 +1,7 @@
 //! cutrace-trace owns the record model, the native on-disk trace format, and importers.
 //! It knows nothing about CUDA: everything here builds and is tested on a machine without a GPU.
 
+pub mod comm;
 pub mod error;
 pub mod kineto;
 pub mod limits;
@@ -10,6 +11,7 @@ pub mod open;
 pub mod progress;
 pub mod timeparse;
 
+pub use comm::is_comm_kernel;
 pub use error::TraceError;
 pub use limits::Limits;
 pub use limits::ReadOptions;

@@ -361,6 +361,11 @@ pub struct Header {
     pub cmdline: Option<Vec<String>>,
     /// Anything the recorder wants a reader to know (settings that failed, fallbacks taken).
     pub notes: Vec<String>,
+    /// The process's place in a distributed job: `RANK`, `LOCAL_RANK`, `WORLD_SIZE` from its
+    /// environment, and the id of the `cutrace record` run that started it (`CUTRACE_RUN_ID`).
+    /// Absent in parts written before cutrace recorded them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<Distributed>,
 }
 
 /// One part file of a native trace (one CUDA process), as read.
@@ -381,6 +386,20 @@ pub struct PartMeta {
     /// it (`meta.json`); not part of the report.
     #[serde(skip)]
     pub header: Header,
+}
+
+impl PartMeta {
+    /// The part's place in a distributed job, as its header recorded it (`None` for parts
+    /// written before cutrace recorded ranks, and for processes outside a distributed job with
+    /// no `cutrace record` run id).
+    pub fn distributed(&self) -> Option<&Distributed> {
+        self.header.distributed.as_ref()
+    }
+
+    /// The `cutrace record` run that wrote the part, when its header says.
+    pub fn run_id(&self) -> Option<&str> {
+        self.distributed().and_then(|d| d.run_id.as_deref())
+    }
 }
 
 /// Facts about the trace as a whole. Every count of lost data lives here and is reported.
@@ -415,6 +434,14 @@ pub struct TraceMeta {
     pub damaged_regions: u64,
     /// Events in the source the importer did not model (by category), so nothing vanishes silently.
     pub skipped_events: Vec<(String, u64)>,
+    /// Values that did not read in fields cutrace does not compute from (a negative stream, a
+    /// string where a number was expected), by `category "key"`: each was left unknown and the
+    /// rest of its event read. Counted, never fatal; each kind also has a note.
+    pub unread_values: Vec<(String, u64)>,
+    /// The source's own account of records it dropped or could not place, when it wrote one:
+    /// Kineto's `Record counts: Out-of-range = 4181, Blocklisted runtime = 0, …` line, as
+    /// (name, count) in its order.
+    pub source_drops: Vec<(String, u64)>,
     /// The recorder's notes, part by part in read order, each once per part (`HEAD` notes first,
     /// then `META` notes in file order).
     pub notes: Vec<TraceNote>,
@@ -446,6 +473,26 @@ pub struct Distributed {
     pub backend: Option<String>,
     /// An id shared by every part of one `cutrace record` run.
     pub run_id: Option<String>,
+    /// torch.profiler's `distributedInfo.nccl_version`, when written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nccl_version: Option<String>,
+    /// The process groups torch.profiler listed (`distributedInfo.pg_config`), in its order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub process_groups: Vec<ProcessGroup>,
+}
+
+/// One process group as torch.profiler lists it in `distributedInfo.pg_config`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ProcessGroup {
+    /// `pg_name` (`0`) and `pg_desc` (`default_pg`): what [`Collective::group_name`] and
+    /// [`Collective::group_desc`] name.
+    pub name: Option<String>,
+    pub desc: Option<String>,
+    /// `backend_config` (`cuda:nccl`, `cpu:gloo,cuda:gloo`).
+    pub backend_config: Option<String>,
+    pub size: Option<u32>,
+    /// Global ranks in the group.
+    pub ranks: Vec<u32>,
 }
 
 impl TraceMeta {

@@ -18,6 +18,42 @@ pub use writer::Writer;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::Distributed;
+
+/// The environment variable `cutrace record` sets to one id per run, passed to every process it
+/// starts; each part records it in `HEAD.distributed.run_id`.
+pub const RUN_ID_ENV: &str = "CUTRACE_RUN_ID";
+
+/// A process's place in a distributed job from its environment: `RANK`, `LOCAL_RANK` and
+/// `WORLD_SIZE` (set by torchrun, torch.distributed.launch, and most launchers) and
+/// [`RUN_ID_ENV`]. `None` when none is set. A value that is not a number is left out, and named
+/// in the second result (for the part's notes).
+pub fn distributed_from_env(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> (Option<Distributed>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut num = |key: &str| -> Option<u32> {
+        let v = env(key)?;
+        let n = v.trim().parse().ok();
+        if n.is_none() {
+            notes.push(format!(
+                "{key}={v:?} is not a rank number: not recorded in the part's header"
+            ));
+        }
+        n
+    };
+    let d = Distributed {
+        rank: num("RANK"),
+        local_rank: num("LOCAL_RANK"),
+        world_size: num("WORLD_SIZE"),
+        run_id: env(RUN_ID_ENV).filter(|s| !s.is_empty()),
+        ..Distributed::default()
+    };
+    let any =
+        d.rank.is_some() || d.local_rank.is_some() || d.world_size.is_some() || d.run_id.is_some();
+    (any.then_some(d), notes)
+}
+
 /// First bytes of every native trace file.
 pub const MAGIC: [u8; 8] = *b"\x89CUTRACE";
 /// Version of the chunk layout written after the magic (u32 little-endian).
@@ -245,5 +281,43 @@ pub fn part_file_name(host: &str, pid: u32, attempt: u32) -> String {
         format!("{host}-{pid}.{PART_EXTENSION}")
     } else {
         format!("{host}-{pid}-{attempt}.{PART_EXTENSION}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_and_run_id_come_from_the_environment() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let (d, notes) = distributed_from_env(&env(&[
+            ("RANK", "3"),
+            ("LOCAL_RANK", "1"),
+            ("WORLD_SIZE", "8"),
+            ("CUTRACE_RUN_ID", "r-1"),
+        ]));
+        let d = d.unwrap();
+        assert_eq!(
+            (d.rank, d.local_rank, d.world_size, d.run_id.as_deref()),
+            (Some(3), Some(1), Some(8), Some("r-1"))
+        );
+        assert!(notes.is_empty());
+        // Only the run id (a spawn child: torch.multiprocessing sets no RANK).
+        let (d, _) = distributed_from_env(&env(&[("CUTRACE_RUN_ID", "r-2")]));
+        assert_eq!(d.unwrap().rank, None);
+        // Nothing set: no distributed facts at all.
+        assert_eq!(distributed_from_env(&env(&[])).0, None);
+        // A value that is not a number is left out and named.
+        let (d, notes) = distributed_from_env(&env(&[("RANK", "zero"), ("WORLD_SIZE", "2")]));
+        let d = d.unwrap();
+        assert_eq!((d.rank, d.world_size), (None, Some(2)));
+        assert!(notes[0].contains("RANK=\"zero\""), "{notes:?}");
     }
 }

@@ -91,7 +91,13 @@ fn real_traces_import_every_gpu_event_exactly() {
             .zip(events.iter().filter(|e| e["cat"] == "kernel"))
         {
             assert_eq!(k.correlation_id, e["args"]["correlation"].as_u64().unwrap());
-            assert_eq!(k.stream, e["args"]["stream"].as_u64().unwrap());
+            // A stream written as a hex string (ROCm) reads as its number.
+            let stream = &e["args"]["stream"];
+            let want = stream.as_u64().unwrap_or_else(|| {
+                let hex = stream.as_str().unwrap().strip_prefix("0x").unwrap();
+                u64::from_str_radix(hex, 16).unwrap()
+            });
+            assert_eq!(k.stream, want);
             assert_eq!(trace.str(k.name), e["name"].as_str().unwrap());
         }
         assert_eq!(
@@ -109,8 +115,13 @@ fn real_traces_import_every_gpu_event_exactly() {
             + trace.syncs.len()
             + trace.ranges.len()
             + trace.overheads.len();
+        // torch's collective annotations are read into the collectives (or counted in a note).
+        let annotations = events
+            .iter()
+            .filter(|e| e["cat"] == "cpu_op" && e["name"] == "record_param_comms")
+            .count();
         assert_eq!(
-            modelled as u64 + skipped,
+            (modelled + annotations) as u64 + skipped,
             events.len() as u64,
             "nothing vanishes silently"
         );
@@ -177,8 +188,8 @@ fn malformed_inputs_are_named_errors_not_panics() {
         ),
         (
             "badargs.json",
-            br#"{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 1, "args": {"stream": "seven"}}]}"#,
-            "args",
+            br#"{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 1, "args": {"device": "seven"}}]}"#,
+            "\"device\"",
         ),
         (
             "badsep.json",

@@ -17,17 +17,58 @@ fn evidence_of(procs: &[(&Process, &str)]) -> Vec<Evidence> {
         .collect()
 }
 
-/// `cutrace doctor --probe` opens a Range Profiler session on each GPU: while it runs it holds
-/// the counters (cutrace has no other counter-reading command yet).
-fn is_cutrace_counter_session(p: &Process) -> bool {
-    p.name() == "cutrace"
-        && p.argv.get(1).map(String::as_str) == Some("doctor")
-        && p.argv.iter().any(|a| a == "--probe")
+/// Environment variables that make a process a cutrace counter session: `cutrace profile` passes
+/// `CUTRACE_COUNTERS` (the metrics) to the program it runs, which holds the counters from its
+/// first CUDA context on (the command itself becomes the program, so its command line is the
+/// program's); `cutrace sample` passes variables named `CUTRACE_SAMPLE…`. `cutrace record`
+/// removes them, so a plain trace is not taken for one.
+const PROFILE_ENV: &str = "CUTRACE_COUNTERS=";
+const SAMPLE_ENV_PREFIX: &str = "CUTRACE_SAMPLE";
+
+/// Which cutrace counter session `p` is, if any: a probing doctor (`cutrace doctor --probe` opens
+/// a Range Profiler session on each GPU), a `cutrace profile` or `cutrace sample` command still
+/// running as itself (`--pause-dcgm` keeps it as the parent of the profiled program), or a
+/// program started by one (its environment, readable for one's own processes or as root).
+/// `environ` is `/proc/PID/environ` when it could be read.
+fn cutrace_counter_session(p: &Process, environ: Option<&[u8]>) -> Option<&'static str> {
+    if p.name() == "cutrace" {
+        match p.argv.get(1).map(String::as_str) {
+            Some("doctor") if p.argv.iter().any(|a| a == "--probe") => {
+                return Some("cutrace doctor --probe")
+            }
+            Some("profile") if !p.argv.iter().any(|a| a == "--list-metrics") => {
+                return Some("cutrace profile")
+            }
+            Some("sample") => return Some("cutrace sample"),
+            _ => {}
+        }
+    }
+    let vars = environ?.split(|&c| c == 0);
+    for v in vars {
+        if v.starts_with(PROFILE_ENV.as_bytes()) && v.len() > PROFILE_ENV.len() {
+            return Some("a program under cutrace profile");
+        }
+        if v.starts_with(SAMPLE_ENV_PREFIX.as_bytes()) {
+            return Some("a program under cutrace sample");
+        }
+    }
+    None
+}
+
+/// The parent of the process running the doctor (`/proc/self/stat`'s fourth field): a `cutrace
+/// profile --pause-dcgm` runs a second `cutrace profile` under DCGM's pause, and that one reads
+/// the holders before its program starts; its own parent is not a holder.
+fn own_parent(ctx: &Ctx) -> Option<u32> {
+    let stat = ctx.root.read("/proc/self/stat")?;
+    // The command name may hold spaces and parentheses: the fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 pub fn counter_holders(ctx: &Ctx) -> Check {
     let mut dcgm = Vec::new();
     let mut tools = Vec::new();
+    let parent = own_parent(ctx);
     for p in &ctx.procs {
         if p.is("nv-hostengine") {
             dcgm.push((p, "DCGM host engine"));
@@ -37,15 +78,18 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
             tools.push((p, "Nsight Compute"));
         } else if p.is("nsys") {
             tools.push((p, "Nsight Systems"));
-        } else if is_cutrace_counter_session(p) {
-            tools.push((p, "another cutrace counter session"));
+        } else if Some(p.pid) != parent {
+            let environ = ctx.root.read_bytes(&format!("/proc/{}/environ", p.pid));
+            if let Some(what) = cutrace_counter_session(p, environ.as_deref()) {
+                tools.push((p, what));
+            }
         }
     }
     let sources = &[src::DCGM, src::NCU, src::CUPTI_MAIN];
     if dcgm.is_empty() && tools.is_empty() {
         return Check::new("counter-holders", Status::Ok, Affects::Counters, "no process that takes the counter reservation is running")
-            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys or cutrace doctor --probe", ctx.procs.len()))])
-            .explain("Only one client can hold the GPU performance counters at a time. None of the known holders (DCGM, Nsight Compute, Nsight Systems with GPU metrics, another cutrace doctor --probe) is running. A holder in another container or on the host is invisible from here: --probe asks CUPTI directly.")
+            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline, /proc/*/environ", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys, cutrace doctor --probe, cutrace profile or cutrace sample (nor a program they run)", ctx.procs.len()))])
+            .explain("Only one client can hold the GPU performance counters at a time. None of the known holders (DCGM, Nsight Compute, Nsight Systems with GPU metrics, another cutrace doctor --probe, cutrace profile or cutrace sample, or a program one of them runs) is running. A holder in another container or on the host is invisible from here: --probe asks CUPTI directly.")
             .sources(sources);
     }
     let mut all = dcgm.clone();
@@ -68,8 +112,14 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
         fix.push("cutrace dcgm resume               # = dcgmi profile --resume".to_string());
     }
     for (p, what) in &tools {
+        // A sentence: its first letter upper-case ("a program under cutrace profile").
+        let mut chars = what.chars();
+        let what_cap: String = chars
+            .next()
+            .map(|c| c.to_uppercase().chain(chars).collect())
+            .unwrap_or_default();
         explanation.push_str(&format!(
-            " {what} (pid {}) may hold the reservation while it profiles.",
+            " {what_cap} (pid {}) may hold the reservation while it profiles.",
             p.pid
         ));
         fix.push(format!(
@@ -133,18 +183,38 @@ mod tests {
     }
 
     #[test]
-    fn only_a_probing_doctor_counts_as_a_cutrace_counter_session() {
-        assert!(is_cutrace_counter_session(&p(&[
-            "/usr/bin/cutrace",
-            "doctor",
-            "--probe"
-        ])));
-        assert!(!is_cutrace_counter_session(&p(&["cutrace", "doctor"])));
-        assert!(!is_cutrace_counter_session(&p(&[
-            "cutrace", "record", "--", "./app", "--probe"
-        ])));
-        assert!(!is_cutrace_counter_session(&p(&[
-            "cutrace", "report", "t.json"
-        ])));
+    fn cutrace_counter_sessions_by_command_line_or_environment() {
+        let session = |argv: &[&str]| cutrace_counter_session(&p(argv), None);
+        assert_eq!(
+            session(&["/usr/bin/cutrace", "doctor", "--probe"]),
+            Some("cutrace doctor --probe")
+        );
+        assert_eq!(session(&["cutrace", "doctor"]), None);
+        assert_eq!(
+            session(&["cutrace", "record", "--", "./app", "--probe"]),
+            None
+        );
+        assert_eq!(session(&["cutrace", "report", "t.json"]), None);
+        assert_eq!(
+            session(&["cutrace", "profile", "--pause-dcgm", "--", "./app"]),
+            Some("cutrace profile")
+        );
+        assert_eq!(session(&["cutrace", "profile", "--list-metrics"]), None);
+        assert_eq!(
+            session(&["cutrace", "sample", "--", "./app"]),
+            Some("cutrace sample")
+        );
+        // The program `cutrace profile` became: its command line is its own.
+        let app = |env: &[u8]| cutrace_counter_session(&p(&["python3", "train.py"]), Some(env));
+        assert_eq!(
+            app(b"HOME=/root\0CUTRACE_COUNTERS=sm__ctas_launched.sum\0"),
+            Some("a program under cutrace profile")
+        );
+        assert_eq!(
+            app(b"CUTRACE_SAMPLE_METRICS=x\0"),
+            Some("a program under cutrace sample")
+        );
+        assert_eq!(app(b"CUTRACE_COUNTERS=\0CUTRACE_OUTPUT_DIR=/t\0"), None);
+        assert_eq!(app(b"PATH=/bin\0"), None);
     }
 }

@@ -101,6 +101,16 @@ fn data_loss(o: &mut String, r: &Report) {
                 d.dropped_by_recorder, d.dropped_by_cupti
             ));
         }
+    } else if !d.source_drops.is_empty() {
+        let counts: Vec<String> = d
+            .source_drops
+            .iter()
+            .map(|s| format!("{} = {}", s.name, s.count))
+            .collect();
+        lost.push(format!(
+            "the profiler's own account (Kineto's record counts): {}",
+            counts.join(", ")
+        ));
     } else {
         lost.push(
             "this kind of trace does not record drop counts: drops are unknown, not zero".into(),

@@ -106,6 +106,9 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     render_latency(o, &d.launch_latency.base, &d.launch_latency.new);
     render_names(o, "Kernels", &d.kernel_names, &d.kernels, 90);
     render_names(o, "CUDA API calls", &d.api_names, &d.api, 60);
+    if let Some(c) = &d.counters {
+        super::counters::render_diff(o, c);
+    }
 }
 
 fn render_device(

@@ -1,6 +1,7 @@
 //! Text for people: the report and the diff as `cutrace report` and `cutrace diff` print them,
 //! and the formatting both share.
 
+pub mod counters;
 pub mod diff;
 pub mod job;
 pub mod report;

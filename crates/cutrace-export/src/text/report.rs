@@ -122,7 +122,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     }
     render_correlation(o, r);
     render_kernels(o, r);
-    render_counters(o, r);
+    super::counters::render(o, r, top);
     render_api(o, r);
     render_transfers(o, r);
     render_ranges(o, r);
@@ -411,11 +411,20 @@ fn render_data_loss(o: &mut String, r: &Report) {
             (true, true) => {
                 "none recorded (0 dropped by the recorder, 0 by CUPTI; trace complete)".to_string()
             }
+            (true, false) if !l.source_drops.is_empty() => format!(
+                "trace complete; the profiler's own account (Kineto's record counts): {}",
+                source_drops(l)
+            ),
             (true, false) => "trace complete; drop counts unknown (this format does not record \
                               them: a torch.profiler trace says nothing of records CUPTI or the \
                               profiler dropped)"
                 .to_string(),
             (false, true) => facts.join("; "),
+            (false, false) if !l.source_drops.is_empty() => format!(
+                "{}; the profiler's own account (Kineto's record counts): {}",
+                facts.join("; "),
+                source_drops(l)
+            ),
             (false, false) => format!(
                 "{}; drop counts unknown (not in this format)",
                 facts.join("; ")
@@ -425,6 +434,15 @@ fn render_data_loss(o: &mut String, r: &Report) {
     if !skipped.is_empty() {
         let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
     }
+}
+
+/// `4181 out-of-range, 0 blocklisted runtime, …` from the source's own drop account.
+fn source_drops(l: &cutrace_analysis::DataLoss) -> String {
+    l.source_drops
+        .iter()
+        .map(|d| format!("{} = {}", d.name, d.count))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The recorder's notes, after the data-loss line: they often say why data is missing (another
@@ -847,82 +865,6 @@ fn render_kernels(o: &mut String, r: &Report) {
             fmt_ns(s.max_ns),
             short_name(&s.name, 90)
         );
-    }
-}
-
-/// A counter value as read: integers without decimals, others with up to 3, `n/a` for none.
-fn fmt_value(v: Option<f64>) -> String {
-    match v {
-        None => "n/a".into(),
-        Some(v) if v.fract() == 0.0 && v.abs() < 1e15 => format!("{v:.0}"),
-        Some(v) => format!("{v:.3}"),
-    }
-}
-
-fn render_counters(o: &mut String, r: &Report) {
-    let Some(c) = &r.counters else { return };
-    let passes = c.passes.map_or("passes unknown".to_string(), |p| {
-        count(p as usize, "pass", "passes")
-    });
-    let _ = writeln!(
-        o,
-        "\nHardware counters (cutrace profile: Range Profiling, one range per kernel, {passes}): \
-         {} profiled, {} skipped on purpose, {} and {} captured into graphs (no counters), {} \
-         ranges dropped, {} kernel records without values, {} values unavailable (n/a, never 0)",
-        count(c.kernels_profiled as usize, "kernel", "kernels"),
-        c.kernels_skipped,
-        count(c.graph_launches as usize, "graph launch", "graph launches"),
-        count(c.launches_captured as usize, "launch", "launches"),
-        c.ranges_dropped,
-        c.kernels_without_values,
-        c.values_unavailable
-    );
-    if c.kernels_serialized {
-        let _ = writeln!(
-            o,
-            "  Kernels were serialized while profiling (each profiled kernel ran alone and was \
-             replayed once per pass): the times and overlap above are not those of an unprofiled \
-             run."
-        );
-    }
-    if c.kernels_without_timestamps > 0 {
-        let _ = writeln!(
-            o,
-            "  {} of the profiled kernels have no timestamps (CUPTI writes 0 in the activity \
-             records of kernels it replays): the busy time, gaps and latencies above cannot \
-             place them; their durations below come from gpu__time_duration.sum where measured.",
-            c.kernels_without_timestamps
-        );
-    }
-    if let Some(e) = &c.error {
-        let _ = writeln!(o, "  counters failed: {e}");
-    }
-    if c.by_kernel.is_empty() {
-        return;
-    }
-    let _ = writeln!(
-        o,
-        "  Per kernel name (top {} of {}): sum = summed over the kernels; mean = mean weighted by \
-         kernel duration (ratios, percentages, rates)",
-        c.by_kernel.len(),
-        c.kernel_names
-    );
-    let w = c.metrics.iter().map(|m| m.name.len()).max().unwrap_or(0);
-    for k in &c.by_kernel {
-        let _ = writeln!(
-            o,
-            "  {} ({}, {})",
-            short_name(&k.name, 90),
-            count(k.kernels as usize, "kernel", "kernels"),
-            fmt_ns(k.duration_ns)
-        );
-        for (m, v) in c.metrics.iter().zip(&k.values) {
-            let how = match m.aggregation {
-                cutrace_analysis::counters::Aggregation::Sum => "sum",
-                cutrace_analysis::counters::Aggregation::DurationWeightedMean => "mean",
-            };
-            let _ = writeln!(o, "    {:<w$}  {how:<4}  {:>18}", m.name, fmt_value(*v));
-        }
     }
 }
 

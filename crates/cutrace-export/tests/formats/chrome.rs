@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 17] = [
+const NATIVE: [&str; 19] = [
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -35,6 +35,8 @@ const NATIVE: [&str; 17] = [
     "lean/threads8",
     "lean/nvtx",
     "counters_basic",
+    "spawn",
+    "spawn_run_id",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
@@ -230,8 +232,9 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
     assert_eq!(a.meta.devices.len(), b.meta.devices.len());
 
     let (mut x, y) = (report(src), report(exported));
-    // Hardware counters (`cutrace profile`'s kernel_metric records) go to CSV and Parquet; the
-    // Chrome export does not carry them, and says nothing it cannot back.
+    // Hardware counters (`cutrace profile`'s kernel_metric records) are drawn as "ph":"C"
+    // counter events, which the Kineto importer skips (the CSV and Parquet tables carry the
+    // values to read back): the export's report has no counter section.
     if let Some(counters) = x.as_object_mut().and_then(|o| o.remove("counters")) {
         assert!(counters["by_kernel"]
             .as_array()
@@ -810,4 +813,37 @@ fn a_multi_process_trace_keeps_its_gpu_rows_within_32_bits() {
         .filter_map(|e| e["args"]["name"].as_str())
         .collect();
     assert!(names.contains("stream 13 (pid 492)"), "{names:?}");
+}
+
+/// A `cutrace profile` trace's counters as "ph":"C" events: on the GPU's process, named after
+/// the metric, at the kernel's start or (no timestamps) its launch call's, relative to the
+/// file's time base; the unavailable (NaN) value has no event, and none says 0 for it.
+#[test]
+fn counters_become_counter_events_and_the_unavailable_one_is_left_out() {
+    let mut t = cutrace_testkit::counters::counter_trace();
+    let base = chrome::time_base(&t);
+    let mut out = Vec::new();
+    chrome::write_trace(&mut out, &mut t).unwrap();
+    let evs = events(&out);
+    let c: Vec<&Ev> = evs.iter().filter(|e| e["ph"] == "C").collect();
+    assert_eq!(c.len(), 14, "5 profiled kernels × 3 metrics, less one NaN");
+    let pct = cutrace_testkit::counters::WARPS_PCT;
+    let at = |e: &Ev| ns(&e.ts) + base;
+    // Corr 1: no timestamps, launch call at 1000 ns; 100 CTAs on GPU 0.
+    assert!(c
+        .iter()
+        .any(|e| e["name"] == cutrace_testkit::counters::CTAS
+            && e["pid"] == 0
+            && at(e) == 1_000
+            && e["args"]["value"] == 100.0));
+    // Corr 3 (GPU 1, timed at 12000): CTAs and time, but no percentage event.
+    let corr3: Vec<&&Ev> = c
+        .iter()
+        .filter(|e| e["pid"] == 1 && at(e) == 12_000)
+        .collect();
+    assert_eq!(corr3.len(), 2);
+    assert!(corr3.iter().all(|e| e["name"] != pct));
+    assert!(c
+        .iter()
+        .all(|e| e["args"]["value"].as_f64().is_some_and(f64::is_finite)));
 }

@@ -87,12 +87,16 @@ struct TrackInfo {
     parent: Option<u64>,
     thread: Option<(i64, i64)>,
     process: Option<i64>,
+    /// A counter track (it has a CounterDescriptor).
+    counter: bool,
 }
 
 struct Decoded {
     tracks: HashMap<u64, TrackInfo>,
     slices: Vec<Slice>,
     instants: Vec<Slice>,
+    /// Counter values: (track, time, value).
+    counters: Vec<(u64, u64, f64)>,
 }
 
 fn text(b: &[u8]) -> String {
@@ -105,6 +109,7 @@ fn decode(file: &[u8]) -> Decoded {
     let mut open: HashMap<u64, Vec<Slice>> = HashMap::new();
     let mut slices = Vec::new();
     let mut instants = Vec::new();
+    let mut counters = Vec::new();
     let mut cleared = false;
     let mut last_ts = 0;
     let mut top = Pb::new(file);
@@ -157,7 +162,8 @@ fn decode(file: &[u8]) -> Decoded {
             assert_eq!(seq, 2, "descriptors on sequence 2");
         }
         if te.is_some() {
-            assert_eq!(seq, 1, "events on sequence 1");
+            // Counter values go on a sequence of their own, which interns nothing.
+            assert!(seq == 1 || seq == 3, "events on sequence 1, counters on 3");
         }
         if let Some(b) = td {
             let mut info = TrackInfo::default();
@@ -192,6 +198,7 @@ fn decode(file: &[u8]) -> Decoded {
                         info.thread = Some((pid, tid));
                     }
                     (11 | 12, F::V(_)) => {}
+                    (8, F::B(_)) => info.counter = true,
                     (f, _) => panic!("track descriptor field {f}"),
                 }
             }
@@ -213,6 +220,7 @@ fn decode(file: &[u8]) -> Decoded {
                 ends_flows: vec![],
             };
             let mut ty = 0;
+            let mut value = None;
             let mut e = Pb::new(b);
             while let Some((f, v)) = e.next() {
                 match (f, v) {
@@ -222,6 +230,7 @@ fn decode(file: &[u8]) -> Decoded {
                     (3, F::V(x)) => s.cat = cats[&x].clone(),
                     (47, F::X(x)) => s.flows.push(x),
                     (48, F::X(x)) => s.ends_flows.push(x),
+                    (44, F::X(x)) => value = Some(f64::from_bits(x)),
                     (4, F::B(x)) => {
                         let (mut k, mut val) = (String::new(), String::new());
                         let mut m = Pb::new(x);
@@ -255,6 +264,11 @@ fn decode(file: &[u8]) -> Decoded {
                     slices.push(b);
                 }
                 3 => instants.push(s),
+                4 => {
+                    assert_eq!(seq, 3, "counter values on sequence 3");
+                    assert!(tracks[&s.track].counter, "a value on a counter track");
+                    counters.push((s.track, ts, value.expect("a double counter value")));
+                }
                 t => panic!("event type {t}"),
             }
         }
@@ -264,6 +278,7 @@ fn decode(file: &[u8]) -> Decoded {
         tracks,
         slices,
         instants,
+        counters,
     }
 }
 
@@ -453,12 +468,85 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
             assert_eq!(n, usize::from(joined), "{src}: {}", s.name);
         }
     }
+    check_counters(src, d, t);
     // Kernel names as the report shows them (demangled), CUPTI's kept as an argument.
     for s in by_cat("kernel") {
         if let Some(m) = s.args.get("mangled") {
             assert!(m.starts_with("_Z") && !s.name.starts_with("_Z"), "{src}");
         }
     }
+}
+
+/// Hardware counters: every available value of a profiled kernel on the counter track of its
+/// metric under its GPU, at the kernel's start, or at its launch call's start when CUPTI wrote
+/// no timestamps for it; NaN values have none.
+fn check_counters(src: &str, d: &Decoded, t: &Trace) {
+    let index = cutrace_analysis::correlate::ApiIndex::build(&t.api_calls);
+    let mut want: Vec<(String, String, u64, u64)> = Vec::new();
+    for m in &t.kernel_metrics {
+        let Some(k) = t
+            .kernels
+            .iter()
+            .find(|k| k.correlation_id == m.correlation_id)
+        else {
+            continue;
+        };
+        if m.value.is_nan() {
+            continue;
+        }
+        let at = if k.start_ns == 0 && k.end_ns == 0 {
+            match index.get(k.correlation_id) {
+                Some(i) => t.api_calls[i].start_ns,
+                None => continue,
+            }
+        } else {
+            k.start_ns
+        };
+        want.push((
+            format!("GPU {}", m.device),
+            t.str(m.metric).to_owned(),
+            at,
+            m.value.to_bits(),
+        ));
+    }
+    let mut got: Vec<(String, String, u64, u64)> = d
+        .counters
+        .iter()
+        .map(|&(track, ts, v)| {
+            let tk = &d.tracks[&track];
+            let gpu = &d.tracks[&tk.parent.expect("a counter track under its GPU")].name;
+            let gpu = gpu.split(':').next().unwrap().to_owned();
+            (gpu, tk.name.clone(), ts, v.to_bits())
+        })
+        .collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{src}: counter values");
+    let tracks = d.tracks.values().filter(|x| x.counter).count();
+    let mut pairs: Vec<(u32, u32)> = t
+        .kernel_metrics
+        .iter()
+        .map(|m| (m.device, m.metric))
+        .collect();
+    pairs.sort_unstable();
+    pairs.dedup();
+    assert_eq!(
+        tracks,
+        pairs.len(),
+        "{src}: one counter track per metric per GPU"
+    );
+}
+
+#[test]
+fn a_profile_trace_exports_its_counters_but_not_the_unavailable_ones() {
+    let t = cutrace_testkit::counters::counter_trace();
+    let mut out = Vec::new();
+    perfetto::write_perfetto(&mut out, &t).unwrap();
+    let d = decode(&out);
+    check_counters("counter_trace", &d, &t);
+    // 5 profiled kernels × 3 metrics, less the one NaN.
+    assert_eq!(d.counters.len(), 14);
+    assert!(d.counters.iter().all(|c| c.2.is_finite()));
 }
 
 #[test]

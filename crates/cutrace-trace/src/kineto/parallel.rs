@@ -143,6 +143,9 @@ pub(super) fn part_sink(path: &Path, string_bytes: u64) -> Sink {
         skipped: Default::default(),
         rounded: 0,
         domains: Vec::new(),
+        unread: Default::default(),
+        comm_ops: Vec::new(),
+        comm_kernels: Vec::new(),
     }
 }
 
@@ -187,6 +190,12 @@ impl Sink {
         for (k, n) in std::mem::take(&mut other.skipped) {
             *self.skipped.entry(k).or_insert(0) += n;
         }
+        // This sink's example of each unread value came earlier in the file: it is kept.
+        for (k, (n, example)) in std::mem::take(&mut other.unread) {
+            self.unread.entry(k).or_insert((0, example)).0 += n;
+        }
+        self.comm_ops.append(&mut other.comm_ops);
+        self.comm_kernels.append(&mut other.comm_kernels);
     }
 
     /// Empties a part sink for the next block, keeping its vectors' capacity.
@@ -204,5 +213,8 @@ impl Sink {
         self.events = 0;
         self.rounded = 0;
         self.skipped.clear();
+        self.unread.clear();
+        self.comm_ops.clear();
+        self.comm_kernels.clear();
     }
 }

@@ -26,6 +26,11 @@ pub struct JStr<'a> {
 }
 
 impl<'a> JStr<'a> {
+    /// The text between the quotes, escapes undecoded.
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+
     pub fn bytes_eq(&self, s: &str) -> bool {
         !self.escaped && self.raw == s.as_bytes()
     }
@@ -166,6 +171,30 @@ pub struct Args<'a> {
     /// An NVTX range's or mark's domain (written by `cutrace convert --chrome`); a value that is
     /// not a string is ignored, as any other key this reader does not model.
     pub domain: Option<JStr<'a>>,
+    /// Kineto's link from a GPU event or runtime call to the CPU op that launched it (the op's
+    /// own `External id`).
+    pub external_id: Option<&'a [u8]>,
+    /// A collective's annotation, on a `record_param_comms` CPU op and (newer torch) on the
+    /// kernels it launched: raw values, read leniently (see `comms`).
+    pub comm: CommArgs<'a>,
+}
+
+/// The raw `record_param_comms` args cutrace reads (torch's names in the comments).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct CommArgs<'a> {
+    /// "Collective name"
+    pub name: Option<&'a [u8]>,
+    /// "Process Group Name", "Process Group Description"
+    pub group_name: Option<&'a [u8]>,
+    pub group_desc: Option<&'a [u8]>,
+    /// "Group size"
+    pub group_size: Option<&'a [u8]>,
+    /// "Seq" (the process group's sequence number; torch writes it in some versions only)
+    pub seq: Option<&'a [u8]>,
+    /// "In msg nelems", "Out msg nelems", "dtype"
+    pub in_nelems: Option<&'a [u8]>,
+    pub out_nelems: Option<&'a [u8]>,
+    pub dtype: Option<&'a [u8]>,
 }
 
 /// One event's fields, as raw text borrowed from the input.
@@ -179,6 +208,8 @@ pub struct Event<'a> {
     pub ts: Option<&'a [u8]>,
     pub dur: Option<&'a [u8]>,
     pub args: Option<Args<'a>>,
+    /// A `name` that is not a string, as written (the event then has no `name`).
+    pub odd_name: Option<&'a [u8]>,
 }
 
 struct Scanner<'a> {
@@ -355,13 +386,6 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn str_value(&mut self, key: &str) -> R<JStr<'a>> {
-        if self.ws()? != b'"' {
-            return self.bad(format!("\"{key}\" should be a string"));
-        }
-        self.string()
-    }
-
     fn args(&mut self) -> R<Option<Args<'a>>> {
         if self.ws()? != b'{' {
             self.value()?;
@@ -381,8 +405,22 @@ impl<'a> Scanner<'a> {
                 b"bytes" => &mut a.bytes,
                 b"cbid" => &mut a.cbid,
                 b"graph id" => &mut a.graph_id,
+                b"External id" => &mut a.external_id,
+                b"Collective name" => &mut a.comm.name,
+                b"Process Group Name" => &mut a.comm.group_name,
+                b"Process Group Description" => &mut a.comm.group_desc,
+                b"Group size" => &mut a.comm.group_size,
+                b"Seq" | b"seq" => &mut a.comm.seq,
+                b"In msg nelems" => &mut a.comm.in_nelems,
+                b"Out msg nelems" => &mut a.comm.out_nelems,
+                b"dtype" => &mut a.comm.dtype,
                 b"mangled" => {
-                    a.mangled = Some(s.str_value("mangled")?);
+                    // A value that is not a string is ignored, as an unknown key is.
+                    if s.ws()? == b'"' {
+                        a.mangled = Some(s.string()?);
+                    } else {
+                        s.value()?;
+                    }
                     return Ok(());
                 }
                 b"domain" => {
@@ -475,9 +513,14 @@ impl Scanner<'_> {
     }
 }
 
+/// The one CPU op cutrace reads: torch's annotation of a collective call.
+pub const PARAM_COMMS: &str = "record_param_comms";
+
 /// Scans one event object at the front of `b`; returns it and the bytes it took. Events that
-/// cutrace does not model (`ph` other than "X" or "i", or a `cat` not in [`MODELLED`]) are
-/// skipped after those keys, and come back with the fields read so far.
+/// cutrace does not model (`ph` other than "X" or "i", or a `cat` not in [`MODELLED`]; of
+/// `cpu_op` events, all but [`PARAM_COMMS`]) are skipped after those keys, and come back with the
+/// fields read so far. A `ph`, `cat` or `name` that is not a string is read as absent (and the
+/// event is then not modelled, or unnamed): it never makes the event unreadable.
 pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
     let mut s = Scanner { b, i: 0 };
     let mut ev = Event::default();
@@ -486,27 +529,42 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
         s.i += 1;
         return Ok((ev, s.i));
     }
+    // A `cpu_op` is kept only if its name is PARAM_COMMS: decided once both are read.
+    let mut cpu_op = false;
     loop {
         if s.ws()? != b'"' {
             return s.bad("expected a quoted key");
         }
         let key = s.string()?;
         s.expect(b':', "after a key")?;
-        // Whether the rest can be skipped is decided once, when `ph` or `cat` is read.
+        // Whether the rest can be skipped is decided when `ph`, `cat` or `name` is read.
         let mut skip_rest = false;
         match key.raw {
             b"ph" => {
-                let ph = s.str_value("ph")?;
+                let ph = s.maybe_str()?;
                 // "i": instant events; those of `user_annotation` are NVTX marks.
-                skip_rest = !(ph.bytes_eq("X") || ph.bytes_eq("i"));
-                ev.ph = Some(ph);
+                skip_rest = !ph.is_some_and(|ph| ph.bytes_eq("X") || ph.bytes_eq("i"));
+                ev.ph = ph;
             }
             b"cat" => {
-                let cat = s.str_value("cat")?;
-                skip_rest = cat.modelled().is_none();
-                ev.cat = Some(cat);
+                let cat = s.maybe_str()?;
+                cpu_op = cat.is_some_and(|c| c.bytes_eq("cpu_op"));
+                skip_rest = if cpu_op {
+                    ev.name.is_some_and(|n| !n.bytes_eq(PARAM_COMMS))
+                } else {
+                    cat.is_none_or(|c| c.modelled().is_none())
+                };
+                ev.cat = cat;
             }
-            b"name" => ev.name = Some(s.str_value("name")?),
+            b"name" => {
+                let start = s.ws().map(|_| s.i)?;
+                let name = s.maybe_str()?;
+                if name.is_none() {
+                    ev.odd_name = Some(&s.b[start..s.i]);
+                }
+                skip_rest = cpu_op && !name.is_some_and(|n| n.bytes_eq(PARAM_COMMS));
+                ev.name = name;
+            }
             b"pid" => ev.pid = Some(s.value()?),
             b"tid" => ev.tid = Some(s.value()?),
             b"ts" => ev.ts = Some(s.value()?),
@@ -533,6 +591,17 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
             s.skip_rest_of_object()?;
             return Ok((ev, s.i));
         }
+    }
+}
+
+impl<'a> Scanner<'a> {
+    /// A string value, or `None` after skipping a value of any other type.
+    fn maybe_str(&mut self) -> R<Option<JStr<'a>>> {
+        if self.ws()? == b'"' {
+            return self.string().map(Some);
+        }
+        self.value()?;
+        Ok(None)
     }
 }
 
@@ -604,7 +673,6 @@ mod tests {
             br#"{"a": [1, 2}}"#,
             br#"{"a": tru }"#,
             br#"{"a": @}"#,
-            br#"{"cat": 5}"#,
         ] {
             match event(src) {
                 Err(ScanError::Bad(_, _)) => {}

@@ -707,6 +707,7 @@ impl PartBuilder {
         m.driver_version = header.driver_version.clone();
         m.host = header.host.clone();
         m.pid = header.pid;
+        m.distributed = header.distributed.clone();
         m.devices = self.meta.devices.clone();
         m.counters = self.meta.counters.take();
         let (cupti_drops, rec_drops) = match &self.tail {
@@ -986,6 +987,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         out.meta.notes.extend(m.notes);
     }
     out.strings = interner.into_strings();
+    out.meta.distributed = common_distributed(&out.meta.parts);
     out.meta.source = SourceFormat::Native;
     out.meta.complete = complete;
     out.meta.incomplete_reason = (!reasons.is_empty()).then(|| reasons.join("; "));
@@ -993,6 +995,35 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
     skipped.sort();
     out.meta.skipped_events = skipped;
     out
+}
+
+/// What the parts' headers say of the job, field by field, where every part that says agrees
+/// (a run id shared by all parts of one `cutrace record`; a rank only when one rank wrote them
+/// all). Each part's own is in [`PartMeta::distributed`].
+fn common_distributed(parts: &[PartMeta]) -> Option<Distributed> {
+    fn agreed<T: PartialEq + Clone>(vals: impl Iterator<Item = Option<T>>) -> Option<T> {
+        let mut out: Option<T> = None;
+        for v in vals.flatten() {
+            match &out {
+                None => out = Some(v),
+                Some(o) if *o == v => {}
+                Some(_) => return None,
+            }
+        }
+        out
+    }
+    let ds: Vec<&Distributed> = parts.iter().filter_map(PartMeta::distributed).collect();
+    if ds.is_empty() {
+        return None;
+    }
+    Some(Distributed {
+        rank: agreed(ds.iter().map(|d| d.rank)),
+        local_rank: agreed(ds.iter().map(|d| d.local_rank)),
+        world_size: agreed(ds.iter().map(|d| d.world_size)),
+        backend: agreed(ds.iter().map(|d| d.backend.clone())),
+        run_id: agreed(ds.iter().map(|d| d.run_id.clone())),
+        ..Distributed::default()
+    })
 }
 
 #[cfg(test)]

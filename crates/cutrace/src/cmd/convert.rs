@@ -9,6 +9,7 @@ use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use cutrace_export::counter_tracks::counter_timeline;
 use cutrace_export::files::{self, OutFile};
 use cutrace_export::staged::Staged;
 use cutrace_export::text::count;
@@ -267,6 +268,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 " (the trace is INCOMPLETE: this is what was recovered)"
             }
         );
+        if let Some(s) = counter_timeline(&t).summary(".pftrace") {
+            eprintln!("cutrace: {s}");
+        }
     }
     if let Some(out) = &args.chrome {
         // Last: the trace's times are moved to the file's time base (see write_trace).
@@ -304,6 +308,9 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             count(w.events as usize, "event", "events"),
             shown(out),
         );
+        if let Some(s) = counter_timeline(&t).summary("JSON (\"ph\":\"C\" events)") {
+            eprintln!("cutrace: {s}");
+        }
         if w.rows_past_u32_tid > 0 {
             eprintln!(
                 "cutrace: warning: {} of overlapping GPU work in {} have a tid above 2^32-1; \

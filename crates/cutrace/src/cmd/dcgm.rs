@@ -73,7 +73,7 @@ fn list(holders: &[Holder]) -> String {
 
 /// A command is looked up like a shell would, before anything is paused: missing gives 127,
 /// present but not runnable 126 (`record`'s lookup, so both commands answer alike).
-fn resolve_program(prog: &str) -> Result<PathBuf, (i32, String)> {
+pub(super) fn resolve_program(prog: &str) -> Result<PathBuf, (i32, String)> {
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     cutrace_launch::resolve_program(
         std::ffi::OsStr::new(prog),
@@ -177,18 +177,23 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 }
                 Err(e) => return Err(e.into()),
             };
-            let r = outcome.release;
-            match (r.deadline_passed, r.resumed) {
-                (false, true) => eprintln!("cutrace: DCGM profiling metrics resumed."),
-                (true, true) => eprintln!("cutrace: DCGM profiling metrics had already been resumed by the --for time limit, while the command was still running."),
-                (deadline, false) => eprintln!(
-                    "cutrace: DCGM profiling metrics stay paused: {}still held by {}; the last of them resumes them.",
-                    if deadline { "this session's --for time limit ended its hold earlier; " } else { "" },
-                    list(&outcome.still_held_by)
-                ),
-            }
+            say_release(&outcome);
             Ok(outcome.exit_code)
         }
+    }
+}
+
+/// How a run's hold on DCGM's pause ended (`dcgm run`, `profile --pause-dcgm`).
+pub(super) fn say_release(outcome: &dcgm::RunOutcome) {
+    let r = outcome.release;
+    match (r.deadline_passed, r.resumed) {
+        (false, true) => eprintln!("cutrace: DCGM profiling metrics resumed."),
+        (true, true) => eprintln!("cutrace: DCGM profiling metrics had already been resumed by the --for time limit, while the command was still running."),
+        (deadline, false) => eprintln!(
+            "cutrace: DCGM profiling metrics stay paused: {}still held by {}; the last of them resumes them.",
+            if deadline { "this session's --for time limit ended its hold earlier; " } else { "" },
+            list(&outcome.still_held_by)
+        ),
     }
 }
 

@@ -32,7 +32,8 @@ use super::record;
   cutrace profile --list-metrics --metrics sm__ctas_launched.sum,dram__bytes_read.sum --format json
   cutrace profile -o run1 -- ./my_app                         the basic set (one pass on GH100)
   cutrace profile --set sol --kernels 'gemm|conv' -o run1 -- python3 train.py
-  cutrace report run1                                         counters per kernel name
+  cutrace profile --pause-dcgm -o run1 -- ./my_app            DCGM paused while it runs, then resumed
+  cutrace report run1                                         counters per kernel name, GPU and step
 
 Sets: basic (one pass on GH100): gpu__time_duration.sum, sm__ctas_launched.sum,
 smsp__warps_launched.sum, smsp__inst_executed.sum, dram__bytes_read.sum, dram__bytes_write.sum,
@@ -52,6 +53,12 @@ Cost: each profiled kernel takes milliseconds per pass, whatever its size (about
 PyTorch step on an H200, spent in CUPTI's replay of the kernel): choose kernels with --kernels
 (matched against the name as CUPTI reports it, mangled), --max-kernels or --every.
 CUTRACE_COUNTERS_TIMING=1 prints where the time went at exit.
+
+Who holds the counters: one client at a time. A second `cutrace profile` (or `cutrace sample`,
+DCGM, Nsight Compute) running fails the counters with CUPTI_ERROR_HARDWARE_BUSY; the message
+names the likely holder (the doctor's counter-holders check). Under MPS, Range Profiling is
+unverified by cutrace: a note says so when an MPS daemon is active, and a counter failure's
+message in the trace says MPS was active.
 
 Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
 option or set, --list-metrics errors), as for `cutrace record`. A metric the GPU does not have is
@@ -90,6 +97,12 @@ pub struct Args {
     /// read, instead of tracing without them.
     #[arg(long)]
     require_counters: bool,
+    /// Pause DCGM's profiling metrics (`dcgmi profile --pause`) while the program runs and
+    /// resume them when it ends, however it ends: `cutrace dcgm run`'s guard, whose watchdog
+    /// resumes even if cutrace is killed. For a machine where DCGM holds the counters
+    /// (CUPTI_ERROR_HARDWARE_BUSY; `cutrace doctor`'s counter-holders check names it).
+    #[arg(long)]
+    pause_dcgm: bool,
     /// Trace directory (created if missing), as for `cutrace record`.
     #[arg(short, long, default_value = "cutrace-trace")]
     output: PathBuf,
@@ -150,6 +163,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         return list_metrics(&args, out);
     }
     let (_, metrics) = chosen_metrics(&args)?;
+    if args.pause_dcgm {
+        return run_paused(&args);
+    }
     let mut extra: Vec<(String, OsString)> =
         vec![("CUTRACE_COUNTERS".into(), metrics.join(",").into())];
     if let Some(re) = &args.kernels {
@@ -180,11 +196,111 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     record::run_with(rec, extra)
 }
 
+/// `--pause-dcgm`: this same profile, without the flag, as a child of DCGM's guard
+/// (`cutrace_dcgm::run_paused`: pause, run, resume on every exit, signals passed on).
+fn run_paused(args: &Args) -> anyhow::Result<i32> {
+    use cutrace_dcgm as dcgm;
+    let Some(prog) = args.command.first() else {
+        bail!("no command given: cutrace profile [OPTIONS] -- CMD ARGS...");
+    };
+    // Before pausing anything: a command that cannot start is answered like a shell.
+    if let Err((code, msg)) = super::dcgm::resolve_program(&prog.to_string_lossy()) {
+        eprintln!("cutrace: {msg} (nothing was paused)");
+        return Ok(code);
+    }
+    let exe = std::env::current_exe().context("finding the cutrace binary to run paused")?;
+    let shown: Vec<String> = args
+        .command
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    let label = format!("cutrace profile -- {}", shown.join(" "));
+    let opts = dcgm::PauseOptions {
+        dcgmi: Some(dcgm::find_dcgmi().context("--pause-dcgm")?),
+        deadline: None,
+        state_dir: None,
+        label: Some(label.clone()),
+    };
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(child_args(args));
+    eprintln!(
+        "cutrace: pausing DCGM profiling metrics while `{label}` runs; {}.",
+        dcgm::BLANK_WARNING
+    );
+    let outcome = match dcgm::run_paused(&opts, &mut cmd) {
+        Ok(o) => o,
+        Err(dcgm::RunError::Spawn(e)) => bail!("could not run cutrace again under the pause: {e}"),
+        Err(e) => return Err(e.into()),
+    };
+    super::dcgm::say_release(&outcome);
+    Ok(outcome.exit_code)
+}
+
+/// The command line of `args` without `--pause-dcgm` (values attached with `=`, so none is read
+/// as an option).
+fn child_args(args: &Args) -> Vec<OsString> {
+    let opt = |name: &str, v: &std::ffi::OsStr| {
+        let mut o = OsString::from(format!("--{name}="));
+        o.push(v);
+        o
+    };
+    let mut v: Vec<OsString> = vec!["profile".into()];
+    if let Some(s) = &args.set {
+        v.push(opt("set", s.as_ref()));
+    }
+    if !args.metrics.is_empty() {
+        v.push(opt("metrics", args.metrics.join(",").as_ref()));
+    }
+    if let Some(k) = &args.kernels {
+        v.push(opt("kernels", k.as_ref()));
+    }
+    if let Some(n) = args.max_kernels {
+        v.push(opt("max-kernels", n.to_string().as_ref()));
+    }
+    if let Some(n) = args.every {
+        v.push(opt("every", n.to_string().as_ref()));
+    }
+    if args.require_counters {
+        v.push("--require-counters".into());
+    }
+    if args.quiet {
+        v.push("--quiet".into());
+    }
+    v.push(opt("output", args.output.as_os_str()));
+    v.push("--".into());
+    v.extend(args.command.iter().cloned());
+    v
+}
+
 /// The doctor's counter-access and counter-holders verdicts, read before the program starts
 /// (cheap, pure file reads), for the injection to quote if CUPTI refuses the counters
-/// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front.
+/// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front, and
+/// so is MPS: cutrace has not verified Range Profiling under MPS, and a counter failure's
+/// message (which the trace keeps) says MPS was active.
 fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
     let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
+    let mps = report
+        .checks
+        .iter()
+        .find(|c| c.id == "mps" && c.status != cutrace_doctor::Status::Ok)
+        .map(|c| {
+            let seen: Vec<String> = c
+                .evidence
+                .iter()
+                .map(|e| format!("{}: {}", e.file, e.value))
+                .collect();
+            format!(
+                "MPS is active here ({}). Range Profiling under MPS is unverified by cutrace: \
+                 NVIDIA limits the older Profiling API under MPS and states no limit for Range \
+                 Profiling, so counters may be refused, or may count other MPS clients' work \
+                 that runs beside a profiled kernel. If they fail, tracing carries on and the \
+                 trace says why; `cutrace doctor --probe` asks CUPTI directly.",
+                seen.join("; ")
+            )
+        });
+    if let (Some(m), false) = (&mps, quiet) {
+        eprintln!("cutrace: note: {m}");
+    }
     let mut out = Vec::new();
     for (id, var) in [
         ("counter-access", "CUTRACE_COUNTERS_ACCESS_HINT"),
@@ -198,13 +314,17 @@ fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
         } else {
             format!(" Fix: {}", c.fix.join("; "))
         };
-        let hint = format!(
+        let mut hint = format!(
             "The doctor's {id} check ({}): {}.{fix}",
             c.status.as_str(),
             c.summary
         );
         if id == "counter-access" && c.status == cutrace_doctor::Status::Fail && !quiet {
             eprintln!("cutrace: warning: counters will probably be refused here. {hint}");
+        }
+        if let Some(m) = &mps {
+            hint.push(' ');
+            hint.push_str(m);
         }
         out.push((var.to_string(), hint.into()));
     }

@@ -149,6 +149,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let mut report =
         analyze(&trace, &opts).with_context(|| format!("analysing {}", file.display()))?;
     report.steps = cutrace_analysis::steps(&trace, opts.window.as_ref(), &which);
+    if let (Some(c), Some(st)) = (report.counters.as_mut(), report.steps.as_ref()) {
+        cutrace_analysis::counters::add_steps(c, &trace, opts.window.as_ref(), st);
+    }
     if report.steps.is_none() && args.steps.is_some() {
         anyhow::bail!(
             "--steps {}: no host range in {} matches it{}; the trace's host ranges: {}",

@@ -107,3 +107,76 @@ fn convert_writes_the_kernel_metrics_table_with_nulls_for_unavailable() {
     assert!(o.status.success());
     assert!(!plain.join("kernel_metrics.csv").exists());
 }
+
+/// `cutrace diff` on a profile trace: per kernel name and metric, base, new and the change; the
+/// NaN stays unknown, and a side without counters gives unknown values and changes, never 0.
+#[test]
+fn diff_compares_counters_per_kernel_name_and_metric() {
+    let d = Dir::new("counters-diff");
+    let part = crate::util::counters_trace(&d.0);
+    let p = part.to_str().unwrap();
+    let v = crate::util::cutrace_json(&["diff", p, p]);
+    let c = &v["counters"];
+    assert_eq!(c["kernel_names_in_both"], 2);
+    assert_eq!(c["base"]["values_unavailable"], 1);
+    let gemm = &c["kernels"][0];
+    assert_eq!(
+        (gemm["name"].as_str(), gemm["base_kernels"].as_u64()),
+        (Some("gemm(float*)"), Some(3))
+    );
+    assert_eq!(gemm["metrics"][0]["base"], 60.0);
+    assert_eq!(gemm["metrics"][0]["change"], 0.0);
+    assert_eq!(gemm["metrics"][1]["new"], 65.0);
+    let v = crate::util::cutrace_json(&["diff", p, "tests/fixtures/native/two_streams"]);
+    let c = &v["counters"];
+    assert!(c["new"].is_null());
+    assert_eq!(c["kernel_names_only_in_base"], 2);
+    for k in c["kernels"].as_array().unwrap() {
+        for m in k["metrics"].as_array().unwrap() {
+            assert!(m["new"].is_null() && m["change"].is_null(), "{m}");
+        }
+    }
+    let o = crate::util::cutrace(&["diff", p, "tests/fixtures/native/two_streams"]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("  new:  no counters"), "{text}");
+    let two = crate::util::cutrace_json(&[
+        "diff",
+        "tests/fixtures/native/two_streams",
+        "tests/fixtures/native/two_streams",
+    ]);
+    assert!(two.get("counters").is_none());
+}
+
+/// Counters per step and GPU: a kernel counts in the step it ran in (these kernels have their
+/// timestamps and no launch calls), with the report's rules; the NaN stays out of the mean.
+#[test]
+fn report_gives_counters_per_step() {
+    let d = Dir::new("counters-steps");
+    let part = crate::util::counters_trace_with(
+        &d.0,
+        &[("ProfilerStep#1", 5, 25), ("ProfilerStep#2", 25, 45)],
+    );
+    let v = crate::util::cutrace_json(&["report", part.to_str().unwrap()]);
+    let c = &v["counters"];
+    let rows = c["by_step"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    // Step 1: gemm corr 1 (50 %, 1 µs) and 2 (NaN): 30 CTAs, 50 %.
+    assert_eq!(
+        (rows[0]["step"].as_u64(), rows[0]["kernels"].as_u64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(rows[0]["values"][0], 30.0);
+    assert_eq!(rows[0]["values"][1], 50.0);
+    // Step 2: gemm corr 3 (70 %, 3 µs) and copy corr 4 (10 %, 4 µs).
+    assert_eq!(rows[1]["values"][0], 37.0);
+    assert_eq!(rows[1]["values"][1], (70.0 * 3.0 + 10.0 * 4.0) / 7.0);
+    assert_eq!(rows[1]["name"], "ProfilerStep#2");
+    assert_eq!(c["kernels_outside_steps"], 0);
+    assert_eq!(c["by_device"][0]["kernels"], 4);
+    let o = crate::util::cutrace(&["report", part.to_str().unwrap()]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("Per step and GPU (a kernel counts in the step during which it was launched"),
+        "{text}"
+    );
+}

@@ -300,3 +300,77 @@ fn record_does_not_inherit_counter_settings_left_in_the_environment() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "[||||]");
 }
+
+/// `--pause-dcgm`: the profile runs inside DCGM's guard (a stand-in `dcgmi` on PATH logs its
+/// arguments): paused before the program, resumed after it, with the program's exit status and
+/// the counter settings passed through; without dcgmi nothing runs and the error says why.
+#[test]
+fn pause_dcgm_pauses_runs_and_resumes() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = scratch("pause-dcgm");
+    let bin = d.0.join("bin");
+    let run = d.0.join("run");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(
+        bin.join("dcgmi"),
+        "#!/bin/sh\necho \"$*\" >> \"$DCGMI_LOG\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(bin.join("dcgmi"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = d.0.join("dcgmi.log");
+    let cmd = |path: String| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
+        c.env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+            .env("PATH", path)
+            .env("DCGMI_LOG", &log)
+            .env("TMPDIR", &d.0)
+            .env("XDG_RUNTIME_DIR", &run)
+            .args(["profile", "-q", "--pause-dcgm", "--kernels=-gemm", "-o"])
+            .arg(d.0.join("trace"))
+            .args([
+                "--",
+                "/bin/sh",
+                "-c",
+                &format!("{SHOW}; cat \"$DCGMI_LOG\"; exit 3"),
+            ]);
+        c
+    };
+    let o = cmd(format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    ))
+    .output()
+    .unwrap();
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    // The program saw the counter settings (a regex starting with '-' too) and a paused DCGM.
+    assert!(
+        lines[0].starts_with("[gpu__time_duration.sum,") && lines[0].contains("|-gemm|"),
+        "{out}"
+    );
+    assert_eq!(lines[1..], ["profile --pause"], "{out}");
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        logged.lines().collect::<Vec<_>>(),
+        ["profile --pause", "profile --resume"]
+    );
+    assert!(
+        stderr(&o).contains("DCGM profiling metrics resumed."),
+        "{}",
+        stderr(&o)
+    );
+
+    std::fs::remove_file(&log).unwrap();
+    let o = cmd("/nonexistent".into()).output().unwrap();
+    assert_eq!(o.status.code(), Some(125), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("dcgmi not found on PATH"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!log.exists(), "nothing ran");
+}

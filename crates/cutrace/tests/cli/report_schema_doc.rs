@@ -66,6 +66,9 @@ impl TwoRuns {
 #[test]
 fn every_report_field_is_documented_in_docs_report_md() {
     let two_runs = TwoRuns::new();
+    let steps_dir = cutrace_testkit::Dir::new("report-schema-doc-counters");
+    let counter_steps =
+        crate::util::counters_trace_with(&steps_dir.0, &[("ProfilerStep#1", 5, 45)]);
     let runs: Vec<(&str, Value)> = vec![
         ("multiproc", report(&fixture("native/multiproc"), &[])),
         ("sigkill", report(&fixture("native/sigkill"), &[])),
@@ -88,6 +91,7 @@ fn every_report_field_is_documented_in_docs_report_md() {
             report(&fixture("native/nvtx"), &["--steps", "step"]),
         ),
         ("counters", report(&fixture("native/counters_basic"), &[])),
+        ("counters with steps", report(&counter_steps, &[])),
     ];
 
     // Each fixture still shows what it is here for, so the key set stays complete.
@@ -105,6 +109,8 @@ fn every_report_field_is_documented_in_docs_report_md() {
     assert!(by("two runs")["trace"]["separate_runs"]["first_gap"]["gap_ns"].is_u64());
     assert!(by("nvtx steps")["steps"]["steps"][0]["devices"][0]["busy_pct"].is_f64());
     assert!(by("counters")["counters"]["by_kernel"][0]["values"][0].is_f64());
+    assert!(by("counters")["counters"]["replay"]["launch_ns"].is_u64());
+    assert!(by("counters with steps")["counters"]["by_step"][0]["values"][0].is_f64());
 
     let mut keys = BTreeMap::new();
     for (_, v) in &runs {

@@ -32,7 +32,15 @@ pub fn cutrace_json(args: &[&str]) -> serde_json::Value {
 /// 10). So by name: gemm sums 60 CTAs and averages (50·1 + 70·3) / 4 = 65 % weighted by
 /// duration (the NaN kernel left out of the mean); copy 7 and 10 %.
 pub fn counters_trace(dir: &std::path::Path) -> std::path::PathBuf {
-    use cutrace_trace::native::{Header, Meta, Tail, Writer};
+    counters_trace_with(dir, &[])
+}
+
+/// [`counters_trace`] with host NVTX ranges (name, start µs, end µs, on the kernels' clock).
+pub fn counters_trace_with(
+    dir: &std::path::Path,
+    ranges: &[(&str, u64, u64)],
+) -> std::path::PathBuf {
+    use cutrace_trace::native::{marker_flags, Header, MarkerEvent, Meta, Tail, Writer};
     use cutrace_trace::{CounterInfo, Kernel, KernelMetric};
     let header = Header {
         cutrace_version: "test".into(),
@@ -80,6 +88,24 @@ pub fn counters_trace(dir: &std::path::Path) -> std::path::PathBuf {
                     value,
                 });
             }
+        }
+    }
+    for (i, &(name, start, end)) in ranges.iter().enumerate() {
+        let name = w.intern(name);
+        let empty = w.intern("");
+        for (ts, flags, name) in [
+            (start, marker_flags::START, name),
+            (end, marker_flags::END, empty),
+        ] {
+            w.push_marker(&MarkerEvent {
+                ts_ns: 1_000_000 + ts * 1_000,
+                id: i as u32 + 1,
+                flags,
+                name,
+                domain: empty,
+                process: 77,
+                thread: 1,
+            });
         }
     }
     w.write_meta(&Meta {
