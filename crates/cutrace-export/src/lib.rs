@@ -9,6 +9,7 @@ pub mod csv;
 pub mod files;
 pub mod html;
 pub mod input;
+pub mod job;
 pub mod meta;
 pub mod parquet;
 pub mod perfetto;

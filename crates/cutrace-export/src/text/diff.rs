@@ -323,3 +323,19 @@ fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDif
         );
     }
 }
+
+/// Why `cutrace diff --steps` found nothing: in neither trace (or their windows) does a host
+/// range match; how to list a trace's range names.
+pub fn steps_not_found(which: &cutrace_analysis::StepMatch, windowed: bool) -> String {
+    format!(
+        "--steps {}: no host range in either trace{} matches it ({}`cutrace report TRACE --steps \
+         X` lists a trace's range names)",
+        which.text(),
+        if windowed { "'s window" } else { "" },
+        if matches!(which, cutrace_analysis::StepMatch::Exact(_)) {
+            "end it with * to match names that start with it; "
+        } else {
+            ""
+        }
+    )
+}

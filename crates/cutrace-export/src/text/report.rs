@@ -135,6 +135,29 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     );
 }
 
+/// Why `--steps` found nothing in a trace: the names asked for, where, and the trace's host
+/// ranges to choose from.
+pub fn steps_not_found(
+    which: &cutrace_analysis::StepMatch,
+    file: &std::path::Path,
+    windowed: bool,
+    trace: &Trace,
+) -> String {
+    let exact = matches!(which, cutrace_analysis::StepMatch::Exact(_));
+    format!(
+        "--steps {}: no host range in {}{} matches it{}; the trace's host ranges: {}",
+        which.text(),
+        if windowed { "the window of " } else { "" },
+        file.display(),
+        if exact && !windowed {
+            " (end it with * to match names that start with it)"
+        } else {
+            ""
+        },
+        host_range_names(trace)
+    )
+}
+
 /// Up to 8 host range names with their counts, most frequent first: what `--steps` could name.
 pub fn host_range_names(trace: &Trace) -> String {
     let mut n: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();

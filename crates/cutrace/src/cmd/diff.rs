@@ -9,7 +9,7 @@ use anyhow::Context;
 use cutrace_analysis::{parse_time_arg, trace_bounds, DiffOptions, StepMatch, TimeArg, Window};
 use cutrace_trace::Trace;
 
-use cutrace_export::input::{classify, job_report, Inputs};
+use cutrace_export::job;
 
 use super::load;
 use super::report::Format;
@@ -105,12 +105,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         .steps
         .as_deref()
         .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
-    let (b, n) = (
-        classify(std::slice::from_ref(&args.base), &limits)?,
-        classify(std::slice::from_ref(&args.new), &limits)?,
-    );
-    if matches!(b, Inputs::Job { .. }) || matches!(n, Inputs::Job { .. }) {
-        return jobs(&args, b, n, &which, &limits, out);
+    let mut req = job::Request::new(&which, limits, args.top, args.format == Format::Json);
+    req.one_trace_options = job::given(args.html.is_some(), args.from.is_some(), args.to.is_some());
+    if let Some(bytes) = job::diff(&args.base, &args.new, &req)? {
+        out.write_all(&bytes)
+            .context("writing the diff to stdout")?;
+        return Ok(0);
     }
     let base = load(&args.base, &limits)?;
     let new = load(&args.new, &limits)?;
@@ -128,21 +128,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         )
     })?;
     if args.steps.is_some() && d.steps.is_none() {
-        anyhow::bail!(
-            "--steps {}: no host range in either trace{} matches it ({}`cutrace report TRACE \
-             --steps X` lists a trace's range names)",
-            which.text(),
-            if from.is_some() || to.is_some() {
-                "'s window"
-            } else {
-                ""
-            },
-            if matches!(which, StepMatch::Exact(_)) {
-                "end it with * to match names that start with it; "
-            } else {
-                ""
-            }
-        );
+        let windowed = from.is_some() || to.is_some();
+        anyhow::bail!(cutrace_export::text::diff::steps_not_found(
+            &which, windowed
+        ));
     }
     if let Some(dest) = &args.html {
         let (b, n) = (
@@ -176,39 +165,5 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 .context("writing the diff to stdout")?;
         }
     }
-    Ok(0)
-}
-
-/// Two distributed jobs (a directory or trace that is one rank counts as a job of one rank),
-/// compared rank by rank.
-fn jobs(
-    args: &Args,
-    base: Inputs,
-    new: Inputs,
-    which: &StepMatch,
-    limits: &cutrace_trace::Limits,
-    out: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    if args.html.is_some() || args.from.is_some() || args.to.is_some() {
-        anyhow::bail!("--html, --from and --to compare two traces, not two jobs: drop them");
-    }
-    let threads = cutrace_export::input::default_threads();
-    let job = |i: Inputs| {
-        let (units, notes) = i.into_units();
-        job_report(&units, notes, which, limits, (threads, args.top), &|_| {})
-    };
-    let d = cutrace_analysis::diff_jobs(&job(base)?, &job(new)?);
-    let mut text = String::new();
-    match args.format {
-        Format::Json => text = serde_json::to_string(&d).context("serializing the diff")? + "\n",
-        Format::Text => cutrace_export::text::job::render_diff(
-            &mut text,
-            &args.base.display().to_string(),
-            &args.new.display().to_string(),
-            &d,
-        ),
-    }
-    out.write_all(text.as_bytes())
-        .context("writing the diff to stdout")?;
     Ok(0)
 }

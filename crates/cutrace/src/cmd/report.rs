@@ -8,13 +8,12 @@ use std::path::PathBuf;
 use anyhow::Context;
 use cutrace_analysis::{analyze, parse_time_arg, trace_bounds, Options, StepMatch, Window};
 use cutrace_export::html::{self, report::page as html_page};
-use cutrace_export::text::{self, report::host_range_names, report::window_outside_trace};
+use cutrace_export::text::{self, report::steps_not_found, report::window_outside_trace};
 
-use cutrace_export::input;
+use cutrace_export::job;
 
 use super::load;
 use super::progress::ProgressLine;
-use std::sync::Mutex;
 
 /// Busy time, idle gaps, launch latency, top kernels and API calls of a trace.
 ///
@@ -46,9 +45,7 @@ meaning."#)]
 pub struct Args {
     /// The trace: a cutrace trace (file or directory of parts) or a torch.profiler JSON trace
     /// (`.json` or `.json.gz`); read once, so a pipe or FIFO works, and `-` is stdin. Several
-    /// inputs, or a directory holding several ranks' traces, are a distributed job: per-rank
-    /// traces (torch.profiler files, `cutrace record` parts whose headers state RANK), per-rank
-    /// trace directories, or rank summaries (`--rank-summary`), in any mix.
+    /// ranks' traces or summaries, or a directory of them, are a job (docs/REPORT.md).
     #[arg(required = true, value_name = "TRACE")]
     pub files: Vec<PathBuf>,
     /// Map step for a job spread over machines: reduce the one TRACE (one rank) to a small
@@ -58,8 +55,7 @@ pub struct Args {
     /// Where --rank-summary writes (a new file; `-` is stdout).
     #[arg(long, short = 'o', value_name = "SUMMARY.json")]
     pub output: Option<PathBuf>,
-    /// Threads reading a job's ranks (each holds one rank's trace at a time). Default: one per
-    /// core.
+    /// Threads reading a job's ranks, one rank's trace each at a time. Default: one per core.
     #[arg(long, value_name = "N")]
     pub threads: Option<usize>,
     /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
@@ -106,29 +102,37 @@ pub enum Format {
 }
 
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
-    let from = args
-        .from
-        .as_deref()
-        .map(parse_time_arg)
-        .transpose()
-        .context("--from")?;
-    let to = args
-        .to
-        .as_deref()
-        .map(parse_time_arg)
-        .transpose()
-        .context("--to")?;
+    let from = time_arg("--from", args.from.as_deref())?;
+    let to = time_arg("--to", args.to.as_deref())?;
     let limits = args.limit.unwrap_or_default();
     let which = args
         .steps
         .as_deref()
         .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
-    if args.rank_summary {
-        return rank_summary(&args, &which, &limits, out);
+    if let (true, Some(dest)) = (args.rank_summary, &args.output) {
+        if let Some(w) = job::write_rank_summary(&args.files, &which, &limits, dest, out)? {
+            eprintln!("cutrace: warning: {w}");
+        }
+        return Ok(0);
     }
-    let file = match input::classify(&args.files, &limits)? {
-        input::Inputs::Trace(p) => p,
-        input::Inputs::Job { units, notes } => return job(&args, &units, notes, &which, out),
+    let line = std::sync::Mutex::new(ProgressLine::new());
+    let progress = |k: usize, n: usize| {
+        let _ = line
+            .lock()
+            .map(|mut l| l.show(|| format!("cutrace: read {k} of {n} ranks")));
+    };
+    let json = args.format == Format::Json;
+    let mut req = job::Request::new(&which, limits, args.top, json);
+    req.one_trace_options = job::given(args.html.is_some(), args.from.is_some(), args.to.is_some());
+    (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
+    let file = match job::report(&args.files, &req, &progress)? {
+        job::Report::OneTrace(p) => p,
+        job::Report::Job(bytes) => {
+            line.into_inner().ok().map(ProgressLine::finish);
+            out.write_all(&bytes)
+                .context("writing the report to stdout")?;
+            return Ok(0);
+        }
     };
     let trace = load(&file, &limits)?;
     // The trace start only matters for offsets like `12.5ms`; skip the pass otherwise.
@@ -153,23 +157,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         cutrace_analysis::counters::add_steps(c, &trace, opts.window.as_ref(), st);
     }
     if report.steps.is_none() && args.steps.is_some() {
-        anyhow::bail!(
-            "--steps {}: no host range in {} matches it{}; the trace's host ranges: {}",
-            which.text(),
-            if opts.window.is_some() {
-                "the window of "
-            } else {
-                ""
-            }
-            .to_owned()
-                + &file.display().to_string(),
-            if matches!(which, StepMatch::Exact(_)) && opts.window.is_none() {
-                " (end it with * to match names that start with it)"
-            } else {
-                ""
-            },
-            host_range_names(&trace)
-        );
+        let windowed = opts.window.is_some();
+        anyhow::bail!(steps_not_found(&which, &file, windowed, &trace));
     }
     if let Some(dest) = &args.html {
         let title = file.display().to_string();
@@ -199,80 +188,6 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `--rank-summary`: the one input reduced to a rank summary, written to --output.
-fn rank_summary(
-    args: &Args,
-    which: &StepMatch,
-    limits: &cutrace_trace::Limits,
-    out: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    let [file] = args.files.as_slice() else {
-        anyhow::bail!(
-            "--rank-summary reads one rank's trace, and {} were given: run it once per rank",
-            args.files.len()
-        );
-    };
-    let dest = args
-        .output
-        .as_deref()
-        .context("--rank-summary needs --output")?;
-    let s = input::summarize_trace(file, which, limits)?;
-    if let Some(why) = &s.dead {
-        eprintln!(
-            "cutrace: warning: {}: no figures for this rank: {why}",
-            file.display()
-        );
-    }
-    let mut json = serde_json::to_string(&s).context("serializing the summary")?;
-    json.push('\n');
-    let mode = cutrace_export::files::mode_of_inputs([file]);
-    html::write_to(dest, &json, out, mode)
-        .with_context(|| format!("writing {}", dest.display()))?;
-    Ok(0)
-}
-
-/// The report over a distributed job: the map over its ranks on `--threads` threads, the reduce.
-fn job(
-    args: &Args,
-    units: &[input::Unit],
-    notes: Vec<String>,
-    which: &StepMatch,
-    out: &mut dyn Write,
-) -> anyhow::Result<i32> {
-    if args.html.is_some() || args.from.is_some() || args.to.is_some() {
-        anyhow::bail!(
-            "--html, --from and --to apply to one trace, and these inputs are a job of {} ranks: \
-             report one rank's trace with them, or drop them for the job report",
-            units.len()
-        );
-    }
-    let threads = args.threads.unwrap_or_else(input::default_threads);
-    let limits = args.limit.unwrap_or_default();
-    let (line, n) = (Mutex::new(ProgressLine::new()), units.len());
-    let done = |k: usize| {
-        if let Ok(mut l) = line.lock() {
-            l.show(|| format!("cutrace: read {k} of {n} ranks"));
-        }
-    };
-    let report = input::job_report(units, notes, which, &limits, (threads, args.top), &done)?;
-    if let Some(took) = line.into_inner().ok().and_then(ProgressLine::finish) {
-        eprintln!("cutrace: read {n} ranks in {:.1} s", took.as_secs_f64());
-    }
-    if args.steps.is_some() && report.steps.steps.is_empty() {
-        anyhow::bail!(
-            "--steps {}: no host range of any rank matches it",
-            which.text()
-        );
-    }
-    let names: Vec<String> = args.files.iter().map(|p| p.display().to_string()).collect();
-    let mut text = String::new();
-    match args.format {
-        Format::Json => {
-            text = serde_json::to_string(&report).context("serializing the report")? + "\n"
-        }
-        Format::Text => text::job::render(&mut text, &names.join(" "), &report, args.top),
-    }
-    out.write_all(text.as_bytes())
-        .context("writing the report to stdout")?;
-    Ok(0)
+fn time_arg(flag: &str, v: Option<&str>) -> anyhow::Result<Option<cutrace_analysis::TimeArg>> {
+    v.map(parse_time_arg).transpose().context(flag.to_owned())
 }

@@ -1,0 +1,192 @@
+//! `cutrace report` and `cutrace diff` over a distributed job, and `report --rank-summary`: what
+//! the command line does with a job, short of parsing its arguments and writing its output, so
+//! the binary stays thin. Each function returns the bytes to print (text or JSON) or what to
+//! tell the user, as a typed error.
+
+use std::path::{Path, PathBuf};
+
+use cutrace_analysis::{RankSummary, StepMatch};
+use cutrace_trace::{Limits, TraceError};
+
+use crate::input::{self, Inputs};
+
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+    /// The request cannot be served as asked; the message says what to do instead.
+    #[error("{0}")]
+    Refused(String),
+    #[error("writing {0}")]
+    Write(PathBuf, #[source] std::io::Error),
+    #[error("serializing the {what}")]
+    Json {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// What the command line asked for, as far as a job is concerned.
+#[derive(Debug, Clone)]
+pub struct Request<'a> {
+    pub which: &'a StepMatch,
+    /// `--steps` was given (so matching nothing is an error).
+    pub steps_given: bool,
+    pub limits: Limits,
+    /// `--threads`; one per core when `None`.
+    pub threads: Option<usize>,
+    pub top: usize,
+    pub json: bool,
+    /// Options that apply to one trace only, given (`--html`, `--from`, `--to`).
+    pub one_trace_options: Vec<&'static str>,
+}
+
+impl<'a> Request<'a> {
+    /// A request with one thread per core, `--steps` not given and no one-trace option.
+    pub fn new(which: &'a StepMatch, limits: Limits, top: usize, json: bool) -> Request<'a> {
+        Request {
+            which,
+            steps_given: false,
+            limits,
+            threads: None,
+            top,
+            json,
+            one_trace_options: Vec::new(),
+        }
+    }
+
+    fn threads(&self) -> usize {
+        self.threads.unwrap_or_else(input::default_threads)
+    }
+
+    fn refuse_one_trace_options(&self, what: &str) -> Result<(), JobError> {
+        match self.one_trace_options.as_slice() {
+            [] => Ok(()),
+            given => Err(JobError::Refused(format!(
+                "{} apply to one trace, and {what}: report one rank's trace with them, or drop \
+                 them",
+                given.join(", ")
+            ))),
+        }
+    }
+}
+
+/// The one-trace options given, by name, from whether `--html`, `--from`, `--to` were.
+pub fn given(html: bool, from: bool, to: bool) -> Vec<&'static str> {
+    let flags = [("--html", html), ("--from", from), ("--to", to)];
+    flags.iter().filter(|f| f.1).map(|f| f.0).collect()
+}
+
+/// What `cutrace report FILES…` is.
+pub enum Report {
+    /// One trace: the one-trace report reads it.
+    OneTrace(PathBuf),
+    /// A job: its report, to print.
+    Job(Vec<u8>),
+}
+
+/// `cutrace report FILES…`: one trace, or the job report of several ranks. `progress` is called
+/// with (ranks read, ranks) as the map runs.
+pub fn report(
+    files: &[PathBuf],
+    req: &Request<'_>,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<Report, JobError> {
+    let (units, notes) = match input::classify(files, &req.limits)? {
+        Inputs::Trace(p) => return Ok(Report::OneTrace(p)),
+        Inputs::Job { units, notes } => (units, notes),
+    };
+    req.refuse_one_trace_options(&format!("these inputs are a job of {} ranks", units.len()))?;
+    let n = units.len();
+    let report = input::job_report(
+        &units,
+        notes,
+        req.which,
+        &req.limits,
+        (req.threads(), req.top),
+        &|k| progress(k, n),
+    )?;
+    if req.steps_given && report.steps.steps.is_empty() {
+        return Err(JobError::Refused(format!(
+            "--steps {}: no host range of any rank matches it",
+            req.which.text()
+        )));
+    }
+    if req.json {
+        return json(&report, "report").map(Report::Job);
+    }
+    let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    let mut text = String::new();
+    crate::text::job::render(&mut text, &names.join(" "), &report, req.top);
+    Ok(Report::Job(text.into_bytes()))
+}
+
+fn json<T: serde::Serialize>(v: &T, what: &'static str) -> Result<Vec<u8>, JobError> {
+    let mut bytes = serde_json::to_vec(v).map_err(|source| JobError::Json { what, source })?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// `cutrace report --rank-summary FILE`: the one rank's summary as JSON, and a warning when the
+/// rank is dead.
+pub fn rank_summary(
+    files: &[PathBuf],
+    which: &StepMatch,
+    limits: &Limits,
+) -> Result<(Vec<u8>, Option<String>), JobError> {
+    let [file] = files else {
+        return Err(JobError::Refused(format!(
+            "--rank-summary reads one rank's trace, and {} were given: run it once per rank",
+            files.len()
+        )));
+    };
+    let s: RankSummary = input::summarize_trace(file, which, limits)?;
+    let warning = s.dead.as_ref().map(|why| {
+        format!(
+            "{}: no figures for this rank: {why}",
+            crate::text::escape_controls(&file.display().to_string())
+        )
+    });
+    Ok((json(&s, "summary")?, warning))
+}
+
+/// `cutrace report --rank-summary FILE -o DEST`: the summary written to `dest` as every cutrace
+/// output is (a new file; `-` is `stdout`); a warning for the user when the rank is dead.
+pub fn write_rank_summary(
+    files: &[PathBuf],
+    which: &StepMatch,
+    limits: &Limits,
+    dest: &Path,
+    stdout: &mut dyn std::io::Write,
+) -> Result<Option<String>, JobError> {
+    let (json, warning) = rank_summary(files, which, limits)?;
+    let mode = crate::files::mode_of_inputs(files);
+    crate::html::write_to(dest, &String::from_utf8_lossy(&json), stdout, mode)
+        .map_err(|e| JobError::Write(dest.to_path_buf(), e))?;
+    Ok(warning)
+}
+
+/// `cutrace diff BASE NEW` when either is a job (one trace counts as a job of one rank):
+/// `None` when both are one trace each, for the one-trace diff.
+pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>>, JobError> {
+    let b = input::classify(&[base.to_path_buf()], &req.limits)?;
+    let n = input::classify(&[new.to_path_buf()], &req.limits)?;
+    if !matches!(b, Inputs::Job { .. }) && !matches!(n, Inputs::Job { .. }) {
+        return Ok(None);
+    }
+    req.refuse_one_trace_options("these inputs are jobs")?;
+    let job = |i: Inputs| {
+        let (units, notes) = i.into_units();
+        let t = (req.threads(), req.top);
+        input::job_report(&units, notes, req.which, &req.limits, t, &|_| {})
+    };
+    let d = cutrace_analysis::diff_jobs(&job(b)?, &job(n)?);
+    if req.json {
+        return json(&d, "diff").map(Some);
+    }
+    let mut text = String::new();
+    let (b, n) = (base.display().to_string(), new.display().to_string());
+    crate::text::job::render_diff(&mut text, &b, &n, &d);
+    Ok(Some(text.into_bytes()))
+}
