@@ -169,7 +169,9 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
                 "    {:>14}  {} {at} in {}: first rank {}, last rank {} ({} ranks)",
                 fmt_ns(x.skew_ns),
                 short_name(&x.name, 40),
-                x.group.as_deref().unwrap_or("NCCL kernels"),
+                x.group
+                    .as_deref()
+                    .map_or_else(|| "NCCL kernels".into(), |g| format!("group {g}")),
                 x.first_rank,
                 x.last_rank,
                 x.ranks

@@ -328,3 +328,103 @@ fn per_rank_native_directories_are_a_job() {
     let notes = r["notes"].to_string();
     assert!(notes.contains("rank 2: its trace is incomplete"), "{notes}");
 }
+
+/// One native part of process `pid`, its header stating `rank` (none for a launcher), with an
+/// NCCL kernel over [t + 400, t + 1000) and a gemm over [t, t + 500 + late) on GPU 0.
+fn native_part(dir: &Path, pid: u32, rank: Option<u32>, late: u64) {
+    use cutrace_trace::native::{Header, Tail, Writer};
+    use cutrace_trace::{Distributed, Kernel};
+    let header = Header {
+        cutrace_version: "test".into(),
+        host: Some("h".into()),
+        pid: Some(pid),
+        distributed: rank.map(|r| Distributed {
+            rank: Some(r),
+            world_size: Some(3),
+            ..Distributed::default()
+        }),
+        ..Header::default()
+    };
+    let mut w = Writer::new(std::io::Cursor::new(Vec::new()), &header).unwrap();
+    let t = 1_000_000;
+    let kernels = [
+        (
+            "_Z38ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+            20,
+            t + 400 + late,
+            t + 1_000 + late,
+        ),
+        ("_Z4gemmPf", 7, t, t + 500 + late),
+    ];
+    for (i, (name, stream, start_ns, end_ns)) in kernels.into_iter().enumerate() {
+        let name = w.intern(name);
+        w.push_kernel(&Kernel {
+            device: 0,
+            context: 1,
+            stream,
+            correlation_id: i as u64 + 1,
+            start_ns,
+            end_ns,
+            name,
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            registers_per_thread: 8,
+            static_shared_bytes: 0,
+            dynamic_shared_bytes: 0,
+            graph_id: 0,
+        });
+    }
+    let tail = Tail {
+        records: 2,
+        dropped_by_cupti: 0,
+        dropped_by_recorder: 0,
+        buffers_refused: 0,
+        buffers_completed: 1,
+        incomplete_reason: None,
+    };
+    let bytes = w.finish(&tail).unwrap().into_inner();
+    std::fs::write(dir.join(format!("h-{pid}.cutrace")), bytes).unwrap();
+}
+
+/// A `cutrace record` directory of a torchrun job: the launcher's part states no rank and is
+/// left out; each worker's part states its RANK and is that rank.
+#[test]
+fn native_parts_stating_ranks_are_a_job() {
+    let dir = Dir::new("job-parts");
+    let job = dir.path("run");
+    std::fs::create_dir_all(&job).unwrap();
+    native_part(&job, 10, None, 0);
+    native_part(&job, 11, Some(0), 0);
+    native_part(&job, 12, Some(1), 300);
+    let r = report(&[&job], &[]);
+    assert_eq!(r["world_size"], 3);
+    assert_eq!(r["missing_ranks"], serde_json::json!([2]));
+    let ranks = r["ranks"].as_array().unwrap();
+    assert_eq!(ranks.len(), 2);
+    // Rank 0: busy [t, t+1000), NCCL [t+400, t+1000) of which [t+400, t+500) under the gemm.
+    assert_eq!(
+        (
+            ranks[0]["busy_ns"].as_u64(),
+            ranks[0]["exposed_comm_ns"].as_u64()
+        ),
+        (Some(1_000), Some(500))
+    );
+    assert_eq!(ranks[0]["rank_from"], "trace");
+    // Rank 1 arrives 300 ns later at the one all-reduce: rank 0 waited 300 ns.
+    assert_eq!(ranks[0]["wait_ns"], 300);
+    assert_eq!(ranks[1]["wait_ns"], 0);
+    assert_eq!(r["collectives"]["skew_max_ns"], 300);
+    assert_eq!(r["clock"]["alignment"], "one_host");
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("h-10.cutrace: the part states no rank"),
+        "{notes}"
+    );
+    // The parts as one trace, still, when they state no rank or one.
+    let one = dir.path("one");
+    std::fs::create_dir_all(&one).unwrap();
+    native_part(&one, 10, None, 0);
+    native_part(&one, 11, Some(0), 0);
+    let r = report(&[&one], &[]);
+    assert!(r.get("kind").is_none() && r["devices"].is_array(), "{r}");
+}
