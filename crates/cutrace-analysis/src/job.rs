@@ -30,16 +30,25 @@ use crate::steps::{steps, StepMatch};
 /// meaning (new fields do not raise it).
 pub const RANK_SUMMARY_VERSION: u32 = 1;
 
-/// Whether a kernel is NCCL's (or RCCL's, which keeps NCCL's names): `ncclDevKernel_*` (NCCL
-/// 2.19 and later), `ncclKernel_*` (earlier), as torch.profiler writes them, and the same inside
-/// a mangled (`_Z38ncclDevKernel_…`) or demangled (`void ncclKernel_…(…)`) name as CUPTI gives
-/// them.
+/// The name prefixes of communication kernels: NCCL's (and RCCL's, which keeps NCCL's names)
+/// `ncclDevKernel_*` (NCCL 2.19 and later), `ncclKernel_*` (earlier), `ncclSymkDevKernel_*`
+/// (symmetric-memory kernels), and MSCCL's `mscclKernel_*`; the same set as
+/// `cutrace_trace::comm`.
+const COMM_PREFIXES: [&str; 4] = [
+    "ncclDevKernel_",
+    "ncclKernel_",
+    "ncclSymkDevKernel_",
+    "mscclKernel_",
+];
+
+/// Whether a kernel is a communication kernel ([`COMM_PREFIXES`]), as torch.profiler writes its
+/// name, or mangled (`_Z38ncclDevKernel_…`) or demangled (`void ncclKernel_…(…)`) as CUPTI does.
 pub fn is_comm_kernel(name: &str) -> bool {
     let mut n = name.strip_prefix("void ").unwrap_or(name);
     if let Some(rest) = n.strip_prefix("_Z") {
         n = rest.trim_start_matches(|c: char| c.is_ascii_digit());
     }
-    n.starts_with("ncclDevKernel_") || n.starts_with("ncclKernel_")
+    COMM_PREFIXES.iter().any(|p| n.starts_with(p))
 }
 
 /// The collective an NCCL kernel's name says it runs: `AllReduce` for
@@ -47,7 +56,7 @@ pub fn is_comm_kernel(name: &str) -> bool {
 /// one NCCL kernel can run several operations, and its name gives the first (NCCL's maintainers
 /// in NVIDIA/nccl issues 739 and 2196), which is why torch's annotations are preferred.
 pub fn comm_kernel_collective(name: &str) -> &str {
-    let rest = ["ncclDevKernel_", "ncclKernel_"]
+    let rest = COMM_PREFIXES
         .iter()
         .find_map(|p| name.find(p).map(|i| &name[i + p.len()..]));
     match rest {
@@ -409,6 +418,8 @@ mod tests {
             "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
             "void ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)",
             "_Z38ncclDevKernel_AllReduce_Sum_f32_RING_LL24ncclDevKernelArgsStorageILm4096EE",
+            "ncclSymkDevKernel_AllReduce_RSxLD_AGxST_sum_f32(ncclSymkDevWorkArgs4K)",
+            "mscclKernel_Sum_float_LL(x)",
         ] {
             assert!(is_comm_kernel(n), "{n}");
         }
