@@ -7,7 +7,10 @@
 //! length (u32 LE) and `PAR1`. Unsigned columns carry the UINT_32/UINT_64 converted type and the
 //! INTEGER(bits, unsigned) logical type, so pandas, pyarrow, DuckDB and Polars read them as
 //! unsigned; strings are UTF8/STRING. The trace's metadata (meta.json's content) is stored under
-//! the key `cutrace.meta`. No statistics are written.
+//! the key `cutrace.meta`. No statistics are written. A distributed job's tables, one file per
+//! rank and table in hive-style partitions, are written by [`job`].
+
+pub mod job;
 
 use std::io::Write;
 

@@ -37,11 +37,16 @@ use cutrace_trace::Trace;
         cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA\n  \
         cutrace convert trace/ --perfetto trace.pftrace   Perfetto's own format: big traces, small file\n  \
         cutrace convert trace/ --chrome - | gzip > t.json.gz   `-`: to stdout\n  \
-        cutrace convert trace/ --csv t/ --parquet t/ --force   replace the tables already in t/"
+        cutrace convert trace/ --csv t/ --parquet t/ --force   replace the tables already in t/\n  \
+        cutrace convert job/ --parquet pq/                a job: pq/kernels/rank=0/part.parquet, …"
 )]
 pub struct Args {
-    /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace.
-    trace: PathBuf,
+    /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace; or a
+    /// distributed job: several traces, or a directory of them (torch.profiler files or
+    /// directories of parts, one per rank), written with --parquet as hive-style partitions,
+    /// DIR/TABLE/rank=N/part.parquet and DIR/meta/rank=N/meta.json (docs/SQL.md).
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
     /// Output directory for kernels.csv, api_calls.csv, memcpys.csv, memsets.csv, syncs.csv,
     /// ranges.csv, marks.csv, overheads.csv and meta.json. A directory that already holds
     /// cutrace tables (CSV or Parquet) is refused without --force.
@@ -150,7 +155,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         }
     }
-    check_distinct(&args)?;
+    if let Some(job) = cutrace_export::parquet::job::job_traces(&args.traces)? {
+        return run_job(&args, &job);
+    }
+    let trace = &args.traces[0];
+    check_distinct(&args, trace)?;
     let groups = table_groups(&args);
     // A directory that holds an earlier export's tables: replaced only with --force, so that a
     // directory never ends up with tables of two traces (as --chrome never overwrites a file).
@@ -170,12 +179,12 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
-    let mut t = super::load(&args.trace, &args.limit.unwrap_or_default())?;
+    let mut t = super::load(trace, &args.limit.unwrap_or_default())?;
     if t.meta.damaged_regions > 0 && !args.allow_damaged {
         anyhow::bail!(
             "{}: the trace is damaged ({} bytes in {} stretches skipped; every good chunk around \
              them was read: {}); nothing written. `--allow-damaged` converts what was recovered",
-            args.trace.display(),
+            trace.display(),
             t.meta.damaged_bytes,
             t.meta.damaged_regions,
             t.meta.incomplete_reason.as_deref().unwrap_or("")
@@ -183,7 +192,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     }
     // Exports are as private as the trace: the most restrictive mode of the files read.
     let mode = files::mode_of_inputs(
-        std::iter::once(args.trace.as_path()).chain(t.meta.paths.iter().map(Path::new)),
+        std::iter::once(trace.as_path()).chain(t.meta.paths.iter().map(Path::new)),
     );
     for g in &groups {
         files::create_dir_all(&g.dir, files::dir_mode(mode))
@@ -324,6 +333,84 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// A job (several traces, one per rank) to hive-style Parquet partitions, ranks read in parallel.
+fn run_job(args: &Args, traces: &[PathBuf]) -> anyhow::Result<i32> {
+    use cutrace_export::parquet::job;
+    let Some(dir) = args.parquet.as_ref().filter(|_| args.csv.is_none()) else {
+        anyhow::bail!(
+            "a job ({} traces) converts with --parquet DIR only (hive-style partitions, one per \
+             rank); for --csv, --chrome or --perfetto convert each rank's trace on its own",
+            traces.len()
+        );
+    };
+    if args.chrome.is_some() || args.perfetto.is_some() {
+        anyhow::bail!("a job converts with --parquet DIR only; for --chrome or --perfetto convert each rank's trace on its own");
+    }
+    if !args.force && !tables_in(dir).is_empty() {
+        anyhow::bail!(
+            "--parquet {} already holds cutrace tables ({}); pass --force to replace them (the \
+             directory then holds this export alone), or choose another directory",
+            dir.display(),
+            name_some(&tables_in(dir))
+        );
+    }
+    let opts = job::JobOptions {
+        read: cutrace_trace::ReadOptions {
+            import_threads: None,
+            limits: args.limit.unwrap_or_default(),
+        },
+        allow_damaged: args.allow_damaged,
+        with_cmdline: args.with_cmdline,
+        mode: files::mode_of_inputs(traces),
+        replace: args.force,
+        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let line = std::sync::Mutex::new(super::progress::ProgressLine::new());
+    let done = |n: usize| {
+        if let Ok(mut l) = line.lock() {
+            l.show(|| format!("cutrace: converted {n} of {} traces", traces.len()));
+        }
+    };
+    let w = job::write_job(dir, traces, &opts, &done)?;
+    let _ = line.into_inner().map(|l| l.finish());
+    let mut removed = w.removed;
+    if args.force {
+        removed.extend(remove_stale(dir, &[])?);
+    }
+    for u in &w.unread {
+        eprintln!(
+            "cutrace: warning: {} not converted (a dead rank?): {}",
+            u.path.display(),
+            u.reason
+        );
+    }
+    let (first, last) = (w.ranks[0].rank, w.ranks[w.ranks.len() - 1].rank);
+    let cut = w.ranks.iter().filter(|r| !r.complete).count();
+    eprintln!(
+        "cutrace: wrote {} (rank {first} to {last}{}; {}, {} in {}) to {} as hive-style \
+         partitions (TABLE/rank=N/part.parquet){}{}",
+        count(w.ranks.len(), "rank", "ranks"),
+        if w.ranks_by_order {
+            ", numbered in the order given: no trace says its rank"
+        } else {
+            ""
+        },
+        count(w.ranks.iter().map(|r| r.kernels).sum(), "kernel", "kernels"),
+        count(w.ranks.iter().map(|r| r.rows).sum(), "row", "rows"),
+        count(w.tables.len(), "table", "tables"),
+        dir.display(),
+        match cut {
+            0 => String::new(),
+            n => format!("; {} INCOMPLETE (see meta/)", count(n, "trace", "traces")),
+        },
+        match removed.len() {
+            0 => String::new(),
+            _ => format!("; removed {} of an earlier export", name_some(&removed)),
+        },
+    );
+    Ok(0)
+}
+
 /// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges" (singular for 1), for the
 /// summary lines.
 fn record_counts(t: &Trace) -> String {
@@ -400,10 +487,13 @@ fn table_file_names() -> impl Iterator<Item = String> {
         .chain(["meta.json".to_string()])
 }
 
-/// The cutrace table files (either format, and meta.json) that `dir` holds now.
+/// The cutrace table files (either format, and meta.json) and a job's partition directories
+/// (`kernels/`, …) that `dir` holds now.
 fn tables_in(dir: &Path) -> Vec<String> {
+    let parts = cutrace_export::parquet::job::partitions_in(dir);
     table_file_names()
         .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
+        .chain(parts.into_iter().map(|n| format!("{n}/")))
         .collect()
 }
 
@@ -427,6 +517,16 @@ fn name_some(names: &[String]) -> String {
 /// are removed: a directory in the way is left, and was reported by the staged commit.
 fn remove_stale(dir: &Path, written: &[String]) -> anyhow::Result<Vec<String>> {
     let mut removed = Vec::new();
+    // A job export's partition directories, when one trace's tables replace them (`written`
+    // is empty for a job export: the directories are its own).
+    if !written.is_empty() {
+        for name in cutrace_export::parquet::job::partitions_in(dir) {
+            let path = dir.join(&name);
+            std::fs::remove_dir_all(&path)
+                .with_context(|| format!("removing {}, of an earlier export", path.display()))?;
+            removed.push(format!("{name}/"));
+        }
+    }
     for name in table_file_names().filter(|n| !written.contains(n)) {
         let path = dir.join(&name);
         if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
@@ -481,7 +581,7 @@ fn table_groups(args: &Args) -> Vec<TableGroup> {
 /// path (or both `-`), a --chrome/--perfetto file that is a table directory, or one that has a
 /// table file's name inside a table directory. --csv and --parquet may share a directory: their
 /// files have different names, and meta.json is the same for both.
-fn check_distinct(args: &Args) -> anyhow::Result<()> {
+fn check_distinct(args: &Args, trace: &Path) -> anyhow::Result<()> {
     let files: Vec<(&str, &PathBuf)> = [("--chrome", &args.chrome), ("--perfetto", &args.perfetto)]
         .into_iter()
         .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
@@ -508,7 +608,7 @@ fn check_distinct(args: &Args) -> anyhow::Result<()> {
         }
     }
     // Not even --force replaces the trace being read (an export keeps less than its source).
-    let input = resolve(&args.trace);
+    let input = resolve(trace);
     for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
         if resolve(f) == input || resolve(f).starts_with(&input) {
             anyhow::bail!(

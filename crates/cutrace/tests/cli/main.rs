@@ -26,6 +26,7 @@ mod notes_cli;
 mod output_errors;
 mod output_safety;
 mod parquet_export;
+mod parquet_job;
 mod parts_cli;
 mod perfetto_export;
 mod profile_cli;
