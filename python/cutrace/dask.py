@@ -1,0 +1,137 @@
+"""A distributed job's analysis on a Dask cluster: the per-rank map runs on the cluster's workers,
+the cross-rank reduce is cutrace's own.
+
+Each rank's trace is reduced to a small summary by ``cutrace report --rank-summary TRACE -o
+SUMMARY.json`` on a worker (a whole trace is read where it lies, and only the summary, a few kB,
+travels back); the job report is then ``cutrace report S0.json S1.json ... --format json`` over
+those summaries, on the client. Python adds no analysis: the numbers are exactly those of
+``cutrace report JOB --format json`` run on one machine.
+
+Example::
+
+    from dask.distributed import Client, LocalCluster
+    import cutrace.dask
+
+    with LocalCluster(n_workers=2) as cluster, Client(cluster) as client:
+        job = cutrace.dask.analyze_job(["traces/"], client)
+    job["ranks"][0]["exposed_comm_ns"]
+
+Needs ``dask`` and ``distributed`` (``pip install 'cutrace[dask]'``) where the client runs, and on
+every worker the ``cutrace`` package (or a ``cutrace`` binary: ``binary=``) and the traces at the
+same paths (a shared filesystem).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
+
+from ._api import CutraceError, OptionValue, PathLike, _flags, run
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+__all__ = ["analyze_job", "job_traces", "rank_summary"]
+
+_PART = ".cutrace"
+
+
+def _has_parts(d: Path) -> bool:
+    return any(p.suffix == _PART for p in d.iterdir())
+
+
+def job_traces(paths: Sequence[PathLike]) -> List[str]:
+    """The traces of a job, one per rank, as ``cutrace`` finds them: each path that is a trace
+    file or a directory of native parts is one trace; any other directory gives its torch.profiler
+    files (``*.json``, ``*.json.gz``) and its subdirectories of native parts, by name.
+    """
+    out: List[str] = []
+    for p in map(Path, (os.fspath(x) for x in paths)):
+        if not p.is_dir() or _has_parts(p):
+            out.append(str(p))
+            continue
+        found = sorted(
+            e
+            for e in p.iterdir()
+            if (
+                e.is_file()
+                and not e.name.startswith(".")
+                and (e.name.endswith(".json") or e.name.endswith(".json.gz"))
+            )
+            or (e.is_dir() and _has_parts(e))
+        )
+        out.extend(str(e) for e in found)
+    return out
+
+
+def rank_summary(
+    trace: str, *, binary: Optional[str] = None, options: Sequence[str] = ()
+) -> str:
+    """The map step, on a worker: ``cutrace report --rank-summary TRACE`` and its summary's JSON
+    text. ``binary`` is the ``cutrace`` binary on the worker (default: :func:`cutrace.binary`
+    there); ``options`` are extra ``cutrace report`` flags (``--steps NAME``).
+    """
+    with tempfile.TemporaryDirectory(prefix="cutrace-summary-") as tmp:
+        out = os.path.join(tmp, "summary.json")
+        args = ["report", "--rank-summary", trace, "-o", out, *options]
+        if binary is None:
+            run(args, progress=False)
+        else:
+            p = subprocess.run([binary, *args], stdin=subprocess.DEVNULL, capture_output=True)
+            if p.returncode != 0:
+                raise CutraceError([binary, *args], p.returncode, p.stderr.decode(errors="replace"))
+        with open(out, encoding="utf-8") as f:
+            return f.read()
+
+
+def analyze_job(
+    paths: Sequence[PathLike],
+    client: "Client",
+    *,
+    binary: Optional[str] = None,
+    summaries: Optional[PathLike] = None,
+    progress: bool = True,
+    **options: OptionValue,
+) -> Dict[str, Any]:
+    """The job report of the traces ``paths`` (see :func:`job_traces`), the map on ``client``'s
+    cluster, the reduce here: the object ``cutrace report JOB --format json`` prints.
+
+    Args:
+        paths: the job: trace files, directories of native parts, or directories of traces.
+        client: a ``distributed.Client``; its workers read the traces.
+        binary: the ``cutrace`` binary on the workers, when it is not the one the package there
+            finds (:func:`cutrace.binary`).
+        summaries: a directory to keep the per-rank summaries in (``rank-summary-NNNNN.json``,
+            in job order); by default a temporary one, removed before returning.
+        progress: pass the reduce's stderr (notes on dead or missing ranks) on to ``sys.stderr``.
+        options: flags for the map (``steps="train_step"``), as :func:`cutrace.report` takes them.
+
+    Raises:
+        CutraceError: a map or the reduce failed; its message is cutrace's.
+        ValueError: ``paths`` hold no trace.
+    """
+    traces = job_traces(paths)
+    if not traces:
+        raise ValueError(
+            f"no traces in {[os.fspath(p) for p in paths]} (torch.profiler .json/.json.gz files "
+            "or directories of .cutrace parts)"
+        )
+    flags = _flags(options)
+    # pure=False: a trace rewritten in place is read again, not served from an earlier result.
+    futures = client.map(rank_summary, traces, binary=binary, options=flags, pure=False)
+    texts: List[str] = client.gather(futures)
+    with tempfile.TemporaryDirectory(prefix="cutrace-job-") as tmp:
+        where = Path(os.fspath(summaries)) if summaries is not None else Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
+        files = []
+        for i, text in enumerate(texts):
+            f = where / f"rank-summary-{i:05d}.json"
+            f.write_text(text, encoding="utf-8")
+            files.append(f)
+        out = run(["report", "--format", "json", *files], progress=progress)
+    data: Dict[str, Any] = json.loads(out)
+    return data

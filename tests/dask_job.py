@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""cutrace.dask.analyze_job on a local Dask cluster (distributed.LocalCluster: two worker
+processes, one thread each) gives the same job report, exactly, as `cutrace report JOB --format
+json` run in one process: the map (`cutrace report --rank-summary`) on the workers, the reduce by
+cutrace over the summaries on the client.
+
+Job: the synthetic job tests/tools/gen_job.py writes (planted stragglers, NCCL kernels with known
+exposed communication and skew, a dead rank), and the same job as a list of trace files.
+
+Usage: PYTHONPATH=python tests/dask_job.py CUTRACE_BINARY. Prints `ok` lines and
+`dask job analysis: PASS`; exits 77 with a SKIPPED line when dask or distributed cannot be
+imported (CI installs them from PyPI, see .ci/run), 1 on a difference.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fail(msg):
+    print(f"FAIL {msg}")
+    print("dask job analysis: FAIL")
+    sys.exit(1)
+
+
+def diff(a, b, where="report"):
+    """The first place two JSON values differ, or None."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k not in a or k not in b:
+                return f"{where}.{k}: only in {'the Dask run' if k in a else 'the in-process run'}"
+            d = diff(a[k], b[k], f"{where}.{k}")
+            if d:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        if len(a) != len(b):
+            return f"{where}: {len(a)} items against {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            d = diff(x, y, f"{where}[{i}]")
+            if d:
+                return d
+        return None
+    return None if a == b else f"{where}: {a!r} (Dask) against {b!r} (in process)"
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    cutrace = os.path.abspath(sys.argv[1])
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError as e:
+        print(f"SKIPPED the Dask job analysis: cannot import dask.distributed ({e})")
+        sys.exit(77)
+    import dask
+    import distributed
+
+    import cutrace.dask
+
+    print(f"dask {dask.__version__}, distributed {distributed.__version__}")
+    # The workers run the same binary (they inherit the environment).
+    os.environ["CUTRACE_BIN"] = cutrace
+    with tempfile.TemporaryDirectory(prefix="cutrace-dask-") as tmp:
+        job = os.path.join(tmp, "job")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tests/tools/gen_job.py"), job],
+                       check=True, stdout=subprocess.DEVNULL)
+        p = subprocess.run([cutrace, "report", job, "--format", "json"], capture_output=True,
+                           text=True)
+        if p.returncode != 0:
+            fail(f"cutrace report {job}: {p.stderr}")
+        want = json.loads(p.stdout)
+        traces = cutrace.dask.job_traces([job])
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            workers = len(client.scheduler_info()["workers"])
+            if workers != 2:
+                fail(f"the local cluster has {workers} workers, not 2")
+            got = cutrace.dask.analyze_job([job], client, progress=False)
+            d = diff(got, want)
+            if d:
+                fail(d)
+            print(f"ok   {len(traces)} traces on 2 Dask workers: the job report equals "
+                  f"`cutrace report JOB` ({len(want['ranks'])} ranks, "
+                  f"{len(want.get('dead_ranks', []))} dead)")
+            kept = os.path.join(tmp, "summaries")
+            got = cutrace.dask.analyze_job(traces, client, summaries=kept, progress=False)
+            d = diff(got, want)
+            if d:
+                fail(f"given as files: {d}")
+            if len(os.listdir(kept)) != len(traces):
+                fail(f"{len(os.listdir(kept))} summaries kept in {kept}, not {len(traces)}")
+            print(f"ok   the job given as {len(traces)} files, summaries kept: the same report")
+            missing = os.path.join(tmp, "no-such-trace.json")
+            try:
+                cutrace.dask.analyze_job([missing, *traces], client, progress=False)
+            except Exception as e:  # the map's CutraceError, re-raised by the client
+                print(f"ok   a trace that is not there fails the map: {str(e).splitlines()[0]}")
+            else:
+                pass
+    print("dask job analysis: PASS")
+
+
+if __name__ == "__main__":
+    main()
