@@ -93,10 +93,22 @@ pub struct JobOptions {
     pub workers: usize,
 }
 
+/// Where a rank's number came from (as the job report says: `docs/REPORT.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankFrom {
+    /// The trace states it (torch.profiler's `distributedInfo`, a native part's `RANK`).
+    Trace,
+    /// Its file name does (`rank3`, `rank_3`, `rank-3`).
+    FileName,
+    /// Neither: the lowest number no other trace of the job has, in the job's order.
+    InputOrder,
+}
+
 /// One rank written.
 #[derive(Debug, Clone)]
 pub struct RankWritten {
     pub rank: u32,
+    pub rank_from: RankFrom,
     pub path: PathBuf,
     /// False when the trace was cut off (written as far as recovered).
     pub complete: bool,
@@ -105,10 +117,12 @@ pub struct RankWritten {
     pub rows: usize,
 }
 
-/// A trace of the job that could not be read (an empty or broken file: a dead rank); the rest
-/// of the job is written without it.
+/// A trace of the job that is not written: one that could not be read (an empty or broken file:
+/// a dead rank), or a second trace of a rank already written.
 #[derive(Debug, Clone)]
 pub struct Unread {
+    /// The rank it was numbered, where it has one.
+    pub rank: Option<u32>,
     pub path: PathBuf,
     pub reason: String,
 }
@@ -118,12 +132,76 @@ pub struct Unread {
 pub struct JobWritten {
     /// By rank.
     pub ranks: Vec<RankWritten>,
+    /// In the job's order.
     pub unread: Vec<Unread>,
-    /// No trace named its rank, so each was numbered by its place in the job's list (from 0).
-    pub ranks_by_order: bool,
     /// The table directories written, and those of an earlier export removed.
     pub tables: Vec<&'static str>,
     pub removed: Vec<String>,
+}
+
+impl JobWritten {
+    /// What was written to `dir`, for a person: a warning per trace left out, then one line
+    /// (`removed`: the names of an earlier export's files removed).
+    pub fn lines(&self, dir: &Path, removed: &[String]) -> Vec<String> {
+        use crate::text::count;
+        let mut out: Vec<String> = self
+            .unread
+            .iter()
+            .map(|u| match u.rank {
+                Some(r) => format!(
+                    "warning: rank {r} ({}) not written: {}",
+                    u.path.display(),
+                    u.reason
+                ),
+                None => format!("warning: {} not written: {}", u.path.display(), u.reason),
+            })
+            .collect();
+        let by = |f: RankFrom| self.ranks.iter().filter(|r| r.rank_from == f).count();
+        let from = match (by(RankFrom::FileName), by(RankFrom::InputOrder)) {
+            (0, 0) => String::new(),
+            (n, 0) => format!("; {} from file names", count(n, "rank", "ranks")),
+            (0, m) => format!(
+                "; {} numbered in the job's order (no rank in trace or file name)",
+                count(m, "rank", "ranks")
+            ),
+            (n, m) => format!(
+                "; {} from file names, {} numbered in the job's order",
+                count(n, "rank", "ranks"),
+                m
+            ),
+        };
+        let cut = self.ranks.iter().filter(|r| !r.complete).count();
+        let (first, last) = match (self.ranks.first(), self.ranks.last()) {
+            (Some(a), Some(b)) => (a.rank, b.rank),
+            _ => (0, 0),
+        };
+        out.push(format!(
+            "wrote {} (rank {first} to {last}{from}; {}, {} in {}) to {} as hive-style partitions \
+             (TABLE/rank=N/part.parquet){}{}",
+            count(self.ranks.len(), "rank", "ranks"),
+            count(
+                self.ranks.iter().map(|r| r.kernels).sum(),
+                "kernel",
+                "kernels"
+            ),
+            count(self.ranks.iter().map(|r| r.rows).sum(), "row", "rows"),
+            count(self.tables.len(), "table", "tables"),
+            dir.display(),
+            match cut {
+                0 => String::new(),
+                n => format!("; {} INCOMPLETE (see meta/)", count(n, "trace", "traces")),
+            },
+            match removed.len() {
+                0 => String::new(),
+                n => format!(
+                    "; removed {} of an earlier export ({})",
+                    count(n, "table", "tables"),
+                    removed.join(", ")
+                ),
+            },
+        ));
+        out
+    }
 }
 
 /// What stopped a job export; nothing of it is left in the directory.
@@ -142,24 +220,6 @@ pub enum JobError {
         bytes: u64,
         regions: u64,
     },
-    #[error(
-        "{first} and {second} both say they are rank {rank}; convert the traces of one job \
-         together (nothing written)"
-    )]
-    DuplicateRank {
-        rank: u32,
-        first: PathBuf,
-        second: PathBuf,
-    },
-    #[error(
-        "{without} of the job's traces say which rank they are and {} do not (first: {}); \
-         give the traces of one job, all recorded the same way (nothing written)",
-        .missing.len(), .missing[0].display()
-    )]
-    SomeRanksUnknown {
-        without: usize,
-        missing: Vec<PathBuf>,
-    },
     #[error("none of the job's {} traces could be read (first: {}: {}); nothing written",
         .0.len(), .0[0].path.display(), .0[0].reason)]
     NothingRead(Vec<Unread>),
@@ -172,7 +232,6 @@ pub enum JobError {
 /// One trace's staged result.
 struct Staged {
     index: usize,
-    rank: Option<u32>,
     written: RankWritten,
     tables: &'static [&'static str],
 }
@@ -212,14 +271,18 @@ fn stage_one(
     path: &Path,
     stage: &Path,
     opts: &JobOptions,
-) -> Result<Result<Staged, Unread>, JobError> {
+) -> Result<Result<Staged, (usize, Unread)>, JobError> {
     let t: Trace = match crate::input::load(path, &opts.read, &mut |_, _| {}) {
         Ok(t) => t,
         Err(e) => {
-            return Ok(Err(Unread {
-                path: path.to_owned(),
-                reason: e.to_string(),
-            }))
+            return Ok(Err((
+                index,
+                Unread {
+                    rank: None,
+                    path: path.to_owned(),
+                    reason: e.to_string(),
+                },
+            )))
         }
     };
     if t.meta.damaged_regions > 0 && !opts.allow_damaged {
@@ -245,11 +308,15 @@ fn stage_one(
     write_file(&dest, opts.mode, |w| {
         std::io::Write::write_all(w, meta_text.as_bytes())
     })?;
+    let (rank, rank_from) = match t.meta.distributed.as_ref().and_then(|d| d.rank) {
+        Some(r) => (r, RankFrom::Trace),
+        None => (u32::MAX, RankFrom::InputOrder),
+    };
     Ok(Ok(Staged {
         index,
-        rank: t.meta.distributed.as_ref().and_then(|d| d.rank),
         written: RankWritten {
-            rank: 0,
+            rank,
+            rank_from,
             path: path.to_owned(),
             complete: t.meta.complete,
             kernels: t.kernels.len(),
@@ -259,10 +326,74 @@ fn stage_one(
     }))
 }
 
+/// Numbers the ranks as the job report does (`cutrace_analysis::job_reduce`): a trace's own rank,
+/// else its file name's; the first trace of a rank in the job's order keeps it, a later one is
+/// left out (returned among the unread); the traces with neither, the unreadable ones included,
+/// then get the lowest numbers no other trace has, in the job's order. `staged` ends sorted by
+/// rank; the unread come back in the job's order, the left-out ones last.
+fn number_ranks(staged: &mut Vec<Staged>, unread: Vec<(usize, Unread)>) -> Vec<Unread> {
+    use cutrace_analysis::job::rank_from_file_name;
+    let from_name = |p: &Path| {
+        p.file_name()
+            .and_then(|n| rank_from_file_name(&n.to_string_lossy()))
+    };
+    let mut all: Vec<(usize, Result<Staged, Unread>)> =
+        staged.drain(..).map(|s| (s.index, Ok(s))).collect();
+    all.extend(unread.into_iter().map(|(i, u)| (i, Err(u))));
+    all.sort_by_key(|a| a.0);
+    let mut taken = std::collections::BTreeSet::new();
+    let mut numbered: Vec<(u32, Result<Staged, Unread>)> = Vec::new();
+    let mut unknown = Vec::new();
+    let mut left_out = Vec::new();
+    for (_, mut r) in all {
+        let known = match &mut r {
+            Ok(s) if s.written.rank_from == RankFrom::Trace => Some(s.written.rank),
+            Ok(s) => {
+                from_name(&s.written.path).inspect(|_| s.written.rank_from = RankFrom::FileName)
+            }
+            Err(u) => from_name(&u.path),
+        };
+        match (known, r) {
+            (Some(k), r) if taken.insert(k) => numbered.push((k, r)),
+            (Some(k), Ok(s)) => left_out.push(Unread {
+                rank: Some(k),
+                path: s.written.path,
+                reason: format!("rank {k} again: the job's first trace of it is written"),
+            }),
+            (Some(k), Err(u)) => numbered.push((k, Err(u))),
+            (None, r) => unknown.push(r),
+        }
+    }
+    let mut next = 0u32;
+    for r in unknown {
+        while !taken.insert(next) {
+            next += 1;
+        }
+        numbered.push((next, r));
+    }
+    let mut out = Vec::new();
+    for (rank, r) in numbered {
+        match r {
+            Ok(mut s) => {
+                s.written.rank = rank;
+                staged.push(s);
+            }
+            Err(mut u) => {
+                u.rank = Some(rank);
+                out.push(u);
+            }
+        }
+    }
+    staged.sort_by_key(|s| s.written.rank);
+    out.sort_by_key(|u| u.rank);
+    out.extend(left_out);
+    out
+}
+
 /// Writes the tables of the job `traces` (each one rank's trace) under `dir` as hive-style
-/// partitions (module docs). A rank is `TraceMeta::distributed.rank`; when no trace names its
-/// rank, a trace's place in `traces`. A trace that cannot be read is left out and listed
-/// ([`JobWritten::unread`]). `done` is called with the number of traces read so far.
+/// partitions (module docs), ranks numbered as [`number_ranks`] says. A trace that cannot be read
+/// is left out and listed ([`JobWritten::unread`]). `done` is called with the number of traces
+/// read so far.
 pub fn write_job(
     dir: &Path,
     traces: &[PathBuf],
@@ -292,7 +423,7 @@ pub fn write_job(
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Result<Staged, Unread>>> = Mutex::new(Vec::new());
+    let results: Mutex<Vec<Result<Staged, (usize, Unread)>>> = Mutex::new(Vec::new());
     let error: Mutex<Option<JobError>> = Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..workers {
@@ -320,39 +451,15 @@ pub fn write_job(
     for r in results.into_inner().expect("no worker panics") {
         match r {
             Ok(s) => staged.push(s),
-            Err(u) => unread.push(u),
+            Err((i, u)) => unread.push((i, u)),
         }
     }
-    staged.sort_by_key(|s| s.index);
-    unread.sort_by(|a, b| a.path.cmp(&b.path));
     if staged.is_empty() {
-        return Err(JobError::NothingRead(unread));
+        return Err(JobError::NothingRead(
+            unread.into_iter().map(|(_, u)| u).collect(),
+        ));
     }
-    let ranks_by_order = staged.iter().all(|s| s.rank.is_none());
-    let missing: Vec<PathBuf> = staged
-        .iter()
-        .filter(|s| s.rank.is_none())
-        .map(|s| s.written.path.clone())
-        .collect();
-    if !ranks_by_order && !missing.is_empty() {
-        return Err(JobError::SomeRanksUnknown {
-            without: staged.len() - missing.len(),
-            missing,
-        });
-    }
-    for s in &mut staged {
-        s.written.rank = s.rank.unwrap_or(s.index as u32);
-    }
-    staged.sort_by_key(|s| s.written.rank);
-    for w in staged.windows(2) {
-        if w[0].written.rank == w[1].written.rank {
-            return Err(JobError::DuplicateRank {
-                rank: w[0].written.rank,
-                first: w[0].written.path.clone(),
-                second: w[1].written.path.clone(),
-            });
-        }
-    }
+    let unread = number_ranks(&mut staged, unread);
 
     // Into the partition layout, inside the staging directory.
     let out = stage.0.join("out");
@@ -408,7 +515,6 @@ pub fn write_job(
     Ok(JobWritten {
         ranks: staged.into_iter().map(|s| s.written).collect(),
         unread,
-        ranks_by_order,
         tables: written,
         removed,
     })

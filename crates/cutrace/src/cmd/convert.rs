@@ -373,41 +373,13 @@ fn run_job(args: &Args, traces: &[PathBuf]) -> anyhow::Result<i32> {
     };
     let w = job::write_job(dir, traces, &opts, &done)?;
     let _ = line.into_inner().map(|l| l.finish());
-    let mut removed = w.removed;
+    let mut removed = w.removed.clone();
     if args.force {
         removed.extend(remove_stale(dir, &[])?);
     }
-    for u in &w.unread {
-        eprintln!(
-            "cutrace: warning: {} not converted (a dead rank?): {}",
-            u.path.display(),
-            u.reason
-        );
+    for line in w.lines(dir, &removed) {
+        eprintln!("cutrace: {line}");
     }
-    let (first, last) = (w.ranks[0].rank, w.ranks[w.ranks.len() - 1].rank);
-    let cut = w.ranks.iter().filter(|r| !r.complete).count();
-    eprintln!(
-        "cutrace: wrote {} (rank {first} to {last}{}; {}, {} in {}) to {} as hive-style \
-         partitions (TABLE/rank=N/part.parquet){}{}",
-        count(w.ranks.len(), "rank", "ranks"),
-        if w.ranks_by_order {
-            ", numbered in the order given: no trace says its rank"
-        } else {
-            ""
-        },
-        count(w.ranks.iter().map(|r| r.kernels).sum(), "kernel", "kernels"),
-        count(w.ranks.iter().map(|r| r.rows).sum(), "row", "rows"),
-        count(w.tables.len(), "table", "tables"),
-        dir.display(),
-        match cut {
-            0 => String::new(),
-            n => format!("; {} INCOMPLETE (see meta/)", count(n, "trace", "traces")),
-        },
-        match removed.len() {
-            0 => String::new(),
-            _ => format!("; removed {} of an earlier export", name_some(&removed)),
-        },
-    );
     Ok(0)
 }
 

@@ -54,7 +54,7 @@ fn each_rank_is_its_own_export_byte_for_byte_in_hive_partitions() {
     args.extend([Path::new("--parquet"), &job]);
     let err = ok(&convert(&args));
     assert!(
-        err.contains("wrote 3 ranks (rank 0 to 2, numbered in the order given")
+        err.contains("wrote 3 ranks (rank 0 to 2; 3 ranks numbered in the job")
             && err.contains("TABLE/rank=N/part.parquet"),
         "{err}"
     );
@@ -97,7 +97,9 @@ fn a_directory_of_traces_is_a_job_and_a_dead_rank_is_named_not_fatal() {
     let out = tmp.join("pq");
     let err = ok(&convert(&[&dir, Path::new("--parquet"), &out]));
     assert!(
-        err.contains("r1.json not converted") && err.contains("wrote 2 ranks (rank 0 to 2"),
+        err.contains("rank 1 (")
+            && err.contains("r1.json) not written")
+            && err.contains("wrote 2 ranks (rank 0 to 2"),
         "{err}"
     );
     // The empty trace keeps its place: the others are ranks 0 and 2.
@@ -109,6 +111,44 @@ fn a_directory_of_traces_is_a_job_and_a_dead_rank_is_named_not_fatal() {
             PathBuf::from("rank=2/part.parquet")
         ]
     );
+}
+
+#[test]
+fn ranks_come_from_file_names_and_a_second_trace_of_a_rank_is_left_out() {
+    let tmp = Dir::new("pq-job-names");
+    let dir = tmp.join("traces");
+    std::fs::create_dir(&dir).unwrap();
+    for (name, from) in [
+        ("dup_rank1.json.gz", "two_streams"),
+        ("other.json.gz", "cuda_graph"),
+        ("trace_rank1.json.gz", "launch_bound"),
+        ("trace_rank3.json.gz", "train_step"),
+    ] {
+        let from = root().join(format!("tests/fixtures/kineto/{from}.json.gz"));
+        std::fs::copy(from, dir.join(name)).unwrap();
+    }
+    let out = tmp.join("pq");
+    let err = ok(&convert(&[&dir, Path::new("--parquet"), &out]));
+    assert!(
+        err.contains("trace_rank1.json.gz) not written: rank 1 again")
+            && err.contains("wrote 3 ranks (rank 0 to 3; 2 ranks from file names, 1 numbered"),
+        "{err}"
+    );
+    // The first trace of rank 1 in name order is rank 1; the one without a rank takes 0.
+    for (rank, name) in [
+        (0, "other.json.gz"),
+        (1, "dup_rank1.json.gz"),
+        (3, "trace_rank3.json.gz"),
+    ] {
+        let one = tmp.join(format!("one-{name}"));
+        ok(&convert(&[&dir.join(name), Path::new("--parquet"), &one]));
+        assert_eq!(
+            std::fs::read(one.join("kernels.parquet")).unwrap(),
+            std::fs::read(out.join(format!("kernels/rank={rank}/part.parquet"))).unwrap(),
+            "rank {rank}"
+        );
+    }
+    assert_eq!(files_under(&out.join("kernels")).len(), 3);
 }
 
 #[test]
