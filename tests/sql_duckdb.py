@@ -115,7 +115,7 @@ def check_devices(res, rank, report, label):
 
 def check_ranks(res, job, label):
     """The per-rank recipe against the job report's `ranks[]` (live ranks)."""
-    want = {r["rank"]: r for r in job["ranks"] if r.get("kernels", 1) > 0}
+    want = {r["rank"]: r for r in job["ranks"]}
     got = {r["rank"]: r for r in res["ranks"]}
     same(f"{label}: ranks", sorted(got), sorted(want))
     for rank, w in want.items():
@@ -238,18 +238,31 @@ def main():
         want = edge_expected()
         check_ranks(res, {"ranks": [dict(rank=r, **v) for r, v in want.items()]},
                     "edge job (independent Python union)")
+        p = run(cutrace, "report", job, "--format", "json")
+        check_ranks(res, json.loads(p.stdout), "edge job (cutrace's job report)")
         gen = os.path.join(ROOT, "tests/tools/gen_job.py")
         if not os.path.exists(gen):
             print("SKIPPED the synthetic job: tests/tools/gen_job.py is not in this checkout")
         else:
             job = os.path.join(tmp, "job")
-            subprocess.run([sys.executable, gen, job], check=True, cwd=ROOT,
+            # Six ranks, one an empty file and one cut in half: dead, left out of both.
+            subprocess.run([sys.executable, gen, job, "--ranks", "6", "--dead-empty", "1",
+                            "--dead-truncated", "4"], check=True, cwd=ROOT,
                            stdout=subprocess.DEVNULL)
             pq = os.path.join(tmp, "job-pq")
             run(cutrace, "convert", job, "--parquet", pq)
             res = run_recipes(duckdb, pq)
             p = run(cutrace, "report", job, "--format", "json")
-            check_ranks(res, json.loads(p.stdout), "synthetic job")
+            report = json.loads(p.stdout)
+            dead = sorted(d["rank"] for d in report["dead_ranks"])
+            same("synthetic job: dead ranks", dead, [1, 4])
+            check_ranks(res, report, "synthetic job")
+            # And against the answer the generator planted, computed without cutrace.
+            with open(job + ".answer.json") as f:
+                answer = json.load(f)
+            same("synthetic job: the generator's dead ranks", dead, sorted(answer["dead_ranks"]))
+            planted = [dict(rank=int(r), **v) for r, v in answer["ranks"].items()]
+            check_ranks(res, {"ranks": planted}, "synthetic job (the generator's answer)")
     print("sql recipes: PASS")
 
 

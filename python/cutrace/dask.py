@@ -40,31 +40,33 @@ __all__ = ["analyze_job", "job_traces", "rank_summary"]
 _PART = ".cutrace"
 
 
-def _has_parts(d: Path) -> bool:
-    return any(p.suffix == _PART for p in d.iterdir())
+def _is_trace_file(p: Path) -> bool:
+    return p.is_file() and (p.name.endswith(".json") or p.name.endswith(".json.gz"))
+
+
+def _dir_traces(d: Path, depth: int) -> List[str]:
+    entries = sorted(d.iterdir())
+    if any(p.is_file() and p.suffix == _PART for p in entries):
+        return [str(d)]
+    files = [str(p) for p in entries if _is_trace_file(p)]
+    if files or depth > 0:
+        return files
+    return [t for p in entries if p.is_dir() for t in _dir_traces(p, depth + 1)]
 
 
 def job_traces(paths: Sequence[PathLike]) -> List[str]:
-    """The traces of a job, one per rank, as ``cutrace`` finds them: each path that is a trace
-    file or a directory of native parts is one trace; any other directory gives its torch.profiler
-    files (``*.json``, ``*.json.gz``) and its subdirectories of native parts, by name.
+    """The traces of a job, one per rank, found as ``cutrace report`` finds them: a file is one
+    trace; a directory of native parts is one trace; another directory gives its torch.profiler
+    files (``*.json``, ``*.json.gz``), or, when it holds none, each of its subdirectories' traces
+    (a directory per host or rank), in name order.
+
+    A directory of native parts that holds several ranks' parts (``cutrace record`` of a whole
+    job on one host) is one trace here: give its ``.cutrace`` files instead, one per rank, or run
+    ``cutrace report`` on it.
     """
     out: List[str] = []
     for p in map(Path, (os.fspath(x) for x in paths)):
-        if not p.is_dir() or _has_parts(p):
-            out.append(str(p))
-            continue
-        found = sorted(
-            e
-            for e in p.iterdir()
-            if (
-                e.is_file()
-                and not e.name.startswith(".")
-                and (e.name.endswith(".json") or e.name.endswith(".json.gz"))
-            )
-            or (e.is_dir() and _has_parts(e))
-        )
-        out.extend(str(e) for e in found)
+        out.extend(_dir_traces(p, 0) if p.is_dir() else [str(p)])
     return out
 
 

@@ -181,6 +181,33 @@ pub fn create_dir_all(dir: &Path, mode: u32) -> io::Result<()> {
         .create(dir)
 }
 
+/// `p` made absolute, with the longest part of it that exists resolved (links followed, `.` and
+/// `..` taken out) and the rest appended: two spellings of one file compare equal, whether or
+/// not it exists yet.
+pub fn resolve(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let abs = std::env::current_dir()
+        .map(|d| d.join(p))
+        .unwrap_or_else(|_| p.to_path_buf());
+    let parts: Vec<Component> = abs.components().collect();
+    for keep in (1..=parts.len()).rev() {
+        let head: PathBuf = parts[..keep].iter().collect();
+        if let Ok(mut out) = std::fs::canonicalize(&head) {
+            for c in &parts[keep..] {
+                match c {
+                    Component::ParentDir => {
+                        out.pop();
+                    }
+                    Component::CurDir => {}
+                    c => out.push(c),
+                }
+            }
+            return out;
+        }
+    }
+    abs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

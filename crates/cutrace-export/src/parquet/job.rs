@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use cutrace_trace::{ReadOptions, Trace};
+use cutrace_trace::{Limits, ReadOptions, Trace};
 
 use crate::files::{self, OutFile};
+use crate::input::Unit;
 use crate::{meta, parquet, tables};
 
 /// The directory beside the tables' that holds each rank's `meta.json`.
@@ -36,58 +37,63 @@ pub fn partitions_in(dir: &Path) -> Vec<String> {
         .iter()
         .chain([&META_DIR])
         .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
-        .map(|n| n.to_string())
+        .map(|n| format!("{n}/"))
         .collect()
 }
 
-/// The traces of a job given as `paths`, in rank-candidate order; `None` when the paths name a
-/// single trace (one file, or one directory of native parts), which keeps the one-trace layout.
-/// A job is several paths, or a directory holding traces rather than parts: torch.profiler
-/// files (`*.json`, `*.json.gz`) and directories of native parts, each one rank, by name.
-pub fn job_traces(paths: &[PathBuf]) -> std::io::Result<Option<Vec<PathBuf>>> {
-    let has_parts = |d: &Path| -> std::io::Result<bool> {
-        Ok(std::fs::read_dir(d)?.filter_map(Result::ok).any(|e| {
-            e.path().extension().and_then(|x| x.to_str())
-                == Some(cutrace_trace::native::PART_EXTENSION)
-        }))
+/// The one-trace export's file names (`TABLE.csv`, `TABLE.parquet`, `meta.json`) `dir` holds.
+fn one_trace_tables_in(dir: &Path) -> Vec<String> {
+    tables::ALL_NAMES
+        .iter()
+        .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
+        .chain(["meta.json".to_string()])
+        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
+        .collect()
+}
+
+/// Removes a job export's directories from `dir`, which one trace's tables replace (`convert
+/// --force`); returns their names.
+pub fn remove_partitions(dir: &Path) -> Result<Vec<String>, JobError> {
+    let names = partitions_in(dir);
+    for n in &names {
+        let p = dir.join(n);
+        std::fs::remove_dir_all(&p).map_err(io(&p))?;
+    }
+    Ok(names)
+}
+
+/// Where a unit of the job comes from, for a person: its file or directory (a rank's native
+/// parts: their directory).
+pub fn unit_path(u: &Unit) -> PathBuf {
+    match u {
+        Unit::Trace(p) | Unit::Summary(p) => p.clone(),
+        Unit::Parts { paths, .. } => match paths.as_slice() {
+            [one] => one.clone(),
+            _ => paths
+                .first()
+                .and_then(|p| p.parent())
+                .map_or_else(PathBuf::new, Path::to_path_buf),
+        },
+    }
+}
+
+/// The rank a unit's name states (a file's, a rank directory's), for a trace that states none.
+fn name_rank(u: &Unit) -> Option<u32> {
+    let p = match u {
+        Unit::Parts { paths, .. } => paths.first().and_then(|p| p.parent())?.to_path_buf(),
+        u => unit_path(u),
     };
-    if let [one] = paths {
-        if !one.is_dir() || has_parts(one)? {
-            return Ok(None);
-        }
-    }
-    let mut out = Vec::new();
-    for p in paths {
-        if !p.is_dir() || has_parts(p)? {
-            out.push(p.clone());
-            continue;
-        }
-        let mut found: Vec<PathBuf> = Vec::new();
-        for e in std::fs::read_dir(p)? {
-            let e = e?.path();
-            let name = e.file_name().map(|n| n.to_string_lossy().into_owned());
-            let name = name.unwrap_or_default();
-            let kineto = name.ends_with(".json") || name.ends_with(".json.gz");
-            if (e.is_file() && kineto && !name.starts_with('.')) || (e.is_dir() && has_parts(&e)?) {
-                found.push(e);
-            }
-        }
-        found.sort();
-        out.extend(found);
-    }
-    Ok(Some(out))
+    cutrace_analysis::job::rank_from_file_name(p.file_name()?.to_str()?)
 }
 
 /// How [`write_job`] reads and writes.
 pub struct JobOptions {
-    pub read: ReadOptions,
+    pub limits: Limits,
     /// Convert traces with damaged chunks; without it one refuses the whole job.
     pub allow_damaged: bool,
     /// Copy each part's recorded command line into meta.json and the files (`--with-cmdline`).
     pub with_cmdline: bool,
-    /// Permission bits of the files written.
-    pub mode: u32,
-    /// Replace the table directories an earlier export left in the directory.
+    /// Replace the tables an earlier export left in the directory (a job's or one trace's).
     pub replace: bool,
     /// Traces read at once (each worker holds one whole trace).
     pub workers: usize,
@@ -140,9 +146,9 @@ pub struct JobWritten {
 }
 
 impl JobWritten {
-    /// What was written to `dir`, for a person: a warning per trace left out, then one line
-    /// (`removed`: the names of an earlier export's files removed).
-    pub fn lines(&self, dir: &Path, removed: &[String]) -> Vec<String> {
+    /// What was written to `dir`, for a person: a warning per trace left out, then one line.
+    pub fn lines(&self, dir: &Path) -> Vec<String> {
+        let removed = &self.removed;
         use crate::text::count;
         let mut out: Vec<String> = self
             .unread
@@ -225,8 +231,21 @@ pub enum JobError {
     NothingRead(Vec<Unread>),
     #[error("no traces in the job (torch.profiler .json/.json.gz files or directories of .cutrace parts)")]
     Empty,
-    #[error("{0} already holds an export's table directory; pass --force to replace it")]
-    Exists(PathBuf),
+    #[error(
+        "{0} is a rank summary, which holds no tables: convert the rank's trace (nothing written)"
+    )]
+    Summary(PathBuf),
+    #[error(
+        "{dir} already holds cutrace tables ({1}, …); pass --force to replace them (the \
+         directory then holds this export alone), or choose another directory",
+        dir = .0.display()
+    )]
+    Exists(PathBuf, String),
+    #[error(
+        "a job ({0} ranks) converts with --parquet DIR alone (hive-style partitions, one per \
+         rank); for --csv, --chrome or --perfetto, convert each rank's trace on its own"
+    )]
+    NotParquet(usize),
 }
 
 /// One trace's staged result.
@@ -265,24 +284,35 @@ fn write_file(
     f.commit(false).map_err(io(dest))
 }
 
-/// Reads trace `index` of the job and stages its tables under `stage/index/`.
+/// Reads unit `index` of the job and stages its tables under `stage/index/`.
 fn stage_one(
     index: usize,
-    path: &Path,
+    unit: &Unit,
     stage: &Path,
-    opts: &JobOptions,
+    (opts, read, mode): (&JobOptions, &ReadOptions, u32),
 ) -> Result<Result<Staged, (usize, Unread)>, JobError> {
-    let t: Trace = match crate::input::load(path, &opts.read, &mut |_, _| {}) {
+    let path = unit_path(unit);
+    let path = path.as_path();
+    let read = match unit {
+        Unit::Trace(p) => crate::input::load(p, read, &mut |_, _| {}),
+        Unit::Parts { paths, .. } => {
+            cutrace_trace::native::read_parts_with(paths, &read.limits, &mut |_, _| {})
+        }
+        Unit::Summary(_) => return Err(JobError::Summary(path.to_owned())),
+    };
+    let t: Trace = match read {
         Ok(t) => t,
         Err(e) => {
+            let reason = e.to_string();
+            let path = path.to_owned();
             return Ok(Err((
                 index,
                 Unread {
                     rank: None,
-                    path: path.to_owned(),
-                    reason: e.to_string(),
+                    path,
+                    reason,
                 },
-            )))
+            )));
         }
     };
     if t.meta.damaged_regions > 0 && !opts.allow_damaged {
@@ -302,15 +332,20 @@ fn stage_one(
         let table = tables::build(&t, name);
         rows += table.rows();
         let dest = dir.join(format!("{name}.parquet"));
-        write_file(&dest, opts.mode, |w| parquet::write(w, &table, &meta_text))?;
+        write_file(&dest, mode, |w| parquet::write(w, &table, &meta_text))?;
     }
     let dest = dir.join("meta.json");
-    write_file(&dest, opts.mode, |w| {
+    write_file(&dest, mode, |w| {
         std::io::Write::write_all(w, meta_text.as_bytes())
     })?;
-    let (rank, rank_from) = match t.meta.distributed.as_ref().and_then(|d| d.rank) {
-        Some(r) => (r, RankFrom::Trace),
-        None => (u32::MAX, RankFrom::InputOrder),
+    let stated = match unit {
+        Unit::Parts { rank: Some(r), .. } => Some(*r),
+        _ => t.meta.distributed.as_ref().and_then(|d| d.rank),
+    };
+    let (rank, rank_from) = match (stated, name_rank(unit)) {
+        (Some(r), _) => (r, RankFrom::Trace),
+        (None, Some(r)) => (r, RankFrom::FileName),
+        (None, None) => (u32::MAX, RankFrom::InputOrder),
     };
     Ok(Ok(Staged {
         index,
@@ -331,12 +366,11 @@ fn stage_one(
 /// left out (returned among the unread); the traces with neither, the unreadable ones included,
 /// then get the lowest numbers no other trace has, in the job's order. `staged` ends sorted by
 /// rank; the unread come back in the job's order, the left-out ones last.
-fn number_ranks(staged: &mut Vec<Staged>, unread: Vec<(usize, Unread)>) -> Vec<Unread> {
-    use cutrace_analysis::job::rank_from_file_name;
-    let from_name = |p: &Path| {
-        p.file_name()
-            .and_then(|n| rank_from_file_name(&n.to_string_lossy()))
-    };
+fn number_ranks(
+    staged: &mut Vec<Staged>,
+    unread: Vec<(usize, Unread)>,
+    units: &[Unit],
+) -> Vec<Unread> {
     let mut all: Vec<(usize, Result<Staged, Unread>)> =
         staged.drain(..).map(|s| (s.index, Ok(s))).collect();
     all.extend(unread.into_iter().map(|(i, u)| (i, Err(u))));
@@ -345,13 +379,14 @@ fn number_ranks(staged: &mut Vec<Staged>, unread: Vec<(usize, Unread)>) -> Vec<U
     let mut numbered: Vec<(u32, Result<Staged, Unread>)> = Vec::new();
     let mut unknown = Vec::new();
     let mut left_out = Vec::new();
-    for (_, mut r) in all {
-        let known = match &mut r {
-            Ok(s) if s.written.rank_from == RankFrom::Trace => Some(s.written.rank),
-            Ok(s) => {
-                from_name(&s.written.path).inspect(|_| s.written.rank_from = RankFrom::FileName)
-            }
-            Err(u) => from_name(&u.path),
+    for (i, r) in all {
+        let known = match &r {
+            Ok(s) if s.written.rank_from == RankFrom::InputOrder => None,
+            Ok(s) => Some(s.written.rank),
+            Err(_) => match &units[i] {
+                Unit::Parts { rank: Some(r), .. } => Some(*r),
+                u => name_rank(u),
+            },
         };
         match (known, r) {
             (Some(k), r) if taken.insert(k) => numbered.push((k, r)),
@@ -390,36 +425,36 @@ fn number_ranks(staged: &mut Vec<Staged>, unread: Vec<(usize, Unread)>) -> Vec<U
     out
 }
 
-/// Writes the tables of the job `traces` (each one rank's trace) under `dir` as hive-style
+/// Writes the tables of the job `units` (each one rank's trace: `crate::input::classify`) under `dir` as hive-style
 /// partitions (module docs), ranks numbered as [`number_ranks`] says. A trace that cannot be read
 /// is left out and listed ([`JobWritten::unread`]). `done` is called with the number of traces
 /// read so far.
 pub fn write_job(
     dir: &Path,
-    traces: &[PathBuf],
+    units: &[Unit],
     opts: &JobOptions,
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<JobWritten, JobError> {
-    if traces.is_empty() {
+    if units.is_empty() {
         return Err(JobError::Empty);
     }
-    if !opts.replace {
-        if let Some(n) = partitions_in(dir).first() {
-            return Err(JobError::Exists(dir.join(n)));
-        }
+    let earlier = [partitions_in(dir), one_trace_tables_in(dir)].concat();
+    if let (Some(n), false) = (earlier.first(), opts.replace) {
+        return Err(JobError::Exists(dir.to_owned(), n.clone()));
     }
-    files::create_dir_all(dir, files::dir_mode(opts.mode)).map_err(io(dir))?;
+    // Exports are as private as the traces: the most restrictive mode of the files read.
+    let mode = files::mode_of_inputs(units.iter().map(unit_path));
+    files::create_dir_all(dir, files::dir_mode(mode)).map_err(io(dir))?;
     let stage = StagingDir(dir.join(format!(".cutrace-job.{}.tmp", std::process::id())));
     let _ = std::fs::remove_dir_all(&stage.0);
     files::create_dir_all(&stage.0, 0o700).map_err(io(&stage.0))?;
 
     // Several traces at once: each read on one thread, so the workers share the cores.
-    let workers = opts.workers.clamp(1, traces.len());
-    let mut read = opts.read;
-    if workers > 1 {
-        read.import_threads = Some(1);
-    }
-    let opts = &JobOptions { read, ..*opts };
+    let workers = opts.workers.clamp(1, units.len());
+    let read = ReadOptions {
+        import_threads: (workers > 1).then_some(1),
+        limits: opts.limits,
+    };
     let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
@@ -429,10 +464,10 @@ pub fn write_job(
         for _ in 0..workers {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= traces.len() || failed.load(Ordering::Relaxed) {
+                if i >= units.len() || failed.load(Ordering::Relaxed) {
                     break;
                 }
-                match stage_one(i, &traces[i], &stage.0, opts) {
+                match stage_one(i, &units[i], &stage.0, (opts, &read, mode)) {
                     Ok(r) => results.lock().expect("no worker panics").push(r),
                     Err(e) => {
                         failed.store(true, Ordering::Relaxed);
@@ -459,7 +494,7 @@ pub fn write_job(
             unread.into_iter().map(|(_, u)| u).collect(),
         ));
     }
-    let unread = number_ranks(&mut staged, unread);
+    let unread = number_ranks(&mut staged, unread, units);
 
     // Into the partition layout, inside the staging directory.
     let out = stage.0.join("out");
@@ -479,7 +514,7 @@ pub fn write_job(
         for (name, to) in moves {
             let to = out.join(to);
             let parent = to.parent().expect("a partition path has a directory");
-            files::create_dir_all(parent, files::dir_mode(opts.mode)).map_err(io(parent))?;
+            files::create_dir_all(parent, files::dir_mode(mode)).map_err(io(parent))?;
             std::fs::rename(from.join(&name), &to).map_err(io(&to))?;
         }
         for &n in s.tables {
@@ -498,18 +533,26 @@ pub fn write_job(
         let dest = dir.join(name);
         let exists = std::fs::symlink_metadata(&dest).is_ok();
         if exists && !opts.replace {
-            return Err(JobError::Exists(dest));
+            return Err(JobError::Exists(dir.to_owned(), format!("{name}/")));
         }
         let new = out.join(name);
         let have = new.is_dir();
         if exists {
             std::fs::rename(&dest, old.join(name)).map_err(io(&dest))?;
             if !have {
-                removed.push(name.to_string());
+                removed.push(format!("{name}/"));
             }
         }
         if have {
             std::fs::rename(&new, &dest).map_err(io(&dest))?;
+        }
+    }
+    // And the files of a one-trace export, so that the directory holds one export.
+    for name in one_trace_tables_in(dir) {
+        let p = dir.join(&name);
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
+            std::fs::remove_file(&p).map_err(io(&p))?;
+            removed.push(name);
         }
     }
     Ok(JobWritten {

@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cutrace_export::counter_tracks::counter_timeline;
-use cutrace_export::files::{self, OutFile};
+use cutrace_export::files::{self, resolve, OutFile};
+use cutrace_export::input::{self, Unit};
 use cutrace_export::staged::Staged;
 use cutrace_export::text::count;
 use cutrace_export::{chrome, meta, perfetto, tables};
@@ -41,10 +42,8 @@ use cutrace_trace::Trace;
         cutrace convert job/ --parquet pq/                a job: pq/kernels/rank=0/part.parquet, …"
 )]
 pub struct Args {
-    /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace; or a
-    /// distributed job: several traces, or a directory of them (torch.profiler files or
-    /// directories of parts, one per rank), written with --parquet as hive-style partitions,
-    /// DIR/TABLE/rank=N/part.parquet and DIR/meta/rank=N/meta.json (docs/SQL.md).
+    /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace; or a job's
+    /// (as `cutrace report` reads one), to --parquet DIR/TABLE/rank=N/part.parquet (docs/SQL.md).
     #[arg(required = true, value_name = "TRACE")]
     traces: Vec<PathBuf>,
     /// Output directory for kernels.csv, api_calls.csv, memcpys.csv, memsets.csv, syncs.csv,
@@ -155,10 +154,16 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             }
         }
     }
-    if let Some(job) = cutrace_export::parquet::job::job_traces(&args.traces)? {
-        return run_job(&args, &job);
-    }
-    let trace = &args.traces[0];
+    let limits = args.limit.unwrap_or_default();
+    // One file is one trace, read once: not sniffed first (a FIFO would lose its first bytes).
+    let inputs = match args.traces.as_slice() {
+        [one] if !one.is_dir() => input::Inputs::Trace(one.clone()),
+        _ => input::classify(&args.traces, &limits)?,
+    };
+    let trace = &match inputs {
+        input::Inputs::Trace(p) => p,
+        input::Inputs::Job { units, notes } => return run_job(&args, &units, notes),
+    };
     check_distinct(&args, trace)?;
     let groups = table_groups(&args);
     // A directory that holds an earlier export's tables: replaced only with --force, so that a
@@ -179,7 +184,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     // As `report` reads: progress on stderr for a long read, the reader picked by the input.
-    let mut t = super::load(trace, &args.limit.unwrap_or_default())?;
+    let mut t = super::load(trace, &limits)?;
     if t.meta.damaged_regions > 0 && !args.allow_damaged {
         anyhow::bail!(
             "{}: the trace is damaged ({} bytes in {} stretches skipped; every good chunk around \
@@ -334,51 +339,28 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
 }
 
 /// A job (several traces, one per rank) to hive-style Parquet partitions, ranks read in parallel.
-fn run_job(args: &Args, traces: &[PathBuf]) -> anyhow::Result<i32> {
+fn run_job(args: &Args, units: &[Unit], notes: Vec<String>) -> anyhow::Result<i32> {
     use cutrace_export::parquet::job;
-    let Some(dir) = args.parquet.as_ref().filter(|_| args.csv.is_none()) else {
-        anyhow::bail!(
-            "a job ({} traces) converts with --parquet DIR only (hive-style partitions, one per \
-             rank); for --csv, --chrome or --perfetto convert each rank's trace on its own",
-            traces.len()
-        );
+    let (Some(dir), None, None, None) = (&args.parquet, &args.csv, &args.chrome, &args.perfetto)
+    else {
+        anyhow::bail!("{}", job::JobError::NotParquet(units.len()));
     };
-    if args.chrome.is_some() || args.perfetto.is_some() {
-        anyhow::bail!("a job converts with --parquet DIR only; for --chrome or --perfetto convert each rank's trace on its own");
-    }
-    if !args.force && !tables_in(dir).is_empty() {
-        anyhow::bail!(
-            "--parquet {} already holds cutrace tables ({}); pass --force to replace them (the \
-             directory then holds this export alone), or choose another directory",
-            dir.display(),
-            name_some(&tables_in(dir))
-        );
-    }
     let opts = job::JobOptions {
-        read: cutrace_trace::ReadOptions {
-            import_threads: None,
-            limits: args.limit.unwrap_or_default(),
-        },
+        limits: args.limit.unwrap_or_default(),
         allow_damaged: args.allow_damaged,
         with_cmdline: args.with_cmdline,
-        mode: files::mode_of_inputs(traces),
         replace: args.force,
-        workers: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        workers: input::default_threads(),
     };
     let line = std::sync::Mutex::new(super::progress::ProgressLine::new());
     let done = |n: usize| {
-        if let Ok(mut l) = line.lock() {
-            l.show(|| format!("cutrace: converted {n} of {} traces", traces.len()));
-        }
+        let text = || format!("cutrace: converted {n} of {} ranks", units.len());
+        let _ = line.lock().map(|mut l| l.show(text));
     };
-    let w = job::write_job(dir, traces, &opts, &done)?;
+    let w = job::write_job(dir, units, &opts, &done)?;
     let _ = line.into_inner().map(|l| l.finish());
-    let mut removed = w.removed.clone();
-    if args.force {
-        removed.extend(remove_stale(dir, &[])?);
-    }
-    for line in w.lines(dir, &removed) {
-        eprintln!("cutrace: {line}");
+    for l in notes.iter().chain(&w.lines(dir)) {
+        eprintln!("cutrace: {l}");
     }
     Ok(0)
 }
@@ -424,33 +406,6 @@ fn shown(out: &Path) -> String {
     }
 }
 
-/// `p` made absolute, with the longest part of it that exists resolved (links followed, `.` and
-/// `..` taken out) and the rest appended: two spellings of one file compare equal, whether or
-/// not it exists yet.
-fn resolve(p: &Path) -> PathBuf {
-    use std::path::Component;
-    let abs = std::env::current_dir()
-        .map(|d| d.join(p))
-        .unwrap_or_else(|_| p.to_path_buf());
-    let parts: Vec<Component> = abs.components().collect();
-    for keep in (1..=parts.len()).rev() {
-        let head: PathBuf = parts[..keep].iter().collect();
-        if let Ok(mut out) = std::fs::canonicalize(&head) {
-            for c in &parts[keep..] {
-                match c {
-                    Component::ParentDir => {
-                        out.pop();
-                    }
-                    Component::CurDir => {}
-                    c => out.push(c),
-                }
-            }
-            return out;
-        }
-    }
-    abs
-}
-
 /// Every name a table directory's export may hold: each table in both formats, and meta.json.
 fn table_file_names() -> impl Iterator<Item = String> {
     tables::ALL_NAMES
@@ -462,10 +417,9 @@ fn table_file_names() -> impl Iterator<Item = String> {
 /// The cutrace table files (either format, and meta.json) and a job's partition directories
 /// (`kernels/`, …) that `dir` holds now.
 fn tables_in(dir: &Path) -> Vec<String> {
-    let parts = cutrace_export::parquet::job::partitions_in(dir);
     table_file_names()
         .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
-        .chain(parts.into_iter().map(|n| format!("{n}/")))
+        .chain(cutrace_export::parquet::job::partitions_in(dir))
         .collect()
 }
 
@@ -489,16 +443,7 @@ fn name_some(names: &[String]) -> String {
 /// are removed: a directory in the way is left, and was reported by the staged commit.
 fn remove_stale(dir: &Path, written: &[String]) -> anyhow::Result<Vec<String>> {
     let mut removed = Vec::new();
-    // A job export's partition directories, when one trace's tables replace them (`written`
-    // is empty for a job export: the directories are its own).
-    if !written.is_empty() {
-        for name in cutrace_export::parquet::job::partitions_in(dir) {
-            let path = dir.join(&name);
-            std::fs::remove_dir_all(&path)
-                .with_context(|| format!("removing {}, of an earlier export", path.display()))?;
-            removed.push(format!("{name}/"));
-        }
-    }
+    removed.extend(cutrace_export::parquet::job::remove_partitions(dir)?);
     for name in table_file_names().filter(|n| !written.contains(n)) {
         let path = dir.join(&name);
         if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {

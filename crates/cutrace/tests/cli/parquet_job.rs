@@ -181,7 +181,7 @@ fn an_earlier_export_is_kept_without_force_and_replaced_whole_with_it() {
     let refused = convert(&[&a, &b, Path::new("--csv"), &tmp.join("csv")]);
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        !refused.status.success() && err.contains("--parquet DIR only"),
+        !refused.status.success() && err.contains("--parquet DIR alone"),
         "{err}"
     );
 }
