@@ -187,7 +187,8 @@ def union(ivs):
 
 def edge_expected():
     """Per rank: busy, comm and exposed comm summed over GPUs, computed here independently."""
-    is_comm = re.compile(r"^(void )?(_Z[0-9]*)?(ncclDevKernel_|ncclKernel_)")
+    is_comm = re.compile(r"^(void )?(_Z[0-9]+)?(ncclDevKernel_|ncclKernel_|ncclSymkDevKernel_|"
+                         r"mscclKernel_)")
     out = {}
     for r, (rank, kernels) in enumerate(EDGE.items()):
         tot = {"busy_ns": 0, "comm_ns": 0, "exposed_comm_ns": 0}
