@@ -75,6 +75,21 @@ pub fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// `a, b, c` or `a, b, c and 4 more`.
+pub fn name_some(names: &[String]) -> String {
+    const SHOWN: usize = 4;
+    let mut s = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        let _ = write!(s, " and {} more", names.len() - SHOWN);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

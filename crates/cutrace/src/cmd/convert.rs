@@ -4,7 +4,6 @@
 //! Chrome Trace Event JSON for Perfetto UI, chrome://tracing, Holistic Trace Analysis and
 //! TensorBoard (see `chrome.rs`).
 
-use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
@@ -13,7 +12,7 @@ use cutrace_export::counter_tracks::counter_timeline;
 use cutrace_export::files::{self, resolve, OutFile};
 use cutrace_export::input::{self, Unit};
 use cutrace_export::staged::Staged;
-use cutrace_export::text::count;
+use cutrace_export::text::{count, name_some};
 use cutrace_export::{chrome, meta, perfetto, tables};
 use cutrace_trace::Trace;
 
@@ -421,21 +420,6 @@ fn tables_in(dir: &Path) -> Vec<String> {
         .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
         .chain(cutrace_export::parquet::job::partitions_in(dir))
         .collect()
-}
-
-/// `a, b, c` or `a, b, c and 4 more`.
-fn name_some(names: &[String]) -> String {
-    const SHOWN: usize = 4;
-    let mut s = names
-        .iter()
-        .take(SHOWN)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if names.len() > SHOWN {
-        let _ = write!(s, " and {} more", names.len() - SHOWN);
-    }
-    s
 }
 
 /// Removes the table files in `dir` this export did not write (`written`: the names it did),
