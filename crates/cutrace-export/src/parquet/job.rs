@@ -140,8 +140,9 @@ pub struct JobWritten {
     pub ranks: Vec<RankWritten>,
     /// In the job's order.
     pub unread: Vec<Unread>,
-    /// The table directories written, and those of an earlier export removed.
+    /// The tables written.
     pub tables: Vec<&'static str>,
+    /// What of an earlier export was removed (`kernels/`, `kernels.parquet`, `meta.json`, …).
     pub removed: Vec<String>,
 }
 
@@ -201,7 +202,7 @@ impl JobWritten {
                 0 => String::new(),
                 n => format!(
                     "; removed {} of an earlier export ({})",
-                    count(n, "table", "tables"),
+                    count(n, "file or directory", "files and directories"),
                     removed.join(", ")
                 ),
             },
@@ -213,9 +214,9 @@ impl JobWritten {
 /// What stopped a job export; nothing of it is left in the directory.
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
-    #[error("{0}: {1}")]
+    #[error("writing {0}")]
     Io(PathBuf, #[source] std::io::Error),
-    #[error("writing meta.json for {0}: {1}")]
+    #[error("writing meta.json for {0}")]
     Meta(PathBuf, #[source] serde_json::Error),
     #[error(
         "{path}: the trace is damaged ({bytes} bytes in {regions} stretches skipped); nothing \
