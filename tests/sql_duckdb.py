@@ -4,9 +4,11 @@ exactly the numbers of cutrace's JSON report: per rank and GPU busy time, window
 their histogram and the largest of them (against `cutrace report RANK_TRACE --format json`), and
 per rank busy, communication and exposed communication (against the job report's `ranks[]`).
 
-Jobs: the repository's fixtures as the ranks of one job (torch.profiler traces and native traces,
-one process and several), and the synthetic job tests/tools/gen_job.py writes (NCCL kernels,
-planted stragglers, a dead rank) when that script is in the checkout.
+Jobs: the repository's fixtures as the ranks of one job (torch.profiler traces of CUDA and ROCm,
+native traces of one process and several), the real two-rank gloo job captured on the H200, edge
+cases written here (touching, nested and zero-length kernels; NCCL kernels hidden, half hidden
+and exposed, on two GPUs), and the synthetic job tests/tools/gen_job.py writes (NCCL kernels,
+planted stragglers, dead ranks), also against the answer it planted.
 
 Usage: tests/sql_duckdb.py CUTRACE_BINARY. Prints one `ok` line per check and `sql recipes: PASS`;
 exits 77 with a SKIPPED line when the duckdb module cannot be imported (CI installs it from PyPI,
@@ -30,7 +32,10 @@ FIXTURES = [
     "tests/fixtures/native/multiproc",
     "tests/fixtures/native/two_streams",
     "tests/fixtures/native/threads8",
+    "tests/fixtures/kineto/rocm_hex_streams.json.gz",
 ]
+# A real two-rank job captured on the H200 (gloo: its collectives run on the CPU).
+GLOO = ["tests/fixtures/kineto/gloo_rank1.json.gz", "tests/fixtures/kineto/gloo_rank0.json.gz"]
 TOP = 10
 
 
@@ -217,15 +222,23 @@ def main():
         sys.exit(77)
     print(f"duckdb {duckdb.__version__}")
     with tempfile.TemporaryDirectory(prefix="cutrace-sql-") as tmp:
-        # The fixtures as the ranks of one job: numbered in the order given.
-        pq = os.path.join(tmp, "fixtures")
-        run(cutrace, "convert", *FIXTURES, "--parquet", pq)
-        res = run_recipes(duckdb, pq)
-        for rank, trace in enumerate(FIXTURES):
-            p = run(cutrace, "report", trace, "--format", "json", "--top", str(TOP))
-            check_devices(res, rank, json.loads(p.stdout), os.path.basename(trace.rstrip("/")))
-        for r in res["ranks"]:
-            same(f"fixture rank {r['rank']}: comm_ns (no NCCL kernels)", r["comm_ns"], 0)
+        # The fixtures as the ranks of one job (numbered as the job report numbers them: the
+        # rank a trace states, else the lowest free number in the order given), and the real
+        # gloo job, given in reverse so that only the traces' own ranks put them in order.
+        for name, traces in [("fixtures", FIXTURES), ("gloo job", GLOO)]:
+            pq = os.path.join(tmp, name.replace(" ", "-"))
+            run(cutrace, "convert", *traces, "--parquet", pq)
+            res = run_recipes(duckdb, pq)
+            job = json.loads(run(cutrace, "report", *traces, "--format", "json").stdout)
+            rank_of = {x["paths"][0]: x["rank"] for x in job["ranks"]}
+            for trace in traces:
+                p = run(cutrace, "report", trace, "--format", "json", "--top", str(TOP))
+                first = json.loads(p.stdout)["trace"]["paths"][0]
+                label = f"{name}: {os.path.basename(trace.rstrip('/'))}"
+                check_devices(res, rank_of[first], json.loads(p.stdout), label)
+            check_ranks(res, job, name)
+        same("gloo job: ranks", sorted(rank_of.values()), [0, 1])
+        same("gloo job: rank of gloo_rank1", rank_of[GLOO[0]], 1)
         # The edge cases: per GPU against each rank's report, per rank against the numbers
         # computed above (and the job report's, once `cutrace report` reads a job).
         job = os.path.join(tmp, "edge")

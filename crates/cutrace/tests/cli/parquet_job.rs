@@ -152,6 +152,33 @@ fn ranks_come_from_file_names_and_a_second_trace_of_a_rank_is_left_out() {
 }
 
 #[test]
+fn the_rank_a_trace_states_wins_over_its_name_and_place() {
+    // The real two-rank gloo job of the H200, its files named against their ranks.
+    let tmp = Dir::new("pq-job-stated");
+    let dir = tmp.join("traces");
+    std::fs::create_dir(&dir).unwrap();
+    for (name, from) in [
+        ("a_rank0.json.gz", "gloo_rank1"),
+        ("b.json.gz", "gloo_rank0"),
+    ] {
+        let from = root().join(format!("tests/fixtures/kineto/{from}.json.gz"));
+        std::fs::copy(from, dir.join(name)).unwrap();
+    }
+    let out = tmp.join("pq");
+    let err = ok(&convert(&[&dir, Path::new("--parquet"), &out]));
+    assert!(err.contains("wrote 2 ranks (rank 0 to 1;"), "{err}");
+    for (rank, name) in [(1, "a_rank0.json.gz"), (0, "b.json.gz")] {
+        let one = tmp.join(format!("one-{name}"));
+        ok(&convert(&[&dir.join(name), Path::new("--parquet"), &one]));
+        assert_eq!(
+            std::fs::read(one.join("kernels.parquet")).unwrap(),
+            std::fs::read(out.join(format!("kernels/rank={rank}/part.parquet"))).unwrap(),
+            "rank {rank}"
+        );
+    }
+}
+
+#[test]
 fn an_earlier_export_is_kept_without_force_and_replaced_whole_with_it() {
     let tmp = Dir::new("pq-job-force");
     let a = root().join("tests/fixtures/kineto/two_streams.json.gz");
