@@ -154,12 +154,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     let limits = args.limit.unwrap_or_default();
-    // One file is one trace, read once: not sniffed first (a FIFO would lose its first bytes).
-    let inputs = match args.traces.as_slice() {
-        [one] if !one.is_dir() => input::Inputs::Trace(one.clone()),
-        _ => input::classify(&args.traces, &limits)?,
-    };
-    let trace = &match inputs {
+    let trace = &match input::classify(&args.traces, &limits)? {
         input::Inputs::Trace(p) => p,
         input::Inputs::Job { units, notes } => return run_job(&args, &units, notes),
     };
