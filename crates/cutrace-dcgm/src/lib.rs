@@ -949,20 +949,26 @@ pub struct RunOutcome {
 
 /// Pause DCGM, run `cmd`, resume (unless other sessions still hold the pause). SIGINT, SIGTERM
 /// and SIGHUP sent to this process are passed on to the command, so the resume happens after
-/// it has stopped; SIGKILL of this process is covered by the watchdog. Call it before this
-/// process starts threads of its own: the signals are blocked in the calling thread and in the
-/// threads it starts, and a thread that has them unblocked would take them instead.
+/// it has stopped; SIGKILL of this process is covered by the watchdog. Call it from a process
+/// with no other thread running: the signals are blocked in the calling thread only, and a
+/// thread that has them unblocked would take them instead.
 pub fn run_paused(
     opts: &PauseOptions,
     program: &Path,
     argv: &[std::ffi::OsString],
 ) -> Result<RunOutcome, RunError> {
     use std::os::unix::process::ExitStatusExt;
-    // First, so that every thread started from here on (dcgmi's output readers) has them
-    // blocked too, and none can arrive unseen.
-    let mut forwarding = Forwarding::start().map_err(RunError::Signals)?;
+    // Until the command starts, a signal ends cutrace as it would anyway (the watchdog then
+    // resumes); from here on it is passed on to the command.
     let guard = DcgmGuard::pause(opts)?;
     let state = guard.state.clone();
+    let mut forwarding = match Forwarding::start() {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = guard.resume();
+            return Err(RunError::Signals(e));
+        }
+    };
     // The command gets an empty signal mask, and otherwise what cutrace was given: its
     // standard descriptors, its signal dispositions, the descriptors it inherited.
     let io = spawn::Io::Inherit;
@@ -1002,10 +1008,9 @@ pub fn run_paused(
 }
 
 /// SIGINT, SIGTERM and SIGHUP taken as data while a command runs under a pause, to be passed
-/// on to it: blocked in this thread (and so in every thread it starts) and read from a
-/// signalfd, with SIGCHLD for the command's end. Dropping it (or [`Forwarding::finish`])
-/// restores the mask there was before; what arrived meanwhile was passed on or dropped, never
-/// left pending.
+/// on to it: blocked in this thread and read from a signalfd, with SIGCHLD for the command's
+/// end. Dropping it (or [`Forwarding::finish`]) restores the mask there was before; what arrived
+/// meanwhile was passed on or dropped, never left pending.
 struct Forwarding {
     fd: SignalFd,
     old: SigSet,
