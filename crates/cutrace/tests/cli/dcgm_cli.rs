@@ -611,7 +611,8 @@ fn sig_mask(status: &str, key: &str) -> u64 {
 /// Started by a parent that ignores SIGINT, SIGHUP, SIGQUIT, SIGTERM and SIGPIPE (as `nohup`
 /// or a shell's `&` do), cutrace still gives both dcgmi commands (the pause it runs and the
 /// resume its watchdog runs) the default disposition of each, an empty signal mask, a process
-/// group of their own, and none of its descriptors: the hold lock above all.
+/// group of their own, and none of its descriptors: the hold lock above all, nor one cutrace
+/// inherited.
 #[test]
 fn dcgmi_gets_default_signals_no_mask_and_none_of_our_descriptors() {
     let sb = Sandbox::new("childstate");
@@ -630,7 +631,7 @@ fn dcgmi_gets_default_signals_no_mask_and_none_of_our_descriptors() {
     let out = sh
         .args([
             "-c",
-            "trap '' INT HUP QUIT TERM PIPE; exec \"$0\" dcgm run -- true",
+            "exec 7>>\"$DCGMI_LOG.leak\"; trap '' INT HUP QUIT TERM PIPE; exec \"$0\" dcgm run -- true",
             env!("CARGO_BIN_EXE_cutrace"),
         ])
         .output()
@@ -650,6 +651,8 @@ fn dcgmi_gets_default_signals_no_mask_and_none_of_our_descriptors() {
         let fds = read("fd");
         assert!(!fds.contains("hold.lock"), "call {n}: {fds}");
         assert!(!fds.contains("signalfd"), "call {n}: {fds}");
+        // Not even one cutrace was given without close-on-exec (fd 7 of the shell above).
+        assert!(!fds.contains(".leak"), "call {n}: {fds}");
         // Its stdout and stderr, no more.
         assert!(fds.matches("pipe:").count() <= 2, "call {n}: {fds}");
         let ids: Vec<String> = read("pgid")
