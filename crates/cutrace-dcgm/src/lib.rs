@@ -5,37 +5,42 @@
 //! https://docs.nvidia.com/datacenter/dcgm/latest/user-guide/feature-overview.html).
 //!
 //! DCGM's pause is one switch for the whole host, so cutrace counts who holds it. Every pause
-//! has a *holder*: a watchdog process forked *before* pausing, in its own session (a Ctrl-C to
-//! cutrace's process group does not reach it), named [`WATCHDOG_NAME`]. While it lives it holds
-//! a shared `flock` on `hold.lock` in the per-user [`StateDir`], and a record
+//! has a *holder*: a watchdog process started *before* pausing (the `watchdog` module), in its
+//! own session (a Ctrl-C to cutrace's process group does not reach it), named
+//! [`WATCHDOG_NAME`]. While it lives it holds a shared `flock` on `hold.lock` in the per-user
+//! [`StateDir`], and a record
 //! `holder.*` there says who it is (its pid and start time from `/proc/PID/stat`, role, command,
 //! deadline). When its session ends — the pipe from cutrace reports end-of-file because cutrace
 //! closed it or died, even by SIGKILL, or the deadline passed — the watchdog removes its record,
 //! drops its shared lock and tries to take the lock exclusively without waiting: only the last
-//! holder gets it, and only the last holder execs `dcgmi profile --resume` (keeping the
+//! holder gets it, and only the last holder runs `dcgmi profile --resume` (keeping the
 //! exclusive lock while dcgmi runs, so a new pause waits for that resume to finish instead of
 //! being undone by it). The kernel releases a dead holder's lock, so liveness needs no pid
 //! guessing. One code path for every exit.
 //!
 //! Every `dcgmi` runs with a deadline ([`DCGMI_TIMEOUT`], [`DCGMI_TIMEOUT_ENV`]): past it, it is
-//! killed with its process group and the command and the deadline are named. The only unsafe
-//! code is in the `child` module: what runs where only async-signal-safe calls are allowed (the
-//! forked watchdog, a `pre_exec` hook, signal handlers); everything else is safe code.
-#![deny(unsafe_code)]
+//! killed with its process group and the command and the deadline are named. Children are
+//! started through `posix_spawn`, which gives them their signal mask, default signal
+//! dispositions and descriptors without any code of ours running between fork and exec; the
+//! watchdog is the cutrace binary started again ([`WatchdogExe`]). The crate has no `unsafe`
+//! code.
 
-#[allow(unsafe_code)]
-mod child;
+mod spawn;
 pub mod text;
+mod watchdog;
+
+pub use watchdog::{watchdog_main, WatchdogExe, WATCHDOG_SUBCOMMAND};
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use nix::sys::signal::{SigSet, SigmaskHow, Signal as NixSignal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use rustix::fs::FlockOperation;
 use rustix::io::Errno;
 use rustix::process::{self, Pid, Signal};
@@ -129,7 +134,7 @@ fn lock_wait() -> Duration {
     LOCK_WAIT.max(dcgmi_timeout().unwrap_or(DCGMI_TIMEOUT) + Duration::from_secs(10))
 }
 
-/// `dcgmi` on PATH, as an absolute path (resolved before forking: only execve is safe after it).
+/// `dcgmi` on PATH, as an absolute path (the watchdog runs it without a PATH search).
 pub fn find_dcgmi() -> Result<PathBuf, DcgmError> {
     let path = std::env::var_os("PATH").ok_or(DcgmError::NotFound)?;
     std::env::split_paths(&path)
@@ -145,9 +150,7 @@ fn is_executable(p: &Path) -> bool {
 
 fn dcgmi_profile(dcgmi: &Path, action: &'static str) -> Result<(), DcgmError> {
     let deadline = dcgmi_timeout()?;
-    let mut cmd = Command::new(dcgmi);
-    cmd.args(["profile", action]);
-    let out = match output_within(&mut cmd, deadline) {
+    let out = match spawn::output_within(dcgmi, &["profile", action], deadline) {
         Ok(Some(out)) => out,
         Ok(None) => {
             return Err(DcgmError::TimedOut {
@@ -182,73 +185,6 @@ fn dcgmi_profile(dcgmi: &Path, action: &'static str) -> Result<(), DcgmError> {
             .to_string(),
         })
     }
-}
-
-/// Run `cmd` to completion with its output captured, for at most `deadline`; `Ok(None)`: it
-/// ran past it, and it and everything it started were killed. The child runs in a process
-/// group of its own (so that kill reaches what it spawned), with stdin from /dev/null, no
-/// descriptor of ours (std opens everything O_CLOEXEC, the hold lock included) and the default
-/// disposition of every signal cutrace or its parent may have set to ignore.
-pub fn output_within(
-    cmd: &mut Command,
-    deadline: Duration,
-) -> std::io::Result<Option<std::process::Output>> {
-    use std::os::unix::process::CommandExt;
-    use std::process::Stdio;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    child::default_signals_in_child(cmd);
-    let mut child = cmd.spawn()?;
-    // Drain both pipes on threads: a child blocked writing a full pipe would never exit.
-    let drain = |r: Option<Box<dyn Read + Send>>| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        if let Some(mut r) = r {
-            std::thread::spawn(move || {
-                let mut buf = Vec::new();
-                let _ = r.read_to_end(&mut buf);
-                let _ = tx.send(buf);
-            });
-        }
-        rx
-    };
-    let out_rx = drain(
-        child
-            .stdout
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
-    let err_rx = drain(
-        child
-            .stderr
-            .take()
-            .map(|r| Box::new(r) as Box<dyn Read + Send>),
-    );
-    let start = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait()? {
-            break st;
-        }
-        if start.elapsed() >= deadline {
-            // The process group this child leads (process_group(0) made it its own); nothing
-            // else is in it but what the child started.
-            if let Some(pgid) = positive_pid(child.id() as i32) {
-                let _ = process::kill_process_group(pgid, Signal::KILL);
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-            return Ok(None);
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    // A grandchild that left the group may hold the pipes open: wait for its output briefly.
-    let grace = Duration::from_millis(500);
-    Ok(Some(std::process::Output {
-        status,
-        stdout: out_rx.recv_timeout(grace).unwrap_or_default(),
-        stderr: err_rx.recv_timeout(grace).unwrap_or_default(),
-    }))
 }
 
 /// `dcgmi profile --pause`, nothing else: no holder, no watchdog.
@@ -594,28 +530,6 @@ fn cancel_pause_watchdog(h: &Holder) -> bool {
 // ---------------------------------------------------------------------------------------------
 // The watchdog.
 
-/// What the watchdog waits for and how it behaves.
-struct WatchSpec {
-    /// Read end of the pipe whose write end the session holds; None: no session (a `pause`).
-    pipe_read: Option<i32>,
-    /// The hold lock, locked shared; the watchdog inherits that lock.
-    hold_fd: i32,
-    /// Where the watchdog reports: 'S' ready, 'T' deadline passed, 'R' resuming, 'K' kept
-    /// paused for other holders.
-    report_fd: i32,
-    /// Its record, removed when it leaves.
-    record: PathBuf,
-    deadline: Option<Duration>,
-    /// Detach stdout/stderr too (the caller is about to exit and may be read through a pipe).
-    quiet: bool,
-    /// SIGTERM means "exit without resuming" (pause role); otherwise it is ignored, like
-    /// SIGINT and SIGHUP, so the session's guard is not lost to a stray signal.
-    sigterm_cancels: bool,
-    /// Printed (unless quiet) when the deadline passes and it resumes / keeps the pause.
-    deadline_resume_msg: String,
-    deadline_kept_msg: String,
-}
-
 /// The error of a `dcgmi profile --resume` that ran past its deadline.
 fn resume_timed_out(dcgmi: &Path, deadline: Duration) -> DcgmError {
     DcgmError::TimedOut {
@@ -667,15 +581,18 @@ struct Started {
     report: File,
 }
 
-/// Lock the hold file shared, fork a watchdog that inherits that lock, wait until it is ready,
-/// and record it.
+/// Lock the hold file shared, start a watchdog that locks it shared too, wait until it is
+/// ready (then our lock may go: the watchdog's holds), and record it. `session`: the read end of
+/// the session's pipe (None for a `pause`).
+#[allow(clippy::too_many_arguments)]
 fn start_holder(
+    exe: &WatchdogExe,
     dcgmi: &Path,
     state: &StateDir,
     role: Role,
     deadline: Option<Duration>,
     label: &str,
-    pipe_read: Option<i32>,
+    session: Option<BorrowedFd>,
 ) -> Result<Started, DcgmError> {
     if let Some(d) = deadline {
         if d > MAX_DEADLINE {
@@ -689,27 +606,25 @@ fn start_holder(
         &state.hold_path(),
     )?;
     let (mut report_r, report_w) = cloexec_pipe()?;
-    let owner = std::process::id() as i32;
+    let owner = std::process::id();
     let seq = RECORD_SEQ.fetch_add(1, Ordering::SeqCst);
     let record = state.path.join(format!("holder.{owner}.{seq}"));
-    let limit = deadline.map(human).unwrap_or_default();
-    let spec = WatchSpec {
-        pipe_read,
-        hold_fd: hold.as_raw_fd(),
-        report_fd: report_w.as_raw_fd(),
+    let args = watchdog::WatchArgs {
+        role,
+        dcgmi: dcgmi.to_path_buf(),
+        state: state.path.clone(),
         record: record.clone(),
         deadline,
-        quiet: role == Role::Pause,
-        sigterm_cancels: role == Role::Pause,
-        deadline_resume_msg: format!("cutrace: the --for time limit ({limit}) ran out while the command was still running: resuming DCGM profiling metrics now; the command keeps running without the counters guaranteed.\n"),
-        deadline_kept_msg: format!("cutrace: the --for time limit ({limit}) ran out while the command was still running; other cutrace sessions still hold the pause, so DCGM stays paused until the last of them ends.\n"),
+        dcgmi_deadline: dcgmi_timeout()?,
+        owner,
     };
-    let pid = child::spawn_watchdog(dcgmi, &spec)?;
-    // Our copies: the watchdog has its own (and the lock lives on in it).
-    drop(hold);
-    drop(report_w);
+    let pid = watchdog::spawn_watchdog(exe, &args, session, report_w.as_fd())?;
+    drop(report_w); // the watchdog has its own
     let mut b = [0u8; 1];
-    if report_r.read_exact(&mut b).is_err() || b[0] != b'S' {
+    let ready = report_r.read_exact(&mut b).is_ok() && b[0] == b'S';
+    // Only now: until the watchdog holds its shared lock, ours keeps a resume from running.
+    drop(hold);
+    if !ready {
         let _ = wait_pid(pid);
         return Err(DcgmError::Watchdog(std::io::Error::other(
             "the watchdog ended before it was ready",
@@ -720,7 +635,7 @@ fn start_holder(
         role,
         pid,
         start: proc_stat(pid).map(|s| s.start).unwrap_or(0),
-        owner,
+        owner: owner as i32,
         label: label.to_string(),
         since: now,
         until: deadline.map(|d| now + d.as_secs()),
@@ -773,6 +688,8 @@ pub struct PauseOptions {
     pub state_dir: Option<PathBuf>,
     /// What the session is, for `cutrace dcgm resume`'s list of holders.
     pub label: Option<String>,
+    /// How to start the watchdog; the default suits the cutrace binary.
+    pub watchdog: WatchdogExe,
 }
 
 impl PauseOptions {
@@ -811,12 +728,13 @@ impl DcgmGuard {
         let state = opts.state()?;
         let (read_end, write_end) = cloexec_pipe()?;
         let started = start_holder(
+            &opts.watchdog,
             &dcgmi,
             &state,
             Role::Run,
             opts.deadline,
             opts.label.as_deref().unwrap_or("a counter session"),
-            Some(read_end.as_raw_fd()),
+            Some(read_end.as_fd()),
         );
         drop(read_end); // the watchdog has its own
         let started = started?;
@@ -917,6 +835,7 @@ pub struct PauseReport {
 /// without one, until `resume`. The newest `pause` replaces an earlier one of this user (its
 /// deadline no longer applies); `run` sessions are unaffected and keep holding.
 pub fn pause_manual(
+    watchdog: &WatchdogExe,
     dcgmi: &Path,
     state: &StateDir,
     deadline: Option<Duration>,
@@ -927,6 +846,7 @@ pub fn pause_manual(
         .filter(|h| h.role == Role::Pause)
         .collect();
     let started = start_holder(
+        watchdog,
         dcgmi,
         state,
         Role::Pause,
@@ -1029,25 +949,50 @@ pub struct RunOutcome {
 
 /// Pause DCGM, run `cmd`, resume (unless other sessions still hold the pause). SIGINT, SIGTERM
 /// and SIGHUP sent to this process are passed on to the command, so the resume happens after
-/// it has stopped; SIGKILL of this process is covered by the watchdog.
-pub fn run_paused(opts: &PauseOptions, cmd: &mut Command) -> Result<RunOutcome, RunError> {
+/// it has stopped; SIGKILL of this process is covered by the watchdog. Call it from a process
+/// with no other thread running: the signals are blocked in the calling thread only, and a
+/// thread that has them unblocked would take them instead.
+pub fn run_paused(
+    opts: &PauseOptions,
+    program: &Path,
+    argv: &[std::ffi::OsString],
+) -> Result<RunOutcome, RunError> {
     use std::os::unix::process::ExitStatusExt;
+    // Until the command starts, a signal ends cutrace as it would anyway (the watchdog then
+    // resumes); from here on it is passed on to the command.
     let guard = DcgmGuard::pause(opts)?;
     let state = guard.state.clone();
-    let mut child = match cmd.spawn() {
+    let mut forwarding = match Forwarding::start() {
+        Ok(f) => f,
+        Err(e) => {
+            let _ = guard.resume();
+            return Err(RunError::Signals(e));
+        }
+    };
+    // The command gets an empty signal mask, and otherwise what cutrace was given: its
+    // standard descriptors, its signal dispositions, the descriptors it inherited.
+    let io = spawn::Io::Inherit;
+    let child = spawn::spawn(&spawn::Spawn {
+        program,
+        args: argv.to_vec(),
+        stdio: [io, io, io],
+        own_group: false,
+        mask: SigSet::empty(),
+        default_signals: false,
+        close_inherited: false,
+    });
+    let child = match child {
         Ok(c) => c,
         Err(e) => {
             let _ = guard.resume();
             return Err(RunError::Spawn(e));
         }
     };
-    let forwarding = child::Forwarding::to(child.id());
-    let status = child.wait();
-    drop(forwarding);
+    let status = forwarding.wait(child);
     let released = guard.resume();
+    let sig = forwarding.finish();
     let status = status.map_err(RunError::Spawn)?;
     let release = released?;
-    let sig = child::Forwarding::take_signal();
     Ok(RunOutcome {
         exit_code: status
             .code()
@@ -1062,12 +1007,101 @@ pub fn run_paused(opts: &PauseOptions, cmd: &mut Command) -> Result<RunOutcome, 
     })
 }
 
+/// SIGINT, SIGTERM and SIGHUP taken as data while a command runs under a pause, to be passed
+/// on to it: blocked in this thread and read from a signalfd, with SIGCHLD for the command's
+/// end. Dropping it (or [`Forwarding::finish`]) restores the mask there was before; what arrived
+/// meanwhile was passed on or dropped, never left pending.
+struct Forwarding {
+    fd: SignalFd,
+    old: SigSet,
+    got: Option<i32>,
+}
+
+impl Forwarding {
+    fn set() -> SigSet {
+        [
+            NixSignal::SIGINT,
+            NixSignal::SIGTERM,
+            NixSignal::SIGHUP,
+            NixSignal::SIGCHLD,
+        ]
+        .into_iter()
+        .collect()
+    }
+
+    fn start() -> std::io::Result<Forwarding> {
+        let set = Forwarding::set();
+        let old = set
+            .thread_swap_mask(SigmaskHow::SIG_BLOCK)
+            .map_err(std::io::Error::from)?;
+        let fd = match SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK) {
+            Ok(fd) => fd,
+            Err(e) => {
+                let _ = old.thread_set_mask();
+                return Err(e.into());
+            }
+        };
+        Ok(Forwarding { fd, old, got: None })
+    }
+
+    /// Wait for `child`, passing on every SIGINT, SIGTERM and SIGHUP to it.
+    fn wait(&mut self, child: Pid) -> std::io::Result<std::process::ExitStatus> {
+        use std::os::unix::process::ExitStatusExt;
+        let pid = nix::unistd::Pid::from_raw(child.as_raw_pid());
+        loop {
+            match process::waitpid(Some(child), process::WaitOptions::NOHANG) {
+                Ok(Some((_, st))) => return Ok(std::process::ExitStatus::from_raw(st.as_raw())),
+                Ok(None) | Err(Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+            // SIGCHLD wakes it; the timeout covers a SIGCHLD set to be ignored by our caller.
+            let mut fds = [rustix::event::PollFd::new(
+                &self.fd,
+                rustix::event::PollFlags::IN,
+            )];
+            let tick = rustix::event::Timespec {
+                tv_sec: 0,
+                tv_nsec: 200_000_000,
+            };
+            let _ = rustix::event::poll(&mut fds, Some(&tick));
+            while let Ok(Some(info)) = self.fd.read_signal() {
+                let Ok(sig) = NixSignal::try_from(info.ssi_signo as i32) else {
+                    continue;
+                };
+                if sig != NixSignal::SIGCHLD {
+                    self.got = Some(sig as i32);
+                    let _ = nix::sys::signal::kill(pid, sig);
+                }
+            }
+        }
+    }
+
+    /// Stop: the signal passed on, if any.
+    fn finish(mut self) -> Option<i32> {
+        self.restore();
+        self.got.take()
+    }
+
+    fn restore(&mut self) {
+        while let Ok(Some(_)) = self.fd.read_signal() {}
+        let _ = self.old.thread_set_mask();
+    }
+}
+
+impl Drop for Forwarding {
+    fn drop(&mut self) {
+        self.restore();
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error(transparent)]
     Dcgm(#[from] DcgmError),
     #[error("could not run the command: {0}")]
     Spawn(std::io::Error),
+    #[error("could not take over SIGINT, SIGTERM and SIGHUP to pass them on to the command: {0}")]
+    Signals(std::io::Error),
 }
 
 #[cfg(test)]

@@ -1,6 +1,12 @@
 //! The DCGM guard as counter sessions use it, with a stand-in `dcgmi` that logs its calls.
+//!
+//! The guard's watchdog is a program started anew (in cutrace, the cutrace binary); here it is
+//! this test binary, so it has its own `main` (`harness = false` in Cargo.toml): started as
+//! `THIS __watchdog ARGS` it is the watchdog, otherwise it runs the tests below. It takes test
+//! names (substrings; `--exact` for whole names) and `--list`, as libtest does.
 
-use cutrace_dcgm::{DcgmError, DcgmGuard, PauseOptions, Release};
+use cutrace_dcgm::{DcgmError, DcgmGuard, PauseOptions, Release, WatchdogExe};
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -27,8 +33,14 @@ fn opts(dcgmi: &std::path::Path, deadline: Option<Duration>) -> PauseOptions {
         deadline,
         state_dir: Some(dcgmi.parent().expect("dir").join("state")),
         label: None,
+        watchdog: WatchdogExe {
+            program: std::env::current_exe().expect("own path"),
+            args: vec![WATCHDOG.into()],
+        },
     }
 }
+
+const WATCHDOG: &str = "__watchdog";
 
 fn lines(log: &PathBuf) -> Vec<String> {
     std::fs::read_to_string(log)
@@ -38,7 +50,6 @@ fn lines(log: &PathBuf) -> Vec<String> {
         .collect()
 }
 
-#[test]
 fn drop_resumes() {
     let (_dir, dcgmi, log) = stand_in("drop", "");
     {
@@ -48,7 +59,6 @@ fn drop_resumes() {
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
 }
 
-#[test]
 fn early_return_with_error_resumes() {
     fn session(dcgmi: PathBuf) -> Result<(), String> {
         let _g = DcgmGuard::pause(&opts(&dcgmi, None)).map_err(|e| e.to_string())?;
@@ -59,7 +69,6 @@ fn early_return_with_error_resumes() {
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
 }
 
-#[test]
 fn explicit_resume_reports_dcgmi_failure() {
     // dcgmi that fails on --resume only.
     let (_dir, dcgmi, log) = stand_in("resumefail", "[ \"$2\" = --resume ] && exit 4; exit 0");
@@ -69,7 +78,6 @@ fn explicit_resume_reports_dcgmi_failure() {
     assert_eq!(lines(&log), ["profile --pause", "profile --resume"]);
 }
 
-#[test]
 fn failed_pause_does_not_resume() {
     let (_dir, dcgmi, log) = stand_in("pausefail", "echo 'Error: DCGM not running' >&2; exit 1");
     let err = DcgmGuard::pause(&opts(&dcgmi, None)).expect_err("must fail");
@@ -84,7 +92,6 @@ fn failed_pause_does_not_resume() {
     assert_eq!(lines(&log), ["profile --pause"]);
 }
 
-#[test]
 fn deadline_resumes_while_the_session_still_runs() {
     let (_dir, dcgmi, log) = stand_in("deadline", "");
     let t = Instant::now();
@@ -106,7 +113,6 @@ fn deadline_resumes_while_the_session_still_runs() {
     assert_eq!(lines(&log).len(), 2);
 }
 
-#[test]
 fn overlapping_guards_resume_once_when_the_last_ends() {
     let (_dir, dcgmi, log) = stand_in("overlap", "");
     let first = DcgmGuard::pause(&opts(&dcgmi, None)).expect("first");
@@ -122,7 +128,6 @@ fn overlapping_guards_resume_once_when_the_last_ends() {
     );
 }
 
-#[test]
 fn a_deadline_does_not_resume_while_another_guard_holds() {
     let (_dir, dcgmi, log) = stand_in("deadlineheld", "");
     let long = DcgmGuard::pause(&opts(&dcgmi, None)).expect("long");
@@ -144,7 +149,6 @@ fn a_deadline_does_not_resume_while_another_guard_holds() {
     );
 }
 
-#[test]
 fn a_failed_pause_does_not_count_as_a_holder() {
     // dcgmi whose first --pause fails, later calls succeed.
     let (_dir, dcgmi, log) = stand_in(
@@ -158,4 +162,95 @@ fn a_failed_pause_does_not_count_as_a_holder() {
         lines(&log),
         ["profile --pause", "profile --pause", "profile --resume"]
     );
+}
+
+const TESTS: &[(&str, fn())] = &[
+    ("drop_resumes", drop_resumes),
+    (
+        "early_return_with_error_resumes",
+        early_return_with_error_resumes,
+    ),
+    (
+        "explicit_resume_reports_dcgmi_failure",
+        explicit_resume_reports_dcgmi_failure,
+    ),
+    ("failed_pause_does_not_resume", failed_pause_does_not_resume),
+    (
+        "deadline_resumes_while_the_session_still_runs",
+        deadline_resumes_while_the_session_still_runs,
+    ),
+    (
+        "overlapping_guards_resume_once_when_the_last_ends",
+        overlapping_guards_resume_once_when_the_last_ends,
+    ),
+    (
+        "a_deadline_does_not_resume_while_another_guard_holds",
+        a_deadline_does_not_resume_while_another_guard_holds,
+    ),
+    (
+        "a_failed_pause_does_not_count_as_a_holder",
+        a_failed_pause_does_not_count_as_a_holder,
+    ),
+];
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    if args.first().is_some_and(|a| a == WATCHDOG) {
+        std::process::exit(cutrace_dcgm::watchdog_main(&args[1..]));
+    }
+    let flag = |f: &str| args.iter().any(|a| a == f);
+    // Names to select; the values of libtest's options that take one are not names.
+    let mut filters = Vec::new();
+    let mut skip_next = false;
+    for a in args.iter().filter_map(|a| a.to_str()) {
+        if std::mem::take(&mut skip_next) {
+            continue;
+        }
+        match a {
+            "--test-threads" | "--format" | "--color" | "--skip" | "-Z" | "--logfile" => {
+                skip_next = true
+            }
+            _ if a.starts_with('-') => {}
+            _ => filters.push(a.to_string()),
+        }
+    }
+    let exact = flag("--exact");
+    let chosen: Vec<_> = TESTS
+        .iter()
+        .filter(|(name, _)| {
+            filters.is_empty()
+                || filters.iter().any(|f| {
+                    if exact {
+                        name == f
+                    } else {
+                        name.contains(f.as_str())
+                    }
+                })
+        })
+        .collect();
+    if flag("--list") {
+        for (name, _) in &chosen {
+            println!("{name}: test");
+        }
+        return;
+    }
+    println!("\nrunning {} tests", chosen.len());
+    let mut failed = Vec::new();
+    for (name, test) in &chosen {
+        let ok = std::panic::catch_unwind(test).is_ok();
+        println!("test {name} ... {}", if ok { "ok" } else { "FAILED" });
+        if !ok {
+            failed.push(*name);
+        }
+    }
+    println!(
+        "\ntest result: {}. {} passed; {} failed\n",
+        if failed.is_empty() { "ok" } else { "FAILED" },
+        chosen.len() - failed.len(),
+        failed.len()
+    );
+    if !failed.is_empty() {
+        eprintln!("failures: {failed:?}");
+        std::process::exit(101);
+    }
 }

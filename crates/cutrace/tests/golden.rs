@@ -91,6 +91,36 @@ fn check(name: &str, got: &str, failures: &mut Vec<String>) {
     }
 }
 
+/// `f` over `items` on a few threads (the binary runs ~400 times here, each run waiting on its
+/// own process), results in the order of `items`.
+fn par_map<T: Sync, R: Send>(items: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    let workers = std::thread::available_parallelism()
+        .map_or(2, |n| n.get())
+        .clamp(2, 8);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut out: Vec<(usize, R)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                s.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some(item) = items.get(i) else { break };
+                        mine.push((i, f(item)));
+                    }
+                    mine
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("worker"))
+            .collect()
+    });
+    out.sort_by_key(|(i, _)| *i);
+    out.into_iter().map(|(_, r)| r).collect()
+}
+
 fn slug(s: &str) -> String {
     s.replace(['/', '.'], "_")
 }
@@ -121,10 +151,14 @@ fn traces() -> Vec<String> {
 fn report_outputs_are_unchanged() {
     let repo = cutrace_testkit::repo();
     let mut failures = Vec::new();
-    for t in traces() {
-        let mut out = observe(&strs(&["report", &t]), &repo, None);
-        out += &observe(&strs(&["report", &t, "--format", "json"]), &repo, None);
-        check(&format!("report/{}", slug(&t)), &out, &mut failures);
+    let traces = traces();
+    let outs = par_map(&traces, |t| {
+        let mut out = observe(&strs(&["report", t]), &repo, None);
+        out += &observe(&strs(&["report", t, "--format", "json"]), &repo, None);
+        out
+    });
+    for (t, out) in traces.iter().zip(outs) {
+        check(&format!("report/{}", slug(t)), &out, &mut failures);
     }
     let nvtx = "tests/fixtures/native/nvtx";
     let mut out = observe(&strs(&["report", nvtx, "--steps", "step"]), &repo, None);
@@ -171,9 +205,12 @@ fn diff_outputs_are_unchanged() {
         ),
     ];
     let mut failures = Vec::new();
-    for (a, b) in pairs {
+    let outs = par_map(&pairs, |(a, b)| {
         let mut out = observe(&strs(&["diff", a, b]), &repo, None);
         out += &observe(&strs(&["diff", a, b, "--format", "json"]), &repo, None);
+        out
+    });
+    for ((a, b), out) in pairs.iter().zip(outs) {
         check(
             &format!("diff/{}--{}", slug(a), slug(b)),
             &out,
@@ -187,7 +224,8 @@ fn diff_outputs_are_unchanged() {
 fn convert_outputs_are_unchanged() {
     let repo = cutrace_testkit::repo();
     let mut failures = Vec::new();
-    for t in traces() {
+    let traces = traces();
+    let outs = par_map(&traces, |t| {
         let tmp = cutrace_testkit::Dir::new("golden-convert");
         let d = tmp.0.display().to_string();
         let mut out = String::new();
@@ -205,10 +243,13 @@ fn convert_outputs_are_unchanged() {
                 std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
                 dir.parent().unwrap().to_path_buf()
             };
-            let args = strs(&["convert", &t, flag, &target]);
+            let args = strs(&["convert", t, flag, &target]);
             out += &observe(&args, &repo, Some(&listed)).replace(&d, "$TMP");
         }
-        check(&format!("convert/{}", slug(&t)), &out, &mut failures);
+        out
+    });
+    for (t, out) in traces.iter().zip(outs) {
+        check(&format!("convert/{}", slug(t)), &out, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -223,7 +264,7 @@ fn doctor_outputs_are_unchanged() {
         .collect();
     names.sort();
     let mut failures = Vec::new();
-    for n in names {
+    let outs = par_map(&names, |n| {
         let root = format!("crates/cutrace-doctor/tests/fixtures/{n}");
         let mut out = observe(&strs(&["doctor", "--root", &root]), &repo, None);
         out += &observe(&strs(&["doctor", "--root", &root, "-v"]), &repo, None);
@@ -232,6 +273,9 @@ fn doctor_outputs_are_unchanged() {
             &repo,
             None,
         );
+        out
+    });
+    for (n, out) in names.iter().zip(outs) {
         check(&format!("doctor/{n}"), &out, &mut failures);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));

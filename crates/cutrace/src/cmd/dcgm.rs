@@ -4,7 +4,6 @@
 
 use cutrace_dcgm::{self as dcgm, Holder, PauseOptions, ResumeReport, BLANK_WARNING};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 /// Pause or resume DCGM's profiling metrics (`dcgmi profile --pause/--resume`).
@@ -57,6 +56,12 @@ enum Action {
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
+    /// The resume watchdog that `pause` and `run` start (cutrace_dcgm::WATCHDOG_SUBCOMMAND).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 fn human(d: Duration) -> String {
@@ -88,7 +93,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Action::Pause { for_ } => {
             let dcgmi = dcgm::find_dcgmi()?;
             let state = dcgm::StateDir::for_user()?;
-            let r = dcgm::pause_manual(&dcgmi, &state, for_)?;
+            let r = dcgm::pause_manual(&dcgm::WatchdogExe::default(), &dcgmi, &state, for_)?;
             match for_ {
                 Some(d) => eprintln!("cutrace: DCGM profiling metrics paused for {}; watchdog pid {} resumes them then (or run `cutrace dcgm resume`).", human(d), r.holder.pid),
                 None => eprintln!("cutrace: DCGM profiling metrics paused; they stay paused until `cutrace dcgm resume` (watchdog pid {} holds them; prefer `pause --for 30m`, which resumes on its own).", r.holder.pid),
@@ -139,9 +144,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 }
             }
         }
+        Action::Watchdog { args } => Ok(dcgm::watchdog_main(&args)),
         Action::Run { for_, command } => {
-            let (prog, rest) = command
-                .split_first()
+            let prog = command
+                .first()
                 .ok_or_else(|| anyhow::anyhow!("no command given"))?;
             // Before pausing anything: a command that cannot start is answered like a shell.
             let resolved = match resolve_program(prog) {
@@ -156,15 +162,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 deadline: for_,
                 state_dir: None,
                 label: Some(command.join(" ")),
+                ..PauseOptions::default()
             };
-            let mut cmd = Command::new(&resolved);
-            std::os::unix::process::CommandExt::arg0(&mut cmd, prog);
-            cmd.args(rest);
+            let argv: Vec<std::ffi::OsString> = command.iter().map(Into::into).collect();
             eprintln!(
                 "cutrace: pausing DCGM profiling metrics while `{}` runs; {BLANK_WARNING}.",
                 command.join(" ")
             );
-            let outcome = match dcgm::run_paused(&opts, &mut cmd) {
+            let outcome = match dcgm::run_paused(&opts, &resolved, &argv) {
                 Ok(o) => o,
                 Err(dcgm::RunError::Spawn(e)) => {
                     let code = if e.kind() == std::io::ErrorKind::NotFound {

@@ -598,3 +598,103 @@ fn help_names_only_tools_that_exist() {
     assert!(text.contains("ncu"), "{text}");
     assert!(text.contains("cutrace doctor"), "{text}");
 }
+
+/// SigIgn or SigBlk from a `/proc/PID/status` dump, as a bit mask (bit N-1: signal N).
+fn sig_mask(status: &str, key: &str) -> u64 {
+    let hex = status
+        .lines()
+        .find_map(|l| l.strip_prefix(key))
+        .unwrap_or_else(|| panic!("no {key} in {status:?}"));
+    u64::from_str_radix(hex.trim(), 16).expect("hex mask")
+}
+
+/// Started by a parent that ignores SIGINT, SIGHUP, SIGQUIT, SIGTERM and SIGPIPE (as `nohup`
+/// or a shell's `&` do), cutrace still gives both dcgmi commands (the pause it runs and the
+/// resume its watchdog runs) the default disposition of each, an empty signal mask, a process
+/// group of their own, and none of its descriptors: the hold lock above all, nor one cutrace
+/// inherited.
+#[test]
+fn dcgmi_gets_default_signals_no_mask_and_none_of_our_descriptors() {
+    let sb = Sandbox::new("childstate");
+    let dcgmi = sb.dir.join("bin/dcgmi");
+    std::fs::write(
+        &dcgmi,
+        "#!/bin/sh\necho \"$*\" >> \"$DCGMI_LOG\"\nn=$(wc -l < \"$DCGMI_LOG\")\nwhile read -r l; do echo \"$l\"; done < /proc/$$/status > \"$DCGMI_LOG.status.$n\"\nls -l /proc/$$/fd > \"$DCGMI_LOG.fd.$n\" 2>&1\nps -o pid=,pgid= -p $$ > \"$DCGMI_LOG.pgid.$n\"\n",
+    )
+    .expect("write dcgmi");
+    let mut sh = Command::new("sh");
+    for (k, v) in sb.cmd(&[]).get_envs() {
+        if let Some(v) = v {
+            sh.env(k, v);
+        }
+    }
+    let out = sh
+        .args([
+            "-c",
+            "exec 7>>\"$DCGMI_LOG.leak\"; trap '' INT HUP QUIT TERM PIPE; exec \"$0\" dcgm run -- true",
+            env!("CARGO_BIN_EXE_cutrace"),
+        ])
+        .output()
+        .expect("run");
+    eprintln!("{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(sb.log(), PAUSE_RESUME);
+    // SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGPIPE 13, SIGTERM 15.
+    let ours: u64 = [1u32, 2, 3, 13, 15].iter().map(|s| 1u64 << (s - 1)).sum();
+    for n in 1..=2 {
+        let read = |what: &str| {
+            std::fs::read_to_string(format!("{}.{what}.{n}", sb.log_path().display())).expect(what)
+        };
+        let status = read("status");
+        assert_eq!(sig_mask(&status, "SigIgn:") & ours, 0, "call {n}: {status}");
+        assert_eq!(sig_mask(&status, "SigBlk:"), 0, "call {n}: {status}");
+        let fds = read("fd");
+        assert!(!fds.contains("hold.lock"), "call {n}: {fds}");
+        assert!(!fds.contains("signalfd"), "call {n}: {fds}");
+        // Not even one cutrace was given without close-on-exec (fd 7 of the shell above).
+        assert!(!fds.contains(".leak"), "call {n}: {fds}");
+        // Its stdout and stderr, no more.
+        assert!(fds.matches("pipe:").count() <= 2, "call {n}: {fds}");
+        let ids: Vec<String> = read("pgid")
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        assert_eq!(
+            ids[0], ids[1],
+            "call {n} does not lead its own process group"
+        );
+    }
+}
+
+/// A Ctrl-C at a terminal goes to the whole foreground process group: cutrace and its command
+/// stop, and the watchdog, in a session of its own, resumes DCGM.
+#[test]
+fn ctrl_c_to_the_whole_process_group_resumes() {
+    use std::os::unix::process::CommandExt;
+    let sb = Sandbox::new("pgrp-int");
+    let pidfile = sb.dir.join("child.pid");
+    let script = format!("echo $$ > {}; exec sleep 30", pidfile.display());
+    let mut child = sb
+        .cmd(&["dcgm", "run", "--", "sh", "-c", &script])
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cutrace");
+    let t = Instant::now();
+    while !(pidfile.exists() && sb.log().len() == 1) {
+        assert!(t.elapsed() < Duration::from_secs(10), "never paused");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ok = Command::new("kill")
+        .args(["-INT", "--", &format!("-{}", child.id())])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok);
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(128 + 2), "{status}");
+    assert_eq!(sb.wait_log(2, Duration::from_secs(10)), PAUSE_RESUME);
+    assert!(sb.records().is_empty(), "stale: {:?}", sb.records());
+}

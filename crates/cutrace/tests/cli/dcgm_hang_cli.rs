@@ -250,3 +250,58 @@ fn a_hung_resume_after_pause_for_releases_the_lock() {
         t.elapsed()
     );
 }
+
+/// A Ctrl-C while `dcgm run`'s pause hangs ends cutrace at once, as it would without a pause
+/// (the signal is passed on to the command only once the command runs), and the watchdog then
+/// resumes DCGM.
+#[test]
+fn ctrl_c_while_the_pause_hangs_ends_cutrace_at_once() {
+    use std::os::unix::process::ExitStatusExt;
+    let sb = Sandbox::new("int-pause");
+    let path = format!(
+        "{}:{}",
+        sb.dir.join("bin").display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .args(["dcgm", "run", "--", "true"])
+        .env("PATH", path)
+        .env("DCGMI_LOG", sb.dir.join("dcgmi.log"))
+        .env("DCGMI_PIDS", sb.dir.join("dcgmi.pids"))
+        .env("DCGMI_HANG_ON", "--pause")
+        .env("CUTRACE_DCGMI_TIMEOUT", "60")
+        .env("XDG_RUNTIME_DIR", sb.dir.join("run"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn cutrace");
+    let t = Instant::now();
+    while sb.hung_pids().is_empty() {
+        assert!(t.elapsed() < LIMIT, "dcgmi never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let ok = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill")
+        .success();
+    assert!(ok);
+    let t = Instant::now();
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break st;
+        }
+        if t.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            panic!("cutrace still waits for the hung pause after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.signal(), Some(2), "{status}");
+    let t = Instant::now();
+    while !sb.log().iter().any(|l| l == "profile --resume") {
+        assert!(t.elapsed() < LIMIT, "never resumed: {:?}", sb.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,9 @@
+//! cutrace-analysis's integration tests in one binary (one link instead of one per file): each module
+//! is one former test file.
+
+mod diff;
+mod edges;
+mod gap_host;
+mod properties;
+mod seed_example;
+mod steps;

@@ -1,0 +1,7 @@
+//! cutrace-audit's integration tests in one binary (one link instead of one per file): each module
+//! is one former test file.
+
+mod audit_cases;
+mod audit_elf;
+mod fuzz;
+mod hardening;
