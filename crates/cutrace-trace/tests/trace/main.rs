@@ -4,7 +4,10 @@
 mod export_meta;
 mod hostile_input;
 mod kernel_metrics;
+mod kineto_dist;
+mod kineto_fuzz;
 mod kineto_import;
 mod kineto_variants;
 mod native_fixtures;
 mod native_format;
+mod native_ranks;
