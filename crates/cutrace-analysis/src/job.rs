@@ -30,26 +30,7 @@ use crate::steps::{steps, StepMatch};
 /// meaning (new fields do not raise it).
 pub const RANK_SUMMARY_VERSION: u32 = 1;
 
-/// The name prefixes of communication kernels: NCCL's (and RCCL's, which keeps NCCL's names)
-/// `ncclDevKernel_*` (NCCL 2.19 and later), `ncclKernel_*` (earlier), `ncclSymkDevKernel_*`
-/// (symmetric-memory kernels), and MSCCL's `mscclKernel_*`; the same set as
-/// `cutrace_trace::comm`.
-const COMM_PREFIXES: [&str; 4] = [
-    "ncclDevKernel_",
-    "ncclKernel_",
-    "ncclSymkDevKernel_",
-    "mscclKernel_",
-];
-
-/// Whether a kernel is a communication kernel ([`COMM_PREFIXES`]), as torch.profiler writes its
-/// name, or mangled (`_Z38ncclDevKernel_…`) or demangled (`void ncclKernel_…(…)`) as CUPTI does.
-pub fn is_comm_kernel(name: &str) -> bool {
-    let mut n = name.strip_prefix("void ").unwrap_or(name);
-    if let Some(rest) = n.strip_prefix("_Z") {
-        n = rest.trim_start_matches(|c: char| c.is_ascii_digit());
-    }
-    COMM_PREFIXES.iter().any(|p| n.starts_with(p))
-}
+pub use cutrace_trace::comm::{is_comm_kernel, COMM_PREFIXES};
 
 /// The collective an NCCL kernel's name says it runs: `AllReduce` for
 /// `ncclDevKernel_AllReduce_Sum_f32_RING_LL(…)`; the name as is when it says none. A hint only:

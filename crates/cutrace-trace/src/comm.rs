@@ -12,15 +12,17 @@
 /// MSCCL's are `mscclKernel_…`. (NCCL's `oneRankReduce`, which a group of one rank runs for a
 /// scaled reduction, moves no data between GPUs and is not counted.)
 pub fn is_comm_kernel(name: &str) -> bool {
-    const PREFIXES: [&str; 4] = [
-        "ncclDevKernel_",
-        "ncclKernel_",
-        "ncclSymkDevKernel_",
-        "mscclKernel_",
-    ];
-    let base = unmangled_start(name);
-    PREFIXES.iter().any(|p| base.starts_with(p))
+    let base = unmangled_start(name.strip_prefix("void ").unwrap_or(name));
+    COMM_PREFIXES.iter().any(|p| base.starts_with(p))
 }
+
+/// The name prefixes of communication kernels ([`is_comm_kernel`]).
+pub const COMM_PREFIXES: [&str; 4] = [
+    "ncclDevKernel_",
+    "ncclKernel_",
+    "ncclSymkDevKernel_",
+    "mscclKernel_",
+];
 
 /// The name with an Itanium mangling prefix taken off: `_Z` and the length of the first name
 /// (`_Z32ncclDevKernel_AllReduce…` → `ncclDevKernel_AllReduce…`); `_ZN` names (in a namespace)
