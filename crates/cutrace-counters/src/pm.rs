@@ -392,3 +392,116 @@ impl Drop for PmSampler<'_, '_> {
         unsafe { self.profiler.call_quietly(syms.disable, &mut p) };
     }
 }
+
+/// Why an `--interval` was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IntervalError {
+    #[error("{0:?}: expected a number with a unit, like 100us or 1ms")]
+    NotANumber(String),
+    #[error("{text:?}: unknown unit {unit:?} (use ns, us, ms or s)")]
+    UnknownUnit { text: String, unit: String },
+    #[error("{0:?} is outside 1us..1s, the intervals PM Sampling is meant for")]
+    OutOfRange(String),
+}
+
+/// `--interval`: `100us`, `1ms`, `250000ns`, `0.5ms`; between 1 µs and 1 s. In nanoseconds.
+pub fn parse_interval(s: &str) -> std::result::Result<u64, IntervalError> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let per: u64 = match unit {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "" => return Err(IntervalError::NotANumber(s.to_string())),
+        _ => {
+            return Err(IntervalError::UnknownUnit {
+                text: s.to_string(),
+                unit: unit.to_string(),
+            })
+        }
+    };
+    // Decimal text to integer ns without floats: "0.5" ms is 500_000 ns.
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    let bad = || IntervalError::NotANumber(s.to_string());
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(bad());
+    }
+    let whole: u64 = if int.is_empty() {
+        0
+    } else {
+        int.parse().map_err(|_| bad())?
+    };
+    let mut ns = whole.checked_mul(per).ok_or_else(bad)?;
+    let mut scale = per;
+    for d in frac.chars() {
+        scale /= 10;
+        ns += u64::from(d.to_digit(10).ok_or_else(bad)?) * scale;
+    }
+    if !(1_000..=1_000_000_000).contains(&ns) {
+        return Err(IntervalError::OutOfRange(s.to_string()));
+    }
+    Ok(ns)
+}
+
+/// The checks `cutrace sample` makes before the program starts, on `chip`: the list must be
+/// known to PM Sampling and fit in one pass. Metrics in `optional` the chip refuses are left out
+/// and returned; any other refusal is the error.
+pub fn check_before_start(
+    profiler: &Profiler<'_>,
+    chip: &str,
+    metrics: &[&str],
+    optional: &[&str],
+) -> Result<Vec<String>> {
+    let mut names = metrics.to_vec();
+    let mut left_out = Vec::new();
+    loop {
+        match pm_plan(profiler, chip, None, &names) {
+            Ok(_) => return Ok(left_out),
+            Err(CountersError::MetricRefused { metric, .. })
+                if optional.contains(&metric.as_str()) =>
+            {
+                names.retain(|n| *n != metric);
+                left_out.push(metric);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_to_integer_nanoseconds() {
+        assert_eq!(parse_interval("100us"), Ok(100_000));
+        assert_eq!(parse_interval("1ms"), Ok(1_000_000));
+        assert_eq!(parse_interval(" 0.5ms "), Ok(500_000));
+        assert_eq!(parse_interval("250000ns"), Ok(250_000));
+        assert_eq!(parse_interval("1s"), Ok(1_000_000_000));
+        assert!(matches!(
+            parse_interval("100"),
+            Err(IntervalError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_interval("1.2.3ms"),
+            Err(IntervalError::NotANumber(_))
+        ));
+        assert!(matches!(
+            parse_interval("5min"),
+            Err(IntervalError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            parse_interval("100ns"),
+            Err(IntervalError::OutOfRange(_))
+        ));
+        assert!(matches!(
+            parse_interval("2s"),
+            Err(IntervalError::OutOfRange(_))
+        ));
+    }
+}

@@ -183,7 +183,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
 /// The doctor's counter-access and counter-holders verdicts, read before the program starts
 /// (cheap, pure file reads), for the injection to quote if CUPTI refuses the counters
 /// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front.
-fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
+pub(crate) fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
     let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
     let mut out = Vec::new();
     for (id, var) in [
@@ -212,9 +212,9 @@ fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
 }
 
 /// The libcupti to use, with libnvperf_host made findable beside it.
-fn load_cupti() -> anyhow::Result<cutrace_cupti::Cupti> {
+pub(crate) fn load_cupti() -> anyhow::Result<cutrace_cupti::Cupti> {
     let cupti = cutrace_cupti::Cupti::load(&cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok()))
-        .context("--list-metrics needs libcupti.so.13 and libnvperf_host.so (CUDA 13 toolkit, or `pip install nvidia-cuda-cupti`)")?;
+        .context("checking metrics needs libcupti.so.13 and libnvperf_host.so (CUDA 13 toolkit, or `pip install nvidia-cuda-cupti`)")?;
     cutrace_counters::preload_nvperf_host(std::path::Path::new(&cupti.path));
     Ok(cupti)
 }
@@ -227,7 +227,7 @@ fn list_metrics(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     )?;
     let chip = match &args.chip {
         Some(c) => c.clone(),
-        None => gpu0_chip(&profiler).with_context(|| {
+        None => gpu_chip(&profiler, 0).with_context(|| {
             format!(
                 "no GPU to take the chip from; name one with --chip (this CUPTI knows: {})",
                 known.join(", ")
@@ -289,10 +289,10 @@ fn list_metrics(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The chip of GPU 0 (`cuptiDeviceGetChipName`), which needs the driver.
-fn gpu0_chip(profiler: &Profiler<'_>) -> anyhow::Result<String> {
+/// The chip of a GPU (`cuptiDeviceGetChipName`), which needs the driver.
+pub(crate) fn gpu_chip(profiler: &Profiler<'_>, device: usize) -> anyhow::Result<String> {
     profiler.initialize()?;
-    let chip = profiler.chip_name(0)?;
+    let chip = profiler.chip_name(device)?;
     profiler.deinitialize();
-    chip.context("CUPTI named no chip for GPU 0")
+    chip.with_context(|| format!("CUPTI named no chip for GPU {device}"))
 }
