@@ -2,10 +2,12 @@
 // that fills every SM, so PM Sampling must see SM active near 0 % in the sleeps and near 100 %
 // in the kernels, with edges where the kernel records start and end.
 //
+// Each sleep + kernel is an NVTX range "cycle N" (the steps of `cutrace report --steps 'cycle*'`).
 // usage: sample [--cycles N] [--sleep-ms MS] [--kernel-ms MS] [--json PATH]
 // The kernel's loop count is calibrated on the first launch (CUDA events) to last about
 // --kernel-ms. With --json it writes what it did: cycles, loop count, measured kernel times.
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -56,9 +58,14 @@ int main(int argc, char **argv) {
     float ms = run(iters);  // calibration, also the warm-up
     iters = (long)(iters * (kernel_ms / (ms > 0 ? ms : 1)));
     std::vector<float> times;
+    // Each sleep and kernel is one NVTX range, "cycle N": a step for `cutrace report --steps`.
     for (int c = 0; c < cycles; ++c) {
+        char name[32];
+        std::snprintf(name, sizeof name, "cycle %d", c + 1);
+        nvtxRangePushA(name);
         std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
         times.push_back(run(iters));
+        nvtxRangePop();
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     if (json) {

@@ -29,8 +29,8 @@ log "sample --interval 1ms, checked"
 "$CT" sample --interval 1ms -o "$W/s.trace" -- "$S" --json "$W/s.json" > "$W/logs/s.out" 2> "$W/logs/s.err"
 echo "rc=$?" >> "$W/logs/s.err"
 python3 "$G/check_sample.py" "$W/s.trace" --manifest "$W/s.json" >> "$R" 2> "$W/logs/check.err"
-"$CT" report "$W/s.trace" > "$W/logs/s.report.txt" 2>&1
-"$CT" report --format json "$W/s.trace" > "$W/logs/s.report.json" 2>&1
+"$CT" report --steps 'cycle*' "$W/s.trace" > "$W/logs/s.report.txt" 2>&1
+"$CT" report --steps 'cycle*' --format json "$W/s.trace" > "$W/logs/s.report.json" 2>&1
 
 log "sample --interval 100us, checked"
 "$CT" sample --interval 100us -o "$W/s100.trace" -- "$S" --cycles 3 > "$W/logs/s100.out" 2> "$W/logs/s100.err"
@@ -40,7 +40,7 @@ log "a small trace for the fixture"
 "$CT" sample --interval 2ms -o "$W/fix.trace" -- "$S" --cycles 3 --sleep-ms 40 --kernel-ms 40 > "$W/logs/fix.out" 2> "$W/logs/fix.err"
 python3 "$G/check_sample.py" "$W/fix.trace" >> "$R" 2>> "$W/logs/check.err"
 cp "$W/fix.trace"/*.cutrace "$W/fix/" 2>/dev/null
-"$CT" report "$W/fix.trace" > "$W/fix/report.txt" 2>&1
+"$CT" report --steps 'cycle*' "$W/fix.trace" > "$W/fix/report.txt" 2>&1
 
 log "slowdown: untraced, record, sample ($REPS each, alternated)"
 t_u=(); t_s=(); t_r=()
@@ -49,8 +49,15 @@ for i in $(seq "$REPS"); do
   t0=$(ms); "$CT" sample -q -o "$W/t$i.trace" -- "$S" > /dev/null 2>&1; t_s+=($(( ($(ms) - t0) / 1000000 )))
   t0=$(ms); "$CT" record -q -o "$W/r$i.trace" -- "$S" > /dev/null 2>&1; t_r+=($(( ($(ms) - t0) / 1000000 )))
 done
+# The check before the program starts (CUPTI's host library, the driver for the chip name), alone:
+# a program that never touches CUDA.
+t_pre=(); t_rtrue=()
+for i in $(seq "$REPS"); do
+  t0=$(ms); "$CT" sample -q -o "$W/p$i.trace" -- true > /dev/null 2>&1; t_pre+=($(( ($(ms) - t0) / 1000000 )))
+  t0=$(ms); "$CT" record -q -o "$W/q$i.trace" -- true > /dev/null 2>&1; t_rtrue+=($(( ($(ms) - t0) / 1000000 )))
+done
 j() { local IFS=,; echo "[$*]"; }
-echo "{\"mode\": \"sample_times_ms\", \"untraced\": $(j "${t_u[@]}"), \"sample\": $(j "${t_s[@]}"), \"record\": $(j "${t_r[@]}")}" >> "$R"
+echo "{\"mode\": \"sample_times_ms\", \"untraced\": $(j "${t_u[@]}"), \"sample\": $(j "${t_s[@]}"), \"record\": $(j "${t_r[@]}"), \"sample_true\": $(j "${t_pre[@]}"), \"record_true\": $(j "${t_rtrue[@]}")}" >> "$R"
 
 tar -czf "$OUT/sample-fixture.tar.gz" -C "$W/fix" .
 tar -czf "$OUT/sample-logs.tar.gz" -C "$W" logs

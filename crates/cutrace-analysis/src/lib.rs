@@ -16,6 +16,7 @@ pub mod intervals;
 pub mod names;
 pub mod parts;
 pub mod percentile;
+pub mod pm;
 pub mod ranges;
 pub mod report;
 pub mod steps;

@@ -505,3 +505,41 @@ mod tests {
         ));
     }
 }
+
+/// `cutrace sample --metrics`: the list given (trimmed, no duplicates), or the default set with
+/// its optional metrics. Returns (metrics, optional).
+pub fn chosen_metrics(given: &[String]) -> std::result::Result<(Vec<String>, Vec<String>), String> {
+    let given: Vec<String> = given
+        .iter()
+        .map(|m| m.trim().to_string())
+        .filter(|m| !m.is_empty())
+        .collect();
+    if given.is_empty() {
+        let all = DEFAULT_METRICS.iter().map(|m| m.to_string()).collect();
+        return Ok((
+            all,
+            OPTIONAL_METRICS.iter().map(|m| m.to_string()).collect(),
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(dup) = given.iter().find(|m| !seen.insert(m.as_str())) {
+        return Err(format!("--metrics names {dup} twice"));
+    }
+    Ok((given, Vec::new()))
+}
+
+#[cfg(test)]
+mod choice_tests {
+    use super::*;
+
+    #[test]
+    fn the_default_set_or_the_list_given() {
+        let (m, o) = chosen_metrics(&[]).unwrap();
+        assert_eq!(m.len(), DEFAULT_METRICS.len());
+        assert_eq!(o, OPTIONAL_METRICS);
+        let (m, o) = chosen_metrics(&[" a.sum".into(), "".into(), "b.avg".into()]).unwrap();
+        assert_eq!((m, o.len()), (vec!["a.sum".to_string(), "b.avg".into()], 0));
+        let e = chosen_metrics(&["a.sum".into(), "a.sum".into()]).unwrap_err();
+        assert!(e.contains("a.sum twice"), "{e}");
+    }
+}

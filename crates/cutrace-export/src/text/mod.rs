@@ -2,6 +2,7 @@
 //! and the formatting both share.
 
 pub mod diff;
+pub mod pm;
 pub mod report;
 
 use std::borrow::Cow;

@@ -120,6 +120,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         .as_deref()
         .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
     report.steps = cutrace_analysis::steps(&trace, opts.window.as_ref(), &which);
+    if let (Some(pm), Some(st)) = (report.pm_samples.as_mut(), &report.steps) {
+        cutrace_analysis::pm::add_steps(pm, &trace, opts.window.as_ref(), st);
+    }
     if report.steps.is_none() && args.steps.is_some() {
         anyhow::bail!(
             "--steps {}: no host range in {} matches it{}; the trace's host ranges: {}",

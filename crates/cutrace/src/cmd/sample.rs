@@ -6,8 +6,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use cutrace_counters::pm::{self, DEFAULT_METRICS, OPTIONAL_METRICS};
+use anyhow::Context;
+use cutrace_counters::pm;
 use cutrace_counters::Profiler;
 
 use super::{profile, record};
@@ -47,7 +47,7 @@ pub struct Args {
     #[arg(long, value_name = "LIST", value_delimiter = ',')]
     metrics: Vec<String>,
     /// Sampling interval: 100us, 1ms, 0.5ms (1us to 1s).
-    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = parse_interval)]
+    #[arg(long, value_name = "DURATION", default_value = "1ms", value_parser = pm::parse_interval)]
     interval: u64,
     /// GPUs to sample (CUDA device ordinals); default: every GPU the program uses.
     #[arg(long = "device", value_name = "N", num_args = 1..)]
@@ -66,30 +66,8 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-fn parse_interval(s: &str) -> Result<u64, String> {
-    pm::parse_interval(s).map_err(|e| e.to_string())
-}
-
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let given: Vec<String> = args
-        .metrics
-        .iter()
-        .map(|m| m.trim().to_string())
-        .filter(|m| !m.is_empty())
-        .collect();
-    let (metrics, optional): (Vec<String>, Vec<String>) = if given.is_empty() {
-        let all = DEFAULT_METRICS.iter().map(|m| m.to_string()).collect();
-        (
-            all,
-            OPTIONAL_METRICS.iter().map(|m| m.to_string()).collect(),
-        )
-    } else {
-        (given, Vec::new())
-    };
-    let mut seen = std::collections::HashSet::new();
-    if let Some(dup) = metrics.iter().find(|m| !seen.insert(m.as_str())) {
-        bail!("--metrics names {dup} twice");
-    }
+    let (metrics, optional) = pm::chosen_metrics(&args.metrics).map_err(anyhow::Error::msg)?;
     check_metrics(
         &metrics,
         &optional,
