@@ -227,7 +227,18 @@ pub unsafe fn on_callback(domain: u32, cbid: u32, data: *const std::ffi::c_void)
 pub fn finish() {
     let Some(s) = get() else { return };
     s.stop.store(true, Ordering::SeqCst);
-    let Ok(mut st) = s.state.lock() else { return };
+    // Not `lock()`: `--require-counters` exits from inside `fail`, with this thread holding the
+    // lock, and the exit handler comes here. The decode thread holds it for one drain at most.
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    let mut st = loop {
+        match s.state.try_lock() {
+            Ok(st) => break st,
+            Err(_) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            Err(_) => return,
+        }
+    };
     let sessions = std::mem::take(&mut st.sessions);
     for sess in sessions {
         s.close(sess);

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 17] = [
+const NATIVE: [&str; 18] = [
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -35,6 +35,7 @@ const NATIVE: [&str; 17] = [
     "lean/threads8",
     "lean/nvtx",
     "counters_basic",
+    "sample_pm",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
