@@ -43,21 +43,23 @@ cp "$W/fix.trace"/*.cutrace "$W/fix/" 2>/dev/null
 "$CT" report --steps 'cycle*' "$W/fix.trace" > "$W/fix/report.txt" 2>&1
 
 log "slowdown: untraced, record, sample ($REPS each, alternated)"
-t_u=(); t_s=(); t_r=()
+t_u=(); t_s=(); t_r=(); t_l=()
 for i in $(seq "$REPS"); do
   t0=$(ms); "$S" > /dev/null 2>&1; t_u+=($(( ($(ms) - t0) / 1000000 )))
   t0=$(ms); "$CT" sample -q -o "$W/t$i.trace" -- "$S" > /dev/null 2>&1; t_s+=($(( ($(ms) - t0) / 1000000 )))
   t0=$(ms); "$CT" record -q -o "$W/r$i.trace" -- "$S" > /dev/null 2>&1; t_r+=($(( ($(ms) - t0) / 1000000 )))
+  # A list of one's own is checked before the start, which initializes the driver in cutrace.
+  t0=$(ms); "$CT" sample -q --metrics sm__cycles_active.avg.pct_of_peak_sustained_elapsed -o "$W/l$i.trace" -- "$S" > /dev/null 2>&1; t_l+=($(( ($(ms) - t0) / 1000000 )))
 done
-# The check before the program starts (CUPTI's host library, the driver for the chip name), alone:
-# a program that never touches CUDA.
+# The check of a list of one's own before the program starts (CUPTI's host library, the driver
+# for the chip name), alone: a program that never touches CUDA.
 t_pre=(); t_rtrue=()
 for i in $(seq "$REPS"); do
-  t0=$(ms); "$CT" sample -q -o "$W/p$i.trace" -- true > /dev/null 2>&1; t_pre+=($(( ($(ms) - t0) / 1000000 )))
+  t0=$(ms); "$CT" sample -q --metrics sm__cycles_active.avg.pct_of_peak_sustained_elapsed -o "$W/p$i.trace" -- true > /dev/null 2>&1; t_pre+=($(( ($(ms) - t0) / 1000000 )))
   t0=$(ms); "$CT" record -q -o "$W/q$i.trace" -- true > /dev/null 2>&1; t_rtrue+=($(( ($(ms) - t0) / 1000000 )))
 done
 j() { local IFS=,; echo "[$*]"; }
-echo "{\"mode\": \"sample_times_ms\", \"untraced\": $(j "${t_u[@]}"), \"sample\": $(j "${t_s[@]}"), \"record\": $(j "${t_r[@]}"), \"sample_true\": $(j "${t_pre[@]}"), \"record_true\": $(j "${t_rtrue[@]}")}" >> "$R"
+echo "{\"mode\": \"sample_times_ms\", \"untraced\": $(j "${t_u[@]}"), \"sample\": $(j "${t_s[@]}"), \"record\": $(j "${t_r[@]}"), \"sample_own_list\": $(j "${t_l[@]}"), \"sample_true\": $(j "${t_pre[@]}"), \"record_true\": $(j "${t_rtrue[@]}")}" >> "$R"
 
 tar -czf "$OUT/sample-fixture.tar.gz" -C "$W/fix" .
 tar -czf "$OUT/sample-logs.tar.gz" -C "$W" logs

@@ -291,6 +291,10 @@ fn list_metrics(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
 
 /// The chip of a GPU (`cuptiDeviceGetChipName`), which needs the driver.
 pub(crate) fn gpu_chip(profiler: &Profiler<'_>, device: usize) -> anyhow::Result<String> {
+    // cuptiProfilerInitialize answers CUPTI_ERROR_UNKNOWN until the driver is initialized.
+    let driver = cutrace_cupti::driver::CudaDriver::load()?;
+    let r = driver.init(0);
+    anyhow::ensure!(r == 0, "cuInit returned {}", driver.error_name(r));
     profiler.initialize()?;
     let chip = profiler.chip_name(device)?;
     profiler.deinitialize();
