@@ -38,7 +38,9 @@ starts, naming the metric that breaks it (`cutrace profile --list-metrics --chip
 names; not every Range Profiler metric can be sampled).
 
 The first sample of each GPU is dropped (CUPTI documents it as a possible outlier); samples the
-hardware buffer lost to an overflow are counted, and `cutrace report` shows both.
+hardware buffer lost to an overflow are counted, and `cutrace report` shows both. The counters
+are device-wide: other programs' kernels on the GPU count too. One process samples a GPU at a
+time; another CUDA process of the program on the same GPU is refused (HARDWARE_BUSY) and traced.
 
 Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
 option, a metric list refused), as for `cutrace record`."#)]
