@@ -7,26 +7,16 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use cutrace_testkit::Dir;
+
 mod util;
 
 const METRICS: &str = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed,pcie__read_bytes.sum";
 
-struct Out(PathBuf);
-
-impl Drop for Out {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs `sampling_child` in a new process against the fake, with sampling asked for.
-fn run(tag: &str, env: &[(&str, &str)]) -> Option<(std::process::Output, Out)> {
+fn run(tag: &str, env: &[(&str, &str)]) -> Option<(std::process::Output, Dir)> {
     let lib = util::programs()?.fake_cupti_profiler.clone();
-    let dir = Out(std::env::temp_dir().join(format!(
-        "cutrace-fake-sampling-{tag}-{}",
-        std::process::id()
-    )));
-    let _ = std::fs::remove_dir_all(&dir.0);
+    let dir = Dir::new(&format!("fake-sampling-{tag}"));
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args([
         "--exact",

@@ -4,25 +4,10 @@
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
+use cutrace_testkit::Dir;
+
 use cutrace_trace::native::{self, Header, Meta, Tail, Writer};
 use cutrace_trace::*;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(name: &str) -> TempDir {
-        let d = std::env::temp_dir().join(format!("cutrace-pm-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        TempDir(d)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A part with `n` samples of 100 µs on device `dev`; sample 1's value is NaN.
 fn part(pid: u32, dev: u32, n: u64) -> Vec<u8> {
@@ -69,7 +54,7 @@ fn write(dir: &Path, name: &str, bytes: &[u8]) -> PathBuf {
 
 #[test]
 fn samples_round_trip_with_their_times_and_nan() {
-    let d = TempDir::new("rt");
+    let d = Dir::new("pm-rt");
     let p = write(&d.0, "a.cutrace", &part(42, 0, 4));
     let t = native::read(&p, &mut |_, _| {}).unwrap();
     assert_eq!(t.pm_samples.len(), 4);
@@ -87,7 +72,7 @@ fn samples_round_trip_with_their_times_and_nan() {
 
 #[test]
 fn parts_merge_their_samples_and_counts() {
-    let d = TempDir::new("merge");
+    let d = Dir::new("pm-merge");
     let a = write(&d.0, "h-1.cutrace", &part(1, 0, 3));
     let b = write(&d.0, "h-2.cutrace", &part(2, 1, 2));
     let t = native::read_parts(&[a, b], &mut |_, _| {}).unwrap();
