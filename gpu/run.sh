@@ -13,6 +13,7 @@
 #                     EAGER_BATCHES, TRAIN_BATCHES (PyTorch): batches per process
 #   PHASES="..."      any of: correct multiproc crash conflict torch_steps devmem pin bench_cpp bench_torch
 #                     profile (gpu/profile.sh: `cutrace profile` checked against known counts and ncu)
+#                     sample (gpu/sample.sh: `cutrace sample` checked on sleeps and FMA kernels)
 #                     bench_ab (configurations alternated inside one process: AB_CONFIGS, AB_ROUNDS,
 #                     AB_DISCARD) peers others
 set -u
@@ -223,6 +224,13 @@ if has profile; then
   BIN="$BIN" OUT="$OUT" bash "$G/profile.sh" > "$W/logs/profile.txt" 2>&1 || { echo "profile failed:"; tail -5 "$W/logs/profile.txt"; } >&2
 fi
 
+if has sample; then
+  log "sample: PM Sampling (gpu/sample.sh)"
+  BIN="$BIN" OUT="$OUT" bash "$G/sample.sh" > "$W/logs/sample.txt" 2>&1 || { echo "sample failed:"; tail -5 "$W/logs/sample.txt"; } >&2
+  # Its checks go into the final table too.
+  [ -f "$OUT/sample.jsonl" ] && grep '"ok"' "$OUT/sample.jsonl" >> "$R"
+fi
+
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).
 if has others; then
   [ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; BIN="$BIN" OUT="$OUT" timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
@@ -241,7 +249,7 @@ tar -czf "$OUT/logs-$tag.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

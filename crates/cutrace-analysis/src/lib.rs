@@ -20,6 +20,7 @@ pub mod job_reduce;
 pub mod names;
 pub mod parts;
 pub mod percentile;
+pub mod pm;
 pub mod ranges;
 pub mod report;
 pub mod steps;

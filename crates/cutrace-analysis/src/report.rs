@@ -185,6 +185,9 @@ pub struct Report {
     /// recorded with `cutrace profile`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counters: Option<crate::counters::CounterReport>,
+    /// PM samples (`cutrace sample` traces): the layered answer per device; absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pm_samples: Option<crate::pm::PmReport>,
 }
 
 /// Runs every analysis. Pure: the same records in any order give the same report.
@@ -310,6 +313,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         ranges,
         steps: None,
         counters: crate::counters::counter_report(trace, window, opts.top),
+        pm_samples: crate::pm::pm_report(trace, window),
     })
 }
 

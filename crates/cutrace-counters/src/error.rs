@@ -21,15 +21,32 @@ pub enum CountersError {
     NoCounterData,
     /// `call` failed with `code` for this metric alone (CUPTI does not say which name of a
     /// list it refused; `plan` finds it).
-    #[error("chip {chip} has no Range Profiler metric {metric:?} ({call} returned {}); `cutrace profile --list-metrics --chip {chip}` lists the base names it has", result_name(*.code))]
+    #[error("chip {chip} has no {} metric {metric:?} ({call} returned {}); `cutrace profile --list-metrics --chip {chip}` lists the base names it has", kind_words(*.kind), result_name(*.code))]
     MetricRefused {
         metric: String,
         chip: String,
+        kind: crate::ProfilerKind,
         call: &'static str,
         code: CuptiResult,
     },
+    /// PM Sampling reads one pass only; `metric` is where the list stops fitting (`alone`: it
+    /// needs more than one pass by itself).
+    #[error("PM Sampling on chip {chip} reads counters in one pass, and {}{metric:?} needs {passes}; drop it or choose another metric (`cutrace profile --list-metrics --chip {chip}`)", if *.alone { "" } else { "the list up to " })]
+    TooManyPasses {
+        metric: String,
+        passes: usize,
+        alone: bool,
+        chip: String,
+    },
     #[error(transparent)]
     Load(#[from] cutrace_cupti::CuptiError),
+}
+
+fn kind_words(k: crate::ProfilerKind) -> &'static str {
+    match k {
+        crate::ProfilerKind::RangeProfiler => "Range Profiler",
+        crate::ProfilerKind::PmSampling => "PM Sampling",
+    }
 }
 
 /// What a failure means for "can this process read the counters?".

@@ -18,6 +18,7 @@
 
 mod error;
 pub mod listing;
+pub mod pm;
 pub mod sets;
 
 use std::cell::RefCell;
@@ -188,19 +189,37 @@ pub fn plan(
     availability: Option<&[u8]>,
     metrics: &[&str],
 ) -> Result<Plan> {
-    let host = profiler.host(ProfilerKind::RangeProfiler, chip, availability)?;
+    plan_for(
+        ProfilerKind::RangeProfiler,
+        profiler,
+        chip,
+        availability,
+        metrics,
+    )
+}
+
+/// [`plan`] for either profiler type (PM Sampling has its own metric names and pass limits).
+pub fn plan_for(
+    kind: ProfilerKind,
+    profiler: &Profiler<'_>,
+    chip: &str,
+    availability: Option<&[u8]>,
+    metrics: &[&str],
+) -> Result<Plan> {
+    let host = profiler.host(kind, chip, availability)?;
     if let Err(e) = host.add_metrics(metrics) {
         drop(host);
         if e.code().is_none() {
             return Err(e);
         }
         for m in metrics {
-            let alone = profiler.host(ProfilerKind::RangeProfiler, chip, availability)?;
+            let alone = profiler.host(kind, chip, availability)?;
             match alone.add_metrics(&[m]) {
                 Err(CountersError::Call { call, code }) => {
                     return Err(CountersError::MetricRefused {
                         metric: m.to_string(),
                         chip: chip.to_string(),
+                        kind,
                         call,
                         code,
                     })

@@ -263,3 +263,57 @@ fn counter_data_captured_on_the_h200_evaluates_to_the_same_values_here() {
     }
     assert_eq!(images, 2);
 }
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn pm_sampling_default_set_is_one_pass_on_gh100() {
+    use cutrace_counters::pm::{pm_plan, DEFAULT_METRICS};
+    let _lock = host_api_lock();
+    let cupti = wheel_cupti();
+    let profiler = Profiler::new(&cupti);
+    let p = pm_plan(&profiler, "GH100", None, DEFAULT_METRICS).unwrap();
+    assert_eq!(p.passes, 1);
+    assert!(!p.config.is_empty());
+
+    // sm__throughput needs many passes in PM Sampling: refused before anything runs, named,
+    // with the metrics before it accepted.
+    let e = pm_plan(
+        &profiler,
+        "GH100",
+        None,
+        &[
+            "sm__cycles_active.avg.pct_of_peak_sustained_elapsed",
+            "sm__throughput.avg.pct_of_peak_sustained_elapsed",
+            "pcie__read_bytes.sum",
+        ],
+    )
+    .unwrap_err();
+    match &e {
+        CountersError::TooManyPasses {
+            metric,
+            passes,
+            alone,
+            ..
+        } => {
+            assert_eq!(metric, "sm__throughput.avg.pct_of_peak_sustained_elapsed");
+            assert!(*passes > 1, "{passes}");
+            assert!(!alone);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("sm__throughput"), "{e}");
+
+    // A Range-Profiler-only name is refused as a PM Sampling metric, by name.
+    let e = pm_plan(
+        &profiler,
+        "GH100",
+        None,
+        &["pcie__read_bytes.sum", "launch__grid_size"],
+    )
+    .unwrap_err();
+    match &e {
+        CountersError::MetricRefused { metric, .. } => assert_eq!(metric, "launch__grid_size"),
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("PM Sampling metric"), "{e}");
+}

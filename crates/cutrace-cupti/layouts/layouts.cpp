@@ -7,6 +7,7 @@
 #include <cupti_profiler_host.h>
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
+#include <cupti_pmsampling.h>
 
 #define S(T, last) std::printf("\n%s size=%zu", #T, (size_t)CUPTI_PROFILER_STRUCT_SIZE(T, last))
 #define F(T, f) std::printf(" %s=%zu", #f, (size_t)offsetof(T, f))
@@ -102,6 +103,56 @@ int main() {
     F(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params, rangeIndex);
     F(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params, rangeDelimiter);
     F(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params, rangeName);
+    S(CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
+    F(CUpti_PmSampling_SetConfig_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_SetConfig_Params, configSize);
+    F(CUpti_PmSampling_SetConfig_Params, pConfig);
+    F(CUpti_PmSampling_SetConfig_Params, hardwareBufferSize);
+    F(CUpti_PmSampling_SetConfig_Params, samplingInterval);
+    F(CUpti_PmSampling_SetConfig_Params, triggerMode);
+    F(CUpti_PmSampling_SetConfig_Params, hwBufferAppendMode);
+    S(CUpti_PmSampling_Enable_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_Enable_Params, deviceIndex);
+    F(CUpti_PmSampling_Enable_Params, pPmSamplingObject);
+    S(CUpti_PmSampling_Disable_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_Disable_Params, pPmSamplingObject);
+    S(CUpti_PmSampling_Start_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_Start_Params, pPmSamplingObject);
+    S(CUpti_PmSampling_Stop_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_Stop_Params, pPmSamplingObject);
+    S(CUpti_PmSampling_DecodeData_Params, overflow);
+    F(CUpti_PmSampling_DecodeData_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_DecodeData_Params, pCounterDataImage);
+    F(CUpti_PmSampling_DecodeData_Params, counterDataImageSize);
+    F(CUpti_PmSampling_DecodeData_Params, decodeStopReason);
+    F(CUpti_PmSampling_DecodeData_Params, overflow);
+    S(CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage);
+    F(CUpti_PmSampling_GetCounterAvailability_Params, deviceIndex);
+    F(CUpti_PmSampling_GetCounterAvailability_Params, counterAvailabilityImageSize);
+    F(CUpti_PmSampling_GetCounterAvailability_Params, pCounterAvailabilityImage);
+    S(CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
+    F(CUpti_PmSampling_GetCounterDataSize_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_GetCounterDataSize_Params, pMetricNames);
+    F(CUpti_PmSampling_GetCounterDataSize_Params, numMetrics);
+    F(CUpti_PmSampling_GetCounterDataSize_Params, maxSamples);
+    F(CUpti_PmSampling_GetCounterDataSize_Params, counterDataSize);
+    S(CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData);
+    F(CUpti_PmSampling_CounterDataImage_Initialize_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_CounterDataImage_Initialize_Params, counterDataSize);
+    F(CUpti_PmSampling_CounterDataImage_Initialize_Params, pCounterData);
+    S(CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
+    F(CUpti_PmSampling_GetCounterDataInfo_Params, pCounterDataImage);
+    F(CUpti_PmSampling_GetCounterDataInfo_Params, counterDataImageSize);
+    F(CUpti_PmSampling_GetCounterDataInfo_Params, numTotalSamples);
+    F(CUpti_PmSampling_GetCounterDataInfo_Params, numPopulatedSamples);
+    F(CUpti_PmSampling_GetCounterDataInfo_Params, numCompletedSamples);
+    S(CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
+    F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pPmSamplingObject);
+    F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, pCounterDataImage);
+    F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, counterDataImageSize);
+    F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, sampleIndex);
+    F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, startTimestamp);
+    F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
     std::printf("\n");
     return 0;
 }

@@ -4,6 +4,8 @@
 pub type CuptiResult = u32;
 
 pub const CUPTI_SUCCESS: CuptiResult = 0;
+pub const CUPTI_ERROR_INVALID_OPERATION: CuptiResult = 7;
+pub const CUPTI_ERROR_OUT_OF_MEMORY: CuptiResult = 8;
 pub const CUPTI_ERROR_MAX_LIMIT_REACHED: CuptiResult = 12;
 pub const CUPTI_ERROR_NOT_INITIALIZED: CuptiResult = 15;
 pub const CUPTI_ERROR_INVALID_KIND: CuptiResult = 21;

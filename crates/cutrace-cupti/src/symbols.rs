@@ -78,20 +78,19 @@ symbol_table! {
 }
 
 symbol_table! {
-    /// PM Sampling (cupti_pmsampling.h). Entries only until the PM Sampling work declares their
-    /// parameter structs.
+    /// PM Sampling (cupti_pmsampling.h).
     PmSamplingSymbols {
-        set_config: UndeclaredParamsFn = "cuptiPmSamplingSetConfig",
-        enable: UndeclaredParamsFn = "cuptiPmSamplingEnable",
-        disable: UndeclaredParamsFn = "cuptiPmSamplingDisable",
-        start: UndeclaredParamsFn = "cuptiPmSamplingStart",
-        stop: UndeclaredParamsFn = "cuptiPmSamplingStop",
-        decode_data: UndeclaredParamsFn = "cuptiPmSamplingDecodeData",
-        get_counter_availability: UndeclaredParamsFn = "cuptiPmSamplingGetCounterAvailability",
-        get_counter_data_size: UndeclaredParamsFn = "cuptiPmSamplingGetCounterDataSize",
-        counter_data_image_initialize: UndeclaredParamsFn = "cuptiPmSamplingCounterDataImageInitialize",
-        get_counter_data_info: UndeclaredParamsFn = "cuptiPmSamplingGetCounterDataInfo",
-        counter_data_get_sample_info: UndeclaredParamsFn = "cuptiPmSamplingCounterDataGetSampleInfo",
+        set_config: ParamsFn<PmSamplingSetConfigParams> = "cuptiPmSamplingSetConfig",
+        enable: ParamsFn<PmSamplingEnableParams> = "cuptiPmSamplingEnable",
+        disable: ParamsFn<PmSamplingDisableParams> = "cuptiPmSamplingDisable",
+        start: ParamsFn<PmSamplingStartParams> = "cuptiPmSamplingStart",
+        stop: ParamsFn<PmSamplingStopParams> = "cuptiPmSamplingStop",
+        decode_data: ParamsFn<PmSamplingDecodeDataParams> = "cuptiPmSamplingDecodeData",
+        get_counter_availability: ParamsFn<PmSamplingGetCounterAvailabilityParams> = "cuptiPmSamplingGetCounterAvailability",
+        get_counter_data_size: ParamsFn<PmSamplingGetCounterDataSizeParams> = "cuptiPmSamplingGetCounterDataSize",
+        counter_data_image_initialize: ParamsFn<PmSamplingCounterDataImageInitializeParams> = "cuptiPmSamplingCounterDataImageInitialize",
+        get_counter_data_info: ParamsFn<PmSamplingGetCounterDataInfoParams> = "cuptiPmSamplingGetCounterDataInfo",
+        counter_data_get_sample_info: ParamsFn<PmSamplingCounterDataGetSampleInfoParams> = "cuptiPmSamplingCounterDataGetSampleInfo",
     }
 }
 

@@ -22,7 +22,7 @@ pub type CUresult = c_int;
 
 /// A CUPTI entry point taking one parameter struct (every profiling call has this shape).
 pub type ParamsFn<T> = unsafe extern "C" fn(*mut T) -> CuptiResult;
-/// An entry point whose parameter struct is not declared here yet (PM Sampling, PC Sampling):
+/// An entry point whose parameter struct is not declared here yet (PC Sampling):
 /// loaded so that a caller can tell whether this CUPTI has it, not called by cutrace.
 pub type UndeclaredParamsFn = unsafe extern "C" fn(*mut c_void) -> CuptiResult;
 
@@ -44,6 +44,16 @@ pub const SUPPORT_LEVEL_SUPPORTED: c_int = 3;
 pub const METRIC_TYPE_COUNTER: c_int = 0;
 pub const METRIC_TYPE_RATIO: c_int = 1;
 pub const METRIC_TYPE_THROUGHPUT: c_int = 2;
+/// `CUpti_PmSampling_TriggerMode`.
+pub const PM_SAMPLING_TRIGGER_GPU_SYSCLK_INTERVAL: c_int = 0;
+pub const PM_SAMPLING_TRIGGER_GPU_TIME_INTERVAL: c_int = 1;
+/// `CUpti_PmSampling_DecodeStopReason`.
+pub const PM_SAMPLING_DECODE_STOP_OTHER: c_int = 0;
+pub const PM_SAMPLING_DECODE_STOP_COUNTER_DATA_FULL: c_int = 1;
+pub const PM_SAMPLING_DECODE_STOP_END_OF_RECORDS: c_int = 2;
+/// `CUpti_PmSampling_HardwareBuffer_AppendMode`.
+pub const PM_SAMPLING_APPEND_KEEP_OLDEST: c_int = 0;
+pub const PM_SAMPLING_APPEND_KEEP_LATEST: c_int = 1;
 
 /// The all-zero value of a field type: what the headers ask for every field not set ("assign to
 /// NULL"). A trait, not `mem::zeroed`, so only types for which zero is valid can be fields.
@@ -293,6 +303,80 @@ params! {
         range_index: usize = 32,
         range_delimiter: *const c_char = 40,
         range_name: *const c_char = 48,
+    }
+
+    /// `CUpti_PmSampling_SetConfig_Params` (cupti_pmsampling.h). The interval is in ns with the
+    /// time trigger, in SYSCLK cycles with the cycle trigger.
+    PmSamplingSetConfigParams size 64 {
+        p_pm_sampling_object: *mut c_void = 16,
+        config_size: usize = 24,
+        p_config: *const u8 = 32,
+        hardware_buffer_size: usize = 40,
+        sampling_interval: u64 = 48,
+        trigger_mode: c_int = 56,
+        hw_buffer_append_mode: c_int = 60,
+    }
+    /// `CUpti_PmSampling_Enable_Params`: device-wide, by device index.
+    PmSamplingEnableParams size 32 {
+        device_index: usize = 16,
+        p_pm_sampling_object: *mut c_void = 24,
+    }
+    /// `CUpti_PmSampling_Disable_Params`.
+    PmSamplingDisableParams size 24 {
+        p_pm_sampling_object: *mut c_void = 16,
+    }
+    /// `CUpti_PmSampling_Start_Params`.
+    PmSamplingStartParams size 24 {
+        p_pm_sampling_object: *mut c_void = 16,
+    }
+    /// `CUpti_PmSampling_Stop_Params`.
+    PmSamplingStopParams size 24 {
+        p_pm_sampling_object: *mut c_void = 16,
+    }
+    /// `CUpti_PmSampling_DecodeData_Params`; `decode_stop_reason` is a `PM_SAMPLING_DECODE_STOP_*`.
+    PmSamplingDecodeDataParams size 45 {
+        p_pm_sampling_object: *mut c_void = 16,
+        p_counter_data_image: *mut u8 = 24,
+        counter_data_image_size: usize = 32,
+        decode_stop_reason: c_int = 40,
+        overflow: u8 = 44,
+    }
+    /// `CUpti_PmSampling_GetCounterAvailability_Params`.
+    PmSamplingGetCounterAvailabilityParams size 40 {
+        device_index: usize = 16,
+        counter_availability_image_size: usize = 24,
+        p_counter_availability_image: *mut u8 = 32,
+    }
+    /// `CUpti_PmSampling_GetCounterDataSize_Params`.
+    PmSamplingGetCounterDataSizeParams size 56 {
+        p_pm_sampling_object: *mut c_void = 16,
+        p_metric_names: *const *const c_char = 24,
+        num_metrics: usize = 32,
+        max_samples: u32 = 40,
+        counter_data_size: usize = 48,
+    }
+    /// `CUpti_PmSampling_CounterDataImage_Initialize_Params`.
+    PmSamplingCounterDataImageInitializeParams size 40 {
+        p_pm_sampling_object: *mut c_void = 16,
+        counter_data_size: usize = 24,
+        p_counter_data: *mut u8 = 32,
+    }
+    /// `CUpti_PmSampling_GetCounterDataInfo_Params`.
+    PmSamplingGetCounterDataInfoParams size 56 {
+        p_counter_data_image: *const u8 = 16,
+        counter_data_image_size: usize = 24,
+        num_total_samples: usize = 32,
+        num_populated_samples: usize = 40,
+        num_completed_samples: usize = 48,
+    }
+    /// `CUpti_PmSampling_CounterData_GetSampleInfo_Params`: a sample's start and end timestamps.
+    PmSamplingCounterDataGetSampleInfoParams size 64 {
+        p_pm_sampling_object: *mut c_void = 16,
+        p_counter_data_image: *const u8 = 24,
+        counter_data_image_size: usize = 32,
+        sample_index: usize = 40,
+        start_timestamp: u64 = 48,
+        end_timestamp: u64 = 56,
     }
 }
 

@@ -345,12 +345,12 @@ pub fn failure_message(e: &CountersError, c: &CounterConfig) -> String {
             e.call().unwrap_or("CUPTI"),
             c.holders_hint.as_deref().map_or(
                 "Likely holders: DCGM's profiling metrics (nv-hostengine, dcgm-exporter), Nsight \
-                 Compute, another `cutrace profile`; `cutrace doctor` (counter-holders) names the \
-                 process."
+                 Compute, another `cutrace profile` or `cutrace sample`; `cutrace doctor` \
+                 (counter-holders) names the process."
                     .to_string(),
                 |h| format!(
                     "Likely holders: DCGM's profiling metrics (nv-hostengine, dcgm-exporter), \
-                     Nsight Compute, another `cutrace profile`. {h}"
+                     Nsight Compute, another `cutrace profile` or `cutrace sample`. {h}"
                 )
             )
         ),

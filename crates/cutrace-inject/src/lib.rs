@@ -18,6 +18,7 @@ pub mod counters;
 pub mod decode;
 mod interpose;
 pub mod pool;
+pub mod sampling;
 mod writer;
 
 pub use interpose::{cuptiActivityRegisterCallbacks, cuptiSubscribe};
@@ -154,6 +155,16 @@ fn init() -> Result<(), String> {
             None
         }
     };
+    let sample_config = match sampling::SampleConfig::from_env(&|k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "cutrace: pid {}: PM sampling is off: {e}",
+                std::process::id()
+            );
+            None
+        }
+    };
     let cands = cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok());
     let cupti = Cupti::load(&cands).map_err(|e| match e {
         CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
@@ -274,6 +285,31 @@ fn init() -> Result<(), String> {
             None => Err(
                 "counters need cutrace's CUPTI subscription (CUTRACE_SUBSCRIBE=0 is set, \
                          or this CUPTI has no cuptiSubscribe)"
+                    .into(),
+            ),
+        };
+        if let Err(e) = r {
+            eprintln!(
+                "cutrace: pid {}: {e}; tracing carries on",
+                std::process::id()
+            );
+            add_note(e);
+            if require {
+                eprintln!(
+                    "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
+                    std::process::id()
+                );
+                std::process::exit(125);
+            }
+        }
+    }
+    if let Some(sc) = sample_config {
+        let require = sc.require;
+        let r = match claim.0.as_ref() {
+            Some(sub) => sampling::start(&g.cupti, sub, sc),
+            None => Err(
+                "PM sampling needs cutrace's CUPTI subscription (CUTRACE_SUBSCRIBE=0 \
+                 is set, or this CUPTI has no cuptiSubscribe)"
                     .into(),
             ),
         };
@@ -540,7 +576,9 @@ unsafe extern "C" fn callback(_: *mut c_void, domain: u32, cbid: u32, data: *con
             return;
         }
         // SAFETY: CUPTI passes the callback data of `domain`, valid for this call.
-        unsafe { counters::on_callback(domain, cbid, data) }
+        unsafe { counters::on_callback(domain, cbid, data) };
+        // SAFETY: as above.
+        unsafe { sampling::on_callback(domain, cbid, data) }
     }));
 }
 
@@ -619,6 +657,8 @@ extern "C" fn at_exit() {
             return;
         }
         let Some(g) = GLOBAL.get() else { return };
+        // The last samples are decoded while the contexts still exist.
+        sampling::finish();
         // Deliver every buffer, including records not yet complete, unless they belong to
         // another tool now.
         if !CALLBACKS_TAKEN.load(Ordering::SeqCst) {

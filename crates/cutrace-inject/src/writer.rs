@@ -44,6 +44,48 @@ struct Out {
     metric_ids: Option<Vec<cutrace_trace::StrId>>,
     /// `Counters::info_version` last written to a META chunk.
     counters_written: u64,
+    /// The PM metrics' string ids in this file, in `SampleConfig::metrics` order.
+    pm_metric_ids: Option<Vec<cutrace_trace::StrId>>,
+    /// `Sampling::info_version` last written to a META chunk.
+    pm_written: u64,
+}
+
+/// Hands the PM samples queued by the decode thread to the writer, and, with `meta`, writes the
+/// sampling facts (META `pm_sampling`) if they changed since the last time.
+fn write_samples(o: &mut Out, meta: bool) -> std::io::Result<()> {
+    let Some(s) = crate::sampling::get() else {
+        return Ok(());
+    };
+    let values = s.take_values();
+    if !values.is_empty() {
+        let ids = o
+            .pm_metric_ids
+            .get_or_insert_with(|| s.config.metrics.iter().map(|m| o.w.intern(m)).collect());
+        let pid = std::process::id();
+        for v in values {
+            let Some(&metric) = ids.get(v.metric) else {
+                continue;
+            };
+            o.w.push_pm_sample(&cutrace_trace::PmSample {
+                start_ns: v.start_ns,
+                end_ns: v.end_ns,
+                device: v.device,
+                process: pid,
+                metric,
+                value: v.value,
+            });
+        }
+    }
+    let version = s.info_version.load(Ordering::Relaxed);
+    if meta && version != o.pm_written {
+        o.w.flush()?;
+        o.w.write_meta(&Meta {
+            pm_sampling: Some(s.info()),
+            ..Meta::default()
+        })?;
+        o.pm_written = version;
+    }
+    Ok(())
 }
 
 /// Writes the counter-data images kept for `CUTRACE_COUNTERS_KEEP_IMAGES` beside the part.
@@ -149,6 +191,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         let stopping = g.stop.load(Ordering::SeqCst);
         if let Some(o) = out.as_mut() {
             let _ = write_counters(o, false);
+            let _ = write_samples(o, false);
             let due = last_write.elapsed() >= period || o.w.pending_rows() >= ROWS_PER_FLUSH;
             let mut pending = 0;
             let mut r = Ok(());
@@ -167,7 +210,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
                         dropped_by_cupti: Some(meta_now.0),
                         dropped_by_recorder: Some(lost_records),
                         notes: Vec::new(),
-                        counters: None,
+                        ..Meta::default()
                     });
                     dec.devices_changed = false;
                     last_meta = meta_now;
@@ -178,6 +221,9 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             }
             if r.is_ok() && (due || stopping) {
                 r = write_counters(o, true);
+            }
+            if r.is_ok() && (due || stopping) {
+                r = write_samples(o, true);
             }
             if let Err(e) = r {
                 eprintln!(
@@ -205,6 +251,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
     if let Some(mut o) = out {
         let _ = write_new_notes(g, &mut o);
         let _ = write_counters(&mut o, true);
+        let _ = write_samples(&mut o, true);
         write_counter_images(&o);
         let tail = Tail {
             records: 0,
@@ -396,5 +443,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
         notes_written,
         metric_ids: None,
         counters_written: 0,
+        pm_metric_ids: None,
+        pm_written: 0,
     })
 }

@@ -53,6 +53,98 @@ pub struct KernelMetric {
     pub value: f64,
 }
 
+/// One PM Sampling value (`cutrace sample`): a device-wide counter read by the hardware over
+/// one sampling interval, `[start_ns, end_ns)`, on the trace's clock (the activity records').
+#[derive(Debug, Clone, Copy)]
+pub struct PmSample {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub device: u32,
+    pub process: u32,
+    /// The metric's name (`sm__cycles_active.avg.pct_of_peak_sustained_elapsed`).
+    pub metric: StrId,
+    /// NaN when the value could not be evaluated: never 0.
+    pub value: f64,
+}
+
+/// Bitwise, so that a NaN ("unavailable") equals itself and traces compare as written.
+impl PartialEq for PmSample {
+    fn eq(&self, o: &Self) -> bool {
+        self.start_ns == o.start_ns
+            && self.end_ns == o.end_ns
+            && self.device == o.device
+            && self.process == o.process
+            && self.metric == o.metric
+            && self.value.to_bits() == o.value.to_bits()
+    }
+}
+
+impl Eq for PmSample {}
+
+/// How a trace's PM samples were collected (`cutrace sample`), from its parts' `META` chunks.
+/// Everything lost is counted here, so a report can say so.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct PmSamplingInfo {
+    /// The metrics sampled, in order.
+    pub metrics: Vec<String>,
+    /// The sampling interval asked for, in ns (GPU time-interval trigger).
+    pub interval_ns: u64,
+    /// Devices sampled.
+    pub devices: Vec<u32>,
+    /// Samples kept (one value per metric each).
+    pub samples: u64,
+    /// First samples dropped on purpose, one per device session: CUPTI documents the first
+    /// sample as a possible outlier.
+    pub first_samples_dropped: u64,
+    /// Decodes that found the hardware buffer had overflowed: samples were lost there.
+    pub overflows: u64,
+    /// Samples estimated lost to overflows, from the gaps they left in the sample times.
+    pub samples_lost: u64,
+    /// Samples left out because the writer's queue was full.
+    pub samples_dropped_queue: u64,
+    /// What was added to the samples' timestamps to put them on the trace's clock (0: the
+    /// same clock; see docs/FORMAT.md).
+    pub clock_offset_ns: i64,
+    /// Why sampling did not start or stopped, with the fix (the first failure).
+    pub error: Option<String>,
+    /// Metrics of the default set the device does not have (NVLink on a GPU without it).
+    pub left_out: Vec<String>,
+}
+
+impl PmSamplingInfo {
+    /// Two parts' facts as one: counts add, lists are unioned in order, the first error is kept.
+    pub fn merge(&mut self, o: &PmSamplingInfo) {
+        for m in &o.metrics {
+            if !self.metrics.contains(m) {
+                self.metrics.push(m.clone());
+            }
+        }
+        for d in &o.devices {
+            if !self.devices.contains(d) {
+                self.devices.push(*d);
+            }
+        }
+        for m in &o.left_out {
+            if !self.left_out.contains(m) {
+                self.left_out.push(m.clone());
+            }
+        }
+        self.interval_ns = self.interval_ns.max(o.interval_ns);
+        self.samples += o.samples;
+        self.first_samples_dropped += o.first_samples_dropped;
+        self.overflows += o.overflows;
+        self.samples_lost += o.samples_lost;
+        self.samples_dropped_queue += o.samples_dropped_queue;
+        if self.clock_offset_ns == 0 {
+            self.clock_offset_ns = o.clock_offset_ns;
+        }
+        if self.error.is_none() {
+            self.error = o.error.clone();
+        }
+    }
+}
+
 /// One communication call (all-reduce, all-gather, send, …) as the trace annotates it, joined to
 /// the kernel that carried it out by its correlation id. Fields the source did not write are
 /// `None`.
@@ -449,6 +541,8 @@ pub struct TraceMeta {
     pub parts: Vec<PartMeta>,
     /// How hardware counters were collected, for a trace recorded with `cutrace profile`.
     pub counters: Option<CounterInfo>,
+    /// How PM samples were collected, for a trace recorded with `cutrace sample`.
+    pub pm_sampling: Option<PmSamplingInfo>,
     /// A trace merged from several parts: the pid of the process behind each part number N, by
     /// N. A process's CUPTI correlation and stream ids are its own (each process counts from
     /// 1), so the merge adds N·2³² to those of part N (N ≥ 1, in read order) to keep processes
@@ -542,6 +636,8 @@ pub struct Trace {
     pub overheads: Vec<Overhead>,
     /// Hardware counter values per kernel (`cutrace profile`), joined by correlation id.
     pub kernel_metrics: Vec<KernelMetric>,
+    /// PM Sampling time series (`cutrace sample`), one row per sample and metric.
+    pub pm_samples: Vec<PmSample>,
     /// Collective and point-to-point communication calls as the source annotated them (torch's
     /// `record_param_comms`), each joined to the kernel that ran it.
     pub collectives: Vec<Collective>,

@@ -92,10 +92,11 @@ pub enum Table {
     Marker = 6,
     Overhead = 7,
     KernelMetric = 8,
+    PmSample = 9,
 }
 
 impl Table {
-    pub const ALL: [Table; 8] = [
+    pub const ALL: [Table; 9] = [
         Table::Kernel,
         Table::Memcpy,
         Table::Memset,
@@ -104,6 +105,7 @@ impl Table {
         Table::Marker,
         Table::Overhead,
         Table::KernelMetric,
+        Table::PmSample,
     ];
 
     pub fn from_id(id: u8) -> Option<Table> {
@@ -184,6 +186,14 @@ impl Table {
                 "metric",
                 "value_bits",
             ],
+            Table::PmSample => &[
+                "start_ns",
+                "duration_ns",
+                "device",
+                "process",
+                "metric",
+                "value_bits",
+            ],
         }
     }
 
@@ -201,6 +211,7 @@ impl Table {
             Table::Marker => "marker",
             Table::Overhead => "overhead",
             Table::KernelMetric => "kernel_metric",
+            Table::PmSample => "pm_sample",
         }
     }
 }
@@ -243,6 +254,8 @@ pub struct Meta {
     pub notes: Vec<String>,
     /// Counter collection so far (`cutrace profile`); cumulative, superseded by later chunks.
     pub counters: Option<crate::model::CounterInfo>,
+    /// PM Sampling so far (`cutrace sample`); cumulative, superseded by later chunks.
+    pub pm_sampling: Option<crate::model::PmSamplingInfo>,
 }
 
 /// The `TAIL` chunk: written last, it marks the file complete.

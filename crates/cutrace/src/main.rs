@@ -50,6 +50,7 @@ enum Command {
     Diff(cmd::diff::Args),
     Record(cmd::record::Args),
     Profile(cmd::profile::Args),
+    Sample(cmd::sample::Args),
     Convert(cmd::convert::Args),
     Doctor(cmd::doctor::Args),
     Audit(cmd::audit::Args),
@@ -65,7 +66,7 @@ const DOCTOR_FAILED: i32 = 3;
 fn main() {
     let sub = std::env::args_os().nth(1);
     let failed = match sub.as_ref().and_then(|s| s.to_str()) {
-        Some("record" | "profile") => RECORD_FAILED,
+        Some("record" | "profile" | "sample") => RECORD_FAILED,
         Some("doctor") => DOCTOR_FAILED,
         _ => 2,
     };
@@ -96,6 +97,7 @@ fn main() {
         Command::Diff(a) => cmd::diff::run(a, &mut out),
         Command::Record(a) => cmd::record::run(a),
         Command::Profile(a) => cmd::profile::run(a, &mut out),
+        Command::Sample(a) => cmd::sample::run(a),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Doctor(a) => cmd::doctor::run(a, &mut out),
         Command::Audit(a) => cmd::audit::run(a, &mut out),

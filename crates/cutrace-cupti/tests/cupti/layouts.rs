@@ -44,6 +44,17 @@ fn rust_layout(c_name: &str) -> Option<(usize, &'static [(&'static str, usize)])
         "CUpti_RangeProfiler_DecodeData_Params" => RangeProfilerDecodeDataParams,
         "CUpti_RangeProfiler_GetCounterDataInfo_Params" => RangeProfilerGetCounterDataInfoParams,
         "CUpti_RangeProfiler_CounterData_GetRangeInfo_Params" => RangeProfilerCounterDataGetRangeInfoParams,
+        "CUpti_PmSampling_SetConfig_Params" => PmSamplingSetConfigParams,
+        "CUpti_PmSampling_Enable_Params" => PmSamplingEnableParams,
+        "CUpti_PmSampling_Disable_Params" => PmSamplingDisableParams,
+        "CUpti_PmSampling_Start_Params" => PmSamplingStartParams,
+        "CUpti_PmSampling_Stop_Params" => PmSamplingStopParams,
+        "CUpti_PmSampling_DecodeData_Params" => PmSamplingDecodeDataParams,
+        "CUpti_PmSampling_GetCounterAvailability_Params" => PmSamplingGetCounterAvailabilityParams,
+        "CUpti_PmSampling_GetCounterDataSize_Params" => PmSamplingGetCounterDataSizeParams,
+        "CUpti_PmSampling_CounterDataImage_Initialize_Params" => PmSamplingCounterDataImageInitializeParams,
+        "CUpti_PmSampling_GetCounterDataInfo_Params" => PmSamplingGetCounterDataInfoParams,
+        "CUpti_PmSampling_CounterData_GetSampleInfo_Params" => PmSamplingCounterDataGetSampleInfoParams,
     }
 }
 
@@ -107,5 +118,5 @@ fn every_struct_matches_the_headers() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 27, "{text}");
+    assert_eq!(checked, 38, "{text}");
 }

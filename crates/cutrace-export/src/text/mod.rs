@@ -4,6 +4,7 @@
 pub mod counters;
 pub mod diff;
 pub mod job;
+pub mod pm;
 pub mod report;
 
 use std::borrow::Cow;

@@ -123,6 +123,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     render_correlation(o, r);
     render_kernels(o, r);
     super::counters::render(o, r, top);
+    super::pm::render(o, r);
     render_api(o, r);
     render_transfers(o, r);
     render_ranges(o, r);
@@ -456,6 +457,9 @@ fn render_data_loss(o: &mut String, r: &Report) {
     );
     if !skipped.is_empty() {
         let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
+    }
+    if let Some(pm) = &r.pm_samples {
+        let _ = writeln!(o, "{}", super::pm::loss_line(pm));
     }
 }
 

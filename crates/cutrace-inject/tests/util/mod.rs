@@ -11,7 +11,8 @@ pub struct Programs {
     pub fake_cupti: PathBuf,
     /// The same fake without cuptiActivityEnableRuntimeApi/DriverApi (`-DFAKE_NO_API_FILTER`).
     pub fake_cupti_no_filter: PathBuf,
-    /// The fake with the profiler half (`fake_profiler.c`): callbacks and Range Profiler.
+    /// The fake with the profiler half (`fake_profiler.c`, `fake_pm.c`): callbacks, Range
+    /// Profiler and PM Sampling.
     pub fake_cupti_profiler: PathBuf,
     pub tool: PathBuf,
     pub host: PathBuf,
@@ -76,6 +77,7 @@ fn build_once() -> Option<Programs> {
         p.fake_cupti_profiler.as_os_str(),
         src("fake_cupti.c").as_os_str(),
         src("fake_profiler.c").as_os_str(),
+        src("fake_pm.c").as_os_str(),
         "-lm".as_ref(),
     ]) && cc(&[
         "-shared".as_ref(),

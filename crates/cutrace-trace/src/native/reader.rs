@@ -491,6 +491,9 @@ impl PartBuilder {
                 if m.counters.is_some() {
                     self.meta.counters = m.counters;
                 }
+                if m.pm_sampling.is_some() {
+                    self.meta.pm_sampling = m.pm_sampling;
+                }
             }
             tag::TAIL => {
                 let t: Tail =
@@ -673,6 +676,14 @@ impl PartBuilder {
                     metric: v(3) as StrId,
                     value: f64::from_bits(v(4)),
                 }),
+                Table::PmSample => t.pm_samples.push(PmSample {
+                    start_ns: start,
+                    end_ns: start.wrapping_add(v(1)),
+                    device: v(2) as u32,
+                    process: v(3) as u32,
+                    metric: v(4) as StrId,
+                    value: f64::from_bits(v(5)),
+                }),
             }
         }
         Ok(())
@@ -710,6 +721,7 @@ impl PartBuilder {
         m.distributed = header.distributed.clone();
         m.devices = self.meta.devices.clone();
         m.counters = self.meta.counters.take();
+        m.pm_sampling = self.meta.pm_sampling.take();
         let (cupti_drops, rec_drops) = match &self.tail {
             Some(t) => (t.dropped_by_cupti, t.dropped_by_recorder),
             None => (
@@ -933,6 +945,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         adopt!(overheads, r => r.kind = re(r.kind));
         adopt!(kernel_metrics, r => r.metric = re(r.metric);
             r.correlation_id = corr(r.correlation_id); r.device = dev(r.device));
+        adopt!(pm_samples, r => r.metric = re(r.metric); r.device = dev(r.device));
         adopt!(memcpys, r => r.correlation_id = corr(r.correlation_id);
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(memsets, r => r.correlation_id = corr(r.correlation_id);
@@ -963,6 +976,16 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                 .counters
                 .get_or_insert_with(Default::default)
                 .merge(c);
+        }
+        if let Some(p) = &m.pm_sampling {
+            let mut p = p.clone();
+            for d in &mut p.devices {
+                *d = dev(*d);
+            }
+            out.meta
+                .pm_sampling
+                .get_or_insert_with(Default::default)
+                .merge(&p);
         }
         out.meta.cupti_version = out.meta.cupti_version.or(m.cupti_version);
         out.meta.cuda_driver_version = out.meta.cuda_driver_version.or(m.cuda_driver_version);

@@ -211,6 +211,21 @@ impl<W: Write> Writer<W> {
         );
     }
 
+    /// A PM sample's value; its `f64` is stored by its bits, so NaN ("unavailable") survives.
+    pub fn push_pm_sample(&mut self, m: &PmSample) {
+        self.push(
+            Table::PmSample,
+            &[
+                m.start_ns,
+                m.end_ns.wrapping_sub(m.start_ns),
+                m.device.into(),
+                m.process.into(),
+                m.metric.into(),
+                m.value.to_bits(),
+            ],
+        );
+    }
+
     /// Writes new strings and every buffered row as chunks, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
         let strings = self.strings.as_slice();

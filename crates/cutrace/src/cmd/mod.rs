@@ -15,6 +15,7 @@ pub mod profile;
 mod progress;
 pub mod record;
 pub mod report;
+pub mod sample;
 
 /// Reads the trace for report, diff and convert (`cutrace_export::input::load`), showing
 /// progress on stderr when it is a terminal or the read takes over a second.

@@ -220,14 +220,15 @@ fn run_paused(args: &Args) -> anyhow::Result<i32> {
         deadline: None,
         state_dir: None,
         label: Some(label.clone()),
+        ..dcgm::PauseOptions::default()
     };
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(child_args(args));
+    let mut argv: Vec<OsString> = vec![exe.clone().into()];
+    argv.extend(child_args(args));
     eprintln!(
         "cutrace: pausing DCGM profiling metrics while `{label}` runs; {}.",
         dcgm::BLANK_WARNING
     );
-    let outcome = match dcgm::run_paused(&opts, &mut cmd) {
+    let outcome = match dcgm::run_paused(&opts, &exe, &argv) {
         Ok(o) => o,
         Err(dcgm::RunError::Spawn(e)) => bail!("could not run cutrace again under the pause: {e}"),
         Err(e) => return Err(e.into()),
@@ -277,7 +278,7 @@ fn child_args(args: &Args) -> Vec<OsString> {
 /// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front, and
 /// so is MPS: cutrace has not verified Range Profiling under MPS, and a counter failure's
 /// message (which the trace keeps) says MPS was active.
-fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
+pub(crate) fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
     let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
     let mps = report
         .checks
@@ -332,9 +333,9 @@ fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
 }
 
 /// The libcupti to use, with libnvperf_host made findable beside it.
-fn load_cupti() -> anyhow::Result<cutrace_cupti::Cupti> {
+pub(crate) fn load_cupti() -> anyhow::Result<cutrace_cupti::Cupti> {
     let cupti = cutrace_cupti::Cupti::load(&cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok()))
-        .context("--list-metrics needs libcupti.so.13 and libnvperf_host.so (CUDA 13 toolkit, or `pip install nvidia-cuda-cupti`)")?;
+        .context("checking metrics needs libcupti.so.13 and libnvperf_host.so (CUDA 13 toolkit, or `pip install nvidia-cuda-cupti`)")?;
     cutrace_counters::preload_nvperf_host(std::path::Path::new(&cupti.path));
     Ok(cupti)
 }
@@ -347,7 +348,7 @@ fn list_metrics(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     )?;
     let chip = match &args.chip {
         Some(c) => c.clone(),
-        None => gpu0_chip(&profiler).with_context(|| {
+        None => gpu_chip(&profiler, 0).with_context(|| {
             format!(
                 "no GPU to take the chip from; name one with --chip (this CUPTI knows: {})",
                 known.join(", ")
@@ -409,10 +410,14 @@ fn list_metrics(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// The chip of GPU 0 (`cuptiDeviceGetChipName`), which needs the driver.
-fn gpu0_chip(profiler: &Profiler<'_>) -> anyhow::Result<String> {
+/// The chip of a GPU (`cuptiDeviceGetChipName`), which needs the driver.
+pub(crate) fn gpu_chip(profiler: &Profiler<'_>, device: usize) -> anyhow::Result<String> {
+    // cuptiProfilerInitialize answers CUPTI_ERROR_UNKNOWN until the driver is initialized.
+    let driver = cutrace_cupti::driver::CudaDriver::load()?;
+    let r = driver.init(0);
+    anyhow::ensure!(r == 0, "cuInit returned {}", driver.error_name(r));
     profiler.initialize()?;
-    let chip = profiler.chip_name(0)?;
+    let chip = profiler.chip_name(device)?;
     profiler.deinitialize();
-    chip.context("CUPTI named no chip for GPU 0")
+    chip.with_context(|| format!("CUPTI named no chip for GPU {device}"))
 }

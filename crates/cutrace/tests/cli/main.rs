@@ -34,4 +34,5 @@ mod record_cli;
 mod report_cli;
 mod report_schema_doc;
 mod report_text_cli;
+mod sample_fixture;
 mod steps_cli;

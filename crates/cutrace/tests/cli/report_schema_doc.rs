@@ -1,8 +1,8 @@
 //! `docs/REPORT.md` documents every field of `cutrace report --format json`: the report is run on
 //! committed fixtures that together produce every field (a merged multi-process trace, an
 //! incomplete one, a torch.profiler one, one with copies and memsets, one with recorder notes, a
-//! `--from`/`--to` window, two runs' parts in one directory, `--steps`, and a `cutrace profile`
-//! trace with counters), and every object key seen
+//! `--from`/`--to` window, two runs' parts in one directory, `--steps`, a `cutrace profile`
+//! trace with counters, and a `cutrace sample` trace with steps), and every object key seen
 //! anywhere in the output must appear in the page as a backticked name (`` `idle_split` ``).
 
 use std::collections::BTreeMap;
@@ -92,6 +92,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
         ),
         ("counters", report(&fixture("native/counters_basic"), &[])),
         ("counters with steps", report(&counter_steps, &[])),
+        (
+            "pm samples",
+            report(&fixture("native/sample_pm"), &["--steps", "cycle*"]),
+        ),
     ];
 
     // Each fixture still shows what it is here for, so the key set stays complete.
@@ -111,6 +115,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
     assert!(by("counters")["counters"]["by_kernel"][0]["values"][0].is_f64());
     assert!(by("counters")["counters"]["replay"]["launch_ns"].is_u64());
     assert!(by("counters with steps")["counters"]["by_step"][0]["values"][0].is_f64());
+    assert!(
+        by("pm samples")["pm_samples"]["devices"][0]["steps"][0]["layers"]["sm_active_pct"]
+            .is_f64()
+    );
 
     let mut keys = BTreeMap::new();
     for (_, v) in &runs {
