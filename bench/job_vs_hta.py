@@ -5,7 +5,7 @@ usage: python3 bench/job_vs_hta.py JOB_DIR [REPS] [HTA_PYTHON]
 JOB_DIR holds one Kineto trace per rank (tests/tools/gen_job.py writes one). Alternates the runs
 (cutrace; HTA's `TraceAnalysis(trace_dir=JOB_DIR)` load followed by its
 `get_comm_comp_overlap()`), REPS times each (default 3). Each run is a separate process; its wall
-time is measured, and its peak memory as the largest sum of the resident sets of the process and
+time and CPU time (user + system, with the workers it waited for) are measured, and its peak memory as the largest sum of the resident sets of the process and
 all its descendants, sampled every 10 ms from /proc, and at least `ru_maxrss` (HTA parses ranks in a pool of worker
 processes, whose memory `ru_maxrss` would not add up), next to `ru_maxrss` from `os.wait4`.
 Prints a Markdown table of medians and ratios.
@@ -77,7 +77,10 @@ def run(cmd):
     if status != 0:
         raise SystemExit(f"{cmd} failed with status {status}")
     # A run shorter than the sampling interval can end unsampled: ru_maxrss bounds it from below.
-    return wall, max(peak[0], ru.ru_maxrss) / 1024, ru.ru_maxrss / 1024  # MiB
+    # CPU time (user + system, with the workers it waited for) is less moved by other load on a
+    # shared machine than wall time.
+    cpu = ru.ru_utime + ru.ru_stime
+    return wall, max(peak[0], ru.ru_maxrss) / 1024, ru.ru_maxrss / 1024, cpu  # MiB, s
 
 
 variants = {
@@ -87,22 +90,25 @@ variants = {
 results = {k: [] for k in variants}
 for r in range(reps):
     for name, cmd in variants.items():
-        wall, tree, maxrss = run(cmd)
-        results[name].append((wall, tree, maxrss))
-        print(f"rep {r + 1}/{reps} {name}: {wall:.2f} s, tree peak {tree:.0f} MiB, "
-              f"ru_maxrss {maxrss:.0f} MiB", file=sys.stderr, flush=True)
+        wall, tree, maxrss, cpu = run(cmd)
+        results[name].append((wall, tree, maxrss, cpu))
+        print(f"rep {r + 1}/{reps} {name}: {wall:.2f} s, {cpu:.2f} CPU-s, tree peak {tree:.0f} "
+              f"MiB, ru_maxrss {maxrss:.0f} MiB", file=sys.stderr, flush=True)
 
 files = [f for f in os.listdir(job) if f.endswith((".json", ".json.gz"))]
 size = sum(os.path.getsize(os.path.join(job, f)) for f in files) / 1e6
 first = list(variants)[0]
 base_wall = statistics.median(x[0] for x in results[first])
 base_mem = statistics.median(x[1] for x in results[first])
+base_cpu = statistics.median(x[3] for x in results[first])
 print(f"\njob: {len(files)} ranks, {size:.0f} MB; medians of {reps} alternating runs\n")
-print("| tool | wall (s) | peak memory, process tree (MiB) | ru_maxrss (MiB) | wall ÷ cutrace | memory ÷ cutrace |")
-print("|---|---|---|---|---|---|")
+print("| tool | wall (s) | CPU (s) | peak memory, process tree (MiB) | ru_maxrss (MiB) | wall ÷ cutrace | "
+      "CPU ÷ cutrace | memory ÷ cutrace |")
+print("|---|---|---|---|---|---|---|---|")
 for name in variants:
     wall = statistics.median(x[0] for x in results[name])
     mem = statistics.median(x[1] for x in results[name])
     maxrss = statistics.median(x[2] for x in results[name])
-    print(f"| {name} | {wall:.2f} | {mem:.0f} | {maxrss:.0f} | {wall / base_wall:.1f}× | "
-          f"{mem / base_mem:.1f}× |")
+    cpu = statistics.median(x[3] for x in results[name])
+    print(f"| {name} | {wall:.2f} | {cpu:.2f} | {mem:.0f} | {maxrss:.0f} | {wall / base_wall:.1f}× | "
+          f"{cpu / base_cpu:.1f}× | {mem / base_mem:.1f}× |")
