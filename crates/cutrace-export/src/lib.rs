@@ -11,6 +11,7 @@ pub mod html;
 pub mod input;
 pub mod job;
 pub mod meta;
+pub mod outputs;
 pub mod parquet;
 pub mod perfetto;
 mod rows;

@@ -4,16 +4,19 @@
 //! Chrome Trace Event JSON for Perfetto UI, chrome://tracing, Holistic Trace Analysis and
 //! TensorBoard (see `chrome.rs`).
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use cutrace_export::counter_tracks::counter_timeline;
-use cutrace_export::files::{self, resolve, OutFile};
+use cutrace_export::files;
 use cutrace_export::input::{self, Unit};
+use cutrace_export::outputs::{
+    check_distinct, is_stdout, shown, table_file_names, table_groups, tables_in, Output, Outputs,
+};
 use cutrace_export::staged::Staged;
 use cutrace_export::text::{count, name_some};
-use cutrace_export::{chrome, meta, perfetto, tables};
+use cutrace_export::{chrome, meta, perfetto};
 use cutrace_trace::Trace;
 
 /// Convert a trace to CSV or Parquet tables, to Perfetto's own format, or to Chrome Trace Event
@@ -158,8 +161,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         input::Inputs::Trace(p) => p,
         input::Inputs::Job { units, notes } => return run_job(&args, &units, notes),
     };
-    check_distinct(&args, trace)?;
-    let groups = table_groups(&args);
+    let outs = Outputs {
+        csv: args.csv.as_ref(),
+        parquet: args.parquet.as_ref(),
+        chrome: args.chrome.as_ref(),
+        perfetto: args.perfetto.as_ref(),
+    };
+    check_distinct(&outs, trace).map_err(anyhow::Error::msg)?;
+    let groups = table_groups(args.csv.as_ref(), args.parquet.as_ref());
     // A directory that holds an earlier export's tables: replaced only with --force, so that a
     // directory never ends up with tables of two traces (as --chrome never overwrites a file).
     if !args.force {
@@ -386,37 +395,6 @@ fn notes_at(t: &Trace, place: &str) -> String {
     }
 }
 
-/// `-`: the export goes to stdout (--chrome and --perfetto).
-fn is_stdout(p: &Path) -> bool {
-    p.as_os_str() == "-"
-}
-
-/// An output path for a summary line.
-fn shown(out: &Path) -> String {
-    if is_stdout(out) {
-        "stdout".into()
-    } else {
-        out.display().to_string()
-    }
-}
-
-/// Every name a table directory's export may hold: each table in both formats, and meta.json.
-fn table_file_names() -> impl Iterator<Item = String> {
-    tables::ALL_NAMES
-        .iter()
-        .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
-        .chain(["meta.json".to_string()])
-}
-
-/// The cutrace table files (either format, and meta.json) and a job's partition directories
-/// (`kernels/`, …) that `dir` holds now.
-fn tables_in(dir: &Path) -> Vec<String> {
-    table_file_names()
-        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
-        .chain(cutrace_export::parquet::job::partitions_in(dir))
-        .collect()
-}
-
 /// Removes the table files in `dir` this export did not write (`written`: the names it did),
 /// the other format's tables of an earlier export; returns their names. Only files and links
 /// are removed: a directory in the way is left, and was reported by the staged commit.
@@ -439,160 +417,11 @@ fn remove_stale(dir: &Path, written: &[String]) -> anyhow::Result<Vec<String>> {
     Ok(removed)
 }
 
-/// One table directory and the formats written to it (--csv and --parquet may name one).
-struct TableGroup {
-    dir: PathBuf,
-    csv: bool,
-    parquet: bool,
-}
-
-impl TableGroup {
-    fn flags(&self) -> &'static str {
-        match (self.csv, self.parquet) {
-            (true, true) => "--csv/--parquet",
-            (true, false) => "--csv",
-            _ => "--parquet",
-        }
-    }
-}
-
-/// The table directories to write, in order (--csv's first), one per directory.
-fn table_groups(args: &Args) -> Vec<TableGroup> {
-    let mut groups: Vec<TableGroup> = Vec::new();
-    for (csv, dir) in [(true, &args.csv), (false, &args.parquet)] {
-        let Some(dir) = dir else { continue };
-        match groups.iter_mut().find(|g| resolve(&g.dir) == resolve(dir)) {
-            Some(g) => g.parquet = true,
-            None => groups.push(TableGroup {
-                dir: dir.clone(),
-                csv,
-                parquet: !csv,
-            }),
-        }
-    }
-    groups
-}
-
-/// Refuses, before the read, two outputs that name one file: --chrome and --perfetto with one
-/// path (or both `-`), a --chrome/--perfetto file that is a table directory, or one that has a
-/// table file's name inside a table directory. --csv and --parquet may share a directory: their
-/// files have different names, and meta.json is the same for both.
-fn check_distinct(args: &Args, trace: &Path) -> anyhow::Result<()> {
-    let files: Vec<(&str, &PathBuf)> = [("--chrome", &args.chrome), ("--perfetto", &args.perfetto)]
-        .into_iter()
-        .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
-        .collect();
-    if let [(fa, a), (fb, b)] = files[..] {
-        let same = if is_stdout(a) || is_stdout(b) {
-            is_stdout(a) && is_stdout(b)
-        } else {
-            resolve(a) == resolve(b)
-        };
-        if same && is_stdout(a) {
-            anyhow::bail!(
-                "{fa} - and {fb} - would both write to stdout; give one of them a file name \
-                 (nothing was written)"
-            );
-        }
-        if same {
-            anyhow::bail!(
-                "{fa} {} and {fb} {} name the same file; give each its own file (nothing was \
-                 written)",
-                a.display(),
-                b.display()
-            );
-        }
-    }
-    // Not even --force replaces the trace being read (an export keeps less than its source).
-    let input = resolve(trace);
-    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
-        if resolve(f) == input || resolve(f).starts_with(&input) {
-            anyhow::bail!(
-                "{ff} {} is the trace being converted (or inside it); give the export another \
-                 name (nothing was written)",
-                f.display()
-            );
-        }
-    }
-    let dirs = [("--csv", &args.csv), ("--parquet", &args.parquet)];
-    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
-        let rf = resolve(f);
-        for (fd, d) in dirs
-            .iter()
-            .filter_map(|(fd, d)| d.as_ref().map(|d| (fd, d)))
-        {
-            let rd = resolve(d);
-            if rf == rd {
-                anyhow::bail!(
-                    "{ff} {} is also the {fd} directory; give the file another name (nothing was \
-                     written)",
-                    f.display()
-                );
-            }
-            let name = rf.file_name().map(|n| n.to_string_lossy().into_owned());
-            if rf.parent() == Some(rd.as_path())
-                && name.is_some_and(|n| table_file_names().any(|t| t == n))
-            {
-                anyhow::bail!(
-                    "{ff} {} has the name of a table file in the {fd} directory {}; give it \
-                     another name (nothing was written)",
-                    f.display(),
-                    d.display()
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
 fn exists(out: &Path, flag: &str) -> anyhow::Error {
     anyhow::anyhow!(
         "{} already exists; pass --force to overwrite it, or choose another {flag} path",
         out.display()
     )
-}
-
-/// The output file, gzip-compressed when its name ends in `.gz`.
-enum Output {
-    Stdout(std::io::BufWriter<std::io::Stdout>),
-    Plain(std::io::BufWriter<OutFile>),
-    Gzip(Box<std::io::BufWriter<flate2::write::GzEncoder<std::io::BufWriter<OutFile>>>>),
-}
-
-impl Write for Output {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        match self {
-            Output::Stdout(w) => w.write(buf),
-            Output::Plain(w) => w.write(buf),
-            Output::Gzip(w) => w.write(buf),
-        }
-    }
-    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
-        match self {
-            Output::Stdout(w) => w.write_all(buf),
-            Output::Plain(w) => w.write_all(buf),
-            Output::Gzip(w) => w.write_all(buf),
-        }
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        match self {
-            Output::Stdout(w) => w.flush(),
-            Output::Plain(w) => w.flush(),
-            Output::Gzip(w) => w.flush(),
-        }
-    }
-}
-
-impl Output {
-    /// Completes the output; a file's is returned for its commit (`None` for stdout).
-    fn finish(self) -> std::io::Result<Option<OutFile>> {
-        let file = match self {
-            Output::Stdout(mut w) => return w.flush().map(|()| None),
-            Output::Plain(w) => w,
-            Output::Gzip(w) => w.into_inner().map_err(|e| e.into_error())?.finish()?,
-        };
-        file.into_inner().map(Some).map_err(|e| e.into_error())
-    }
 }
 
 /// Writes one export file through `write`: gzip-compressed when the name ends in `.gz`; to
@@ -607,15 +436,6 @@ fn export_file<T>(
     mode: u32,
     write: impl FnOnce(&mut Output) -> std::io::Result<T>,
 ) -> anyhow::Result<T> {
-    if is_stdout(out) {
-        let mut w = Output::Stdout(std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::io::stdout(),
-        ));
-        return write(&mut w)
-            .and_then(|n| w.finish().map(|_| n))
-            .context("writing stdout");
-    }
     if force {
         if let Ok(m) = std::fs::symlink_metadata(out) {
             if !m.file_type().is_file() {
@@ -627,27 +447,17 @@ fn export_file<T>(
             }
         }
     }
-    let file = OutFile::create(out, mode).with_context(|| format!("creating {}", out.display()))?;
-    let file = std::io::BufWriter::with_capacity(1 << 20, file);
-    let gz = out
-        .extension()
-        .is_some_and(|x| x.eq_ignore_ascii_case("gz"));
-    let mut w = if gz {
-        let enc = flate2::write::GzEncoder::new(file, flate2::Compression::new(3));
-        Output::Gzip(Box::new(std::io::BufWriter::with_capacity(1 << 20, enc)))
-    } else {
-        Output::Plain(file)
-    };
+    let mut w = Output::open(out, mode).with_context(|| format!("creating {}", out.display()))?;
     // On an error the OutFile is dropped, which removes the temporary file.
-    let n = write(&mut w).with_context(|| format!("writing {}", out.display()))?;
+    let n = write(&mut w).with_context(|| format!("writing {}", shown(out)))?;
     let file = w
         .finish()
-        .with_context(|| format!("writing {}", out.display()))?;
+        .with_context(|| format!("writing {}", shown(out)))?;
     match file.map(|f| f.commit(force)) {
         Some(Err(e)) if e.kind() == std::io::ErrorKind::AlreadyExists && !force => {
             Err(exists(out, flag))
         }
-        Some(Err(e)) => Err(e).with_context(|| format!("writing {}", out.display())),
+        Some(Err(e)) => Err(e).with_context(|| format!("writing {}", shown(out))),
         _ => Ok(n),
     }
 }

@@ -1,0 +1,220 @@
+//! The output side of `cutrace convert`: where each export goes, that no two outputs (or an
+//! output and the trace being read) name one file, which table files a directory holds, and the
+//! export file itself (stdout, a plain file or a gzip one, created exclusively under a random
+//! name and put in place once complete).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use crate::files::{resolve, OutFile};
+use crate::tables;
+
+/// The outputs named on the command line (`None`: not asked for).
+pub struct Outputs<'a> {
+    pub csv: Option<&'a PathBuf>,
+    pub parquet: Option<&'a PathBuf>,
+    pub chrome: Option<&'a PathBuf>,
+    pub perfetto: Option<&'a PathBuf>,
+}
+
+/// `-`: the export goes to stdout (--chrome and --perfetto).
+pub fn is_stdout(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+/// An output path for a summary line.
+pub fn shown(out: &Path) -> String {
+    if is_stdout(out) {
+        "stdout".into()
+    } else {
+        out.display().to_string()
+    }
+}
+
+/// Every name a table directory's export may hold: each table in both formats, and meta.json.
+pub fn table_file_names() -> impl Iterator<Item = String> {
+    tables::ALL_NAMES
+        .iter()
+        .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
+        .chain(["meta.json".to_string()])
+}
+
+/// The cutrace table files (either format, and meta.json) and a job's partition directories
+/// (`kernels/`, …) that `dir` holds now.
+pub fn tables_in(dir: &Path) -> Vec<String> {
+    table_file_names()
+        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
+        .chain(crate::parquet::job::partitions_in(dir))
+        .collect()
+}
+
+/// One table directory and the formats written to it (--csv and --parquet may name one).
+pub struct TableGroup {
+    pub dir: PathBuf,
+    pub csv: bool,
+    pub parquet: bool,
+}
+
+impl TableGroup {
+    pub fn flags(&self) -> &'static str {
+        match (self.csv, self.parquet) {
+            (true, true) => "--csv/--parquet",
+            (true, false) => "--csv",
+            _ => "--parquet",
+        }
+    }
+}
+
+/// The table directories to write, in order (--csv's first), one per directory.
+pub fn table_groups(csv_dir: Option<&PathBuf>, parquet_dir: Option<&PathBuf>) -> Vec<TableGroup> {
+    let mut groups: Vec<TableGroup> = Vec::new();
+    for (csv, dir) in [(true, csv_dir), (false, parquet_dir)] {
+        let Some(dir) = dir else { continue };
+        match groups.iter_mut().find(|g| resolve(&g.dir) == resolve(dir)) {
+            Some(g) => g.parquet = true,
+            None => groups.push(TableGroup {
+                dir: dir.clone(),
+                csv,
+                parquet: !csv,
+            }),
+        }
+    }
+    groups
+}
+
+/// Refuses, before the read, two outputs that name one file: --chrome and --perfetto with one
+/// path (or both `-`), a --chrome/--perfetto file that is a table directory, or one that has a
+/// table file's name inside a table directory. --csv and --parquet may share a directory: their
+/// files have different names, and meta.json is the same for both.
+pub fn check_distinct(outputs: &Outputs, trace: &Path) -> Result<(), String> {
+    let files: Vec<(&str, &PathBuf)> = [
+        ("--chrome", outputs.chrome),
+        ("--perfetto", outputs.perfetto),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    if let [(fa, a), (fb, b)] = files[..] {
+        let same = if is_stdout(a) || is_stdout(b) {
+            is_stdout(a) && is_stdout(b)
+        } else {
+            resolve(a) == resolve(b)
+        };
+        if same && is_stdout(a) {
+            return Err(format!(
+                "{fa} - and {fb} - would both write to stdout; give one of them a file name \
+                 (nothing was written)"
+            ));
+        }
+        if same {
+            return Err(format!(
+                "{fa} {} and {fb} {} name the same file; give each its own file (nothing was \
+                 written)",
+                a.display(),
+                b.display()
+            ));
+        }
+    }
+    // Not even --force replaces the trace being read (an export keeps less than its source).
+    let input = resolve(trace);
+    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
+        if resolve(f) == input || resolve(f).starts_with(&input) {
+            return Err(format!(
+                "{ff} {} is the trace being converted (or inside it); give the export another \
+                 name (nothing was written)",
+                f.display()
+            ));
+        }
+    }
+    let dirs = [("--csv", outputs.csv), ("--parquet", outputs.parquet)];
+    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
+        let rf = resolve(f);
+        for (fd, d) in dirs
+            .iter()
+            .filter_map(|(fd, d)| d.as_ref().map(|d| (fd, d)))
+        {
+            let rd = resolve(d);
+            if rf == rd {
+                return Err(format!(
+                    "{ff} {} is also the {fd} directory; give the file another name (nothing was \
+                     written)",
+                    f.display()
+                ));
+            }
+            let name = rf.file_name().map(|n| n.to_string_lossy().into_owned());
+            if rf.parent() == Some(rd.as_path())
+                && name.is_some_and(|n| table_file_names().any(|t| t == n))
+            {
+                return Err(format!(
+                    "{ff} {} has the name of a table file in the {fd} directory {}; give it \
+                     another name (nothing was written)",
+                    f.display(),
+                    d.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The output file, gzip-compressed when its name ends in `.gz`.
+pub enum Output {
+    Stdout(std::io::BufWriter<std::io::Stdout>),
+    Plain(std::io::BufWriter<OutFile>),
+    Gzip(Box<std::io::BufWriter<flate2::write::GzEncoder<std::io::BufWriter<OutFile>>>>),
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Output::Stdout(w) => w.write(buf),
+            Output::Plain(w) => w.write(buf),
+            Output::Gzip(w) => w.write(buf),
+        }
+    }
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+        match self {
+            Output::Stdout(w) => w.write_all(buf),
+            Output::Plain(w) => w.write_all(buf),
+            Output::Gzip(w) => w.write_all(buf),
+        }
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Output::Stdout(w) => w.flush(),
+            Output::Plain(w) => w.flush(),
+            Output::Gzip(w) => w.flush(),
+        }
+    }
+}
+
+impl Output {
+    /// Completes the output; a file's is returned for its commit (`None` for stdout).
+    pub fn finish(self) -> std::io::Result<Option<OutFile>> {
+        let file = match self {
+            Output::Stdout(mut w) => return w.flush().map(|()| None),
+            Output::Plain(w) => w,
+            Output::Gzip(w) => w.into_inner().map_err(|e| e.into_error())?.finish()?,
+        };
+        file.into_inner().map(Some).map_err(|e| e.into_error())
+    }
+
+    /// The export file for `out`: stdout for `-`; else a new file beside it (exclusive create,
+    /// random name, permission bits `mode`), gzip-compressed when the name ends in `.gz`.
+    pub fn open(out: &Path, mode: u32) -> std::io::Result<Output> {
+        if is_stdout(out) {
+            let w = std::io::BufWriter::with_capacity(1 << 20, std::io::stdout());
+            return Ok(Output::Stdout(w));
+        }
+        let file = std::io::BufWriter::with_capacity(1 << 20, OutFile::create(out, mode)?);
+        let gz = out
+            .extension()
+            .is_some_and(|x| x.eq_ignore_ascii_case("gz"));
+        Ok(if gz {
+            let enc = flate2::write::GzEncoder::new(file, flate2::Compression::new(3));
+            Output::Gzip(Box::new(std::io::BufWriter::with_capacity(1 << 20, enc)))
+        } else {
+            Output::Plain(file)
+        })
+    }
+}
