@@ -798,22 +798,23 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
             match ev.rec {
                 Rec::Kernel(i) => {
                     let k = &t.kernels[i as usize];
+                    let l = t.launch(k);
                     args.u("device", u64::from(k.device));
                     args.u("stream", k.stream);
                     args.u("correlation", k.correlation_id);
                     args.s(
                         "grid",
-                        &format!("[{}, {}, {}]", k.grid[0], k.grid[1], k.grid[2]),
+                        &format!("[{}, {}, {}]", l.grid[0], l.grid[1], l.grid[2]),
                     );
                     args.s(
                         "block",
-                        &format!("[{}, {}, {}]", k.block[0], k.block[1], k.block[2]),
+                        &format!("[{}, {}, {}]", l.block[0], l.block[1], l.block[2]),
                     );
-                    args.u("registers per thread", u64::from(k.registers_per_thread));
-                    args.u("static shared memory", u64::from(k.static_shared_bytes));
-                    args.u("dynamic shared memory", u64::from(k.dynamic_shared_bytes));
-                    if k.graph_id != 0 {
-                        args.u("graph id", u64::from(k.graph_id));
+                    args.u("registers per thread", u64::from(l.registers_per_thread));
+                    args.u("static shared memory", u64::from(l.static_shared_bytes));
+                    args.u("dynamic shared memory", u64::from(l.dynamic_shared_bytes));
+                    if l.graph_id != 0 {
+                        args.u("graph id", u64::from(l.graph_id));
                     }
                     let raw = t.str(k.name);
                     if display_name(raw) != raw {

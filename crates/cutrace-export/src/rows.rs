@@ -419,12 +419,7 @@ mod tests {
                     start_ns: 1_000 + i,
                     end_ns: 1_000_000_000 + i,
                     name: 0,
-                    grid: [1; 3],
-                    block: [1; 3],
-                    registers_per_thread: 0,
-                    static_shared_bytes: 0,
-                    dynamic_shared_bytes: 0,
-                    graph_id: 0,
+                    launch: 0,
                 })
                 .collect(),
             ..Trace::default()

@@ -46,6 +46,10 @@ struct Args {
     /// Do not write failing inputs under tests/fuzz-regressions/.
     #[arg(long)]
     no_keep: bool,
+    /// Write one large genuine native part (as the `native-10mb` target makes) to PATH and exit:
+    /// for measuring a command on it by hand.
+    #[arg(long, value_name = "PATH")]
+    write_large: Option<PathBuf>,
     /// Internal: serve as the small process that starts cutrace (see `run::Launcher`).
     #[arg(long, hide = true)]
     launcher: bool,
@@ -55,6 +59,18 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if args.launcher {
         return Ok(run::launcher_main()?);
+    }
+    if let Some(path) = &args.write_large {
+        let t = targets::large::LargeNative::load(&args.repo).context("loading the fixtures")?;
+        let mut part = Vec::new();
+        let records = t.write(&mut part, args.seed.unwrap_or(0))?;
+        std::fs::write(path, &part).with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "{}: {} bytes, {records} records",
+            path.display(),
+            part.len()
+        );
+        return Ok(());
     }
     // Each child is started by a small launcher of its own: children inherit their starter's
     // peak RSS.

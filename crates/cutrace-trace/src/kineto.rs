@@ -282,6 +282,8 @@ struct Sink {
     /// The `string-bytes` limit: the longest name kept.
     string_bytes: u64,
     strings: Interner,
+    /// Kernels' launch configurations, as `strings` holds names.
+    launches: LaunchInterner,
     trace: Trace,
     events: u64,
     skipped: std::collections::BTreeMap<String, u64>,
@@ -402,6 +404,7 @@ impl<R: Read> Importer<R> {
                 path: path.to_path_buf(),
                 string_bytes: Limits::default().string_bytes,
                 strings: Interner::new(),
+                launches: Default::default(),
                 trace,
                 events: 0,
                 skipped: Default::default(),
@@ -441,6 +444,7 @@ impl<R: Read> Importer<R> {
             trace.map_times(|t| if t == 0 { 0 } else { t.saturating_add(base) });
         }
         trace.strings = self.sink.strings.into_strings();
+        trace.launches = self.sink.launches.into_launches();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
         if self.sink.rounded > 0 {
             // After the "cutrace" member's notes were restored, so it is kept beside them.
@@ -917,13 +921,15 @@ impl Sink {
                     start_ns: g.start,
                     end_ns: g.end,
                     name,
-                    grid: g.args.grid.unwrap_or_default(),
-                    block: g.args.block.unwrap_or_default(),
-                    registers_per_thread: g.args.registers.unwrap_or(0),
-                    // Kineto writes a single "shared memory" figure; keep it as static.
-                    static_shared_bytes: g.args.shared_memory.unwrap_or(0),
-                    dynamic_shared_bytes: 0,
-                    graph_id: g.args.graph_id.unwrap_or(0),
+                    launch: self.launches.intern(Launch {
+                        grid: g.args.grid.unwrap_or_default(),
+                        block: g.args.block.unwrap_or_default(),
+                        registers_per_thread: g.args.registers.unwrap_or(0),
+                        // Kineto writes a single "shared memory" figure; keep it as static.
+                        static_shared_bytes: g.args.shared_memory.unwrap_or(0),
+                        dynamic_shared_bytes: 0,
+                        graph_id: g.args.graph_id.unwrap_or(0),
+                    }),
                 });
             }
             "gpu_memcpy" => {

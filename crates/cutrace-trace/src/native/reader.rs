@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::codec::{decode_column, get_varint};
+use super::codec::{column_holds, get_varint, ColumnCursor};
 use super::{
     codec_id, marker_flags, tag, Header, MarkerEvent, Meta, Table, Tail, CHUNK_HEADER_LEN,
     FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, PART_EXTENSION,
@@ -432,6 +432,9 @@ fn inflate(stored: &[u8], raw_len: usize) -> Option<Vec<u8>> {
     (out.len() == raw_len).then_some(out)
 }
 
+/// Columns of the widest table this reader knows (the kernel table).
+const MAX_COLUMNS: usize = 17;
+
 #[derive(Default)]
 struct PartBuilder {
     limits: Limits,
@@ -442,6 +445,7 @@ struct PartBuilder {
     meta: Meta,
     tail: Option<Tail>,
     strings: Vec<String>,
+    launches: LaunchInterner,
     trace: Trace,
     markers: Vec<MarkerEvent>,
     skipped: HashMap<String, u64>,
@@ -566,14 +570,22 @@ impl PartBuilder {
         if nrows > raw.len() || ncols > raw.len() || (nrows > 0 && ncols == 0) {
             return Err(bad());
         }
-        let mut cols = Vec::with_capacity(ncols);
-        for _ in 0..ncols {
+        // Every column is checked whole first, so a bad one adds no record; then the columns are
+        // read side by side, a row at a time.
+        let mut cols = Vec::with_capacity(ncols.min(MAX_COLUMNS));
+        for i in 0..ncols {
             let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
             let end = pos
                 .checked_add(len)
                 .filter(|&e| e <= raw.len())
                 .ok_or_else(bad)?;
-            cols.push(decode_column(&raw[pos..end], nrows).ok_or_else(bad)?);
+            if !column_holds(&raw[pos..end], nrows) {
+                return Err(bad());
+            }
+            // Columns past the ones this reader knows are checked and left.
+            if i < MAX_COLUMNS {
+                cols.push(ColumnCursor::new(&raw[pos..end]));
+            }
             pos = end;
         }
         let Some(table) = Table::from_id(table_id) else {
@@ -583,11 +595,14 @@ impl PartBuilder {
                 .or_default() += nrows as u64;
             return Ok(());
         };
-        let zero = vec![0u64; nrows];
-        let col = |i: usize| -> &[u64] { cols.get(i).map_or(&zero[..], |c| &c[..]) };
         let t = &mut self.trace;
-        for r in 0..nrows {
-            let v = |i: usize| col(i)[r];
+        // Missing trailing columns read as 0.
+        let mut row = [0u64; MAX_COLUMNS];
+        for _ in 0..nrows {
+            for (x, c) in row.iter_mut().zip(cols.iter_mut()) {
+                *x = c.next_value().ok_or_else(bad)?;
+            }
+            let v = |i: usize| row[i];
             let start = v(0);
             match table {
                 Table::Kernel => t.kernels.push(Kernel {
@@ -598,12 +613,14 @@ impl PartBuilder {
                     context: v(4) as u32,
                     stream: v(5),
                     name: v(6) as StrId,
-                    grid: [v(7) as u32, v(8) as u32, v(9) as u32],
-                    block: [v(10) as u32, v(11) as u32, v(12) as u32],
-                    registers_per_thread: v(13) as u32,
-                    static_shared_bytes: v(14) as u32,
-                    dynamic_shared_bytes: v(15) as u32,
-                    graph_id: v(16) as u32,
+                    launch: self.launches.intern(Launch {
+                        grid: [v(7) as u32, v(8) as u32, v(9) as u32],
+                        block: [v(10) as u32, v(11) as u32, v(12) as u32],
+                        registers_per_thread: v(13) as u32,
+                        static_shared_bytes: v(14) as u32,
+                        dynamic_shared_bytes: v(15) as u32,
+                        graph_id: v(16) as u32,
+                    }),
                 }),
                 Table::Memcpy => t.memcpys.push(Memcpy {
                     start_ns: start,
@@ -699,6 +716,7 @@ impl PartBuilder {
         let header = self.header.unwrap_or_default();
         let mut t = self.trace;
         t.strings = self.strings;
+        t.launches = self.launches.into_launches();
         let m = &mut t.meta;
         m.source = SourceFormat::Native;
         m.paths = vec![path.display().to_string()];
@@ -851,6 +869,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
     }
     let mut out = Trace::default();
     let mut interner = Interner::new();
+    let mut launches = LaunchInterner::default();
     let mut reasons = Vec::new();
     let mut complete = true;
     let mut skipped: HashMap<String, u64> = HashMap::new();
@@ -870,6 +889,9 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
             && !(t.kernels.is_empty() && t.memcpys.is_empty() && t.memsets.is_empty());
         let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
         let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
+        let launch_map: Vec<LaunchId> = t.launches.iter().map(|l| launches.intern(*l)).collect();
+        let relaunch =
+            |id: LaunchId| -> LaunchId { launch_map.get(id as usize).copied().unwrap_or(u32::MAX) };
         // CUPTI's correlation and stream ids are per process (32-bit, from 1 in each): the
         // parts of a multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³²
         // added, so a kernel never joins another process's launch call and two processes'
@@ -923,7 +945,8 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                 }))
             };
         }
-        adopt!(kernels, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id);
+        adopt!(kernels, r => r.name = re(r.name); r.launch = relaunch(r.launch);
+            r.correlation_id = corr(r.correlation_id);
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(api_calls, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id));
         adopt!(ranges, r => r.name = re(r.name); r.stream = r.stream.map(stream);
@@ -986,6 +1009,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         out.meta.notes.extend(m.notes);
     }
     out.strings = interner.into_strings();
+    out.launches = launches.into_launches();
     out.meta.source = SourceFormat::Native;
     out.meta.complete = complete;
     out.meta.incomplete_reason = (!reasons.is_empty()).then(|| reasons.join("; "));
@@ -1025,12 +1049,7 @@ mod tests {
             start_ns: 100,
             end_ns: 200,
             name: 0,
-            grid: [1; 3],
-            block: [1; 3],
-            registers_per_thread: 0,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
+            launch: 0,
         });
         t
     }
