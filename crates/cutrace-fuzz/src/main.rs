@@ -50,6 +50,9 @@ struct Args {
     /// for measuring a command on it by hand.
     #[arg(long, value_name = "PATH")]
     write_large: Option<PathBuf>,
+    /// Size of the part --write-large writes, in bytes.
+    #[arg(long, default_value_t = targets::large::PART_BYTES)]
+    large_bytes: u64,
     /// Internal: serve as the small process that starts cutrace (see `run::Launcher`).
     #[arg(long, hide = true)]
     launcher: bool,
@@ -63,7 +66,7 @@ fn main() -> anyhow::Result<()> {
     if let Some(path) = &args.write_large {
         let t = targets::large::LargeNative::load(&args.repo).context("loading the fixtures")?;
         let mut part = Vec::new();
-        let records = t.write(&mut part, args.seed.unwrap_or(0))?;
+        let records = t.write(&mut part, args.seed.unwrap_or(0), args.large_bytes)?;
         std::fs::write(path, &part).with_context(|| format!("writing {}", path.display()))?;
         println!(
             "{}: {} bytes, {records} records",

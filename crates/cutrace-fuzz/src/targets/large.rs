@@ -35,11 +35,11 @@ impl LargeNative {
         Ok(LargeNative { sources })
     }
 
-    /// One part of [`PART_BYTES`] from source `which` (0: the SIGKILLed recording, 1: lean
+    /// One part of about `bytes` from source `which` (0: the SIGKILLed recording, 1: lean
     /// tiny_5000), 4,000 rows a chunk; returns the records written.
-    pub fn write(&self, out: &mut Vec<u8>, which: u64) -> io::Result<u64> {
+    pub fn write(&self, out: &mut Vec<u8>, which: u64, bytes: u64) -> io::Result<u64> {
         let src = &self.sources[which as usize % self.sources.len()].1;
-        write_large(src, PART_BYTES, 4_000, out)
+        write_large(src, bytes, 4_000, out)
     }
 }
 
