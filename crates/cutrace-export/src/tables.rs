@@ -207,7 +207,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                     ApiKind::Driver => "Driver",
                 })),
                 col!(a, Str, "name", |r| s(r.name)),
-                col!(a, U32, "cbid", |r| r.cbid),
+                col!(a, U32, "cbid", |r| u32::from(r.cbid)),
                 col!(a, U32, "process", |r| r.process),
                 col!(a, U64, "thread", |r| r.thread),
                 col!(a, U64, "correlation_id", |r| r.correlation_id),

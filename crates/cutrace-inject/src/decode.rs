@@ -94,7 +94,7 @@ impl Decoder {
                         ApiKind::Runtime
                     },
                     name,
-                    cbid: r.cbid,
+                    cbid: ApiCall::cbid_of(r.cbid.into()),
                     process: r.process,
                     thread: r.thread.into(),
                     correlation_id: r.correlation_id.into(),

@@ -969,7 +969,7 @@ impl Sink {
                         ApiKind::Driver
                     },
                     name,
-                    cbid: a.cbid.unwrap_or(0),
+                    cbid: ApiCall::cbid_of(a.cbid.unwrap_or(0).into()),
                     process: raw_u64(ev.pid).unwrap_or(0) as u32,
                     thread: raw_u64(ev.tid).unwrap_or(0),
                     correlation_id: a.correlation.unwrap_or(0),

@@ -255,8 +255,9 @@ pub struct ApiCall {
     pub kind: ApiKind,
     /// Function name (`cudaLaunchKernel`); CUPTI gives a callback id that the recorder resolves.
     pub name: StrId,
-    /// CUPTI callback id when known (0 on imported traces).
-    pub cbid: u32,
+    /// CUPTI callback id when known (0 on imported traces). CUPTI's ids are below 2¹⁶ (a few
+    /// hundred per API); 16 bits keep the record at 48 bytes (see [`Kernel`]).
+    pub cbid: u16,
     pub process: u32,
     pub thread: u64,
     pub correlation_id: u64,
@@ -264,6 +265,13 @@ pub struct ApiCall {
     pub end_ns: Ns,
     /// The call's return value (0 = success) when known.
     pub return_value: i32,
+}
+
+impl ApiCall {
+    /// A callback id as stored: one past 2¹⁶ (none exists) reads as 65535, never wrapped.
+    pub fn cbid_of(v: u64) -> u16 {
+        u16::try_from(v).unwrap_or(u16::MAX)
+    }
 }
 
 /// What a synchronization waited on (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, Kineto `cuda_sync`).
@@ -725,9 +733,10 @@ mod tests {
     }
 
     #[test]
-    fn a_kernel_record_stays_small() {
+    fn kernel_and_api_records_stay_small() {
         // Memory per record is what bounds a command on a large trace (docs/FORMAT.md, Limits).
         assert_eq!(std::mem::size_of::<Kernel>(), 48);
+        assert_eq!(std::mem::size_of::<ApiCall>(), 48);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::path::Path;
 use cutrace_trace::native::Writer;
 use cutrace_trace::{Header, Trace};
 
-use super::{Case, Feed, Target};
+use super::{Case, Feed};
 use crate::rng::Rng;
 
 /// Size of the parts made: the issue's largest input.
@@ -35,11 +35,17 @@ impl LargeNative {
         Ok(LargeNative { sources })
     }
 
-    /// One part of about `bytes` from source `which` (0: the SIGKILLed recording, 1: lean
-    /// tiny_5000), 4,000 rows a chunk; returns the records written.
-    pub fn write(&self, out: &mut Vec<u8>, which: u64, bytes: u64) -> io::Result<u64> {
-        let src = &self.sources[which as usize % self.sources.len()].1;
-        write_large(src, bytes, 4_000, out)
+    /// The recording and the chunk size of a run's large parts.
+    fn pick(&self, rng: &mut Rng) -> (&str, &Trace, usize) {
+        let (name, src) = rng.pick(&self.sources);
+        (name, src, *rng.pick(&[2_000usize, 4_000, 20_000]))
+    }
+
+    /// The part of about `bytes` that run `seed`'s large cases read (see [`LargeNative::cases`]);
+    /// returns the records written.
+    pub fn write(&self, out: &mut Vec<u8>, seed: u64, bytes: u64) -> io::Result<u64> {
+        let (_, src, rows_per_chunk) = self.pick(&mut Rng::new(seed));
+        write_large(src, bytes, rows_per_chunk, out)
     }
 }
 
@@ -116,52 +122,107 @@ pub fn write_large(
     Ok(records)
 }
 
-impl Target for LargeNative {
-    fn name(&self) -> &'static str {
-        "native-10mb"
-    }
-
-    fn generate(&self, rng: &mut Rng, dir: &Path) -> io::Result<Case> {
-        let (name, src) = rng.pick(&self.sources);
-        let rows_per_chunk = *rng.pick(&[2_000usize, 4_000, 20_000]);
-        let mut part = Vec::with_capacity(PART_BYTES as usize + (1 << 20));
-        let records = write_large(src, PART_BYTES, rows_per_chunk, &mut part)?;
-        let input = dir.join("trace");
-        std::fs::create_dir_all(&input)?;
-        std::fs::write(input.join("vm-4242.cutrace"), &part)?;
-        let mut args: Vec<std::ffi::OsString> = Vec::new();
-        let mut outputs = Vec::new();
-        let command = rng.below(8);
+impl LargeNative {
+    /// The large-trace cases of a run: one genuine part of [`PART_BYTES`] (a recording and a
+    /// chunk size picked by `rng`) run through every main command, and `diff` of a part of half
+    /// that size with itself (its two inputs together are [`PART_BYTES`]). Their inputs are
+    /// written under `dir`; a failure is replayed from the seed (`--write-large`), not kept.
+    pub fn cases(&self, rng: &mut Rng, dir: &Path) -> io::Result<Vec<Case>> {
+        let (name, src, rows_per_chunk) = self.pick(rng);
+        let write = |sub: &str, bytes: u64| -> io::Result<(std::path::PathBuf, String)> {
+            let mut part = Vec::with_capacity(bytes as usize + (1 << 20));
+            let records = write_large(src, bytes, rows_per_chunk, &mut part)?;
+            let trace = dir.join(sub);
+            std::fs::create_dir_all(&trace)?;
+            std::fs::write(trace.join("vm-4242.cutrace"), &part)?;
+            let what = format!(
+                "a valid native part of {} bytes, {records} records: {name}'s records repeated, \
+                 {rows_per_chunk} rows a chunk",
+                part.len()
+            );
+            Ok((trace, what))
+        };
+        let (full, what) = write("trace", PART_BYTES)?;
         let out = dir.join("out");
-        match command {
-            0 => args.extend(["report".into(), input.clone().into_os_string()]),
-            1 => {
-                args.extend(["report".into(), input.clone().into_os_string()]);
-                args.extend(["--format".into(), "json".into()]);
-            }
-            2 => {
-                args.extend(["diff".into(), input.clone().into_os_string()]);
-                args.push(input.clone().into_os_string());
-            }
-            _ => {
-                let flag = ["--csv", "--parquet", "--chrome", "--perfetto", "--csv"][command - 3];
-                args.extend(["convert".into(), input.clone().into_os_string()]);
-                args.extend([flag.into(), out.clone().into_os_string()]);
-                outputs.push(out);
+        let mut cases = Vec::new();
+        let case =
+            |args: Vec<std::ffi::OsString>, outputs: Vec<std::path::PathBuf>, what: &str| Case {
+                args,
+                feed: Feed::File,
+                outputs,
+                input: Vec::new(),
+                input_name: "large".into(),
+                what: what.to_string(),
+            };
+        let input = full.into_os_string();
+        cases.push(case(vec!["report".into(), input.clone()], vec![], &what));
+        cases.push(case(
+            vec![
+                "report".into(),
+                input.clone(),
+                "--format".into(),
+                "json".into(),
+            ],
+            vec![],
+            &what,
+        ));
+        for flag in ["--csv", "--parquet", "--chrome", "--perfetto"] {
+            cases.push(case(
+                vec![
+                    "convert".into(),
+                    input.clone(),
+                    flag.into(),
+                    out.join(&flag[2..]).into_os_string(),
+                ],
+                vec![out.join(&flag[2..])],
+                &what,
+            ));
+        }
+        let (half, what) = write("half", PART_BYTES / 2)?;
+        cases.push(case(
+            vec![
+                "diff".into(),
+                half.clone().into_os_string(),
+                half.into_os_string(),
+            ],
+            vec![],
+            &format!("{what}, compared with itself"),
+        ));
+        Ok(cases)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_large_part_is_valid_and_reads_back_whole() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let large = LargeNative::load(&repo).unwrap();
+        for (name, src) in &large.sources {
+            let mut part = Vec::new();
+            let records = write_large(src, 400_000, 4_000, &mut part).unwrap();
+            assert!(part.len() >= 300_000, "{name}: {} bytes", part.len());
+            let t = cutrace_trace::native::read_stream(
+                Path::new("large.cutrace"),
+                &part[..],
+                Some(part.len() as u64),
+                &cutrace_trace::Limits::default(),
+                &mut |_, _| {},
+            )
+            .unwrap();
+            assert!(t.meta.complete, "{name}: {:?}", t.meta.incomplete_reason);
+            assert_eq!(t.meta.damaged_bytes, 0, "{name}");
+            assert_eq!((t.kernels.len() + t.api_calls.len()) as u64, records);
+            // More than one round: ids moved on, launches and names kept.
+            assert!(t.kernels.len() > src.kernels.len(), "{name}");
+            let max_corr = |t: &Trace| t.kernels.iter().map(|k| k.correlation_id).max();
+            assert!(max_corr(&t) > max_corr(src), "{name}");
+            for k in &t.kernels {
+                assert!(src.launches.contains(&t.launch(k)), "{name}");
+                assert!(src.strings.iter().any(|s| s == t.str(k.name)), "{name}");
             }
         }
-        Ok(Case {
-            args,
-            feed: Feed::File,
-            outputs,
-            // The input is kept only as what made it: it is 10 MB, and the seed remakes it.
-            input: Vec::new(),
-            input_name: format!("large-{}", name.replace('/', "-")),
-            what: format!(
-                "a valid {} MB native part of {records} records: {name}'s records repeated, \
-                 {rows_per_chunk} rows a chunk",
-                part.len() >> 20
-            ),
-        })
     }
 }

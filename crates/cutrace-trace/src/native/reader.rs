@@ -651,7 +651,7 @@ impl PartBuilder {
                     } else {
                         ApiKind::Runtime
                     },
-                    cbid: v(4) as u32,
+                    cbid: ApiCall::cbid_of(v(4)),
                     name: v(5) as StrId,
                     process: v(6) as u32,
                     thread: v(7),
