@@ -165,7 +165,12 @@ impl Rows {
         self.tree[i] = v;
         while i > 1 {
             i /= 2;
-            self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            let m = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            // Nothing above changes either (a new row beside an empty one stops at once).
+            if self.tree[i] == m {
+                break;
+            }
+            self.tree[i] = m;
         }
     }
 
