@@ -69,7 +69,9 @@ pub fn read_parts_with(
     limits: &Limits,
     progress: Progress<'_>,
 ) -> Result<Trace, TraceError> {
-    let mut traces = Vec::with_capacity(paths.len());
+    // The first part waits for a second: a trace of one part is kept as it is.
+    let mut first: Option<Trace> = None;
+    let mut merger: Option<Merger> = None;
     let mut left_out: Vec<(String, TraceError)> = Vec::new();
     for p in paths {
         let part = match File::open(p) {
@@ -80,7 +82,16 @@ pub fn read_parts_with(
             Err(e) => Err(TraceError::io(p, e)),
         };
         match part {
-            Ok(Part::Read(read)) => traces.push(read.0),
+            Ok(Part::Read(read)) => match (&mut merger, first.take()) {
+                (Some(m), _) => m.add(read.0),
+                (None, None) => first = Some(read.0),
+                (None, Some(one)) => {
+                    let mut m = Merger::default();
+                    m.add(one);
+                    m.add(read.0);
+                    merger = Some(m);
+                }
+            },
             Ok(Part::NotNative(e)) => left_out.push((
                 format!(
                     "{}: left out, not a cutrace part (its first bytes are not the magic \
@@ -95,10 +106,12 @@ pub fn read_parts_with(
             Err(e) => return Err(e),
         }
     }
-    if traces.is_empty() && !left_out.is_empty() {
-        return Err(left_out.swap_remove(0).1);
-    }
-    let mut t = merge(traces);
+    let mut t = match (merger, first) {
+        (Some(m), _) => m.finish(),
+        (None, Some(one)) => one,
+        (None, None) if !left_out.is_empty() => return Err(left_out.swap_remove(0).1),
+        (None, None) => Merger::default().finish(),
+    };
     if !left_out.is_empty() {
         let mut reasons: Vec<String> = t.meta.incomplete_reason.take().into_iter().collect();
         reasons.extend(left_out.into_iter().map(|(why, _)| why));
@@ -862,30 +875,64 @@ fn sync_kind_from_code(c: u64) -> SyncKind {
     }
 }
 
-/// Merges per-process traces into one, re-interning strings.
-pub fn merge(mut traces: Vec<Trace>) -> Trace {
+/// Merges per-process traces into one, re-interning strings (see [`Merger`]); one trace is
+/// returned as it is.
+#[cfg(test)]
+fn merge(mut traces: Vec<Trace>) -> Trace {
     if traces.len() == 1 {
         return traces.pop().unwrap_or_default();
     }
-    let mut out = Trace::default();
-    let mut interner = Interner::new();
-    let mut launches = LaunchInterner::default();
-    let mut reasons = Vec::new();
-    let mut complete = true;
-    let mut skipped: HashMap<String, u64> = HashMap::new();
+    let mut m = Merger::default();
+    for t in traces {
+        m.add(t);
+    }
+    m.finish()
+}
+
+/// Merges parts one at a time, as they are read: a part's records move into the merged trace and
+/// the part is dropped before the next is read, so a directory of parts never holds its records
+/// twice.
+#[derive(Default)]
+pub struct Merger {
+    out: Trace,
+    /// Parts added so far (the next one's number N).
+    parts: usize,
+    interner: Interner,
+    launches: LaunchInterner,
+    reasons: Vec<String>,
+    /// Some part was incomplete.
+    incomplete: bool,
+    skipped: HashMap<String, u64>,
     // GPUs by UUID: a process sees its GPUs as ordinals 0, 1, … of its own
     // (CUDA_VISIBLE_DEVICES, one GPU per worker), so the same ordinal in two parts may be two
     // GPUs, and one GPU may have two ordinals. Each GPU keeps its ordinal unless another GPU
     // has it already; then it gets the next free one.
-    let mut by_uuid: HashMap<String, u32> = HashMap::new();
-    let mut taken: Vec<u32> = Vec::new();
-    let several = traces.len() > 1;
-    for (part, t) in traces.into_iter().enumerate() {
+    by_uuid: HashMap<String, u32>,
+    taken: Vec<u32>,
+}
+
+impl Merger {
+    /// Adds the next part (part N, N counted from 0 in the order added). Only for a trace of
+    /// two parts or more: one part is kept as it is, ids and all.
+    pub fn add(&mut self, t: Trace) {
+        let part = self.parts;
+        self.parts += 1;
+        let mut all_complete = !self.incomplete;
+        let complete = &mut all_complete;
+        let Merger {
+            out,
+            interner,
+            launches,
+            reasons,
+            skipped,
+            by_uuid,
+            taken,
+            ..
+        } = self;
         // A part with GPU work but no device records (CUPTI's DEVICE kind refused, or its
         // record lost): nothing says which GPU its ordinals are, so they are taken as they
         // are, and the reader is told.
-        let unidentified = several
-            && t.meta.devices.is_empty()
+        let unidentified = t.meta.devices.is_empty()
             && !(t.kernels.is_empty() && t.memcpys.is_empty() && t.memsets.is_empty());
         let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
         let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
@@ -915,7 +962,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                     Some(&g) => g,
                     None => {
                         let g = if taken.contains(&d.device) {
-                            next_free(&taken)
+                            next_free(taken)
                         } else {
                             d.device
                         };
@@ -925,7 +972,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                 },
                 // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
                 // unless a GPU of this same process already went there.
-                None if this_part.contains(&d.device) => next_free(&taken),
+                None if this_part.contains(&d.device) => next_free(taken),
                 None => d.device,
             };
             if !taken.contains(&global) {
@@ -997,7 +1044,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
             }
         }
         if !m.complete {
-            complete = false;
+            *complete = false;
             if let Some(r) = m.incomplete_reason {
                 reasons.push(format!("{}: {r}", m.paths.join(",")));
             }
@@ -1007,16 +1054,21 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         }
         // Each part's notes stay its own (tagged with its pid and file), in part order.
         out.meta.notes.extend(m.notes);
+        self.incomplete = !all_complete;
     }
-    out.strings = interner.into_strings();
-    out.launches = launches.into_launches();
-    out.meta.source = SourceFormat::Native;
-    out.meta.complete = complete;
-    out.meta.incomplete_reason = (!reasons.is_empty()).then(|| reasons.join("; "));
-    let mut skipped: Vec<(String, u64)> = skipped.into_iter().collect();
-    skipped.sort();
-    out.meta.skipped_events = skipped;
-    out
+
+    pub fn finish(self) -> Trace {
+        let mut out = self.out;
+        out.strings = self.interner.into_strings();
+        out.launches = self.launches.into_launches();
+        out.meta.source = SourceFormat::Native;
+        out.meta.complete = !self.incomplete;
+        out.meta.incomplete_reason = (!self.reasons.is_empty()).then(|| self.reasons.join("; "));
+        let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
+        skipped.sort();
+        out.meta.skipped_events = skipped;
+        out
+    }
 }
 
 #[cfg(test)]
