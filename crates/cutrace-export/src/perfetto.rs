@@ -587,7 +587,15 @@ struct Merge<'a> {
     gpu: Vec<bool>,
     cursors: Vec<Cursor<'a>>,
     heads: Vec<Option<(Ns, u8, Rec)>>,
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Ns, bool, u32)>>,
+    /// Each track's next event as one integer, [`merge_key`]: one comparison per step of a
+    /// sift, where the tuple took three (with one track per row of overlapping work, the heap
+    /// holds a track per record).
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<u128>>,
+}
+
+/// (time, host before GPU, track) packed so that integer order is their order.
+fn merge_key(ts: Ns, gpu: bool, track: u32) -> u128 {
+    u128::from(ts) << 64 | u128::from(gpu) << 32 | u128::from(track)
 }
 
 impl<'a> Merge<'a> {
@@ -599,7 +607,9 @@ impl<'a> Merge<'a> {
         let heap = heads
             .iter()
             .enumerate()
-            .filter_map(|(i, h)| h.map(|(ts, _, _)| std::cmp::Reverse((ts, gpu[i], i as u32))))
+            .filter_map(|(i, h)| {
+                h.map(|(ts, _, _)| std::cmp::Reverse(merge_key(ts, gpu[i], i as u32)))
+            })
             .collect();
         Merge {
             gpu,
@@ -616,13 +626,16 @@ impl Iterator for Merge<'_> {
         // The track with the earliest head: its next event replaces it in place (one sift
         // instead of a pop and a push).
         let mut top = self.heap.peek_mut()?;
-        let i = top.0 .2;
+        // The low 32 bits are the track.
+        let i = top.0 as u32;
         let (ts, what, rec) = self.heads[i as usize]
             .take()
             .expect("a head per heap entry");
         self.heads[i as usize] = self.cursors[i as usize].pull();
         match self.heads[i as usize] {
-            Some((next, _, _)) => *top = std::cmp::Reverse((next, self.gpu[i as usize], i)),
+            Some((next, _, _)) => {
+                *top = std::cmp::Reverse(merge_key(next, self.gpu[i as usize], i));
+            }
             None => {
                 std::collections::binary_heap::PeekMut::pop(top);
             }
