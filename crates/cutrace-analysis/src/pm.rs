@@ -326,12 +326,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             name: 0,
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            registers_per_thread: 0,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
+            launch: 0,
         }
     }
 

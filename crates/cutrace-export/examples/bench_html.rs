@@ -125,7 +125,7 @@ fn write_native(t: &Trace, path: &str) -> std::io::Result<()> {
         w.intern(s);
     }
     for (k, a) in t.kernels.iter().zip(&t.api_calls) {
-        w.push_kernel(k);
+        w.push_kernel(k, &t.launch(k));
         w.push_api(a);
         if w.pending_rows() >= 1 << 16 {
             w.flush()?;

@@ -556,20 +556,21 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
             k.end_ns,
         );
         gpu_args(b, k.device, k.context, Some(k.stream), k.correlation_id);
-        arg(b, "registers per thread", u64::from(k.registers_per_thread));
+        let l = t.launch(k);
+        arg(b, "registers per thread", u64::from(l.registers_per_thread));
         // Kineto's "shared memory" is static + dynamic.
-        let shared = u64::from(k.static_shared_bytes) + u64::from(k.dynamic_shared_bytes);
+        let shared = u64::from(l.static_shared_bytes) + u64::from(l.dynamic_shared_bytes);
         arg(b, "shared memory", shared);
-        arg(b, "static shared memory", u64::from(k.static_shared_bytes));
+        arg(b, "static shared memory", u64::from(l.static_shared_bytes));
         arg(
             b,
             "dynamic shared memory",
-            u64::from(k.dynamic_shared_bytes),
+            u64::from(l.dynamic_shared_bytes),
         );
-        dim3(b, "grid", k.grid);
-        dim3(b, "block", k.block);
-        if k.graph_id != 0 {
-            arg(b, "graph id", u64::from(k.graph_id));
+        dim3(b, "grid", l.grid);
+        dim3(b, "block", l.block);
+        if l.graph_id != 0 {
+            arg(b, "graph id", u64::from(l.graph_id));
         }
         if let Some(m) = mangled {
             b.extend_from_slice(b",\"mangled\":");
@@ -887,12 +888,7 @@ mod tests {
             start_ns: start,
             end_ns: end,
             name: 0,
-            grid: [1; 3],
-            block: [1; 3],
-            registers_per_thread: 0,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
+            launch: 0,
         }
     }
 

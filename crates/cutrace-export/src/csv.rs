@@ -16,19 +16,38 @@ fn q(s: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
+/// Rows whose values are made at once: a batch's columns are all a writer holds.
+const BATCH_ROWS: usize = 1 << 16;
+
 /// Writes `tb` to `w` as CSV.
 pub fn write(w: &mut impl Write, tb: &Table) -> io::Result<()> {
     let header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
     writeln!(w, "{}", header.join(","))?;
     let mut line = String::new();
-    for row in 0..tb.rows() {
+    let mut a = 0;
+    while a < tb.rows() {
+        let b = (a + BATCH_ROWS).min(tb.rows());
+        let batch: Vec<Values> = tb.columns.iter().map(|c| c.values(a..b)).collect();
+        write_rows(w, &batch, b - a, &mut line)?;
+        a = b;
+    }
+    Ok(())
+}
+
+fn write_rows(
+    w: &mut impl Write,
+    batch: &[Values],
+    rows: usize,
+    line: &mut String,
+) -> io::Result<()> {
+    for row in 0..rows {
         line.clear();
-        for (i, c) in tb.columns.iter().enumerate() {
+        for (i, values) in batch.iter().enumerate() {
             if i > 0 {
                 line.push(',');
             }
             // `write!` into a String cannot fail.
-            let _ = match &c.values {
+            let _ = match values {
                 Values::U32(v) => write!(line, "{}", v[row]),
                 Values::U64(v) => write!(line, "{}", v[row]),
                 Values::I32(v) => write!(line, "{}", v[row]),
@@ -61,15 +80,13 @@ mod tests {
         let tb = Table {
             name: "t",
             columns: vec![
-                Column {
-                    name: "name",
-                    values: Values::Str(names.iter().map(|s| s.as_str().into()).collect()),
-                },
-                Column {
-                    name: "n",
-                    values: Values::OptU64(vec![Some(1), None, Some(3)]),
-                },
+                Column::held(
+                    "name",
+                    Values::Str(names.iter().map(|s| s.as_str().into()).collect()),
+                ),
+                Column::held("n", Values::OptU64(vec![Some(1), None, Some(3)])),
             ],
+            rows: 3,
         };
         let mut out = Vec::new();
         write(&mut out, &tb).unwrap();

@@ -307,12 +307,16 @@ fn write_with(
     while a < rows {
         let b = (a + rows_per_group).min(rows);
         let mut chunks = Vec::new();
+        // One column of one row group is made at a time.
         for c in &table.columns {
-            chunks.push(write_chunk(w, &mut pos, &c.values, (a, b), page_bytes)?);
+            let values = c.values(a..b);
+            chunks.push(write_chunk(w, &mut pos, &values, (0, b - a), page_bytes)?);
         }
         groups.push((b - a, chunks));
         a = b;
     }
+    // Each column's type, from no values of it.
+    let kinds: Vec<Values> = table.columns.iter().map(|c| c.kind()).collect();
 
     let mut f = Thrift::new();
     f.i32(1, 1);
@@ -321,18 +325,18 @@ fn write_with(
     f.binary(4, b"schema");
     f.i32(5, table.columns.len() as i32);
     f.end();
-    for c in &table.columns {
-        let (ty, rep) = physical(&c.values);
+    for (c, kind) in table.columns.iter().zip(&kinds) {
+        let (ty, rep) = physical(kind);
         f.begin(None);
         f.i32(1, ty);
         f.i32(3, rep);
         f.binary(4, c.name.as_bytes());
-        let unsigned = match c.values {
+        let unsigned = match kind {
             Values::U32(_) | Values::OptU32(_) => Some(32i8),
             Values::U64(_) | Values::OptU64(_) => Some(64),
             _ => None,
         };
-        match (&c.values, unsigned) {
+        match (kind, unsigned) {
             (Values::Str(_) | Values::OptStr(_), _) => {
                 f.i32(6, CONVERTED_UTF8);
                 f.begin(Some(10));
@@ -365,11 +369,11 @@ fn write_with(
     for (n, chunks) in &groups {
         f.begin(None);
         f.list(1, T_STRUCT, chunks.len());
-        for (c, k) in table.columns.iter().zip(chunks) {
+        for ((c, kind), k) in table.columns.iter().zip(&kinds).zip(chunks) {
             f.begin(None);
             f.i64(2, k.offset as i64);
             f.begin(Some(3));
-            f.i32(1, physical(&c.values).0);
+            f.i32(1, physical(kind).0);
             f.list(2, T_I32, 2);
             f.zigzag(ENC_PLAIN as i64);
             f.zigzag(ENC_RLE as i64);
@@ -669,61 +673,62 @@ mod tests {
         Table {
             name: "kernels",
             columns: vec![
-                Column {
-                    name: "small",
-                    values: Values::U32((0..n as u32).map(|i| i * 4_000_037).collect()),
-                },
-                Column {
-                    name: "big",
-                    values: Values::U64((0..n as u64).map(|i| u64::MAX - i * 977).collect()),
-                },
-                Column {
-                    name: "signed",
-                    values: Values::I32((0..n as i32).map(|i| i - 500).collect()),
-                },
-                Column {
-                    name: "maybe",
-                    values: Values::OptU64(
+                Column::held(
+                    "small",
+                    Values::U32((0..n as u32).map(|i| i * 4_000_037).collect()),
+                ),
+                Column::held(
+                    "big",
+                    Values::U64((0..n as u64).map(|i| u64::MAX - i * 977).collect()),
+                ),
+                Column::held(
+                    "signed",
+                    Values::I32((0..n as i32).map(|i| i - 500).collect()),
+                ),
+                Column::held(
+                    "maybe",
+                    Values::OptU64(
                         (0..n as u64)
                             .map(|i| (i % 7 > 2 || i > 900).then_some(i << 40))
                             .collect(),
                     ),
-                },
-                Column {
-                    name: "maybe32",
-                    values: Values::OptU32(
+                ),
+                Column::held(
+                    "maybe32",
+                    Values::OptU32(
                         (0..n as u32)
                             .map(|i| (i % 5 != 1).then_some(u32::MAX - i))
                             .collect(),
                     ),
-                },
-                Column {
-                    name: "name",
-                    values: Values::Str(
+                ),
+                Column::held(
+                    "name",
+                    Values::Str(
                         (0..n)
                             .map(|i| Cow::Owned(names[i % names.len()].repeat(i % 3)))
                             .collect(),
                     ),
-                },
-                Column {
-                    name: "maybe_value",
-                    values: Values::OptF64(
+                ),
+                Column::held(
+                    "maybe_value",
+                    Values::OptF64(
                         (0..n)
                             .map(|i| (i % 6 != 0).then_some(i as f64 * 0.37 - 100.0))
                             .collect(),
                     ),
-                },
-                Column {
-                    name: "maybe_name",
-                    values: Values::OptStr(
+                ),
+                Column::held(
+                    "maybe_name",
+                    Values::OptStr(
                         (0..n)
                             .map(|i| {
                                 (i % 4 != 3).then(|| Cow::Owned(names[i % names.len()].into()))
                             })
                             .collect(),
                     ),
-                },
+                ),
             ],
+            rows: n,
         }
     }
 
@@ -740,7 +745,8 @@ mod tests {
         assert_eq!(kv.get(2).bin(), b"{\"complete\":true}");
         for c in &t.columns {
             let (got, bits, signed) = &cols[c.name];
-            let want: Vec<Option<Cell>> = match &c.values {
+            let values = c.values(0..t.rows());
+            let want: Vec<Option<Cell>> = match &values {
                 Values::U32(v) => v.iter().map(|&x| Some(Cell::I(x as i32 as i64))).collect(),
                 Values::U64(v) => v.iter().map(|&x| Some(Cell::I(x as i64))).collect(),
                 Values::I32(v) => v.iter().map(|&x| Some(Cell::I(x as i64))).collect(),
@@ -757,7 +763,7 @@ mod tests {
                 Values::OptF64(v) => v.iter().map(|x| x.map(|x| Cell::F(x.to_bits()))).collect(),
             };
             assert_eq!(got, &want, "{}", c.name);
-            let logical = match c.values {
+            let logical = match values {
                 Values::U32(_) | Values::OptU32(_) => (32, false),
                 Values::U64(_) | Values::OptU64(_) => (64, false),
                 _ => (0, true),
@@ -777,18 +783,7 @@ mod tests {
     #[test]
     fn an_empty_table_is_a_valid_file_with_its_schema() {
         let mut t = sample();
-        for c in &mut t.columns {
-            c.values = match c.values {
-                Values::U32(_) => Values::U32(vec![]),
-                Values::U64(_) => Values::U64(vec![]),
-                Values::I32(_) => Values::I32(vec![]),
-                Values::OptU64(_) => Values::OptU64(vec![]),
-                Values::OptU32(_) => Values::OptU32(vec![]),
-                Values::Str(_) => Values::Str(vec![]),
-                Values::OptStr(_) => Values::OptStr(vec![]),
-                Values::OptF64(_) => Values::OptF64(vec![]),
-            };
-        }
+        t.rows = 0;
         let mut file = Vec::new();
         write(&mut file, &t, "{}").unwrap();
         let (cols, meta) = read_back(&file);

@@ -11,12 +11,17 @@
 //! join). Rows on a track only nest or follow each other: GPU rows are the Chrome export's
 //! (`rows::gpu_rows`), host rows are made the same way per thread.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
-use cutrace_trace::{ApiKind, Ns, RangeDomain, StrId, Trace};
+use cutrace_trace::{ApiKind, FxHasher, Ns, RangeDomain, StrId, Trace};
+
+/// Maps hashed with the Fx scheme: a track is looked up once per record, and 128k tracks (one per
+/// row of overlapping work) put SipHash at the top of the profile.
+type HashMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
 
 use crate::rows::{self, copy_name, sync_name, GpuRows};
 
@@ -194,7 +199,7 @@ struct Ev {
 struct Track {
     uuid: u64,
     parent: Option<u64>,
-    name: String,
+    name: TrackName,
     /// Host process / thread descriptors, for Perfetto's process and thread grouping.
     process: Option<u32>,
     thread: Option<(u32, u64)>,
@@ -207,6 +212,28 @@ struct Track {
     items: Vec<Item>,
 }
 
+/// A track's name. A GPU row's is made when its descriptor is written: a trace of 128k
+/// overlapping kernels has 128k rows, and their names would be as many strings held at once.
+enum TrackName {
+    Text(String),
+    Row { stream: Option<u64>, slot: u32 },
+}
+
+impl From<String> for TrackName {
+    fn from(s: String) -> Self {
+        TrackName::Text(s)
+    }
+}
+
+impl TrackName {
+    fn text(&self, t: &Trace) -> std::borrow::Cow<'_, str> {
+        match self {
+            TrackName::Text(s) => s.as_str().into(),
+            &TrackName::Row { stream, slot } => stream_label(t, stream, slot).into(),
+        }
+    }
+}
+
 /// Tracks by key, created on first use.
 struct Tracks {
     list: Vec<Track>,
@@ -216,6 +243,13 @@ struct Tracks {
 }
 
 impl Tracks {
+    /// A new track that is not looked up by key (a GPU row: see `layout`).
+    fn push(&mut self, make: impl FnOnce(u64) -> Track) -> u32 {
+        let i = self.list.len() as u32;
+        self.list.push(make(i as u64 + 1));
+        i
+    }
+
     fn get(&mut self, key: (u8, u64, u64, u64), make: impl FnOnce(u64) -> Track) -> u32 {
         if let Some(&i) = self.by_key.get(&key) {
             return i;
@@ -278,7 +312,7 @@ fn stream_label(t: &Trace, stream: Option<u64>, slot: u32) -> String {
 fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     let mut tr = Tracks {
         list: Vec::new(),
-        by_key: HashMap::new(),
+        by_key: HashMap::default(),
     };
     let mut inverted = 0u64;
     let mut span = |s: Ns, e: Ns| {
@@ -290,7 +324,7 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         tr.get((0, u64::from(device), 0, 0), |uuid| Track {
             uuid,
             parent: None,
-            name: device_label(t, device),
+            name: device_label(t, device).into(),
             process: None,
             thread: None,
             order: (u64::from(device), 0),
@@ -298,22 +332,37 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             items: Vec::new(),
         })
     };
-    let lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u32| {
+    // A stream's row tracks by slot (dense: slots are 2·row + family), so a record finds its
+    // track by an index, not by hashing a key into a table of every row of every stream.
+    let mut lanes: HashMap<(u32, u64), Vec<u32>> = HashMap::default();
+    let mut lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u32| {
+        let s = stream.map_or(u64::MAX, |s| s);
+        let slots = lanes.entry((device, s)).or_default();
+        if let Some(&i) = slots.get(slot as usize).filter(|&&i| i != u32::MAX) {
+            return i;
+        }
         let root = gpu(tr, device);
         let parent = Some(tr.list[root as usize].uuid);
-        let s = stream.map_or(u64::MAX, |s| s);
-        tr.get((1, u64::from(device), s, u64::from(slot)), |uuid| Track {
+        let i = tr.push(|uuid| Track {
             uuid,
             parent,
-            name: stream_label(t, stream, slot),
+            name: TrackName::Row { stream, slot },
             process: None,
             thread: None,
             // Streams in id order, each stream's rows together, no-stream work last.
             order: (s, u64::from(slot)),
             gpu: true,
             items: Vec::new(),
-        })
+        });
+        if slots.len() <= slot as usize {
+            slots.resize(slot as usize + 1, u32::MAX);
+        }
+        slots[slot as usize] = i;
+        i
     };
+    // One track per GPU row at least: reserved, not grown by copying (a trace of 128k
+    // overlapping kernels has 128k rows).
+    tr.list.reserve(rows.lanes.len() + 16);
     let mut devices: Vec<u32> = rows.lanes.iter().map(|l| l.0).collect();
     devices.extend(rows.streamless_ranges.iter().copied());
     devices.sort_unstable();
@@ -370,7 +419,8 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
                     base.clone()
                 } else {
                     format!("{base} (overlap {row})")
-                },
+                }
+                .into(),
                 process: None,
                 thread: None,
                 order: (key.2, (1 << 32) + u64::from(row)),
@@ -418,10 +468,11 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
             uuid,
             parent: None,
             name: if process == 0 {
-                "process unknown".into()
+                "process unknown".to_string()
             } else {
                 format!("process {process}")
-            },
+            }
+            .into(),
             process: Some(process),
             thread: None,
             order: (0, 0),
@@ -444,7 +495,8 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
                         format!("thread {thread}")
                     } else {
                         format!("thread {thread} (overlap {row})")
-                    },
+                    }
+                    .into(),
                     process: None,
                     thread: (row == 0).then_some((process, thread)),
                     order: (u64::from(row), 0),
@@ -467,27 +519,58 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
 }
 
 /// One track's begin/end/instant events in order, made on demand: an enclosing slice begins
-/// first and ends last; a slice that ends where the next begins is closed before it.
+/// first and ends last; a slice that ends where the next begins is closed before it. The track's
+/// items are sorted already ([`sort_items`]).
 struct Cursor<'a> {
-    items: Vec<&'a Item>,
+    items: &'a [Item],
     next: usize,
-    open: Vec<(Ns, Rec)>,
+    open: Open,
+}
+
+/// The slices open on a track, innermost last. Most tracks never nest (a GPU row holds one
+/// slice at a time), so the first lives inline: 128k tracks then cost no allocation each.
+#[derive(Default)]
+struct Open {
+    first: Option<(Ns, Rec)>,
+    more: Vec<(Ns, Rec)>,
+}
+
+impl Open {
+    fn push(&mut self, x: (Ns, Rec)) {
+        if self.first.is_none() {
+            self.first = Some(x);
+        } else {
+            self.more.push(x);
+        }
+    }
+    fn last(&self) -> Option<&(Ns, Rec)> {
+        self.more.last().or(self.first.as_ref())
+    }
+    fn pop(&mut self) -> Option<(Ns, Rec)> {
+        self.more.pop().or_else(|| self.first.take())
+    }
+}
+
+/// Puts every track's items in the order its events are written: by start, an enclosing slice
+/// (ending later) first; ties keep their order.
+fn sort_items(tracks: &mut Tracks) {
+    for tk in &mut tracks.list {
+        tk.items.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1)));
+    }
 }
 
 impl<'a> Cursor<'a> {
     fn new(track: &'a Track) -> Self {
-        let mut items: Vec<&Item> = track.items.iter().collect();
-        items.sort_by_key(|x| (x.0, std::cmp::Reverse(x.1)));
         Cursor {
-            items,
+            items: &track.items,
             next: 0,
-            open: Vec::new(),
+            open: Open::default(),
         }
     }
 
     /// (time, 0 begin / 1 end / 2 instant, record).
     fn pull(&mut self) -> Option<(Ns, u8, Rec)> {
-        let Some(&&(s, e, rec)) = self.items.get(self.next) else {
+        let Some(&(s, e, rec)) = self.items.get(self.next) else {
             return self.open.pop().map(|(end, r)| (end, 1, r));
         };
         if self.open.last().is_some_and(|&(end, _)| end <= s) {
@@ -509,28 +592,35 @@ struct Merge<'a> {
     gpu: Vec<bool>,
     cursors: Vec<Cursor<'a>>,
     heads: Vec<Option<(Ns, u8, Rec)>>,
-    heap: std::collections::BinaryHeap<std::cmp::Reverse<(Ns, bool, u32)>>,
+    /// Each track's next event as one integer, [`merge_key`]: one comparison per step of a
+    /// sift, where the tuple took three (with one track per row of overlapping work, the heap
+    /// holds a track per record).
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<u128>>,
+}
+
+/// (time, host before GPU, track) packed so that integer order is their order.
+fn merge_key(ts: Ns, gpu: bool, track: u32) -> u128 {
+    u128::from(ts) << 64 | u128::from(gpu) << 32 | u128::from(track)
 }
 
 impl<'a> Merge<'a> {
     fn new(tracks: &'a Tracks) -> Self {
-        let mut m = Merge {
-            gpu: tracks.list.iter().map(|t| t.gpu).collect(),
-            cursors: tracks.list.iter().map(Cursor::new).collect(),
-            heads: vec![None; tracks.list.len()],
-            heap: std::collections::BinaryHeap::new(),
-        };
-        for i in 0..m.cursors.len() {
-            m.refill(i);
-        }
-        m
-    }
-
-    fn refill(&mut self, i: usize) {
-        self.heads[i] = self.cursors[i].pull();
-        if let Some((ts, _, _)) = self.heads[i] {
-            self.heap
-                .push(std::cmp::Reverse((ts, self.gpu[i], i as u32)));
+        let gpu: Vec<bool> = tracks.list.iter().map(|t| t.gpu).collect();
+        let mut cursors: Vec<Cursor> = tracks.list.iter().map(Cursor::new).collect();
+        let heads: Vec<Option<(Ns, u8, Rec)>> = cursors.iter_mut().map(Cursor::pull).collect();
+        // Built at once (linear), not pushed one by one.
+        let heap = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                h.map(|(ts, _, _)| std::cmp::Reverse(merge_key(ts, gpu[i], i as u32)))
+            })
+            .collect();
+        Merge {
+            gpu,
+            cursors,
+            heads,
+            heap,
         }
     }
 }
@@ -538,11 +628,23 @@ impl<'a> Merge<'a> {
 impl Iterator for Merge<'_> {
     type Item = Ev;
     fn next(&mut self) -> Option<Ev> {
-        let std::cmp::Reverse((_, _, i)) = self.heap.pop()?;
+        // The track with the earliest head: its next event replaces it in place (one sift
+        // instead of a pop and a push).
+        let mut top = self.heap.peek_mut()?;
+        // The low 32 bits are the track.
+        let i = top.0 as u32;
         let (ts, what, rec) = self.heads[i as usize]
             .take()
             .expect("a head per heap entry");
-        self.refill(i as usize);
+        self.heads[i as usize] = self.cursors[i as usize].pull();
+        match self.heads[i as usize] {
+            Some((next, _, _)) => {
+                *top = std::cmp::Reverse(merge_key(next, self.gpu[i as usize], i));
+            }
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
+        }
         Some(Ev {
             ts,
             track: i,
@@ -607,42 +709,43 @@ fn varint_len(v: u64) -> u64 {
 }
 
 impl Args<'_> {
-    /// `debug_annotations { name_iid: key, <field>: <value> }`, written without a scratch buffer:
-    /// `value` is the value's encoding after its key byte (all annotation fields are < 16).
-    fn put(&mut self, key: &str, field: u32, wire: u64, value: &[u8]) {
+    /// `debug_annotations { name_iid: key, <field>: <value> }`: the annotation's header, then
+    /// `value_len` bytes of the value's encoding after its key byte, which the caller appends
+    /// (all annotation fields are < 16). Nothing is built in a scratch buffer: this runs about
+    /// ten times per kernel.
+    fn head(&mut self, key: &str, field: u32, wire: u64, value_len: u64) {
         let k = self.keys.iid(key);
-        let len = 1 + varint_len(k) + 1 + value.len() as u64;
+        let len = 1 + varint_len(k) + 1 + value_len;
         varint(&mut self.b, (u64::from(pf::TE_DEBUG_ANNOTATIONS) << 3) | 2);
         varint(&mut self.b, len);
         uint(&mut self.b, pf::DA_NAME_IID, k);
         varint(&mut self.b, (u64::from(field) << 3) | wire);
-        self.b.extend_from_slice(value);
     }
     fn u(&mut self, key: &str, v: u64) {
-        let mut x = Vec::with_capacity(10);
-        varint(&mut x, v);
-        self.put(key, pf::DA_UINT, 0, &x);
+        self.head(key, pf::DA_UINT, 0, varint_len(v));
+        varint(&mut self.b, v);
     }
     fn i(&mut self, key: &str, v: i64) {
-        let mut x = Vec::with_capacity(10);
-        varint(&mut x, v as u64);
-        self.put(key, pf::DA_INT, 0, &x);
+        self.head(key, pf::DA_INT, 0, varint_len(v as u64));
+        varint(&mut self.b, v as u64);
     }
     fn f(&mut self, key: &str, v: f64) {
-        self.put(key, pf::DA_DOUBLE, 1, &v.to_le_bytes());
+        self.head(key, pf::DA_DOUBLE, 1, 8);
+        self.b.extend_from_slice(&v.to_le_bytes());
     }
     fn s(&mut self, key: &str, v: &str) {
-        let mut x = Vec::with_capacity(v.len() + 2);
-        varint(&mut x, v.len() as u64);
-        x.extend_from_slice(v.as_bytes());
-        self.put(key, pf::DA_STRING, 2, &x);
+        let n = v.len() as u64;
+        self.head(key, pf::DA_STRING, 2, varint_len(n) + n);
+        varint(&mut self.b, n);
+        self.b.extend_from_slice(v.as_bytes());
     }
 }
 
 /// Writes `t` as a Perfetto protobuf trace to `w`.
 pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     let rows = rows::gpu_rows(t);
-    let (tracks, inverted) = layout(t, &rows);
+    let (mut tracks, inverted) = layout(t, &rows);
+    sort_items(&mut tracks);
 
     // Flows: each device record joined to an API call ends a flow that starts on that call.
     // A record that starts before its call does (clock skew between host and GPU timestamps)
@@ -686,13 +789,13 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         names: Interner::default(),
         cats: Interner::default(),
         keys: Interner::default(),
-        kernel_iids: HashMap::new(),
-        plain_iids: HashMap::new(),
+        kernel_iids: HashMap::default(),
+        plain_iids: HashMap::default(),
         packets: 0,
     };
 
     // Sibling ranks, dense per parent; a parent with children orders them explicitly.
-    let mut children: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut children: HashMap<u64, Vec<usize>> = HashMap::default();
     for (i, tk) in tracks.list.iter().enumerate() {
         if let Some(p) = tk.parent {
             children.entry(p).or_default().push(i);
@@ -700,7 +803,12 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     }
     let mut rank = vec![0i64; tracks.list.len()];
     for kids in children.values_mut() {
-        kids.sort_by_key(|&i| tracks.list[i].order);
+        // By the keys gathered first: a GPU with 128k rows would look each up at random.
+        let mut keyed: Vec<((u64, u64), usize)> =
+            kids.iter().map(|&i| (tracks.list[i].order, i)).collect();
+        keyed.sort_by_key(|k| k.0);
+        kids.clear();
+        kids.extend(keyed.into_iter().map(|k| k.1));
         for (r, &i) in kids.iter().enumerate() {
             rank[i] = r as i64;
         }
@@ -709,6 +817,8 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     // descriptor would become that sequence's default thread, and trace_processor would tie
     // every GPU event to it.
     for (i, tk) in tracks.list.iter().enumerate() {
+        let name = tk.name.text(t);
+        let name = name.as_bytes();
         let mut p = Vec::new();
         uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);
         msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
@@ -719,16 +829,16 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
             if let Some(process) = tk.process {
                 msg(d, pf::TD_PROCESS, |m| {
                     int(m, pf::PD_PID, pid_of(process));
-                    bytes(m, pf::PD_NAME, tk.name.as_bytes());
+                    bytes(m, pf::PD_NAME, name);
                 });
             } else if let Some((process, thread)) = tk.thread {
                 msg(d, pf::TD_THREAD, |m| {
                     int(m, pf::THD_PID, pid_of(process));
                     int(m, pf::THD_TID, thread as i64);
-                    bytes(m, pf::THD_NAME, tk.name.as_bytes());
+                    bytes(m, pf::THD_NAME, name);
                 });
             } else {
-                bytes(d, pf::TD_NAME, tk.name.as_bytes());
+                bytes(d, pf::TD_NAME, name);
             }
             if children.contains_key(&tk.uuid) {
                 uint(d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
@@ -751,6 +861,9 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     let mut p = Vec::with_capacity(256);
     let mut first = true;
     let mut te = Vec::with_capacity(160);
+    // Scratch reused by every event: the annotations, a kernel's grid and block as text.
+    let mut args_buf: Vec<u8> = Vec::with_capacity(160);
+    let mut dims = String::new();
     for ev in Merge::new(&tracks) {
         while let Some(c) = samples.next_if(|c| c.at_ns <= ev.ts) {
             write_counter_value(&mut wr, counter_uuids[c.track as usize], c)?;
@@ -803,29 +916,29 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
             );
             uint(&mut te, pf::TE_NAME_IID, name_iid);
             uint(&mut te, pf::TE_CATEGORY_IIDS, cat_iid);
+            args_buf.clear();
             let mut args = Args {
-                b: Vec::new(),
+                b: std::mem::take(&mut args_buf),
                 keys: &mut wr.keys,
             };
             match ev.rec {
                 Rec::Kernel(i) => {
                     let k = &t.kernels[i as usize];
+                    let l = t.launch(k);
                     args.u("device", u64::from(k.device));
                     args.u("stream", k.stream);
                     args.u("correlation", k.correlation_id);
-                    args.s(
-                        "grid",
-                        &format!("[{}, {}, {}]", k.grid[0], k.grid[1], k.grid[2]),
-                    );
-                    args.s(
-                        "block",
-                        &format!("[{}, {}, {}]", k.block[0], k.block[1], k.block[2]),
-                    );
-                    args.u("registers per thread", u64::from(k.registers_per_thread));
-                    args.u("static shared memory", u64::from(k.static_shared_bytes));
-                    args.u("dynamic shared memory", u64::from(k.dynamic_shared_bytes));
-                    if k.graph_id != 0 {
-                        args.u("graph id", u64::from(k.graph_id));
+                    for (key, d) in [("grid", l.grid), ("block", l.block)] {
+                        dims.clear();
+                        // Writing to a String cannot fail.
+                        let _ = write!(dims, "[{}, {}, {}]", d[0], d[1], d[2]);
+                        args.s(key, &dims);
+                    }
+                    args.u("registers per thread", u64::from(l.registers_per_thread));
+                    args.u("static shared memory", u64::from(l.static_shared_bytes));
+                    args.u("dynamic shared memory", u64::from(l.dynamic_shared_bytes));
+                    if l.graph_id != 0 {
+                        args.u("graph id", u64::from(l.graph_id));
                     }
                     let raw = t.str(k.name);
                     if display_name(raw) != raw {
@@ -894,6 +1007,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                 Rec::Overhead(_) => {}
             }
             te.extend_from_slice(&args.b);
+            args_buf = args.b;
         }
         p.clear();
         uint(&mut p, pf::TIMESTAMP, ev.ts);
@@ -953,7 +1067,7 @@ fn write_counter_tracks<W: Write>(
     c: &crate::counter_tracks::CounterTimeline,
 ) -> io::Result<Vec<u64>> {
     let mut uuids = Vec::with_capacity(c.tracks.len());
-    let mut rank: HashMap<u64, i64> = HashMap::new();
+    let mut rank: HashMap<u64, i64> = HashMap::default();
     for (i, &(device, metric)) in c.tracks.iter().enumerate() {
         let uuid = tracks.list.len() as u64 + 1 + i as u64;
         let parent = tracks
@@ -1015,7 +1129,7 @@ mod tests {
     /// Replays the events as trace_processor pairs them (an END closes the innermost open slice
     /// of its track) and returns each record's (start, end).
     fn replay(evs: &[Ev]) -> Vec<(u32, Ns, Ns)> {
-        let mut open: HashMap<u32, Vec<(Ns, Rec)>> = HashMap::new();
+        let mut open: HashMap<u32, Vec<(Ns, Rec)>> = HashMap::default();
         let mut out = Vec::new();
         let mut last = 0;
         for e in evs {
@@ -1039,15 +1153,16 @@ mod tests {
         out
     }
 
+    /// Tracks holding `items`, sorted as the writer sorts them.
     fn tracks(items: Vec<Vec<Item>>) -> Tracks {
-        Tracks {
+        let mut t = Tracks {
             list: items
                 .into_iter()
                 .enumerate()
                 .map(|(i, items)| Track {
                     uuid: i as u64 + 1,
                     parent: None,
-                    name: String::new(),
+                    name: String::new().into(),
                     process: None,
                     thread: None,
                     order: (0, 0),
@@ -1055,8 +1170,10 @@ mod tests {
                     items,
                 })
                 .collect(),
-            by_key: HashMap::new(),
-        }
+            by_key: HashMap::default(),
+        };
+        sort_items(&mut t);
+        t
     }
 
     #[test]

@@ -2,8 +2,9 @@
 //! and `convert --parquet` both write these, so the two exports always hold the same columns.
 
 use std::borrow::Cow;
+use std::ops::Range;
 
-use cutrace_trace::Trace;
+use cutrace_trace::{ApiKind, RangeDomain, Trace};
 
 /// One column's values, typed as the model holds them.
 pub enum Values<'a> {
@@ -38,20 +39,69 @@ impl Values<'_> {
     }
 }
 
+impl<'a> Values<'a> {
+    /// The values of rows `r` (a copy; the text stays borrowed where it was).
+    pub fn slice(&self, r: Range<usize>) -> Values<'a> {
+        match self {
+            Values::U32(v) => Values::U32(v[r].to_vec()),
+            Values::U64(v) => Values::U64(v[r].to_vec()),
+            Values::I32(v) => Values::I32(v[r].to_vec()),
+            Values::OptU64(v) => Values::OptU64(v[r].to_vec()),
+            Values::OptU32(v) => Values::OptU32(v[r].to_vec()),
+            Values::Str(v) => Values::Str(v[r].to_vec()),
+            Values::OptStr(v) => Values::OptStr(v[r].to_vec()),
+            Values::OptF64(v) => Values::OptF64(v[r].to_vec()),
+        }
+    }
+}
+
+/// Makes a column's values for a range of rows.
+type Fill<'a> = Box<dyn Fn(Range<usize>) -> Values<'a> + 'a>;
+
+/// One column: its name and its values, made a range of rows at a time when a writer asks, so a
+/// table of millions of rows is never held whole (a kernel row as values is about 100 bytes,
+/// twice the record's size).
 pub struct Column<'a> {
     pub name: &'static str,
-    pub values: Values<'a>,
+    fill: Fill<'a>,
+}
+
+impl<'a> Column<'a> {
+    /// A column whose values for rows `r` are `fill(r)`.
+    pub fn new(name: &'static str, fill: impl Fn(Range<usize>) -> Values<'a> + 'a) -> Self {
+        Column {
+            name,
+            fill: Box::new(fill),
+        }
+    }
+
+    /// A column of values already held.
+    pub fn held(name: &'static str, values: Values<'a>) -> Self {
+        Column::new(name, move |r| values.slice(r))
+    }
+
+    /// The values of rows `r`.
+    pub fn values(&self, r: Range<usize>) -> Values<'a> {
+        (self.fill)(r)
+    }
+
+    /// No values, of the column's type (for a writer's schema).
+    pub fn kind(&self) -> Values<'a> {
+        (self.fill)(0..0)
+    }
 }
 
 pub struct Table<'a> {
     /// File stem: `kernels` → kernels.csv / kernels.parquet.
     pub name: &'static str,
     pub columns: Vec<Column<'a>>,
+    /// Rows of every column.
+    pub rows: usize,
 }
 
 impl Table<'_> {
     pub fn rows(&self) -> usize {
-        self.columns.first().map_or(0, |c| c.values.len())
+        self.rows
     }
 }
 
@@ -93,16 +143,16 @@ pub fn names_for(t: &Trace) -> &'static [&'static str] {
     }
 }
 
-/// Builds one table (by its name in [`ALL_NAMES`]); one at a time keeps a large trace's peak memory
-/// to a single table's columns.
+/// Builds one table (by its name in [`ALL_NAMES`]). Nothing is copied here: each column makes its
+/// values from the records when a writer asks for a range of rows.
 pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
     macro_rules! col {
-        ($recs:expr, $ty:ident, $name:literal, |$r:ident| $e:expr) => {
-            Column {
-                name: $name,
-                values: Values::$ty($recs.iter().map(|$r| $e).collect()),
-            }
-        };
+        ($recs:expr, $ty:ident, $name:literal, |$r:ident| $e:expr) => {{
+            let recs = &$recs[..];
+            Column::new($name, move |rows: Range<usize>| {
+                Values::$ty(recs[rows].iter().map(|$r| $e).collect())
+            })
+        }};
     }
     let s = |id| Cow::Borrowed(t.str(id));
     // The process that recorded a GPU record. In a trace merged from several processes, the one
@@ -110,7 +160,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
     // offset); in a one-process trace, its pid. Null where unknown (a torch.profiler trace does
     // not say; a part whose header was lost; a context-wide sync without a correlation id).
     let merged = t.meta.id_parts.len() > 1;
-    let pid = |id: Option<u64>| {
+    let pid = move |id: Option<u64>| {
         if merged {
             id.and_then(|id| t.meta.id_origin(id).0)
         } else {
@@ -130,25 +180,34 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                 col!(k, U64, "start_ns", |r| r.start_ns),
                 col!(k, U64, "end_ns", |r| r.end_ns),
                 col!(k, Str, "name", |r| s(r.name)),
-                col!(k, U32, "grid_x", |r| r.grid[0]),
-                col!(k, U32, "grid_y", |r| r.grid[1]),
-                col!(k, U32, "grid_z", |r| r.grid[2]),
-                col!(k, U32, "block_x", |r| r.block[0]),
-                col!(k, U32, "block_y", |r| r.block[1]),
-                col!(k, U32, "block_z", |r| r.block[2]),
-                col!(k, U32, "registers_per_thread", |r| r.registers_per_thread),
-                col!(k, U32, "static_shared_bytes", |r| r.static_shared_bytes),
-                col!(k, U32, "dynamic_shared_bytes", |r| r.dynamic_shared_bytes),
-                col!(k, U32, "graph_id", |r| r.graph_id),
+                col!(k, U32, "grid_x", |r| t.launch(r).grid[0]),
+                col!(k, U32, "grid_y", |r| t.launch(r).grid[1]),
+                col!(k, U32, "grid_z", |r| t.launch(r).grid[2]),
+                col!(k, U32, "block_x", |r| t.launch(r).block[0]),
+                col!(k, U32, "block_y", |r| t.launch(r).block[1]),
+                col!(k, U32, "block_z", |r| t.launch(r).block[2]),
+                col!(k, U32, "registers_per_thread", |r| t
+                    .launch(r)
+                    .registers_per_thread),
+                col!(k, U32, "static_shared_bytes", |r| t
+                    .launch(r)
+                    .static_shared_bytes),
+                col!(k, U32, "dynamic_shared_bytes", |r| t
+                    .launch(r)
+                    .dynamic_shared_bytes),
+                col!(k, U32, "graph_id", |r| t.launch(r).graph_id),
                 col!(k, OptU32, "pid", |r| pid(Some(r.stream))),
             ]
         }
         "api_calls" => {
             let a = &t.api_calls;
             vec![
-                col!(a, Str, "kind", |r| Cow::Owned(format!("{:?}", r.kind))),
+                col!(a, Str, "kind", |r| Cow::Borrowed(match r.kind {
+                    ApiKind::Runtime => "Runtime",
+                    ApiKind::Driver => "Driver",
+                })),
                 col!(a, Str, "name", |r| s(r.name)),
-                col!(a, U32, "cbid", |r| r.cbid),
+                col!(a, U32, "cbid", |r| u32::from(r.cbid)),
                 col!(a, U32, "process", |r| r.process),
                 col!(a, U64, "thread", |r| r.thread),
                 col!(a, U64, "correlation_id", |r| r.correlation_id),
@@ -204,7 +263,10 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
             let g = &t.ranges;
             vec![
                 // Host or Gpu (where the range was recorded); the NVTX domain is `nvtx_domain`.
-                col!(g, Str, "domain", |r| Cow::Owned(format!("{:?}", r.domain))),
+                col!(g, Str, "domain", |r| Cow::Borrowed(match r.domain {
+                    RangeDomain::Host => "Host",
+                    RangeDomain::Gpu => "Gpu",
+                })),
                 col!(g, Str, "name", |r| s(r.name)),
                 col!(g, U32, "process", |r| r.process),
                 col!(g, U64, "thread", |r| r.thread),
@@ -239,11 +301,12 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         }
         COUNTERS => {
             // One row per kernel and metric; the kernel's name by its correlation id.
-            let names: std::collections::HashMap<u64, u32> = t
-                .kernels
-                .iter()
-                .map(|k| (k.correlation_id, k.name))
-                .collect();
+            let names: std::rc::Rc<std::collections::HashMap<u64, u32>> = std::rc::Rc::new(
+                t.kernels
+                    .iter()
+                    .map(|k| (k.correlation_id, k.name))
+                    .collect(),
+            );
             let m = &t.kernel_metrics;
             vec![
                 col!(m, U64, "correlation_id", |r| r.correlation_id),
@@ -260,8 +323,20 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         }
         other => unreachable!("no table named {other}"),
     };
+    let rows = match name {
+        "kernels" => t.kernels.len(),
+        "api_calls" => t.api_calls.len(),
+        "memcpys" => t.memcpys.len(),
+        "memsets" => t.memsets.len(),
+        "syncs" => t.syncs.len(),
+        "ranges" => t.ranges.len(),
+        "marks" => t.marks.len(),
+        "overheads" => t.overheads.len(),
+        _ => t.kernel_metrics.len(),
+    };
     Table {
         name: ALL_NAMES.iter().find(|n| **n == name).unwrap(),
         columns,
+        rows,
     }
 }

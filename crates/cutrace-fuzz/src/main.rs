@@ -43,9 +43,20 @@ struct Args {
     /// Seconds one command may run before it counts as a hang.
     #[arg(long, default_value_t = 20)]
     deadline: u64,
+    /// Leave out the large genuine traces (about 10 MB each, run through every main command at
+    /// the start of the budget).
+    #[arg(long)]
+    no_large: bool,
     /// Do not write failing inputs under tests/fuzz-regressions/.
     #[arg(long)]
     no_keep: bool,
+    /// Write the large genuine native part that run --seed S reads (the same recording and chunk
+    /// size) to PATH and exit: to replay a large-trace failure, or measure a command by hand.
+    #[arg(long, value_name = "PATH")]
+    write_large: Option<PathBuf>,
+    /// Size of the part --write-large writes, in bytes.
+    #[arg(long, default_value_t = targets::large::PART_BYTES)]
+    large_bytes: u64,
     /// Internal: serve as the small process that starts cutrace (see `run::Launcher`).
     #[arg(long, hide = true)]
     launcher: bool,
@@ -55,6 +66,18 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if args.launcher {
         return Ok(run::launcher_main()?);
+    }
+    if let Some(path) = &args.write_large {
+        let t = targets::large::LargeNative::load(&args.repo).context("loading the fixtures")?;
+        let mut part = Vec::new();
+        let records = t.write(&mut part, args.seed.unwrap_or(0), args.large_bytes)?;
+        std::fs::write(path, &part).with_context(|| format!("writing {}", path.display()))?;
+        println!(
+            "{}: {} bytes, {records} records",
+            path.display(),
+            part.len()
+        );
+        return Ok(());
     }
     // Each child is started by a small launcher of its own: children inherit their starter's
     // peak RSS.
@@ -135,7 +158,7 @@ fn fuzz(
         {
             println!("  | {line}");
         }
-        if keep {
+        if keep && !case.input.is_empty() {
             std::fs::create_dir_all(regressions)?;
             let p =
                 regressions.join(format!("{label}-{}", case.input_name).replace([' ', '/'], "-"));
@@ -164,6 +187,23 @@ fn fuzz(
         );
     }
     let start = Instant::now();
+    // Large genuine traces first, within the budget: the ceiling holds for what a real trace of
+    // the largest size covered holds, not only for hostile small ones.
+    if args.case.is_none() && !args.no_large {
+        let large =
+            targets::large::LargeNative::load(&args.repo).context("loading the fixtures")?;
+        let s = Scratch::new(scratch_root)?;
+        let cases = large.cases(&mut Rng::new(seed), &s.0)?;
+        let label = format!("seed-{seed}-large (cutrace-fuzz --write-large PATH --seed {seed})");
+        for case in &cases {
+            judge(case, &label, false)?;
+        }
+        println!(
+            "fuzz: {} large-trace cases in {:.0} s",
+            cases.len(),
+            start.elapsed().as_secs_f64()
+        );
+    }
     let mut k: u64 = args.case.unwrap_or(0);
     loop {
         if args.case.is_none() && start.elapsed() >= Duration::from_secs(args.seconds) {

@@ -53,21 +53,26 @@ impl Decoder {
         match a {
             Activity::Kernel(k) => {
                 let name = self.name(w, k.name_ptr);
-                w.push_kernel(&Kernel {
-                    device: k.device,
-                    context: k.context,
-                    stream: k.stream.into(),
-                    correlation_id: k.correlation_id.into(),
-                    start_ns: k.start,
-                    end_ns: k.end,
-                    name,
-                    grid: k.grid.map(|v| v as u32),
-                    block: k.block.map(|v| v as u32),
-                    registers_per_thread: k.registers_per_thread.into(),
-                    static_shared_bytes: k.static_shared as u32,
-                    dynamic_shared_bytes: k.dynamic_shared as u32,
-                    graph_id: k.graph_id,
-                });
+                w.push_kernel(
+                    &Kernel {
+                        device: k.device,
+                        context: k.context,
+                        stream: k.stream.into(),
+                        correlation_id: k.correlation_id.into(),
+                        start_ns: k.start,
+                        end_ns: k.end,
+                        name,
+                        launch: 0,
+                    },
+                    &Launch {
+                        grid: k.grid.map(|v| v as u32),
+                        block: k.block.map(|v| v as u32),
+                        registers_per_thread: k.registers_per_thread.into(),
+                        static_shared_bytes: k.static_shared as u32,
+                        dynamic_shared_bytes: k.dynamic_shared as u32,
+                        graph_id: k.graph_id,
+                    },
+                );
             }
             Activity::Api(r) => {
                 let key = (r.driver, r.cbid);
@@ -89,7 +94,7 @@ impl Decoder {
                         ApiKind::Runtime
                     },
                     name,
-                    cbid: r.cbid,
+                    cbid: ApiCall::cbid_of(r.cbid.into()),
                     process: r.process,
                     thread: r.thread.into(),
                     correlation_id: r.correlation_id.into(),

@@ -5,7 +5,9 @@ use std::io::Cursor;
 use std::path::Path;
 
 use cutrace_trace::native::Writer;
-use cutrace_trace::{ApiCall, ApiKind, Interner, Kernel, Ns, NvtxRange, RangeDomain, Trace};
+use cutrace_trace::{
+    ApiCall, ApiKind, Interner, Kernel, Launch, Ns, NvtxRange, RangeDomain, Trace,
+};
 
 /// Every committed native trace under `tests/fixtures/native`, as paths relative to it: a folder
 /// holding `.cutrace` parts is a trace, any other folder is searched (`lean/two_streams`).
@@ -54,24 +56,38 @@ pub fn push_launch_and_kernel(w: &mut Writer<Cursor<Vec<u8>>>, pid: u32, t0: u64
         end_ns: t0 + 100,
         return_value: 0,
     });
-    w.push_kernel(&Kernel {
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation_id: 1,
-        start_ns: t0 + 1_000,
-        end_ns: t0 + 4_000,
-        name: k,
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        registers_per_thread: 8,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
-    });
+    w.push_kernel(
+        &Kernel {
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: 1,
+            start_ns: t0 + 1_000,
+            end_ns: t0 + 4_000,
+            name: k,
+            launch: 0,
+        },
+        &Launch {
+            grid: [1, 1, 1],
+            block: [32, 1, 1],
+            registers_per_thread: 8,
+            ..Launch::default()
+        },
+    );
 }
 
-/// A kernel on `device`/`stream`, named `name` (interned into `strings`).
+/// The launch configuration of [`kernel`]'s kernels: launch 0 of a [`complete_trace`].
+pub const KERNEL_LAUNCH: Launch = Launch {
+    grid: [1, 1, 1],
+    block: [128, 1, 1],
+    registers_per_thread: 32,
+    static_shared_bytes: 0,
+    dynamic_shared_bytes: 0,
+    graph_id: 0,
+};
+
+/// A kernel on `device`/`stream`, named `name` (interned into `strings`), launched as
+/// [`KERNEL_LAUNCH`] (launch 0).
 pub fn kernel(
     i: &mut Interner,
     name: &str,
@@ -89,12 +105,7 @@ pub fn kernel(
         start_ns: start,
         end_ns: end,
         name: i.intern(name),
-        grid: [1, 1, 1],
-        block: [128, 1, 1],
-        registers_per_thread: 32,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
+        launch: 0,
     }
 }
 
@@ -190,10 +201,12 @@ pub fn seed_trace(keep_api: &[u64]) -> Trace {
     complete_trace(i, kernels, api_calls)
 }
 
-/// A trace of these records whose recorder finished (`meta.complete`).
+/// A trace of these records whose recorder finished (`meta.complete`); launch 0 is
+/// [`KERNEL_LAUNCH`].
 pub fn complete_trace(i: Interner, kernels: Vec<Kernel>, api_calls: Vec<ApiCall>) -> Trace {
     let mut t = Trace {
         strings: i.into_strings(),
+        launches: vec![KERNEL_LAUNCH],
         kernels,
         api_calls,
         ..Trace::default()

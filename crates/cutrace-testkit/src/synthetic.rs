@@ -2,7 +2,7 @@
 //! devices × 4 streams, 64 kernel names, durations of 1–50 µs, launched by one host thread (one
 //! cudaLaunchKernel record per kernel), with queueing and idle gaps; deterministic.
 
-use cutrace_trace::{ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, Trace};
+use cutrace_trace::{ApiCall, ApiKind, Kernel, Launch, NvtxRange, RangeDomain, Trace};
 
 /// xorshift64*: deterministic, good enough for synthetic timings.
 pub struct Rng(pub u64);
@@ -51,12 +51,7 @@ pub fn synthetic(n: usize) -> Trace {
             start_ns: start,
             end_ns: end,
             name: rng.below(64) as u32,
-            grid: [128, 1, 1],
-            block: [256, 1, 1],
-            registers_per_thread: 64,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
+            launch: 0,
         });
         api_calls.push(ApiCall {
             kind: ApiKind::Runtime,
@@ -75,6 +70,13 @@ pub fn synthetic(n: usize) -> Trace {
     kernels.sort_unstable_by_key(|k| k.end_ns);
     Trace {
         strings,
+        // Every kernel: 128 blocks of 256 threads, 64 registers.
+        launches: vec![Launch {
+            grid: [128, 1, 1],
+            block: [256, 1, 1],
+            registers_per_thread: 64,
+            ..Launch::default()
+        }],
         kernels,
         api_calls,
         ..Trace::default()

@@ -284,6 +284,8 @@ struct Sink {
     /// The `string-bytes` limit: the longest name kept.
     string_bytes: u64,
     strings: Interner,
+    /// Kernels' launch configurations, as `strings` holds names.
+    launches: LaunchInterner,
     trace: Trace,
     events: u64,
     skipped: std::collections::BTreeMap<String, u64>,
@@ -442,6 +444,7 @@ impl<R: Read> Importer<R> {
                 path: path.to_path_buf(),
                 string_bytes: Limits::default().string_bytes,
                 strings: Interner::new(),
+                launches: Default::default(),
                 trace,
                 events: 0,
                 skipped: Default::default(),
@@ -491,6 +494,7 @@ impl<R: Read> Importer<R> {
             &self.sink.comm_kernels,
         );
         trace.strings = strings.into_strings();
+        trace.launches = self.sink.launches.into_launches();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
         let part = Some(self.sink.path.display().to_string());
         if unjoined > 0 {
@@ -1020,13 +1024,15 @@ impl Sink {
                     start_ns: g.start,
                     end_ns: g.end,
                     name,
-                    grid: g.args.grid.unwrap_or_default(),
-                    block: g.args.block.unwrap_or_default(),
-                    registers_per_thread: g.args.registers.unwrap_or(0),
-                    // Kineto writes a single "shared memory" figure; keep it as static.
-                    static_shared_bytes: g.args.shared_memory.unwrap_or(0),
-                    dynamic_shared_bytes: 0,
-                    graph_id: g.args.graph_id.unwrap_or(0),
+                    launch: self.launches.intern(Launch {
+                        grid: g.args.grid.unwrap_or_default(),
+                        block: g.args.block.unwrap_or_default(),
+                        registers_per_thread: g.args.registers.unwrap_or(0),
+                        // Kineto writes a single "shared memory" figure; keep it as static.
+                        static_shared_bytes: g.args.shared_memory.unwrap_or(0),
+                        dynamic_shared_bytes: 0,
+                        graph_id: g.args.graph_id.unwrap_or(0),
+                    }),
                 });
             }
             "gpu_memcpy" => {
@@ -1072,7 +1078,7 @@ impl Sink {
                         ApiKind::Driver
                     },
                     name,
-                    cbid: a.cbid.unwrap_or(0),
+                    cbid: ApiCall::cbid_of(a.cbid.unwrap_or(0).into()),
                     process: raw_u64(ev.pid).unwrap_or(0) as u32,
                     thread: raw_u64(ev.tid).unwrap_or(0),
                     correlation_id: a.correlation.unwrap_or(0),
@@ -1759,7 +1765,7 @@ mod gpu_range_tests {
         // Hex device reads; the stream falls back to the tid lane; the grid and correlation
         // are unknown.
         assert_eq!(
-            (k.device, k.stream, k.correlation_id, k.grid),
+            (k.device, k.stream, k.correlation_id, t.launch(k).grid),
             (1, 7, 0, [0; 3])
         );
         assert_eq!(t.str(k.name), "");

@@ -11,7 +11,15 @@ pub type Ns = u64;
 /// Index into [`Trace::strings`]. Names are interned so a kernel record stays small.
 pub type StrId = u32;
 
+/// Index into [`Trace::launches`]: a kernel's launch configuration.
+pub type LaunchId = u32;
+
 /// A kernel execution (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, Kineto `kernel`).
+///
+/// Kept to 48 bytes: a 10 MB native part holds about 2 M kernels (with their launch calls), and
+/// the records are what a command keeps in memory. What repeats from launch to launch (grid,
+/// block, registers, shared memory, graph) lives once in [`Trace::launches`]; see
+/// [`Trace::launch`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Kernel {
     pub device: u32,
@@ -22,6 +30,16 @@ pub struct Kernel {
     pub end_ns: Ns,
     /// Mangled name as CUPTI reports it (demangled only when printed).
     pub name: StrId,
+    /// The kernel's [`Launch`] in [`Trace::launches`]; an id outside the table reads as the
+    /// all-zero launch (unknown).
+    pub launch: LaunchId,
+}
+
+/// How a kernel was launched. Kernels share few distinct ones (a training step launches the same
+/// kernels with the same shapes again and again), so a trace holds each once, in
+/// [`Trace::launches`], and a [`Kernel`] its index. All zero when the source does not say.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Launch {
     pub grid: [u32; 3],
     pub block: [u32; 3],
     pub registers_per_thread: u32,
@@ -29,6 +47,44 @@ pub struct Kernel {
     pub dynamic_shared_bytes: u32,
     /// CUDA graph the kernel was launched from, 0 when none.
     pub graph_id: u32,
+}
+
+/// Interns [`Launch`]es while a trace is being built, as [`Interner`] does strings.
+#[derive(Debug, Default)]
+pub struct LaunchInterner {
+    launches: Vec<Launch>,
+    index: std::collections::HashMap<Launch, LaunchId, FxBuild>,
+}
+
+impl LaunchInterner {
+    /// Starts from an existing table (ids are kept).
+    pub fn from_launches(launches: Vec<Launch>) -> Self {
+        let index = launches
+            .iter()
+            .enumerate()
+            .map(|(i, l)| (*l, i as LaunchId))
+            .collect();
+        LaunchInterner { launches, index }
+    }
+
+    pub fn intern(&mut self, l: Launch) -> LaunchId {
+        if let Some(&id) = self.index.get(&l) {
+            return id;
+        }
+        let id = self.launches.len() as LaunchId;
+        self.launches.push(l);
+        self.index.insert(l, id);
+        id
+    }
+
+    pub fn into_launches(self) -> Vec<Launch> {
+        self.launches
+    }
+
+    /// The launches interned so far, by id.
+    pub fn as_slice(&self) -> &[Launch] {
+        &self.launches
+    }
 }
 
 impl Kernel {
@@ -291,8 +347,9 @@ pub struct ApiCall {
     pub kind: ApiKind,
     /// Function name (`cudaLaunchKernel`); CUPTI gives a callback id that the recorder resolves.
     pub name: StrId,
-    /// CUPTI callback id when known (0 on imported traces).
-    pub cbid: u32,
+    /// CUPTI callback id when known (0 on imported traces). CUPTI's ids are below 2¹⁶ (a few
+    /// hundred per API); 16 bits keep the record at 48 bytes (see [`Kernel`]).
+    pub cbid: u16,
     pub process: u32,
     pub thread: u64,
     pub correlation_id: u64,
@@ -300,6 +357,13 @@ pub struct ApiCall {
     pub end_ns: Ns,
     /// The call's return value (0 = success) when known.
     pub return_value: i32,
+}
+
+impl ApiCall {
+    /// A callback id as stored: one past 2¹⁶ (none exists) reads as 65535, never wrapped.
+    pub fn cbid_of(v: u64) -> u16 {
+        u16::try_from(v).unwrap_or(u16::MAX)
+    }
 }
 
 /// What a synchronization waited on (CUPTI_ACTIVITY_KIND_SYNCHRONIZATION, Kineto `cuda_sync`).
@@ -626,6 +690,8 @@ pub fn show_merged_id(id_parts: &[Option<u32>], id: u64) -> String {
 pub struct Trace {
     pub meta: TraceMeta,
     pub strings: Vec<String>,
+    /// The kernels' launch configurations, each once ([`Kernel::launch`] indexes it).
+    pub launches: Vec<Launch>,
     pub kernels: Vec<Kernel>,
     pub memcpys: Vec<Memcpy>,
     pub memsets: Vec<Memset>,
@@ -705,6 +771,14 @@ impl Trace {
         for m in self.marks.iter_mut() {
             m.ts_ns = f(m.ts_ns);
         }
+    }
+
+    /// A kernel's launch configuration; all zero (unknown) for an id outside the table.
+    pub fn launch(&self, k: &Kernel) -> Launch {
+        self.launches
+            .get(k.launch as usize)
+            .copied()
+            .unwrap_or_default()
     }
 
     /// The string an id points at; `"?"` for an id outside the table (never a panic).
@@ -799,6 +873,43 @@ mod tests {
         };
         assert_eq!(t.str(b), "allreduce");
         assert_eq!(t.str(99), "?");
+    }
+
+    #[test]
+    fn kernel_and_api_records_stay_small() {
+        // Memory per record is what bounds a command on a large trace (docs/FORMAT.md, Limits).
+        assert_eq!(std::mem::size_of::<Kernel>(), 48);
+        assert_eq!(std::mem::size_of::<ApiCall>(), 48);
+    }
+
+    #[test]
+    fn launches_are_interned_and_unknown_ids_read_as_zero() {
+        let mut l = LaunchInterner::default();
+        let a = Launch {
+            grid: [4, 1, 1],
+            block: [256, 1, 1],
+            ..Launch::default()
+        };
+        let b = Launch { graph_id: 3, ..a };
+        assert_eq!(l.intern(a), 0);
+        assert_eq!(l.intern(b), 1);
+        assert_eq!(l.intern(a), 0);
+        let t = Trace {
+            launches: l.into_launches(),
+            ..Trace::default()
+        };
+        let k = |launch| Kernel {
+            device: 0,
+            context: 0,
+            stream: 0,
+            correlation_id: 0,
+            start_ns: 0,
+            end_ns: 0,
+            name: 0,
+            launch,
+        };
+        assert_eq!(t.launch(&k(1)), b);
+        assert_eq!(t.launch(&k(7)), Launch::default());
     }
 }
 

@@ -230,12 +230,7 @@ fn a_large_trace_gives_a_small_page() {
             start_ns: at,
             end_ns: at + 5_000,
             name: 0,
-            grid: [1; 3],
-            block: [1; 3],
-            registers_per_thread: 0,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
+            launch: 0,
         });
         t.api_calls.push(ApiCall {
             kind: ApiKind::Runtime,

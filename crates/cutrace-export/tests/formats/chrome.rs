@@ -110,6 +110,7 @@ fn records(t: &Trace) -> BTreeMap<&'static str, Vec<String>> {
         t.kernels
             .iter()
             .map(|k| {
+                let l = t.launch(k);
                 format!(
                     "{} {} {} {} {} {} {:?} {:?} {:?} {} {} {}",
                     k.device,
@@ -119,11 +120,11 @@ fn records(t: &Trace) -> BTreeMap<&'static str, Vec<String>> {
                     k.start_ns,
                     k.end_ns,
                     t.str(k.name),
-                    k.grid,
-                    k.block,
-                    k.registers_per_thread,
-                    k.static_shared_bytes + k.dynamic_shared_bytes,
-                    k.graph_id
+                    l.grid,
+                    l.block,
+                    l.registers_per_thread,
+                    l.static_shared_bytes + l.dynamic_shared_bytes,
+                    l.graph_id
                 )
             })
             .collect(),
@@ -673,7 +674,7 @@ fn python_json_loads_the_export() {
 #[test]
 fn zero_and_inverted_timestamps_keep_the_base_and_never_wrap() {
     use cutrace_trace::native::{part_file_name, Header, Tail, Writer};
-    use cutrace_trace::{ApiCall, ApiKind, Kernel};
+    use cutrace_trace::{ApiCall, ApiKind, Kernel, Launch};
     let dir = Dir::new("chrome-zeros");
     let src = dir.path("trace");
     std::fs::create_dir_all(&src).unwrap();
@@ -705,18 +706,19 @@ fn zero_and_inverted_timestamps_keep_the_base_and_never_wrap() {
         start_ns: start,
         end_ns: end,
         name: k,
+        launch: 0,
+    };
+    let launch = Launch {
         grid: [1, 1, 1],
         block: [1, 1, 1],
         registers_per_thread: 8,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
+        ..Launch::default()
     };
     w.push_api(&api(1, t0, t0 + 100));
     w.push_api(&api(2, 0, 0)); // not collected
-    w.push_kernel(&kernel(1, t0 + 1_000, t0 + 5_000)); // normal
-    w.push_kernel(&kernel(2, t0 + 6_000, 0)); // end not collected
-    w.push_kernel(&kernel(1, t0 + 9_000, t0 + 8_000)); // ends before it starts
+    w.push_kernel(&kernel(1, t0 + 1_000, t0 + 5_000), &launch); // normal
+    w.push_kernel(&kernel(2, t0 + 6_000, 0), &launch); // end not collected
+    w.push_kernel(&kernel(1, t0 + 9_000, t0 + 8_000), &launch); // ends before it starts
     w.flush().unwrap();
     let bytes = w.finish(&Tail::default()).unwrap().into_inner();
     std::fs::write(src.join(part_file_name("h", 9, 0)), bytes).unwrap();

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use crate::rng::Rng;
 
 pub mod kineto;
+pub mod large;
 pub mod mutate;
 pub mod native;
 

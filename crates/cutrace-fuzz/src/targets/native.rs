@@ -11,9 +11,9 @@ use crate::rng::Rng;
 const HEADER: usize = 20;
 
 /// Native inputs stay under this. A part's records are kept, as they should be, and the readers
-/// allow up to 2 rows per byte of the file (`rows-per-byte`; recorded parts hold under 0.8), so a
-/// part of 512 KB may hold about 1 M genuine records, about 100 MB: within the ceiling with room
-/// for the analysis. Larger parts are bounded by the same rule, at the same rate.
+/// allow up to 2 rows per byte of the file (`rows-per-byte`; recorded parts hold under 0.4
+/// records per byte), so a part of 512 KB may hold about 1 M records, about 50 MB: within the
+/// ceiling with room for the analysis. Genuine parts of 10 MB are the `large` cases.
 const MAX_PART: usize = 512 << 10;
 
 pub struct NativePart {

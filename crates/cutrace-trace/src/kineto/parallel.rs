@@ -12,7 +12,7 @@ use std::path::Path;
 
 use super::{scan, Sink};
 use crate::error::TraceError;
-use crate::model::{Interner, StrId};
+use crate::model::{Interner, LaunchId, StrId};
 
 /// How a run over part of a block ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +138,7 @@ pub(super) fn part_sink(path: &Path, string_bytes: u64) -> Sink {
         path: path.to_path_buf(),
         string_bytes,
         strings: Interner::new(),
+        launches: Default::default(),
         trace: Default::default(),
         events: 0,
         skipped: Default::default(),
@@ -160,9 +161,16 @@ impl Sink {
             .map(|s| self.strings.intern(s))
             .collect();
         let m = |id: StrId| map.get(id as usize).copied().unwrap_or(id);
+        let launches: Vec<LaunchId> = other
+            .launches
+            .as_slice()
+            .iter()
+            .map(|l| self.launches.intern(*l))
+            .collect();
         let t = &mut other.trace;
         for k in &mut t.kernels {
             k.name = m(k.name);
+            k.launch = launches.get(k.launch as usize).copied().unwrap_or(k.launch);
         }
         for a in &mut t.api_calls {
             a.name = m(a.name);
@@ -210,6 +218,7 @@ impl Sink {
         t.marks.clear();
         t.overheads.clear();
         self.strings = Interner::new();
+        self.launches = Default::default();
         self.events = 0;
         self.rounded = 0;
         self.skipped.clear();

@@ -51,24 +51,49 @@ pub fn encode_column(values: &[u64], out: &mut Vec<u8>) {
     }
 }
 
-/// Decodes exactly `rows` values of one column; `None` when the bytes do not hold them.
-pub fn decode_column(buf: &[u8], rows: usize) -> Option<Vec<u64>> {
-    // A row needs at least one byte: refuse impossible counts before allocating.
+/// Reads one column's values in order, without holding them: a reader decodes a chunk's columns
+/// side by side, row by row, so a chunk costs its records and nothing per value.
+pub struct ColumnCursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+    prev: u64,
+}
+
+impl<'a> ColumnCursor<'a> {
+    pub fn new(buf: &'a [u8]) -> Self {
+        ColumnCursor {
+            buf,
+            pos: 0,
+            prev: 0,
+        }
+    }
+
+    /// The next value; `None` when the bytes end or hold a bad varint.
+    pub fn next_value(&mut self) -> Option<u64> {
+        let d = unzigzag(get_varint(self.buf, &mut self.pos)?);
+        self.prev = self.prev.wrapping_add(d as u64);
+        Some(self.prev)
+    }
+}
+
+/// Whether `buf` holds exactly `rows` values of one column, no more, no fewer.
+pub fn column_holds(buf: &[u8], rows: usize) -> bool {
+    // A row needs at least one byte.
     if rows > buf.len() {
+        return false;
+    }
+    let mut c = ColumnCursor::new(buf);
+    (0..rows).all(|_| c.next_value().is_some()) && c.pos == buf.len()
+}
+
+/// Decodes exactly `rows` values of one column; `None` when the bytes do not hold them.
+#[cfg(test)]
+pub fn decode_column(buf: &[u8], rows: usize) -> Option<Vec<u64>> {
+    if !column_holds(buf, rows) {
         return None;
     }
-    let mut out = Vec::with_capacity(rows);
-    let mut pos = 0usize;
-    let mut prev = 0u64;
-    for _ in 0..rows {
-        let d = unzigzag(get_varint(buf, &mut pos)?);
-        prev = prev.wrapping_add(d as u64);
-        out.push(prev);
-    }
-    if pos != buf.len() {
-        return None;
-    }
-    Some(out)
+    let mut c = ColumnCursor::new(buf);
+    (0..rows).map(|_| c.next_value()).collect()
 }
 
 #[cfg(test)]

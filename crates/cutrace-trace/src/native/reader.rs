@@ -6,7 +6,7 @@ use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use super::codec::{decode_column, get_varint};
+use super::codec::{column_holds, get_varint, ColumnCursor};
 use super::{
     codec_id, marker_flags, tag, Header, MarkerEvent, Meta, Table, Tail, CHUNK_HEADER_LEN,
     FORMAT_VERSION, MAGIC, MAX_CHUNK_BYTES, PART_EXTENSION,
@@ -69,7 +69,9 @@ pub fn read_parts_with(
     limits: &Limits,
     progress: Progress<'_>,
 ) -> Result<Trace, TraceError> {
-    let mut traces = Vec::with_capacity(paths.len());
+    // The first part waits for a second: a trace of one part is kept as it is.
+    let mut first: Option<Trace> = None;
+    let mut merger: Option<Merger> = None;
     let mut left_out: Vec<(String, TraceError)> = Vec::new();
     for p in paths {
         let part = match File::open(p) {
@@ -80,7 +82,16 @@ pub fn read_parts_with(
             Err(e) => Err(TraceError::io(p, e)),
         };
         match part {
-            Ok(Part::Read(read)) => traces.push(read.0),
+            Ok(Part::Read(read)) => match (&mut merger, first.take()) {
+                (Some(m), _) => m.add(read.0),
+                (None, None) => first = Some(read.0),
+                (None, Some(one)) => {
+                    let mut m = Merger::default();
+                    m.add(one);
+                    m.add(read.0);
+                    merger = Some(m);
+                }
+            },
             Ok(Part::NotNative(e)) => left_out.push((
                 format!(
                     "{}: left out, not a cutrace part (its first bytes are not the magic \
@@ -95,10 +106,12 @@ pub fn read_parts_with(
             Err(e) => return Err(e),
         }
     }
-    if traces.is_empty() && !left_out.is_empty() {
-        return Err(left_out.swap_remove(0).1);
-    }
-    let mut t = merge(traces);
+    let mut t = match (merger, first) {
+        (Some(m), _) => m.finish(),
+        (None, Some(one)) => one,
+        (None, None) if !left_out.is_empty() => return Err(left_out.swap_remove(0).1),
+        (None, None) => Merger::default().finish(),
+    };
     if !left_out.is_empty() {
         let mut reasons: Vec<String> = t.meta.incomplete_reason.take().into_iter().collect();
         reasons.extend(left_out.into_iter().map(|(why, _)| why));
@@ -432,6 +445,9 @@ fn inflate(stored: &[u8], raw_len: usize) -> Option<Vec<u8>> {
     (out.len() == raw_len).then_some(out)
 }
 
+/// Columns of the widest table this reader knows (the kernel table).
+const MAX_COLUMNS: usize = 17;
+
 #[derive(Default)]
 struct PartBuilder {
     limits: Limits,
@@ -442,6 +458,7 @@ struct PartBuilder {
     meta: Meta,
     tail: Option<Tail>,
     strings: Vec<String>,
+    launches: LaunchInterner,
     trace: Trace,
     markers: Vec<MarkerEvent>,
     skipped: HashMap<String, u64>,
@@ -569,14 +586,22 @@ impl PartBuilder {
         if nrows > raw.len() || ncols > raw.len() || (nrows > 0 && ncols == 0) {
             return Err(bad());
         }
-        let mut cols = Vec::with_capacity(ncols);
-        for _ in 0..ncols {
+        // Every column is checked whole first, so a bad one adds no record; then the columns are
+        // read side by side, a row at a time.
+        let mut cols = Vec::with_capacity(ncols.min(MAX_COLUMNS));
+        for i in 0..ncols {
             let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
             let end = pos
                 .checked_add(len)
                 .filter(|&e| e <= raw.len())
                 .ok_or_else(bad)?;
-            cols.push(decode_column(&raw[pos..end], nrows).ok_or_else(bad)?);
+            if !column_holds(&raw[pos..end], nrows) {
+                return Err(bad());
+            }
+            // Columns past the ones this reader knows are checked and left.
+            if i < MAX_COLUMNS {
+                cols.push(ColumnCursor::new(&raw[pos..end]));
+            }
             pos = end;
         }
         let Some(table) = Table::from_id(table_id) else {
@@ -586,11 +611,14 @@ impl PartBuilder {
                 .or_default() += nrows as u64;
             return Ok(());
         };
-        let zero = vec![0u64; nrows];
-        let col = |i: usize| -> &[u64] { cols.get(i).map_or(&zero[..], |c| &c[..]) };
         let t = &mut self.trace;
-        for r in 0..nrows {
-            let v = |i: usize| col(i)[r];
+        // Missing trailing columns read as 0.
+        let mut row = [0u64; MAX_COLUMNS];
+        for _ in 0..nrows {
+            for (x, c) in row.iter_mut().zip(cols.iter_mut()) {
+                *x = c.next_value().ok_or_else(bad)?;
+            }
+            let v = |i: usize| row[i];
             let start = v(0);
             match table {
                 Table::Kernel => t.kernels.push(Kernel {
@@ -601,12 +629,14 @@ impl PartBuilder {
                     context: v(4) as u32,
                     stream: v(5),
                     name: v(6) as StrId,
-                    grid: [v(7) as u32, v(8) as u32, v(9) as u32],
-                    block: [v(10) as u32, v(11) as u32, v(12) as u32],
-                    registers_per_thread: v(13) as u32,
-                    static_shared_bytes: v(14) as u32,
-                    dynamic_shared_bytes: v(15) as u32,
-                    graph_id: v(16) as u32,
+                    launch: self.launches.intern(Launch {
+                        grid: [v(7) as u32, v(8) as u32, v(9) as u32],
+                        block: [v(10) as u32, v(11) as u32, v(12) as u32],
+                        registers_per_thread: v(13) as u32,
+                        static_shared_bytes: v(14) as u32,
+                        dynamic_shared_bytes: v(15) as u32,
+                        graph_id: v(16) as u32,
+                    }),
                 }),
                 Table::Memcpy => t.memcpys.push(Memcpy {
                     start_ns: start,
@@ -637,7 +667,7 @@ impl PartBuilder {
                     } else {
                         ApiKind::Runtime
                     },
-                    cbid: v(4) as u32,
+                    cbid: ApiCall::cbid_of(v(4)),
                     name: v(5) as StrId,
                     process: v(6) as u32,
                     thread: v(7),
@@ -710,6 +740,7 @@ impl PartBuilder {
         let header = self.header.unwrap_or_default();
         let mut t = self.trace;
         t.strings = self.strings;
+        t.launches = self.launches.into_launches();
         let m = &mut t.meta;
         m.source = SourceFormat::Native;
         m.paths = vec![path.display().to_string()];
@@ -857,32 +888,70 @@ fn sync_kind_from_code(c: u64) -> SyncKind {
     }
 }
 
-/// Merges per-process traces into one, re-interning strings.
-pub fn merge(mut traces: Vec<Trace>) -> Trace {
+/// Merges per-process traces into one, re-interning strings (see [`Merger`]); one trace is
+/// returned as it is.
+#[cfg(test)]
+fn merge(mut traces: Vec<Trace>) -> Trace {
     if traces.len() == 1 {
         return traces.pop().unwrap_or_default();
     }
-    let mut out = Trace::default();
-    let mut interner = Interner::new();
-    let mut reasons = Vec::new();
-    let mut complete = true;
-    let mut skipped: HashMap<String, u64> = HashMap::new();
+    let mut m = Merger::default();
+    for t in traces {
+        m.add(t);
+    }
+    m.finish()
+}
+
+/// Merges parts one at a time, as they are read: a part's records move into the merged trace and
+/// the part is dropped before the next is read, so a directory of parts never holds its records
+/// twice.
+#[derive(Default)]
+pub struct Merger {
+    out: Trace,
+    /// Parts added so far (the next one's number N).
+    parts: usize,
+    interner: Interner,
+    launches: LaunchInterner,
+    reasons: Vec<String>,
+    /// Some part was incomplete.
+    incomplete: bool,
+    skipped: HashMap<String, u64>,
     // GPUs by UUID: a process sees its GPUs as ordinals 0, 1, … of its own
     // (CUDA_VISIBLE_DEVICES, one GPU per worker), so the same ordinal in two parts may be two
     // GPUs, and one GPU may have two ordinals. Each GPU keeps its ordinal unless another GPU
     // has it already; then it gets the next free one.
-    let mut by_uuid: HashMap<String, u32> = HashMap::new();
-    let mut taken: Vec<u32> = Vec::new();
-    let several = traces.len() > 1;
-    for (part, t) in traces.into_iter().enumerate() {
+    by_uuid: HashMap<String, u32>,
+    taken: Vec<u32>,
+}
+
+impl Merger {
+    /// Adds the next part (part N, N counted from 0 in the order added). Only for a trace of
+    /// two parts or more: one part is kept as it is, ids and all.
+    pub fn add(&mut self, t: Trace) {
+        let part = self.parts;
+        self.parts += 1;
+        let mut all_complete = !self.incomplete;
+        let complete = &mut all_complete;
+        let Merger {
+            out,
+            interner,
+            launches,
+            reasons,
+            skipped,
+            by_uuid,
+            taken,
+            ..
+        } = self;
         // A part with GPU work but no device records (CUPTI's DEVICE kind refused, or its
         // record lost): nothing says which GPU its ordinals are, so they are taken as they
         // are, and the reader is told.
-        let unidentified = several
-            && t.meta.devices.is_empty()
+        let unidentified = t.meta.devices.is_empty()
             && !(t.kernels.is_empty() && t.memcpys.is_empty() && t.memsets.is_empty());
         let map: Vec<StrId> = t.strings.iter().map(|s| interner.intern(s)).collect();
         let re = |id: StrId| -> StrId { map.get(id as usize).copied().unwrap_or(u32::MAX) };
+        let launch_map: Vec<LaunchId> = t.launches.iter().map(|l| launches.intern(*l)).collect();
+        let relaunch =
+            |id: LaunchId| -> LaunchId { launch_map.get(id as usize).copied().unwrap_or(u32::MAX) };
         // CUPTI's correlation and stream ids are per process (32-bit, from 1 in each): the
         // parts of a multi-process trace reuse them. Part N (N ≥ 1, in read order) gets N·2³²
         // added, so a kernel never joins another process's launch call and two processes'
@@ -906,7 +975,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                     Some(&g) => g,
                     None => {
                         let g = if taken.contains(&d.device) {
-                            next_free(&taken)
+                            next_free(taken)
                         } else {
                             d.device
                         };
@@ -916,7 +985,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                 },
                 // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
                 // unless a GPU of this same process already went there.
-                None if this_part.contains(&d.device) => next_free(&taken),
+                None if this_part.contains(&d.device) => next_free(taken),
                 None => d.device,
             };
             if !taken.contains(&global) {
@@ -936,7 +1005,8 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
                 }))
             };
         }
-        adopt!(kernels, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id);
+        adopt!(kernels, r => r.name = re(r.name); r.launch = relaunch(r.launch);
+            r.correlation_id = corr(r.correlation_id);
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(api_calls, r => r.name = re(r.name); r.correlation_id = corr(r.correlation_id));
         adopt!(ranges, r => r.name = re(r.name); r.stream = r.stream.map(stream);
@@ -998,7 +1068,7 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
             }
         }
         if !m.complete {
-            complete = false;
+            *complete = false;
             if let Some(r) = m.incomplete_reason {
                 reasons.push(format!("{}: {r}", m.paths.join(",")));
             }
@@ -1008,16 +1078,22 @@ pub fn merge(mut traces: Vec<Trace>) -> Trace {
         }
         // Each part's notes stay its own (tagged with its pid and file), in part order.
         out.meta.notes.extend(m.notes);
+        self.incomplete = !all_complete;
     }
-    out.strings = interner.into_strings();
-    out.meta.distributed = common_distributed(&out.meta.parts);
-    out.meta.source = SourceFormat::Native;
-    out.meta.complete = complete;
-    out.meta.incomplete_reason = (!reasons.is_empty()).then(|| reasons.join("; "));
-    let mut skipped: Vec<(String, u64)> = skipped.into_iter().collect();
-    skipped.sort();
-    out.meta.skipped_events = skipped;
-    out
+
+    pub fn finish(self) -> Trace {
+        let mut out = self.out;
+        out.strings = self.interner.into_strings();
+        out.launches = self.launches.into_launches();
+        out.meta.distributed = common_distributed(&out.meta.parts);
+        out.meta.source = SourceFormat::Native;
+        out.meta.complete = !self.incomplete;
+        out.meta.incomplete_reason = (!self.reasons.is_empty()).then(|| self.reasons.join("; "));
+        let mut skipped: Vec<(String, u64)> = self.skipped.into_iter().collect();
+        skipped.sort();
+        out.meta.skipped_events = skipped;
+        out
+    }
 }
 
 /// What the parts' headers say of the job, field by field, where every part that says agrees
@@ -1079,12 +1155,7 @@ mod tests {
             start_ns: 100,
             end_ns: 200,
             name: 0,
-            grid: [1; 3],
-            block: [1; 3],
-            registers_per_thread: 0,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
+            launch: 0,
         });
         t
     }

@@ -71,7 +71,9 @@ impl<W: Write> Writer<W> {
         self.records += 1;
     }
 
-    pub fn push_kernel(&mut self, k: &Kernel) {
+    /// A kernel and its launch configuration (stored in the kernel's row: the format has no
+    /// side table).
+    pub fn push_kernel(&mut self, k: &Kernel, l: &Launch) {
         self.push(
             Table::Kernel,
             &[
@@ -82,16 +84,16 @@ impl<W: Write> Writer<W> {
                 k.context.into(),
                 k.stream,
                 k.name.into(),
-                k.grid[0].into(),
-                k.grid[1].into(),
-                k.grid[2].into(),
-                k.block[0].into(),
-                k.block[1].into(),
-                k.block[2].into(),
-                k.registers_per_thread.into(),
-                k.static_shared_bytes.into(),
-                k.dynamic_shared_bytes.into(),
-                k.graph_id.into(),
+                l.grid[0].into(),
+                l.grid[1].into(),
+                l.grid[2].into(),
+                l.block[0].into(),
+                l.block[1].into(),
+                l.block[2].into(),
+                l.registers_per_thread.into(),
+                l.static_shared_bytes.into(),
+                l.dynamic_shared_bytes.into(),
+                l.graph_id.into(),
             ],
         );
     }

@@ -35,14 +35,19 @@ fn kernel(corr: u64, name: StrId) -> Kernel {
         start_ns: 1_000 + corr * 100,
         end_ns: 1_050 + corr * 100,
         name,
-        grid: [4, 1, 1],
-        block: [96, 1, 1],
-        registers_per_thread: 16,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
+        launch: 0,
     }
 }
+
+/// Every kernel's launch: 4 blocks of 96 threads.
+const LAUNCH: Launch = Launch {
+    grid: [4, 1, 1],
+    block: [96, 1, 1],
+    registers_per_thread: 16,
+    static_shared_bytes: 0,
+    dynamic_shared_bytes: 0,
+    graph_id: 0,
+};
 
 /// A part with `n` kernels, each with two metrics; kernel 2's second value is NaN.
 fn part(pid: u32, n: u64) -> Vec<u8> {
@@ -57,7 +62,7 @@ fn part(pid: u32, n: u64) -> Vec<u8> {
     let ctas = w.intern("sm__ctas_launched.sum");
     let warps = w.intern("sm__warps_active.avg.pct_of_peak_sustained_active");
     for corr in 1..=n {
-        w.push_kernel(&kernel(corr, k));
+        w.push_kernel(&kernel(corr, k), &LAUNCH);
         w.push_kernel_metric(&KernelMetric {
             correlation_id: corr,
             device: 0,

@@ -32,21 +32,26 @@ fn sample_bytes() -> (Vec<u8>, Vec<usize>) {
         for i in 0..50u64 {
             let corr = batch * 100 + i + 1;
             let start = 1_000_000 + corr * 5_000;
-            w.push_kernel(&Kernel {
-                device: 0,
-                context: 1,
-                stream: 7 + (i % 2),
-                correlation_id: corr,
-                start_ns: start,
-                end_ns: start + 3_000 + i,
-                name: kname,
-                grid: [1, 1, 1],
-                block: [32, 1, 1],
-                registers_per_thread: 16,
-                static_shared_bytes: 0,
-                dynamic_shared_bytes: 0,
-                graph_id: 0,
-            });
+            w.push_kernel(
+                &Kernel {
+                    device: 0,
+                    context: 1,
+                    stream: 7 + (i % 2),
+                    correlation_id: corr,
+                    start_ns: start,
+                    end_ns: start + 3_000 + i,
+                    name: kname,
+                    launch: 0,
+                },
+                &Launch {
+                    grid: [1, 1, 1],
+                    block: [32, 1, 1],
+                    registers_per_thread: 16,
+                    static_shared_bytes: 0,
+                    dynamic_shared_bytes: 0,
+                    graph_id: 0,
+                },
+            );
             w.push_api(&ApiCall {
                 kind: ApiKind::Runtime,
                 name: aname,
@@ -148,7 +153,8 @@ fn round_trip_keeps_every_record() {
     let k = t.kernels.iter().find(|k| k.correlation_id == 3).unwrap();
     assert_eq!(t.str(k.name), "_Z4gemmPfS_");
     assert_eq!(k.end_ns - k.start_ns, 3_002);
-    assert_eq!(k.block, [32, 1, 1]);
+    assert_eq!(t.launch(k).block, [32, 1, 1]);
+    assert_eq!(t.launch(k).registers_per_thread, 16);
     let a = t.api_calls.iter().find(|a| a.correlation_id == 3).unwrap();
     assert_eq!(t.str(a.name), "cudaLaunchKernel");
     assert_eq!(t.str(t.ranges[0].name), "step");
@@ -184,21 +190,26 @@ fn bytes_per_kernel_with_launch_is_small() {
             end_ns: t + 2_100 + jitter / 3,
             return_value: 0,
         });
-        w.push_kernel(&Kernel {
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation_id: corr,
-            start_ns: t + 5_000,
-            end_ns: t + 6_400 + jitter % 50,
-            name: kname,
-            grid: [1, 1, 1],
-            block: [1, 1, 1],
-            registers_per_thread: 4,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
-        });
+        w.push_kernel(
+            &Kernel {
+                device: 0,
+                context: 1,
+                stream: 7,
+                correlation_id: corr,
+                start_ns: t + 5_000,
+                end_ns: t + 6_400 + jitter % 50,
+                name: kname,
+                launch: 0,
+            },
+            &Launch {
+                grid: [1, 1, 1],
+                block: [1, 1, 1],
+                registers_per_thread: 4,
+                static_shared_bytes: 0,
+                dynamic_shared_bytes: 0,
+                graph_id: 0,
+            },
+        );
         if corr % 40_000 == 0 {
             w.flush().unwrap();
         }

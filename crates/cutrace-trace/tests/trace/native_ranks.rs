@@ -17,21 +17,23 @@ fn part(dir: &cutrace_testkit::Dir, pid: u32, d: Option<Distributed>) -> PathBuf
     };
     let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
     let name = w.intern("k");
-    w.push_kernel(&Kernel {
-        device: 0,
-        context: 1,
-        stream: 7,
-        correlation_id: 1,
-        start_ns: 1_000 * u64::from(pid),
-        end_ns: 1_000 * u64::from(pid) + 10,
-        name,
-        grid: [1; 3],
-        block: [1; 3],
-        registers_per_thread: 0,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
-    });
+    w.push_kernel(
+        &Kernel {
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: 1,
+            start_ns: 1_000 * u64::from(pid),
+            end_ns: 1_000 * u64::from(pid) + 10,
+            name,
+            launch: 0,
+        },
+        &Launch {
+            grid: [1; 3],
+            block: [1; 3],
+            ..Launch::default()
+        },
+    );
     let bytes = w.finish(&Tail::default()).unwrap().into_inner();
     let p = dir.path(&format!("h-{pid}.cutrace"));
     std::fs::write(&p, bytes).unwrap();

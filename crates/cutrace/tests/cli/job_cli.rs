@@ -333,7 +333,7 @@ fn per_rank_native_directories_are_a_job() {
 /// NCCL kernel over [t + 400, t + 1000) and a gemm over [t, t + 500 + late) on GPU 0.
 fn native_part(dir: &Path, pid: u32, rank: Option<u32>, late: u64) {
     use cutrace_trace::native::{Header, Tail, Writer};
-    use cutrace_trace::{Distributed, Kernel};
+    use cutrace_trace::{Distributed, Kernel, Launch};
     let header = Header {
         cutrace_version: "test".into(),
         host: Some("h".into()),
@@ -358,21 +358,26 @@ fn native_part(dir: &Path, pid: u32, rank: Option<u32>, late: u64) {
     ];
     for (i, (name, stream, start_ns, end_ns)) in kernels.into_iter().enumerate() {
         let name = w.intern(name);
-        w.push_kernel(&Kernel {
-            device: 0,
-            context: 1,
-            stream,
-            correlation_id: i as u64 + 1,
-            start_ns,
-            end_ns,
-            name,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            registers_per_thread: 8,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
-        });
+        w.push_kernel(
+            &Kernel {
+                device: 0,
+                context: 1,
+                stream,
+                correlation_id: i as u64 + 1,
+                start_ns,
+                end_ns,
+                name,
+                launch: 0,
+            },
+            &Launch {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                registers_per_thread: 8,
+                static_shared_bytes: 0,
+                dynamic_shared_bytes: 0,
+                graph_id: 0,
+            },
+        );
     }
     let tail = Tail {
         records: 2,

@@ -52,21 +52,26 @@ fn private_trace(dir: &Dir, kernel_name: &str) -> PathBuf {
     if kernel_name != "_Z4gemmPf" {
         // A second kernel, named by the test (the helper's is fixed).
         let name = w.intern(kernel_name);
-        w.push_kernel(&cutrace_trace::Kernel {
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation_id: 9,
-            start_ns: 10_000,
-            end_ns: 12_000,
-            name,
-            grid: [1, 1, 1],
-            block: [32, 1, 1],
-            registers_per_thread: 8,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: 0,
-        });
+        w.push_kernel(
+            &cutrace_trace::Kernel {
+                device: 0,
+                context: 1,
+                stream: 7,
+                correlation_id: 9,
+                start_ns: 10_000,
+                end_ns: 12_000,
+                name,
+                launch: 0,
+            },
+            &cutrace_trace::Launch {
+                grid: [1, 1, 1],
+                block: [32, 1, 1],
+                registers_per_thread: 8,
+                static_shared_bytes: 0,
+                dynamic_shared_bytes: 0,
+                graph_id: 0,
+            },
+        );
     }
     w.flush().unwrap();
     let bytes = w.finish(&Tail::default()).unwrap().into_inner();

@@ -41,7 +41,7 @@ pub fn counters_trace_with(
     ranges: &[(&str, u64, u64)],
 ) -> std::path::PathBuf {
     use cutrace_trace::native::{marker_flags, Header, MarkerEvent, Meta, Tail, Writer};
-    use cutrace_trace::{CounterInfo, Kernel, KernelMetric};
+    use cutrace_trace::{CounterInfo, Kernel, KernelMetric, Launch};
     let header = Header {
         cutrace_version: "test".into(),
         host: Some("h".into()),
@@ -63,21 +63,26 @@ pub fn counters_trace_with(
         (5, gemm, 50, 5, None),
     ];
     for (corr, name, start, dur, values) in rows {
-        w.push_kernel(&Kernel {
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation_id: corr,
-            start_ns: 1_000_000 + start * 1_000,
-            end_ns: 1_000_000 + (start + dur) * 1_000,
-            name,
-            grid: [4, 1, 1],
-            block: [64, 1, 1],
-            registers_per_thread: 8,
-            static_shared_bytes: 0,
-            dynamic_shared_bytes: 0,
-            graph_id: u32::from(values.is_none()),
-        });
+        w.push_kernel(
+            &Kernel {
+                device: 0,
+                context: 1,
+                stream: 7,
+                correlation_id: corr,
+                start_ns: 1_000_000 + start * 1_000,
+                end_ns: 1_000_000 + (start + dur) * 1_000,
+                name,
+                launch: 0,
+            },
+            &Launch {
+                grid: [4, 1, 1],
+                block: [64, 1, 1],
+                registers_per_thread: 8,
+                static_shared_bytes: 0,
+                dynamic_shared_bytes: 0,
+                graph_id: u32::from(values.is_none()),
+            },
+        );
         if let Some((c, p)) = values {
             for (metric, value) in [(ctas, c), (warps, p)] {
                 w.push_kernel_metric(&KernelMetric {
