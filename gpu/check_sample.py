@@ -19,6 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from check_counters import read_part  # noqa: E402
 
 SM = "sm__cycles_active.avg.pct_of_peak_sustained_elapsed"
+# SM active above this (%) is activity: a sample the kernel overlaps at all reads above it.
+ACTIVE = 0.05
 
 
 def main():
@@ -60,8 +62,12 @@ def main():
         fails.append("SM active in kernels below 90 %")
     if not asleep or statistics.mean(asleep) > 2:
         fails.append("SM active in sleeps not about 0 %")
-    # Edges: the first sample above 50 % around each kernel's start, the last one around its end.
-    rise, fall = [], []
+    # Edges. A kernel starts on every SM at once, so its start is where SM active crosses 50 %
+    # (interpolated inside the partial sample). It ends when its last CTA finishes, while SMs go
+    # idle one by one before that (the tail: SM active drops below 50 % up to a few hundred µs
+    # before the record's end on the H200), so its end is the end of the last sample with any
+    # activity; the 50 % crossing at the end is kept as the tail's measure, not an edge.
+    rise, fall, tail = [], [], []
     for ka, kb in k:
         near = [s for s in sm if ka - 20 * iv <= s[0] <= kb + 20 * iv]
         for j in range(1, len(near)):
@@ -72,7 +78,9 @@ def main():
                 rise.append(part[1] - part[2] / 100 * (part[1] - part[0]) - ka)
             if v0 >= 50 > v1 and abs(b0 - kb) < 20 * iv:
                 part = (a0, b0, v0) if v1 < 5 else (a1, b1, v1)
-                fall.append(part[0] + part[2] / 100 * (part[1] - part[0]) - kb)
+                tail.append(part[0] + part[2] / 100 * (part[1] - part[0]) - kb)
+            if v0 > ACTIVE > v1 >= 0 and abs(b0 - kb) < 20 * iv:
+                fall.append(b0 - kb)
     edges = rise + fall
     out["edges"] = len(edges)
     if edges:
@@ -80,6 +88,7 @@ def main():
         out["offset_ns_max_abs"] = int(max(abs(e) for e in edges))
         out["rise_offsets_ns"] = [int(e) for e in rise]
         out["fall_offsets_ns"] = [int(e) for e in fall]
+        out["tail_50pct_offsets_ns"] = [int(e) for e in tail]
     if len(edges) < len(k) or max(abs(e) for e in edges) > 2 * iv:
         fails.append("samples do not line up with the kernel records within two intervals")
     if len(sys.argv) > 3 and sys.argv[2] == "--manifest":

@@ -33,16 +33,27 @@ fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
         stable_stderr(&String::from_utf8_lossy(&o.stderr))
     );
     if let Some(dir) = out_dir {
-        let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map(|rd| rd.map(|e| e.unwrap().path()).collect())
-            .unwrap_or_default();
+        // Every file below the output directory (a job's Parquet export is partitioned into
+        // TABLE/rank=N/ directories), by its path relative to it.
+        let mut files = Vec::new();
+        let mut dirs = vec![dir.to_path_buf()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).into_iter().flatten() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    dirs.push(p);
+                } else {
+                    files.push(p);
+                }
+            }
+        }
         files.sort();
         for f in files {
             let bytes = std::fs::read(&f).unwrap();
             let _ = writeln!(
                 s,
                 "--- file {} {} bytes crc32 {:08x}",
-                f.file_name().unwrap().to_string_lossy(),
+                f.strip_prefix(dir).unwrap().to_string_lossy(),
                 bytes.len(),
                 crc32fast::hash(&bytes)
             );

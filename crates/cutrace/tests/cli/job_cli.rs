@@ -433,3 +433,35 @@ fn native_parts_stating_ranks_are_a_job() {
     let r = report(&[&one], &[]);
     assert!(r.get("kind").is_none() && r["devices"].is_array(), "{r}");
 }
+
+/// A real job: `torchrun --nproc_per_node 2` (gloo, one H200) under `cutrace record`
+/// (`gpu/capture_dist.sh`, run 29). Each worker's part states its RANK and the run's id, the
+/// launcher's states no rank: the directory is a job of ranks 0 and 1, the launcher left out.
+#[test]
+fn a_recorded_torchrun_job_is_read_by_the_ranks_its_parts_state() {
+    let dir = repo().join("tests/fixtures/native/torchrun_gloo");
+    let r = report(&[&dir], &[]);
+    assert_eq!(r["kind"], "job");
+    assert_eq!(r["world_size"], 2);
+    let ranks: Vec<(u64, &str)> = r["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["rank"].as_u64().unwrap(),
+                x["rank_from"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(ranks, [(0, "trace"), (1, "trace")]);
+    for x in r["ranks"].as_array().unwrap() {
+        assert!(x["busy_ns"].as_u64().unwrap() > 0, "{x}");
+        assert_eq!(x["comm_ns"], 0, "gloo launches no NCCL kernel: {x}");
+    }
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("vm-595.cutrace: the part states no rank"),
+        "{notes}"
+    );
+}
