@@ -220,14 +220,15 @@ fn run_paused(args: &Args) -> anyhow::Result<i32> {
         deadline: None,
         state_dir: None,
         label: Some(label.clone()),
+        ..dcgm::PauseOptions::default()
     };
-    let mut cmd = std::process::Command::new(exe);
-    cmd.args(child_args(args));
+    let mut argv: Vec<OsString> = vec![exe.clone().into_os_string()];
+    argv.extend(child_args(args));
     eprintln!(
         "cutrace: pausing DCGM profiling metrics while `{label}` runs; {}.",
         dcgm::BLANK_WARNING
     );
-    let outcome = match dcgm::run_paused(&opts, &mut cmd) {
+    let outcome = match dcgm::run_paused(&opts, &exe, &argv) {
         Ok(o) => o,
         Err(dcgm::RunError::Spawn(e)) => bail!("could not run cutrace again under the pause: {e}"),
         Err(e) => return Err(e.into()),
