@@ -192,6 +192,55 @@ impl RankSummary {
         }
     }
 
+    /// Whether the figures hold together as [`RankSummary::from_trace`] writes them (exposed ≤
+    /// communication ≤ busy ≤ window; steps and arrivals end after they start); the first that
+    /// does not, in words. A summary read from a file is checked before the reduce uses it.
+    pub fn check(&self) -> Result<(), String> {
+        let order = |what: &str, small: Ns, large: Ns| {
+            if small > large {
+                Err(format!("{what} ({small} > {large})"))
+            } else {
+                Ok(())
+            }
+        };
+        order(
+            "exposed_comm_ns above comm_ns",
+            self.exposed_comm_ns,
+            self.comm_ns,
+        )?;
+        order("comm_ns above busy_ns", self.comm_ns, self.busy_ns)?;
+        order("busy_ns above window_ns", self.busy_ns, self.window_ns)?;
+        for d in &self.devices {
+            order(
+                "a device's exposed_comm_ns above its comm_ns",
+                d.exposed_comm_ns,
+                d.comm_ns,
+            )?;
+            order(
+                "a device's busy_ns above its window_ns",
+                d.busy_ns,
+                d.window_ns,
+            )?;
+        }
+        for st in &self.steps {
+            order("a step's start_ns after its end_ns", st.start_ns, st.end_ns)?;
+            if st.duration_ns != st.end_ns - st.start_ns {
+                return Err(format!(
+                    "step {} has duration_ns ≠ end_ns − start_ns",
+                    st.name
+                ));
+            }
+        }
+        for a in &self.collectives {
+            order(
+                "a collective's start_ns after its end_ns",
+                a.start_ns,
+                a.end_ns,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Reduces one rank's trace. The rank is the trace's own (`meta.distributed`), else
     /// `fallback` (from the file name, or unknown). A trace without kernels is a dead rank.
     pub fn from_trace(
@@ -377,7 +426,16 @@ pub fn rank_from_file_name(name: &str) -> Option<u32> {
     let lower = name.to_ascii_lowercase();
     let mut from = 0;
     while let Some(i) = lower[from..].find("rank") {
+        // `frank7` or `cranky2` name no rank: `rank` must start a word.
+        let word_start = !lower[..from + i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphabetic());
         let rest = &lower[from + i + 4..];
+        if !word_start {
+            from += i + 4;
+            continue;
+        }
         let rest = rest.strip_prefix(['_', '-', '.']).unwrap_or(rest);
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         if !digits.is_empty() {
@@ -428,5 +486,7 @@ mod tests {
         assert_eq!(rank_from_file_name("ranks/rank-0"), Some(0));
         assert_eq!(rank_from_file_name("host_123.json"), None);
         assert_eq!(rank_from_file_name("frank.json"), None);
+        assert_eq!(rank_from_file_name("frank7.json"), None);
+        assert_eq!(rank_from_file_name("frank7_rank2.json"), Some(2));
     }
 }

@@ -297,7 +297,8 @@ fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobR
         busy_pct: pct(s.busy_ns, s.window_ns),
         comm_ns: s.comm_ns,
         exposed_comm_ns: s.exposed_comm_ns,
-        hidden_comm_pct: (s.comm_ns > 0).then(|| pct(s.comm_ns - s.exposed_comm_ns, s.comm_ns)),
+        hidden_comm_pct: (s.comm_ns > 0)
+            .then(|| pct(s.comm_ns.saturating_sub(s.exposed_comm_ns), s.comm_ns)),
         wait_ns,
         idle_ns: s.idle_ns,
         idle_before_launch_ns: s.idle_before_launch_ns,
@@ -392,8 +393,11 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
     JobSteps { matched, steps }
 }
 
-/// A call's key across ranks: its group, and its sequence number or its order in the group.
-type CallKey = (Option<String>, bool, u64);
+/// A call's key across ranks: its group, its sequence number or its order in the group, and
+/// which of the rank's calls with that number it is (torch gives the operations of one
+/// coalesced call, and point-to-point operations, numbers that other calls of the group also
+/// have): the k-th call numbered n on one rank is the k-th numbered n on every rank.
+type CallKey = (Option<String>, bool, u64, u64);
 
 /// The collectives' skews, and each live rank's wait (indexed like `live`).
 fn collectives(
@@ -405,11 +409,21 @@ fn collectives(
     let mut calls: BTreeMap<CallKey, Vec<(usize, Ns, u64, &str)>> = BTreeMap::new();
     // group → (desc, size)
     let mut group_facts: BTreeMap<Option<String>, (Option<String>, Option<u32>)> = BTreeMap::new();
+    let mut shared_seq = 0u64;
     for (i, (_, _, s)) in live.iter().enumerate() {
+        // (group, seq) → calls of this rank seen with it so far
+        let mut seen: BTreeMap<(Option<String>, u64), u64> = BTreeMap::new();
         for a in &s.collectives {
             let key = match a.seq {
-                Some(seq) => (a.group.clone(), true, seq),
-                None => (a.group.clone(), false, a.order),
+                Some(seq) => {
+                    let k = seen.entry((a.group.clone(), seq)).or_default();
+                    *k += 1;
+                    if *k == 2 {
+                        shared_seq += 1;
+                    }
+                    (a.group.clone(), true, seq, *k - 1)
+                }
+                None => (a.group.clone(), false, a.order, 0),
             };
             calls
                 .entry(key)
@@ -426,7 +440,7 @@ fn collectives(
     let mut largest: Vec<CollectiveSkew> = Vec::new();
     let mut groups: BTreeMap<Option<String>, GroupSkew> = BTreeMap::new();
     let mut names_differ = 0u64;
-    for ((group, by_seq, n), arr) in &calls {
+    for ((group, by_seq, n, _), arr) in &calls {
         if arr.len() < 2 {
             unmatched += 1;
             continue;
@@ -451,7 +465,7 @@ fn collectives(
             .copied()
             .unwrap_or(arr[0]);
         for a in arr {
-            wait[a.0] += last.1 - a.1;
+            wait[a.0] = wait[a.0].saturating_add(last.1 - a.1);
         }
         let skew = last.1 - first.1;
         skews.push(skew);
@@ -466,7 +480,7 @@ fn collectives(
         });
         g.calls += 1;
         g.skew_max_ns = g.skew_max_ns.max(skew);
-        g.skew_total_ns += skew;
+        g.skew_total_ns = g.skew_total_ns.saturating_add(skew);
         largest.push(CollectiveSkew {
             group: group.clone(),
             seq: by_seq.then_some(*n),
@@ -487,6 +501,13 @@ fn collectives(
              by order paired different calls"
         ));
     }
+    if shared_seq > 0 {
+        notes.push(format!(
+            "{shared_seq} sequence number(s) were given to several calls of one rank's group \
+             (coalesced or point-to-point operations): such calls are matched across ranks by \
+             their order among the calls with that number"
+        ));
+    }
     if unmatched > 0 {
         notes.push(format!(
             "{unmatched} collective call(s) were found on one rank only (a rank cut short, or \
@@ -499,7 +520,7 @@ fn collectives(
             .then_with(|| (&a.group, a.seq, a.order).cmp(&(&b.group, b.seq, b.order)))
     });
     largest.truncate(top);
-    let skew_total_ns = skews.iter().sum();
+    let skew_total_ns = skews.iter().fold(0, |t: Ns, &s| t.saturating_add(s));
     skews.sort_unstable();
     let out = JobCollectives {
         matched,
@@ -632,6 +653,38 @@ mod tests {
         let j = from_summaries(&s, 10);
         assert_eq!((j.collectives.matched, j.collectives.unmatched), (0, 2));
         assert!(j.ranks.iter().all(|r| r.wait_ns == 0));
+    }
+
+    #[test]
+    fn calls_sharing_a_sequence_number_pair_up_by_their_order() {
+        // Rank 0 has a second call numbered 5 in group "0" (a coalesced or point-to-point
+        // operation) that rank 1 lacks: it is unmatched, not rank 0 waiting for itself.
+        let mut s: Vec<RankSummary> = [(0, 0), (1, 300)]
+            .iter()
+            .map(|&(r, late)| summary(&rank(r, late, Some(5), true)))
+            .collect();
+        let mut extra = s[0].collectives[0].clone();
+        extra.start_ns += 50_000;
+        extra.end_ns += 50_000;
+        s[0].collectives.push(extra);
+        let j = from_summaries(&s, 10);
+        assert_eq!((j.collectives.matched, j.collectives.unmatched), (1, 1));
+        let wait: Vec<Ns> = j.ranks.iter().map(|r| r.wait_ns).collect();
+        assert_eq!(wait, vec![300, 0]);
+        assert_eq!(j.collectives.skew_max_ns, Some(300));
+        assert_eq!(j.collectives.largest[0].ranks, 2);
+        assert!(j.notes.iter().any(|n| n.contains("sequence number(s)")));
+    }
+
+    #[test]
+    fn a_summary_whose_figures_disagree_is_told() {
+        let mut s = summary(&rank(0, 0, None, true));
+        assert_eq!(s.check(), Ok(()));
+        s.exposed_comm_ns = s.comm_ns + 1;
+        assert!(s.check().unwrap_err().contains("exposed_comm_ns"));
+        // The reduce itself does not panic on such a summary.
+        let j = from_summaries(&[s], 10);
+        assert_eq!(j.ranks[0].hidden_comm_pct, Some(0.0));
     }
 
     #[test]
