@@ -343,6 +343,11 @@ pub fn summarize_trace(
     which: &StepMatch,
     limits: &Limits,
 ) -> Result<RankSummary, TraceError> {
+    // A trace that is not there is a mistake in the command (or a worker without the shared
+    // filesystem), not a dead rank.
+    if path.as_os_str() != "-" {
+        std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
+    }
     let opts = ReadOptions {
         import_threads: None,
         limits: *limits,

@@ -453,6 +453,14 @@ fn job_input_mistakes_are_named() {
         err.contains("rank7.json") && err.contains("No such file"),
         "{err}"
     );
+    // The map step too: no summary of a dead rank is written for a trace that is not there.
+    let o = bin()
+        .args(["report", "--rank-summary", "-o"])
+        .arg(dir.path("s7.json"))
+        .arg(&typo)
+        .run();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!dir.path("s7.json").exists());
 
     let s = dir.path("s.json");
     bin()
