@@ -494,6 +494,16 @@ fn collectives(
             skew_ns: skew,
         });
     }
+    if let Some(g) = groups.get(&None) {
+        notes.push(format!(
+            "{} call(s) were matched by the order of the ranks' NCCL kernels (their traces carry \
+             no record_param_comms annotation, as cutrace's own do not): right when every rank \
+             ran the same NCCL calls in the same order; with several process groups (tensor and \
+             data parallel, pipeline send/recv) kernels of different groups pair up, and their \
+             skew and wait mean nothing",
+            g.calls
+        ));
+    }
     if names_differ > 0 {
         notes.push(format!(
             "{names_differ} matched collective(s) have different names on different ranks: the \
@@ -645,6 +655,10 @@ mod tests {
         let j = from_summaries(&s, 10);
         assert_eq!(j.collectives.largest[0].skew_ns, 40);
         assert_eq!(j.collectives.groups[0].group, None);
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| n.contains("order of the ranks' NCCL kernels")));
         // Sequence numbers that differ are different calls, whatever their order.
         let s: Vec<RankSummary> = [(0, 0, 5), (1, 40, 6)]
             .iter()
