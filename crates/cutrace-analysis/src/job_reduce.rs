@@ -170,6 +170,9 @@ pub struct CollectiveSkew {
     pub skew_ns: Ns,
 }
 
+/// The largest world size whose missing ranks are listed (a million ranks).
+const MAX_WORLD_LISTED: u32 = 1 << 20;
+
 /// Joins the ranks' summaries. `top` bounds `collectives.largest`. Never fails: dead, missing,
 /// duplicate and unnumbered ranks are reported in the result.
 pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
@@ -193,9 +196,19 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
         .map(|l| l.0)
         .chain(dead_ranks.iter().map(|d| d.rank))
         .collect();
-    let missing_ranks: Vec<u32> = (0..world_size.unwrap_or(0))
-        .filter(|r| !found.contains(r))
-        .collect();
+    // A world size is what a trace says: one beyond any job (a damaged or hostile value) is not
+    // enumerated, which would take minutes and gigabytes.
+    let listed = match world_size {
+        Some(n) if n > MAX_WORLD_LISTED => {
+            notes.push(format!(
+                "a trace states a world size of {n}: no job is that large, so missing ranks are \
+                 not listed"
+            ));
+            0
+        }
+        n => n.unwrap_or(0),
+    };
+    let missing_ranks: Vec<u32> = (0..listed).filter(|r| !found.contains(r)).collect();
     for (rank, _, s) in &live {
         if !s.complete {
             notes.push(format!(
@@ -688,6 +701,18 @@ mod tests {
         assert_eq!(j.collectives.skew_max_ns, Some(300));
         assert_eq!(j.collectives.largest[0].ranks, 2);
         assert!(j.notes.iter().any(|n| n.contains("sequence number(s)")));
+    }
+
+    #[test]
+    fn a_world_size_beyond_any_job_is_not_enumerated() {
+        let mut s = summary(&rank(0, 0, None, true));
+        s.world_size = Some(u32::MAX);
+        let j = from_summaries(&[s], 10);
+        assert!(j.missing_ranks.is_empty());
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| n.contains("world size of 4294967295")));
     }
 
     #[test]
