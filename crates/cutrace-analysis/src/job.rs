@@ -83,6 +83,10 @@ pub struct RankSummary {
     pub dead: Option<String>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
+    /// What the trace says it lost (records dropped by the recorder or CUPTI, damaged bytes,
+    /// the profiler's own drop counts), in words; empty when it lost nothing it knows of.
+    #[serde(default)]
+    pub data_loss: Vec<String>,
     pub first_ns: Option<Ns>,
     pub last_ns: Option<Ns>,
     pub kernels: u64,
@@ -171,6 +175,7 @@ impl RankSummary {
             dead: Some(why),
             complete: false,
             incomplete_reason: None,
+            data_loss: Vec::new(),
             first_ns: None,
             last_ns: None,
             kernels: 0,
@@ -284,6 +289,7 @@ impl RankSummary {
             orphan_list: 0,
         };
         let report = analyze(trace, &opts)?;
+        s.data_loss = losses(&report.data_loss);
         let comm = comm_by_device(trace);
         for d in report.devices.iter().filter(|d| d.timeline.kernels > 0) {
             let (comm_ns, exposed_comm_ns) = comm.get(&d.device).copied().unwrap_or((0, 0));
@@ -327,6 +333,42 @@ impl RankSummary {
         arrivals(trace, &mut s);
         Ok(s)
     }
+}
+
+/// A trace's data loss in words, one entry per kind of loss it knows of.
+fn losses(d: &crate::report::DataLoss) -> Vec<String> {
+    let mut out = Vec::new();
+    if d.dropped_by_recorder > 0 {
+        out.push(format!(
+            "{} records dropped by the recorder",
+            d.dropped_by_recorder
+        ));
+    }
+    if d.dropped_by_cupti > 0 {
+        out.push(format!("{} records dropped by CUPTI", d.dropped_by_cupti));
+    }
+    if d.damaged_bytes > 0 {
+        out.push(format!(
+            "{} damaged bytes skipped in {} stretches",
+            d.damaged_bytes, d.damaged_regions
+        ));
+    }
+    if d.inverted_intervals > 0 {
+        out.push(format!(
+            "{} records end before they start (read as zero-length)",
+            d.inverted_intervals
+        ));
+    }
+    let own: Vec<String> = d
+        .source_drops
+        .iter()
+        .filter(|x| x.count > 0)
+        .map(|x| format!("{} = {}", x.name, x.count))
+        .collect();
+    if !own.is_empty() {
+        out.push(format!("the profiler's own account: {}", own.join(", ")));
+    }
+    out
 }
 
 /// Per device: (union of NCCL kernels, the part of it with no compute kernel running).

@@ -77,6 +77,8 @@ pub struct JobRank {
     pub paths: Vec<String>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
+    /// What its trace says it lost, in words (also in `notes`); empty when nothing it knows of.
+    pub data_loss: Vec<String>,
     pub devices: Vec<u32>,
     pub kernels: u64,
     /// Sums over the rank's GPUs: the span of its kernels, their union, and idle.
@@ -210,6 +212,12 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
     };
     let missing_ranks: Vec<u32> = (0..listed).filter(|r| !found.contains(r)).collect();
     for (rank, _, s) in &live {
+        if !s.data_loss.is_empty() {
+            notes.push(format!(
+                "rank {rank} lost data: {}; its figures cover what was recorded",
+                s.data_loss.join("; ")
+            ));
+        }
         if !s.complete {
             notes.push(format!(
                 "rank {rank}: its trace is incomplete ({}); its figures cover what was read",
@@ -303,6 +311,7 @@ fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobR
         paths: s.paths.clone(),
         complete: s.complete,
         incomplete_reason: s.incomplete_reason.clone(),
+        data_loss: s.data_loss.clone(),
         devices: s.devices.iter().map(|d| d.device).collect(),
         kernels: s.kernels,
         window_ns: s.window_ns,
@@ -701,6 +710,28 @@ mod tests {
         assert_eq!(j.collectives.skew_max_ns, Some(300));
         assert_eq!(j.collectives.largest[0].ranks, 2);
         assert!(j.notes.iter().any(|n| n.contains("sequence number(s)")));
+    }
+
+    #[test]
+    fn a_ranks_data_loss_is_reported() {
+        let mut t = rank(0, 0, None, true);
+        t.meta.dropped_by_cupti = 7;
+        t.meta.source_drops = vec![("Out-of-range".into(), 4181), ("Blocklisted".into(), 0)];
+        let s = vec![summary(&t), summary(&rank(1, 0, None, true))];
+        assert_eq!(
+            s[0].data_loss,
+            vec![
+                "7 records dropped by CUPTI".to_owned(),
+                "the profiler's own account: Out-of-range = 4181".to_owned()
+            ]
+        );
+        assert!(s[1].data_loss.is_empty());
+        let j = from_summaries(&s, 10);
+        assert_eq!(j.ranks[0].data_loss, s[0].data_loss);
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| n.starts_with("rank 0 lost data: 7 records")));
     }
 
     #[test]
