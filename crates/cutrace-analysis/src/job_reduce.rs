@@ -260,36 +260,45 @@ fn number_ranks<'a>(
     summaries: &'a [RankSummary],
     notes: &mut Vec<String>,
 ) -> Vec<(u32, &'static str, &'a RankSummary)> {
-    let mut taken: BTreeMap<u32, &RankSummary> = BTreeMap::new();
-    let mut out = Vec::new();
+    // rank → its index in `out`
+    let mut taken: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut out: Vec<(u32, &'static str, &RankSummary)> = Vec::new();
     let mut unknown = Vec::new();
     for s in summaries {
-        match s.rank {
-            Some(r) => {
-                if let Some(first) = taken.get(&r) {
-                    notes.push(format!(
-                        "rank {r} appears twice: {} left out, {} kept",
-                        s.paths.join(", "),
-                        first.paths.join(", ")
-                    ));
-                    continue;
-                }
-                taken.insert(r, s);
-                let from = match s.rank_from {
-                    RankFrom::FileName => "file_name",
-                    _ => "trace",
-                };
-                out.push((r, from, s));
-            }
-            None => unknown.push(s),
+        let Some(r) = s.rank else {
+            unknown.push(s);
+            continue;
+        };
+        let from = match s.rank_from {
+            RankFrom::FileName => "file_name",
+            _ => "trace",
+        };
+        if let Some(&i) = taken.get(&r) {
+            // A live trace of the rank wins over a dead one (an empty copy beside the real
+            // trace), whatever their order; else the first is kept.
+            let first = out[i].2;
+            let (kept, left) = if first.dead.is_some() && s.dead.is_none() {
+                out[i] = (r, from, s);
+                (s, first)
+            } else {
+                (first, s)
+            };
+            notes.push(format!(
+                "rank {r} appears twice: {} left out, {} kept",
+                left.paths.join(", "),
+                kept.paths.join(", ")
+            ));
+            continue;
         }
+        taken.insert(r, out.len());
+        out.push((r, from, s));
     }
     let mut next = 0u32;
     for s in unknown {
         while taken.contains_key(&next) {
             next += 1;
         }
-        taken.insert(next, s);
+        taken.insert(next, out.len());
         notes.push(format!(
             "{}: neither the trace nor its file name states a rank; numbered {next} by input order",
             s.paths.join(", ")
@@ -783,6 +792,21 @@ mod tests {
         assert_eq!(j.ranks[1].rank_from, "input_order");
         assert_eq!(j.dead_ranks[1].rank, 3);
         assert!(j.notes.iter().any(|n| n.contains("rank 0 appears twice")));
+        // A dead copy of a rank listed first does not shadow its live trace.
+        let live = summary(&rank(5, 0, None, true));
+        let dead = RankSummary::dead(
+            Some(5),
+            RankFrom::FileName,
+            vec!["rank5.json".into()],
+            "the file is empty".into(),
+        );
+        let k = from_summaries(&[dead, live], 10);
+        assert_eq!(k.ranks.len(), 1);
+        assert!(k.dead_ranks.is_empty());
+        assert!(k
+            .notes
+            .iter()
+            .any(|n| n == "rank 5 appears twice: rank5.json left out, rank5.json kept"));
         assert!(j.missing_ranks.is_empty());
         // A summary survives JSON both ways.
         let text = serde_json::to_string(&s[0]).unwrap();
