@@ -7,7 +7,8 @@
 //! one call: collectives of one group run in the same order on every rank). Ranks whose traces
 //! carry no annotation are matched by the order of their NCCL kernels. For each call found on at
 //! least two ranks, skew = the last rank's kernel start − the first's, and each rank waited the
-//! last start − its own start. Steps are matched by their order on each rank.
+//! last start − its own start. Steps are matched by their `#N` (`ProfilerStep#N`) where every
+//! step name has one, else by their order on each rank.
 //!
 //! Clocks: every timestamp is its host's clock (CUPTI's and Kineto's timestamps are not
 //! aligned across machines). Ranks on one host share one clock; between hosts the offset of
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cutrace_trace::Ns;
 use serde::Serialize;
 
-use crate::job::{RankFrom, RankSummary};
+use crate::job::{RankFrom, RankStep, RankSummary};
 use crate::percentile::nearest_rank;
 use crate::summary::pct;
 
@@ -108,7 +109,10 @@ pub struct JobRank {
 pub struct JobSteps {
     /// The step names matched (`ProfilerStep#*`).
     pub matched: String,
-    /// The k-th step of every rank that has one, k = 1, 2, …
+    /// `number` (every step name ends in `#N`, and a rank's steps have distinct N: step N of
+    /// every rank is one step) or `order` (the k-th step of every rank).
+    pub matched_by: &'static str,
+    /// The steps, in number or order; each with the ranks that have it.
     pub steps: Vec<JobStep>,
 }
 
@@ -387,19 +391,36 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
         .map(|l| l.2.steps_matched.clone())
         .find(|m| !m.is_empty())
         .unwrap_or_default();
-    let most = live.iter().map(|l| l.2.steps.len()).max().unwrap_or(0);
-    let steps = (0..most)
-        .map(|k| {
+    // Ranks need not trace the same steps (an on-demand trace starts at the next step on each
+    // rank): torch's `ProfilerStep#N` names say which step each is.
+    let numbers: Option<Vec<Vec<u64>>> = live
+        .iter()
+        .map(|l| {
+            let n: Option<Vec<u64>> = l.2.steps.iter().map(|st| step_number(&st.name)).collect();
+            n.filter(|n| {
+                let mut d = n.clone();
+                d.sort_unstable();
+                d.dedup();
+                d.len() == n.len()
+            })
+        })
+        .collect();
+    let matched_by = if numbers.is_some() { "number" } else { "order" };
+    // key → (rank, step) in rank order
+    let mut by_key: BTreeMap<u64, Vec<(u32, &RankStep)>> = BTreeMap::new();
+    for (i, (rank, _, s)) in live.iter().enumerate() {
+        for (k, st) in s.steps.iter().enumerate() {
+            let key = numbers.as_ref().map_or(k as u64, |n| n[i][k]);
+            by_key.entry(key).or_default().push((*rank, st));
+        }
+    }
+    let steps = by_key
+        .into_values()
+        .enumerate()
+        .map(|(k, on)| {
             let mut slow: Option<(Ns, u32)> = None;
             let mut fast: Option<(Ns, u32)> = None;
-            let mut name = String::new();
-            let mut ranks = 0;
-            for (rank, _, s) in live {
-                let Some(st) = s.steps.get(k) else { continue };
-                if ranks == 0 {
-                    name = st.name.clone();
-                }
-                ranks += 1;
+            for (rank, st) in &on {
                 // Ties: the lower rank (live is in rank order).
                 if slow.is_none_or(|(d, _)| st.duration_ns > d) {
                     slow = Some((st.duration_ns, *rank));
@@ -411,8 +432,8 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
             let (slow, fast) = (slow.unwrap_or_default(), fast.unwrap_or_default());
             JobStep {
                 index: k as u64 + 1,
-                name,
-                ranks,
+                name: on.first().map(|o| o.1.name.clone()).unwrap_or_default(),
+                ranks: on.len() as u64,
                 slowest_rank: slow.1,
                 slowest_ns: slow.0,
                 fastest_rank: fast.1,
@@ -421,7 +442,20 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
             }
         })
         .collect();
-    JobSteps { matched, steps }
+    JobSteps {
+        matched,
+        matched_by,
+        steps,
+    }
+}
+
+/// The N of a step named `…#N` (`ProfilerStep#12`).
+fn step_number(name: &str) -> Option<u64> {
+    let (_, n) = name.rsplit_once('#')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
 }
 
 /// A call's key across ranks: its group, its sequence number or its order in the group, and
@@ -741,6 +775,48 @@ mod tests {
             .notes
             .iter()
             .any(|n| n.starts_with("rank 0 lost data: 7 records")));
+    }
+
+    #[test]
+    fn steps_pair_up_by_their_profiler_step_number() {
+        // Rank 1's trace starts a step later (an on-demand trace starts at the next step on
+        // each rank): its ProfilerStep#2 pairs with rank 0's #2, not with its #1.
+        let step = |name: &str, d: Ns| RankStep {
+            name: name.into(),
+            start_ns: 0,
+            end_ns: d,
+            duration_ns: d,
+            busy_ns: 0,
+        };
+        let mut a = summary(&rank(0, 0, None, true));
+        let mut b = summary(&rank(1, 0, None, true));
+        a.steps = vec![step("ProfilerStep#1", 100), step("ProfilerStep#2", 200)];
+        b.steps = vec![step("ProfilerStep#2", 260), step("ProfilerStep#3", 300)];
+        let j = from_summaries(&[a.clone(), b.clone()], 10);
+        assert_eq!(j.steps.matched_by, "number");
+        let got: Vec<(String, u64, u32, Ns)> = j
+            .steps
+            .steps
+            .iter()
+            .map(|s| (s.name.clone(), s.ranks, s.slowest_rank, s.spread_ns))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ProfilerStep#1".into(), 1, 0, 0),
+                ("ProfilerStep#2".into(), 2, 1, 60),
+                ("ProfilerStep#3".into(), 1, 1, 0),
+            ]
+        );
+        // Names without a number (NVTX `train_step`): by order.
+        b.steps[0].name = "train_step".into();
+        let j = from_summaries(&[a, b], 10);
+        assert_eq!(j.steps.matched_by, "order");
+        assert_eq!(j.steps.steps.len(), 2);
+        assert_eq!(j.steps.steps[1].spread_ns, 100);
+        assert_eq!(step_number("ProfilerStep#12"), Some(12));
+        assert_eq!(step_number("ProfilerStep#"), None);
+        assert_eq!(step_number("step#-1"), None);
     }
 
     #[test]

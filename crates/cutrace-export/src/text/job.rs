@@ -99,8 +99,13 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
     if !j.steps.steps.is_empty() {
         let _ = writeln!(
             o,
-            "\nSteps ({}, matched by order on each rank; {} shown of {})",
+            "\nSteps ({}, matched by {} on each rank; {} shown of {})",
             j.steps.matched,
+            if j.steps.matched_by == "number" {
+                "their #N"
+            } else {
+                "order"
+            },
             j.steps.steps.len().min(top),
             j.steps.steps.len()
         );
