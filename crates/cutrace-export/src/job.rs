@@ -63,11 +63,18 @@ impl<'a> Request<'a> {
     fn refuse_one_trace_options(&self, what: &str) -> Result<(), JobError> {
         match self.one_trace_options.as_slice() {
             [] => Ok(()),
-            given => Err(JobError::Refused(format!(
-                "{} apply to one trace, and {what}: report one rank's trace with them, or drop \
-                 them",
-                given.join(", ")
-            ))),
+            given => {
+                let (verb, them) = if given.len() == 1 {
+                    ("applies", "it")
+                } else {
+                    ("apply", "them")
+                };
+                Err(JobError::Refused(format!(
+                    "{} {verb} to one trace, and {what}: report one rank's trace with {them}, or \
+                     drop {them}",
+                    given.join(" and ")
+                )))
+            }
         }
     }
 }
