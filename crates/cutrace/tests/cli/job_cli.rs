@@ -499,6 +499,27 @@ fn job_input_mistakes_are_named() {
         .replace("\"busy_ns\":", "\"busy_ns_renamed\":");
     refused(&other, "version 99");
 
+    // A job whose every rank is dead has nothing to report: an error naming why, not an empty
+    // table with exit status 0.
+    let (dead, _) = gen(
+        py,
+        &dir,
+        "dead",
+        &["--ranks", "2", "--dead-empty", "0", "--dead-truncated", "1"],
+    );
+    let o = bin()
+        .arg("report")
+        .arg(&dead)
+        .args(["--format", "json"])
+        .run();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("none of the job's 2 ranks could be used") && err.contains("truncated"),
+        "{err}"
+    );
+
     let mixed = dir.path("mixed");
     for (sub, part) in [("r0", "vm-466"), ("r1", "vm-466")] {
         let d = mixed.join(sub);
