@@ -452,7 +452,9 @@ fn caveats(
             });
         }
         if let Some(sr) = &r.trace.separate_runs {
-            let what = if sr.hosts.len() > 1 {
+            let what = if sr.run_ids.len() > 1 {
+                format!("parts of {} `cutrace record` runs", sr.run_ids.len())
+            } else if sr.hosts.len() > 1 {
                 format!("parts from {} hosts, whose clocks differ", sr.hosts.len())
             } else {
                 format!("parts in {} separate time spans", sr.time_spans)

@@ -83,6 +83,10 @@ pub struct RankSummary {
     pub dead: Option<String>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
+    /// What the trace says it lost (records dropped by the recorder or CUPTI, damaged bytes,
+    /// the profiler's own drop counts), in words; empty when it lost nothing it knows of.
+    #[serde(default)]
+    pub data_loss: Vec<String>,
     pub first_ns: Option<Ns>,
     pub last_ns: Option<Ns>,
     pub kernels: u64,
@@ -171,6 +175,7 @@ impl RankSummary {
             dead: Some(why),
             complete: false,
             incomplete_reason: None,
+            data_loss: Vec::new(),
             first_ns: None,
             last_ns: None,
             kernels: 0,
@@ -190,6 +195,55 @@ impl RankSummary {
             collectives_without_kernel: 0,
             collectives: Vec::new(),
         }
+    }
+
+    /// Whether the figures hold together as [`RankSummary::from_trace`] writes them (exposed ≤
+    /// communication ≤ busy ≤ window; steps and arrivals end after they start); the first that
+    /// does not, in words. A summary read from a file is checked before the reduce uses it.
+    pub fn check(&self) -> Result<(), String> {
+        let order = |what: &str, small: Ns, large: Ns| {
+            if small > large {
+                Err(format!("{what} ({small} > {large})"))
+            } else {
+                Ok(())
+            }
+        };
+        order(
+            "exposed_comm_ns above comm_ns",
+            self.exposed_comm_ns,
+            self.comm_ns,
+        )?;
+        order("comm_ns above busy_ns", self.comm_ns, self.busy_ns)?;
+        order("busy_ns above window_ns", self.busy_ns, self.window_ns)?;
+        for d in &self.devices {
+            order(
+                "a device's exposed_comm_ns above its comm_ns",
+                d.exposed_comm_ns,
+                d.comm_ns,
+            )?;
+            order(
+                "a device's busy_ns above its window_ns",
+                d.busy_ns,
+                d.window_ns,
+            )?;
+        }
+        for st in &self.steps {
+            order("a step's start_ns after its end_ns", st.start_ns, st.end_ns)?;
+            if st.duration_ns != st.end_ns - st.start_ns {
+                return Err(format!(
+                    "step {} has duration_ns ≠ end_ns − start_ns",
+                    st.name
+                ));
+            }
+        }
+        for a in &self.collectives {
+            order(
+                "a collective's start_ns after its end_ns",
+                a.start_ns,
+                a.end_ns,
+            )?;
+        }
+        Ok(())
     }
 
     /// Reduces one rank's trace. The rank is the trace's own (`meta.distributed`), else
@@ -235,6 +289,7 @@ impl RankSummary {
             orphan_list: 0,
         };
         let report = analyze(trace, &opts)?;
+        s.data_loss = losses(&report.data_loss);
         let comm = comm_by_device(trace);
         for d in report.devices.iter().filter(|d| d.timeline.kernels > 0) {
             let (comm_ns, exposed_comm_ns) = comm.get(&d.device).copied().unwrap_or((0, 0));
@@ -278,6 +333,42 @@ impl RankSummary {
         arrivals(trace, &mut s);
         Ok(s)
     }
+}
+
+/// A trace's data loss in words, one entry per kind of loss it knows of.
+fn losses(d: &crate::report::DataLoss) -> Vec<String> {
+    let mut out = Vec::new();
+    if d.dropped_by_recorder > 0 {
+        out.push(format!(
+            "{} records dropped by the recorder",
+            d.dropped_by_recorder
+        ));
+    }
+    if d.dropped_by_cupti > 0 {
+        out.push(format!("{} records dropped by CUPTI", d.dropped_by_cupti));
+    }
+    if d.damaged_bytes > 0 {
+        out.push(format!(
+            "{} damaged bytes skipped in {} stretches",
+            d.damaged_bytes, d.damaged_regions
+        ));
+    }
+    if d.inverted_intervals > 0 {
+        out.push(format!(
+            "{} records end before they start (read as zero-length)",
+            d.inverted_intervals
+        ));
+    }
+    let own: Vec<String> = d
+        .source_drops
+        .iter()
+        .filter(|x| x.count > 0)
+        .map(|x| format!("{} = {}", x.name, x.count))
+        .collect();
+    if !own.is_empty() {
+        out.push(format!("the profiler's own account: {}", own.join(", ")));
+    }
+    out
 }
 
 /// Per device: (union of NCCL kernels, the part of it with no compute kernel running).
@@ -377,7 +468,16 @@ pub fn rank_from_file_name(name: &str) -> Option<u32> {
     let lower = name.to_ascii_lowercase();
     let mut from = 0;
     while let Some(i) = lower[from..].find("rank") {
+        // `frank7` or `cranky2` name no rank: `rank` must start a word.
+        let word_start = !lower[..from + i]
+            .chars()
+            .next_back()
+            .is_some_and(|c| c.is_ascii_alphabetic());
         let rest = &lower[from + i + 4..];
+        if !word_start {
+            from += i + 4;
+            continue;
+        }
         let rest = rest.strip_prefix(['_', '-', '.']).unwrap_or(rest);
         let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
         if !digits.is_empty() {
@@ -428,5 +528,7 @@ mod tests {
         assert_eq!(rank_from_file_name("ranks/rank-0"), Some(0));
         assert_eq!(rank_from_file_name("host_123.json"), None);
         assert_eq!(rank_from_file_name("frank.json"), None);
+        assert_eq!(rank_from_file_name("frank7.json"), None);
+        assert_eq!(rank_from_file_name("frank7_rank2.json"), Some(2));
     }
 }

@@ -7,7 +7,8 @@
 //! one call: collectives of one group run in the same order on every rank). Ranks whose traces
 //! carry no annotation are matched by the order of their NCCL kernels. For each call found on at
 //! least two ranks, skew = the last rank's kernel start − the first's, and each rank waited the
-//! last start − its own start. Steps are matched by their order on each rank.
+//! last start − its own start. Steps are matched by their `#N` (`ProfilerStep#N`) where every
+//! step name has one, else by their order on each rank.
 //!
 //! Clocks: every timestamp is its host's clock (CUPTI's and Kineto's timestamps are not
 //! aligned across machines). Ranks on one host share one clock; between hosts the offset of
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cutrace_trace::Ns;
 use serde::Serialize;
 
-use crate::job::{RankFrom, RankSummary};
+use crate::job::{RankFrom, RankStep, RankSummary};
 use crate::percentile::nearest_rank;
 use crate::summary::pct;
 
@@ -77,6 +78,8 @@ pub struct JobRank {
     pub paths: Vec<String>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
+    /// What its trace says it lost, in words (also in `notes`); empty when nothing it knows of.
+    pub data_loss: Vec<String>,
     pub devices: Vec<u32>,
     pub kernels: u64,
     /// Sums over the rank's GPUs: the span of its kernels, their union, and idle.
@@ -106,7 +109,10 @@ pub struct JobRank {
 pub struct JobSteps {
     /// The step names matched (`ProfilerStep#*`).
     pub matched: String,
-    /// The k-th step of every rank that has one, k = 1, 2, …
+    /// `number` (every step name ends in `#N`, and a rank's steps have distinct N: step N of
+    /// every rank is one step) or `order` (the k-th step of every rank).
+    pub matched_by: &'static str,
+    /// The steps, in number or order; each with the ranks that have it.
     pub steps: Vec<JobStep>,
 }
 
@@ -170,6 +176,9 @@ pub struct CollectiveSkew {
     pub skew_ns: Ns,
 }
 
+/// The largest world size whose missing ranks are listed (a million ranks).
+const MAX_WORLD_LISTED: u32 = 1 << 20;
+
 /// Joins the ranks' summaries. `top` bounds `collectives.largest`. Never fails: dead, missing,
 /// duplicate and unnumbered ranks are reported in the result.
 pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
@@ -193,10 +202,26 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
         .map(|l| l.0)
         .chain(dead_ranks.iter().map(|d| d.rank))
         .collect();
-    let missing_ranks: Vec<u32> = (0..world_size.unwrap_or(0))
-        .filter(|r| !found.contains(r))
-        .collect();
+    // A world size is what a trace says: one beyond any job (a damaged or hostile value) is not
+    // enumerated, which would take minutes and gigabytes.
+    let listed = match world_size {
+        Some(n) if n > MAX_WORLD_LISTED => {
+            notes.push(format!(
+                "a trace states a world size of {n}: no job is that large, so missing ranks are \
+                 not listed"
+            ));
+            0
+        }
+        n => n.unwrap_or(0),
+    };
+    let missing_ranks: Vec<u32> = (0..listed).filter(|r| !found.contains(r)).collect();
     for (rank, _, s) in &live {
+        if !s.data_loss.is_empty() {
+            notes.push(format!(
+                "rank {rank} lost data: {}; its figures cover what was recorded",
+                s.data_loss.join("; ")
+            ));
+        }
         if !s.complete {
             notes.push(format!(
                 "rank {rank}: its trace is incomplete ({}); its figures cover what was read",
@@ -239,36 +264,45 @@ fn number_ranks<'a>(
     summaries: &'a [RankSummary],
     notes: &mut Vec<String>,
 ) -> Vec<(u32, &'static str, &'a RankSummary)> {
-    let mut taken: BTreeMap<u32, &RankSummary> = BTreeMap::new();
-    let mut out = Vec::new();
+    // rank → its index in `out`
+    let mut taken: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut out: Vec<(u32, &'static str, &RankSummary)> = Vec::new();
     let mut unknown = Vec::new();
     for s in summaries {
-        match s.rank {
-            Some(r) => {
-                if let Some(first) = taken.get(&r) {
-                    notes.push(format!(
-                        "rank {r} appears twice: {} left out, {} kept",
-                        s.paths.join(", "),
-                        first.paths.join(", ")
-                    ));
-                    continue;
-                }
-                taken.insert(r, s);
-                let from = match s.rank_from {
-                    RankFrom::FileName => "file_name",
-                    _ => "trace",
-                };
-                out.push((r, from, s));
-            }
-            None => unknown.push(s),
+        let Some(r) = s.rank else {
+            unknown.push(s);
+            continue;
+        };
+        let from = match s.rank_from {
+            RankFrom::FileName => "file_name",
+            _ => "trace",
+        };
+        if let Some(&i) = taken.get(&r) {
+            // A live trace of the rank wins over a dead one (an empty copy beside the real
+            // trace), whatever their order; else the first is kept.
+            let first = out[i].2;
+            let (kept, left) = if first.dead.is_some() && s.dead.is_none() {
+                out[i] = (r, from, s);
+                (s, first)
+            } else {
+                (first, s)
+            };
+            notes.push(format!(
+                "rank {r} appears twice: {} left out, {} kept",
+                left.paths.join(", "),
+                kept.paths.join(", ")
+            ));
+            continue;
         }
+        taken.insert(r, out.len());
+        out.push((r, from, s));
     }
     let mut next = 0u32;
     for s in unknown {
         while taken.contains_key(&next) {
             next += 1;
         }
-        taken.insert(next, s);
+        taken.insert(next, out.len());
         notes.push(format!(
             "{}: neither the trace nor its file name states a rank; numbered {next} by input order",
             s.paths.join(", ")
@@ -290,6 +324,7 @@ fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobR
         paths: s.paths.clone(),
         complete: s.complete,
         incomplete_reason: s.incomplete_reason.clone(),
+        data_loss: s.data_loss.clone(),
         devices: s.devices.iter().map(|d| d.device).collect(),
         kernels: s.kernels,
         window_ns: s.window_ns,
@@ -297,7 +332,8 @@ fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobR
         busy_pct: pct(s.busy_ns, s.window_ns),
         comm_ns: s.comm_ns,
         exposed_comm_ns: s.exposed_comm_ns,
-        hidden_comm_pct: (s.comm_ns > 0).then(|| pct(s.comm_ns - s.exposed_comm_ns, s.comm_ns)),
+        hidden_comm_pct: (s.comm_ns > 0)
+            .then(|| pct(s.comm_ns.saturating_sub(s.exposed_comm_ns), s.comm_ns)),
         wait_ns,
         idle_ns: s.idle_ns,
         idle_before_launch_ns: s.idle_before_launch_ns,
@@ -355,19 +391,36 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
         .map(|l| l.2.steps_matched.clone())
         .find(|m| !m.is_empty())
         .unwrap_or_default();
-    let most = live.iter().map(|l| l.2.steps.len()).max().unwrap_or(0);
-    let steps = (0..most)
-        .map(|k| {
+    // Ranks need not trace the same steps (an on-demand trace starts at the next step on each
+    // rank): torch's `ProfilerStep#N` names say which step each is.
+    let numbers: Option<Vec<Vec<u64>>> = live
+        .iter()
+        .map(|l| {
+            let n: Option<Vec<u64>> = l.2.steps.iter().map(|st| step_number(&st.name)).collect();
+            n.filter(|n| {
+                let mut d = n.clone();
+                d.sort_unstable();
+                d.dedup();
+                d.len() == n.len()
+            })
+        })
+        .collect();
+    let matched_by = if numbers.is_some() { "number" } else { "order" };
+    // key → (rank, step) in rank order
+    let mut by_key: BTreeMap<u64, Vec<(u32, &RankStep)>> = BTreeMap::new();
+    for (i, (rank, _, s)) in live.iter().enumerate() {
+        for (k, st) in s.steps.iter().enumerate() {
+            let key = numbers.as_ref().map_or(k as u64, |n| n[i][k]);
+            by_key.entry(key).or_default().push((*rank, st));
+        }
+    }
+    let steps = by_key
+        .into_values()
+        .enumerate()
+        .map(|(k, on)| {
             let mut slow: Option<(Ns, u32)> = None;
             let mut fast: Option<(Ns, u32)> = None;
-            let mut name = String::new();
-            let mut ranks = 0;
-            for (rank, _, s) in live {
-                let Some(st) = s.steps.get(k) else { continue };
-                if ranks == 0 {
-                    name = st.name.clone();
-                }
-                ranks += 1;
+            for (rank, st) in &on {
                 // Ties: the lower rank (live is in rank order).
                 if slow.is_none_or(|(d, _)| st.duration_ns > d) {
                     slow = Some((st.duration_ns, *rank));
@@ -379,8 +432,8 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
             let (slow, fast) = (slow.unwrap_or_default(), fast.unwrap_or_default());
             JobStep {
                 index: k as u64 + 1,
-                name,
-                ranks,
+                name: on.first().map(|o| o.1.name.clone()).unwrap_or_default(),
+                ranks: on.len() as u64,
                 slowest_rank: slow.1,
                 slowest_ns: slow.0,
                 fastest_rank: fast.1,
@@ -389,11 +442,27 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
             }
         })
         .collect();
-    JobSteps { matched, steps }
+    JobSteps {
+        matched,
+        matched_by,
+        steps,
+    }
 }
 
-/// A call's key across ranks: its group, and its sequence number or its order in the group.
-type CallKey = (Option<String>, bool, u64);
+/// The N of a step named `…#N` (`ProfilerStep#12`).
+fn step_number(name: &str) -> Option<u64> {
+    let (_, n) = name.rsplit_once('#')?;
+    if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    n.parse().ok()
+}
+
+/// A call's key across ranks: its group, its sequence number or its order in the group, and
+/// which of the rank's calls with that number it is (torch gives the operations of one
+/// coalesced call, and point-to-point operations, numbers that other calls of the group also
+/// have): the k-th call numbered n on one rank is the k-th numbered n on every rank.
+type CallKey = (Option<String>, bool, u64, u64);
 
 /// The collectives' skews, and each live rank's wait (indexed like `live`).
 fn collectives(
@@ -405,11 +474,21 @@ fn collectives(
     let mut calls: BTreeMap<CallKey, Vec<(usize, Ns, u64, &str)>> = BTreeMap::new();
     // group → (desc, size)
     let mut group_facts: BTreeMap<Option<String>, (Option<String>, Option<u32>)> = BTreeMap::new();
+    let mut shared_seq = 0u64;
     for (i, (_, _, s)) in live.iter().enumerate() {
+        // (group, seq) → calls of this rank seen with it so far
+        let mut seen: BTreeMap<(Option<String>, u64), u64> = BTreeMap::new();
         for a in &s.collectives {
             let key = match a.seq {
-                Some(seq) => (a.group.clone(), true, seq),
-                None => (a.group.clone(), false, a.order),
+                Some(seq) => {
+                    let k = seen.entry((a.group.clone(), seq)).or_default();
+                    *k += 1;
+                    if *k == 2 {
+                        shared_seq += 1;
+                    }
+                    (a.group.clone(), true, seq, *k - 1)
+                }
+                None => (a.group.clone(), false, a.order, 0),
             };
             calls
                 .entry(key)
@@ -426,7 +505,7 @@ fn collectives(
     let mut largest: Vec<CollectiveSkew> = Vec::new();
     let mut groups: BTreeMap<Option<String>, GroupSkew> = BTreeMap::new();
     let mut names_differ = 0u64;
-    for ((group, by_seq, n), arr) in &calls {
+    for ((group, by_seq, n, _), arr) in &calls {
         if arr.len() < 2 {
             unmatched += 1;
             continue;
@@ -451,7 +530,7 @@ fn collectives(
             .copied()
             .unwrap_or(arr[0]);
         for a in arr {
-            wait[a.0] += last.1 - a.1;
+            wait[a.0] = wait[a.0].saturating_add(last.1 - a.1);
         }
         let skew = last.1 - first.1;
         skews.push(skew);
@@ -466,7 +545,7 @@ fn collectives(
         });
         g.calls += 1;
         g.skew_max_ns = g.skew_max_ns.max(skew);
-        g.skew_total_ns += skew;
+        g.skew_total_ns = g.skew_total_ns.saturating_add(skew);
         largest.push(CollectiveSkew {
             group: group.clone(),
             seq: by_seq.then_some(*n),
@@ -480,11 +559,28 @@ fn collectives(
             skew_ns: skew,
         });
     }
+    if let Some(g) = groups.get(&None) {
+        notes.push(format!(
+            "{} call(s) were matched by the order of the ranks' NCCL kernels (their traces carry \
+             no record_param_comms annotation, as cutrace's own do not): right when every rank \
+             ran the same NCCL calls in the same order; with several process groups (tensor and \
+             data parallel, pipeline send/recv) kernels of different groups pair up, and their \
+             skew and wait mean nothing",
+            g.calls
+        ));
+    }
     if names_differ > 0 {
         notes.push(format!(
             "{names_differ} matched collective(s) have different names on different ranks: the \
              ranks did not call the same collectives in the same order in a group, so matching \
              by order paired different calls"
+        ));
+    }
+    if shared_seq > 0 {
+        notes.push(format!(
+            "{shared_seq} sequence number(s) were given to several calls of one rank's group \
+             (coalesced or point-to-point operations): such calls are matched across ranks by \
+             their order among the calls with that number"
         ));
     }
     if unmatched > 0 {
@@ -499,7 +595,7 @@ fn collectives(
             .then_with(|| (&a.group, a.seq, a.order).cmp(&(&b.group, b.seq, b.order)))
     });
     largest.truncate(top);
-    let skew_total_ns = skews.iter().sum();
+    let skew_total_ns = skews.iter().fold(0, |t: Ns, &s| t.saturating_add(s));
     skews.sort_unstable();
     let out = JobCollectives {
         matched,
@@ -624,6 +720,10 @@ mod tests {
         let j = from_summaries(&s, 10);
         assert_eq!(j.collectives.largest[0].skew_ns, 40);
         assert_eq!(j.collectives.groups[0].group, None);
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| n.contains("order of the ranks' NCCL kernels")));
         // Sequence numbers that differ are different calls, whatever their order.
         let s: Vec<RankSummary> = [(0, 0, 5), (1, 40, 6)]
             .iter()
@@ -632,6 +732,114 @@ mod tests {
         let j = from_summaries(&s, 10);
         assert_eq!((j.collectives.matched, j.collectives.unmatched), (0, 2));
         assert!(j.ranks.iter().all(|r| r.wait_ns == 0));
+    }
+
+    #[test]
+    fn calls_sharing_a_sequence_number_pair_up_by_their_order() {
+        // Rank 0 has a second call numbered 5 in group "0" (a coalesced or point-to-point
+        // operation) that rank 1 lacks: it is unmatched, not rank 0 waiting for itself.
+        let mut s: Vec<RankSummary> = [(0, 0), (1, 300)]
+            .iter()
+            .map(|&(r, late)| summary(&rank(r, late, Some(5), true)))
+            .collect();
+        let mut extra = s[0].collectives[0].clone();
+        extra.start_ns += 50_000;
+        extra.end_ns += 50_000;
+        s[0].collectives.push(extra);
+        let j = from_summaries(&s, 10);
+        assert_eq!((j.collectives.matched, j.collectives.unmatched), (1, 1));
+        let wait: Vec<Ns> = j.ranks.iter().map(|r| r.wait_ns).collect();
+        assert_eq!(wait, vec![300, 0]);
+        assert_eq!(j.collectives.skew_max_ns, Some(300));
+        assert_eq!(j.collectives.largest[0].ranks, 2);
+        assert!(j.notes.iter().any(|n| n.contains("sequence number(s)")));
+    }
+
+    #[test]
+    fn a_ranks_data_loss_is_reported() {
+        let mut t = rank(0, 0, None, true);
+        t.meta.dropped_by_cupti = 7;
+        t.meta.source_drops = vec![("Out-of-range".into(), 4181), ("Blocklisted".into(), 0)];
+        let s = vec![summary(&t), summary(&rank(1, 0, None, true))];
+        assert_eq!(
+            s[0].data_loss,
+            vec![
+                "7 records dropped by CUPTI".to_owned(),
+                "the profiler's own account: Out-of-range = 4181".to_owned()
+            ]
+        );
+        assert!(s[1].data_loss.is_empty());
+        let j = from_summaries(&s, 10);
+        assert_eq!(j.ranks[0].data_loss, s[0].data_loss);
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| n.starts_with("rank 0 lost data: 7 records")));
+    }
+
+    #[test]
+    fn steps_pair_up_by_their_profiler_step_number() {
+        // Rank 1's trace starts a step later (an on-demand trace starts at the next step on
+        // each rank): its ProfilerStep#2 pairs with rank 0's #2, not with its #1.
+        let step = |name: &str, d: Ns| RankStep {
+            name: name.into(),
+            start_ns: 0,
+            end_ns: d,
+            duration_ns: d,
+            busy_ns: 0,
+        };
+        let mut a = summary(&rank(0, 0, None, true));
+        let mut b = summary(&rank(1, 0, None, true));
+        a.steps = vec![step("ProfilerStep#1", 100), step("ProfilerStep#2", 200)];
+        b.steps = vec![step("ProfilerStep#2", 260), step("ProfilerStep#3", 300)];
+        let j = from_summaries(&[a.clone(), b.clone()], 10);
+        assert_eq!(j.steps.matched_by, "number");
+        let got: Vec<(String, u64, u32, Ns)> = j
+            .steps
+            .steps
+            .iter()
+            .map(|s| (s.name.clone(), s.ranks, s.slowest_rank, s.spread_ns))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ProfilerStep#1".into(), 1, 0, 0),
+                ("ProfilerStep#2".into(), 2, 1, 60),
+                ("ProfilerStep#3".into(), 1, 1, 0),
+            ]
+        );
+        // Names without a number (NVTX `train_step`): by order.
+        b.steps[0].name = "train_step".into();
+        let j = from_summaries(&[a, b], 10);
+        assert_eq!(j.steps.matched_by, "order");
+        assert_eq!(j.steps.steps.len(), 2);
+        assert_eq!(j.steps.steps[1].spread_ns, 100);
+        assert_eq!(step_number("ProfilerStep#12"), Some(12));
+        assert_eq!(step_number("ProfilerStep#"), None);
+        assert_eq!(step_number("step#-1"), None);
+    }
+
+    #[test]
+    fn a_world_size_beyond_any_job_is_not_enumerated() {
+        let mut s = summary(&rank(0, 0, None, true));
+        s.world_size = Some(u32::MAX);
+        let j = from_summaries(&[s], 10);
+        assert!(j.missing_ranks.is_empty());
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| n.contains("world size of 4294967295")));
+    }
+
+    #[test]
+    fn a_summary_whose_figures_disagree_is_told() {
+        let mut s = summary(&rank(0, 0, None, true));
+        assert_eq!(s.check(), Ok(()));
+        s.exposed_comm_ns = s.comm_ns + 1;
+        assert!(s.check().unwrap_err().contains("exposed_comm_ns"));
+        // The reduce itself does not panic on such a summary.
+        let j = from_summaries(&[s], 10);
+        assert_eq!(j.ranks[0].hidden_comm_pct, Some(0.0));
     }
 
     #[test]
@@ -660,6 +868,21 @@ mod tests {
         assert_eq!(j.ranks[1].rank_from, "input_order");
         assert_eq!(j.dead_ranks[1].rank, 3);
         assert!(j.notes.iter().any(|n| n.contains("rank 0 appears twice")));
+        // A dead copy of a rank listed first does not shadow its live trace.
+        let live = summary(&rank(5, 0, None, true));
+        let dead = RankSummary::dead(
+            Some(5),
+            RankFrom::FileName,
+            vec!["rank5.json".into()],
+            "the file is empty".into(),
+        );
+        let k = from_summaries(&[dead, live], 10);
+        assert_eq!(k.ranks.len(), 1);
+        assert!(k.dead_ranks.is_empty());
+        assert!(k
+            .notes
+            .iter()
+            .any(|n| n == "rank 5 appears twice: rank5.json left out, rank5.json kept"));
         assert!(j.missing_ranks.is_empty());
         // A summary survives JSON both ways.
         let text = serde_json::to_string(&s[0]).unwrap();

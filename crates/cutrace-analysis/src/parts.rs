@@ -11,6 +11,9 @@ use serde::Serialize;
 /// Why the parts of a trace may come from separate runs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SeparateRuns {
+    /// The distinct `cutrace record` run ids the parts carry, sorted, when there are several
+    /// (each run gives all its processes one id: several ids are several runs); empty otherwise.
+    pub run_ids: Vec<String>,
     /// The distinct hosts the parts name, sorted, when there are several (clocks of different
     /// hosts are not comparable); empty otherwise.
     pub hosts: Vec<String>,
@@ -42,6 +45,17 @@ pub fn separate_runs(parts: &[PartMeta]) -> Option<SeparateRuns> {
     let run = parts.first().and_then(PartMeta::run_id);
     if run.is_some() && parts.iter().all(|p| p.run_id() == run) {
         return None;
+    }
+    // Two run ids are two runs, even when their records overlap in time (two runs recorded
+    // into one directory at once).
+    let mut run_ids: Vec<String> = parts
+        .iter()
+        .filter_map(|p| p.run_id().map(str::to_owned))
+        .collect();
+    run_ids.sort();
+    run_ids.dedup();
+    if run_ids.len() < 2 {
+        run_ids.clear();
     }
     let mut hosts: Vec<String> = parts.iter().filter_map(|p| p.host.clone()).collect();
     hosts.sort();
@@ -79,7 +93,8 @@ pub fn separate_runs(parts: &[PartMeta]) -> Option<SeparateRuns> {
             _ => Some((end_here, path)),
         };
     }
-    (!hosts.is_empty() || time_spans > 1).then_some(SeparateRuns {
+    (!run_ids.is_empty() || !hosts.is_empty() || time_spans > 1).then_some(SeparateRuns {
+        run_ids,
         hosts,
         time_spans,
         first_gap,
@@ -166,6 +181,20 @@ mod tests {
             mixed.push(odd);
             assert_eq!(separate_runs(&mixed).expect("flagged").time_spans, 3);
         }
+    }
+
+    /// Two runs recorded into one directory at the same time: their records overlap, but their
+    /// run ids say they are two runs.
+    #[test]
+    fn parts_of_two_recorded_runs_are_flagged_even_when_their_times_overlap() {
+        let parts = [
+            with_run(part("a0", "h", Some((100, 500))), "r1"),
+            with_run(part("b0", "h", Some((200, 600))), "r2"),
+            with_run(part("a1", "h", Some((300, 550))), "r1"),
+        ];
+        let s = separate_runs(&parts).expect("flagged");
+        assert_eq!(s.run_ids, ["r1", "r2"]);
+        assert_eq!((s.time_spans, s.first_gap), (1, None));
     }
 
     /// The H200 capture of a torch.multiprocessing.spawn of two workers under one `cutrace

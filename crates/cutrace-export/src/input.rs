@@ -150,39 +150,6 @@ fn dir_units(
         .iter()
         .filter(|p| p.is_file() && p.extension().and_then(|x| x.to_str()) == Some(PART_EXTENSION))
         .collect();
-    if !parts.is_empty() {
-        let ranks: Vec<Option<u32>> = if parts.len() > 1 {
-            parts.iter().map(|p| part_rank(p, limits)).collect()
-        } else {
-            vec![None]
-        };
-        let mut distinct: Vec<u32> = ranks.iter().flatten().copied().collect();
-        distinct.sort_unstable();
-        distinct.dedup();
-        if distinct.len() < 2 {
-            return Ok(vec![Unit::Trace(dir.to_path_buf())]);
-        }
-        let mut units = Vec::new();
-        for r in distinct {
-            let paths = parts
-                .iter()
-                .zip(&ranks)
-                .filter(|(_, pr)| **pr == Some(r))
-                .map(|(p, _)| (*p).clone())
-                .collect();
-            units.push(Unit::Parts {
-                rank: Some(r),
-                paths,
-            });
-        }
-        for (p, _) in parts.iter().zip(&ranks).filter(|(_, r)| r.is_none()) {
-            notes.push(format!(
-                "{}: the part states no rank (a launcher or helper process): left out of the job",
-                p.display()
-            ));
-        }
-        return Ok(units);
-    }
     let files: Vec<Unit> = entries
         .iter()
         .filter(|p| is_trace_file(p))
@@ -194,6 +161,19 @@ fn dir_units(
             }
         })
         .collect();
+    if !parts.is_empty() {
+        // A run directory may hold other JSON (an export, a script's output): the parts are
+        // the trace, and what else is there is said, not read.
+        if !files.is_empty() {
+            notes.push(format!(
+                "{}: {} *.json file(s) beside its cutrace parts not read as ranks (a directory \
+                 of parts is read as its parts); name torch.profiler traces as inputs of their own",
+                dir.display(),
+                files.len()
+            ));
+        }
+        return Ok(part_units(dir, &parts, limits, notes));
+    }
     if !files.is_empty() || depth > 0 {
         return Ok(files);
     }
@@ -205,11 +185,58 @@ fn dir_units(
     Ok(units)
 }
 
+/// The units of a directory's native parts: one per rank their headers state, or the whole
+/// directory as one trace when they state fewer than two ranks.
+fn part_units(
+    dir: &Path,
+    parts: &[&PathBuf],
+    limits: &Limits,
+    notes: &mut Vec<String>,
+) -> Vec<Unit> {
+    let ranks: Vec<Option<u32>> = if parts.len() > 1 {
+        parts.iter().map(|p| part_rank(p, limits)).collect()
+    } else {
+        vec![None]
+    };
+    let mut distinct: Vec<u32> = ranks.iter().flatten().copied().collect();
+    distinct.sort_unstable();
+    distinct.dedup();
+    if distinct.len() < 2 {
+        return vec![Unit::Trace(dir.to_path_buf())];
+    }
+    let mut units = Vec::new();
+    for r in distinct {
+        let paths = parts
+            .iter()
+            .zip(&ranks)
+            .filter(|(_, pr)| **pr == Some(r))
+            .map(|(p, _)| (*p).clone())
+            .collect();
+        units.push(Unit::Parts {
+            rank: Some(r),
+            paths,
+        });
+    }
+    for (p, _) in parts.iter().zip(&ranks).filter(|(_, r)| r.is_none()) {
+        notes.push(format!(
+            "{}: the part states no rank (a launcher or helper process): left out of the job",
+            p.display()
+        ));
+    }
+    units
+}
+
 /// Decides whether `paths` are one trace or a job's ranks (see the module's rules).
 pub fn classify(paths: &[PathBuf], limits: &Limits) -> Result<Inputs, TraceError> {
     let mut units = Vec::new();
     let mut notes = Vec::new();
     for p in paths {
+        // A path that is not there is a mistake in the command, not a dead rank.
+        if p.as_os_str() != "-" {
+            if let Err(e) = std::fs::metadata(p) {
+                return Err(TraceError::io(p, e));
+            }
+        }
         if p.as_os_str() != "-" && p.is_dir() {
             units.extend(dir_units(p, limits, &mut notes, 0)?);
         } else if p.as_os_str() != "-" && is_rank_summary(p) {
@@ -236,25 +263,37 @@ pub fn classify(paths: &[PathBuf], limits: &Limits) -> Result<Inputs, TraceError
 /// Reads a rank summary written by `cutrace report --rank-summary`.
 pub fn read_summary(path: &Path) -> Result<RankSummary, TraceError> {
     let bytes = std::fs::read(path).map_err(|e| TraceError::io(path, e))?;
-    let s: RankSummary = serde_json::from_slice(&bytes).map_err(|e| TraceError::Malformed {
+    let again = "write it again with `cutrace report --rank-summary TRACE -o SUMMARY.json` of \
+                 this cutrace version";
+    let malformed = |what: String| TraceError::Malformed {
         path: path.into(),
         offset: 0,
-        what: format!("not a rank summary cutrace can read ({e})"),
-        hint: "write it again with `cutrace report --rank-summary TRACE -o SUMMARY.json` of \
-               this cutrace version"
-            .into(),
-    })?;
-    if s.cutrace_rank_summary != cutrace_analysis::RANK_SUMMARY_VERSION {
+        what,
+        hint: again.into(),
+    };
+    // The version first: another version's summary may not parse as this one's.
+    #[derive(serde::Deserialize)]
+    struct Version {
+        cutrace_rank_summary: u32,
+    }
+    let v: Version = serde_json::from_slice(&bytes)
+        .map_err(|e| malformed(format!("not a rank summary cutrace can read ({e})")))?;
+    if v.cutrace_rank_summary != cutrace_analysis::RANK_SUMMARY_VERSION {
         return Err(TraceError::Unsupported {
             path: path.into(),
             what: format!(
                 "a rank summary of version {}, this cutrace reads version {}: write it again \
                  with this cutrace's `report --rank-summary`",
-                s.cutrace_rank_summary,
+                v.cutrace_rank_summary,
                 cutrace_analysis::RANK_SUMMARY_VERSION
             ),
         });
     }
+    let s: RankSummary = serde_json::from_slice(&bytes)
+        .map_err(|e| malformed(format!("not a rank summary cutrace can read ({e})")))?;
+    // A summary is input a user controls: figures that contradict each other are refused.
+    s.check()
+        .map_err(|why| malformed(format!("a rank summary whose figures disagree: {why}")))?;
     Ok(s)
 }
 
@@ -304,6 +343,11 @@ pub fn summarize_trace(
     which: &StepMatch,
     limits: &Limits,
 ) -> Result<RankSummary, TraceError> {
+    // A trace that is not there is a mistake in the command (or a worker without the shared
+    // filesystem), not a dead rank.
+    if path.as_os_str() != "-" {
+        std::fs::metadata(path).map_err(|e| TraceError::io(path, e))?;
+    }
     let opts = ReadOptions {
         import_threads: None,
         limits: *limits,

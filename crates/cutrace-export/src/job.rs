@@ -63,11 +63,18 @@ impl<'a> Request<'a> {
     fn refuse_one_trace_options(&self, what: &str) -> Result<(), JobError> {
         match self.one_trace_options.as_slice() {
             [] => Ok(()),
-            given => Err(JobError::Refused(format!(
-                "{} apply to one trace, and {what}: report one rank's trace with them, or drop \
-                 them",
-                given.join(", ")
-            ))),
+            given => {
+                let (verb, them) = if given.len() == 1 {
+                    ("applies", "it")
+                } else {
+                    ("apply", "them")
+                };
+                Err(JobError::Refused(format!(
+                    "{} {verb} to one trace, and {what}: report one rank's trace with {them}, or \
+                     drop {them}",
+                    given.join(" and ")
+                )))
+            }
         }
     }
 }
@@ -107,6 +114,7 @@ pub fn report(
         (req.threads(), req.top),
         &|k| progress(k, n),
     )?;
+    require_live(&report)?;
     if req.steps_given && report.steps.steps.is_empty() {
         return Err(JobError::Refused(format!(
             "--steps {}: no host range of any rank matches it",
@@ -120,6 +128,31 @@ pub fn report(
     let mut text = String::new();
     crate::text::job::render(&mut text, &names.join(" "), &report, req.top);
     Ok(Report::Job(text.into_bytes()))
+}
+
+/// A job without one live rank has no figures: an error (as `convert --parquet` says), not an
+/// empty table a script would take for a report. Its dead ranks say why.
+fn require_live(report: &cutrace_analysis::JobReport) -> Result<(), JobError> {
+    if !report.ranks.is_empty() {
+        return Ok(());
+    }
+    let why: Vec<String> = report
+        .dead_ranks
+        .iter()
+        .take(3)
+        .map(|d| format!("rank {} ({}): {}", d.rank, d.paths.join(", "), d.reason))
+        .collect();
+    let more = report.dead_ranks.len().saturating_sub(why.len());
+    Err(JobError::Refused(format!(
+        "none of the job's {} ranks could be used, so there is nothing to report: {}{}",
+        report.dead_ranks.len(),
+        why.join("; "),
+        if more > 0 {
+            format!("; and {more} more")
+        } else {
+            String::new()
+        }
+    )))
 }
 
 fn json<T: serde::Serialize>(v: &T, what: &'static str) -> Result<Vec<u8>, JobError> {
@@ -179,7 +212,8 @@ pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>
     let job = |i: Inputs| {
         let (units, notes) = i.into_units();
         let t = (req.threads(), req.top);
-        input::job_report(&units, notes, req.which, &req.limits, t, &|_| {})
+        let r = input::job_report(&units, notes, req.which, &req.limits, t, &|_| {})?;
+        require_live(&r).map(|()| r)
     };
     let d = cutrace_analysis::diff_jobs(&job(b)?, &job(n)?);
     if req.json {

@@ -304,7 +304,12 @@ fn stage_one(
     let t: Trace = match read {
         Ok(t) => t,
         Err(e) => {
+            // The Unread names its path: the reason need not repeat it.
             let reason = e.to_string();
+            let prefix = format!("{}: ", path.display());
+            let reason = reason
+                .strip_prefix(&prefix)
+                .map_or(reason.clone(), str::to_owned);
             let path = path.to_owned();
             return Ok(Err((
                 index,

@@ -28,12 +28,11 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
         j.dead_ranks.len()
     );
     if !j.missing_ranks.is_empty() {
-        let list: Vec<String> = j.missing_ranks.iter().map(u32::to_string).collect();
         let _ = writeln!(
             o,
             "MISSING: no trace for {}: {}",
-            count(list.len(), "rank", "ranks"),
-            list.join(", ")
+            count(j.missing_ranks.len(), "rank", "ranks"),
+            rank_ranges(&j.missing_ranks)
         );
     }
     for d in &j.dead_ranks {
@@ -100,8 +99,13 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
     if !j.steps.steps.is_empty() {
         let _ = writeln!(
             o,
-            "\nSteps ({}, matched by order on each rank; {} shown of {})",
+            "\nSteps ({}, matched by {} on each rank; {} shown of {})",
             j.steps.matched,
+            if j.steps.matched_by == "number" {
+                "their #N"
+            } else {
+                "order"
+            },
             j.steps.steps.len().min(top),
             j.steps.steps.len()
         );
@@ -222,4 +226,34 @@ pub fn render_diff(o: &mut String, base: &str, new: &str, d: &JobDiff) {
         pair_row(o, "step median", &r.step_median_ns);
     }
     escape_from(o, from);
+}
+
+/// Sorted ranks as runs: `1, 3–7, 9` (a job of thousands of ranks may miss most of them).
+fn rank_ranges(ranks: &[u32]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < ranks.len() {
+        let mut j = i;
+        while j + 1 < ranks.len() && ranks[j + 1] == ranks[j].saturating_add(1) {
+            j += 1;
+        }
+        out.push(match j - i {
+            0 => ranks[i].to_string(),
+            1 => format!("{}, {}", ranks[i], ranks[j]),
+            _ => format!("{}–{}", ranks[i], ranks[j]),
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn missing_ranks_are_written_as_runs() {
+        assert_eq!(super::rank_ranges(&[]), "");
+        assert_eq!(super::rank_ranges(&[2]), "2");
+        assert_eq!(super::rank_ranges(&[2, 3]), "2, 3");
+        assert_eq!(super::rank_ranges(&[1, 3, 4, 5, 6, 7, 9]), "1, 3–7, 9");
+    }
 }

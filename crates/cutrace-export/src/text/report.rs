@@ -364,6 +364,13 @@ fn render_parts(o: &mut String, r: &Report) {
     let _ = writeln!(o, "{line}");
     if let Some(s) = &r.trace.separate_runs {
         let mut why = Vec::new();
+        if !s.run_ids.is_empty() {
+            why.push(format!(
+                "they carry {} `cutrace record` run ids ({})",
+                s.run_ids.len(),
+                s.run_ids.join(", ")
+            ));
+        }
         if !s.hosts.is_empty() {
             why.push(format!(
                 "they come from {} hosts ({}), whose clocks are not comparable",

@@ -41,9 +41,11 @@ pub fn read_with(
             return Err(TraceError::Unsupported {
                 path: path.into(),
                 what: format!(
-                    "the directory holds no *.{PART_EXTENSION} parts: no CUDA process wrote a \
-                     trace (did the program use the GPU? is CUDA_INJECTION64_PATH reaching it? \
-                     `cutrace doctor` checks the driver and CUPTI on this machine)"
+                    "the directory holds no *.{PART_EXTENSION} parts, nor torch.profiler traces \
+                     (*.json, *.json.gz) or directories of them: if it is a `cutrace record` \
+                     directory, no CUDA process wrote a trace (did the program use the GPU? is \
+                     CUDA_INJECTION64_PATH reaching it? `cutrace doctor` checks the driver and \
+                     CUPTI on this machine)"
                 ),
             });
         }

@@ -28,6 +28,14 @@ use super::progress::ProgressLine;
 /// duration and each GPU's busy share during it. Kernels are joined to their launching API calls by correlation id; kernels
 /// without one are counted as orphans. Lost data (dropped records, an incomplete trace, events
 /// the importer skipped) is always reported.
+///
+/// Several ranks' traces (a directory of torch.profiler traces, one per rank; a `cutrace record`
+/// directory of a whole job; several files or directories) are a distributed job: per rank its
+/// busy time, communication (the union of its NCCL kernels), exposed communication (NCCL time
+/// with no compute kernel on that GPU) and the time it waited at collectives for the last rank;
+/// across ranks each step's slowest rank and spread, and each collective's arrival skew. An
+/// empty or truncated rank is reported, not fatal. Timestamps are each host's own clock: between
+/// hosts their offset adds to skew and wait (docs/REPORT.md, "A distributed job").
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
   cutrace report trace.json.gz                 torch.profiler (Kineto) trace: busy, idle, gaps, kernels

@@ -465,3 +465,111 @@ fn a_recorded_torchrun_job_is_read_by_the_ranks_its_parts_state() {
         "{notes}"
     );
 }
+
+/// What a user gets wrong: a path that is not there (a typo) is an error naming it, not a dead
+/// rank; a rank summary of another version, or one whose figures disagree, is refused with the
+/// command that writes it again; JSON files beside `cutrace record` parts are not read, and the
+/// report says so.
+#[test]
+fn job_input_mistakes_are_named() {
+    let Some(py) = python() else {
+        loud!("SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job");
+        return;
+    };
+    let dir = Dir::new("job-mistakes");
+    let (a, _) = gen(py, &dir, "a", &["--ranks", "2"]);
+    let typo = a.join("rank7.json");
+    let o = bin()
+        .arg("report")
+        .arg(a.join("rank0.json"))
+        .arg(&typo)
+        .run();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("rank7.json") && err.contains("No such file"),
+        "{err}"
+    );
+    // The map step too: no summary of a dead rank is written for a trace that is not there.
+    let o = bin()
+        .args(["report", "--rank-summary", "-o"])
+        .arg(dir.path("s7.json"))
+        .arg(&typo)
+        .run();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!dir.path("s7.json").exists());
+
+    let s = dir.path("s.json");
+    bin()
+        .args(["report", "--rank-summary", "-o"])
+        .arg(&s)
+        .arg(a.join("rank0.json"))
+        .run_ok();
+    // Edited as text: the summary's first member must stay first (that is how it is told from a
+    // trace), and serde_json's Value would sort the members.
+    let text = std::fs::read_to_string(&s).unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let refused = |text: &str, want: &str| {
+        let p = dir.path("bad.json");
+        std::fs::write(&p, text).unwrap();
+        let o = bin().arg("report").arg(&p).arg(a.join("rank1.json")).run();
+        assert_eq!(o.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(want) && err.contains("--rank-summary"),
+            "{err}"
+        );
+    };
+    let comm = v["comm_ns"].as_u64().unwrap();
+    let exposed = format!("\"exposed_comm_ns\":{}", v["exposed_comm_ns"]);
+    assert!(text.contains(&exposed));
+    refused(
+        &text.replace(&exposed, &format!("\"exposed_comm_ns\":{}", comm + 1)),
+        "exposed_comm_ns above comm_ns",
+    );
+    let other = text
+        .replacen(
+            "\"cutrace_rank_summary\":1",
+            "\"cutrace_rank_summary\":99",
+            1,
+        )
+        .replace("\"busy_ns\":", "\"busy_ns_renamed\":");
+    refused(&other, "version 99");
+
+    // A job whose every rank is dead has nothing to report: an error naming why, not an empty
+    // table with exit status 0.
+    let (dead, _) = gen(
+        py,
+        &dir,
+        "dead",
+        &["--ranks", "2", "--dead-empty", "0", "--dead-truncated", "1"],
+    );
+    let o = bin()
+        .arg("report")
+        .arg(&dead)
+        .args(["--format", "json"])
+        .run();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(o.stdout.is_empty());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("none of the job's 2 ranks could be used") && err.contains("truncated"),
+        "{err}"
+    );
+
+    let mixed = dir.path("mixed");
+    for (sub, part) in [("r0", "vm-466"), ("r1", "vm-466")] {
+        let d = mixed.join(sub);
+        std::fs::create_dir_all(&d).unwrap();
+        let src = cutrace_testkit::fixture(&format!("native/two_streams/{part}.cutrace"));
+        std::fs::copy(&src, d.join(src.file_name().unwrap())).unwrap();
+    }
+    std::fs::copy(a.join("rank1.json"), mixed.join("r1/rank1.json")).unwrap();
+    let r = report(&[&mixed], &[]);
+    assert_eq!(r["kind"], "job");
+    let notes = r["notes"].to_string();
+    assert!(
+        notes.contains("1 *.json file(s) beside its cutrace parts"),
+        "{notes}"
+    );
+}
