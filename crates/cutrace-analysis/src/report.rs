@@ -110,6 +110,10 @@ pub struct TraceInfo {
     pub memsets: u64,
     pub api_calls: u64,
     pub ranges: u64,
+    /// The trace's place in a distributed job, when it states one (torch's `distributedInfo`, a
+    /// native part's `RANK`/`WORLD_SIZE`). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<cutrace_trace::Distributed>,
 }
 
 /// One device: its kernel timeline, streams, and how copies relate to compute.
@@ -294,6 +298,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             memsets: trace.memsets.len() as u64,
             api_calls: trace.api_calls.len() as u64,
             ranges: trace.ranges.len() as u64,
+            distributed: trace.meta.distributed.clone(),
         },
         window: opts.window.map(|w| WindowInfo {
             from_ns: w.from_ns,

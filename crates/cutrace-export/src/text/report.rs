@@ -63,6 +63,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
         r.trace.kernels, r.trace.memcpys, r.trace.memsets, r.trace.api_calls, r.trace.ranges
     );
     render_parts(o, r);
+    render_rank(o, r);
     if let (Some(a), Some(b)) = (r.trace.first_ns, r.trace.last_ns) {
         let _ = writeln!(o, "trace clock: {a} → {b} ns ({})", fmt_ns(b - a));
     }
@@ -482,6 +483,28 @@ fn source_drops(l: &cutrace_analysis::DataLoss) -> String {
 /// The recorder's notes, after the data-loss line: they often say why data is missing (another
 /// CUPTI tool in the program, a setting that failed). Tagged with the process when the trace has
 /// several parts.
+/// One rank of a job of several: which, and how to report the whole job.
+fn render_rank(o: &mut String, r: &Report) {
+    let Some(d) = &r.trace.distributed else {
+        return;
+    };
+    let (Some(w), rank) = (d.world_size.filter(|&w| w > 1), d.rank) else {
+        return;
+    };
+    let rank = rank.map_or("a rank".to_string(), |n| format!("rank {n}"));
+    let backend = d
+        .backend
+        .as_deref()
+        .map(|b| format!(" ({b})"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "distributed: {rank} of a job of {w}{backend}; this report is that rank alone: \
+         `cutrace report` over every rank's trace (a directory, or several files) reports the \
+         job: communication, exposed communication, stragglers and collective skew"
+    );
+}
+
 fn render_notes(o: &mut String, r: &Report) {
     if r.notes.is_empty() {
         return;
