@@ -84,10 +84,16 @@ impl Unit {
     }
 }
 
-/// Whether the file at `path` is a rank summary (its first member is `cutrace_rank_summary`).
-/// Only a regular file is sniffed: a pipe or FIFO is read once, by the trace reader.
+/// Whether the file at `path` is a rank summary: its first member is `cutrace_rank_summary`, as
+/// cutrace writes it, or (a summary re-serialized with its keys reordered, by `jq -S` say) a
+/// JSON object of at most 16 MiB with that member at its top level. Only a regular file is
+/// sniffed: a pipe or FIFO is read once, by the trace reader.
 pub fn is_rank_summary(path: &Path) -> bool {
-    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+    const KEY: &str = "\"cutrace_rank_summary\"";
+    let Ok(meta) = std::fs::metadata(path) else {
+        return false;
+    };
+    if !meta.is_file() {
         return false;
     }
     let mut head = [0u8; 64];
@@ -95,9 +101,24 @@ pub fn is_rank_summary(path: &Path) -> bool {
         .and_then(|mut f| read_up_to(&mut f, &mut head))
         .unwrap_or(0);
     let text = String::from_utf8_lossy(&head[..n]);
-    let t = text.trim_start();
-    t.strip_prefix('{')
-        .is_some_and(|r| r.trim_start().starts_with("\"cutrace_rank_summary\""))
+    let Some(rest) = text.trim_start().strip_prefix('{') else {
+        return false;
+    };
+    if rest.trim_start().starts_with(KEY) {
+        return true;
+    }
+    if meta.len() > 16 << 20 {
+        return false;
+    }
+    // The key anywhere (a fast scan), then confirmed at the top level by a parse.
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    if !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()) {
+        return false;
+    }
+    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
+        .is_ok_and(|m| m.contains_key("cutrace_rank_summary"))
 }
 
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {

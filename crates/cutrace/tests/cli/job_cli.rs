@@ -573,3 +573,36 @@ fn job_input_mistakes_are_named() {
         "{notes}"
     );
 }
+
+/// A rank summary whose keys were reordered on the way (`jq -S`, or a JSON library that sorts
+/// them, as serde_json's `Value` does) is still read as a summary, and gives the same job report.
+#[test]
+fn reordered_rank_summaries_are_still_summaries() {
+    let dir = Dir::new("job-sorted");
+    let mut plain = Vec::new();
+    let mut sorted = Vec::new();
+    for r in 0..2 {
+        let s = dir.path(&format!("s{r}.json"));
+        let trace = repo().join(format!("tests/fixtures/kineto/gloo_rank{r}.json.gz"));
+        bin()
+            .arg("report")
+            .arg("--rank-summary")
+            .arg(&trace)
+            .arg("-o")
+            .arg(&s)
+            .run_ok();
+        let v: Value = serde_json::from_slice(&std::fs::read(&s).unwrap()).unwrap();
+        let re = dir.path(&format!("sorted{r}.json"));
+        std::fs::write(&re, serde_json::to_string(&v).unwrap()).unwrap();
+        assert!(!std::fs::read_to_string(&re)
+            .unwrap()
+            .starts_with("{\"cutrace_rank_summary\""));
+        plain.push(s);
+        sorted.push(re);
+    }
+    let a = report(&[&plain[0], &plain[1]], &[]);
+    let b = report(&[&sorted[0], &sorted[1]], &[]);
+    assert_eq!(a["kind"], "job");
+    assert_eq!(a["ranks"], b["ranks"]);
+    assert_eq!(a["ranks_found"], 2);
+}
