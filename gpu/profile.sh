@@ -38,8 +38,8 @@ log "Nsight Compute on the same program"
 BASIC=gpu__time_duration.sum,sm__ctas_launched.sum,smsp__warps_launched.sum,smsp__inst_executed.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__cycles_active.avg,gpc__cycles_elapsed.max,sm__warps_active.avg.pct_of_peak_sustained_active,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
 SOL=sm__throughput.avg.pct_of_peak_sustained_elapsed,gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active,lts__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,gpu__time_duration.sum,gpc__cycles_elapsed.max,sm__cycles_active.avg,dram__cycles_elapsed.avg.per_second,gpc__cycles_elapsed.avg.per_second
 timed "$NCU" --metrics "$BASIC" --clock-control none --cache-control none --csv --page raw "$C" > "$W/ncu_basic.csv" 2> "$W/logs/ncu_basic.err"; t_ncu=$(cat "$W/last_ms")
-"$NCU" --metrics "$SOL" --clock-control none --cache-control none --csv --page raw "$C" > "$W/ncu_sol.csv" 2> "$W/logs/ncu_sol.err"
-echo "{\"mode\": \"ncu_time_ms\", \"ncu_basic\": $t_ncu}" >> "$R"
+timed "$NCU" --metrics "$SOL" --clock-control none --cache-control none --csv --page raw "$C" > "$W/ncu_sol.csv" 2> "$W/logs/ncu_sol.err"; t_ncu_sol=$(cat "$W/last_ms")
+echo "{\"mode\": \"ncu_time_ms\", \"ncu_basic\": $t_ncu, \"ncu_sol\": $t_ncu_sol}" >> "$R"
 python3 "$G/check_counters.py" "$W/manifest.json" "$W/basic.trace" --sol "$W/sol.trace" --ncu "$W/ncu_basic.csv" --ncu-sol "$W/ncu_sol.csv" >> "$R" 2> "$W/logs/check.err"
 "$CT" report "$W/basic.trace" > "$W/logs/basic.report.txt" 2>&1
 "$CT" report --format json "$W/basic.trace" > "$W/logs/basic.report.json" 2>&1
@@ -86,6 +86,19 @@ print(json.dumps({"mode": "torch_step", "kernels": len(k), "with_values": n,
                   "counters": c, "step_ms_untraced": untraced["step_ms"],
                   "step_ms_profile_basic": prof["step_ms"]}))
 PY
+
+if [ "${PEERS:-0}" = 1 ]; then
+  # The training step under every counter tool: step time (median of the steps; fewer steps
+  # under the slow ones), cutrace's --set sol and sample against Nsight Compute's same metrics.
+  log "PyTorch training step: sol, sample, Nsight Compute"
+  # The program's own line (ncu prints its report on the same stdout, after it).
+  step_of() { python3 -c 'import json,sys; print([json.loads(l)["step_ms"] for l in open(sys.argv[1]) if l.startswith("{\"step_ms\"")][-1])' "$1" 2>/dev/null || echo null; }
+  timeout 200 "$CT" profile -q --set sol -o "$W/torch_sol.trace" -- python3 "$G/profile_torch.py" 3 > "$W/logs/torch_sol.out" 2> "$W/logs/torch_sol.err"
+  timeout 100 "$CT" sample -q -o "$W/torch_sample.trace" -- python3 "$G/profile_torch.py" 10 > "$W/logs/torch_sample.out" 2> "$W/logs/torch_sample.err"
+  timeout 200 "$NCU" --metrics "$BASIC" --clock-control none --cache-control none python3 "$G/profile_torch.py" 3 > "$W/logs/torch_ncu_basic.out" 2> "$W/logs/torch_ncu_basic.err"
+  timeout 250 "$NCU" --metrics "$SOL" --clock-control none --cache-control none python3 "$G/profile_torch.py" 3 > "$W/logs/torch_ncu_sol.out" 2> "$W/logs/torch_ncu_sol.err"
+  echo "{\"mode\": \"peers_torch_step_ms\", \"profile_sol\": $(step_of "$W/logs/torch_sol.out"), \"sample\": $(step_of "$W/logs/torch_sample.out"), \"ncu_basic\": $(step_of "$W/logs/torch_ncu_basic.out"), \"ncu_sol\": $(step_of "$W/logs/torch_ncu_sol.out")}" >> "$R"
+fi
 
 mkdir -p "$W/fix/counters_basic"
 cp "$W/basic.trace"/*.cutrace "$W/basic.trace"/*.bin "$W/manifest.json" "$W/fix/counters_basic/" 2>/dev/null
