@@ -751,20 +751,34 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
     })
 }
 
-/// Hardware counters (`cutrace profile`) as `"ph":"C"` events: a counter track per metric on
-/// each GPU's process (`pid` = the device, `name` = the metric, the value in `args.value`), one
-/// sample per profiled kernel, placed as [`crate::counter_tracks`] says. Viewers draw them; the
-/// Kineto importer skips them (the CSV and Parquet tables are the exports to read values from).
+/// Hardware counters as `"ph":"C"` events: a counter track per metric on each GPU's process
+/// (`pid` = the device, `name` = the track's name, the value in `args.value`), one sample per
+/// profiled kernel (`cat` `gpu_counter`) and one per PM sample (`cat` `gpu_pm_sample`, at the
+/// sample's start), placed as [`crate::counter_tracks`] says. Viewers draw them; the Kineto
+/// importer skips them (the CSV and Parquet tables are the exports to read values from).
 fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Result<()> {
+    use crate::counter_tracks::Source;
     let c = crate::counter_tracks::counter_timeline(t);
-    let names: Vec<Box<[u8]>> = c.tracks.iter().map(|&(_, m)| quoted(t.str(m))).collect();
+    let heads: Vec<Vec<u8>> = c
+        .tracks
+        .iter()
+        .map(|k| {
+            let cat: &[u8] = match k.source {
+                Source::Kernel => b"gpu_counter",
+                Source::PmSample => b"gpu_pm_sample",
+            };
+            let mut b = b"{\"ph\":\"C\",\"cat\":\"".to_vec();
+            b.extend_from_slice(cat);
+            b.extend_from_slice(b"\",\"name\":");
+            b.extend_from_slice(&quoted(&k.name(t)));
+            b.extend_from_slice(b",\"pid\":");
+            push_u64(&mut b, u64::from(k.device));
+            b
+        })
+        .collect();
     for s in &c.samples {
-        let device = c.tracks[s.track as usize].0;
         let b = ev.begin();
-        b.extend_from_slice(b"{\"ph\":\"C\",\"cat\":\"gpu_counter\",\"name\":");
-        b.extend_from_slice(&names[s.track as usize]);
-        b.extend_from_slice(b",\"pid\":");
-        push_u64(b, u64::from(device));
+        b.extend_from_slice(&heads[s.track as usize]);
         b.extend_from_slice(b",\"ts\":");
         push_us(b, s.at_ns);
         // Finite (NaN has no sample); Rust prints an f64 without an exponent: valid JSON.

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 20] = [
+const NATIVE: [&str; 21] = [
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -38,6 +38,7 @@ const NATIVE: [&str; 20] = [
     "spawn",
     "spawn_run_id",
     "sample_pm",
+    "torchrun_gloo",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
