@@ -7,12 +7,14 @@
 //! nanoseconds by integer arithmetic: the importer parses them back to the same nanoseconds.
 //! The mapping is documented in docs/FORMAT.md ("Exporting").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Write};
 
 use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
-use cutrace_trace::{ApiKind, ExportMeta, Ns, RangeDomain, SourceFormat, StrId, Trace, TraceMeta};
+use cutrace_trace::{
+    ApiKind, Collective, ExportMeta, Ns, RangeDomain, SourceFormat, StrId, Trace, TraceMeta,
+};
 
 use crate::rows::{copy_name, gpu_rows, sync_name, GpuRows};
 
@@ -273,6 +275,38 @@ fn arg(b: &mut Vec<u8>, key: &str, v: u64) {
     push_u64(b, v);
 }
 
+/// A communication kernel's collective ([`Trace::collectives`]) as the args torch's Kineto
+/// copies from `record_param_comms` onto the kernels it launched (`Collective name`, `Process
+/// Group Name`, `Process Group Description`, `Group size`, `Seq`, `In msg nelems`, `Out msg
+/// nelems`, `dtype`; each only when known), so that the Kineto importer, HTA and cutrace's job
+/// report read the collective back from the kernel itself.
+fn collective_args(b: &mut Vec<u8>, t: &Trace, c: &Collective) {
+    let text = |b: &mut Vec<u8>, key: &str, v: Option<StrId>| {
+        if let Some(v) = v {
+            b.extend_from_slice(b",\"");
+            b.extend_from_slice(key.as_bytes());
+            b.extend_from_slice(b"\":");
+            b.extend_from_slice(&quoted(t.str(v)));
+        }
+    };
+    text(b, "Collective name", Some(c.name));
+    text(b, "Process Group Name", c.group_name);
+    text(b, "Process Group Description", c.group_desc);
+    if let Some(n) = c.group_size {
+        arg(b, "Group size", u64::from(n));
+    }
+    if let Some(n) = c.seq {
+        arg(b, "Seq", n);
+    }
+    if let Some(n) = c.in_nelems {
+        arg(b, "In msg nelems", n);
+    }
+    if let Some(n) = c.out_nelems {
+        arg(b, "Out msg nelems", n);
+    }
+    text(b, "dtype", c.dtype);
+}
+
 /// `"args":{"device":…,"context":…,"stream":…,"correlation":…` (no closing brace).
 fn gpu_args(b: &mut Vec<u8>, device: u32, context: u32, stream: Option<u64>, correlation: u64) {
     b.extend_from_slice(b",\"args\":{\"device\":");
@@ -457,6 +491,56 @@ pub fn write_trace<W: Write>(w: &mut W, t: &mut Trace) -> io::Result<Written> {
     write_chrome(w, t, base)
 }
 
+/// torch.profiler's `distributedInfo` header for a trace that knows its rank, world size or
+/// backend ([`TraceMeta::distributed`]): `backend`, `rank`, `world_size`, `pg_count` and
+/// `pg_config` (each group's `pg_name`, `pg_desc`, `backend_config`, `pg_size`, `ranks`), and
+/// `nccl_version`, as torch 2.x writes them, each only when known. HTA and cutrace's own
+/// Kineto importer read the rank back from it. `local_rank` and the `cutrace record` run id have
+/// no place there and are not written.
+fn distributed_info(m: &TraceMeta) -> Option<serde_json::Value> {
+    use serde_json::{Map, Value};
+    let d = m.distributed.as_ref()?;
+    if d.rank.is_none() && d.world_size.is_none() && d.backend.is_none() {
+        return None;
+    }
+    let mut o = Map::new();
+    let put = |o: &mut Map<String, Value>, k: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            o.insert(k.into(), v);
+        }
+    };
+    put(&mut o, "backend", d.backend.clone().map(Value::from));
+    put(&mut o, "rank", d.rank.map(Value::from));
+    put(&mut o, "world_size", d.world_size.map(Value::from));
+    put(
+        &mut o,
+        "nccl_version",
+        d.nccl_version.clone().map(Value::from),
+    );
+    if !d.process_groups.is_empty() {
+        let groups: Vec<Value> = d
+            .process_groups
+            .iter()
+            .map(|g| {
+                let mut x = Map::new();
+                put(&mut x, "pg_name", g.name.clone().map(Value::from));
+                put(&mut x, "pg_desc", g.desc.clone().map(Value::from));
+                put(
+                    &mut x,
+                    "backend_config",
+                    g.backend_config.clone().map(Value::from),
+                );
+                put(&mut x, "pg_size", g.size.map(Value::from));
+                x.insert("ranks".into(), Value::from(g.ranks.clone()));
+                Value::Object(x)
+            })
+            .collect();
+        o.insert("pg_count".into(), Value::from(groups.len()));
+        o.insert("pg_config".into(), Value::Array(groups));
+    }
+    Some(Value::Object(o))
+}
+
 /// Writes `t` as Chrome Trace Event JSON (see the module doc). `t`'s times are relative to
 /// `base_ns` (see [`time_base`]), which the file carries as `baseTimeNanoseconds` and as the
 /// `"cutrace"` member's `time_base_ns`.
@@ -472,6 +556,10 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
     }
     if let Some(v) = m.cuda_driver_version {
         write!(w, ",\n\"cuda_driver_version\": {v}")?;
+    }
+    if let Some(d) = distributed_info(m) {
+        w.write_all(b",\n\"distributedInfo\": ")?;
+        serde_json::to_writer(&mut *w, &d).map_err(io::Error::other)?;
     }
     write!(w, ",\n\"baseTimeNanoseconds\": {base_ns}")?;
     w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
@@ -543,6 +631,11 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         }
     }
 
+    let collectives: HashMap<(u64, u32), &Collective> = t
+        .collectives
+        .iter()
+        .map(|c| ((c.correlation_id, c.device), c))
+        .collect();
     for (i, k) in t.kernels.iter().enumerate() {
         let (shown, mangled) = names.kernel(k.name);
         let tid = rows.tid(Some(k.stream), rows.kernels[i]);
@@ -575,6 +668,9 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         if let Some(m) = mangled {
             b.extend_from_slice(b",\"mangled\":");
             b.extend_from_slice(m);
+        }
+        if let Some(c) = collectives.get(&(k.correlation_id, k.device)) {
+            collective_args(b, t, c);
         }
         ev.end_gpu(
             attributed(k.correlation_id),

@@ -856,3 +856,68 @@ fn counters_become_counter_events_and_the_unavailable_one_is_left_out() {
         .iter()
         .all(|e| e["args"]["value"].as_f64().is_some_and(f64::is_finite)));
 }
+
+/// A rank's trace keeps its rank through the Chrome export (torch's `distributedInfo` header),
+/// and its collectives (the `record_param_comms` args on each NCCL kernel, as newer Kineto
+/// writes them) come back from cutrace's own importer as they were: rank 0 of the real torchrun
+/// job, with two of its kernels made NCCL kernels carrying a collective each.
+#[test]
+fn the_rank_and_the_collectives_survive_the_chrome_export() {
+    use cutrace_trace::Collective;
+    let dir = Dir::new("chrome-dist");
+    let mut t = load(&repo().join("tests/fixtures/native/torchrun_gloo/vm-623.cutrace"));
+    let d = t.meta.distributed.clone().expect("the rank's header");
+    assert_eq!((d.rank, d.world_size), (Some(0), Some(2)));
+    let mut id = |s: &str| {
+        t.strings.push(s.into());
+        (t.strings.len() - 1) as u32
+    };
+    let (nccl, allreduce, pg, desc, float) = (
+        id("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+        id("allreduce"),
+        id("0"),
+        id("default_pg"),
+        id("Float"),
+    );
+    let mut want = Vec::new();
+    for (i, seq) in [(3, 7), (9, 8)] {
+        t.kernels[i].name = nccl;
+        want.push(Collective {
+            correlation_id: t.kernels[i].correlation_id,
+            device: t.kernels[i].device,
+            name: allreduce,
+            group_name: Some(pg),
+            group_desc: Some(desc),
+            group_size: Some(2),
+            seq: Some(seq),
+            in_nelems: Some(262_144),
+            out_nelems: Some(262_144),
+            dtype: Some(float),
+        });
+    }
+    t.collectives = want.clone();
+    let original = t.clone();
+    let out = dir.path("t.json");
+    chrome::write_trace(&mut std::fs::File::create(&out).unwrap(), &mut t).unwrap();
+    let back = load(&out);
+    let b = back.meta.distributed.clone().expect("distributedInfo read back");
+    assert_eq!((b.rank, b.world_size), (d.rank, d.world_size));
+    let text = |t: &Trace, c: &Collective| {
+        format!(
+            "{} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            c.correlation_id,
+            c.device,
+            t.str(c.name),
+            c.group_name.map(|s| t.str(s)),
+            c.group_desc.map(|s| t.str(s)),
+            c.group_size,
+            c.seq,
+            c.in_nelems,
+            c.out_nelems,
+            c.dtype.map(|s| t.str(s))
+        )
+    };
+    let got: Vec<String> = back.collectives.iter().map(|c| text(&back, c)).collect();
+    let want: Vec<String> = want.iter().map(|c| text(&original, c)).collect();
+    assert_eq!(got, want);
+}
