@@ -900,7 +900,11 @@ fn the_rank_and_the_collectives_survive_the_chrome_export() {
     let out = dir.path("t.json");
     chrome::write_trace(&mut std::fs::File::create(&out).unwrap(), &mut t).unwrap();
     let back = load(&out);
-    let b = back.meta.distributed.clone().expect("distributedInfo read back");
+    let b = back
+        .meta
+        .distributed
+        .clone()
+        .expect("distributedInfo read back");
     assert_eq!((b.rank, b.world_size), (d.rank, d.world_size));
     let text = |t: &Trace, c: &Collective| {
         format!(
