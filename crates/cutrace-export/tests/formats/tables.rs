@@ -27,6 +27,7 @@ fn export_tables(src: &Path, dir: &Path) {
     let t = load(src);
     std::fs::create_dir_all(dir).unwrap();
     let meta = meta::meta_json_text(&t, false).unwrap();
+    std::fs::write(dir.join("meta.json"), &meta).unwrap();
     for name in tables::NAMES {
         let tb = tables::build(&t, name);
         let mut f = std::fs::File::create(dir.join(format!("{name}.csv"))).unwrap();
@@ -380,14 +381,18 @@ fn pm_samples_reach_their_table_with_nan_as_null() {
     assert!(tables::names_for(&t).contains(&tables::PM_SAMPLES));
     assert!(!tables::names_for(&Trace::default()).contains(&tables::PM_SAMPLES));
     t.pm_samples[3].value = f64::NAN;
-    let tb = tables::build(&t, tables::PM_SAMPLES);
+    // Every table of the trace and meta.json, as `convert --csv DIR --parquet DIR` writes them.
     let meta = meta::meta_json_text(&t, false).unwrap();
-    let mut f = std::fs::File::create(dir.path("pm_samples.csv")).unwrap();
-    csv::write(&mut f, &tb).unwrap();
-    f.flush().unwrap();
-    let mut f = std::fs::File::create(dir.path("pm_samples.parquet")).unwrap();
-    parquet::write(&mut f, &tb, &meta).unwrap();
-    f.flush().unwrap();
+    std::fs::write(dir.path("meta.json"), &meta).unwrap();
+    for name in tables::names_for(&t) {
+        let tb = tables::build(&t, name);
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
+        csv::write(&mut f, &tb).unwrap();
+        f.flush().unwrap();
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
+        parquet::write(&mut f, &tb, &meta).unwrap();
+        f.flush().unwrap();
+    }
 
     let rows = read_csv(&dir.path(""), "pm_samples");
     assert_eq!(rows.len(), t.pm_samples.len());
@@ -411,5 +416,5 @@ fn pm_samples_reach_their_table_with_nan_as_null() {
     let info = t.meta.pm_sampling.as_ref().unwrap();
     assert_eq!(m["pm_sampling"]["samples"], info.samples);
     assert_eq!(m["pm_sampling"]["interval_ns"], info.interval_ns);
-    pyarrow_agrees(&dir.path("pm_samples.parquet"), &dir.path("pm_samples.csv"));
+    pyarrow_agrees(&dir.path(""), &dir.path(""));
 }
