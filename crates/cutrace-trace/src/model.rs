@@ -768,6 +768,7 @@ impl Trace {
         both!(self.syncs);
         both!(self.ranges);
         both!(self.overheads);
+        both!(self.pm_samples);
         for m in self.marks.iter_mut() {
             m.ts_ns = f(m.ts_ns);
         }

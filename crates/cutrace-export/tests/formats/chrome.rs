@@ -244,7 +244,8 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
             .is_some_and(|k| !k.is_empty()));
         assert!(y.get("counters").is_none(), "{}", src.display());
     }
-    // PM samples (`cutrace sample`'s pm_sample records) are not in the Chrome export either.
+    // PM samples (`cutrace sample`'s pm_sample records) are drawn as "ph":"C" events too, which
+    // the importer skips likewise.
     if let Some(pm) = x.as_object_mut().and_then(|o| o.remove("pm_samples")) {
         assert!(pm["samples"].as_u64() > Some(0), "{}", src.display());
         assert!(y.get("pm_samples").is_none(), "{}", src.display());
@@ -855,6 +856,52 @@ fn counters_become_counter_events_and_the_unavailable_one_is_left_out() {
     assert!(c
         .iter()
         .all(|e| e["args"]["value"].as_f64().is_some_and(f64::is_finite)));
+}
+
+/// The real `cutrace sample` fixture's PM samples as "ph":"C" events: exactly one per available
+/// value, on the GPU's process, on the track `METRIC (PM sampling)`, at the sample's start,
+/// with the sample's value; a NaN value (one made here) has none.
+#[test]
+fn pm_samples_become_counter_events_at_their_start() {
+    let mut t = load(&repo().join("tests/fixtures/native/sample_pm"));
+    t.pm_samples[5].value = f64::NAN;
+    let mut want: Vec<(u64, String, u64, f64)> = t
+        .pm_samples
+        .iter()
+        .filter(|s| !s.value.is_nan())
+        .map(|s| {
+            let name = format!("{} (PM sampling)", t.str(s.metric));
+            (u64::from(s.device), name, s.start_ns, s.value)
+        })
+        .collect();
+    assert_eq!(want.len(), t.pm_samples.len() - 1);
+    let base = chrome::time_base(&t);
+    let mut out = Vec::new();
+    chrome::write_trace(&mut out, &mut t).unwrap();
+    let evs = events(&out);
+    let mut got: Vec<(u64, String, u64, f64)> = evs
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            assert_eq!(e["cat"], "gpu_pm_sample");
+            (
+                e["pid"].as_u64().unwrap(),
+                e["name"].as_str().unwrap().to_owned(),
+                ns(&e.ts) + base,
+                e["args"]["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let key = |x: &(u64, String, u64, f64)| (x.0, x.1.clone(), x.2);
+    want.sort_by_key(key);
+    got.sort_by_key(key);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(key(g), key(w));
+        // The text is the shortest that reads back the same double; serde_json's own parse
+        // may land one unit in the last place away.
+        assert!((g.3 - w.3).abs() <= w.3.abs() * 1e-15, "{g:?} {w:?}");
+    }
 }
 
 /// A rank's trace keeps its rank through the Chrome export (torch's `distributedInfo` header),
