@@ -492,53 +492,55 @@ pub fn write_trace<W: Write>(w: &mut W, t: &mut Trace) -> io::Result<Written> {
 }
 
 /// torch.profiler's `distributedInfo` header for a trace that knows its rank, world size or
-/// backend ([`TraceMeta::distributed`]): `backend`, `rank`, `world_size`, `pg_count` and
-/// `pg_config` (each group's `pg_name`, `pg_desc`, `backend_config`, `pg_size`, `ranks`), and
-/// `nccl_version`, as torch 2.x writes them, each only when known. HTA and cutrace's own
-/// Kineto importer read the rank back from it. `local_rank` and the `cutrace record` run id have
-/// no place there and are not written.
-fn distributed_info(m: &TraceMeta) -> Option<serde_json::Value> {
+/// backend ([`TraceMeta::distributed`]), as torch 2.x writes it: `backend`, `rank`,
+/// `world_size`, `pg_count` and `pg_config` (each group's `pg_name`, `pg_desc`,
+/// `backend_config`, `pg_size`, `ranks`), and `nccl_version`, each only when known, in that
+/// order, with `": "` between a key and its value. The spacing matters: HTA finds a file's rank
+/// with the pattern `"rank":\s+(\d+)`. cutrace's own Kineto importer reads it back.
+/// `local_rank` and the `cutrace record` run id have no place there and are not written.
+fn distributed_info(m: &TraceMeta) -> Option<String> {
     use serde_json::{Map, Value};
     let d = m.distributed.as_ref()?;
     if d.rank.is_none() && d.world_size.is_none() && d.backend.is_none() {
         return None;
     }
-    let mut o = Map::new();
-    let put = |o: &mut Map<String, Value>, k: &str, v: Option<Value>| {
+    let mut members: Vec<(&str, Value)> = Vec::new();
+    let mut put = |k: &'static str, v: Option<Value>| {
         if let Some(v) = v {
-            o.insert(k.into(), v);
+            members.push((k, v));
         }
     };
-    put(&mut o, "backend", d.backend.clone().map(Value::from));
-    put(&mut o, "rank", d.rank.map(Value::from));
-    put(&mut o, "world_size", d.world_size.map(Value::from));
-    put(
-        &mut o,
-        "nccl_version",
-        d.nccl_version.clone().map(Value::from),
-    );
+    put("backend", d.backend.clone().map(Value::from));
+    put("rank", d.rank.map(Value::from));
+    put("world_size", d.world_size.map(Value::from));
     if !d.process_groups.is_empty() {
         let groups: Vec<Value> = d
             .process_groups
             .iter()
             .map(|g| {
                 let mut x = Map::new();
-                put(&mut x, "pg_name", g.name.clone().map(Value::from));
-                put(&mut x, "pg_desc", g.desc.clone().map(Value::from));
-                put(
-                    &mut x,
-                    "backend_config",
-                    g.backend_config.clone().map(Value::from),
-                );
-                put(&mut x, "pg_size", g.size.map(Value::from));
+                let mut opt = |k: &str, v: Option<Value>| {
+                    if let Some(v) = v {
+                        x.insert(k.into(), v);
+                    }
+                };
+                opt("pg_name", g.name.clone().map(Value::from));
+                opt("pg_desc", g.desc.clone().map(Value::from));
+                opt("backend_config", g.backend_config.clone().map(Value::from));
+                opt("pg_size", g.size.map(Value::from));
                 x.insert("ranks".into(), Value::from(g.ranks.clone()));
                 Value::Object(x)
             })
             .collect();
-        o.insert("pg_count".into(), Value::from(groups.len()));
-        o.insert("pg_config".into(), Value::Array(groups));
+        put("pg_count", Some(Value::from(groups.len())));
+        put("pg_config", Some(Value::Array(groups)));
     }
-    Some(Value::Object(o))
+    put("nccl_version", d.nccl_version.clone().map(Value::from));
+    let body: Vec<String> = members
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect();
+    Some(format!("{{{}}}", body.join(", ")))
 }
 
 /// Writes `t` as Chrome Trace Event JSON (see the module doc). `t`'s times are relative to
@@ -558,8 +560,7 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         write!(w, ",\n\"cuda_driver_version\": {v}")?;
     }
     if let Some(d) = distributed_info(m) {
-        w.write_all(b",\n\"distributedInfo\": ")?;
-        serde_json::to_writer(&mut *w, &d).map_err(io::Error::other)?;
+        write!(w, ",\n\"distributedInfo\": {d}")?;
     }
     write!(w, ",\n\"baseTimeNanoseconds\": {base_ns}")?;
     w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;

@@ -946,6 +946,14 @@ fn the_rank_and_the_collectives_survive_the_chrome_export() {
     let original = t.clone();
     let out = dir.path("t.json");
     chrome::write_trace(&mut std::fs::File::create(&out).unwrap(), &mut t).unwrap();
+    // HTA finds a file's rank with the pattern `"rank":\s+(\d+)`, line by line: the header
+    // must have the space torch writes, on the first line that has a rank.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let first = text.lines().find(|l| l.contains("\"rank\":")).unwrap();
+    assert!(
+        first.contains("\"distributedInfo\": {\"rank\": 0, \"world_size\": 2"),
+        "{first}"
+    );
     let back = load(&out);
     let b = back
         .meta
