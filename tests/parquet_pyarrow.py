@@ -22,7 +22,7 @@ def expected_type(table, col):
     """The Arrow type each column must read as (the model's Rust type)."""
     if col in ("kind", "name", "domain", "nvtx_domain", "kernel", "metric"):
         return pa.string()
-    if table == "kernel_metrics" and col == "value":
+    if table in ("kernel_metrics", "pm_samples") and col == "value":
         return pa.float64()
     if col == "return_value":
         return pa.int32()
@@ -32,8 +32,11 @@ def expected_type(table, col):
 def main():
     pqdir, csvdir = sys.argv[1], sys.argv[2]
     meta = json.load(open(f"{pqdir}/meta.json"))
-    # kernel_metrics exists only for traces with hardware counters (`cutrace profile`).
-    extra = ["kernel_metrics"] if os.path.exists(f"{pqdir}/kernel_metrics.parquet") else []
+    # kernel_metrics exists only for traces with hardware counters (`cutrace profile`), and
+    # pm_samples only for traces with PM samples (`cutrace sample`).
+    extra = [
+        n for n in ("kernel_metrics", "pm_samples") if os.path.exists(f"{pqdir}/{n}.parquet")
+    ]
     for name in TABLES + extra:
         path = f"{pqdir}/{name}.parquet"
         t = pq.read_table(path)
@@ -48,8 +51,12 @@ def main():
             assert ty == expected_type(name, col), (name, col, ty)
             for i, v in enumerate(t.column(col).to_pylist()):
                 want = rows[i][j]
-                # Doubles as the CSV writes them: the shortest text that reads back the same.
-                got = "" if v is None else repr(v) if isinstance(v, float) else str(v)
+                if isinstance(v, float):
+                    # The CSV writes the shortest text that reads back the same double (Rust
+                    # spells an exponent `e-5` where Python writes `e-05`): compare the doubles.
+                    assert want != "" and float(want) == v, (name, col, i, v, want)
+                    continue
+                got = "" if v is None else str(v)
                 assert got == want, (name, col, i, got, want)
         assert json.loads(pq.read_metadata(path).metadata[b"cutrace.meta"]) == meta, name
         types = ", ".join(f"{f.name}:{f.type}" for f in t.schema)

@@ -12,7 +12,8 @@
 //! `(unsigned long)1` where torch.profiler's names (the C++ runtime's demangler) say `1ul`, so a
 //! native trace and a Kineto trace of one program would otherwise list every such kernel twice. A trace with lost data
 //! (incomplete, dropped records, orphans) is named in a caveat as well: its totals are lower
-//! bounds.
+//! bounds. Traces with hardware counters compare them per kernel name ([`crate::counters`]), and
+//! traces with PM samples compare their layers per GPU ([`crate::pm::pm_diff`]).
 
 use std::collections::BTreeMap;
 
@@ -56,6 +57,9 @@ pub struct Diff {
     /// Hardware counters per kernel name and metric, when either trace has them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub counters: Option<crate::counters::CountersDiff>,
+    /// PM-sample layers per GPU (window and idle gaps), when either trace has PM samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pm_samples: Option<crate::pm::PmDiff>,
 }
 
 /// The steps of both traces (see [`crate::steps`]).
@@ -286,6 +290,11 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         opts.top,
         match_key,
     );
+    let pm_samples = crate::pm::pm_diff(
+        base,
+        new,
+        (opts.base_window.as_ref(), opts.new_window.as_ref()),
+    );
     let (base, new) = (side(&rb, &ab), side(&rn, &an));
     let caveats = caveats(&base, &new, &rb, &rn, &devices);
     Ok(Diff {
@@ -304,6 +313,7 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         api,
         steps,
         counters,
+        pm_samples,
     })
 }
 

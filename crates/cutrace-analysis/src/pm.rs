@@ -312,6 +312,143 @@ impl Series {
     }
 }
 
+/// Two traces' PM-sample layers side by side (`cutrace diff`), when either trace has PM samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PmDiff {
+    /// What each side sampled and lost; null for a side without PM samples.
+    pub base: Option<PmSide>,
+    pub new: Option<PmSide>,
+    /// Every device either side sampled, by id.
+    pub devices: Vec<PmDeviceDiff>,
+}
+
+/// One side's sampling facts (as in its report's `pm_samples`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PmSide {
+    pub interval_ns: u64,
+    pub samples: u64,
+    pub samples_lost: u64,
+    pub values_unavailable: u64,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PmDeviceDiff {
+    pub device: u32,
+    /// First kernel start → last kernel end of each side.
+    pub window: LayersDiff,
+    /// The idle gaps of each side's window, together.
+    pub idle_gaps: LayersDiff,
+}
+
+/// Each layer's percentage on both sides; a side's value is null where that side has no such
+/// span (no kernels, no gaps) or no sample of the metric overlaps it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LayersDiff {
+    pub kernels_running_pct: LayerChange,
+    pub gpu_active_pct: LayerChange,
+    pub sm_active_pct: LayerChange,
+    pub tensor_active_pct: LayerChange,
+    pub dram_throughput_pct: LayerChange,
+    /// How much of each side's span samples cover: below 100, that side's layers rest on part
+    /// of it.
+    pub sampled_pct: LayerChange,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct LayerChange {
+    pub base: Option<f64>,
+    pub new: Option<f64>,
+    /// `new − base` in percentage points, when both have a value.
+    pub change_points: Option<f64>,
+}
+
+impl LayerChange {
+    fn of(base: Option<f64>, new: Option<f64>) -> LayerChange {
+        LayerChange {
+            base,
+            new,
+            change_points: base.zip(new).map(|(b, n)| n - b),
+        }
+    }
+}
+
+impl LayersDiff {
+    fn of(b: Option<&Layers>, n: Option<&Layers>) -> LayersDiff {
+        let pair =
+            |f: &dyn Fn(&Layers) -> Option<f64>| LayerChange::of(b.and_then(f), n.and_then(f));
+        LayersDiff {
+            kernels_running_pct: pair(&|l| Some(l.kernels_running_pct)),
+            gpu_active_pct: pair(&|l| l.gpu_active_pct),
+            sm_active_pct: pair(&|l| l.sm_active_pct),
+            tensor_active_pct: pair(&|l| l.tensor_active_pct),
+            dram_throughput_pct: pair(&|l| l.dram_throughput_pct),
+            sampled_pct: pair(&|l| Some(l.sampled_pct)),
+        }
+    }
+
+    /// The layers in the order the report gives them, with their names as the text shows them.
+    pub fn rows(&self) -> [(&'static str, &LayerChange); 6] {
+        [
+            ("kernels running", &self.kernels_running_pct),
+            ("GPU active", &self.gpu_active_pct),
+            ("SMs active", &self.sm_active_pct),
+            ("tensor pipes", &self.tensor_active_pct),
+            ("DRAM throughput", &self.dram_throughput_pct),
+            ("sampled", &self.sampled_pct),
+        ]
+    }
+}
+
+fn pm_side(r: &PmReport) -> PmSide {
+    PmSide {
+        interval_ns: r.interval_ns,
+        samples: r.samples,
+        samples_lost: r.samples_lost,
+        values_unavailable: r.values_unavailable,
+        error: r.error.clone(),
+    }
+}
+
+/// The PM-sample layers of `new` against `base`, each over its own time window; `None` when
+/// neither trace has PM samples.
+pub fn pm_diff(
+    base: &Trace,
+    new: &Trace,
+    windows: (Option<&Window>, Option<&Window>),
+) -> Option<PmDiff> {
+    let (b, n) = (pm_report(base, windows.0), pm_report(new, windows.1));
+    if b.is_none() && n.is_none() {
+        return None;
+    }
+    let mut by_dev: BTreeMap<u32, (Option<&PmDevice>, Option<&PmDevice>)> = BTreeMap::new();
+    for d in b.iter().flat_map(|r| &r.devices) {
+        by_dev.entry(d.device).or_default().0 = Some(d);
+    }
+    for d in n.iter().flat_map(|r| &r.devices) {
+        by_dev.entry(d.device).or_default().1 = Some(d);
+    }
+    let devices = by_dev
+        .into_iter()
+        .map(|(device, (x, y))| PmDeviceDiff {
+            device,
+            window: LayersDiff::of(
+                x.and_then(|d| d.window.as_ref()),
+                y.and_then(|d| d.window.as_ref()),
+            ),
+            idle_gaps: LayersDiff::of(
+                x.and_then(|d| d.idle_gaps.as_ref()),
+                y.and_then(|d| d.idle_gaps.as_ref()),
+            ),
+        })
+        .collect();
+    Some(PmDiff {
+        base: b.as_ref().map(pm_side),
+        new: n.as_ref().map(pm_side),
+        devices,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -408,5 +545,65 @@ mod tests {
     fn a_trace_without_samples_has_no_pm_report() {
         let t = Trace::default();
         assert!(pm_report(&t, None).is_none());
+    }
+
+    #[test]
+    fn a_diff_puts_each_layer_of_both_traces_side_by_side() {
+        let base = trace();
+        // The new run's SMs are half as active while its kernels run.
+        let mut new = trace();
+        for s in new
+            .pm_samples
+            .iter_mut()
+            .filter(|s| s.metric == 1 && s.value == 100.0)
+        {
+            s.value = 50.0;
+        }
+        let d = pm_diff(&base, &new, (None, None)).unwrap();
+        assert_eq!(d.devices.len(), 1);
+        let w = &d.devices[0].window;
+        let (b, n) = (
+            pm_report(&base, None).unwrap().devices[0]
+                .window
+                .clone()
+                .unwrap(),
+            pm_report(&new, None).unwrap().devices[0]
+                .window
+                .clone()
+                .unwrap(),
+        );
+        assert_eq!(w.sm_active_pct.base, b.sm_active_pct);
+        assert_eq!(w.sm_active_pct.new, n.sm_active_pct);
+        let change = w.sm_active_pct.change_points.unwrap();
+        assert!((change - (n.sm_active_pct.unwrap() - b.sm_active_pct.unwrap())).abs() < 1e-12);
+        assert!(change < -20.0, "{change}");
+        assert_eq!(w.kernels_running_pct.change_points, Some(0.0));
+        // Not sampled: null on both sides, no change.
+        assert_eq!(
+            w.tensor_active_pct,
+            LayerChange {
+                base: None,
+                new: None,
+                change_points: None
+            }
+        );
+        // Idle gaps: the SMs were idle in both.
+        assert_eq!(
+            d.devices[0].idle_gaps.sm_active_pct.change_points,
+            Some(0.0)
+        );
+        assert_eq!(d.base.as_ref().unwrap().samples, 8);
+
+        // One side without PM samples: its values are null.
+        let plain = Trace {
+            kernels: base.kernels.clone(),
+            strings: base.strings.clone(),
+            ..Trace::default()
+        };
+        let d = pm_diff(&plain, &new, (None, None)).unwrap();
+        assert!(d.base.is_none());
+        assert_eq!(d.devices[0].window.sm_active_pct.base, None);
+        assert_eq!(d.devices[0].window.sm_active_pct.change_points, None);
+        assert!(pm_diff(&plain, &plain, (None, None)).is_none());
     }
 }

@@ -7,12 +7,14 @@
 //! nanoseconds by integer arithmetic: the importer parses them back to the same nanoseconds.
 //! The mapping is documented in docs/FORMAT.md ("Exporting").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Write};
 
 use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
-use cutrace_trace::{ApiKind, ExportMeta, Ns, RangeDomain, SourceFormat, StrId, Trace, TraceMeta};
+use cutrace_trace::{
+    ApiKind, Collective, ExportMeta, Ns, RangeDomain, SourceFormat, StrId, Trace, TraceMeta,
+};
 
 use crate::rows::{copy_name, gpu_rows, sync_name, GpuRows};
 
@@ -273,6 +275,38 @@ fn arg(b: &mut Vec<u8>, key: &str, v: u64) {
     push_u64(b, v);
 }
 
+/// A communication kernel's collective ([`Trace::collectives`]) as the args torch's Kineto
+/// copies from `record_param_comms` onto the kernels it launched (`Collective name`, `Process
+/// Group Name`, `Process Group Description`, `Group size`, `Seq`, `In msg nelems`, `Out msg
+/// nelems`, `dtype`; each only when known), so that the Kineto importer, HTA and cutrace's job
+/// report read the collective back from the kernel itself.
+fn collective_args(b: &mut Vec<u8>, t: &Trace, c: &Collective) {
+    let text = |b: &mut Vec<u8>, key: &str, v: Option<StrId>| {
+        if let Some(v) = v {
+            b.extend_from_slice(b",\"");
+            b.extend_from_slice(key.as_bytes());
+            b.extend_from_slice(b"\":");
+            b.extend_from_slice(&quoted(t.str(v)));
+        }
+    };
+    text(b, "Collective name", Some(c.name));
+    text(b, "Process Group Name", c.group_name);
+    text(b, "Process Group Description", c.group_desc);
+    if let Some(n) = c.group_size {
+        arg(b, "Group size", u64::from(n));
+    }
+    if let Some(n) = c.seq {
+        arg(b, "Seq", n);
+    }
+    if let Some(n) = c.in_nelems {
+        arg(b, "In msg nelems", n);
+    }
+    if let Some(n) = c.out_nelems {
+        arg(b, "Out msg nelems", n);
+    }
+    text(b, "dtype", c.dtype);
+}
+
 /// `"args":{"device":…,"context":…,"stream":…,"correlation":…` (no closing brace).
 fn gpu_args(b: &mut Vec<u8>, device: u32, context: u32, stream: Option<u64>, correlation: u64) {
     b.extend_from_slice(b",\"args\":{\"device\":");
@@ -457,6 +491,58 @@ pub fn write_trace<W: Write>(w: &mut W, t: &mut Trace) -> io::Result<Written> {
     write_chrome(w, t, base)
 }
 
+/// torch.profiler's `distributedInfo` header for a trace that knows its rank, world size or
+/// backend ([`TraceMeta::distributed`]), as torch 2.x writes it: `backend`, `rank`,
+/// `world_size`, `pg_count` and `pg_config` (each group's `pg_name`, `pg_desc`,
+/// `backend_config`, `pg_size`, `ranks`), and `nccl_version`, each only when known, in that
+/// order, with `": "` between a key and its value. The spacing matters: HTA finds a file's rank
+/// with the pattern `"rank":\s+(\d+)`. cutrace's own Kineto importer reads it back.
+/// `local_rank` and the `cutrace record` run id have no place there and are not written.
+fn distributed_info(m: &TraceMeta) -> Option<String> {
+    use serde_json::{Map, Value};
+    let d = m.distributed.as_ref()?;
+    if d.rank.is_none() && d.world_size.is_none() && d.backend.is_none() {
+        return None;
+    }
+    let mut members: Vec<(&str, Value)> = Vec::new();
+    let mut put = |k: &'static str, v: Option<Value>| {
+        if let Some(v) = v {
+            members.push((k, v));
+        }
+    };
+    put("backend", d.backend.clone().map(Value::from));
+    put("rank", d.rank.map(Value::from));
+    put("world_size", d.world_size.map(Value::from));
+    if !d.process_groups.is_empty() {
+        let groups: Vec<Value> = d
+            .process_groups
+            .iter()
+            .map(|g| {
+                let mut x = Map::new();
+                let mut opt = |k: &str, v: Option<Value>| {
+                    if let Some(v) = v {
+                        x.insert(k.into(), v);
+                    }
+                };
+                opt("pg_name", g.name.clone().map(Value::from));
+                opt("pg_desc", g.desc.clone().map(Value::from));
+                opt("backend_config", g.backend_config.clone().map(Value::from));
+                opt("pg_size", g.size.map(Value::from));
+                x.insert("ranks".into(), Value::from(g.ranks.clone()));
+                Value::Object(x)
+            })
+            .collect();
+        put("pg_count", Some(Value::from(groups.len())));
+        put("pg_config", Some(Value::Array(groups)));
+    }
+    put("nccl_version", d.nccl_version.clone().map(Value::from));
+    let body: Vec<String> = members
+        .iter()
+        .map(|(k, v)| format!("\"{k}\": {v}"))
+        .collect();
+    Some(format!("{{{}}}", body.join(", ")))
+}
+
 /// Writes `t` as Chrome Trace Event JSON (see the module doc). `t`'s times are relative to
 /// `base_ns` (see [`time_base`]), which the file carries as `baseTimeNanoseconds` and as the
 /// `"cutrace"` member's `time_base_ns`.
@@ -472,6 +558,9 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
     }
     if let Some(v) = m.cuda_driver_version {
         write!(w, ",\n\"cuda_driver_version\": {v}")?;
+    }
+    if let Some(d) = distributed_info(m) {
+        write!(w, ",\n\"distributedInfo\": {d}")?;
     }
     write!(w, ",\n\"baseTimeNanoseconds\": {base_ns}")?;
     w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
@@ -543,6 +632,11 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         }
     }
 
+    let collectives: HashMap<(u64, u32), &Collective> = t
+        .collectives
+        .iter()
+        .map(|c| ((c.correlation_id, c.device), c))
+        .collect();
     for (i, k) in t.kernels.iter().enumerate() {
         let (shown, mangled) = names.kernel(k.name);
         let tid = rows.tid(Some(k.stream), rows.kernels[i]);
@@ -575,6 +669,9 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         if let Some(m) = mangled {
             b.extend_from_slice(b",\"mangled\":");
             b.extend_from_slice(m);
+        }
+        if let Some(c) = collectives.get(&(k.correlation_id, k.device)) {
+            collective_args(b, t, c);
         }
         ev.end_gpu(
             attributed(k.correlation_id),
@@ -751,20 +848,34 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
     })
 }
 
-/// Hardware counters (`cutrace profile`) as `"ph":"C"` events: a counter track per metric on
-/// each GPU's process (`pid` = the device, `name` = the metric, the value in `args.value`), one
-/// sample per profiled kernel, placed as [`crate::counter_tracks`] says. Viewers draw them; the
-/// Kineto importer skips them (the CSV and Parquet tables are the exports to read values from).
+/// Hardware counters as `"ph":"C"` events: a counter track per metric on each GPU's process
+/// (`pid` = the device, `name` = the track's name, the value in `args.value`), one sample per
+/// profiled kernel (`cat` `gpu_counter`) and one per PM sample (`cat` `gpu_pm_sample`, at the
+/// sample's start), placed as [`crate::counter_tracks`] says. Viewers draw them; the Kineto
+/// importer skips them (the CSV and Parquet tables are the exports to read values from).
 fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Result<()> {
+    use crate::counter_tracks::Source;
     let c = crate::counter_tracks::counter_timeline(t);
-    let names: Vec<Box<[u8]>> = c.tracks.iter().map(|&(_, m)| quoted(t.str(m))).collect();
+    let heads: Vec<Vec<u8>> = c
+        .tracks
+        .iter()
+        .map(|k| {
+            let cat: &[u8] = match k.source {
+                Source::Kernel => b"gpu_counter",
+                Source::PmSample => b"gpu_pm_sample",
+            };
+            let mut b = b"{\"ph\":\"C\",\"cat\":\"".to_vec();
+            b.extend_from_slice(cat);
+            b.extend_from_slice(b"\",\"name\":");
+            b.extend_from_slice(&quoted(&k.name(t)));
+            b.extend_from_slice(b",\"pid\":");
+            push_u64(&mut b, u64::from(k.device));
+            b
+        })
+        .collect();
     for s in &c.samples {
-        let device = c.tracks[s.track as usize].0;
         let b = ev.begin();
-        b.extend_from_slice(b"{\"ph\":\"C\",\"cat\":\"gpu_counter\",\"name\":");
-        b.extend_from_slice(&names[s.track as usize]);
-        b.extend_from_slice(b",\"pid\":");
-        push_u64(b, u64::from(device));
+        b.extend_from_slice(&heads[s.track as usize]);
         b.extend_from_slice(b",\"ts\":");
         push_us(b, s.at_ns);
         // Finite (NaN has no sample); Rust prints an f64 without an exponent: valid JSON.

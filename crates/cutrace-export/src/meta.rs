@@ -1,5 +1,6 @@
 //! `meta.json` of `cutrace convert --csv/--parquet`: the trace's [`ExportMeta`] with the members
-//! only that file carries (source paths, versions, devices, skipped events, every part's header).
+//! only that file carries (source paths, versions, devices, skipped events, every part's header),
+//! and, for a `cutrace sample` trace, how its PM samples were collected (`pm_sampling`).
 
 use cutrace_trace::{ExportMeta, Header, Trace};
 
@@ -27,9 +28,16 @@ pub fn meta_json(t: &Trace, with_cmdline: bool) -> ExportMeta {
     }
 }
 
-/// `meta.json`'s text: indented JSON, members in sorted order (as every cutrace JSON file).
+/// `meta.json`'s text: indented JSON, members in sorted order (as every cutrace JSON file). A
+/// trace with PM samples adds `pm_sampling`: [`cutrace_trace::PmSamplingInfo`] (metrics,
+/// interval, devices, and every count of what was lost), so the `pm_samples` table's readers
+/// know what the rows are and what they lack.
 pub fn meta_json_text(t: &Trace, with_cmdline: bool) -> serde_json::Result<String> {
-    serde_json::to_string_pretty(&serde_json::to_value(meta_json(t, with_cmdline))?)
+    let mut v = serde_json::to_value(meta_json(t, with_cmdline))?;
+    if let (Some(p), Some(o)) = (&t.meta.pm_sampling, v.as_object_mut()) {
+        o.insert("pm_sampling".into(), serde_json::to_value(p)?);
+    }
+    serde_json::to_string_pretty(&v)
 }
 
 #[cfg(test)]
@@ -49,5 +57,30 @@ mod tests {
         });
         assert!(!meta_json_text(&t, false).unwrap().contains("s3cret"));
         assert!(meta_json_text(&t, true).unwrap().contains("--token=s3cret"));
+    }
+
+    #[test]
+    fn the_sampling_facts_are_written_for_a_sampled_trace_only() {
+        let mut t = Trace::default();
+        let v: serde_json::Value =
+            serde_json::from_str(&meta_json_text(&t, false).unwrap()).unwrap();
+        assert!(v.get("pm_sampling").is_none());
+        t.meta.pm_sampling = Some(cutrace_trace::PmSamplingInfo {
+            metrics: vec!["gr__cycles_active.avg".into()],
+            interval_ns: 2_000_000,
+            devices: vec![0],
+            samples: 40,
+            samples_lost: 3,
+            ..Default::default()
+        });
+        let v: serde_json::Value =
+            serde_json::from_str(&meta_json_text(&t, false).unwrap()).unwrap();
+        let p = &v["pm_sampling"];
+        assert_eq!(p["metrics"][0], "gr__cycles_active.avg");
+        assert_eq!(
+            (p["interval_ns"].as_u64(), p["samples"].as_u64()),
+            (Some(2_000_000), Some(40))
+        );
+        assert_eq!(p["samples_lost"], 3);
     }
 }

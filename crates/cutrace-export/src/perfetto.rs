@@ -1058,8 +1058,9 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     })
 }
 
-/// The counter tracks of a `cutrace profile` trace ([`crate::counter_tracks`]): one per metric
-/// per GPU, a child of the GPU's track after its stream rows, named after the metric. Returns
+/// The counter tracks of a `cutrace profile` or `cutrace sample` trace
+/// ([`crate::counter_tracks`]): one per metric per GPU and source, a child of the GPU's track
+/// after its stream rows, named as [`crate::counter_tracks::Track::name`] says. Returns
 /// each one's uuid (after every other track's).
 fn write_counter_tracks<W: Write>(
     wr: &mut Writer<'_, W>,
@@ -1068,15 +1069,16 @@ fn write_counter_tracks<W: Write>(
 ) -> io::Result<Vec<u64>> {
     let mut uuids = Vec::with_capacity(c.tracks.len());
     let mut rank: HashMap<u64, i64> = HashMap::default();
-    for (i, &(device, metric)) in c.tracks.iter().enumerate() {
+    for (i, k) in c.tracks.iter().enumerate() {
+        let device = k.device;
         let uuid = tracks.list.len() as u64 + 1 + i as u64;
         let parent = tracks
             .by_key
             .get(&(0, u64::from(device), 0, 0))
             .map(|&r| tracks.list[r as usize].uuid);
         let name = match parent {
-            Some(_) => wr.t.str(metric).to_owned(),
-            None => format!("GPU {device}: {}", wr.t.str(metric)),
+            Some(_) => k.name(wr.t),
+            None => format!("GPU {device}: {}", k.name(wr.t)),
         };
         let mut p = Vec::new();
         uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);

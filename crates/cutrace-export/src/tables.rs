@@ -121,8 +121,11 @@ pub const NAMES: [&str; 8] = [
 /// have counters, so other traces' exports keep exactly the files they had.
 pub const COUNTERS: &str = "kernel_metrics";
 
-/// Every table a trace may be exported to, [`NAMES`] then [`COUNTERS`].
-pub const ALL_NAMES: [&str; 9] = [
+/// The table of PM samples (`cutrace sample`), written only for traces that have them.
+pub const PM_SAMPLES: &str = "pm_samples";
+
+/// Every table a trace may be exported to, [`NAMES`] then [`COUNTERS`] and [`PM_SAMPLES`].
+pub const ALL_NAMES: [&str; 10] = [
     "kernels",
     "api_calls",
     "memcpys",
@@ -132,14 +135,32 @@ pub const ALL_NAMES: [&str; 9] = [
     "marks",
     "overheads",
     COUNTERS,
+    PM_SAMPLES,
 ];
 
-/// The tables `t` is exported to: [`NAMES`], and [`COUNTERS`] when it has counters.
+/// [`NAMES`] and [`PM_SAMPLES`], for a trace with PM samples and no per-kernel counters.
+const WITH_PM: [&str; 9] = [
+    "kernels",
+    "api_calls",
+    "memcpys",
+    "memsets",
+    "syncs",
+    "ranges",
+    "marks",
+    "overheads",
+    PM_SAMPLES,
+];
+
+/// The tables `t` is exported to: [`NAMES`], [`COUNTERS`] when it has counters, and
+/// [`PM_SAMPLES`] when it has PM samples (or says it was sampled).
 pub fn names_for(t: &Trace) -> &'static [&'static str] {
-    if t.kernel_metrics.is_empty() && t.meta.counters.is_none() {
-        &ALL_NAMES[..NAMES.len()]
-    } else {
-        &ALL_NAMES
+    let counters = !t.kernel_metrics.is_empty() || t.meta.counters.is_some();
+    let pm = !t.pm_samples.is_empty() || t.meta.pm_sampling.is_some();
+    match (counters, pm) {
+        (false, false) => &ALL_NAMES[..NAMES.len()],
+        (true, false) => &ALL_NAMES[..NAMES.len() + 1],
+        (false, true) => &WITH_PM,
+        (true, true) => &ALL_NAMES,
     }
 }
 
@@ -321,6 +342,20 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
                     .then_some(r.value)),
             ]
         }
+        PM_SAMPLES => {
+            let p = &t.pm_samples;
+            vec![
+                col!(p, U64, "start_ns", |r| r.start_ns),
+                col!(p, U64, "end_ns", |r| r.end_ns),
+                col!(p, U32, "device", |r| r.device),
+                col!(p, U32, "process", |r| r.process),
+                col!(p, Str, "metric", |r| s(r.metric)),
+                // The sample's value over [start_ns, end_ns); null where it could not be
+                // evaluated: never 0.
+                col!(p, OptF64, "value", |r| (!r.value.is_nan())
+                    .then_some(r.value)),
+            ]
+        }
         other => unreachable!("no table named {other}"),
     };
     let rows = match name {
@@ -332,6 +367,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         "ranges" => t.ranges.len(),
         "marks" => t.marks.len(),
         "overheads" => t.overheads.len(),
+        PM_SAMPLES => t.pm_samples.len(),
         _ => t.kernel_metrics.len(),
     };
     Table {

@@ -768,6 +768,7 @@ impl Trace {
         both!(self.syncs);
         both!(self.ranges);
         both!(self.overheads);
+        both!(self.pm_samples);
         for m in self.marks.iter_mut() {
             m.ts_ns = f(m.ts_ns);
         }
@@ -971,6 +972,10 @@ pub struct ExportMeta {
     /// header had; `notes` above has them all).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parts: Option<Vec<Header>>,
+    /// [`TraceMeta::distributed`] whole: torch's `distributedInfo` header (which the Chrome
+    /// export also writes, for HTA) has no place for the local rank or the run id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distributed: Option<Distributed>,
 }
 
 fn complete_unless_said() -> bool {
@@ -989,6 +994,7 @@ impl ExportMeta {
             host: m.host.clone(),
             pid: m.pid,
             notes: m.notes.clone(),
+            distributed: m.distributed.clone(),
             ..ExportMeta::default()
         }
     }
@@ -1023,6 +1029,9 @@ impl ExportMeta {
         }
         if let Some(ids) = &self.id_parts {
             m.id_parts = ids.clone();
+        }
+        if self.distributed.is_some() {
+            m.distributed = self.distributed.clone();
         }
     }
 }

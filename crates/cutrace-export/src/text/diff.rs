@@ -109,6 +109,9 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     if let Some(c) = &d.counters {
         super::counters::render_diff(o, c);
     }
+    if let Some(p) = &d.pm_samples {
+        super::diff_pm::render_diff(o, p);
+    }
 }
 
 fn render_device(

@@ -3,6 +3,7 @@
 
 pub mod counters;
 pub mod diff;
+mod diff_pm;
 pub mod job;
 pub mod pm;
 pub mod report;

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 20] = [
+const NATIVE: [&str; 21] = [
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -38,6 +38,7 @@ const NATIVE: [&str; 20] = [
     "spawn",
     "spawn_run_id",
     "sample_pm",
+    "torchrun_gloo",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
@@ -243,7 +244,8 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
             .is_some_and(|k| !k.is_empty()));
         assert!(y.get("counters").is_none(), "{}", src.display());
     }
-    // PM samples (`cutrace sample`'s pm_sample records) are not in the Chrome export either.
+    // PM samples (`cutrace sample`'s pm_sample records) are drawn as "ph":"C" events too, which
+    // the importer skips likewise.
     if let Some(pm) = x.as_object_mut().and_then(|o| o.remove("pm_samples")) {
         assert!(pm["samples"].as_u64() > Some(0), "{}", src.display());
         assert!(y.get("pm_samples").is_none(), "{}", src.display());
@@ -854,4 +856,127 @@ fn counters_become_counter_events_and_the_unavailable_one_is_left_out() {
     assert!(c
         .iter()
         .all(|e| e["args"]["value"].as_f64().is_some_and(f64::is_finite)));
+}
+
+/// The real `cutrace sample` fixture's PM samples as "ph":"C" events: exactly one per available
+/// value, on the GPU's process, on the track `METRIC (PM sampling)`, at the sample's start,
+/// with the sample's value; a NaN value (one made here) has none.
+#[test]
+fn pm_samples_become_counter_events_at_their_start() {
+    let mut t = load(&repo().join("tests/fixtures/native/sample_pm"));
+    t.pm_samples[5].value = f64::NAN;
+    let mut want: Vec<(u64, String, u64, f64)> = t
+        .pm_samples
+        .iter()
+        .filter(|s| !s.value.is_nan())
+        .map(|s| {
+            let name = format!("{} (PM sampling)", t.str(s.metric));
+            (u64::from(s.device), name, s.start_ns, s.value)
+        })
+        .collect();
+    assert_eq!(want.len(), t.pm_samples.len() - 1);
+    let base = chrome::time_base(&t);
+    let mut out = Vec::new();
+    chrome::write_trace(&mut out, &mut t).unwrap();
+    let evs = events(&out);
+    let mut got: Vec<(u64, String, u64, f64)> = evs
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .map(|e| {
+            assert_eq!(e["cat"], "gpu_pm_sample");
+            (
+                e["pid"].as_u64().unwrap(),
+                e["name"].as_str().unwrap().to_owned(),
+                ns(&e.ts) + base,
+                e["args"]["value"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    let key = |x: &(u64, String, u64, f64)| (x.0, x.1.clone(), x.2);
+    want.sort_by_key(key);
+    got.sort_by_key(key);
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(key(g), key(w));
+        // The text is the shortest that reads back the same double; serde_json's own parse
+        // may land one unit in the last place away.
+        assert!((g.3 - w.3).abs() <= w.3.abs() * 1e-15, "{g:?} {w:?}");
+    }
+}
+
+/// A rank's trace keeps its rank through the Chrome export (torch's `distributedInfo` header),
+/// and its collectives (the `record_param_comms` args on each NCCL kernel, as newer Kineto
+/// writes them) come back from cutrace's own importer as they were: rank 0 of the real torchrun
+/// job, with two of its kernels made NCCL kernels carrying a collective each.
+#[test]
+fn the_rank_and_the_collectives_survive_the_chrome_export() {
+    use cutrace_trace::Collective;
+    let dir = Dir::new("chrome-dist");
+    let mut t = load(&repo().join("tests/fixtures/native/torchrun_gloo/vm-623.cutrace"));
+    let d = t.meta.distributed.clone().expect("the rank's header");
+    assert_eq!((d.rank, d.world_size), (Some(0), Some(2)));
+    let mut id = |s: &str| {
+        t.strings.push(s.into());
+        (t.strings.len() - 1) as u32
+    };
+    let (nccl, allreduce, pg, desc, float) = (
+        id("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"),
+        id("allreduce"),
+        id("0"),
+        id("default_pg"),
+        id("Float"),
+    );
+    let mut want = Vec::new();
+    for (i, seq) in [(3, 7), (9, 8)] {
+        t.kernels[i].name = nccl;
+        want.push(Collective {
+            correlation_id: t.kernels[i].correlation_id,
+            device: t.kernels[i].device,
+            name: allreduce,
+            group_name: Some(pg),
+            group_desc: Some(desc),
+            group_size: Some(2),
+            seq: Some(seq),
+            in_nelems: Some(262_144),
+            out_nelems: Some(262_144),
+            dtype: Some(float),
+        });
+    }
+    t.collectives = want.clone();
+    let original = t.clone();
+    let out = dir.path("t.json");
+    chrome::write_trace(&mut std::fs::File::create(&out).unwrap(), &mut t).unwrap();
+    // HTA finds a file's rank with the pattern `"rank":\s+(\d+)`, line by line: the header
+    // must have the space torch writes, on the first line that has a rank.
+    let text = std::fs::read_to_string(&out).unwrap();
+    let first = text.lines().find(|l| l.contains("\"rank\":")).unwrap();
+    assert!(
+        first.contains("\"distributedInfo\": {\"rank\": 0, \"world_size\": 2"),
+        "{first}"
+    );
+    let back = load(&out);
+    let b = back
+        .meta
+        .distributed
+        .clone()
+        .expect("distributedInfo read back");
+    assert_eq!((b.rank, b.world_size), (d.rank, d.world_size));
+    let text = |t: &Trace, c: &Collective| {
+        format!(
+            "{} {} {} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
+            c.correlation_id,
+            c.device,
+            t.str(c.name),
+            c.group_name.map(|s| t.str(s)),
+            c.group_desc.map(|s| t.str(s)),
+            c.group_size,
+            c.seq,
+            c.in_nelems,
+            c.out_nelems,
+            c.dtype.map(|s| t.str(s))
+        )
+    };
+    let got: Vec<String> = back.collectives.iter().map(|c| text(&back, c)).collect();
+    let want: Vec<String> = want.iter().map(|c| text(&original, c)).collect();
+    assert_eq!(got, want);
 }

@@ -479,7 +479,8 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
 
 /// Hardware counters: every available value of a profiled kernel on the counter track of its
 /// metric under its GPU, at the kernel's start, or at its launch call's start when CUPTI wrote
-/// no timestamps for it; NaN values have none.
+/// no timestamps for it; NaN values have none. PM samples: every available value on the track
+/// `METRIC (PM sampling)` under its GPU, at the sample's start.
 fn check_counters(src: &str, d: &Decoded, t: &Trace) {
     let index = cutrace_analysis::correlate::ApiIndex::build(&t.api_calls);
     let mut want: Vec<(String, String, u64, u64)> = Vec::new();
@@ -509,6 +510,14 @@ fn check_counters(src: &str, d: &Decoded, t: &Trace) {
             m.value.to_bits(),
         ));
     }
+    for p in t.pm_samples.iter().filter(|p| !p.value.is_nan()) {
+        want.push((
+            format!("GPU {}", p.device),
+            format!("{} (PM sampling)", t.str(p.metric)),
+            p.start_ns,
+            p.value.to_bits(),
+        ));
+    }
     let mut got: Vec<(String, String, u64, u64)> = d
         .counters
         .iter()
@@ -530,9 +539,12 @@ fn check_counters(src: &str, d: &Decoded, t: &Trace) {
         .collect();
     pairs.sort_unstable();
     pairs.dedup();
+    let mut pm_pairs: Vec<(u32, u32)> = t.pm_samples.iter().map(|m| (m.device, m.metric)).collect();
+    pm_pairs.sort_unstable();
+    pm_pairs.dedup();
     assert_eq!(
         tracks,
-        pairs.len(),
+        pairs.len() + pm_pairs.len(),
         "{src}: one counter track per metric per GPU"
     );
 }

@@ -27,6 +27,7 @@ fn export_tables(src: &Path, dir: &Path) {
     let t = load(src);
     std::fs::create_dir_all(dir).unwrap();
     let meta = meta::meta_json_text(&t, false).unwrap();
+    std::fs::write(dir.join("meta.json"), &meta).unwrap();
     for name in tables::NAMES {
         let tb = tables::build(&t, name);
         let mut f = std::fs::File::create(dir.join(format!("{name}.csv"))).unwrap();
@@ -366,4 +367,54 @@ fn gpu_tables_name_the_process_of_each_row_also_in_a_merged_trace() {
     let kernels = read_csv(&k, "kernels");
     assert_eq!(kernels.len(), 10);
     assert!(kernels.iter().all(|r| r["pid"].is_empty()), "{kernels:?}");
+}
+
+/// The PM samples of the real `cutrace sample` fixture (one NaN value added) reach the
+/// `pm_samples` table row for row, the NaN as an empty field; `names_for` lists the table for
+/// this trace only, and meta.json carries the sampling facts; pyarrow reads the Parquet file to
+/// the CSV's values.
+#[test]
+fn pm_samples_reach_their_table_with_nan_as_null() {
+    let dir = Dir::new("tables-pm");
+    let mut t = load(&repo().join("tests/fixtures/native/sample_pm"));
+    assert!(!tables::names_for(&t).contains(&tables::COUNTERS));
+    assert!(tables::names_for(&t).contains(&tables::PM_SAMPLES));
+    assert!(!tables::names_for(&Trace::default()).contains(&tables::PM_SAMPLES));
+    t.pm_samples[3].value = f64::NAN;
+    // Every table of the trace and meta.json, as `convert --csv DIR --parquet DIR` writes them.
+    let meta = meta::meta_json_text(&t, false).unwrap();
+    std::fs::write(dir.path("meta.json"), &meta).unwrap();
+    for name in tables::names_for(&t) {
+        let tb = tables::build(&t, name);
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
+        csv::write(&mut f, &tb).unwrap();
+        f.flush().unwrap();
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
+        parquet::write(&mut f, &tb, &meta).unwrap();
+        f.flush().unwrap();
+    }
+
+    let rows = read_csv(&dir.path(""), "pm_samples");
+    assert_eq!(rows.len(), t.pm_samples.len());
+    assert!(rows.len() > 100);
+    for (r, s) in rows.iter().zip(&t.pm_samples) {
+        assert_eq!(r["start_ns"], s.start_ns.to_string());
+        assert_eq!(r["end_ns"], s.end_ns.to_string());
+        assert_eq!(r["device"], s.device.to_string());
+        assert_eq!(r["metric"], t.str(s.metric));
+        if s.value.is_nan() {
+            assert_eq!(r["value"], "");
+        } else {
+            assert_eq!(
+                r["value"].parse::<f64>().unwrap().to_bits(),
+                s.value.to_bits()
+            );
+        }
+    }
+    assert_eq!(rows[3]["value"], "");
+    let m: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    let info = t.meta.pm_sampling.as_ref().unwrap();
+    assert_eq!(m["pm_sampling"]["samples"], info.samples);
+    assert_eq!(m["pm_sampling"]["interval_ns"], info.interval_ns);
+    pyarrow_agrees(&dir.path(""), &dir.path(""));
 }

@@ -285,7 +285,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
                 " (the trace is INCOMPLETE: this is what was recovered)"
             }
         );
-        if let Some(s) = counter_timeline(&t).summary(".pftrace") {
+        for s in counter_timeline(&t).summary(".pftrace") {
             eprintln!("cutrace: {s}");
         }
     }
@@ -325,7 +325,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             count(w.events as usize, "event", "events"),
             shown(out),
         );
-        if let Some(s) = counter_timeline(&t).summary("JSON (\"ph\":\"C\" events)") {
+        for s in counter_timeline(&t).summary("JSON (\"ph\":\"C\" events)") {
             eprintln!("cutrace: {s}");
         }
         if w.rows_past_u32_tid > 0 {

@@ -21,8 +21,10 @@ use super::report::Format;
 /// launched (waiting for the host, or launched and not yet started), and the number of idle gaps;
 /// step time and each GPU's busy share per step, when the traces mark steps; launch-to-start
 /// latency; then the kernel and CUDA API names whose summed duration changed most, with their
-/// call counts and mean durations. Either trace may be a `cutrace record` trace or a
-/// torch.profiler JSON trace.
+/// call counts and mean durations; hardware counters per kernel name (`cutrace profile`) and the
+/// PM-sample layers per GPU (`cutrace sample`: kernels running, GPU, SMs, tensor pipes, DRAM),
+/// when the traces have them. Either trace may be a `cutrace record` trace or a torch.profiler
+/// JSON trace.
 ///
 /// The diff says when the comparison is not like for like: a trace that lost data (its totals are
 /// lower bounds) or has no kernels, orphan kernels, a directory holding several runs, different

@@ -250,3 +250,36 @@ fn the_command_writes_the_library_export_and_says_when_a_trace_is_incomplete() {
         assert_eq!(stderr.contains("INCOMPLETE"), name == "sigkill", "{stderr}");
     }
 }
+
+/// The two ranks of the real torchrun job, each converted to Chrome JSON, read back as a job:
+/// each file states its rank (`distributedInfo`), so `cutrace report` numbers them from the
+/// traces, not by file order, with the native job's figures.
+#[test]
+fn a_job_converted_to_chrome_reports_its_ranks_from_the_files() {
+    let d = cutrace_testkit::Dir::new("chrome-job");
+    let job = d.path("job");
+    std::fs::create_dir(&job).unwrap();
+    // Named against their ranks' order, so that file order would number them wrongly.
+    for (part, name) in [("vm-623", "b.json"), ("vm-624", "a.json")] {
+        let src = format!("tests/fixtures/native/torchrun_gloo/{part}.cutrace");
+        let out = job.join(name);
+        let o = crate::util::cutrace(&["convert", &src, "--chrome", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{o:?}");
+    }
+    let native = crate::util::cutrace_json(&["report", "tests/fixtures/native/torchrun_gloo"]);
+    let chrome = crate::util::cutrace_json(&["report", job.to_str().unwrap()]);
+    assert_eq!(chrome["world_size"], 2);
+    let (n, c) = (
+        native["ranks"].as_array().unwrap(),
+        chrome["ranks"].as_array().unwrap(),
+    );
+    assert_eq!(c.len(), 2);
+    for (n, c) in n.iter().zip(c) {
+        assert_eq!(c["rank_from"], "trace", "{c}");
+        assert_eq!(c["rank"], n["rank"]);
+        assert_eq!(c["pid"], n["pid"]);
+        for key in ["busy_ns", "kernels", "window_ns", "idle_ns"] {
+            assert_eq!(c[key], n[key], "{key}");
+        }
+    }
+}

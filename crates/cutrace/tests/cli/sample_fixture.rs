@@ -148,3 +148,64 @@ fn each_step_has_its_layers() {
         );
     }
 }
+
+/// `cutrace diff` of the fixture against itself gives each side the report's own layers (the
+/// whole trace, and a window the two commands cut alike) and no change; against its Chrome
+/// export (which carries no PM samples) the new side and every change are unknown, never 0.
+#[test]
+fn diff_puts_the_layers_of_both_sides_beside_the_reports() {
+    let f = |x: &serde_json::Value| x.as_f64();
+    for window in [&[][..], &["--from", "600ms", "--to", "760ms"][..]] {
+        let mut args = vec!["diff", FIXTURE, FIXTURE];
+        args.extend_from_slice(window);
+        let d = crate::util::cutrace_json(&args);
+        let mut args = vec!["report", FIXTURE];
+        args.extend_from_slice(window);
+        let r = crate::util::cutrace_json(&args);
+        let pm = &d["pm_samples"];
+        assert_eq!(pm["base"]["samples"], r["pm_samples"]["samples"]);
+        assert_eq!(pm["new"]["interval_ns"], 2_000_000);
+        let rd = &r["pm_samples"]["devices"][0];
+        let dd = &pm["devices"][0];
+        assert_eq!(dd["device"], 0);
+        for span in ["window", "idle_gaps"] {
+            for layer in [
+                "kernels_running_pct",
+                "gpu_active_pct",
+                "sm_active_pct",
+                "tensor_active_pct",
+                "dram_throughput_pct",
+                "sampled_pct",
+            ] {
+                let c = &dd[span][layer];
+                assert_eq!(
+                    f(&c["base"]),
+                    f(&rd[span][layer]),
+                    "{span} {layer} {window:?}"
+                );
+                assert_eq!(c["base"], c["new"]);
+                assert_eq!(f(&c["change_points"]), Some(0.0), "{span} {layer}");
+            }
+        }
+        assert!(f(&dd["window"]["sm_active_pct"]["base"]).unwrap() > 20.0);
+    }
+
+    let dir = cutrace_testkit::Dir::new("sample-diff");
+    let chrome = dir.path("t.json");
+    let chrome = chrome.to_str().unwrap();
+    crate::util::cutrace(&["convert", FIXTURE, "--chrome", chrome]);
+    let d = crate::util::cutrace_json(&["diff", FIXTURE, chrome]);
+    let pm = &d["pm_samples"];
+    assert!(pm["new"].is_null() && pm["base"]["samples"].as_u64() > Some(100));
+    let sm = &pm["devices"][0]["window"]["sm_active_pct"];
+    assert!(f(&sm["base"]).is_some());
+    assert!(sm["new"].is_null() && sm["change_points"].is_null(), "{sm}");
+    let o = crate::util::cutrace(&["diff", FIXTURE, chrome]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(text.contains("  new:  no PM samples"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("SMs active"))
+        .unwrap();
+    assert!(row.trim_end().ends_with('-'), "{row}");
+}
