@@ -620,11 +620,23 @@ impl<'a> Cursor<'a> {
 /// start, on the API call, must be read before its end on the device record), then by track;
 /// one track's events keep their order (their times never decrease).
 ///
-/// Held at once (24 bytes an event, two per slice) and put in order by a stable radix sort:
-/// linear in the events. Merging one cursor per track through a heap cost log(tracks) per
-/// event, and with one track per row of overlapping work that is a track per record: 128k
-/// overlapping kernels took 2.1× the time of 64k.
-fn events(tracks: &Tracks) -> Vec<Ev> {
+/// Two ways to the same order. Where tracks hold a slice or two each (overlapping work: a
+/// track per row), the events are held at once and put in order by a stable radix sort,
+/// linear in the events; merging a cursor per track through a heap cost log(tracks) per event,
+/// a track per record there. Their buffers (2 × 24 bytes an event) are then of the size of the
+/// tracks' own state. Elsewhere (a real trace: few tracks, millions of records) the tracks are
+/// merged through the heap, holding nothing per event: sorting all of a 10 MB trace's events
+/// would take some 350 MB.
+fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
+    let slices: usize = tracks.list.iter().map(|tk| tk.items.len()).sum();
+    if slices > 2 * tracks.list.len() {
+        return Box::new(Merge::new(tracks));
+    }
+    Box::new(sorted_events(tracks).into_iter())
+}
+
+/// [`events`] by holding them all and sorting.
+fn sorted_events(tracks: &Tracks) -> Vec<Ev> {
     let n: usize = tracks.list.iter().map(|tk| 2 * tk.items.len()).sum();
     let mut evs = Vec::with_capacity(n);
     for (i, tk) in tracks.list.iter().enumerate() {
@@ -640,6 +652,74 @@ fn events(tracks: &Tracks) -> Vec<Ev> {
         }
     }
     radix_sort(evs)
+}
+
+/// Every track's events merged by time, without holding them all: the order of [`events`].
+struct Merge<'a> {
+    gpu: Vec<bool>,
+    cursors: Vec<Cursor<'a>>,
+    heads: Vec<Option<(Ns, u8, Rec)>>,
+    /// Each track's next event as one integer, [`merge_key`]: one comparison per step of a
+    /// sift, where the tuple took three (with one track per row of overlapping work, the heap
+    /// holds a track per record).
+    heap: std::collections::BinaryHeap<std::cmp::Reverse<u128>>,
+}
+
+/// (time, host before GPU, track) packed so that integer order is their order.
+fn merge_key(ts: Ns, gpu: bool, track: u32) -> u128 {
+    u128::from(ts) << 64 | u128::from(gpu) << 32 | u128::from(track)
+}
+
+impl<'a> Merge<'a> {
+    fn new(tracks: &'a Tracks) -> Self {
+        let gpu: Vec<bool> = tracks.list.iter().map(|t| t.gpu).collect();
+        let mut cursors: Vec<Cursor> = tracks.list.iter().map(Cursor::new).collect();
+        let heads: Vec<Option<(Ns, u8, Rec)>> = cursors.iter_mut().map(Cursor::pull).collect();
+        // Built at once (linear), not pushed one by one.
+        let heap = heads
+            .iter()
+            .enumerate()
+            .filter_map(|(i, h)| {
+                h.map(|(ts, _, _)| std::cmp::Reverse(merge_key(ts, gpu[i], i as u32)))
+            })
+            .collect();
+        Merge {
+            gpu,
+            cursors,
+            heads,
+            heap,
+        }
+    }
+}
+
+impl Iterator for Merge<'_> {
+    type Item = Ev;
+    fn next(&mut self) -> Option<Ev> {
+        // The track with the earliest head: its next event replaces it in place (one sift
+        // instead of a pop and a push).
+        let mut top = self.heap.peek_mut()?;
+        // The low 32 bits are the track.
+        let i = top.0 as u32;
+        let (ts, what, rec) = self.heads[i as usize]
+            .take()
+            .expect("a head per heap entry");
+        self.heads[i as usize] = self.cursors[i as usize].pull();
+        match self.heads[i as usize] {
+            Some((next, _, _)) => {
+                *top = std::cmp::Reverse(merge_key(next, self.gpu[i as usize], i));
+            }
+            None => {
+                std::collections::binary_heap::PeekMut::pop(top);
+            }
+        }
+        Some(Ev {
+            ts,
+            track: i,
+            what,
+            gpu: self.gpu[i as usize],
+            rec,
+        })
+    }
 }
 
 /// Sorts `evs` by (time, host before GPU), stably (so by track and order within a track, as
@@ -1267,7 +1347,9 @@ mod tests {
             })
             .collect();
         want.sort();
-        assert_eq!(replay(&events(&t)), want);
+        assert_eq!(replay(&events(&t).collect::<Vec<_>>()), want);
+        assert_eq!(replay(&Merge::new(&t).collect::<Vec<_>>()), want);
+        assert_eq!(replay(&sorted_events(&t)), want);
     }
 
     proptest::proptest! {
@@ -1300,6 +1382,46 @@ mod tests {
             let got = radix_sort(evs);
             let key = |v: &[Ev]| v.iter().map(|e| (e.ts, e.gpu, e.track)).collect::<Vec<_>>();
             proptest::prop_assert_eq!(key(&got), key(&want));
+        }
+
+        /// The heap merge and the radix sort give the same events in the same order: tracks
+        /// of slices one after another (zero-length ones and shared times included), host and
+        /// GPU tracks at the same times.
+        #[test]
+        fn merging_and_sorting_give_one_order(
+            spec in proptest::collection::vec(
+                (
+                    proptest::prelude::any::<bool>(),
+                    proptest::collection::vec((0u64..4, 0u64..4), 0..12),
+                ),
+                0..24,
+            )
+        ) {
+            let mut id = 0;
+            let items: Vec<Vec<Item>> = spec
+                .iter()
+                .map(|(_, slices)| {
+                    let mut at = 0;
+                    slices
+                        .iter()
+                        .map(|&(gap, dur)| {
+                            at += gap;
+                            let it = (at, at + dur, Rec::Kernel(id));
+                            at += dur;
+                            id += 1;
+                            it
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut t = tracks(items);
+            for (tk, (gpu, _)) in t.list.iter_mut().zip(&spec) {
+                tk.gpu = *gpu;
+            }
+            let key = |e: &Ev| (e.ts, e.track, e.what, e.gpu);
+            let merged: Vec<_> = Merge::new(&t).map(|e| key(&e)).collect();
+            let sorted: Vec<_> = sorted_events(&t).iter().map(key).collect();
+            proptest::prop_assert_eq!(merged, sorted);
         }
     }
 
