@@ -4,7 +4,8 @@
 //! rounds. The ratio of 128k to 64k is about 2 when the export is O(n log n), and 4 when it is
 //! quadratic.
 //!
-//! `cargo run --release -p cutrace-export --example bench_lanes` (results in BENCHMARKS.md).
+//! `cargo run --release -p cutrace-export --example bench_lanes [-- --fresh]` (results in
+//! BENCHMARKS.md; `--fresh`: each export in a process of its own, see `main`).
 
 use std::time::Instant;
 
@@ -37,15 +38,36 @@ fn thread_cpu_ns() -> Option<u64> {
     s.split_whitespace().next()?.parse().ok()
 }
 
-/// `f`'s run time in seconds of thread CPU time (wall time where unavailable).
-fn timed(f: impl FnOnce()) -> f64 {
+/// This thread's minor page faults so far (Linux: `minflt` in `/proc/thread-self/stat`), which
+/// show whether a size's time goes to mapping fresh memory rather than to the export's work.
+fn minor_faults() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    // After the command name (in parentheses, which may hold spaces): state, ppid, pgrp,
+    // session, tty, tpgid, flags, minflt.
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(7)?
+        .parse()
+        .ok()
+}
+
+/// `f`'s run time in seconds of thread CPU time (wall time where unavailable), and the minor
+/// page faults it took.
+fn timed(f: impl FnOnce()) -> (f64, u64) {
     let t0 = Instant::now();
     let c0 = thread_cpu_ns();
+    let f0 = minor_faults();
     f();
-    match (c0, thread_cpu_ns()) {
+    let faults = match (f0, minor_faults()) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0,
+    };
+    let s = match (c0, thread_cpu_ns()) {
         (Some(a), Some(b)) => (b - a) as f64 / 1e9,
         _ => t0.elapsed().as_secs_f64(),
-    }
+    };
+    (s, faults)
 }
 
 /// Rounds: each times every size once, the sizes alternating, so that a change in the machine's
@@ -53,29 +75,88 @@ fn timed(f: impl FnOnce()) -> f64 {
 /// best round.
 const ROUNDS: usize = 7;
 
+/// Times one export of `t`: (thread CPU seconds, minor page faults).
+fn export(t: &Trace, perfetto: bool) -> (f64, u64) {
+    timed(|| {
+        if perfetto {
+            perfetto::write_perfetto(std::io::sink(), t).expect("a sink does not fail");
+        } else {
+            chrome::write_chrome(&mut std::io::sink(), t, 0).expect("a sink does not fail");
+        }
+    })
+}
+
+/// One export in a process of its own (`--fresh`): the bench runs itself as
+/// `bench_lanes --one chrome|perfetto N`, which prints the seconds and the page faults.
+fn export_fresh(n: u64, perfetto: bool) -> (f64, u64) {
+    let exe = std::env::current_exe().expect("the bench's own path");
+    let out = std::process::Command::new(exe)
+        .args(["--one", if perfetto { "perfetto" } else { "chrome" }])
+        .arg(n.to_string())
+        .output()
+        .expect("the bench runs itself");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut f = text.split_whitespace();
+    let s = f.next().and_then(|x| x.parse().ok());
+    let pf = f.next().and_then(|x| x.parse().ok());
+    s.zip(pf).expect("`--one` prints seconds and page faults")
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--one") {
+        let n = args[2].parse().expect("--one chrome|perfetto N");
+        let (s, pf) = export(&overlapping(n), args[1] == "perfetto");
+        println!("{s} {pf}");
+        return;
+    }
+    // In-process (the default), every round's exports reuse the memory earlier rounds freed,
+    // as far as the allocator keeps it: glibc gives back a freed top of the heap past a
+    // threshold, which the larger sizes cross and the smaller do not, so only the larger pay
+    // for fresh pages again. `--fresh` runs each export in a new process instead, as one
+    // `cutrace convert` does: every size pays for its pages once.
+    let fresh = args.iter().any(|a| a == "--fresh");
     let sizes = [16_384u64, 32_768, 65_536, 131_072];
-    let traces: Vec<Trace> = sizes.iter().map(|&n| overlapping(n)).collect();
+    let traces: Vec<Trace> = if fresh {
+        Vec::new()
+    } else {
+        sizes.iter().map(|&n| overlapping(n)).collect()
+    };
     let mut chrome_s = vec![f64::INFINITY; sizes.len()];
     let mut perfetto_s = vec![f64::INFINITY; sizes.len()];
+    // Minor page faults of each size's best round.
+    let mut chrome_pf = vec![0u64; sizes.len()];
+    let mut perfetto_pf = vec![0u64; sizes.len()];
     for _ in 0..ROUNDS {
-        for (i, t) in traces.iter().enumerate() {
-            let c = timed(|| {
-                chrome::write_chrome(&mut std::io::sink(), t, 0).expect("a sink does not fail");
-            });
-            let p = timed(|| {
-                perfetto::write_perfetto(std::io::sink(), t).expect("a sink does not fail");
-            });
-            chrome_s[i] = chrome_s[i].min(c);
-            perfetto_s[i] = perfetto_s[i].min(p);
+        for (i, &n) in sizes.iter().enumerate() {
+            let (c, p) = if fresh {
+                (export_fresh(n, false), export_fresh(n, true))
+            } else {
+                (export(&traces[i], false), export(&traces[i], true))
+            };
+            if c.0 < chrome_s[i] {
+                (chrome_s[i], chrome_pf[i]) = c;
+            }
+            if p.0 < perfetto_s[i] {
+                (perfetto_s[i], perfetto_pf[i]) = p;
+            }
         }
     }
     println!(
-        "{:>8} {:>12} {:>12}  (thread CPU seconds, best of {ROUNDS} alternating rounds)",
-        "kernels", "chrome s", "perfetto s"
+        "{:>8} {:>12} {:>12} {:>10} {:>10}  (thread CPU seconds, best of {ROUNDS} alternating \
+         rounds{}; minor page faults in that round)",
+        "kernels",
+        "chrome s",
+        "perfetto s",
+        "chrome pf",
+        "perf. pf",
+        if fresh { ", a process per export" } else { "" }
     );
     for (i, n) in sizes.iter().enumerate() {
-        println!("{n:>8} {:>12.3} {:>12.3}", chrome_s[i], perfetto_s[i]);
+        println!(
+            "{n:>8} {:>12.4} {:>12.4} {:>10} {:>10}",
+            chrome_s[i], perfetto_s[i], chrome_pf[i], perfetto_pf[i]
+        );
     }
     println!(
         "ratio 128k/64k: chrome {:.2}, perfetto {:.2}",

@@ -8,6 +8,7 @@
 //! The mapping is documented in docs/FORMAT.md ("Exporting").
 
 use std::collections::{BTreeSet, HashMap};
+use std::fmt::Write as _;
 use std::io::{self, Write};
 
 use cutrace_analysis::correlate::ApiIndex;
@@ -444,7 +445,7 @@ fn meta_event(
     what: &str,
     lane: impl FnOnce(&mut Vec<u8>),
     key: &str,
-    value: &serde_json::Value,
+    value: &(impl serde::Serialize + ?Sized),
 ) -> io::Result<()> {
     let b = ev.begin();
     b.extend_from_slice(b"{\"ph\":\"M\",\"name\":\"");
@@ -903,36 +904,58 @@ fn write_metadata<W: Write>(
             push_u64(b, u64::from(d));
             b.extend_from_slice(b",\"tid\":0");
         };
-        meta_event(ev, "process_name", lane, "name", &format!("GPU {d}").into())?;
+        meta_event(
+            ev,
+            "process_name",
+            lane,
+            "name",
+            &Value::from(format!("GPU {d}")),
+        )?;
         if let Some(p) = t.meta.devices.iter().find(|p| p.device == d) {
             if !p.name.is_empty() {
-                meta_event(ev, "process_labels", lane, "labels", &p.name.clone().into())?;
+                meta_event(
+                    ev,
+                    "process_labels",
+                    lane,
+                    "labels",
+                    &Value::from(p.name.clone()),
+                )?;
             }
         }
         let sort = Value::from(5_000_000u64 + u64::from(d));
         meta_event(ev, "process_sort_index", lane, "sort_index", &sort)?;
     }
+    // A stream's rows come one after another: its label is made once, and each row's name is
+    // written into one reused string (128k overlapping kernels are 128k rows).
+    let mut shown: Option<(Option<u64>, String)> = None;
+    let mut name = String::new();
     for &(d, s, slot) in &rows.lanes {
-        let stream = match s {
-            Some(s) => format!("stream {}", t.meta.show_id(s)),
-            None => "no stream".to_owned(),
-        };
+        if shown.as_ref().is_none_or(|x| x.0 != s) {
+            let label = match s {
+                Some(s) => format!("stream {}", t.meta.show_id(s)),
+                None => "no stream".to_owned(),
+            };
+            shown = Some((s, label));
+        }
+        let stream = shown.as_ref().map_or("", |x| x.1.as_str());
         let (row, sync) = (slot / 2 + 1, slot % 2 == 1);
-        let name = match (sync, row, s) {
-            (false, 1, _) => stream,
-            (false, r, _) => format!("{stream} (overlapping, row {r})"),
-            (true, 1, None) => "context-wide syncs".to_owned(),
-            (true, 1, Some(_)) => format!("{stream} syncs"),
-            (true, r, None) => format!("context-wide syncs (row {r})"),
-            (true, r, Some(_)) => format!("{stream} syncs (row {r})"),
+        name.clear();
+        // Writing to a String cannot fail.
+        let _ = match (sync, row, s) {
+            (false, 1, _) => write!(name, "{stream}"),
+            (false, r, _) => write!(name, "{stream} (overlapping, row {r})"),
+            (true, 1, None) => write!(name, "context-wide syncs"),
+            (true, 1, Some(_)) => write!(name, "{stream} syncs"),
+            (true, r, None) => write!(name, "context-wide syncs (row {r})"),
+            (true, r, Some(_)) => write!(name, "{stream} syncs (row {r})"),
         };
         let tid = rows.tid(s, slot);
         // Rows of one stream together, the stream's own row first. (Rows past 65,535 share
         // the last sort index; they are far past the rows Perfetto shows apart anyway, see
         // `GpuRows::rows_past_u32_tid`.)
         let order = s.map_or(rows.base - 1, u128::from) * 65_536 + u128::from(slot.min(65_535));
-        let sort = Value::from(u64::try_from(order).unwrap_or(u64::MAX));
-        meta_event(ev, "thread_name", gpu_lane(d, tid), "name", &name.into())?;
+        let sort = u64::try_from(order).unwrap_or(u64::MAX);
+        meta_event(ev, "thread_name", gpu_lane(d, tid), "name", name.as_str())?;
         meta_event(
             ev,
             "thread_sort_index",
@@ -957,13 +980,25 @@ fn write_metadata<W: Write>(
         } else {
             format!("process {p}")
         };
-        meta_event(ev, "process_name", lane, "name", &name.into())?;
+        meta_event(ev, "process_name", lane, "name", &Value::from(name))?;
         let sort = if p == 0 { -1 } else { i64::from(p) };
-        meta_event(ev, "process_sort_index", lane, "sort_index", &sort.into())?;
+        meta_event(
+            ev,
+            "process_sort_index",
+            lane,
+            "sort_index",
+            &Value::from(sort),
+        )?;
     }
     for &(p, th) in &lanes.host {
         let name = format!("thread {th}");
-        meta_event(ev, "thread_name", host_lane(p, th), "name", &name.into())?;
+        meta_event(
+            ev,
+            "thread_name",
+            host_lane(p, th),
+            "name",
+            &Value::from(name),
+        )?;
     }
     Ok(())
 }

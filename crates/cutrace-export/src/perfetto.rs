@@ -188,11 +188,14 @@ const DESCRIPTOR_SEQUENCE: u64 = 2;
 const COUNTER_SEQUENCE: u64 = 3;
 
 /// One begin, end or instant, in output order.
+#[derive(Clone, Copy)]
 struct Ev {
     ts: Ns,
     track: u32,
     /// 0 begin, 1 end, 2 instant.
     what: u8,
+    /// On a GPU track (see `Track::gpu`).
+    gpu: bool,
     rec: Rec,
 }
 
@@ -225,11 +228,36 @@ impl From<String> for TrackName {
     }
 }
 
+/// The label of the stream whose rows are being named: a stream's rows come one after another,
+/// so it is made once per stream, not once per row.
+#[derive(Default)]
+struct StreamLabel {
+    stream: Option<Option<u64>>,
+    text: String,
+}
+
 impl TrackName {
-    fn text(&self, t: &Trace) -> std::borrow::Cow<'_, str> {
+    /// Writes the name to `out`, which it clears first.
+    fn write(&self, t: &Trace, out: &mut String, label: &mut StreamLabel) {
+        out.clear();
         match self {
-            TrackName::Text(s) => s.as_str().into(),
-            &TrackName::Row { stream, slot } => stream_label(t, stream, slot).into(),
+            TrackName::Text(s) => out.push_str(s),
+            &TrackName::Row { stream, slot } => {
+                if label.stream != Some(stream) {
+                    label.stream = Some(stream);
+                    label.text = stream.map_or("no stream".to_string(), |s| {
+                        format!("stream {}", t.meta.show_id(s))
+                    });
+                }
+                let s = &label.text;
+                // Writing to a String cannot fail.
+                let _ = match slot {
+                    0 => write!(out, "{s}"),
+                    1 => write!(out, "{s} sync"),
+                    n if n % 2 == 0 => write!(out, "{s} (overlap {})", n / 2),
+                    n => write!(out, "{s} sync (overlap {})", n / 2),
+                };
+            }
         }
     }
 }
@@ -296,18 +324,6 @@ fn device_label(t: &Trace, device: u32) -> String {
     }
 }
 
-fn stream_label(t: &Trace, stream: Option<u64>, slot: u32) -> String {
-    let s = stream.map_or("no stream".to_string(), |s| {
-        format!("stream {}", t.meta.show_id(s))
-    });
-    match slot {
-        0 => s,
-        1 => format!("{s} sync"),
-        n if n % 2 == 0 => format!("{s} (overlap {})", n / 2),
-        n => format!("{s} sync (overlap {})", n / 2),
-    }
-}
-
 /// Lays the records out on tracks.
 fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     let mut tr = Tracks {
@@ -334,15 +350,30 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     };
     // A stream's row tracks by slot (dense: slots are 2·row + family), so a record finds its
     // track by an index, not by hashing a key into a table of every row of every stream.
-    let mut lanes: HashMap<(u32, u64), Vec<u32>> = HashMap::default();
+    // Streams are found by hashing, but once per run of records on one stream (the last one
+    // found is kept), and each keeps its GPU's track: no hashing per row either.
+    let mut lanes: HashMap<(u32, u64), usize> = HashMap::default();
+    // Per stream: its GPU's track, and its rows' tracks by slot (`u32::MAX`: none yet).
+    let mut streams: Vec<(u32, Vec<u32>)> = Vec::new();
+    let mut last: Option<((u32, u64), usize)> = None;
     let mut lane = |tr: &mut Tracks, device: u32, stream: Option<u64>, slot: u32| {
         let s = stream.map_or(u64::MAX, |s| s);
-        let slots = lanes.entry((device, s)).or_default();
+        let at = match last {
+            Some((k, at)) if k == (device, s) => at,
+            _ => {
+                let at = *lanes.entry((device, s)).or_insert_with(|| {
+                    streams.push((gpu(tr, device), Vec::new()));
+                    streams.len() - 1
+                });
+                last = Some(((device, s), at));
+                at
+            }
+        };
+        let (root, slots) = &mut streams[at];
         if let Some(&i) = slots.get(slot as usize).filter(|&&i| i != u32::MAX) {
             return i;
         }
-        let root = gpu(tr, device);
-        let parent = Some(tr.list[root as usize].uuid);
+        let parent = Some(tr.list[*root as usize].uuid);
         let i = tr.push(|uuid| Track {
             uuid,
             parent,
@@ -585,9 +616,45 @@ impl<'a> Cursor<'a> {
     }
 }
 
-/// Every track's events merged by time, without holding them all: at equal times host events
-/// first (a flow's start, on the API call, must be read before its end on the device record),
-/// then by track; one track's events keep their order.
+/// Every track's events in output order: by time, at equal times host events first (a flow's
+/// start, on the API call, must be read before its end on the device record), then by track;
+/// one track's events keep their order (their times never decrease).
+///
+/// Two ways to the same order. Where tracks hold a slice or two each (overlapping work: a
+/// track per row), the events are held at once and put in order by a stable radix sort,
+/// linear in the events; merging a cursor per track through a heap cost log(tracks) per event,
+/// a track per record there. Their buffers (2 × 24 bytes an event) are then of the size of the
+/// tracks' own state. Elsewhere (a real trace: few tracks, millions of records) the tracks are
+/// merged through the heap, holding nothing per event: sorting all of a 10 MB trace's events
+/// would take some 350 MB.
+fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
+    let slices: usize = tracks.list.iter().map(|tk| tk.items.len()).sum();
+    if slices > 2 * tracks.list.len() {
+        return Box::new(Merge::new(tracks));
+    }
+    Box::new(sorted_events(tracks).into_iter())
+}
+
+/// [`events`] by holding them all and sorting.
+fn sorted_events(tracks: &Tracks) -> Vec<Ev> {
+    let n: usize = tracks.list.iter().map(|tk| 2 * tk.items.len()).sum();
+    let mut evs = Vec::with_capacity(n);
+    for (i, tk) in tracks.list.iter().enumerate() {
+        let mut c = Cursor::new(tk);
+        while let Some((ts, what, rec)) = c.pull() {
+            evs.push(Ev {
+                ts,
+                track: i as u32,
+                what,
+                gpu: tk.gpu,
+                rec,
+            });
+        }
+    }
+    radix_sort(evs)
+}
+
+/// Every track's events merged by time, without holding them all: the order of [`events`].
 struct Merge<'a> {
     gpu: Vec<bool>,
     cursors: Vec<Cursor<'a>>,
@@ -649,9 +716,52 @@ impl Iterator for Merge<'_> {
             ts,
             track: i,
             what,
+            gpu: self.gpu[i as usize],
             rec,
         })
     }
+}
+
+/// Sorts `evs` by (time, host before GPU), stably (so by track and order within a track, as
+/// they were pushed): least significant digit first, the GPU flag and then the time's eight
+/// bytes; a digit that every event shares (the high bytes of nearby times) is skipped.
+fn radix_sort(evs: Vec<Ev>) -> Vec<Ev> {
+    let digit = |e: &Ev, d: usize| -> usize {
+        if d == 0 {
+            usize::from(e.gpu)
+        } else {
+            ((e.ts >> (8 * (d - 1))) & 0xff) as usize
+        }
+    };
+    let mut counts = vec![[0usize; 256]; 9];
+    for e in &evs {
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[digit(e, d)] += 1;
+        }
+    }
+    let mut src = evs;
+    let mut dst: Vec<Ev> = Vec::new();
+    for (d, c) in counts.iter().enumerate() {
+        if c.contains(&src.len()) {
+            continue;
+        }
+        let mut at = [0usize; 256];
+        let mut sum = 0;
+        for (a, &k) in at.iter_mut().zip(c.iter()) {
+            *a = sum;
+            sum += k;
+        }
+        if dst.len() != src.len() {
+            dst = src.clone();
+        }
+        for e in &src {
+            let k = digit(e, d);
+            dst[at[k]] = *e;
+            at[k] += 1;
+        }
+        std::mem::swap(&mut src, &mut dst);
+    }
+    src
 }
 
 struct Writer<'t, W: Write> {
@@ -668,10 +778,18 @@ struct Writer<'t, W: Write> {
 
 impl<W: Write> Writer<'_, W> {
     fn packet(&mut self, p: &[u8]) -> io::Result<()> {
-        let mut head = Vec::with_capacity(12);
-        varint(&mut head, u64::from(pf::TRACE_PACKET) << 3 | 2);
-        varint(&mut head, p.len() as u64);
-        self.w.write_all(&head)?;
+        // The field key (one byte) and the length: on the stack, not allocated per packet.
+        let mut head = [0u8; 11];
+        head[0] = (pf::TRACE_PACKET << 3 | 2) as u8;
+        let mut n = 1;
+        let mut len = p.len() as u64;
+        while len >= 0x80 {
+            head[n] = (len as u8) | 0x80;
+            len >>= 7;
+            n += 1;
+        }
+        head[n] = len as u8;
+        self.w.write_all(&head[..=n])?;
         self.w.write_all(p)?;
         self.packets += 1;
         Ok(())
@@ -794,63 +912,87 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         packets: 0,
     };
 
-    // Sibling ranks, dense per parent; a parent with children orders them explicitly.
-    let mut children: HashMap<u64, Vec<usize>> = HashMap::default();
-    for (i, tk) in tracks.list.iter().enumerate() {
-        if let Some(p) = tk.parent {
-            children.entry(p).or_default().push(i);
+    // Sibling ranks, dense per parent, by `order`; a parent with children orders them
+    // explicitly. Children are grouped under their parent by counting (a parent is a track
+    // too, at index uuid − 1), not in a hash table keyed by parent: a GPU with 128k rows has
+    // 128k children.
+    let n = tracks.list.len();
+    let parent_of = |tk: &Track| tk.parent.map(|p| (p - 1) as usize);
+    // Children of track `p` go to `kids[from[p]..from[p + 1]]`, in track order.
+    let mut from = vec![0usize; n + 1];
+    for tk in &tracks.list {
+        if let Some(p) = parent_of(tk) {
+            from[p + 1] += 1;
         }
     }
-    let mut rank = vec![0i64; tracks.list.len()];
-    for kids in children.values_mut() {
+    for p in 0..n {
+        from[p + 1] += from[p];
+    }
+    let mut kids = vec![0usize; from[n]];
+    let mut at = from.clone();
+    for (i, tk) in tracks.list.iter().enumerate() {
+        if let Some(p) = parent_of(tk) {
+            kids[at[p]] = i;
+            at[p] += 1;
+        }
+    }
+    let mut rank = vec![0i64; n];
+    let mut keyed: Vec<((u64, u64), usize)> = Vec::new();
+    for p in 0..n {
         // By the keys gathered first: a GPU with 128k rows would look each up at random.
-        let mut keyed: Vec<((u64, u64), usize)> =
-            kids.iter().map(|&i| (tracks.list[i].order, i)).collect();
+        // Stable, and mostly in order already (rows are made from the lowest up).
+        keyed.clear();
+        keyed.extend(
+            kids[from[p]..from[p + 1]]
+                .iter()
+                .map(|&i| (tracks.list[i].order, i)),
+        );
         keyed.sort_by_key(|k| k.0);
-        kids.clear();
-        kids.extend(keyed.into_iter().map(|k| k.1));
-        for (r, &i) in kids.iter().enumerate() {
+        for (r, &(_, i)) in keyed.iter().enumerate() {
             rank[i] = r as i64;
         }
     }
     // Track descriptors go on a sequence of their own: on the events' sequence, the last thread
     // descriptor would become that sequence's default thread, and trace_processor would tie
-    // every GPU event to it.
+    // every GPU event to it. Built in buffers reused from track to track (one per message
+    // level): 128k rows are 128k descriptors.
+    let (mut p, mut d, mut m) = (Vec::new(), Vec::new(), Vec::new());
+    let mut name = String::new();
+    let mut label = StreamLabel::default();
     for (i, tk) in tracks.list.iter().enumerate() {
-        let name = tk.name.text(t);
+        tk.name.write(t, &mut name, &mut label);
         let name = name.as_bytes();
-        let mut p = Vec::new();
+        d.clear();
+        uint(&mut d, pf::TD_UUID, tk.uuid);
+        if let Some(parent) = tk.parent {
+            uint(&mut d, pf::TD_PARENT_UUID, parent);
+        }
+        m.clear();
+        if let Some(process) = tk.process {
+            int(&mut m, pf::PD_PID, pid_of(process));
+            bytes(&mut m, pf::PD_NAME, name);
+            bytes(&mut d, pf::TD_PROCESS, &m);
+        } else if let Some((process, thread)) = tk.thread {
+            int(&mut m, pf::THD_PID, pid_of(process));
+            int(&mut m, pf::THD_TID, thread as i64);
+            bytes(&mut m, pf::THD_NAME, name);
+            bytes(&mut d, pf::TD_THREAD, &m);
+        } else {
+            bytes(&mut d, pf::TD_NAME, name);
+        }
+        if from[i + 1] > from[i] {
+            uint(&mut d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
+        }
+        if tk.parent.is_some() {
+            int(
+                &mut d,
+                pf::TD_SIBLING_ORDER_RANK,
+                rank[i].min(i64::from(i32::MAX)),
+            );
+        }
+        p.clear();
         uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);
-        msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
-            uint(d, pf::TD_UUID, tk.uuid);
-            if let Some(parent) = tk.parent {
-                uint(d, pf::TD_PARENT_UUID, parent);
-            }
-            if let Some(process) = tk.process {
-                msg(d, pf::TD_PROCESS, |m| {
-                    int(m, pf::PD_PID, pid_of(process));
-                    bytes(m, pf::PD_NAME, name);
-                });
-            } else if let Some((process, thread)) = tk.thread {
-                msg(d, pf::TD_THREAD, |m| {
-                    int(m, pf::THD_PID, pid_of(process));
-                    int(m, pf::THD_TID, thread as i64);
-                    bytes(m, pf::THD_NAME, name);
-                });
-            } else {
-                bytes(d, pf::TD_NAME, name);
-            }
-            if children.contains_key(&tk.uuid) {
-                uint(d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
-            }
-            if tk.parent.is_some() {
-                int(
-                    d,
-                    pf::TD_SIBLING_ORDER_RANK,
-                    rank[i].min(i64::from(i32::MAX)),
-                );
-            }
-        });
+        bytes(&mut p, pf::TRACK_DESCRIPTOR, &d);
         wr.packet(&p)?;
     }
 
@@ -864,11 +1006,12 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     // Scratch reused by every event: the annotations, a kernel's grid and block as text.
     let mut args_buf: Vec<u8> = Vec::with_capacity(160);
     let mut dims = String::new();
-    for ev in Merge::new(&tracks) {
+    for ev in events(&tracks) {
         while let Some(c) = samples.next_if(|c| c.at_ns <= ev.ts) {
             write_counter_value(&mut wr, counter_uuids[c.track as usize], c)?;
         }
-        let track = tracks.list[ev.track as usize].uuid;
+        // A track's uuid is its index + 1 (`Tracks::push`).
+        let track = u64::from(ev.track) + 1;
         te.clear();
         uint(&mut te, pf::TE_TRACK_UUID, track);
         if ev.what == 1 {
@@ -1206,7 +1349,82 @@ mod tests {
             })
             .collect();
         want.sort();
+        assert_eq!(replay(&events(&t).collect::<Vec<_>>()), want);
         assert_eq!(replay(&Merge::new(&t).collect::<Vec<_>>()), want);
+        assert_eq!(replay(&sorted_events(&t)), want);
+    }
+
+    proptest::proptest! {
+        /// The radix sort gives what a stable comparison sort by (time, host before GPU)
+        /// gives: times across all 64 bits, and many ties.
+        #[test]
+        fn radix_sort_is_a_stable_sort_by_time_then_host_first(
+            raw in proptest::collection::vec(
+                (proptest::prelude::any::<u64>(), proptest::prelude::any::<bool>(), 0u8..3),
+                0..400,
+            )
+        ) {
+            let evs: Vec<Ev> = raw
+                .iter()
+                .enumerate()
+                .map(|(i, &(x, gpu, spread))| Ev {
+                    ts: match spread {
+                        0 => x,
+                        1 => x % 16,
+                        _ => 1 << 40 | (x % 300),
+                    },
+                    track: i as u32,
+                    what: 0,
+                    gpu,
+                    rec: Rec::Kernel(i as u32),
+                })
+                .collect();
+            let mut want = evs.clone();
+            want.sort_by_key(|e| (e.ts, e.gpu));
+            let got = radix_sort(evs);
+            let key = |v: &[Ev]| v.iter().map(|e| (e.ts, e.gpu, e.track)).collect::<Vec<_>>();
+            proptest::prop_assert_eq!(key(&got), key(&want));
+        }
+
+        /// The heap merge and the radix sort give the same events in the same order: tracks
+        /// of slices one after another (zero-length ones and shared times included), host and
+        /// GPU tracks at the same times.
+        #[test]
+        fn merging_and_sorting_give_one_order(
+            spec in proptest::collection::vec(
+                (
+                    proptest::prelude::any::<bool>(),
+                    proptest::collection::vec((0u64..4, 0u64..4), 0..12),
+                ),
+                0..24,
+            )
+        ) {
+            let mut id = 0;
+            let items: Vec<Vec<Item>> = spec
+                .iter()
+                .map(|(_, slices)| {
+                    let mut at = 0;
+                    slices
+                        .iter()
+                        .map(|&(gap, dur)| {
+                            at += gap;
+                            let it = (at, at + dur, Rec::Kernel(id));
+                            at += dur;
+                            id += 1;
+                            it
+                        })
+                        .collect()
+                })
+                .collect();
+            let mut t = tracks(items);
+            for (tk, (gpu, _)) in t.list.iter_mut().zip(&spec) {
+                tk.gpu = *gpu;
+            }
+            let key = |e: &Ev| (e.ts, e.track, e.what, e.gpu);
+            let merged: Vec<_> = Merge::new(&t).map(|e| key(&e)).collect();
+            let sorted: Vec<_> = sorted_events(&t).iter().map(key).collect();
+            proptest::prop_assert_eq!(merged, sorted);
+        }
     }
 
     #[test]

@@ -43,8 +43,9 @@ pub(crate) struct GpuRows {
     pub(crate) syncs: Vec<u32>,
     /// By range index; only GPU ranges with a stream use theirs.
     pub(crate) ranges: Vec<u32>,
-    /// Every (device, stream, slot) used; `None` = no stream.
-    pub(crate) lanes: BTreeSet<(u32, Option<u64>, u32)>,
+    /// Every (device, stream, slot) used, sorted, each once; `None` = no stream. A sorted
+    /// vector, not a tree: one allocation rather than a node per few of 128k rows.
+    pub(crate) lanes: Vec<(u32, Option<u64>, u32)>,
     /// GPU annotation ranges without a stream (only in imported traces) go to `tid` -1.
     pub(crate) streamless_ranges: BTreeSet<u32>,
 }
@@ -81,7 +82,8 @@ impl GpuRows {
 /// In O(log rows) per event, whatever the overlap: the rows' innermost open ends sit in a
 /// max segment tree (the first row that fits is found by descending it), and the open events'
 /// ends in a heap (the events that have ended by a start are closed without visiting every
-/// row). Scanning rows one by one was quadratic: 128k overlapping kernels took 11 s.
+/// row). Scanning rows one by one was quadratic: 128k overlapping kernels took 11 s. Work that
+/// all runs at once, the case that makes many rows, takes a new row without the descent.
 #[derive(Default)]
 pub(crate) struct Rows {
     /// Per row, its innermost open event in `events` (`NONE`: nothing open).
@@ -98,6 +100,10 @@ pub(crate) struct Rows {
     /// when nothing is open there (every row past the last one used is empty).
     tree: Vec<Ns>,
     leaves: usize,
+    /// The latest end placed so far: no open event ends later.
+    max_end: Ns,
+    /// Rows below `open.len()` with nothing open.
+    empty_rows: usize,
 }
 
 const NONE: u32 = u32::MAX;
@@ -134,6 +140,7 @@ impl Rows {
             }
             self.ends.pop();
             self.open[row] = self.events[self.open[row] as usize].1;
+            self.empty_rows += usize::from(self.open[row] == NONE);
             let next = self.top(row);
             self.set(row, next.unwrap_or(Ns::MAX));
         }
@@ -141,9 +148,19 @@ impl Rows {
         if self.open.len() + 1 > self.leaves {
             self.grow();
         }
-        let row = self.first_at_least(end);
+        // Work that all runs at once (every event ends after every open one, and no row has
+        // emptied) takes a new row: found without descending the tree, so such a sweep costs
+        // no log(rows) per event.
+        let row = if self.empty_rows == 0 && end > self.max_end {
+            self.open.len()
+        } else {
+            self.first_at_least(end)
+        };
+        self.max_end = self.max_end.max(end);
         if row == self.open.len() {
             self.open.push(NONE);
+        } else if self.open[row] == NONE {
+            self.empty_rows -= 1;
         }
         // Rows are placed for at most u32::MAX records (record indices are u32).
         let id = u32::try_from(self.events.len()).unwrap_or(NONE - 1);
@@ -320,7 +337,7 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
         memsets: vec![0; t.memsets.len()],
         syncs: vec![0; t.syncs.len()],
         ranges: vec![0; t.ranges.len()],
-        lanes: BTreeSet::new(),
+        lanes: Vec::new(),
         streamless_ranges,
     };
     // Collected, then built at once (sorted and deduplicated): cheaper than an insert per record.
@@ -360,7 +377,11 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
             _ => {}
         }
     }
-    out.lanes = lanes.into_iter().collect();
+    // Mostly in order already (a stream's rows are used from the lowest up): the sort then
+    // only checks it.
+    lanes.sort_unstable();
+    lanes.dedup();
+    out.lanes = lanes;
     out
 }
 
