@@ -56,9 +56,9 @@ CUTRACE_COUNTERS_TIMING=1 prints where the time went at exit.
 
 Who holds the counters: one client at a time. A second `cutrace profile` (or `cutrace sample`,
 DCGM, Nsight Compute) running fails the counters with CUPTI_ERROR_HARDWARE_BUSY; the message
-names the likely holder (the doctor's counter-holders check). Under MPS, Range Profiling is
-unverified by cutrace: a note says so when an MPS daemon is active, and a counter failure's
-message in the trace says MPS was active.
+names the likely holder (the doctor's counter-holders check). Under MPS, Range Profiling gave
+exact counters on an H200 (gpu/mps.sh), but a kernel's counters may include other MPS clients'
+work beside it; a note says so when an MPS daemon is active. (`cutrace sample` refuses MPS.)
 
 Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
 option or set, --list-metrics errors), as for `cutrace record`. A metric the GPU does not have is
@@ -273,32 +273,35 @@ fn child_args(args: &Args) -> Vec<OsString> {
     v
 }
 
+/// Where MPS was seen to be active (the doctor's `mps` check's evidence), when it is.
+pub(crate) fn mps_seen(report: &cutrace_doctor::Report) -> Option<String> {
+    let c = report
+        .checks
+        .iter()
+        .find(|c| c.id == "mps" && c.status != cutrace_doctor::Status::Ok)?;
+    let seen: Vec<String> = c
+        .evidence
+        .iter()
+        .map(|e| format!("{}: {}", e.file, e.value))
+        .collect();
+    Some(seen.join("; "))
+}
+
 /// The doctor's counter-access and counter-holders verdicts, read before the program starts
 /// (cheap, pure file reads), for the injection to quote if CUPTI refuses the counters
 /// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front, and
-/// so is MPS: cutrace has not verified Range Profiling under MPS, and a counter failure's
-/// message (which the trace keeps) says MPS was active.
+/// so is MPS, with what was seen of Range Profiling under it (`gpu/mps.sh`, runs 32–34).
 pub(crate) fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
     let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
-    let mps = report
-        .checks
-        .iter()
-        .find(|c| c.id == "mps" && c.status != cutrace_doctor::Status::Ok)
-        .map(|c| {
-            let seen: Vec<String> = c
-                .evidence
-                .iter()
-                .map(|e| format!("{}: {}", e.file, e.value))
-                .collect();
-            format!(
-                "MPS is active here ({}). Range Profiling under MPS is unverified by cutrace: \
-                 NVIDIA limits the older Profiling API under MPS and states no limit for Range \
-                 Profiling, so counters may be refused, or may count other MPS clients' work \
-                 that runs beside a profiled kernel. If they fail, tracing carries on and the \
-                 trace says why; `cutrace doctor --probe` asks CUPTI directly.",
-                seen.join("; ")
-            )
-        });
+    let mps = mps_seen(&report).map(|seen| {
+        format!(
+            "MPS is active here ({seen}). Range Profiling through MPS gave exact counters on an \
+             H200 (gpu/mps.sh), but a profiled kernel's counters may include other MPS clients' \
+             work that runs beside it, and after a profile run `cutrace sample` through the same \
+             MPS server made its program fail. If counters fail, tracing carries on and the \
+             trace says why; `cutrace doctor --probe` asks CUPTI directly."
+        )
+    });
     if let (Some(m), false) = (&mps, quiet) {
         eprintln!("cutrace: note: {m}");
     }

@@ -20,7 +20,8 @@ use super::{profile, record};
 /// running, SMs active, tensor pipes active, DRAM busy, for the whole window, each step and the
 /// idle gaps. Sampling needs the GPU's profiling permission and no other counter user (as
 /// `cutrace profile`); without them tracing carries on and the trace says why the samples are
-/// missing; --require-counters makes that fatal instead.
+/// missing; --require-counters makes that fatal instead. Under MPS it refuses to start (on an
+/// H200 sampling through MPS collected nothing, and after a profile run broke the program).
 #[derive(clap::Args)]
 #[command(after_long_help = r#"Examples:
   cutrace sample -o run1 -- ./my_app                         the default set, every 1 ms
@@ -69,6 +70,18 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
+    if let Some(seen) = profile::mps_seen(&cutrace_doctor::doctor(&cutrace_doctor::Root::new("/")))
+    {
+        eprintln!(
+            "cutrace: error: MPS is active here ({seen}); cutrace sample refuses to run through \
+             it: on an H200, PM Sampling through MPS collected no sample, and after a `cutrace \
+             profile` through the same MPS server the sampled program failed (unspecified launch \
+             failure; gpu/mps.sh). Sample where no MPS daemon serves the GPU (it stops with \
+             `echo quit | nvidia-cuda-mps-control`, for every client), or trace without \
+             counters: `cutrace record`. Nothing was run."
+        );
+        return Ok(125);
+    }
     let (metrics, optional) = pm::chosen_metrics(&args.metrics).map_err(anyhow::Error::msg)?;
     // The default set is one pass on GH100 (tests/host.rs) and may lose NVLink where there is
     // none: the injection checks it. A list of the user's is checked here, before the start

@@ -374,3 +374,27 @@ fn pause_dcgm_pauses_runs_and_resumes() {
     );
     assert!(!log.exists(), "nothing ran");
 }
+
+/// Under MPS (here: a control pipe in CUDA_MPS_PIPE_DIRECTORY, as a running daemon leaves),
+/// `cutrace sample` refuses before anything runs, saying what PM Sampling did through MPS on the
+/// H200 and how to run without it (exit 125, the program never started).
+#[test]
+fn sample_refuses_to_run_through_mps() {
+    let dir = cutrace_testkit::Dir::new("sample-mps");
+    std::fs::write(dir.path("control"), b"").unwrap();
+    let marker = dir.path("ran");
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .current_dir(cutrace_testkit::repo())
+        .env("CUDA_MPS_PIPE_DIRECTORY", dir.path(""))
+        .args(["sample", "-o"])
+        .arg(dir.path("t"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(125), "{err}");
+    assert!(err.contains("MPS is active here"), "{err}");
+    assert!(err.contains("nvidia-cuda-mps-control"), "{err}");
+    assert!(!marker.exists(), "the program ran: {err}");
+}
