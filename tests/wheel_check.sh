@@ -17,6 +17,9 @@ cp target/release/libcutrace_inject.so target/wheel-data/scripts/
 
 python3 -m venv "$work/build"
 "$work/build/bin/pip" install --quiet --disable-pip-version-check 'maturin>=1.5,<2'
+# maturin's `cargo metadata` wants every platform's dependencies in the cache, and a fresh
+# machine's builds fetched only this one's (clap's Windows console crate, say): fetch them all.
+cargo fetch --locked --quiet
 "$work/build/bin/maturin" build --release --offline --quiet -o "$work/wheels"
 wheel=$(ls "$work"/wheels/cutrace-*.whl)
 echo "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
