@@ -8,9 +8,9 @@
 //! of up to 8 heads, a heap beyond). A stream whose records arrive out of order is collected in a
 //! second pass, sorted, and swept again. No hashing per record: (device, stream) keys resolve
 //! through a small direct-mapped cache, with a list or map behind it. Memory: the busy runs (at
-//! most one per kernel, far fewer on a busy stream), delta-coded at about 8 bytes a run. Earlier designs (a 24-byte array per device
-//! sorted whole; 16-byte per-stream arrays) spent most of their time in page faults and the sort:
-//! BENCHMARKS.md has the numbers. Kernels on the same instant are told apart by content, never by
+//! most one per kernel, far fewer on a busy stream), delta-coded at about 8 bytes a run. Earlier
+//! designs (a 24-byte array per device sorted whole; 16-byte per-stream arrays) spent most of
+//! their time in page faults and the sort: BENCHMARKS.md has the numbers. Kernels on the same instant are told apart by content, never by
 //! record order, so every reported kernel is the same for any order of the records.
 //!
 //! Definitions: window = first start to last end of the kernels with a non-zero duration;
