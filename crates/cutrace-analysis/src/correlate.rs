@@ -20,6 +20,7 @@ use cutrace_trace::{ApiCall, ApiKind, Ns, Trace};
 use serde::Serialize;
 
 use crate::percentile::{percentiles, Percentiles};
+use crate::summary::Scratch;
 use crate::window::{clip, Window};
 
 /// correlation_id → index of the API call that owns it.
@@ -188,10 +189,9 @@ fn unbias(v: u64) -> i64 {
 }
 
 impl LaunchLatency {
-    /// From biased values (see [`bias`]).
-    fn from_biased(values: &mut [u64]) -> Self {
-        let negative = values.iter().filter(|&&v| v < SIGN).count() as u64;
-        match percentiles(values) {
+    /// From the percentiles of biased values (see [`bias`]), `negative` of them below zero.
+    fn from_biased(p: Option<Percentiles<u64>>, negative: u64) -> Self {
+        match p {
             None => LaunchLatency::default(),
             Some(Percentiles {
                 count,
@@ -282,7 +282,7 @@ pub fn correlate(
     orphan_cap: usize,
 ) -> (Correlation, LaunchLatency) {
     let index = ApiIndex::build(&trace.api_calls);
-    correlate_in(trace, &index, window, orphan_cap, &mut Vec::new())
+    correlate_in(trace, &index, window, orphan_cap, &mut Scratch::default())
 }
 
 /// [`correlate`] with the caller's index of the API calls and scratch buffer for the latency
@@ -292,11 +292,19 @@ pub(crate) fn correlate_in(
     index: &ApiIndex,
     window: Option<&Window>,
     orphan_cap: usize,
-    latencies: &mut Vec<u64>,
+    scratch: &mut Scratch,
 ) -> (Correlation, LaunchLatency) {
-    latencies.clear();
+    // The biased launch-to-start latency of an attributed kernel (API call `i`), if measured.
+    let latency = |k: &cutrace_trace::Kernel, i: usize| {
+        // A profiled kernel has no start time to measure from (`Kernel::untimed`).
+        (starts_in(window, k.start_ns) && !k.untimed())
+            .then(|| bias(signed_diff(k.start_ns, trace.api_calls[i].end_ns)))
+    };
     let mut kernels = JoinCounts::default();
     let mut listed = SmallestIds::new(orphan_cap);
+    // The latencies' count, range and negatives first, so that the values can be kept as
+    // offsets from the smallest in 32 bits when they span less than 4.3 s (half the memory).
+    let (mut measured, mut lo, mut hi, mut negative) = (0usize, u64::MAX, 0u64, 0u64);
     for k in &trace.kernels {
         if clip(window, k.start_ns, k.end_ns).is_none() {
             continue;
@@ -305,9 +313,11 @@ pub(crate) fn correlate_in(
         match index.get(k.correlation_id) {
             Some(i) => {
                 kernels.attributed += 1;
-                // A profiled kernel has no start time to measure from (`Kernel::untimed`).
-                if starts_in(window, k.start_ns) && !k.untimed() {
-                    latencies.push(bias(signed_diff(k.start_ns, trace.api_calls[i].end_ns)));
+                if let Some(v) = latency(k, i) {
+                    measured += 1;
+                    lo = lo.min(v);
+                    hi = hi.max(v);
+                    negative += u64::from(v < SIGN);
                 }
             }
             None => {
@@ -351,7 +361,35 @@ pub(crate) fn correlate_in(
         api_calls_with_correlation_id: index.indexed,
         duplicate_api_correlation_ids: index.duplicate_ids,
     };
-    (correlation, LaunchLatency::from_biased(latencies))
+    // The second pass meets the same kernels in the same order, so it fills exactly `measured`.
+    let latencies = trace
+        .kernels
+        .iter()
+        .filter(|k| clip(window, k.start_ns, k.end_ns).is_some())
+        .filter_map(|k| index.get(k.correlation_id).and_then(|i| latency(k, i)));
+    let p = if measured == 0 {
+        None
+    } else if hi - lo <= u64::from(u32::MAX) {
+        let values = scratch.narrow(measured);
+        for (slot, v) in values.iter_mut().zip(latencies) {
+            *slot = (v - lo) as u32;
+        }
+        percentiles(values).map(|p| Percentiles {
+            count: p.count,
+            min: lo + u64::from(p.min),
+            p50: lo + u64::from(p.p50),
+            p90: lo + u64::from(p.p90),
+            p99: lo + u64::from(p.p99),
+            max: lo + u64::from(p.max),
+        })
+    } else {
+        let values = scratch.wide(measured);
+        for (slot, v) in values.iter_mut().zip(latencies) {
+            *slot = v;
+        }
+        percentiles(values)
+    };
+    (correlation, LaunchLatency::from_biased(p, negative))
 }
 
 /// Launch-to-start latency of every attributed kernel in the window, as (correlation_id,
