@@ -91,7 +91,10 @@ impl Grid {
         let mut b = ((s - self.start) / self.width) as usize;
         let mut t = s;
         while t < e && b < self.n {
-            let edge = self.start + (b as u64 + 1) * self.width;
+            // Saturating: a span near 2^64 ns (corrupt records) must not wrap the last edge.
+            let edge = self
+                .start
+                .saturating_add((b as u64 + 1).saturating_mul(self.width));
             let to = e.min(edge);
             f(b, to - t);
             t = to;
@@ -113,7 +116,10 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
         let Some((s, e)) = cutrace_analysis::window::clip(window, k.start_ns, k.end_ns) else {
             continue;
         };
-        *stream_busy.entry((k.device, k.stream)).or_default() += e.saturating_sub(s);
+        // An inverted record (end before start) is a point, as the analysis reads it: it adds
+        // no busy time (and a corrupt one cannot overflow the sum).
+        let busy = stream_busy.entry((k.device, k.stream)).or_default();
+        *busy = busy.saturating_add(e.saturating_sub(s));
         if e <= s {
             continue;
         }
