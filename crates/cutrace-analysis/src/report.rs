@@ -13,7 +13,7 @@ use crate::error::AnalysisError;
 use crate::intervals::{BusyIndex, RunIntersector};
 use crate::parts::{separate_runs, SeparateRuns};
 use crate::ranges::{devices_with_gpu_ranges, range_breakdown, RangeSummary};
-use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats};
+use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats, Scratch};
 use crate::timeline::{
     kernel_timelines, DeviceTimeline, GapHost, NamedSpan, NextLaunch, StreamTimeline, Timeline,
 };
@@ -259,7 +259,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     }
     attach_gap_hosts(trace, &index, &mut devices);
     // One scratch buffer serves the latency values and both summaries' durations.
-    let mut scratch: Vec<u64> = Vec::new();
+    let mut scratch = Scratch::default();
     let (correlation, launch_latency) =
         correlate_in(trace, &index, window, opts.orphan_list, &mut scratch);
     drop(index);

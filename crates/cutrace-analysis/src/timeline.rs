@@ -8,9 +8,9 @@
 //! of up to 8 heads, a heap beyond). A stream whose records arrive out of order is collected in a
 //! second pass, sorted, and swept again. No hashing per record: (device, stream) keys resolve
 //! through a small direct-mapped cache, with a list or map behind it. Memory: the busy runs (at
-//! most one per kernel, far fewer on a busy stream). Earlier designs (a 24-byte array per device
-//! sorted whole; 16-byte per-stream arrays) spent most of their time in page faults and the sort:
-//! BENCHMARKS.md has the numbers. Kernels on the same instant are told apart by content, never by
+//! most one per kernel, far fewer on a busy stream), delta-coded at about 8 bytes a run. Earlier
+//! designs (a 24-byte array per device sorted whole; 16-byte per-stream arrays) spent most of
+//! their time in page faults and the sort: BENCHMARKS.md has the numbers. Kernels on the same instant are told apart by content, never by
 //! record order, so every reported kernel is the same for any order of the records.
 //!
 //! Definitions: window = first start to last end of the kernels with a non-zero duration;
@@ -239,13 +239,13 @@ pub fn kernel_timelines(
             dev_sweep.summed = dev_sweep.summed.saturating_add(st.sweep.summed);
         }
         // The device's busy time is the union of its streams' busy runs, merged in start order.
-        let arrays: Vec<&[Run]> = dev
+        let arrays: Vec<RunCursor<'_>> = dev
             .stream_slots
             .iter()
-            .map(|&slot| streams[slot].runs.as_slice())
+            .map(|&slot| streams[slot].runs.cursor())
             .collect();
-        merge_in_start_order(&arrays, |run| {
-            if let Some(closed) = dev_sweep.push_run(*run, trace) {
+        merge_in_start_order(arrays, |run| {
+            if let Some(closed) = dev_sweep.push_run(run, trace) {
                 on_run(dev.device, closed.start, closed.end, closed.first);
             }
         });
@@ -258,7 +258,7 @@ pub fn kernel_timelines(
             let st = &mut streams[slot];
             zero += st.zero_length;
             let sweep = std::mem::replace(&mut st.sweep, Sweep::new(0));
-            st.runs = Vec::new();
+            st.runs = RunLog::default();
             rows.push(StreamTimeline {
                 stream: st.stream,
                 pid: None,
@@ -317,24 +317,136 @@ impl Iv {
     }
 }
 
-/// Calls `f` on every element of the arrays (each sorted by start), in overall start order.
-fn merge_in_start_order(arrays: &[&[Run]], mut f: impl FnMut(&Run)) {
-    match arrays {
-        [] => {}
-        [one] => one.iter().for_each(f),
-        _ if arrays.len() <= MERGE_WAYS => merge_few(arrays, f),
+/// A stream's closed busy runs in start order, delta-coded in LEB128 varints: the gap from the
+/// previous run's end, the run's length, its first kernel's index from the previous run's last,
+/// its last kernel's from its first. On a dense trace nearly every kernel is a run of its own, and
+/// these deltas take 1–3 bytes each: about 8 bytes a run where a [`Run`] takes 24 (50 MB of a
+/// 10 MB trace's report, BENCHMARKS.md "Memory on a 10 MB native trace").
+#[derive(Debug, Default)]
+struct RunLog {
+    bytes: Vec<u8>,
+    end: Ns,
+    last: u32,
+}
+
+impl RunLog {
+    #[inline]
+    fn push(&mut self, r: Run) {
+        // Wrapping: a stream's runs are disjoint and in order, so the deltas are small, but the
+        // coding must not depend on it (the cursor undoes exactly what is done here).
+        put_varint(&mut self.bytes, r.start.wrapping_sub(self.end));
+        put_varint(&mut self.bytes, r.end.wrapping_sub(r.start));
+        put_varint(&mut self.bytes, zigzag(r.first, self.last));
+        put_varint(&mut self.bytes, zigzag(r.last, r.first));
+        self.end = r.end;
+        self.last = r.last;
+    }
+
+    fn clear(&mut self) {
+        *self = RunLog::default();
+    }
+
+    fn cursor(&self) -> RunCursor<'_> {
+        RunCursor {
+            bytes: &self.bytes,
+            pos: 0,
+            end: 0,
+            last: 0,
+        }
+    }
+}
+
+/// Reads a [`RunLog`] back, run by run.
+struct RunCursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    end: Ns,
+    last: u32,
+}
+
+impl Iterator for RunCursor<'_> {
+    type Item = Run;
+
+    #[inline]
+    fn next(&mut self) -> Option<Run> {
+        if self.pos >= self.bytes.len() {
+            return None;
+        }
+        let start = self.end.wrapping_add(self.varint());
+        let end = start.wrapping_add(self.varint());
+        let first = unzigzag(self.varint(), self.last);
+        let last = unzigzag(self.varint(), first);
+        self.end = end;
+        self.last = last;
+        Some(Run {
+            start,
+            end,
+            first,
+            last,
+        })
+    }
+}
+
+impl RunCursor<'_> {
+    #[inline]
+    fn varint(&mut self) -> u64 {
+        let mut v = 0u64;
+        let mut shift = 0;
+        // The log is only ever written by `put_varint`, so every varint is complete.
+        while let Some(&b) = self.bytes.get(self.pos) {
+            self.pos += 1;
+            v |= u64::from(b & 0x7f) << shift;
+            if b < 0x80 {
+                break;
+            }
+            shift += 7;
+        }
+        v
+    }
+}
+
+#[inline]
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// `x − base` for kernel indices, zigzag-coded so that small steps back stay small.
+#[inline]
+fn zigzag(x: u32, base: u32) -> u64 {
+    let d = i64::from(x) - i64::from(base);
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+#[inline]
+fn unzigzag(z: u64, base: u32) -> u32 {
+    let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
+    (i64::from(base) + d) as u32
+}
+
+/// Calls `f` on every run of the cursors (each in start order), in overall start order.
+fn merge_in_start_order(mut arrays: Vec<RunCursor<'_>>, mut f: impl FnMut(Run)) {
+    match arrays.len() {
+        0 => {}
+        1 => arrays.pop().into_iter().flatten().for_each(f),
+        n if n <= MERGE_WAYS => merge_few(arrays, f),
         _ => {
-            // Many streams on one device: a heap of (next start, array).
-            let mut heap: BinaryHeap<Reverse<(Ns, usize)>> = arrays
+            // Many streams on one device: a heap of (next start, array), with each array's head.
+            let mut heads: Vec<Option<Run>> = arrays.iter_mut().map(Iterator::next).collect();
+            let mut heap: BinaryHeap<Reverse<(Ns, usize)>> = heads
                 .iter()
                 .enumerate()
-                .filter_map(|(a, arr)| arr.first().map(|r| Reverse((r.start, a))))
+                .filter_map(|(a, h)| h.map(|r| Reverse((r.start, a))))
                 .collect();
-            let mut pos = vec![0usize; arrays.len()];
             while let Some(Reverse((_, a))) = heap.pop() {
-                f(&arrays[a][pos[a]]);
-                pos[a] += 1;
-                if let Some(r) = arrays[a].get(pos[a]) {
+                if let Some(r) = heads[a] {
+                    f(r);
+                }
+                heads[a] = arrays[a].next();
+                if let Some(r) = heads[a] {
                     heap.push(Reverse((r.start, a)));
                 }
             }
@@ -346,11 +458,12 @@ const MERGE_WAYS: usize = 8;
 
 /// The merge for a handful of streams: the heads live in a fixed array scanned without branches
 /// (an exhausted array's head is `Ns::MAX`, which no start equals: every run ends later).
-fn merge_few(arrays: &[&[Run]], mut f: impl FnMut(&Run)) {
+fn merge_few(mut arrays: Vec<RunCursor<'_>>, mut f: impl FnMut(Run)) {
     let mut head = [Ns::MAX; MERGE_WAYS];
-    let mut pos = [0usize; MERGE_WAYS];
-    for (h, arr) in head.iter_mut().zip(arrays) {
-        *h = arr.first().map_or(Ns::MAX, |r| r.start);
+    let mut runs = [None; MERGE_WAYS];
+    for ((h, r), arr) in head.iter_mut().zip(&mut runs).zip(&mut arrays) {
+        *r = arr.next();
+        *h = r.map_or(Ns::MAX, |r: Run| r.start);
     }
     loop {
         let mut best = 0;
@@ -363,10 +476,11 @@ fn merge_few(arrays: &[&[Run]], mut f: impl FnMut(&Run)) {
         if best_start == Ns::MAX {
             return;
         }
-        let arr = arrays[best];
-        f(&arr[pos[best]]);
-        pos[best] += 1;
-        head[best] = arr.get(pos[best]).map_or(Ns::MAX, |r| r.start);
+        if let Some(r) = runs[best] {
+            f(r);
+        }
+        runs[best] = arrays[best].next();
+        head[best] = runs[best].map_or(Ns::MAX, |r| r.start);
     }
 }
 
@@ -384,7 +498,7 @@ struct StreamGroup {
     last_start: Ns,
     sweep: Sweep,
     /// Busy runs the sweep has closed, in start order.
-    runs: Vec<Run>,
+    runs: RunLog,
 }
 
 struct Grouped {
@@ -527,7 +641,7 @@ fn new_slot(g: &mut Grouped, key: (u32, u64), top_gaps: usize) -> usize {
         in_order: true,
         last_start: 0,
         sweep: Sweep::new(top_gaps),
-        runs: Vec::new(),
+        runs: RunLog::default(),
     });
     slot
 }
@@ -889,5 +1003,48 @@ mod tests {
         assert_eq!(g.reading(&host(None, &[])), None);
         assert!(g.module_loading(&host(None, &[("cuLibraryLoadData", 1_500)])));
         assert!(!g.module_loading(&host(None, &[("cuLibraryLoadData", 1_499)])));
+    }
+
+    /// The delta coding gives back every run exactly, whatever the values: the extremes of both
+    /// types, kernel indices that step back, runs out of order (the coding wraps).
+    #[test]
+    fn a_run_log_reads_back_what_was_pushed() {
+        let runs = [
+            (0, 0, 0, 0),
+            (5, 1_000, 3, 2),
+            (1_000, 1_001, 1, u32::MAX),
+            (Ns::MAX - 7, Ns::MAX, u32::MAX, 0),
+            (3, 2, 7, 7),
+            (1 << 62, (1 << 62) + (1 << 40), 100, 4_000_000),
+        ];
+        let mut log = RunLog::default();
+        for &(start, end, first, last) in &runs {
+            log.push(Run {
+                start,
+                end,
+                first,
+                last,
+            });
+        }
+        let back: Vec<(Ns, Ns, u32, u32)> = log
+            .cursor()
+            .map(|r| (r.start, r.end, r.first, r.last))
+            .collect();
+        assert_eq!(back, runs);
+        // A dense stream's runs (one kernel each, 1.5 µs apart) take 6 bytes, not 24 (the first
+        // run's start is absolute: 7 more).
+        let mut log = RunLog::default();
+        for i in 0..1_000u32 {
+            let start = 1_700_000_000_000_000_000 + u64::from(i) * 3_000;
+            log.push(Run {
+                start,
+                end: start + 1_500,
+                first: 2 * i,
+                last: 2 * i,
+            });
+        }
+        assert_eq!(log.bytes.len(), 6_000 + 7);
+        log.clear();
+        assert_eq!(log.cursor().count(), 0);
     }
 }

@@ -91,7 +91,10 @@ impl Grid {
         let mut b = ((s - self.start) / self.width) as usize;
         let mut t = s;
         while t < e && b < self.n {
-            let edge = self.start + (b as u64 + 1) * self.width;
+            // Saturating: a span near 2^64 ns (corrupt records) must not wrap the last edge.
+            let edge = self
+                .start
+                .saturating_add((b as u64 + 1).saturating_mul(self.width));
             let to = e.min(edge);
             f(b, to - t);
             t = to;
@@ -102,20 +105,30 @@ impl Grid {
 
 /// The levels of every GPU lane and of the busiest streams' lanes. `window` is the report's.
 pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLod, AnalysisError> {
-    // Pass 1: the busy runs per device, in order, with each gap's launch; kept as runs (a
-    // fraction of the kernel count) so that the span is known before the buckets are.
-    let index = ApiIndex::build(&trace.api_calls);
-    let mut runs: Vec<(u32, Ns, Ns, Option<Ns>)> = Vec::new();
-    kernel_timelines(trace, window, 0, |dev, s, e, first| {
-        let corr = trace.kernels[first as usize].correlation_id;
-        let launch = index.get(corr).map(|i| trace.api_calls[i].end_ns);
-        runs.push((dev, s, e, launch));
-    })?;
-    drop(index);
-    let (Some(start), Some(end)) = (
-        runs.iter().map(|r| r.1).min(),
-        runs.iter().map(|r| r.2).max(),
-    ) else {
+    // Pass 1, over the records: the span (the first start to the last end of the kernels with
+    // time, as the busy runs' span is), the devices with kernel time, and each stream's busy
+    // time for choosing lanes. Nothing per record is kept: the span fixes the buckets, and the
+    // busy runs are then added to them as they are swept.
+    let mut bounds: Option<(Ns, Ns)> = None;
+    let mut devices: Vec<u32> = Vec::new();
+    let mut stream_busy: HashMap<(u32, u64), Ns> = HashMap::new();
+    for k in &trace.kernels {
+        let Some((s, e)) = cutrace_analysis::window::clip(window, k.start_ns, k.end_ns) else {
+            continue;
+        };
+        // An inverted record (end before start) is a point, as the analysis reads it: it adds
+        // no busy time (and a corrupt one cannot overflow the sum).
+        let busy = stream_busy.entry((k.device, k.stream)).or_default();
+        *busy = busy.saturating_add(e.saturating_sub(s));
+        if e <= s {
+            continue;
+        }
+        bounds = Some(bounds.map_or((s, e), |(a, b)| (a.min(s), b.max(e))));
+        if devices.last() != Some(&k.device) && !devices.contains(&k.device) {
+            devices.push(k.device);
+        }
+    }
+    let Some((start, end)) = bounds else {
         return Ok(TimelineLod {
             start_ns: 0,
             span_ns: 0,
@@ -127,18 +140,8 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             streams_not_drawn: 0,
         });
     };
-    let mut devices: Vec<u32> = runs.iter().map(|r| r.0).collect();
-    devices.dedup();
     devices.sort_unstable();
-    devices.dedup();
 
-    // Stream busy time per stream, for choosing lanes.
-    let mut stream_busy: HashMap<(u32, u64), Ns> = HashMap::new();
-    for k in &trace.kernels {
-        if let Some((s, e)) = cutrace_analysis::window::clip(window, k.start_ns, k.end_ns) {
-            *stream_busy.entry((k.device, k.stream)).or_default() += e - s;
-        }
-    }
     let mut streams: Vec<((u32, u64), Ns)> = stream_busy.into_iter().collect();
     streams.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
 
@@ -197,12 +200,16 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             idle: vec![[0; 3]; dev_grid.n],
         })
         .collect();
+    // Pass 2: the busy runs, device by device in order, straight into the buckets, and each
+    // gap split where its next kernel's launch returned.
+    let index = ApiIndex::build(&trace.api_calls);
     let mut prev: Option<(u32, Ns)> = None;
-    for &(dev, s, e, launch) in &runs {
+    kernel_timelines(trace, window, 0, |dev, s, e, first| {
         let a = &mut dev_acc[devices.binary_search(&dev).unwrap_or(0)];
         if let Some((pd, pe)) = prev {
             if pd == dev && pe < s {
-                match launch {
+                let corr = trace.kernels[first as usize].correlation_id;
+                match index.get(corr).map(|i| trace.api_calls[i].end_ns) {
                     Some(r) => {
                         let r = r.clamp(pe, s);
                         dev_grid.add(pe, r, |b, ns| a.idle[b][0] += ns);
@@ -214,8 +221,8 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
         }
         dev_grid.add(s, e, |b, ns| a.busy[b] += ns);
         prev = Some((dev, e));
-    }
-    drop(runs);
+    })?;
+    drop(index);
 
     // Stream lanes: the kernels' time (a stream runs its kernels one after another).
     let mut stream_acc: Vec<Vec<Ns>> = vec![vec![0; stream_grid.n]; n_streams];

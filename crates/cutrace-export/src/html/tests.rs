@@ -396,3 +396,40 @@ fn a_trace_without_counters_has_no_counter_section() {
     assert!(!page.contains("Hardware counters"));
     assert!(!page.contains("sortable counters"));
 }
+
+/// A stream whose only kernel is an inverted record (a point, whatever its numbers) is drawn
+/// with no busy time, and records with absurd times neither panic nor overflow the buckets.
+#[test]
+fn inverted_and_absurd_records_add_no_busy_time_to_a_lane() {
+    use cutrace_testkit::records::kernel;
+    let mut i = cutrace_trace::Interner::new();
+    let kernels = vec![
+        kernel(&mut i, "busy", 0, 7, 1, 1_000, 900_000),
+        kernel(&mut i, "busy", 0, 7, 2, 1_000_000, 1_900_000),
+        kernel(&mut i, "inverted", 0, 9, 3, u64::MAX - 1, 5),
+        kernel(&mut i, "absurd", 0, 11, 4, 2_000_000, u64::MAX),
+        kernel(&mut i, "absurd", 0, 11, 5, 3_000_000, u64::MAX),
+    ];
+    let t = Trace {
+        strings: i.into_strings(),
+        kernels,
+        ..Trace::default()
+    };
+    let lod = timeline_lod(&t, None).unwrap();
+    let streams: Vec<Option<u64>> = lod.lanes.iter().map(|l| l.stream).collect();
+    assert_eq!(streams, [None, Some(7), Some(9), Some(11)]);
+    assert_eq!(lod.span_ns, u64::MAX - 1_000);
+    let busy_chars = |stream: u64| -> Vec<u8> {
+        let lane = lod.lanes.iter().find(|l| l.stream == Some(stream)).unwrap();
+        lane.levels
+            .iter()
+            .flat_map(|l| l.bytes().step_by(2))
+            .collect()
+    };
+    assert!(
+        busy_chars(9).iter().all(|&c| c == b'0'),
+        "a point is never busy"
+    );
+    assert!(busy_chars(7).iter().any(|&c| c != b'0'));
+    assert!(busy_chars(11).contains(&b'/'), "full buckets");
+}

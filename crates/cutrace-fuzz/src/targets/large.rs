@@ -124,7 +124,8 @@ pub fn write_large(
 
 impl LargeNative {
     /// The large-trace cases of a run: one genuine part of [`PART_BYTES`] (a recording and a
-    /// chunk size picked by `rng`) run through every main command, and `diff` of a part of half
+    /// chunk size picked by `rng`) run through every main command (`report` as text, JSON and
+    /// HTML, every `convert`), and `diff` of a part of half
     /// that size with itself (its two inputs together are [`PART_BYTES`]). Their inputs are
     /// written under `dir`; a failure is replayed from the seed (`--write-large`), not kept.
     pub fn cases(&self, rng: &mut Rng, dir: &Path) -> io::Result<Vec<Case>> {
@@ -164,6 +165,19 @@ impl LargeNative {
                 "json".into(),
             ],
             vec![],
+            &what,
+        ));
+        // The page is its output; its timeline must not keep per-record state for millions of
+        // kernels.
+        let page = dir.join("page.html");
+        cases.push(case(
+            vec![
+                "report".into(),
+                input.clone(),
+                "--html".into(),
+                page.clone().into_os_string(),
+            ],
+            vec![page],
             &what,
         ));
         for flag in ["--csv", "--parquet", "--chrome", "--perfetto"] {
