@@ -19,8 +19,7 @@ use std::collections::BinaryHeap;
 use cutrace_trace::{ApiCall, ApiKind, Ns, Trace};
 use serde::Serialize;
 
-use crate::percentile::{percentiles, Percentiles};
-use crate::summary::Scratch;
+use crate::percentile::{percentiles, Percentiles, Scratch};
 use crate::window::{clip, Window};
 
 /// correlation_id → index of the API call that owns it.

@@ -72,6 +72,34 @@ pub fn percentile<T: Ord + Copy>(values: &mut [T], per_mille: u32) -> Option<T> 
     Some(*values.select_nth_unstable(idx).1)
 }
 
+/// The report's one buffer for a pass's values (durations, latencies), reused by every pass so
+/// that they touch the same memory. A pass stores each value as its offset from a base it knows
+/// (its group's smallest) in 32 bits when the offsets fit, else whole in 64; the other width's
+/// buffer is freed.
+#[derive(Debug, Default)]
+pub(crate) struct Scratch {
+    narrow: Vec<u32>,
+    wide: Vec<u64>,
+}
+
+impl Scratch {
+    /// `n` zeroed 32-bit slots (the 64-bit buffer freed).
+    pub(crate) fn narrow(&mut self, n: usize) -> &mut Vec<u32> {
+        self.wide = Vec::new();
+        self.narrow.clear();
+        self.narrow.resize(n, 0);
+        &mut self.narrow
+    }
+
+    /// `n` zeroed 64-bit slots (the 32-bit buffer freed).
+    pub(crate) fn wide(&mut self, n: usize) -> &mut Vec<u64> {
+        self.narrow = Vec::new();
+        self.wide.clear();
+        self.wide.resize(n, 0);
+        &mut self.wide
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,9 @@ use crate::correlate::{correlate_in, ApiIndex, Correlation, LaunchLatency};
 use crate::error::AnalysisError;
 use crate::intervals::{BusyIndex, RunIntersector};
 use crate::parts::{separate_runs, SeparateRuns};
+use crate::percentile::Scratch;
 use crate::ranges::{devices_with_gpu_ranges, range_breakdown, RangeSummary};
-use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats, Scratch};
+use crate::summary::{api_summary_in, kernel_summary_in, KernelNameSummary, NameStats};
 use crate::timeline::{
     kernel_timelines, DeviceTimeline, GapHost, NamedSpan, NextLaunch, StreamTimeline, Timeline,
 };

@@ -10,36 +10,8 @@ use cutrace_trace::{Ns, StrId, Trace};
 use serde::Serialize;
 
 use crate::names::name_pair;
-use crate::percentile::percentile;
+use crate::percentile::{percentile, Scratch};
 use crate::window::{clip, Window};
-
-/// The report's one buffer for a pass's values (durations, latencies), reused by every pass so
-/// that they touch the same memory. A pass stores each value as its offset from a base it knows
-/// (its group's smallest) in 32 bits when the offsets fit, else whole in 64; the other width's
-/// buffer is freed.
-#[derive(Debug, Default)]
-pub(crate) struct Scratch {
-    narrow: Vec<u32>,
-    wide: Vec<u64>,
-}
-
-impl Scratch {
-    /// `n` zeroed 32-bit slots (the 64-bit buffer freed).
-    pub(crate) fn narrow(&mut self, n: usize) -> &mut Vec<u32> {
-        self.wide = Vec::new();
-        self.narrow.clear();
-        self.narrow.resize(n, 0);
-        &mut self.narrow
-    }
-
-    /// `n` zeroed 64-bit slots (the 32-bit buffer freed).
-    pub(crate) fn wide(&mut self, n: usize) -> &mut Vec<u64> {
-        self.narrow = Vec::new();
-        self.wide.clear();
-        self.wide.resize(n, 0);
-        &mut self.wide
-    }
-}
 
 /// Duration statistics of the records of one name.
 #[derive(Debug, Clone, PartialEq, Serialize)]
