@@ -385,20 +385,7 @@ impl Counters {
         self.update_info(|i| {
             i.error.get_or_insert(shown.clone());
         });
-        if !self.told.swap(true, Ordering::SeqCst) {
-            eprintln!(
-                "cutrace: pid {}: {shown}; tracing carries on",
-                std::process::id()
-            );
-        }
-        if self.config.require {
-            eprintln!(
-                "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
-                std::process::id()
-            );
-            // The at-exit handler finishes the trace, which records why.
-            std::process::exit(125);
-        }
+        say_off(&self.told, self.config.require, &shown);
     }
 
     fn context_created(&self, ctx: *mut std::ffi::c_void) {
@@ -676,6 +663,26 @@ impl Counters {
     /// The counter facts so far (the writer's side).
     pub fn info(&self) -> CounterInfo {
         self.info.lock().map(|i| i.clone()).unwrap_or_default()
+    }
+}
+
+/// Says once (`told`) that a counter source is off and tracing carries on; with
+/// `--require-counters` (`require`) stops the program with exit 125 instead. Shared by Range
+/// Profiling and PM Sampling.
+pub(crate) fn say_off(told: &AtomicBool, require: bool, shown: &str) {
+    if !told.swap(true, Ordering::SeqCst) {
+        eprintln!(
+            "cutrace: pid {}: {shown}; tracing carries on",
+            std::process::id()
+        );
+    }
+    if require {
+        eprintln!(
+            "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
+            std::process::id()
+        );
+        // The at-exit handler finishes the trace, which records why.
+        std::process::exit(125);
     }
 }
 

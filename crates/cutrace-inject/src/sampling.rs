@@ -119,7 +119,7 @@ struct Session {
     ctx: usize,
     host: Host<'static, 'static>,
     sampler: PmSampler<'static, 'static>,
-    /// This session's metrics, as indices into `SampleConfig::metrics`.
+    /// This device's sampler's metrics, as indices into `SampleConfig::metrics`.
     metrics: Vec<usize>,
     /// The first sample was seen (and dropped).
     first_seen: bool,
@@ -294,19 +294,7 @@ impl Sampling {
         self.update_info(|i| {
             i.error.get_or_insert(shown.clone());
         });
-        if !self.told.swap(true, Ordering::SeqCst) {
-            eprintln!(
-                "cutrace: pid {}: {shown}; tracing carries on",
-                std::process::id()
-            );
-        }
-        if self.config.require {
-            eprintln!(
-                "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
-                std::process::id()
-            );
-            std::process::exit(125);
-        }
+        crate::counters::say_off(&self.told, self.config.require, &shown);
     }
 
     fn context_created(&self, ctx: *mut std::ffi::c_void) {

@@ -150,7 +150,7 @@ pub struct PmSamplingInfo {
     pub devices: Vec<u32>,
     /// Samples kept (one value per metric each).
     pub samples: u64,
-    /// First samples dropped on purpose, one per device session: CUPTI documents the first
+    /// First samples dropped on purpose, one per sampled device: CUPTI documents the first
     /// sample as a possible outlier.
     pub first_samples_dropped: u64,
     /// Decodes that found the hardware buffer had overflowed: samples were lost there.

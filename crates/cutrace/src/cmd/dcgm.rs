@@ -196,7 +196,7 @@ pub(super) fn say_release(outcome: &dcgm::RunOutcome) {
         (true, true) => eprintln!("cutrace: DCGM profiling metrics had already been resumed by the --for time limit, while the command was still running."),
         (deadline, false) => eprintln!(
             "cutrace: DCGM profiling metrics stay paused: {}still held by {}; the last of them resumes them.",
-            if deadline { "this session's --for time limit ended its hold earlier; " } else { "" },
+            if deadline { "this run's --for time limit ended its hold earlier; " } else { "" },
             list(&outcome.still_held_by)
         ),
     }
