@@ -14,6 +14,7 @@ use std::time::Instant;
 use cutrace_analysis::{
     analyze, correlate, kernel_summary, kernel_timelines, steps, Options, StepMatch,
 };
+use cutrace_testkit::bench::thread_cpu_ns;
 use cutrace_testkit::synthetic::{add_steps, synthetic, Rng};
 use cutrace_trace::Trace;
 
@@ -34,13 +35,6 @@ fn vm_rss_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-/// CPU time of this thread (ns), from /proc: on a shared machine, wall time also counts the
-/// time other processes held the core.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
 }
 
 /// Best and median of 3 runs, in seconds of thread CPU time (wall time when unavailable).

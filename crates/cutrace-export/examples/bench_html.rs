@@ -15,15 +15,9 @@
 use std::time::Instant;
 
 use cutrace_analysis::{analyze, steps, Options, StepMatch};
+use cutrace_testkit::bench::thread_cpu_ns;
 use cutrace_testkit::synthetic::{add_steps, synthetic};
 use cutrace_trace::Trace;
-
-/// CPU time of this thread (ns), from /proc: on a shared machine, wall time also counts the
-/// time other processes held the core.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
 
 /// Best and median of 3 runs in seconds (thread CPU time; wall time when unavailable), and
 /// the last run's output size.

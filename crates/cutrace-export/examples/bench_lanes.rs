@@ -5,11 +5,14 @@
 //! quadratic.
 //!
 //! `cargo run --release -p cutrace-export --example bench_lanes [-- --fresh]` (results in
-//! BENCHMARKS.md; `--fresh`: each export in a process of its own, see `main`).
+//! BENCHMARKS.md; `--fresh`: each export in a process of its own, see `main`). `-- --bytes`
+//! prints the size of each export at 64k and 128k instead: the output itself grows a little
+//! faster than the kernels (row numbers and `tid`s gain digits).
 
 use std::time::Instant;
 
 use cutrace_export::{chrome, perfetto};
+use cutrace_testkit::bench::thread_cpu_ns;
 use cutrace_trace::{Kernel, Trace};
 
 fn overlapping(n: u64) -> Trace {
@@ -29,13 +32,6 @@ fn overlapping(n: u64) -> Trace {
             .collect(),
         ..Trace::default()
     }
-}
-
-/// This thread's CPU time so far (Linux), in nanoseconds: on a shared machine wall time would
-/// also count time the core spent on someone else's work.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
 }
 
 /// This thread's minor page faults so far (Linux: `minflt` in `/proc/thread-self/stat`), which
@@ -104,6 +100,17 @@ fn export_fresh(n: u64, perfetto: bool) -> (f64, u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--bytes") {
+        for n in [65_536u64, 131_072] {
+            let t = overlapping(n);
+            let mut c = Vec::new();
+            chrome::write_chrome(&mut c, &t, 0).expect("a Vec does not fail");
+            let mut p = Vec::new();
+            perfetto::write_perfetto(&mut p, &t).expect("a Vec does not fail");
+            println!("{n} chrome {} perfetto {}", c.len(), p.len());
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("--one") {
         let n = args[2].parse().expect("--one chrome|perfetto N");
         let (s, pf) = export(&overlapping(n), args[1] == "perfetto");

@@ -7,6 +7,7 @@
 //! on the GPU machine: cargo test -- --ignored)"]`, so that cargo reports them as ignored where
 //! they cannot run, never as passed, and fail (not skip) when asked to run without a GPU.
 
+pub mod bench;
 pub mod counters;
 pub mod fuzz_inputs;
 pub mod mini_elf;
