@@ -86,39 +86,67 @@ impl Unit {
 
 /// Whether the file at `path` is a rank summary: its first member is `cutrace_rank_summary`, as
 /// cutrace writes it, or (a summary re-serialized with its keys reordered, by `jq -S` say) a
-/// JSON object of at most 16 MiB with that member at its top level. Only a regular file is
-/// sniffed: a pipe or FIFO is read once, by the trace reader.
+/// JSON object of at most 16 MiB that starts with another member of a summary and has that
+/// member at its top level. Only a regular file is sniffed: a pipe or FIFO is read once, by the
+/// trace reader. A trace is told from its first member alone, without reading it whole (a job
+/// of 1,000 ranks was sniffed twice over before it was read).
 pub fn is_rank_summary(path: &Path) -> bool {
-    const KEY: &str = "\"cutrace_rank_summary\"";
+    const KEY: &str = "cutrace_rank_summary";
     let Ok(meta) = std::fs::metadata(path) else {
         return false;
     };
     if !meta.is_file() {
         return false;
     }
-    let mut head = [0u8; 64];
+    let mut head = [0u8; 256];
     let n = std::fs::File::open(path)
         .and_then(|mut f| read_up_to(&mut f, &mut head))
         .unwrap_or(0);
-    let text = String::from_utf8_lossy(&head[..n]);
-    let Some(rest) = text.trim_start().strip_prefix('{') else {
-        return false;
-    };
-    if rest.trim_start().starts_with(KEY) {
-        return true;
+    match first_key(&head[..n]) {
+        Some(k) if k == KEY => return true,
+        Some(k) if summary_keys().contains(k) => {}
+        _ => return false,
     }
     if meta.len() > 16 << 20 {
         return false;
     }
-    // The key anywhere (a fast scan), then confirmed at the top level by a parse.
     let Ok(bytes) = std::fs::read(path) else {
         return false;
     };
-    if !bytes.windows(KEY.len()).any(|w| w == KEY.as_bytes()) {
-        return false;
-    }
     serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
-        .is_ok_and(|m| m.contains_key("cutrace_rank_summary"))
+        .is_ok_and(|m| m.contains_key(KEY))
+}
+
+/// The first member's name of the JSON object that `head` starts, where it is a plain string
+/// (no escapes) within `head`.
+fn first_key(head: &[u8]) -> Option<&str> {
+    let text = head
+        .trim_ascii_start()
+        .strip_prefix(b"{")?
+        .trim_ascii_start();
+    let rest = text.strip_prefix(b"\"")?;
+    let end = rest.iter().position(|&c| c == b'"' || c == b'\\')?;
+    (rest[end] == b'"')
+        .then(|| std::str::from_utf8(&rest[..end]).ok())
+        .flatten()
+}
+
+/// The members of a rank summary, as serde writes them.
+fn summary_keys() -> &'static std::collections::BTreeSet<String> {
+    static KEYS: std::sync::OnceLock<std::collections::BTreeSet<String>> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(|| {
+        let s = cutrace_analysis::RankSummary::dead(
+            None,
+            cutrace_analysis::RankFrom::Unknown,
+            Vec::new(),
+            String::new(),
+        );
+        match serde_json::to_value(s) {
+            Ok(serde_json::Value::Object(m)) => m.into_iter().map(|(k, _)| k).collect(),
+            _ => Default::default(),
+        }
+    })
 }
 
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -463,4 +491,54 @@ pub fn job_report(
 /// One thread per core.
 pub fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_member_is_read_from_the_head_alone() {
+        assert_eq!(
+            first_key(b" \n{ \"schemaVersion\": 1"),
+            Some("schemaVersion")
+        );
+        assert_eq!(first_key(b"{\"busy_ns\":"), Some("busy_ns"));
+        // Cut off, escaped, not an object, or no member: no name.
+        assert_eq!(first_key(b"{\"cutrace_rank_sum"), None);
+        assert_eq!(first_key(b"{\"a\\u0062\": 1}"), None);
+        assert_eq!(first_key(b"[{\"a\": 1}]"), None);
+        assert_eq!(first_key(b"{}"), None);
+    }
+
+    #[test]
+    fn a_trace_is_not_a_summary_whatever_it_holds_further_on() {
+        let dir = cutrace_testkit::Dir::new("sniff");
+        // A Kineto trace that holds the summary's key in an event's args: told by its first
+        // member, never read whole.
+        let trace = dir.path("rank0.json");
+        std::fs::write(
+            &trace,
+            r#"{"schemaVersion": 1, "traceEvents": [{"args": {"cutrace_rank_summary": 1}}]}"#,
+        )
+        .unwrap();
+        assert!(!is_rank_summary(&trace));
+        // A summary with its keys sorted starts with another of its members.
+        let mut v = serde_json::to_value(cutrace_analysis::RankSummary::dead(
+            Some(3),
+            cutrace_analysis::RankFrom::Trace,
+            vec!["r3.json".into()],
+            "empty".into(),
+        ))
+        .unwrap();
+        let sorted: std::collections::BTreeMap<String, serde_json::Value> =
+            serde_json::from_value(v.take()).unwrap();
+        let s = dir.path("r3.summary.json");
+        std::fs::write(&s, serde_json::to_vec(&sorted).unwrap()).unwrap();
+        assert!(is_rank_summary(&s));
+        // A summary's member first, but no `cutrace_rank_summary` at the top level.
+        let fake = dir.path("fake.json");
+        std::fs::write(&fake, r#"{"busy_ns": 1, "x": {"cutrace_rank_summary": 1}}"#).unwrap();
+        assert!(!is_rank_summary(&fake));
+    }
 }
