@@ -939,7 +939,7 @@ impl Sink {
         }
     }
 
-    fn event<'a>(&mut self, ev: Event<'a>, at: u64) -> Result<(), TraceError> {
+    fn event<'a>(&mut self, ev: &Event<'a>, at: u64) -> Result<(), TraceError> {
         let cat_text = self.text(ev.cat, "event", "cat");
         // A modelled category in any ASCII case ("Kernel") is read as its lowercase spelling;
         // any other keeps its own, for the skipped count.
@@ -951,7 +951,7 @@ impl Sink {
                     self.unread(cat, "name", raw);
                 }
                 let name = self.text(ev.name, cat, "name");
-                return self.mark(&ev, name.as_ref(), at);
+                return self.mark(ev, name.as_ref(), at);
             }
             // Labelled by phase: the scanner stops reading them after `ph`. An event skipped
             // on its category before its `ph` was read (keys in another order) is labelled by
@@ -965,7 +965,7 @@ impl Sink {
             return Ok(());
         }
         if cat == "cpu_op" && ev.name.is_some_and(|n| n.bytes_eq(scan::PARAM_COMMS)) {
-            self.param_comms(&ev, at);
+            self.param_comms(ev, at);
             return Ok(());
         }
         if scan::MODELLED.contains(&cat) {
@@ -999,7 +999,7 @@ impl Sink {
             "kernel" => {
                 // A kernel's device and times are what every number is computed from: they
                 // must read, or the trace is refused at this event.
-                let Some(g) = self.gpu_event(&ev, at, cat, true)? else {
+                let Some(g) = self.gpu_event(ev, at, cat, true)? else {
                     return Ok(());
                 };
                 // `cutrace convert --chrome` writes the demangled name and keeps CUPTI's in
@@ -1014,7 +1014,7 @@ impl Sink {
                 let full = mangled.as_deref().unwrap_or(name_str);
                 let name = self.strings.intern(full);
                 if crate::comm::is_comm_kernel(full) {
-                    self.comm_kernel(&ev, &g);
+                    self.comm_kernel(ev, &g);
                 }
                 self.trace.kernels.push(Kernel {
                     device: g.device,
@@ -1036,7 +1036,7 @@ impl Sink {
                 });
             }
             "gpu_memcpy" => {
-                let Some(g) = self.gpu_event(&ev, at, cat, false)? else {
+                let Some(g) = self.gpu_event(ev, at, cat, false)? else {
                     return Ok(());
                 };
                 self.trace.memcpys.push(Memcpy {
@@ -1051,7 +1051,7 @@ impl Sink {
                 });
             }
             "gpu_memset" => {
-                let Some(g) = self.gpu_event(&ev, at, cat, false)? else {
+                let Some(g) = self.gpu_event(ev, at, cat, false)? else {
                     return Ok(());
                 };
                 self.trace.memsets.push(Memset {
@@ -1066,10 +1066,10 @@ impl Sink {
                 });
             }
             "cuda_runtime" | "cuda_driver" => {
-                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
                     return Ok(());
                 };
-                let a = self.args(&ev, cat);
+                let a = self.args(ev, cat);
                 let name = self.strings.intern(name_str);
                 self.trace.api_calls.push(ApiCall {
                     kind: if cat == "cuda_runtime" {
@@ -1088,10 +1088,10 @@ impl Sink {
                 });
             }
             "cuda_sync" => {
-                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
                     return Ok(());
                 };
-                let a = self.args(&ev, cat);
+                let a = self.args(ev, cat);
                 // Kineto names the kind in `name` and, since 2024, in args "cuda_sync_kind".
                 let kind = sync_kind(name_str);
                 self.trace.syncs.push(Synchronization {
@@ -1109,7 +1109,7 @@ impl Sink {
                 });
             }
             "user_annotation" | "gpu_user_annotation" => {
-                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
                     return Ok(());
                 };
                 let name = self.strings.intern(name_str);
@@ -1122,7 +1122,7 @@ impl Sink {
                     (Some(a), true) => (arg(a.device), arg(a.stream)),
                     _ => (None, None),
                 };
-                let nvtx_domain = self.nvtx_domain(&ev, at, cat)?;
+                let nvtx_domain = self.nvtx_domain(ev, at, cat)?;
                 self.trace.ranges.push(NvtxRange {
                     domain: if gpu {
                         RangeDomain::Gpu
@@ -1153,7 +1153,7 @@ impl Sink {
                 });
             }
             "overhead" => {
-                let Some((start, end)) = self.soft_interval(&ev, at, cat) else {
+                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
                     return Ok(());
                 };
                 let kind = self.strings.intern(name_str);
@@ -1232,7 +1232,7 @@ impl Sink {
         at: u64,
         cat: &str,
     ) -> Result<Option<std::sync::Arc<str>>, TraceError> {
-        let Some(raw) = ev.args.and_then(|a| a.domain) else {
+        let Some(raw) = ev.args.as_ref().and_then(|a| a.domain) else {
             return Ok(None);
         };
         let d = self.text(Some(raw), cat, "domain");
@@ -1313,7 +1313,11 @@ impl Sink {
             }
         };
         let args = self.args(ev, cat);
-        let raw_device = ev.args.and_then(|a| a.device).filter(|r| *r != b"null");
+        let raw_device = ev
+            .args
+            .as_ref()
+            .and_then(|a| a.device)
+            .filter(|r| *r != b"null");
         if strict && args.device.is_none() {
             if let Some(raw) = raw_device {
                 return Err(self.malformed(

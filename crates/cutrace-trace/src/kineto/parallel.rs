@@ -38,16 +38,17 @@ pub(super) struct Run {
 /// or the end of the block. `base` is the block's absolute offset, for error messages.
 pub(super) fn run(b: &[u8], from: usize, stop: Option<usize>, base: u64, sink: &mut Sink) -> Run {
     let mut i = from;
+    let mut ev = scan::Event::default();
     let done = |end, pos| Run {
         end,
         pos,
         error: None,
     };
     loop {
-        match scan::event(&b[i..]) {
-            Ok((ev, used)) => {
+        match scan::event(&b[i..], &mut ev) {
+            Ok(used) => {
                 sink.events += 1;
-                if let Err(e) = sink.event(ev, base + i as u64) {
+                if let Err(e) = sink.event(&ev, base + i as u64) {
                     return Run {
                         end: RunEnd::NeedEvent,
                         pos: i,

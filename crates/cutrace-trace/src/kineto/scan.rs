@@ -386,12 +386,15 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn args(&mut self) -> R<Option<Args<'a>>> {
+    fn args(&mut self, out: &mut Option<Args<'a>>) -> R<()> {
         if self.ws()? != b'{' {
             self.value()?;
-            return Ok(None);
+            *out = None;
+            return Ok(());
         }
-        let mut a = Args::default();
+        // Filled in place: an `Args` is some 400 bytes, and returning it by value copied it
+        // for every kernel and runtime call.
+        let a = out.insert(Args::default());
         self.object_keys(|s, key| {
             let slot = match key.raw {
                 b"device" => &mut a.device,
@@ -439,7 +442,7 @@ impl<'a> Scanner<'a> {
             *slot = Some(s.value()?);
             Ok(())
         })?;
-        Ok(Some(a))
+        Ok(())
     }
 }
 
@@ -516,18 +519,19 @@ impl Scanner<'_> {
 /// The one CPU op cutrace reads: torch's annotation of a collective call.
 pub const PARAM_COMMS: &str = "record_param_comms";
 
-/// Scans one event object at the front of `b`; returns it and the bytes it took. Events that
+/// Scans one event object at the front of `b` into `ev` (reused from event to event: it is
+/// some 600 bytes, too many to return by value); returns the bytes it took. Events that
 /// cutrace does not model (`ph` other than "X" or "i", or a `cat` not in [`MODELLED`]; of
 /// `cpu_op` events, all but [`PARAM_COMMS`]) are skipped after those keys, and come back with the
 /// fields read so far. A `ph`, `cat` or `name` that is not a string is read as absent (and the
 /// event is then not modelled, or unnamed): it never makes the event unreadable.
-pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
+pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
     let mut s = Scanner { b, i: 0 };
-    let mut ev = Event::default();
+    *ev = Event::default();
     s.expect(b'{', "at the start of an object")?;
     if s.ws()? == b'}' {
         s.i += 1;
-        return Ok((ev, s.i));
+        return Ok(s.i);
     }
     // A `cpu_op` is kept only if its name is PARAM_COMMS: decided once both are read.
     let mut cpu_op = false;
@@ -569,7 +573,7 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
             b"tid" => ev.tid = Some(s.value()?),
             b"ts" => ev.ts = Some(s.value()?),
             b"dur" => ev.dur = Some(s.value()?),
-            b"args" => ev.args = s.args()?,
+            b"args" => s.args(&mut ev.args)?,
             _ => {
                 s.value()?;
             }
@@ -578,7 +582,7 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
             b',' => s.i += 1,
             b'}' => {
                 s.i += 1;
-                return Ok((ev, s.i));
+                return Ok(s.i);
             }
             c => {
                 return s.bad(format!(
@@ -589,7 +593,7 @@ pub fn event(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
         }
         if skip_rest {
             s.skip_rest_of_object()?;
-            return Ok((ev, s.i));
+            return Ok(s.i);
         }
     }
 }
@@ -609,11 +613,28 @@ impl<'a> Scanner<'a> {
 mod tests {
     use super::*;
 
+    /// One event scanned into a fresh `Event`.
+    fn one(b: &[u8]) -> Result<(Event<'_>, usize), ScanError> {
+        let mut ev = Event::default();
+        event(b, &mut ev).map(|used| (ev, used))
+    }
+
+    #[test]
+    fn a_reused_event_keeps_nothing_of_the_previous_one() {
+        let src = br#"{"ph": "X", "cat": "kernel", "name": "k", "args": {"device": 3}},{"ph": "X", "cat": "cuda_runtime"}"#;
+        let mut ev = Event::default();
+        let used = event(src, &mut ev).unwrap();
+        assert_eq!(ev.args.unwrap().device, Some(&b"3"[..]));
+        event(&src[used + 1..], &mut ev).unwrap();
+        assert!(ev.cat.unwrap().bytes_eq("cuda_runtime"));
+        assert!(ev.name.is_none() && ev.args.is_none(), "{ev:?}");
+    }
+
     #[test]
     fn finds_fields_and_skips_the_rest() {
         let src = br#"{"ph": "X", "x": {"a": [1, {"b": "}"}]}, "cat": "kernel", "name": "a\"b\u00e9",
             "ts": 12.5, "dur": 3, "pid": "Spans", "args": {"device": 0, "grid": [1, 2, 3], "q": null}} ,"#;
-        let (ev, used) = event(src).unwrap();
+        let (ev, used) = one(src).unwrap();
         assert_eq!(&src[used..], b" ,");
         assert!(ev.ph.unwrap().bytes_eq("X"));
         assert!(ev.cat.unwrap().bytes_eq("kernel"));
@@ -656,12 +677,12 @@ mod tests {
             "args": {"device": 0, "grid": [1, 2, 3], "f": false, "t": true}, "z": null}"#;
         for cut in 0..src.len() {
             assert_eq!(
-                event(&src[..cut]).err(),
+                one(&src[..cut]).err(),
                 Some(ScanError::NeedMore),
                 "cut {cut}"
             );
         }
-        assert!(event(src).is_ok());
+        assert!(one(src).is_ok());
     }
 
     #[test]
@@ -674,7 +695,7 @@ mod tests {
             br#"{"a": tru }"#,
             br#"{"a": @}"#,
         ] {
-            match event(src) {
+            match one(src) {
                 Err(ScanError::Bad(_, _)) => {}
                 other => panic!("{}: {other:?}", String::from_utf8_lossy(src)),
             }
