@@ -160,6 +160,35 @@ enum Rec {
     Mark(u32),
 }
 
+impl Rec {
+    /// (kind, index): the kind in 3 bits, as [`Packed`] holds it.
+    fn split(self) -> (u32, u32) {
+        match self {
+            Rec::Kernel(i) => (0, i),
+            Rec::Memcpy(i) => (1, i),
+            Rec::Memset(i) => (2, i),
+            Rec::Sync(i) => (3, i),
+            Rec::Api(i) => (4, i),
+            Rec::Range(i) => (5, i),
+            Rec::Overhead(i) => (6, i),
+            Rec::Mark(i) => (7, i),
+        }
+    }
+
+    fn join(kind: u32, i: u32) -> Rec {
+        match kind {
+            0 => Rec::Kernel(i),
+            1 => Rec::Memcpy(i),
+            2 => Rec::Memset(i),
+            3 => Rec::Sync(i),
+            4 => Rec::Api(i),
+            5 => Rec::Range(i),
+            6 => Rec::Overhead(i),
+            _ => Rec::Mark(i),
+        }
+    }
+}
+
 /// A slice (or, for a mark, an instant) on a track: start, end, record.
 type Item = (Ns, Ns, Rec);
 
@@ -194,9 +223,46 @@ struct Ev {
     track: u32,
     /// 0 begin, 1 end, 2 instant.
     what: u8,
-    /// On a GPU track (see `Track::gpu`).
-    gpu: bool,
     rec: Rec,
+}
+
+/// Tracks below this many have their events sorted as [`Packed`] (the track takes 26 bits of
+/// its tag); more take the heap merge.
+const PACKED_TRACKS: usize = 1 << 26;
+
+/// An event as [`radix_sort`] moves it: 16 bytes where an [`Ev`] is 24, as the sort's passes
+/// over every event are the part of the export that grows fastest with their number. `tag`
+/// holds the track (below [`PACKED_TRACKS`]), then `what` (2 bits), the GPU flag and the
+/// record's kind (3 bits); `index` is the record's index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Packed {
+    ts: Ns,
+    tag: u32,
+    index: u32,
+}
+
+impl Packed {
+    fn new(ts: Ns, track: u32, what: u8, gpu: bool, rec: Rec) -> Packed {
+        let (kind, index) = rec.split();
+        Packed {
+            ts,
+            tag: track | u32::from(what) << 26 | u32::from(gpu) << 28 | kind << 29,
+            index,
+        }
+    }
+
+    fn gpu(&self) -> bool {
+        self.tag >> 28 & 1 == 1
+    }
+
+    fn ev(self) -> Ev {
+        Ev {
+            ts: self.ts,
+            track: self.tag & (PACKED_TRACKS as u32 - 1),
+            what: (self.tag >> 26 & 3) as u8,
+            rec: Rec::join(self.tag >> 29, self.index),
+        }
+    }
 }
 
 struct Track {
@@ -629,26 +695,21 @@ impl<'a> Cursor<'a> {
 /// would take some 350 MB.
 fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
     let slices: usize = tracks.list.iter().map(|tk| tk.items.len()).sum();
-    if slices > 2 * tracks.list.len() {
+    if slices > 2 * tracks.list.len() || tracks.list.len() >= PACKED_TRACKS {
         return Box::new(Merge::new(tracks));
     }
-    Box::new(sorted_events(tracks).into_iter())
+    Box::new(sorted_events(tracks).into_iter().map(Packed::ev))
 }
 
 /// [`events`] by holding them all and sorting.
-fn sorted_events(tracks: &Tracks) -> Vec<Ev> {
+/// Fewer than [`PACKED_TRACKS`] tracks.
+fn sorted_events(tracks: &Tracks) -> Vec<Packed> {
     let n: usize = tracks.list.iter().map(|tk| 2 * tk.items.len()).sum();
     let mut evs = Vec::with_capacity(n);
     for (i, tk) in tracks.list.iter().enumerate() {
         let mut c = Cursor::new(tk);
         while let Some((ts, what, rec)) = c.pull() {
-            evs.push(Ev {
-                ts,
-                track: i as u32,
-                what,
-                gpu: tk.gpu,
-                rec,
-            });
+            evs.push(Packed::new(ts, i as u32, what, tk.gpu, rec));
         }
     }
     radix_sort(evs)
@@ -716,7 +777,6 @@ impl Iterator for Merge<'_> {
             ts,
             track: i,
             what,
-            gpu: self.gpu[i as usize],
             rec,
         })
     }
@@ -725,10 +785,10 @@ impl Iterator for Merge<'_> {
 /// Sorts `evs` by (time, host before GPU), stably (so by track and order within a track, as
 /// they were pushed): least significant digit first, the GPU flag and then the time's eight
 /// bytes; a digit that every event shares (the high bytes of nearby times) is skipped.
-fn radix_sort(evs: Vec<Ev>) -> Vec<Ev> {
-    let digit = |e: &Ev, d: usize| -> usize {
+fn radix_sort(evs: Vec<Packed>) -> Vec<Packed> {
+    let digit = |e: &Packed, d: usize| -> usize {
         if d == 0 {
-            usize::from(e.gpu)
+            usize::from(e.gpu())
         } else {
             ((e.ts >> (8 * (d - 1))) & 0xff) as usize
         }
@@ -740,7 +800,7 @@ fn radix_sort(evs: Vec<Ev>) -> Vec<Ev> {
         }
     }
     let mut src = evs;
-    let mut dst: Vec<Ev> = Vec::new();
+    let mut dst: Vec<Packed> = Vec::new();
     for (d, c) in counts.iter().enumerate() {
         if c.contains(&src.len()) {
             continue;
@@ -918,8 +978,9 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     // 128k children.
     let n = tracks.list.len();
     let parent_of = |tk: &Track| tk.parent.map(|p| (p - 1) as usize);
-    // Children of track `p` go to `kids[from[p]..from[p + 1]]`, in track order.
-    let mut from = vec![0usize; n + 1];
+    // Children of track `p` go to `kids[from[p]..from[p + 1]]`, in track order. Track indices
+    // are u32 (`Tracks::push`): half the memory of `usize` at 128k rows.
+    let mut from = vec![0u32; n + 1];
     for tk in &tracks.list {
         if let Some(p) = parent_of(tk) {
             from[p + 1] += 1;
@@ -928,28 +989,35 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     for p in 0..n {
         from[p + 1] += from[p];
     }
-    let mut kids = vec![0usize; from[n]];
+    let mut kids = vec![0u32; from[n] as usize];
     let mut at = from.clone();
     for (i, tk) in tracks.list.iter().enumerate() {
         if let Some(p) = parent_of(tk) {
-            kids[at[p]] = i;
+            kids[at[p] as usize] = i as u32;
             at[p] += 1;
         }
     }
-    let mut rank = vec![0i64; n];
-    let mut keyed: Vec<((u64, u64), usize)> = Vec::new();
+    drop(at);
+    let mut rank = vec![0u32; n];
+    let mut keyed: Vec<((u64, u64), u32)> = Vec::new();
+    let order = |i: u32| tracks.list[i as usize].order;
     for p in 0..n {
+        let ks = &kids[from[p] as usize..from[p + 1] as usize];
+        // Mostly in order already (rows are made from the lowest up): then a child's rank is
+        // its place, without gathering and sorting the keys.
+        if ks.windows(2).all(|w| order(w[0]) <= order(w[1])) {
+            for (r, &i) in ks.iter().enumerate() {
+                rank[i as usize] = r as u32;
+            }
+            continue;
+        }
         // By the keys gathered first: a GPU with 128k rows would look each up at random.
-        // Stable, and mostly in order already (rows are made from the lowest up).
+        // Stable: siblings of one key keep their track order.
         keyed.clear();
-        keyed.extend(
-            kids[from[p]..from[p + 1]]
-                .iter()
-                .map(|&i| (tracks.list[i].order, i)),
-        );
+        keyed.extend(ks.iter().map(|&i| (order(i), i)));
         keyed.sort_by_key(|k| k.0);
         for (r, &(_, i)) in keyed.iter().enumerate() {
-            rank[i] = r as i64;
+            rank[i as usize] = r as u32;
         }
     }
     // Track descriptors go on a sequence of their own: on the events' sequence, the last thread
@@ -987,7 +1055,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
             int(
                 &mut d,
                 pf::TD_SIBLING_ORDER_RANK,
-                rank[i].min(i64::from(i32::MAX)),
+                i64::from(rank[i].min(i32::MAX as u32)),
             );
         }
         p.clear();
@@ -1351,7 +1419,36 @@ mod tests {
         want.sort();
         assert_eq!(replay(&events(&t).collect::<Vec<_>>()), want);
         assert_eq!(replay(&Merge::new(&t).collect::<Vec<_>>()), want);
-        assert_eq!(replay(&sorted_events(&t)), want);
+        let sorted: Vec<Ev> = sorted_events(&t).into_iter().map(Packed::ev).collect();
+        assert_eq!(replay(&sorted), want);
+    }
+
+    #[test]
+    fn a_packed_event_is_the_event_it_was_made_from() {
+        let recs = [
+            Rec::Kernel(0),
+            Rec::Memcpy(7),
+            Rec::Memset(u32::MAX),
+            Rec::Sync(1),
+            Rec::Api(2),
+            Rec::Range(3),
+            Rec::Overhead(4),
+            Rec::Mark(5),
+        ];
+        for (k, &rec) in recs.iter().enumerate() {
+            for (track, what, gpu) in [
+                (0, 0, false),
+                (PACKED_TRACKS as u32 - 1, 2, true),
+                (5, 1, true),
+            ] {
+                let p = Packed::new(u64::MAX - k as u64, track, what, gpu, rec);
+                let e = p.ev();
+                assert_eq!((e.ts, e.track, e.what), (u64::MAX - k as u64, track, what));
+                assert_eq!(p.gpu(), gpu);
+                assert!(e.rec == rec);
+            }
+        }
+        assert_eq!(std::mem::size_of::<Packed>(), 16);
     }
 
     proptest::proptest! {
@@ -1364,25 +1461,24 @@ mod tests {
                 0..400,
             )
         ) {
-            let evs: Vec<Ev> = raw
+            let evs: Vec<Packed> = raw
                 .iter()
                 .enumerate()
-                .map(|(i, &(x, gpu, spread))| Ev {
-                    ts: match spread {
+                .map(|(i, &(x, gpu, spread))| {
+                    let ts = match spread {
                         0 => x,
                         1 => x % 16,
                         _ => 1 << 40 | (x % 300),
-                    },
-                    track: i as u32,
-                    what: 0,
-                    gpu,
-                    rec: Rec::Kernel(i as u32),
+                    };
+                    Packed::new(ts, i as u32, 0, gpu, Rec::Kernel(i as u32))
                 })
                 .collect();
             let mut want = evs.clone();
-            want.sort_by_key(|e| (e.ts, e.gpu));
+            want.sort_by_key(|e| (e.ts, e.gpu()));
             let got = radix_sort(evs);
-            let key = |v: &[Ev]| v.iter().map(|e| (e.ts, e.gpu, e.track)).collect::<Vec<_>>();
+            let key = |v: &[Packed]| {
+                v.iter().map(|e| (e.ts, e.gpu(), e.ev().track)).collect::<Vec<_>>()
+            };
             proptest::prop_assert_eq!(key(&got), key(&want));
         }
 
@@ -1420,9 +1516,10 @@ mod tests {
             for (tk, (gpu, _)) in t.list.iter_mut().zip(&spec) {
                 tk.gpu = *gpu;
             }
-            let key = |e: &Ev| (e.ts, e.track, e.what, e.gpu);
+            // The GPU flag is the track's; the record tells events of one time apart.
+            let key = |e: &Ev| (e.ts, e.track, e.what, e.rec.split());
             let merged: Vec<_> = Merge::new(&t).map(|e| key(&e)).collect();
-            let sorted: Vec<_> = sorted_events(&t).iter().map(key).collect();
+            let sorted: Vec<_> = sorted_events(&t).into_iter().map(|p| key(&p.ev())).collect();
             proptest::prop_assert_eq!(merged, sorted);
         }
     }
