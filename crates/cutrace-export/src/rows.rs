@@ -83,7 +83,8 @@ impl GpuRows {
 /// max segment tree (the first row that fits is found by descending it), and the open events'
 /// ends in a heap (the events that have ended by a start are closed without visiting every
 /// row). Scanning rows one by one was quadratic: 128k overlapping kernels took 11 s. Work that
-/// all runs at once, the case that makes many rows, takes a new row without the descent.
+/// all runs at once, the case that makes many rows, takes a new row without the descent and
+/// without touching the tree, which takes such rows in at once when next needed.
 #[derive(Default)]
 pub(crate) struct Rows {
     /// Per row, its innermost open event in `events` (`NONE`: nothing open).
@@ -104,6 +105,11 @@ pub(crate) struct Rows {
     max_end: Ns,
     /// Rows below `open.len()` with nothing open.
     empty_rows: usize,
+    /// Rows from here on were opened by the sweep of work all running at once and are not in
+    /// the tree yet: each would have climbed it to the root (its end is the new maximum), a
+    /// log(rows) per event. They go in at once, in time linear in their number, when the tree
+    /// is next read or changed ([`Rows::flush`]).
+    stale_from: usize,
 }
 
 const NONE: u32 = u32::MAX;
@@ -138,22 +144,21 @@ impl Rows {
             if top > start {
                 break;
             }
+            self.flush();
             self.ends.pop();
             self.open[row] = self.events[self.open[row] as usize].1;
             self.empty_rows += usize::from(self.open[row] == NONE);
             let next = self.top(row);
             self.set(row, next.unwrap_or(Ns::MAX));
         }
-        // One empty row past the last used is always there (the tree keeps a spare leaf).
-        if self.open.len() + 1 > self.leaves {
-            self.grow();
-        }
         // Work that all runs at once (every event ends after every open one, and no row has
         // emptied) takes a new row: found without descending the tree, so such a sweep costs
         // no log(rows) per event.
-        let row = if self.empty_rows == 0 && end > self.max_end {
+        let sweep = self.empty_rows == 0 && end > self.max_end;
+        let row = if sweep {
             self.open.len()
         } else {
+            self.flush();
             self.first_at_least(end)
         };
         self.max_end = self.max_end.max(end);
@@ -167,8 +172,41 @@ impl Rows {
         self.events.push((end, self.open[row]));
         self.open[row] = id;
         self.ends.push(Reverse((end, Reverse(id), row)));
-        self.set(row, end);
+        if sweep {
+            // A new row past every other, the tree left stale for it (see `stale_from`).
+            self.stale_from = self.stale_from.min(row);
+        } else {
+            self.set(row, end);
+        }
         row
+    }
+
+    /// Puts the rows from `stale_from` on into the tree: their leaves, then each level's
+    /// parents of that range, up to the root.
+    /// The tree always has a leaf for every row and one spare empty row past the last used
+    /// (`first_at_least` finds a new row there); a sweep of work all at once never reads it, so
+    /// it is grown here, not per row.
+    fn flush(&mut self) {
+        if self.open.len() + 1 > self.leaves {
+            // Rebuilt from every row: nothing is stale after.
+            self.grow();
+            return;
+        }
+        let (lo, hi) = (self.stale_from, self.open.len());
+        self.stale_from = usize::MAX;
+        if lo >= hi {
+            return;
+        }
+        for row in lo..hi {
+            self.tree[self.leaves + row] = self.top(row).unwrap_or(Ns::MAX);
+        }
+        let (mut a, mut b) = ((self.leaves + lo) / 2, (self.leaves + hi - 1) / 2);
+        while a >= 1 {
+            for i in a..=b {
+                self.tree[i] = self.tree[2 * i].max(self.tree[2 * i + 1]);
+            }
+            (a, b) = (a / 2, b / 2);
+        }
     }
 
     /// The number of rows used.
@@ -205,9 +243,10 @@ impl Rows {
         i - self.leaves
     }
 
-    /// Doubles the leaves (at least 16), keeping the rows' values.
+    /// Enough leaves for every row and a spare (a power of two, at least 16), the rows'
+    /// values rebuilt.
     fn grow(&mut self) {
-        let leaves = (self.leaves * 2).max(16);
+        let leaves = (self.open.len() + 1).next_power_of_two().max(16);
         let mut tree = vec![Ns::MAX; 2 * leaves];
         for row in 0..self.open.len() {
             tree[leaves + row] = self.top(row).unwrap_or(Ns::MAX);
@@ -217,6 +256,8 @@ impl Rows {
         }
         self.tree = tree;
         self.leaves = leaves;
+        // Every row is in the rebuilt tree.
+        self.stale_from = usize::MAX;
     }
 }
 
