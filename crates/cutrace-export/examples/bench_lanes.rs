@@ -7,7 +7,9 @@
 //! `cargo run --release -p cutrace-export --example bench_lanes [-- --fresh]` (results in
 //! BENCHMARKS.md; `--fresh`: each export in a process of its own, see `main`). `-- --bytes`
 //! prints the size of each export at 64k and 128k instead: the output itself grows a little
-//! faster than the kernels (row numbers and `tid`s gain digits).
+//! faster than the kernels (row numbers and `tid`s gain digits). `-- --write-native DIR` writes
+//! the 64k and 128k traces as native parts (`DIR/overlap-65536.cutrace`, …), which
+//! `bench/lanes_convert.py` times through `cutrace convert`, as a user runs it.
 
 use std::time::Instant;
 
@@ -32,6 +34,27 @@ fn overlapping(n: u64) -> Trace {
             .collect(),
         ..Trace::default()
     }
+}
+
+/// `t`'s kernels as a complete native part at `path` (a new file).
+fn write_native(t: &Trace, path: &std::path::Path) -> std::io::Result<()> {
+    use cutrace_trace::native::{Header, Tail, Writer};
+    let file = std::fs::File::create_new(path)?;
+    let header = Header {
+        cutrace_version: "bench".into(),
+        kinds: vec!["CONCURRENT_KERNEL".into()],
+        ..Header::default()
+    };
+    let mut w = Writer::new(std::io::BufWriter::new(file), &header)?;
+    let name = w.intern(&t.strings[0]);
+    for k in &t.kernels {
+        w.push_kernel(&Kernel { name, ..k.clone() }, &t.launch(k));
+        if w.pending_rows() >= 16_384 {
+            w.flush()?;
+        }
+    }
+    w.finish(&Tail::default())?;
+    Ok(())
 }
 
 /// This thread's minor page faults so far (Linux: `minflt` in `/proc/thread-self/stat`), which
@@ -100,6 +123,15 @@ fn export_fresh(n: u64, perfetto: bool) -> (f64, u64) {
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("--write-native") {
+        let dir = std::path::PathBuf::from(args.get(1).expect("--write-native DIR"));
+        for n in [65_536u64, 131_072] {
+            let path = dir.join(format!("overlap-{n}.cutrace"));
+            write_native(&overlapping(n), &path).expect("writing a native part");
+            println!("{}", path.display());
+        }
+        return;
+    }
     if args.first().map(String::as_str) == Some("--bytes") {
         for n in [65_536u64, 131_072] {
             let t = overlapping(n);
