@@ -56,9 +56,10 @@ def children(pid):
     return out
 
 
-def tree_rss_kib(root):
-    """Resident set of `root` and every descendant, KiB."""
-    total, todo = 0, [root]
+def tree_rss_kib(root, skip_root=False):
+    """Resident set of `root` and every descendant, KiB; without `root`'s own when `skip_root`
+    (GNU time, which runs the measured command as its child)."""
+    total, todo = 0, (children(root) if skip_root else [root])
     while todo:
         p = todo.pop()
         todo.extend(children(p))
@@ -78,8 +79,12 @@ GNU_TIME = "/usr/bin/time"
 def run(cmd):
     own = tempfile.NamedTemporaryFile(prefix="cutrace-bench-rss-", delete=False)
     own.close()
-    if os.access(GNU_TIME, os.X_OK):
+    timed = os.access(GNU_TIME, os.X_OK)
+    if timed:
         cmd = [GNU_TIME, "-f", "%M", "-o", own.name] + cmd
+    else:
+        print(f"warning: no {GNU_TIME}: a process's own peak is read from ru_maxrss, which "
+              "carries this script's size (see the module's doc)", file=sys.stderr)
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     peak = [0]
@@ -87,7 +92,7 @@ def run(cmd):
 
     def sample():
         while not done.is_set():
-            peak[0] = max(peak[0], tree_rss_kib(p.pid))
+            peak[0] = max(peak[0], tree_rss_kib(p.pid, skip_root=timed))
             time.sleep(0.01)
 
     t = threading.Thread(target=sample)
@@ -100,7 +105,8 @@ def run(cmd):
         with open(own.name) as f:
             own_kib = int(f.read().split()[-1])
     except (OSError, ValueError, IndexError):
-        # No GNU time: ru_maxrss, which may carry Python's own size (see the module's doc).
+        if timed:
+            raise SystemExit(f"{GNU_TIME} -f %M -o FILE wrote no peak: is it GNU time?")
         own_kib = ru.ru_maxrss
     os.unlink(own.name)
     if status != 0:

@@ -86,10 +86,11 @@ impl Unit {
 
 /// Whether the file at `path` is a rank summary: its first member is `cutrace_rank_summary`, as
 /// cutrace writes it, or (a summary re-serialized with its keys reordered, by `jq -S` say) a
-/// JSON object of at most 16 MiB that starts with another member of a summary and has that
-/// member at its top level. Only a regular file is sniffed: a pipe or FIFO is read once, by the
-/// trace reader. A trace is told from its first member alone, without reading it whole (a job
-/// of 1,000 ranks was sniffed twice over before it was read).
+/// JSON object of at most 16 MiB with a `cutrace_rank_summary` member at its top level. Only a
+/// regular file is sniffed: a pipe or FIFO is read once, by the trace reader. A trace that
+/// starts as torch.profiler and cutrace write one (`schemaVersion` first, or another of
+/// [`TRACE_FIRST_KEYS`]) is told by that first member alone, without reading it whole: a job of
+/// 1,000 ranks was read twice over, the first time only to look for the summary's key.
 pub fn is_rank_summary(path: &Path) -> bool {
     const KEY: &str = "cutrace_rank_summary";
     let Ok(meta) = std::fs::metadata(path) else {
@@ -102,10 +103,15 @@ pub fn is_rank_summary(path: &Path) -> bool {
     let n = std::fs::File::open(path)
         .and_then(|mut f| read_up_to(&mut f, &mut head))
         .unwrap_or(0);
-    match first_key(&head[..n]) {
+    let head = &head[..n];
+    if !head.trim_ascii_start().starts_with(b"{") {
+        return false;
+    }
+    match first_key(head) {
         Some(k) if k == KEY => return true,
-        Some(k) if summary_keys().contains(k) => {}
-        _ => return false,
+        Some(k) if TRACE_FIRST_KEYS.contains(&k) => return false,
+        // Another first member, an escaped one, or one past the head: the whole file decides.
+        _ => {}
     }
     if meta.len() > 16 << 20 {
         return false;
@@ -113,9 +119,24 @@ pub fn is_rank_summary(path: &Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else {
         return false;
     };
+    // The key anywhere (a fast scan), then confirmed at the top level by a parse.
+    if memchr::memmem::find(&bytes, KEY.as_bytes()).is_none() {
+        return false;
+    }
     serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
         .is_ok_and(|m| m.contains_key(KEY))
 }
+
+/// First members that mark a Chrome/Kineto trace: torch.profiler and cutrace's `--chrome` write
+/// `schemaVersion` first; the others are the top-level members of such traces.
+const TRACE_FIRST_KEYS: [&str; 6] = [
+    "schemaVersion",
+    "traceEvents",
+    "deviceProperties",
+    "distributedInfo",
+    "displayTimeUnit",
+    "baseTimeNanoseconds",
+];
 
 /// The first member's name of the JSON object that `head` starts, where it is a plain string
 /// (no escapes) within `head`.
@@ -129,24 +150,6 @@ fn first_key(head: &[u8]) -> Option<&str> {
     (rest[end] == b'"')
         .then(|| std::str::from_utf8(&rest[..end]).ok())
         .flatten()
-}
-
-/// The members of a rank summary, as serde writes them.
-fn summary_keys() -> &'static std::collections::BTreeSet<String> {
-    static KEYS: std::sync::OnceLock<std::collections::BTreeSet<String>> =
-        std::sync::OnceLock::new();
-    KEYS.get_or_init(|| {
-        let s = cutrace_analysis::RankSummary::dead(
-            None,
-            cutrace_analysis::RankFrom::Unknown,
-            Vec::new(),
-            String::new(),
-        );
-        match serde_json::to_value(s) {
-            Ok(serde_json::Value::Object(m)) => m.into_iter().map(|(k, _)| k).collect(),
-            _ => Default::default(),
-        }
-    })
 }
 
 fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
@@ -512,18 +515,22 @@ mod tests {
     }
 
     #[test]
-    fn a_trace_is_not_a_summary_whatever_it_holds_further_on() {
+    fn a_trace_is_told_by_its_first_member_and_a_summary_by_its_key() {
         let dir = cutrace_testkit::Dir::new("sniff");
-        // A Kineto trace that holds the summary's key in an event's args: told by its first
-        // member, never read whole.
-        let trace = dir.path("rank0.json");
-        std::fs::write(
-            &trace,
-            r#"{"schemaVersion": 1, "traceEvents": [{"args": {"cutrace_rank_summary": 1}}]}"#,
-        )
-        .unwrap();
+        let write = |name: &str, text: &[u8]| {
+            let p = dir.path(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        // A trace that starts as torch.profiler writes one: a trace, whatever it holds further
+        // on (here the summary's key at the top level, which a summary would have).
+        let trace = write(
+            "rank0.json",
+            br#"{"schemaVersion": 1, "cutrace_rank_summary": 1, "traceEvents": []}"#,
+        );
         assert!(!is_rank_summary(&trace));
-        // A summary with its keys sorted starts with another of its members.
+        // A summary as cutrace writes it, and with its keys sorted (`jq -S`): another member
+        // comes first.
         let mut v = serde_json::to_value(cutrace_analysis::RankSummary::dead(
             Some(3),
             cutrace_analysis::RankFrom::Trace,
@@ -531,14 +538,26 @@ mod tests {
             "empty".into(),
         ))
         .unwrap();
+        let as_written = write("r3.json", &serde_json::to_vec(&v).unwrap());
+        assert!(is_rank_summary(&as_written));
         let sorted: std::collections::BTreeMap<String, serde_json::Value> =
             serde_json::from_value(v.take()).unwrap();
-        let s = dir.path("r3.summary.json");
-        std::fs::write(&s, serde_json::to_vec(&sorted).unwrap()).unwrap();
-        assert!(is_rank_summary(&s));
-        // A summary's member first, but no `cutrace_rank_summary` at the top level.
-        let fake = dir.path("fake.json");
-        std::fs::write(&fake, r#"{"busy_ns": 1, "x": {"cutrace_rank_summary": 1}}"#).unwrap();
-        assert!(!is_rank_summary(&fake));
+        let sorted = write("r3.sorted.json", &serde_json::to_vec(&sorted).unwrap());
+        assert!(is_rank_summary(&sorted));
+        // A member someone added, sorted first: still a summary.
+        let added = write(
+            "r3.added.json",
+            br#"{"a_note": "x", "cutrace_rank_summary": 1, "rank": 3}"#,
+        );
+        assert!(is_rank_summary(&added));
+        // The key only inside another member: not a summary.
+        let nested = write(
+            "fake.json",
+            br#"{"busy_ns": 1, "x": {"cutrace_rank_summary": 1}}"#,
+        );
+        assert!(!is_rank_summary(&nested));
+        // Not an object (a native part starts with its magic): not a summary.
+        let part = write("p.cutrace", b"CUTRACE\0{\"cutrace_rank_summary\": 1}");
+        assert!(!is_rank_summary(&part));
     }
 }

@@ -689,7 +689,7 @@ impl<'a> Cursor<'a> {
 /// Two ways to the same order. Where tracks hold a slice or two each (overlapping work: a
 /// track per row), the events are held at once and put in order by a stable radix sort,
 /// linear in the events; merging a cursor per track through a heap cost log(tracks) per event,
-/// a track per record there. Their buffers (2 × 24 bytes an event) are then of the size of the
+/// a track per record there. Their buffers (2 × 16 bytes an event, [`Packed`]) are then of the size of the
 /// tracks' own state. Elsewhere (a real trace: few tracks, millions of records) the tracks are
 /// merged through the heap, holding nothing per event: sorting all of a 10 MB trace's events
 /// would take some 350 MB.
@@ -704,6 +704,7 @@ fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
 /// [`events`] by holding them all and sorting.
 /// Fewer than [`PACKED_TRACKS`] tracks.
 fn sorted_events(tracks: &Tracks) -> Vec<Packed> {
+    debug_assert!(tracks.list.len() < PACKED_TRACKS);
     let n: usize = tracks.list.iter().map(|tk| 2 * tk.items.len()).sum();
     let mut evs = Vec::with_capacity(n);
     for (i, tk) in tracks.list.iter().enumerate() {

@@ -98,7 +98,9 @@ pub(crate) struct Rows {
     /// they do for work that starts and ends in turn), not a removal and an insertion.
     ends: BinaryHeap<Reverse<(Ns, Reverse<u32>, usize)>>,
     /// Max segment tree over `leaves` rows: leaf `i` is row `i`'s innermost open end, `Ns::MAX`
-    /// when nothing is open there (every row past the last one used is empty).
+    /// when nothing is open there (every row past the last one used is empty). Up to date for
+    /// the rows below `stale_from` only; [`Rows::flush`] brings it up to date (and grows it)
+    /// before it is read or changed.
     tree: Vec<Ns>,
     leaves: usize,
     /// The latest end placed so far: no open event ends later.
@@ -108,7 +110,8 @@ pub(crate) struct Rows {
     /// Rows from here on were opened by the sweep of work all running at once and are not in
     /// the tree yet: each would have climbed it to the root (its end is the new maximum), a
     /// log(rows) per event. They go in at once, in time linear in their number, when the tree
-    /// is next read or changed ([`Rows::flush`]).
+    /// is next read or changed ([`Rows::flush`]). `usize::MAX` when none is; 0 at the start
+    /// (no rows and no tree yet: the first flush builds it).
     stale_from: usize,
 }
 
@@ -181,11 +184,10 @@ impl Rows {
         row
     }
 
-    /// Puts the rows from `stale_from` on into the tree: their leaves, then each level's
-    /// parents of that range, up to the root.
-    /// The tree always has a leaf for every row and one spare empty row past the last used
-    /// (`first_at_least` finds a new row there); a sweep of work all at once never reads it, so
-    /// it is grown here, not per row.
+    /// Brings the tree up to date: the rows from `stale_from` on go in (their leaves, then each
+    /// level's parents of that range, up to the root). After it the tree has a leaf for every
+    /// row and one spare empty row past the last used (`first_at_least` finds a new row there);
+    /// a sweep of work all at once never reads the tree, so it is grown here, not per row.
     fn flush(&mut self) {
         if self.open.len() + 1 > self.leaves {
             // Rebuilt from every row: nothing is stale after.
