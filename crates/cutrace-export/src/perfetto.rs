@@ -265,32 +265,63 @@ impl Packed {
     }
 }
 
+/// A track: 72 bytes, as a trace of 128k overlapping kernels has a track per kernel. Its uuid
+/// is its index + 1 ([`Tracks::push`]).
 struct Track {
-    uuid: u64,
-    parent: Option<u64>,
-    name: TrackName,
-    /// Host process / thread descriptors, for Perfetto's process and thread grouping.
-    process: Option<u32>,
-    thread: Option<(u32, u64)>,
-    /// Where the track goes among its parent's children (ranks are made from it, densely).
-    order: (u64, u64),
+    /// The parent's uuid; 0: none.
+    parent: u32,
     /// A GPU track: at equal times its events come after host events, so a flow's start (on the
     /// API call) is read before its end.
     gpu: bool,
+    name: TrackName,
+    /// Where the track goes among its parent's children (ranks are made from it, densely).
+    order: (u64, u64),
     /// (start, end, record) of the slices on this track.
     items: Vec<Item>,
 }
 
-/// A track's name. A GPU row's is made when its descriptor is written: a trace of 128k
+impl Track {
+    fn new(parent: Option<u64>, name: TrackName, order: (u64, u64), gpu: bool) -> Track {
+        Track {
+            // uuids are indices + 1 of tracks, whose indices are u32.
+            parent: parent.map_or(0, |p| p as u32),
+            gpu,
+            name,
+            order,
+            items: Vec::new(),
+        }
+    }
+
+    fn parent(&self) -> Option<u64> {
+        (self.parent != 0).then_some(u64::from(self.parent))
+    }
+}
+
+/// A track's name, and what it stands for: a host process or thread gets Perfetto's process or
+/// thread descriptor. A GPU row's name is made when its descriptor is written: a trace of 128k
 /// overlapping kernels has 128k rows, and their names would be as many strings held at once.
 enum TrackName {
-    Text(String),
-    Row { stream: Option<u64>, slot: u32 },
+    Text(Box<str>),
+    /// A stream's row; `stream` is [`NO_STREAM`] for work on no stream.
+    Row {
+        stream: u64,
+        slot: u32,
+    },
+    /// A host process (`0`: unknown).
+    Process(u32),
+    /// A host thread's own track (its overlap rows are `Text`).
+    Thread {
+        process: u32,
+        thread: u64,
+    },
 }
+
+/// The stream of work on no stream (context-wide synchronization), in a [`TrackName::Row`].
+const NO_STREAM: u64 = u64::MAX;
 
 impl From<String> for TrackName {
     fn from(s: String) -> Self {
-        TrackName::Text(s)
+        TrackName::Text(s.into_boxed_str())
     }
 }
 
@@ -308,7 +339,16 @@ impl TrackName {
         out.clear();
         match self {
             TrackName::Text(s) => out.push_str(s),
+            &TrackName::Process(0) => out.push_str("process unknown"),
+            // Writing to a String cannot fail.
+            &TrackName::Process(p) => {
+                let _ = write!(out, "process {p}");
+            }
+            &TrackName::Thread { thread, .. } => {
+                let _ = write!(out, "thread {thread}");
+            }
             &TrackName::Row { stream, slot } => {
+                let stream = (stream != NO_STREAM).then_some(stream);
                 if label.stream != Some(stream) {
                     label.stream = Some(stream);
                     label.text = stream.map_or("no stream".to_string(), |s| {
@@ -338,18 +378,23 @@ struct Tracks {
 
 impl Tracks {
     /// A new track that is not looked up by key (a GPU row: see `layout`).
-    fn push(&mut self, make: impl FnOnce(u64) -> Track) -> u32 {
+    fn push(&mut self, make: impl FnOnce() -> Track) -> u32 {
         let i = self.list.len() as u32;
-        self.list.push(make(i as u64 + 1));
+        self.list.push(make());
         i
     }
 
-    fn get(&mut self, key: (u8, u64, u64, u64), make: impl FnOnce(u64) -> Track) -> u32 {
+    /// The uuid of track `i`.
+    fn uuid(i: u32) -> u64 {
+        u64::from(i) + 1
+    }
+
+    fn get(&mut self, key: (u8, u64, u64, u64), make: impl FnOnce() -> Track) -> u32 {
         if let Some(&i) = self.by_key.get(&key) {
             return i;
         }
         let i = self.list.len() as u32;
-        self.list.push(make(i as u64 + 1));
+        self.list.push(make());
         self.by_key.insert(key, i);
         i
     }
@@ -403,15 +448,13 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     };
     // GPUs first, in device order, then host processes.
     let gpu = |tr: &mut Tracks, device: u32| {
-        tr.get((0, u64::from(device), 0, 0), |uuid| Track {
-            uuid,
-            parent: None,
-            name: device_label(t, device).into(),
-            process: None,
-            thread: None,
-            order: (u64::from(device), 0),
-            gpu: true,
-            items: Vec::new(),
+        tr.get((0, u64::from(device), 0, 0), || {
+            Track::new(
+                None,
+                device_label(t, device).into(),
+                (u64::from(device), 0),
+                true,
+            )
         })
     };
     // A stream's row tracks by slot (dense: slots are 2·row + family), so a record finds its
@@ -439,17 +482,15 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         if let Some(&i) = slots.get(slot as usize).filter(|&&i| i != u32::MAX) {
             return i;
         }
-        let parent = Some(tr.list[*root as usize].uuid);
-        let i = tr.push(|uuid| Track {
-            uuid,
-            parent,
-            name: TrackName::Row { stream, slot },
-            process: None,
-            thread: None,
-            // Streams in id order, each stream's rows together, no-stream work last.
-            order: (s, u64::from(slot)),
-            gpu: true,
-            items: Vec::new(),
+        let parent = Some(Tracks::uuid(*root));
+        // Streams in id order, each stream's rows together, no-stream work last.
+        let i = tr.push(|| {
+            Track::new(
+                parent,
+                TrackName::Row { stream: s, slot },
+                (s, u64::from(slot)),
+                true,
+            )
         });
         if slots.len() <= slot as usize {
             slots.resize(slot as usize + 1, u32::MAX);
@@ -497,7 +538,7 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     }
     for ((device, stream), items) in annotations {
         let root = gpu(&mut tr, device);
-        let parent = Some(tr.list[root as usize].uuid);
+        let parent = Some(Tracks::uuid(root));
         let rows = host_rows(&items);
         let base = stream.map_or("annotations".to_string(), |s| {
             format!("stream {} annotations", t.meta.show_id(s))
@@ -509,20 +550,18 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
                 stream.map_or(u64::MAX, |s| s),
                 u64::from(row),
             );
-            let l = tr.get(key, |uuid| Track {
-                uuid,
-                parent,
-                name: if row == 0 {
+            let l = tr.get(key, || {
+                let name = if row == 0 {
                     base.clone()
                 } else {
                     format!("{base} (overlap {row})")
-                }
-                .into(),
-                process: None,
-                thread: None,
-                order: (key.2, (1 << 32) + u64::from(row)),
-                gpu: true,
-                items: Vec::new(),
+                };
+                Track::new(
+                    parent,
+                    name.into(),
+                    (key.2, (1 << 32) + u64::from(row)),
+                    true,
+                )
             });
             tr.list[l as usize].items.push(it);
         }
@@ -561,20 +600,8 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
     }
     for ((process, thread), mut items) in threads {
         // The process's own track names it (its threads find it by pid).
-        tr.get((3, u64::from(process), 0, 0), |uuid| Track {
-            uuid,
-            parent: None,
-            name: if process == 0 {
-                "process unknown".to_string()
-            } else {
-                format!("process {process}")
-            }
-            .into(),
-            process: Some(process),
-            thread: None,
-            order: (0, 0),
-            gpu: false,
-            items: Vec::new(),
+        tr.get((3, u64::from(process), 0, 0), || {
+            Track::new(None, TrackName::Process(process), (0, 0), false)
         });
         // Marks are instants: they take no room in a row.
         let (marks, slices): (Vec<_>, Vec<_>) =
@@ -582,24 +609,15 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         let rows = host_rows(&slices);
         // Row 0 is the thread's own track; overlap rows are its children.
         let thread_track = |tr: &mut Tracks, row: u32| {
-            let parent = (row > 0)
-                .then(|| tr.list[tr.by_key[&(4, u64::from(process), thread, 0)] as usize].uuid);
-            tr.get((4, u64::from(process), thread, u64::from(row)), |uuid| {
-                Track {
-                    uuid,
-                    parent,
-                    name: if row == 0 {
-                        format!("thread {thread}")
-                    } else {
-                        format!("thread {thread} (overlap {row})")
-                    }
-                    .into(),
-                    process: None,
-                    thread: (row == 0).then_some((process, thread)),
-                    order: (u64::from(row), 0),
-                    gpu: false,
-                    items: Vec::new(),
-                }
+            let parent =
+                (row > 0).then(|| Tracks::uuid(tr.by_key[&(4, u64::from(process), thread, 0)]));
+            tr.get((4, u64::from(process), thread, u64::from(row)), || {
+                let name = if row == 0 {
+                    TrackName::Thread { process, thread }
+                } else {
+                    format!("thread {thread} (overlap {row})").into()
+                };
+                Track::new(parent, name, (u64::from(row), 0), false)
             })
         };
         thread_track(&mut tr, 0);
@@ -978,7 +996,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
     // too, at index uuid − 1), not in a hash table keyed by parent: a GPU with 128k rows has
     // 128k children.
     let n = tracks.list.len();
-    let parent_of = |tk: &Track| tk.parent.map(|p| (p - 1) as usize);
+    let parent_of = |tk: &Track| tk.parent().map(|p| (p - 1) as usize);
     // Children of track `p` go to `kids[from[p]..from[p + 1]]`, in track order. Track indices
     // are u32 (`Tracks::push`): half the memory of `usize` at 128k rows.
     let mut from = vec![0u32; n + 1];
@@ -1032,27 +1050,29 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         tk.name.write(t, &mut name, &mut label);
         let name = name.as_bytes();
         d.clear();
-        uint(&mut d, pf::TD_UUID, tk.uuid);
-        if let Some(parent) = tk.parent {
+        uint(&mut d, pf::TD_UUID, Tracks::uuid(i as u32));
+        if let Some(parent) = tk.parent() {
             uint(&mut d, pf::TD_PARENT_UUID, parent);
         }
         m.clear();
-        if let Some(process) = tk.process {
-            int(&mut m, pf::PD_PID, pid_of(process));
-            bytes(&mut m, pf::PD_NAME, name);
-            bytes(&mut d, pf::TD_PROCESS, &m);
-        } else if let Some((process, thread)) = tk.thread {
-            int(&mut m, pf::THD_PID, pid_of(process));
-            int(&mut m, pf::THD_TID, thread as i64);
-            bytes(&mut m, pf::THD_NAME, name);
-            bytes(&mut d, pf::TD_THREAD, &m);
-        } else {
-            bytes(&mut d, pf::TD_NAME, name);
+        match tk.name {
+            TrackName::Process(process) => {
+                int(&mut m, pf::PD_PID, pid_of(process));
+                bytes(&mut m, pf::PD_NAME, name);
+                bytes(&mut d, pf::TD_PROCESS, &m);
+            }
+            TrackName::Thread { process, thread } => {
+                int(&mut m, pf::THD_PID, pid_of(process));
+                int(&mut m, pf::THD_TID, thread as i64);
+                bytes(&mut m, pf::THD_NAME, name);
+                bytes(&mut d, pf::TD_THREAD, &m);
+            }
+            _ => bytes(&mut d, pf::TD_NAME, name),
         }
         if from[i + 1] > from[i] {
             uint(&mut d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
         }
-        if tk.parent.is_some() {
+        if tk.parent != 0 {
             int(
                 &mut d,
                 pf::TD_SIBLING_ORDER_RANK,
@@ -1287,7 +1307,7 @@ fn write_counter_tracks<W: Write>(
         let parent = tracks
             .by_key
             .get(&(0, u64::from(device), 0, 0))
-            .map(|&r| tracks.list[r as usize].uuid);
+            .map(|&r| Tracks::uuid(r));
         let name = match parent {
             Some(_) => k.name(wr.t),
             None => format!("GPU {device}: {}", k.name(wr.t)),
@@ -1307,7 +1327,7 @@ fn write_counter_tracks<W: Write>(
                     tracks
                         .list
                         .iter()
-                        .filter(|x| x.parent == Some(parent))
+                        .filter(|x| x.parent() == Some(parent))
                         .count() as i64
                 });
                 int(d, pf::TD_SIBLING_ORDER_RANK, (*r).min(i64::from(i32::MAX)));
@@ -1372,16 +1392,9 @@ mod tests {
         let mut t = Tracks {
             list: items
                 .into_iter()
-                .enumerate()
-                .map(|(i, items)| Track {
-                    uuid: i as u64 + 1,
-                    parent: None,
-                    name: String::new().into(),
-                    process: None,
-                    thread: None,
-                    order: (0, 0),
-                    gpu: false,
+                .map(|items| Track {
                     items,
+                    ..Track::new(None, String::new().into(), (0, 0), false)
                 })
                 .collect(),
             by_key: HashMap::default(),
@@ -1422,6 +1435,12 @@ mod tests {
         assert_eq!(replay(&Merge::new(&t).collect::<Vec<_>>()), want);
         let sorted: Vec<Ev> = sorted_events(&t).into_iter().map(Packed::ev).collect();
         assert_eq!(replay(&sorted), want);
+    }
+
+    #[test]
+    fn a_track_is_as_small_as_its_doc_says() {
+        // 128k overlapping kernels are 128k tracks: a field added here costs 128k times over.
+        assert_eq!(std::mem::size_of::<Track>(), 72);
     }
 
     #[test]
