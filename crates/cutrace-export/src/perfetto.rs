@@ -716,7 +716,90 @@ fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
     if slices > 2 * tracks.list.len() || tracks.list.len() >= PACKED_TRACKS {
         return Box::new(Merge::new(tracks));
     }
+    if InTurn::applies(tracks) {
+        return Box::new(InTurn {
+            list: &tracks.list,
+            begin: 0,
+            end: 0,
+        });
+    }
     Box::new(sorted_events(tracks).into_iter().map(Packed::ev))
+}
+
+/// [`events`] where every track holds at most one slice (no instant), and the slices start in
+/// track order and end in track order: work that starts and ends in turn, each on a row of its
+/// own. The begins, read in track order, are then in output order, and so are the ends: the
+/// two are merged as they are read, holding nothing (the sort would hold every event twice).
+struct InTurn<'a> {
+    list: &'a [Track],
+    /// The next track whose begin, and whose end, is still to come.
+    begin: usize,
+    end: usize,
+}
+
+impl<'a> InTurn<'a> {
+    /// Whether `tracks` are as the type's doc says.
+    fn applies(tracks: &Tracks) -> bool {
+        let mut last: Option<((Ns, bool), (Ns, bool))> = None;
+        for tk in &tracks.list {
+            let (s, e, rec) = match tk.items.as_slice() {
+                [] => continue,
+                &[it] => it,
+                _ => return false,
+            };
+            if matches!(rec, Rec::Mark(_)) {
+                return false;
+            }
+            let keys = ((s, tk.gpu), (e, tk.gpu));
+            if last.is_some_and(|(b, f)| keys.0 < b || keys.1 < f) {
+                return false;
+            }
+            last = Some(keys);
+        }
+        true
+    }
+
+    /// The next track at or after `i` that holds a slice, and the slice.
+    fn next_slice(&self, mut i: usize) -> Option<(usize, Item)> {
+        while let Some(tk) = self.list.get(i) {
+            if let Some(&it) = tk.items.first() {
+                return Some((i, it));
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+impl Iterator for InTurn<'_> {
+    type Item = Ev;
+    fn next(&mut self) -> Option<Ev> {
+        let b = self.next_slice(self.begin);
+        let e = self.next_slice(self.end)?;
+        // Output order: time, host before GPU, track, and a track's begin before its end.
+        let key_b = b.map(|(i, (s, _, _))| (s, self.list[i].gpu, i, 0));
+        let key_e = (e.1 .1, self.list[e.0].gpu, e.0, 1);
+        match b {
+            Some((i, (s, _, rec))) if key_b.is_some_and(|k| k < key_e) => {
+                self.begin = i + 1;
+                Some(Ev {
+                    ts: s,
+                    track: i as u32,
+                    what: 0,
+                    rec,
+                })
+            }
+            _ => {
+                self.end = e.0 + 1;
+                Some(Ev {
+                    ts: e.1 .1,
+                    track: e.0 as u32,
+                    what: 1,
+                    rec: e.1 .2,
+                })
+            }
+        }
+    }
 }
 
 /// [`events`] by holding them all and sorting.
@@ -1435,6 +1518,67 @@ mod tests {
         assert_eq!(replay(&Merge::new(&t).collect::<Vec<_>>()), want);
         let sorted: Vec<Ev> = sorted_events(&t).into_iter().map(Packed::ev).collect();
         assert_eq!(replay(&sorted), want);
+    }
+
+    proptest::proptest! {
+        /// Tracks of one slice each, in turn or not: the events come in the heap merge's
+        /// order, whichever way they are made.
+        #[test]
+        fn one_slice_tracks_in_turn_give_the_merge_order(
+            spec in proptest::collection::vec(
+                (
+                    proptest::prelude::any::<bool>(),
+                    proptest::option::of((0u64..3, 0u64..4)),
+                ),
+                0..40,
+            ),
+            in_turn in proptest::prelude::any::<bool>(),
+        ) {
+            let mut at = 0;
+            let items: Vec<Vec<Item>> = spec
+                .iter()
+                .enumerate()
+                .map(|(i, (_, slice))| {
+                    slice
+                        .map(|(gap, dur)| {
+                            at += gap;
+                            // In turn: every slice as long (ends in start order); else any.
+                            let end = at + if in_turn { 5 } else { dur };
+                            (at, end, Rec::Kernel(i as u32))
+                        })
+                        .into_iter()
+                        .collect()
+                })
+                .collect();
+            let mut t = tracks(items);
+            for (tk, (gpu, _)) in t.list.iter_mut().zip(&spec) {
+                tk.gpu = *gpu;
+            }
+            let key = |e: &Ev| (e.ts, e.track, e.what, e.rec.split());
+            let merged: Vec<_> = Merge::new(&t).map(|e| key(&e)).collect();
+            let got: Vec<_> = events(&t).map(|e| key(&e)).collect();
+            proptest::prop_assert_eq!(&merged, &got);
+            if InTurn::applies(&t) {
+                let direct: Vec<_> = InTurn { list: &t.list, begin: 0, end: 0 }
+                    .map(|e| key(&e))
+                    .collect();
+                proptest::prop_assert_eq!(&merged, &direct);
+            }
+        }
+    }
+
+    #[test]
+    fn the_overlap_benchmark_shape_is_merged_in_turn() {
+        // 100 kernels all running at once, each on a row: begins and ends in track order.
+        let items: Vec<Vec<Item>> = (0..100u32)
+            .map(|i| vec![(u64::from(i), 1_000 + u64::from(i), Rec::Kernel(i))])
+            .collect();
+        let t = tracks(items);
+        assert!(InTurn::applies(&t));
+        let evs: Vec<Ev> = events(&t).collect();
+        assert_eq!(evs.len(), 200);
+        assert!(evs[..100].iter().all(|e| e.what == 0));
+        assert!(evs.windows(2).all(|w| w[0].ts <= w[1].ts));
     }
 
     #[test]
