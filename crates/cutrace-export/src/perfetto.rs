@@ -226,8 +226,8 @@ struct Ev {
     rec: Rec,
 }
 
-/// Tracks below this many have their events sorted as [`Packed`] (the track takes 26 bits of
-/// its tag); more take the heap merge.
+/// Tracks below this many may have their events sorted as [`Packed`] (the track takes 26 bits
+/// of its tag, see [`events`]); more take the heap merge.
 const PACKED_TRACKS: usize = 1 << 26;
 
 /// An event as [`radix_sort`] moves it: 16 bytes where an [`Ev`] is 24, as the sort's passes
@@ -266,7 +266,7 @@ impl Packed {
 }
 
 /// A track: 72 bytes, as a trace of 128k overlapping kernels has a track per kernel. Its uuid
-/// is its index + 1 ([`Tracks::push`]).
+/// is its index + 1 ([`Tracks::uuid`]).
 struct Track {
     /// The parent's uuid; 0: none.
     parent: u32,
@@ -283,8 +283,12 @@ struct Track {
 impl Track {
     fn new(parent: Option<u64>, name: TrackName, order: (u64, u64), gpu: bool) -> Track {
         Track {
-            // uuids are indices + 1 of tracks, whose indices are u32.
-            parent: parent.map_or(0, |p| p as u32),
+            // A uuid is a track's index (a u32) + 1: below 2³² but for the 2³²-th track,
+            // some 300 GB of tracks.
+            parent: parent.map_or(0, |p| {
+                debug_assert!(p <= u64::from(u32::MAX));
+                p as u32
+            }),
             gpu,
             name,
             order,
@@ -302,10 +306,11 @@ impl Track {
 /// overlapping kernels has 128k rows, and their names would be as many strings held at once.
 enum TrackName {
     Text(Box<str>),
-    /// A stream's row; `stream` is [`NO_STREAM`] for work on no stream.
+    /// A stream's row; `no_stream` for work on no stream (context-wide synchronization).
     Row {
         stream: u64,
         slot: u32,
+        no_stream: bool,
     },
     /// A host process (`0`: unknown).
     Process(u32),
@@ -315,9 +320,6 @@ enum TrackName {
         thread: u64,
     },
 }
-
-/// The stream of work on no stream (context-wide synchronization), in a [`TrackName::Row`].
-const NO_STREAM: u64 = u64::MAX;
 
 impl From<String> for TrackName {
     fn from(s: String) -> Self {
@@ -347,8 +349,12 @@ impl TrackName {
             &TrackName::Thread { thread, .. } => {
                 let _ = write!(out, "thread {thread}");
             }
-            &TrackName::Row { stream, slot } => {
-                let stream = (stream != NO_STREAM).then_some(stream);
+            &TrackName::Row {
+                stream,
+                slot,
+                no_stream,
+            } => {
+                let stream = (!no_stream).then_some(stream);
                 if label.stream != Some(stream) {
                     label.stream = Some(stream);
                     label.text = stream.map_or("no stream".to_string(), |s| {
@@ -487,7 +493,11 @@ fn layout(t: &Trace, rows: &GpuRows) -> (Tracks, u64) {
         let i = tr.push(|| {
             Track::new(
                 parent,
-                TrackName::Row { stream: s, slot },
+                TrackName::Row {
+                    stream: s,
+                    slot,
+                    no_stream: stream.is_none(),
+                },
                 (s, u64::from(slot)),
                 true,
             )
@@ -704,13 +714,15 @@ impl<'a> Cursor<'a> {
 /// start, on the API call, must be read before its end on the device record), then by track;
 /// one track's events keep their order (their times never decrease).
 ///
-/// Two ways to the same order. Where tracks hold a slice or two each (overlapping work: a
+/// Three ways to the same order. Where tracks hold a slice or two each (overlapping work: a
 /// track per row), the events are held at once and put in order by a stable radix sort,
 /// linear in the events; merging a cursor per track through a heap cost log(tracks) per event,
-/// a track per record there. Their buffers (2 × 16 bytes an event, [`Packed`]) are then of the size of the
-/// tracks' own state. Elsewhere (a real trace: few tracks, millions of records) the tracks are
-/// merged through the heap, holding nothing per event: sorting all of a 10 MB trace's events
-/// would take some 350 MB.
+/// a track per record there. Their buffers (2 × 16 bytes an event, [`Packed`]) are then of the
+/// size of the tracks' own state. Where, moreover, each track holds one slice and the slices
+/// begin and end in turn ([`InTurn`]), the begins and the ends are merged as read, holding
+/// nothing. Elsewhere (a real trace: few tracks, millions of records) the tracks are merged
+/// through the heap, holding nothing per event: sorting all of a 10 MB trace's events would
+/// take some 350 MB.
 fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
     let slices: usize = tracks.list.iter().map(|tk| tk.items.len()).sum();
     if slices > 2 * tracks.list.len() || tracks.list.len() >= PACKED_TRACKS {
@@ -726,8 +738,9 @@ fn events(tracks: &Tracks) -> Box<dyn Iterator<Item = Ev> + '_> {
     Box::new(sorted_events(tracks).into_iter().map(Packed::ev))
 }
 
-/// [`events`] where every track holds at most one slice (no instant), and the slices start in
-/// track order and end in track order: work that starts and ends in turn, each on a row of its
+/// [`events`] where every track holds at most one slice (no instant), and across the tracks
+/// that hold one, in track order, the slices' (start, host before GPU) never decrease and nor
+/// do their (end, host before GPU): work that starts and ends in turn, each on a row of its
 /// own. The begins, read in track order, are then in output order, and so are the ends: the
 /// two are merged as they are read, holding nothing (the sort would hold every event twice).
 struct InTurn<'a> {
@@ -750,6 +763,8 @@ impl<'a> InTurn<'a> {
             if matches!(rec, Rec::Mark(_)) {
                 return false;
             }
+            // Every slice is laid out with its end clamped to its start (`layout`'s `span`).
+            debug_assert!(s <= e);
             let keys = ((s, tk.gpu), (e, tk.gpu));
             if last.is_some_and(|(b, f)| keys.0 < b || keys.1 < f) {
                 return false;
@@ -1182,7 +1197,7 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         while let Some(c) = samples.next_if(|c| c.at_ns <= ev.ts) {
             write_counter_value(&mut wr, counter_uuids[c.track as usize], c)?;
         }
-        // A track's uuid is its index + 1 (`Tracks::push`).
+        // A track's uuid is its index + 1 (`Tracks::uuid`).
         let track = u64::from(ev.track) + 1;
         te.clear();
         uint(&mut te, pf::TE_TRACK_UUID, track);
@@ -1554,6 +1569,10 @@ mod tests {
             for (tk, (gpu, _)) in t.list.iter_mut().zip(&spec) {
                 tk.gpu = *gpu;
             }
+            // Slices in turn on tracks of one kind: the merge as read must be taken.
+            if in_turn && spec.iter().all(|x| x.0 == spec[0].0) {
+                proptest::prop_assert!(InTurn::applies(&t));
+            }
             let key = |e: &Ev| (e.ts, e.track, e.what, e.rec.split());
             let merged: Vec<_> = Merge::new(&t).map(|e| key(&e)).collect();
             let got: Vec<_> = events(&t).map(|e| key(&e)).collect();
@@ -1568,20 +1587,43 @@ mod tests {
     }
 
     #[test]
-    fn the_overlap_benchmark_shape_is_merged_in_turn() {
-        // 100 kernels all running at once, each on a row: begins and ends in track order.
-        let items: Vec<Vec<Item>> = (0..100u32)
-            .map(|i| vec![(u64::from(i), 1_000 + u64::from(i), Rec::Kernel(i))])
-            .collect();
-        let t = tracks(items);
-        assert!(InTurn::applies(&t));
-        let evs: Vec<Ev> = events(&t).collect();
+    fn overlapping_kernels_laid_out_are_merged_in_turn() {
+        // 100 kernels on one stream all running at once (as bench_lanes makes them), laid out
+        // as the writer lays them out: a row each, under the GPU's track, begins and ends in
+        // turn.
+        let t = Trace {
+            strings: vec!["k".into()],
+            kernels: (0..100u64)
+                .map(|i| cutrace_trace::Kernel {
+                    device: 0,
+                    context: 1,
+                    stream: 7,
+                    correlation_id: 0,
+                    start_ns: 1_000 + i,
+                    end_ns: 1_000_000 + i,
+                    name: 0,
+                    launch: 0,
+                })
+                .collect(),
+            ..Trace::default()
+        };
+        let rows = rows::gpu_rows(&t);
+        let (mut tracks, _) = layout(&t, &rows);
+        sort_items(&mut tracks);
+        assert_eq!(tracks.list.len(), 101);
+        assert!(InTurn::applies(&tracks));
+        let evs: Vec<Ev> = events(&tracks).collect();
+        let want: Vec<Ev> = Merge::new(&tracks).collect();
+        let key = |e: &Ev| (e.ts, e.track, e.what, e.rec.split());
+        assert_eq!(
+            evs.iter().map(key).collect::<Vec<_>>(),
+            want.iter().map(key).collect::<Vec<_>>()
+        );
         assert_eq!(evs.len(), 200);
-        assert!(evs[..100].iter().all(|e| e.what == 0));
-        assert!(evs.windows(2).all(|w| w[0].ts <= w[1].ts));
     }
 
     #[test]
+    #[cfg(target_pointer_width = "64")]
     fn a_track_is_as_small_as_its_doc_says() {
         // 128k overlapping kernels are 128k tracks: a field added here costs 128k times over.
         assert_eq!(std::mem::size_of::<Track>(), 72);
