@@ -180,9 +180,8 @@ pub struct Counters {
     launched_at: Mutex<Option<std::time::Instant>>,
     /// Counter-data images kept (`keep_images`), by correlation id, for the writer.
     images: Mutex<Vec<(u64, Vec<u8>)>>,
-    info: Mutex<CounterInfo>,
-    /// Bumped whenever `info` changes, so the writer knows to write a META chunk.
-    pub info_version: AtomicU64,
+    /// The counter facts, for the writer's META chunks.
+    pub info: Versioned<CounterInfo>,
     /// One message on stderr per run.
     told: AtomicBool,
     /// Stream captures open now (begun and not yet ended).
@@ -233,11 +232,10 @@ pub fn start(
         values: Mutex::new(Vec::new()),
         launched_at: Mutex::new(None),
         images: Mutex::new(Vec::new()),
-        info: Mutex::new(CounterInfo {
+        info: Versioned::new(CounterInfo {
             metrics,
             ..CounterInfo::default()
         }),
-        info_version: AtomicU64::new(1),
         told: AtomicBool::new(false),
         captures: std::sync::atomic::AtomicI64::new(0),
         timing: Default::default(),
@@ -366,23 +364,48 @@ pub fn failure_message(e: &CountersError, c: &CounterConfig) -> String {
     }
 }
 
+/// Facts the writer puts in a META chunk, with a version bumped on every change, so that it
+/// writes a chunk only when they changed (the counters' and PM sampling's alike).
+pub struct Versioned<T> {
+    value: Mutex<T>,
+    version: AtomicU64,
+}
+
+impl<T: Clone + Default> Versioned<T> {
+    pub fn new(value: T) -> Self {
+        Versioned {
+            value: Mutex::new(value),
+            version: AtomicU64::new(1),
+        }
+    }
+
+    pub fn update(&self, f: impl FnOnce(&mut T)) {
+        if let Ok(mut v) = self.value.lock() {
+            f(&mut v);
+            self.version.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Relaxed)
+    }
+
+    /// The facts so far (the writer's side).
+    pub fn get(&self) -> T {
+        self.value.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+}
+
 impl Counters {
     fn lock_state(&self) -> Option<std::sync::MutexGuard<'_, State>> {
         self.state.lock().ok()
-    }
-
-    fn update_info(&self, f: impl FnOnce(&mut CounterInfo)) {
-        if let Ok(mut i) = self.info.lock() {
-            f(&mut i);
-            self.info_version.fetch_add(1, Ordering::Relaxed);
-        }
     }
 
     /// Counters stop for this run: says why once (and exits with `--require-counters`).
     fn fail(&self, st: &mut State, msg: String) {
         st.off = true;
         let shown = format!("counters are off: {msg}");
-        self.update_info(|i| {
+        self.info.update(|i| {
             i.error.get_or_insert(shown.clone());
         });
         say_off(&self.told, self.config.require, &shown);
@@ -437,7 +460,8 @@ impl Counters {
         let size = rp.counter_data_size(&metrics, 1, 1)?;
         rp.initialize_counter_data(size)?;
         rp.set_config(&config, &SessionConfig::per_kernel(1))?;
-        self.update_info(|i| i.passes = Some(i.passes.unwrap_or(0).max(passes as u32)));
+        self.info
+            .update(|i| i.passes = Some(i.passes.unwrap_or(0).max(passes as u32)));
         Ok(Session {
             ctx: ctx as usize,
             device,
@@ -458,7 +482,7 @@ impl Counters {
 
     fn graph_launch(&self, site: u32) {
         if site == api::API_ENTER {
-            self.update_info(|i| i.graph_launches += 1);
+            self.info.update(|i| i.graph_launches += 1);
             self.enter_gate();
         } else {
             self.leave_gate();
@@ -497,7 +521,7 @@ impl Counters {
 
     fn launch_enter(&self, ctx: *mut std::ffi::c_void, corr: u32, name: &str) {
         if self.captures.load(Ordering::SeqCst) > 0 {
-            self.update_info(|i| i.launches_captured += 1);
+            self.info.update(|i| i.launches_captured += 1);
             return;
         }
         {
@@ -511,7 +535,7 @@ impl Counters {
                 None => return,
                 Some(false) => {
                     drop(st);
-                    self.update_info(|i| i.kernels_skipped += 1);
+                    self.info.update(|i| i.kernels_skipped += 1);
                     return;
                 }
                 Some(true) => {}
@@ -593,17 +617,18 @@ impl Counters {
         match r {
             Ok((Some(values), dropped)) => {
                 let kept = self.push_values(corr, device, &values);
-                self.update_info(|i| {
+                self.info.update(|i| {
                     i.kernels_profiled += u64::from(kept);
                     i.ranges_dropped += dropped as u64 + u64::from(!kept);
                 });
             }
             Ok((None, dropped)) => {
-                self.update_info(|i| i.ranges_dropped += dropped.max(1) as u64);
+                self.info
+                    .update(|i| i.ranges_dropped += dropped.max(1) as u64);
             }
             Err(e) => {
                 let msg = failure_message(&e, &self.config);
-                self.update_info(|i| i.ranges_dropped += 1);
+                self.info.update(|i| i.ranges_dropped += 1);
                 self.fail(&mut st, msg);
             }
         }
@@ -658,11 +683,6 @@ impl Counters {
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default()
-    }
-
-    /// The counter facts so far (the writer's side).
-    pub fn info(&self) -> CounterInfo {
-        self.info.lock().map(|i| i.clone()).unwrap_or_default()
     }
 }
 

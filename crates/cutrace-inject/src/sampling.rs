@@ -11,7 +11,7 @@
 //! estimated from the gaps they leave. A failure turns sampling off with one message while
 //! tracing carries on, unless `--require-counters` was given.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -146,9 +146,8 @@ pub struct Sampling {
     cupti: &'static Cupti,
     state: Mutex<State>,
     values: Mutex<Vec<Value>>,
-    info: Mutex<PmSamplingInfo>,
-    /// Bumped whenever `info` changes, so the writer knows to write a META chunk.
-    pub info_version: AtomicU64,
+    /// The sampling facts, for the writer's META chunks.
+    pub info: crate::counters::Versioned<PmSamplingInfo>,
     told: AtomicBool,
     stop: AtomicBool,
 }
@@ -182,8 +181,7 @@ pub fn start(
             off: false,
         }),
         values: Mutex::new(Vec::new()),
-        info: Mutex::new(info),
-        info_version: AtomicU64::new(1),
+        info: crate::counters::Versioned::new(info),
         told: AtomicBool::new(false),
         stop: AtomicBool::new(false),
     };
@@ -280,18 +278,11 @@ pub fn samples_in_gap(prev_end: u64, start: u64, interval_ns: u64) -> u64 {
 }
 
 impl Sampling {
-    fn update_info(&self, f: impl FnOnce(&mut PmSamplingInfo)) {
-        if let Ok(mut i) = self.info.lock() {
-            f(&mut i);
-            self.info_version.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
     /// Sampling stops for this run: says why once (and exits with `--require-counters`).
     fn fail(&self, st: &mut State, msg: String) {
         st.off = true;
         let shown = format!("PM sampling is off: {msg}");
-        self.update_info(|i| {
+        self.info.update(|i| {
             i.error.get_or_insert(shown.clone());
         });
         crate::counters::say_off(&self.told, self.config.require, &shown);
@@ -323,7 +314,7 @@ impl Sampling {
         st.tried.push(device);
         match self.open(&mut st, ctx, device) {
             Ok(sess) => {
-                self.update_info(|i| i.devices.push(device));
+                self.info.update(|i| i.devices.push(device));
                 st.sessions.push(sess);
             }
             Err(e) => {
@@ -365,7 +356,7 @@ impl Sampling {
                     .cloned()
                     .collect();
                 names.retain(|n| !left.iter().any(|l| l == n));
-                self.update_info(|i| {
+                self.info.update(|i| {
                     for l in &left {
                         if !i.left_out.contains(l) {
                             i.left_out.push(l.clone());
@@ -439,7 +430,7 @@ impl Sampling {
         loop {
             let d = sess.sampler.decode()?;
             if d.overflow {
-                self.update_info(|i| i.overflows += 1);
+                self.info.update(|i| i.overflows += 1);
             }
             let counts = sess.sampler.counts()?;
             let mut batch = Vec::with_capacity(counts.completed * names.len());
@@ -477,7 +468,7 @@ impl Sampling {
             sess.sampler.reset_counter_data()?;
             let queued = self.push(batch);
             if kept + lost + first > 0 {
-                self.update_info(|i| {
+                self.info.update(|i| {
                     i.first_samples_dropped += first;
                     i.samples_lost += lost;
                     if queued {
@@ -511,11 +502,6 @@ impl Sampling {
             .lock()
             .map(|mut q| std::mem::take(&mut *q))
             .unwrap_or_default()
-    }
-
-    /// The sampling facts so far (the writer's side).
-    pub fn info(&self) -> PmSamplingInfo {
-        self.info.lock().map(|i| i.clone()).unwrap_or_default()
     }
 }
 

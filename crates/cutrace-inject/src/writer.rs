@@ -42,11 +42,11 @@ struct Out {
     notes_written: usize,
     /// The counter metrics' string ids in this file, in `CounterConfig::metrics` order.
     metric_ids: Option<Vec<cutrace_trace::StrId>>,
-    /// `Counters::info_version` last written to a META chunk.
+    /// `Counters::info`'s version last written to a META chunk.
     counters_written: u64,
     /// The PM metrics' string ids in this file, in `SampleConfig::metrics` order.
     pm_metric_ids: Option<Vec<cutrace_trace::StrId>>,
-    /// `Sampling::info_version` last written to a META chunk.
+    /// `Sampling::info`'s version last written to a META chunk.
     pm_written: u64,
 }
 
@@ -76,11 +76,11 @@ fn write_samples(o: &mut Out, meta: bool) -> std::io::Result<()> {
             });
         }
     }
-    let version = s.info_version.load(Ordering::Relaxed);
+    let version = s.info.version();
     if meta && version != o.pm_written {
         o.w.flush()?;
         o.w.write_meta(&Meta {
-            pm_sampling: Some(s.info()),
+            pm_sampling: Some(s.info.get()),
             ..Meta::default()
         })?;
         o.pm_written = version;
@@ -94,7 +94,7 @@ fn write_counter_images(o: &Out) {
         return;
     };
     if std::env::var("CUTRACE_COUNTERS_TIMING").as_deref() == Ok("1") {
-        let i = c.info();
+        let i = c.info.get();
         eprintln!(
             "cutrace: pid {}: counters timing over {} kernels: {}",
             std::process::id(),
@@ -136,11 +136,11 @@ fn write_counters(o: &mut Out, meta: bool) -> std::io::Result<()> {
             });
         }
     }
-    let version = c.info_version.load(Ordering::Relaxed);
+    let version = c.info.version();
     if meta && version != o.counters_written {
         o.w.flush()?;
         o.w.write_meta(&Meta {
-            counters: Some(c.info()),
+            counters: Some(c.info.get()),
             ..Meta::default()
         })?;
         o.counters_written = version;
