@@ -171,6 +171,254 @@ fn random_u64() -> u64 {
     h.finish()
 }
 
+/// A directory of this process's own inside `parent`, for work that is not yet in place: made
+/// with one `mkdir(2)` of a new random name, mode 0700, so a name planted there beforehand (a
+/// directory, a link) is never taken over and nobody else can put anything inside it. Dropped,
+/// it is removed with everything in it; the removal (`std::fs::remove_dir_all`) never follows a
+/// link inside it.
+#[derive(Debug)]
+pub struct StagingDir(Option<tempfile::TempDir>);
+
+impl StagingDir {
+    /// A new staging directory in `parent`, named `.cutrace-<what>.<random>.tmp`.
+    pub fn new(parent: &Path, what: &str) -> io::Result<StagingDir> {
+        let d = tempfile::Builder::new()
+            .prefix(&format!(".cutrace-{what}."))
+            .suffix(".tmp")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir_in(parent)?;
+        Ok(StagingDir(Some(d)))
+    }
+
+    pub fn path(&self) -> &Path {
+        self.0.as_ref().expect("held until closed").path()
+    }
+
+    /// Removes the directory and what it holds, saying why when that fails.
+    pub fn close(mut self) -> io::Result<()> {
+        self.0.take().map_or(Ok(()), tempfile::TempDir::close)
+    }
+}
+
+/// An output directory locked against every other cutrace export into it (`flock(2)` on the
+/// directory itself: no lock file is created) for as long as it is held.
+#[derive(Debug)]
+pub struct DirLock(#[allow(dead_code)] File);
+
+impl DirLock {
+    /// Waits for the lock on `dir`.
+    pub fn acquire(dir: &Path) -> io::Result<DirLock> {
+        let f = File::open(dir)?;
+        f.lock()?;
+        Ok(DirLock(f))
+    }
+}
+
+/// What stopped the placement of an export's outputs. Nothing of the export is then left in
+/// place, and an earlier export moved aside is put back.
+#[derive(Debug, thiserror::Error)]
+pub enum PlaceError {
+    #[error(
+        "{} already holds cutrace tables ({}); pass --force to replace them (the directory \
+         then holds this export alone), or choose another directory (nothing was written)",
+        .0.display(), .1.join(", ")
+    )]
+    Exists(PathBuf, Vec<String>),
+    #[error("{what} {}", .path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+fn place_io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> PlaceError + 'a {
+    move |source| PlaceError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The one way an export's outputs are put into their directory (`convert --csv`/`--parquet`,
+/// of one trace or of a job). [`Placement::begin`] locks the directory ([`DirLock`]), so that two
+/// exports into it run one after the other and never mix, and then looks at what an earlier
+/// export left there: without `replace` (`--force`) any of it is an error; with it, each entry
+/// is renamed as the link, file or directory it is (nothing is followed) into a [`StagingDir`]
+/// inside the directory, which [`Placement::finish`] removes. New outputs go in place by
+/// `link(2)` without `replace` (which fails on a name that appeared meanwhile) and `rename(2)`
+/// with it. Dropped before `finish`, the placement takes out what it put in place and puts back
+/// what it moved aside.
+#[derive(Debug)]
+pub struct Placement {
+    dir: PathBuf,
+    replace: bool,
+    _lock: DirLock,
+    aside: Option<StagingDir>,
+    /// The earlier export's entries moved aside: (name, whether it is a directory).
+    moved: Vec<(String, bool)>,
+    /// Names put in place.
+    placed: Vec<String>,
+}
+
+impl Placement {
+    /// Locks `dir` and clears the way. `earlier` lists the names (one path component each) of
+    /// an earlier export's entries in a directory; it is called once the lock is held.
+    pub fn begin(
+        dir: &Path,
+        replace: bool,
+        earlier: impl FnOnce(&Path) -> Vec<String>,
+    ) -> Result<Placement, PlaceError> {
+        let lock = DirLock::acquire(dir).map_err(place_io("locking", dir))?;
+        let found = earlier(dir);
+        if !found.is_empty() && !replace {
+            return Err(PlaceError::Exists(dir.to_owned(), found));
+        }
+        let mut p = Placement {
+            dir: dir.to_owned(),
+            replace,
+            _lock: lock,
+            aside: None,
+            moved: Vec::new(),
+            placed: Vec::new(),
+        };
+        if found.is_empty() {
+            return Ok(p);
+        }
+        let aside =
+            StagingDir::new(dir, "earlier").map_err(place_io("creating a directory in", dir))?;
+        let to = aside.path().to_owned();
+        p.aside = Some(aside);
+        for name in found {
+            let from = p
+                .dir
+                .join(one_component(&name).map_err(place_io("removing", dir))?);
+            let Ok(m) = std::fs::symlink_metadata(&from) else {
+                continue;
+            };
+            std::fs::rename(&from, to.join(&name)).map_err(place_io("moving aside", &from))?;
+            p.moved.push((name, m.is_dir()));
+        }
+        Ok(p)
+    }
+
+    /// Puts the complete file `f` in place (its destination must be in the directory).
+    pub fn put_file(&mut self, f: OutFile) -> Result<(), PlaceError> {
+        let dest = f.dest().to_owned();
+        let name = self.name_in_dir(&dest)?;
+        f.commit(self.replace).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => {
+                PlaceError::Exists(self.dir.clone(), vec![name.clone()])
+            }
+            _ => PlaceError::Io {
+                what: "writing",
+                path: dest,
+                source: e,
+            },
+        })?;
+        self.placed.push(name);
+        Ok(())
+    }
+
+    /// Puts the complete directory `src` (on the directory's filesystem) in place as `name`.
+    pub fn put_dir(&mut self, src: &Path, name: &str) -> Result<(), PlaceError> {
+        let dest = self
+            .dir
+            .join(one_component(name).map_err(place_io("writing", src))?);
+        // rename(2) of a directory fails on anything at the destination but an empty directory.
+        if !self.replace && std::fs::symlink_metadata(&dest).is_ok() {
+            return Err(PlaceError::Exists(
+                self.dir.clone(),
+                vec![format!("{name}/")],
+            ));
+        }
+        std::fs::rename(src, &dest).map_err(place_io("writing", &dest))?;
+        self.placed.push(name.to_owned());
+        Ok(())
+    }
+
+    /// Removes what an earlier export left and unlocks the directory; returns the names of its
+    /// entries that this export did not write anew (directories with a `/`).
+    pub fn finish(mut self) -> Result<Vec<String>, PlaceError> {
+        let removed = self
+            .moved
+            .iter()
+            .filter(|(n, _)| !self.placed.contains(n))
+            .map(|(n, dir)| if *dir { format!("{n}/") } else { n.clone() })
+            .collect();
+        self.moved.clear();
+        self.placed.clear();
+        if let Some(aside) = self.aside.take() {
+            let path = aside.path().to_owned();
+            aside.close().map_err(|source| PlaceError::Io {
+                what: "the export is in place, but an earlier export's tables could not be \
+                       removed: remove by hand",
+                path,
+                source,
+            })?;
+        }
+        Ok(removed)
+    }
+
+    fn name_in_dir(&self, dest: &Path) -> Result<String, PlaceError> {
+        match (dest.parent(), dest.file_name()) {
+            (Some(d), Some(n)) if d == self.dir => Ok(n.to_string_lossy().into_owned()),
+            _ => Err(PlaceError::Io {
+                what: "writing",
+                path: dest.to_owned(),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "an export's file must be in its directory",
+                ),
+            }),
+        }
+    }
+}
+
+impl Drop for Placement {
+    fn drop(&mut self) {
+        // Not finished: undo, best effort (the lock is still held).
+        let Some(aside) = &self.aside else {
+            for n in &self.placed {
+                remove_entry(&self.dir.join(n));
+            }
+            return;
+        };
+        for n in &self.placed {
+            let _ = std::fs::rename(self.dir.join(n), aside.path().join(format!("new.{n}")));
+        }
+        for (n, _) in &self.moved {
+            let _ = std::fs::rename(aside.path().join(n), self.dir.join(n));
+        }
+    }
+}
+
+/// Removes `p` as the link, file or directory it is; a link is never followed.
+fn remove_entry(p: &Path) {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.is_dir() => {
+            let _ = std::fs::remove_dir_all(p);
+        }
+        Ok(_) => {
+            let _ = std::fs::remove_file(p);
+        }
+        Err(_) => {}
+    }
+}
+
+/// `name` when it is one plain path component: no `/` (a trailing one would make a lookup
+/// follow a link), no `.` or `..`.
+fn one_component(name: &str) -> io::Result<&str> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.contains('\0') {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a plain file name"),
+        ));
+    }
+    Ok(name)
+}
+
 /// Creates `dir` and any missing parents with permission bits `mode` (the umask applies);
 /// existing directories are left as they are.
 pub fn create_dir_all(dir: &Path, mode: u32) -> io::Result<()> {

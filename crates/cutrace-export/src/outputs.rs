@@ -39,12 +39,20 @@ pub fn table_file_names() -> impl Iterator<Item = String> {
         .chain(["meta.json".to_string()])
 }
 
-/// The cutrace table files (either format, and meta.json) and a job's partition directories
-/// (`kernels/`, …) that `dir` holds now.
+/// The entries of a cutrace export that `dir` holds now, each one path component: table files
+/// of either format and meta.json (a directory of such a name is not one), and a job's partition
+/// directories (`kernels`, …, `meta`), as whatever they are (a link included).
 pub fn tables_in(dir: &Path) -> Vec<String> {
+    let is_entry = |n: &String, file: bool| {
+        std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| !(file && m.is_dir()))
+    };
     table_file_names()
-        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
-        .chain(crate::parquet::job::partitions_in(dir))
+        .filter(|n| is_entry(n, true))
+        .chain(
+            crate::parquet::job::partition_names()
+                .map(str::to_owned)
+                .filter(|n| is_entry(n, false)),
+        )
         .collect()
 }
 

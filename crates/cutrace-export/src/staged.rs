@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use cutrace_trace::Trace;
 
-use crate::files::OutFile;
-use crate::{csv, parquet, tables};
+use crate::files::{OutFile, PlaceError, Placement};
+use crate::{csv, outputs, parquet, tables};
 
 /// What stopped a staged export; the OS error, where there is one, is the source.
 #[derive(Debug, thiserror::Error)]
@@ -17,8 +17,8 @@ pub enum StageError {
     Create(PathBuf, #[source] std::io::Error),
     #[error("writing {0}")]
     Write(PathBuf, #[source] std::io::Error),
-    #[error("{0} is a directory; move it away (nothing was written)")]
-    IsDirectory(PathBuf),
+    #[error(transparent)]
+    Place(#[from] PlaceError),
 }
 
 /// Files written under temporary names in one directory and renamed into place together once
@@ -91,19 +91,17 @@ impl Staged {
             .collect()
     }
 
-    /// Renames every staged file into place.
-    pub fn commit(self) -> Result<(), StageError> {
-        // What would stop a rename half-way (a directory of that name) stops all of them.
-        for f in &self.files {
-            if std::fs::symlink_metadata(f.dest()).is_ok_and(|m| m.is_dir()) {
-                return Err(StageError::IsDirectory(f.dest().to_owned()));
-            }
-        }
-        // On a failure the files not yet renamed are dropped, which removes them.
+    /// Puts every staged file in place together ([`Placement`]): with `replace` (`--force`),
+    /// what an earlier export left in the directory (tables of either format, meta.json, a job's
+    /// partition directories) is removed; without it, any of that is an error. Returns what was
+    /// removed of an earlier export and not written anew.
+    pub fn commit(self, replace: bool) -> Result<Vec<String>, StageError> {
+        let mut place = Placement::begin(&self.dir, replace, outputs::tables_in)?;
+        // On a failure the files not yet put in place are dropped, which removes them, and the
+        // placement undoes itself.
         for f in self.files {
-            let fin = f.dest().to_owned();
-            f.commit(true).map_err(|e| StageError::Write(fin, e))?;
+            place.put_file(f)?;
         }
-        Ok(())
+        Ok(place.finish()?)
     }
 }

@@ -5,6 +5,8 @@
 //! Nothing here reads the environment: `PATH`, `LD_PRELOAD`, `CUTRACE_INJECT_LIB` and the
 //! current directory are the caller's to pass, so every function can be tested with any value.
 
+pub mod cache;
+
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::DirBuilderExt;

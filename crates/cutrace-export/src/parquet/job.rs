@@ -15,9 +15,9 @@ use std::sync::Mutex;
 
 use cutrace_trace::{Limits, ReadOptions, Trace};
 
-use crate::files::{self, OutFile};
+use crate::files::{self, OutFile, PlaceError, Placement, StagingDir};
 use crate::input::Unit;
-use crate::{meta, parquet, tables};
+use crate::{meta, outputs, parquet, tables};
 
 /// The directory beside the tables' that holds each rank's `meta.json`.
 pub const META_DIR: &str = "meta";
@@ -31,35 +31,9 @@ pub fn partition_path(table: &str, rank: u32) -> PathBuf {
         .join(PART_FILE)
 }
 
-/// The names of the job-export directories (each table's, and [`META_DIR`]) that `dir` holds.
-pub fn partitions_in(dir: &Path) -> Vec<String> {
-    tables::ALL_NAMES
-        .iter()
-        .chain([&META_DIR])
-        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
-        .map(|n| format!("{n}/"))
-        .collect()
-}
-
-/// The one-trace export's file names (`TABLE.csv`, `TABLE.parquet`, `meta.json`) `dir` holds.
-fn one_trace_tables_in(dir: &Path) -> Vec<String> {
-    tables::ALL_NAMES
-        .iter()
-        .flat_map(|n| [format!("{n}.csv"), format!("{n}.parquet")])
-        .chain(["meta.json".to_string()])
-        .filter(|n| std::fs::symlink_metadata(dir.join(n)).is_ok())
-        .collect()
-}
-
-/// Removes a job export's directories from `dir`, which one trace's tables replace (`convert
-/// --force`); returns their names.
-pub fn remove_partitions(dir: &Path) -> Result<Vec<String>, JobError> {
-    let names = partitions_in(dir);
-    for n in &names {
-        let p = dir.join(n);
-        std::fs::remove_dir_all(&p).map_err(io(&p))?;
-    }
-    Ok(names)
+/// The names of a job export's directories: each table's, and [`META_DIR`].
+pub fn partition_names() -> impl Iterator<Item = &'static str> {
+    tables::ALL_NAMES.iter().copied().chain([META_DIR])
 }
 
 /// Where a unit of the job comes from, for a person: its file or directory (a rank's native
@@ -216,6 +190,8 @@ impl JobWritten {
 pub enum JobError {
     #[error("writing {0}")]
     Io(PathBuf, #[source] std::io::Error),
+    #[error(transparent)]
+    Place(#[from] PlaceError),
     #[error("writing meta.json for {0}")]
     Meta(PathBuf, #[source] serde_json::Error),
     #[error(
@@ -254,15 +230,6 @@ struct Staged {
     index: usize,
     written: RankWritten,
     tables: &'static [&'static str],
-}
-
-/// A staging directory removed with everything in it when dropped.
-struct StagingDir(PathBuf);
-
-impl Drop for StagingDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JobError + '_ {
@@ -444,16 +411,16 @@ pub fn write_job(
     if units.is_empty() {
         return Err(JobError::Empty);
     }
-    let earlier = [partitions_in(dir), one_trace_tables_in(dir)].concat();
+    // Said before the (long) read; checked again, under the directory's lock, when the
+    // export is put in place.
+    let earlier = outputs::tables_in(dir);
     if let (Some(n), false) = (earlier.first(), opts.replace) {
         return Err(JobError::Exists(dir.to_owned(), n.clone()));
     }
     // Exports are as private as the traces: the most restrictive mode of the files read.
     let mode = files::mode_of_inputs(units.iter().map(unit_path));
     files::create_dir_all(dir, files::dir_mode(mode)).map_err(io(dir))?;
-    let stage = StagingDir(dir.join(format!(".cutrace-job.{}.tmp", std::process::id())));
-    let _ = std::fs::remove_dir_all(&stage.0);
-    files::create_dir_all(&stage.0, 0o700).map_err(io(&stage.0))?;
+    let stage = StagingDir::new(dir, "job").map_err(io(dir))?;
 
     // Several traces at once: each read on one thread, so the workers share the cores.
     let workers = opts.workers.clamp(1, units.len());
@@ -473,7 +440,7 @@ pub fn write_job(
                 if i >= units.len() || failed.load(Ordering::Relaxed) {
                     break;
                 }
-                match stage_one(i, &units[i], &stage.0, (opts, &read, mode)) {
+                match stage_one(i, &units[i], stage.path(), (opts, &read, mode)) {
                     Ok(r) => results.lock().expect("no worker panics").push(r),
                     Err(e) => {
                         failed.store(true, Ordering::Relaxed);
@@ -503,10 +470,10 @@ pub fn write_job(
     let unread = number_ranks(&mut staged, unread, units);
 
     // Into the partition layout, inside the staging directory.
-    let out = stage.0.join("out");
+    let out = stage.path().join("out");
     let mut written: Vec<&'static str> = Vec::new();
     for s in &staged {
-        let from = stage.0.join(s.index.to_string());
+        let from = stage.path().join(s.index.to_string());
         let moves = s
             .tables
             .iter()
@@ -531,36 +498,16 @@ pub fn write_job(
     }
     written.sort_by_key(|n| tables::ALL_NAMES.iter().position(|a| a == n));
 
-    // Each directory put in place; one of an earlier export moved aside first, then removed.
-    let mut removed = Vec::new();
-    let old = stage.0.join("old");
-    files::create_dir_all(&old, 0o700).map_err(io(&old))?;
-    for name in tables::ALL_NAMES.iter().chain([&META_DIR]) {
-        let dest = dir.join(name);
-        let exists = std::fs::symlink_metadata(&dest).is_ok();
-        if exists && !opts.replace {
-            return Err(JobError::Exists(dir.to_owned(), format!("{name}/")));
-        }
+    // Each directory put in place together, and what an earlier export left removed.
+    let mut place = Placement::begin(dir, opts.replace, outputs::tables_in)?;
+    for name in partition_names() {
         let new = out.join(name);
-        let have = new.is_dir();
-        if exists {
-            std::fs::rename(&dest, old.join(name)).map_err(io(&dest))?;
-            if !have {
-                removed.push(format!("{name}/"));
-            }
-        }
-        if have {
-            std::fs::rename(&new, &dest).map_err(io(&dest))?;
+        if new.is_dir() {
+            place.put_dir(&new, name)?;
         }
     }
-    // And the files of a one-trace export, so that the directory holds one export.
-    for name in one_trace_tables_in(dir) {
-        let p = dir.join(&name);
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) {
-            std::fs::remove_file(&p).map_err(io(&p))?;
-            removed.push(name);
-        }
-    }
+    let removed = place.finish()?;
+    stage.close().map_err(io(dir))?;
     Ok(JobWritten {
         ranks: staged.into_iter().map(|s| s.written).collect(),
         unread,

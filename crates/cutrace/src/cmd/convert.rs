@@ -12,7 +12,7 @@ use cutrace_export::counter_tracks::counter_timeline;
 use cutrace_export::files;
 use cutrace_export::input::{self, Unit};
 use cutrace_export::outputs::{
-    check_distinct, is_stdout, shown, table_file_names, table_groups, tables_in, Output, Outputs,
+    check_distinct, is_stdout, shown, table_groups, tables_in, Output, Outputs,
 };
 use cutrace_export::staged::Staged;
 use cutrace_export::text::{count, name_some};
@@ -215,13 +215,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             st.parquet_tables(&t, &meta)?;
         }
         st.write("meta.json", meta.as_bytes())?;
-        let written = st.names();
-        st.commit()?;
-        let removed = if args.force {
-            remove_stale(&g.dir, &written)?
-        } else {
-            Vec::new()
-        };
+        let removed = st.commit(args.force)?;
         let removed = match removed.len() {
             0 => String::new(),
             n => format!(
@@ -393,28 +387,6 @@ fn notes_at(t: &Trace, place: &str) -> String {
             if place.starts_with(':') { "" } else { " " }
         ),
     }
-}
-
-/// Removes the table files in `dir` this export did not write (`written`: the names it did),
-/// the other format's tables of an earlier export; returns their names. Only files and links
-/// are removed: a directory in the way is left, and was reported by the staged commit.
-fn remove_stale(dir: &Path, written: &[String]) -> anyhow::Result<Vec<String>> {
-    let mut removed = Vec::new();
-    removed.extend(cutrace_export::parquet::job::remove_partitions(dir)?);
-    for name in table_file_names().filter(|n| !written.contains(n)) {
-        let path = dir.join(&name);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_dir()) {
-            std::fs::remove_file(&path).with_context(|| {
-                format!(
-                    "removing {}, a table of an earlier export (the directory now mixes two \
-                     exports: remove it by hand)",
-                    path.display()
-                )
-            })?;
-            removed.push(name);
-        }
-    }
-    Ok(removed)
 }
 
 fn exists(out: &Path, flag: &str) -> anyhow::Error {

@@ -11,14 +11,13 @@
 //! line instead of failing silently (cutrace-inject's `interpose.rs`).
 
 use std::ffi::OsString;
-use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use cutrace_launch::{
-    find_inject_lib, injection_env, missing_interpreter, preload_value, prepare_output,
-    resolve_program, shell_quote, INJECT_LIB_NAME,
+    cache, find_inject_lib, injection_env, missing_interpreter, preload_value, prepare_output,
+    resolve_program, shell_quote, LaunchError, INJECT_LIB_NAME,
 };
 
 /// The variables `cutrace profile` sets for the injection's counters.
@@ -155,30 +154,33 @@ pub struct Args {
 /// binary installed alone (`cargo install`), which has no library beside it.
 const EMBEDDED_INJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcutrace_inject.so"));
 
-/// Writes the embedded library out once, content-addressed, into the user's own cache directory
-/// (`$XDG_CACHE_HOME/cutrace` or `~/.cache/cutrace`, mode 0700), and returns its path. An existing
-/// file is used only if its bytes are exactly the embedded ones. None when nothing is embedded
-/// or it cannot be written: the caller then reports why the library was not found.
-fn write_embedded_inject() -> Option<PathBuf> {
-    if EMBEDDED_INJECT.is_empty() {
-        return None;
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|p| Path::new(p).is_absolute())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))?;
-    let dir = cache.join(format!("cutrace/{}", env!("CUTRACE_EMBEDDED_INJECT_ID")));
-    let path = dir.join(INJECT_LIB_NAME);
-    if std::fs::read(&path).is_ok_and(|b| b == EMBEDDED_INJECT) {
-        return Some(path);
-    }
-    let mut private = std::fs::DirBuilder::new();
-    private.recursive(true).mode(0o700).create(&dir).ok()?;
-    // Written beside, then renamed into place: a concurrent `record` never loads half a file.
-    let tmp = dir.join(format!(".{INJECT_LIB_NAME}.{}", std::process::id()));
-    std::fs::write(&tmp, EMBEDDED_INJECT).ok()?;
-    std::fs::rename(&tmp, &path).ok()?;
-    Some(path)
+/// The injection library to load: `CUTRACE_INJECT_LIB` when set (a path the user named and that
+/// is not a library is an error, never replaced by another), else one installed beside the
+/// binary, else the embedded one, unpacked into the user's cache (`cutrace_launch::cache`).
+fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let missing = match find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe) {
+        Ok(p) => return Ok(p),
+        Err(e @ LaunchError::InjectMissing { .. }) if !EMBEDDED_INJECT.is_empty() => e,
+        Err(e) => return Err(e.into()),
+    };
+    let base = cache::cache_base(
+        std::env::var_os("XDG_CACHE_HOME").as_deref(),
+        std::env::var_os("HOME").as_deref(),
+    )
+    .ok_or(cache::CacheError::NoBase);
+    base.and_then(|b| {
+        cache::unpack(
+            &b,
+            env!("CUTRACE_EMBEDDED_INJECT_ID"),
+            INJECT_LIB_NAME,
+            EMBEDDED_INJECT,
+        )
+    })
+    .map_err(|e| {
+        anyhow::Error::new(e).context(format!(
+            "the injection library is built into cutrace, but it could not be unpacked into              the cache ({missing})"
+        ))
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -246,8 +248,7 @@ pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Resul
         return Ok(e.code);
     }
     let exe = std::env::current_exe().ok();
-    let inject = find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe.as_deref())
-        .or_else(|e| write_embedded_inject().ok_or(e))?;
+    let inject = inject_lib(exe.as_deref())?;
     let (out_dir, created) = prepare_output(&args.output)?;
     let earlier = std::fs::read_dir(&out_dir)
         .map(|rd| {
