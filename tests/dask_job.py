@@ -5,7 +5,9 @@ json` run in one process: the map (`cutrace report --rank-summary`) on the worke
 cutrace over the summaries on the client.
 
 Job: the synthetic job tests/tools/gen_job.py writes (planted stragglers, NCCL kernels with known
-exposed communication and skew, a dead rank), and the same job as a list of trace files.
+exposed communication and skew, a dead rank), and the same job as a list of trace files. A link
+planted in the summaries directory is not written through (tests/python_hostile.py checks that
+and more without Dask).
 
 Usage: PYTHONPATH=python tests/dask_job.py CUTRACE_BINARY. Prints `ok` lines and
 `dask job analysis: PASS`; exits 77 with a SKIPPED line when dask or distributed cannot be
@@ -77,8 +79,11 @@ def main():
             fail(f"cutrace report {job}: {p.stderr}")
         want = json.loads(p.stdout)
         traces = cutrace.dask.job_traces([job])
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
+        # The scheduler's and workers' scratch space inside tmp too, so that nothing is left in
+        # the system's temporary directory.
+        with dask.config.set({"temporary-directory": os.path.join(tmp, "dask")}), \
+                LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                             dashboard_address=None) as cluster, Client(cluster) as client:
             workers = len(client.scheduler_info()["workers"])
             if workers != 2:
                 fail(f"the local cluster has {workers} workers, not 2")
@@ -102,6 +107,24 @@ def main():
             if len(os.listdir(kept)) != len(traces):
                 fail(f"{len(os.listdir(kept))} summaries kept in {kept}, not {len(traces)}")
             print(f"ok   the job given as {len(traces)} files, summaries kept: the same report")
+            # A link planted at a summary's name (another user who can write the directory) is
+            # not written through: the run fails on the taken name, the victim is untouched.
+            planted = os.path.join(tmp, "planted")
+            os.mkdir(planted)
+            victim = os.path.join(tmp, "victim.txt")
+            with open(victim, "w") as f:
+                f.write("precious\n")
+            os.symlink(victim, os.path.join(planted, "rank-summary-00000.json"))
+            try:
+                cutrace.dask.analyze_job(traces, client, summaries=planted, progress=False)
+                fail(f"a link planted in {planted} did not stop the run")
+            except FileExistsError as e:
+                if "rank-summary-00000.json" not in str(e):
+                    fail(f"the error does not name the taken summary: {e}")
+            with open(victim) as f:
+                if f.read() != "precious\n":
+                    fail("a link planted in summaries=DIR was written through")
+            print("ok   a link planted in summaries=DIR: FileExistsError, its victim untouched")
 
     print("dask job analysis: PASS")
 

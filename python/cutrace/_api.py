@@ -85,6 +85,9 @@ def binary() -> str:
 def run(args: Sequence[PathLike], *, progress: bool = True) -> str:
     """Runs ``cutrace ARGS`` and returns what it printed on stdout.
 
+    ``args`` are the command line, passed as they are: put ``--`` before trace paths that may
+    begin with ``-`` (``run(["report", "--", path])``), as :func:`report` does.
+
     Each line the command prints on stderr (the progress of a long read, notes, warnings) is
     passed on to ``sys.stderr`` as it comes when ``progress`` is true, so a notebook shows it under
     the running cell; it is kept for the error either way.
@@ -121,22 +124,86 @@ def run(args: Sequence[PathLike], *, progress: bool = True) -> str:
 
 
 def _flags(options: Mapping[str, OptionValue]) -> List[str]:
-    """Keyword options as command-line flags (see :func:`report`)."""
+    """Keyword options as command-line flags (see :func:`report`).
+
+    A value is joined to its flag (``--steps=NAME``), so a value that begins with ``-`` is the
+    flag's value, never read as another flag.
+    """
     flags: List[str] = []
     for key, value in options.items():
-        flag = "--" + key.rstrip("_").replace("_", "-")
+        name = key.rstrip("_").replace("_", "-")
+        if not name or name.startswith("-") or "=" in name:
+            raise TypeError(f"{key!r} is not an option name")
+        flag = "--" + name
         if value is None or value is False:
             continue
         if value is True:
             flags.append(flag)
         elif isinstance(value, Mapping):
-            flags += [flag, ",".join(f"{k.replace('_', '-')}={v}" for k, v in value.items())]
+            joined = ",".join(f"{k.replace('_', '-')}={v}" for k, v in value.items())
+            flags.append(f"{flag}={joined}")
         elif isinstance(value, (list, tuple)):
-            for item in value:
-                flags += [flag, str(item)]
+            flags += [f"{flag}={item}" for item in value]
         else:
-            flags += [flag, str(value)]
+            flags.append(f"{flag}={value}")
     return flags
+
+
+def _paths(paths: Sequence[PathLike]) -> List[str]:
+    """Trace paths as the last arguments of a command line: ``--``, then each path. After ``--``
+    the command reads every argument as a path, so a file named ``--help`` or ``-o`` is a trace,
+    never an option. ``-`` alone would still be the command's stdin, which these functions do not
+    give it: it is the file of that name, ``./-``.
+    """
+    return ["--", *("./-" if os.fspath(p) == "-" else os.fspath(p) for p in paths)]
+
+
+def _write_new(dest: PathLike, text: str) -> None:
+    """Writes ``text`` to a new file ``dest`` (mode 0600) as cutrace writes its exports: under an
+    unpredictable name beside it, created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` (a link planted there
+    makes the create fail and retry under another name; nothing is written through it), flushed,
+    then linked into place with ``link(2)``, which fails if anything is at ``dest``, a link
+    included, so a name planted after any check is never replaced or written through. The
+    temporary name is removed either way.
+
+    Raises:
+        FileExistsError: something is at ``dest`` already; it is left as it is.
+    """
+    dest = os.fspath(dest)
+    folder, name = os.path.split(dest)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    for _ in range(100):
+        tmp = os.path.join(folder, f".{name}.{os.urandom(8).hex()}.cutrace-tmp")
+        try:
+            fd = os.open(tmp, flags, 0o600)
+            break
+        except FileExistsError:
+            continue
+    else:
+        raise FileExistsError(f"cannot create a temporary file beside {dest}")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        exists = FileExistsError(
+            f"{dest} exists already: cutrace does not replace it (choose a new or empty directory)"
+        )
+        try:
+            os.link(tmp, dest)
+        except FileExistsError:
+            raise exists from None
+        except OSError:
+            # A filesystem without hard links: the check, then a rename, which replaces a link
+            # planted in between instead of writing through it.
+            if os.path.lexists(dest):
+                raise exists from None
+            os.rename(tmp, dest)
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
 
 
 def report(path: PathLike, *, progress: bool = True, **options: OptionValue) -> Dict[str, Any]:
@@ -157,7 +224,7 @@ def report(path: PathLike, *, progress: bool = True, **options: OptionValue) -> 
     """
     if "format" in options:
         raise TypeError("report() always asks for JSON; use the command line for text")
-    out = run(["report", "--format", "json", *_flags(options), path], progress=progress)
+    out = run(["report", "--format", "json", *_flags(options), *_paths([path])], progress=progress)
     data: Dict[str, Any] = json.loads(out)
     return data
 
@@ -189,7 +256,10 @@ def tables(
         raise ImportError(missing)
     with tempfile.TemporaryDirectory(prefix="cutrace-tables-") as tmp:
         out_dir = Path(tmp) / "tables"
-        run(["convert", "--parquet", out_dir, *_flags(options), path], progress=progress)
+        run(
+            ["convert", "--parquet", out_dir, *_flags(options), *_paths([path])],
+            progress=progress,
+        )
         return {p.stem: pd.read_parquet(p) for p in sorted(out_dir.glob("*.parquet"))}
 
 
@@ -229,7 +299,7 @@ class Report:
             with tempfile.TemporaryDirectory(prefix="cutrace-html-") as tmp:
                 out = Path(tmp) / "report.html"
                 run(
-                    ["report", "--html", out, *_flags(self.options), self.path],
+                    ["report", "--html", out, *_flags(self.options), *_paths([self.path])],
                     progress=self.progress,
                 )
                 self._html = out.read_text(encoding="utf-8")
@@ -243,9 +313,13 @@ class Report:
         except CutraceError as e:
             return f"<pre>cutrace could not make the HTML report:\n{_html.escape(str(e))}</pre>"
         # The page is a whole document with its own styles and scripts: in an iframe they can
-        # neither restyle the notebook nor be restyled by it.
+        # neither restyle the notebook nor be restyled by it. sandbox="allow-scripts" without
+        # allow-same-origin gives it an opaque origin of its own: its script draws and sorts, and
+        # cannot reach the notebook's page, cookies, storage or kernel (a name from a trace is
+        # escaped, and the page's own policy runs only its own script; this holds if both fail).
         return (
-            '<iframe style="width:100%;height:900px;border:0" srcdoc="'
+            '<iframe sandbox="allow-scripts" title="cutrace report" '
+            'style="width:100%;height:900px;border:0" srcdoc="'
             + _html.escape(page, quote=True)
             + '"></iframe>'
         )

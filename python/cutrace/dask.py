@@ -1,11 +1,12 @@
 """A distributed job's analysis on a Dask cluster: the per-rank map runs on the cluster's workers,
 the cross-rank reduce is cutrace's own.
 
-Each rank's trace is reduced to a small summary by ``cutrace report --rank-summary TRACE -o
-SUMMARY.json`` on a worker (a whole trace is read where it lies, and only the summary, a few kB,
-travels back); the job report is then ``cutrace report S0.json S1.json ... --format json`` over
-those summaries, on the client. Python adds no analysis: the numbers are exactly those of
-``cutrace report JOB --format json`` run on one machine.
+Each rank's trace is reduced to a small summary by ``cutrace report --rank-summary -o - TRACE``
+on a worker (a whole trace is read where it lies, and only the summary, a few kB, travels back);
+the job report is then ``cutrace report --format json S0.json S1.json ...`` over those summaries,
+on the client, written for it into a directory of its own that only this user can enter. Python
+adds no analysis: the numbers are exactly those of ``cutrace report JOB --format json`` run on
+one machine.
 
 Example::
 
@@ -30,7 +31,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 
-from ._api import CutraceError, OptionValue, PathLike, _flags, run
+from ._api import CutraceError, OptionValue, PathLike, _flags, _paths, _write_new, run
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -74,20 +75,18 @@ def rank_summary(
     trace: str, *, binary: Optional[str] = None, options: Sequence[str] = ()
 ) -> str:
     """The map step, on a worker: ``cutrace report --rank-summary TRACE`` and its summary's JSON
-    text. ``binary`` is the ``cutrace`` binary on the worker (default: :func:`cutrace.binary`
-    there); ``options`` are extra ``cutrace report`` flags (``--steps NAME``).
+    text, read from the command's stdout (no file is written). ``binary`` is the ``cutrace``
+    binary on the worker (default: :func:`cutrace.binary` there); ``options`` are extra
+    ``cutrace report`` flags (``--steps=NAME``), put before ``--`` and the trace, which is
+    read as a path even when it begins with ``-``.
     """
-    with tempfile.TemporaryDirectory(prefix="cutrace-summary-") as tmp:
-        out = os.path.join(tmp, "summary.json")
-        args = ["report", "--rank-summary", trace, "-o", out, *options]
-        if binary is None:
-            run(args, progress=False)
-        else:
-            p = subprocess.run([binary, *args], stdin=subprocess.DEVNULL, capture_output=True)
-            if p.returncode != 0:
-                raise CutraceError([binary, *args], p.returncode, p.stderr.decode(errors="replace"))
-        with open(out, encoding="utf-8") as f:
-            return f.read()
+    args = ["report", "--rank-summary", "-o", "-", *options, *_paths([trace])]
+    if binary is None:
+        return run(args, progress=False)
+    p = subprocess.run([binary, *args], stdin=subprocess.DEVNULL, capture_output=True)
+    if p.returncode != 0:
+        raise CutraceError([binary, *args], p.returncode, p.stderr.decode(errors="replace"))
+    return p.stdout.decode("utf-8")
 
 
 def analyze_job(
@@ -108,13 +107,16 @@ def analyze_job(
         binary: the ``cutrace`` binary on the workers, when it is not the one the package there
             finds (:func:`cutrace.binary`).
         summaries: a directory to keep the per-rank summaries in (``rank-summary-NNNNN.json``,
-            in job order); by default a temporary one, removed before returning.
+            in job order), created (mode 0700) if missing. Each file is new, mode 0600, and never
+            written through a link; an existing name is a ``FileExistsError``. The job report
+            is reduced from this call's own copies, not from these files.
         progress: pass the reduce's stderr (notes on dead or missing ranks) on to ``sys.stderr``.
         options: flags for the map (``steps="train_step"``), as :func:`cutrace.report` takes them.
 
     Raises:
         CutraceError: a map or the reduce failed; its message is cutrace's.
         ValueError: ``paths`` hold no trace.
+        FileExistsError: a summary's name in ``summaries`` is taken (nothing is replaced).
     """
     traces = job_traces(paths)
     if not traces:
@@ -126,14 +128,20 @@ def analyze_job(
     # pure=False: a trace rewritten in place is read again, not served from an earlier result.
     futures = client.map(rank_summary, traces, binary=binary, options=flags, pure=False)
     texts: List[str] = client.gather(futures)
+    names = [f"rank-summary-{i:05d}.json" for i in range(len(texts))]
+    if summaries is not None:
+        # The user's copies: new files, never written through a link. They are not read back:
+        # whoever else can write that directory could swap one after it is written.
+        where = Path(os.fspath(summaries))
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for name, text in zip(names, texts):
+            _write_new(where / name, text)
+    # The reduce reads copies in a directory of its own (mkdtemp: mode 0700, a random name), which
+    # only this user can change.
     with tempfile.TemporaryDirectory(prefix="cutrace-job-") as tmp:
-        where = Path(os.fspath(summaries)) if summaries is not None else Path(tmp)
-        where.mkdir(parents=True, exist_ok=True)
-        files = []
-        for i, text in enumerate(texts):
-            f = where / f"rank-summary-{i:05d}.json"
-            f.write_text(text, encoding="utf-8")
-            files.append(f)
-        out = run(["report", "--format", "json", *files], progress=progress)
+        files = [os.path.join(tmp, name) for name in names]
+        for f, text in zip(files, texts):
+            _write_new(f, text)
+        out = run(["report", "--format", "json", *_paths(files)], progress=progress)
     data: Dict[str, Any] = json.loads(out)
     return data

@@ -3,7 +3,8 @@
 //! timeline drawn and zoomed by a small inline script from levels of detail computed in Rust
 //! ([`lod`]), so that the file's size does not grow with the trace. Nothing is fetched when the
 //! page is viewed: no fonts, no libraries, no network. Every text that comes from the trace goes
-//! through [`escape`].
+//! through [`escape`], and the page's Content-Security-Policy runs only its own script and style
+//! sheet, by their hashes ([`content_security_policy`]).
 
 pub mod diff;
 pub mod lod;
@@ -77,19 +78,65 @@ struct GapMark {
     reading: String,
 }
 
+/// The page's Content-Security-Policy. Nothing may be fetched (`default-src 'none'`), and the
+/// only style sheet and script that may run are the page's own, named by the SHA-256 of their
+/// exact text: a `<script>`, `<style>`, event handler attribute (`onclick=`) or `style=`
+/// attribute that got into the page some other way is not run, so escaping ([`escape`]) is not
+/// the page's only defence against a hostile name. The script attaches its handlers with
+/// `addEventListener` and sets styles through the CSSOM, both of which the policy allows.
+fn content_security_policy() -> String {
+    format!(
+        "default-src 'none'; style-src {}; script-src {}; img-src data:; base-uri 'none'; \
+         form-action 'none'",
+        csp_hash(CSS),
+        csp_hash(JS)
+    )
+}
+
+/// A CSP hash source for an inline element whose text is `text`, exactly: `'sha256-BASE64'`.
+fn csp_hash(text: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    format!("'sha256-{}'", base64(&Sha256::digest(text.as_bytes())))
+}
+
+/// `bytes` in base64 with the standard alphabet and `=` padding (RFC 4648 §4), as CSP hashes
+/// are written.
+fn base64(bytes: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for group in bytes.chunks(3) {
+        let b = [
+            group[0],
+            *group.get(1).unwrap_or(&0),
+            *group.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for (i, shift) in [18, 12, 6, 0].into_iter().enumerate() {
+            if i <= group.len() {
+                out.push(char::from(ALPHABET[((n >> shift) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 fn page_start(o: &mut String, title: &str) {
     let _ = write!(
         o,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; \
-         style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"{}\">\
          <title>{}</title><style>{CSS}</style></head><body>\n",
+        content_security_policy(),
         escape(title)
     );
 }
 
 fn page_end(o: &mut String, data: &PageData<'_>) {
+    // The script element holds `JS` exactly, the text whose hash the policy names; the data
+    // block before it is JSON (`type="application/json"`), which no policy runs.
     let _ = write!(
         o,
         "<footer>Written by cutrace {}. Self-contained: nothing on this page is fetched from \

@@ -433,3 +433,184 @@ fn inverted_and_absurd_records_add_no_busy_time_to_a_lane() {
     assert!(busy_chars(7).iter().any(|&c| c != b'0'));
     assert!(busy_chars(11).contains(&b'/'), "full buckets");
 }
+
+/// The text of each element `<tag …>…</tag>` of `page` whose opening tag satisfies `keep`.
+fn element_texts<'a>(page: &'a str, tag: &str, keep: impl Fn(&str) -> bool) -> Vec<&'a str> {
+    let (open, close) = (format!("<{tag}"), format!("</{tag}>"));
+    let mut out = Vec::new();
+    let mut rest = page;
+    while let Some(i) = rest.find(&open) {
+        let head_end = i + rest[i..].find('>').unwrap();
+        let body_end = head_end + rest[head_end..].find(&close).unwrap();
+        if keep(&rest[i..head_end]) {
+            out.push(&rest[head_end + 1..body_end]);
+        }
+        rest = &rest[body_end + close.len()..];
+    }
+    out
+}
+
+/// The sources of each directive of the page's Content-Security-Policy.
+fn csp_of(page: &str) -> Vec<(String, Vec<String>)> {
+    let key = "<meta http-equiv=\"Content-Security-Policy\" content=\"";
+    assert_eq!(page.matches(key).count(), 1, "one policy");
+    let from = page.find(key).unwrap() + key.len();
+    let policy = &page[from..from + page[from..].find('"').unwrap()];
+    policy
+        .split(';')
+        .map(|d| {
+            let mut words = d.split_whitespace().map(str::to_owned);
+            (words.next().unwrap(), words.collect())
+        })
+        .collect()
+}
+
+/// `'sha256-…'` of `text`, computed here from the digest's bytes.
+fn sha256_source(text: &str) -> String {
+    use sha2::{Digest as _, Sha256};
+    format!(
+        "'sha256-{}'",
+        super::base64(&Sha256::digest(text.as_bytes()))
+    )
+}
+
+/// Every attribute name of every tag of the page's markup (scripts' and styles' text left out).
+fn attribute_names(page: &str) -> Vec<String> {
+    let mut markup = page.to_owned();
+    for (tag, close) in [("<script", "</script>"), ("<style", "</style>")] {
+        let mut out = String::new();
+        let mut rest = markup.as_str();
+        while let Some(i) = rest.find(tag) {
+            let head_end = i + rest[i..].find('>').unwrap();
+            out.push_str(&rest[..=head_end]);
+            rest = &rest[head_end + rest[head_end..].find(close).unwrap()..];
+        }
+        out.push_str(rest);
+        markup = out;
+    }
+    let mut names = Vec::new();
+    for tag in markup.split('<').skip(1) {
+        if tag.starts_with(['/', '!']) {
+            continue;
+        }
+        let inside = &tag[..tag.find('>').unwrap()];
+        // Attribute values are escaped: no quote inside one, so the quotes pair up.
+        let mut rest = inside.split_once(char::is_whitespace).map_or("", |x| x.1);
+        while let Some(eq) = rest.find('=') {
+            names.push(rest[..eq].trim().to_ascii_lowercase());
+            let value = &rest[eq + 2..];
+            rest = &value[value.find('"').unwrap() + 1..];
+        }
+    }
+    names
+}
+
+/// Each page's policy allows exactly its own script and style sheet, by the hash of their text,
+/// and nothing inline besides: no 'unsafe-inline', no event handler or style attributes the
+/// policy would block.
+fn assert_policy_allows_only_its_own(what: &str, page: &str) {
+    let scripts = element_texts(page, "script", |head| !head.contains("type="));
+    let data = element_texts(page, "script", |head| head.contains("type="));
+    let styles = element_texts(page, "style", |_| true);
+    assert_eq!(
+        (scripts.len(), data.len(), styles.len()),
+        (1, 1, 1),
+        "{what}"
+    );
+    assert!(data[0].starts_with('{'), "{what}: the data block is JSON");
+    let csp = csp_of(page);
+    let sources = |name: &str| -> Vec<String> {
+        let d: Vec<_> = csp.iter().filter(|(n, _)| n == name).collect();
+        assert_eq!(d.len(), 1, "{what}: one {name}");
+        d[0].1.clone()
+    };
+    assert_eq!(sources("default-src"), ["'none'"], "{what}");
+    assert_eq!(
+        sources("script-src"),
+        [sha256_source(scripts[0])],
+        "{what}: script-src"
+    );
+    assert_eq!(
+        sources("style-src"),
+        [sha256_source(styles[0])],
+        "{what}: style-src"
+    );
+    assert!(
+        !page[..page.find("</head>").unwrap()].contains("unsafe-"),
+        "{what}"
+    );
+    assert_eq!(scripts[0], super::JS, "{what}");
+    let names = attribute_names(page);
+    assert!(
+        names.iter().any(|n| n == "class"),
+        "{what}: attributes read"
+    );
+    let inline: Vec<&String> = names
+        .iter()
+        .filter(|n| n.starts_with("on") || *n == "style")
+        .collect();
+    assert!(inline.is_empty(), "{what}: inline attributes {inline:?}");
+    // The script sets no inline style attribute and no handler property either.
+    for blocked in [
+        "setAttribute('style'",
+        ".onclick",
+        "innerHTML",
+        "eval(",
+        "Function(",
+    ] {
+        assert!(
+            !super::JS.contains(blocked),
+            "{what}: the script uses {blocked}"
+        );
+    }
+}
+
+#[test]
+fn each_page_allows_only_its_own_script_and_style_by_hash() {
+    for rel in [
+        "kineto/profiler_steps.json.gz",
+        "kineto/two_streams.json.gz",
+        "native/counters_basic",
+    ] {
+        let (_, page) = report_and_page(&load(rel));
+        assert_policy_allows_only_its_own(rel, &page);
+    }
+    let mut evil = load("kineto/profiler_steps.json.gz");
+    for s in evil.strings.iter_mut() {
+        *s = format!("{s}<script>alert(1)</script><b onclick=\"x\" style=\"y\">");
+    }
+    let (_, page) = report_and_page(&evil);
+    assert_policy_allows_only_its_own("hostile names", &page);
+    let (base, new) = (
+        load("kineto/two_streams.json.gz"),
+        load("kineto/profiler_steps.json.gz"),
+    );
+    let opts = cutrace_analysis::DiffOptions::default();
+    let d = cutrace_analysis::diff(&base, &new, &opts).unwrap();
+    let page = super::diff::page("base", &base, "new", &new, &d, &opts).unwrap();
+    assert_policy_allows_only_its_own("diff", &page);
+}
+
+#[test]
+fn csp_hashes_are_base64_of_sha256() {
+    // RFC 4648 §10's vectors, then SHA-256 of "" and "abc" as browsers write them in CSP.
+    for (bytes, b64) in [
+        ("", ""),
+        ("f", "Zg=="),
+        ("fo", "Zm8="),
+        ("foo", "Zm9v"),
+        ("foob", "Zm9vYg=="),
+        ("fooba", "Zm9vYmE="),
+        ("foobar", "Zm9vYmFy"),
+    ] {
+        assert_eq!(super::base64(bytes.as_bytes()), b64);
+    }
+    assert_eq!(
+        super::csp_hash(""),
+        "'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='"
+    );
+    assert_eq!(
+        super::csp_hash("abc"),
+        "'sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0='"
+    );
+}
