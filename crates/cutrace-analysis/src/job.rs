@@ -416,14 +416,14 @@ fn arrivals(trace: &Trace, s: &mut RankSummary) {
                 s.collectives_without_kernel += 1;
                 continue;
             };
-            let text = |id: Option<u32>| id.map(|i| trace.str(i).to_owned());
+            let text = |id: Option<u32>| id.map(|i| crate::names::held(trace.str(i)));
             out.push(Arrival {
                 group: Some(text(c.group_name).unwrap_or_default()),
                 group_desc: text(c.group_desc),
                 group_size: c.group_size,
                 seq: c.seq,
                 order: 0,
-                name: trace.str(c.name).to_owned(),
+                name: crate::names::held(trace.str(c.name)),
                 device: k.device,
                 start_ns: k.start_ns,
                 end_ns: k.end_ns,
@@ -439,7 +439,7 @@ fn arrivals(trace: &Trace, s: &mut RankSummary) {
                     group_size: None,
                     seq: None,
                     order: 0,
-                    name: comm_kernel_collective(name).to_owned(),
+                    name: crate::names::held(comm_kernel_collective(name)),
                     device: k.device,
                     start_ns: k.start_ns,
                     end_ns: k.end_ns,

@@ -1,12 +1,37 @@
-//! Kernel names for display: CUPTI reports mangled C++ names (`_Z10add_kernelPfS_i`); reports
+//! Names as reports hold them. CUPTI reports mangled C++ names (`_Z10add_kernelPfS_i`); reports
 //! show them demangled (`add_kernel(float*, float*, int)`). Kineto traces already carry demangled
 //! names, which pass through unchanged, as does anything that fails to demangle.
+//!
+//! A report names one kernel or range in many entries (every gap beside it, every step, every
+//! rank), so a name the trace holds once can be copied thousands of times: a 1.4 KB native part
+//! whose 2,000 kernels share one 1 MiB name once made the report take 4 GB. Every name a report
+//! takes from a trace is therefore cut to [`REPORT_NAME_BYTES`] ([`held`]); the tables and
+//! timeline exports keep names whole.
 
 use std::borrow::Cow;
 
+/// The longest name a report holds, in bytes: far beyond real kernel names (the longest C++
+/// template names seen in real traces are about 2 KB), short enough that entries stay small.
+pub const REPORT_NAME_BYTES: usize = 4096;
+
+/// `name` as a report holds it: whole up to [`REPORT_NAME_BYTES`], else its first bytes (on a
+/// character boundary) and `… (N bytes)`.
+pub fn held(name: &str) -> String {
+    if name.len() <= REPORT_NAME_BYTES {
+        return name.to_owned();
+    }
+    let mut cut = REPORT_NAME_BYTES;
+    while !name.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}… ({} bytes)", &name[..cut], name.len())
+}
+
 /// The demangled form of an Itanium-mangled name, or the name itself.
 pub fn display_name(raw: &str) -> Cow<'_, str> {
-    if !raw.starts_with("_Z") {
+    // A name past the report's length is not demangled: it would be cut anyway, and
+    // demangling costs grow with the name.
+    if !raw.starts_with("_Z") || raw.len() > REPORT_NAME_BYTES {
         return Cow::Borrowed(raw);
     }
     // The demangler parses untrusted text from the trace: contain any panic it might have.
@@ -23,11 +48,11 @@ pub fn display_name(raw: &str) -> Cow<'_, str> {
     }
 }
 
-/// `(display name, the raw name when it differs)`, as stored in report rows.
+/// `(display name, the raw name when it differs)`, as stored in report rows, each [`held`].
 pub fn name_pair(raw: &str) -> (String, Option<String>) {
     match display_name(raw) {
-        Cow::Borrowed(same) => (same.to_owned(), None),
-        Cow::Owned(d) => (d, Some(raw.to_owned())),
+        Cow::Borrowed(same) => (held(same), None),
+        Cow::Owned(d) => (held(&d), Some(held(raw))),
     }
 }
 
@@ -49,5 +74,19 @@ mod tests {
             ("foo(int)".to_owned(), Some("_Z3fooi".to_owned()))
         );
         assert_eq!(name_pair("gemm"), ("gemm".to_owned(), None));
+    }
+
+    #[test]
+    fn long_names_are_cut_on_a_character_boundary_and_say_their_length() {
+        let exact = "a".repeat(REPORT_NAME_BYTES);
+        assert_eq!(held(&exact), exact);
+        let long = format!("{}é{}", "a".repeat(REPORT_NAME_BYTES - 1), "b".repeat(100));
+        let h = held(&long);
+        assert!(h.starts_with(&"a".repeat(REPORT_NAME_BYTES - 1)));
+        assert!(h.ends_with(&format!("… ({} bytes)", long.len())), "{h}");
+        assert!(!h.contains('é'));
+        let mangled = format!("_Z{}", "9abcdefghi".repeat(1000));
+        let (shown, raw) = name_pair(&mangled);
+        assert!(shown.len() < REPORT_NAME_BYTES + 32 && raw.is_none());
     }
 }

@@ -64,7 +64,7 @@ pub fn range_breakdown(
         .into_iter()
         .map(
             |((gpu, name), (count, total_ns, gpu_busy_ns))| RangeSummary {
-                name: trace.str(name).to_owned(),
+                name: crate::names::held(trace.str(name)),
                 domain: if gpu { "gpu" } else { "host" },
                 count,
                 total_ns,

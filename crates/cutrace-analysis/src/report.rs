@@ -466,7 +466,7 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
             .filter_map(|(name, iv)| {
                 let mut iv = of(iv, pid);
                 (!iv.is_empty()).then(|| NamedSpan {
-                    name: trace.str(name).to_string(),
+                    name: crate::names::held(trace.str(name)),
                     ns: crate::intervals::union_ns(&mut iv),
                 })
             })
@@ -492,7 +492,7 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
                     .min()?;
                 (!iv.is_empty()).then(|| {
                     let span = NamedSpan {
-                        name: trace.str(name).to_string(),
+                        name: crate::names::held(trace.str(name)),
                         ns: crate::intervals::union_ns(&mut iv),
                     };
                     (len, span)
@@ -517,7 +517,7 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
             // (a torch.profiler trace may hold several processes' calls).
             let pid = a.pid.or(launch.map(|c| c.process));
             let next_launch = launch.map(|c| NextLaunch {
-                name: trace.str(c.name).to_string(),
+                name: crate::names::held(trace.str(c.name)),
                 start_ns: c.start_ns,
                 end_ns: c.end_ns,
                 returned_into_gap_ns: signed_ns(c.end_ns, g.start_ns),

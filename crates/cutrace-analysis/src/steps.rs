@@ -254,7 +254,7 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
             }
             Step {
                 index: i as u64 + 1,
-                name: trace.str(name).to_owned(),
+                name: crate::names::held(trace.str(name)),
                 pid,
                 start_ns: s,
                 end_ns: e,

@@ -90,9 +90,10 @@ impl Unit {
 /// regular file is sniffed: a pipe or FIFO is read once, by the trace reader. A trace that
 /// starts as torch.profiler and cutrace write one (`schemaVersion` first, or another of
 /// [`TRACE_FIRST_KEYS`]) is told by that first member alone, without reading it whole: a job of
-/// 1,000 ranks was read twice over, the first time only to look for the summary's key.
+/// 1,000 ranks was read twice over, the first time only to look for the summary's key. Any other
+/// object is read member by member, each value skipped as it is read (no value is kept: a 10 MB
+/// trace once took 873 MB here, parsed whole), until a summary's or a trace's member decides.
 pub fn is_rank_summary(path: &Path) -> bool {
-    const KEY: &str = "cutrace_rank_summary";
     let Ok(meta) = std::fs::metadata(path) else {
         return false;
     };
@@ -108,23 +109,77 @@ pub fn is_rank_summary(path: &Path) -> bool {
         return false;
     }
     match first_key(head) {
-        Some(k) if k == KEY => return true,
+        Some(k) if k == SUMMARY_KEY => return true,
         Some(k) if TRACE_FIRST_KEYS.contains(&k) => return false,
-        // Another first member, an escaped one, or one past the head: the whole file decides.
+        // Another first member, an escaped one, or one past the head: its members decide.
         _ => {}
     }
     if meta.len() > 16 << 20 {
         return false;
     }
-    let Ok(bytes) = std::fs::read(path) else {
-        return false;
-    };
-    // The key anywhere (a fast scan), then confirmed at the top level by a parse.
-    if memchr::memmem::find(&bytes, KEY.as_bytes()).is_none() {
-        return false;
+    std::fs::File::open(path).is_ok_and(|f| top_level_says_summary(std::io::BufReader::new(f)))
+}
+
+const SUMMARY_KEY: &str = "cutrace_rank_summary";
+
+/// Whether the JSON object `r` holds has a [`SUMMARY_KEY`] member before any member of
+/// [`TRACE_FIRST_KEYS`]: read in one pass, member by member, skipping values without keeping
+/// them (memory stays constant, whatever the object holds).
+fn top_level_says_summary(r: impl Read) -> bool {
+    use serde::de::{Deserializer, Error, IgnoredAny, MapAccess, Visitor};
+    use std::cell::Cell;
+    /// A top-level member's name: the summary's key, a trace's, or another.
+    enum Key {
+        Summary,
+        Trace,
+        Other,
     }
-    serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(&bytes)
-        .is_ok_and(|m| m.contains_key(KEY))
+    impl<'de> serde::Deserialize<'de> for Key {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Key, D::Error> {
+            struct V;
+            impl Visitor<'_> for V {
+                type Value = Key;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("a member name")
+                }
+                fn visit_str<E: Error>(self, k: &str) -> Result<Key, E> {
+                    Ok(if k == SUMMARY_KEY {
+                        Key::Summary
+                    } else if TRACE_FIRST_KEYS.contains(&k) {
+                        Key::Trace
+                    } else {
+                        Key::Other
+                    })
+                }
+            }
+            d.deserialize_str(V)
+        }
+    }
+    /// Walks the members, stopping (with an error that ends the parse) once one decides.
+    struct Members<'a>(&'a Cell<Option<bool>>);
+    impl<'de> Visitor<'de> for Members<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<(), A::Error> {
+            while let Some(k) = m.next_key::<Key>()? {
+                match k {
+                    Key::Summary | Key::Trace => {
+                        self.0.set(Some(matches!(k, Key::Summary)));
+                        return Err(A::Error::custom("decided"));
+                    }
+                    Key::Other => {
+                        m.next_value::<IgnoredAny>()?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let verdict = Cell::new(None);
+    let _ = serde_json::Deserializer::from_reader(r).deserialize_map(Members(&verdict));
+    verdict.get() == Some(true)
 }
 
 /// First members that mark a Chrome/Kineto trace: torch.profiler and cutrace's `--chrome` write
@@ -438,7 +493,7 @@ pub fn summarize(
     let slots: Mutex<Vec<Option<Result<RankSummary, TraceError>>>> =
         Mutex::new((0..units.len()).map(|_| None).collect());
     std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, units.len().max(1)) {
+        for _ in 0..threads.clamp(1, units.len().clamp(1, cutrace_trace::limits::MAX_THREADS)) {
             s.spawn(|| loop {
                 let i = next.fetch_add(1, Ordering::Relaxed);
                 let Some(unit) = units.get(i) else { break };
@@ -499,6 +554,32 @@ pub fn default_threads() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_top_level_members_decide_in_one_pass_without_keeping_values() {
+        let says = |j: &str| top_level_says_summary(j.as_bytes());
+        // A summary with its members sorted (`jq -S`) or one added in front.
+        assert!(says(
+            r#"{"a": [1, {"b": 2}], "cutrace_rank_summary": 1, "z": 0}"#
+        ));
+        // A trace's member first decides against, whatever comes later.
+        assert!(!says(
+            r#"{"trace_id": "x", "traceEvents": [{"name": "cutrace_rank_summary"}], "cutrace_rank_summary": 1}"#
+        ));
+        // The key inside a value is no summary; nor is broken or non-object JSON.
+        assert!(!says(r#"{"x": {"cutrace_rank_summary": 1}}"#));
+        assert!(!says(r#"{"x": "cutrace_rank_summary"}"#));
+        assert!(!says(r#"["cutrace_rank_summary"]"#));
+        assert!(!says(r#"{"x": [1, 2"#));
+        // A deeply nested value is skipped without a stack overflow, and the member after it
+        // still counts.
+        let deep = format!(
+            "{{\"x\": {}{}, \"cutrace_rank_summary\": 1}}",
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert!(says(&deep));
+    }
 
     #[test]
     fn the_first_member_is_read_from_the_head_alone() {

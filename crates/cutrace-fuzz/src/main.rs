@@ -186,6 +186,15 @@ fn fuzz(
             inputs.len()
         );
     }
+    // The fixed hostile shapes (targets/shapes.rs), each once.
+    if args.case.is_none() {
+        let s = Scratch::new(scratch_root)?;
+        let cases = targets::shapes::cases(&s.0)?;
+        for case in &cases {
+            judge(case, "shape", false)?;
+        }
+        println!("fuzz: {} fixed hostile shapes run", cases.len());
+    }
     let start = Instant::now();
     // Large genuine traces first, within the budget: the ceiling holds for what a real trace of
     // the largest size covered holds, not only for hostile small ones.

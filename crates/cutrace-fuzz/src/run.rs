@@ -58,6 +58,7 @@ impl Launcher {
         &mut self,
         bin: &Path,
         args: &[OsString],
+        env: &[(OsString, OsString)],
         deadline: Duration,
     ) -> std::io::Result<Outcome> {
         use std::io::BufRead;
@@ -67,8 +68,10 @@ impl Launcher {
             line.push_str(&a.to_string_lossy());
         }
         line.push('\n');
+        // The launcher's environment is its child's.
         let mut launcher = Command::new(&self.exe)
             .arg("--launcher")
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -169,7 +172,7 @@ pub fn run_case(
             }))
         }
     };
-    let out = launcher.run(bin, &case.args, deadline)?;
+    let out = launcher.run(bin, &case.args, &case.env, deadline)?;
     if let (Some(h), Feed::Fifo { path, .. }) = (feeder, &case.feed) {
         // Release a writer still waiting for a reader (cutrace exited without opening it).
         if !h.is_finished() {

@@ -93,7 +93,8 @@ pub fn import_stream(
     let threads = opts
         .import_threads
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)));
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
+        .min(crate::limits::MAX_THREADS);
     let mut imp = Importer::new(path, reader, CHUNK, threads);
     imp.limits = *limits;
     // A refill may hold a whole chunk of events not yet consumed: the limit is never below that.
@@ -454,7 +455,7 @@ impl<R: Read> Importer<R> {
                 comm_ops: Vec::new(),
                 comm_kernels: Vec::new(),
             },
-            threads: threads.max(1),
+            threads: threads.clamp(1, crate::limits::MAX_THREADS),
             parallel_min: PARALLEL_MIN,
             parts: (0, 0),
             spares: Vec::new(),

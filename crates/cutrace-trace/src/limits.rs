@@ -4,6 +4,11 @@
 
 use std::str::FromStr;
 
+/// The most threads any reader or job analysis uses, whatever `--threads` or
+/// `CUTRACE_IMPORT_THREADS` asks: far more than the cores of any machine cutrace runs on, and
+/// few enough that the work of cutting an input into one piece per thread stays small.
+pub const MAX_THREADS: usize = 256;
+
 /// Caps on what one piece of input may claim. Memory is then bounded by the records a trace
 /// really holds, not by the counts it states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -154,6 +154,7 @@ impl LargeNative {
                 input: Vec::new(),
                 input_name: "large".into(),
                 what: what.to_string(),
+                env: Vec::new(),
             };
         let input = full.into_os_string();
         cases.push(case(vec!["report".into(), input.clone()], vec![], &what));

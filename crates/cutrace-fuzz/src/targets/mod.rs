@@ -12,6 +12,7 @@ pub mod kineto;
 pub mod large;
 pub mod mutate;
 pub mod native;
+pub mod shapes;
 
 /// One run of cutrace: its arguments, how its input reaches it, and the paths it writes (whose
 /// size is allowed on top of the memory ceiling).
@@ -25,6 +26,8 @@ pub struct Case {
     pub input_name: String,
     /// What was done to the input, for the failure message.
     pub what: String,
+    /// Variables added to cutrace's environment.
+    pub env: Vec<(OsString, OsString)>,
 }
 
 #[derive(Debug, Clone)]
@@ -116,6 +119,7 @@ pub fn case_for(
         input: bytes,
         input_name: name.to_string(),
         what: format!("{what}, {how}"),
+        env: Vec::new(),
     })
 }
 
@@ -137,6 +141,7 @@ pub fn replay_cases(input: &Path, dir: &Path) -> io::Result<Vec<Case>> {
         input: bytes,
         input_name: name,
         what,
+        env: Vec::new(),
     };
     let mut convert = base.clone();
     convert.args = vec![

@@ -17,6 +17,18 @@ pub mod record;
 pub mod report;
 pub mod sample;
 
+/// `--threads N`: a count from 1 to [`cutrace_trace::limits::MAX_THREADS`].
+pub(crate) fn parse_threads(v: &str) -> Result<usize, String> {
+    let max = cutrace_trace::limits::MAX_THREADS;
+    match v.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{v:?} is not a thread count: give a number from 1 to {max} (the default is one per \
+             core)"
+        )),
+    }
+}
+
 /// Reads the trace for report, diff and convert (`cutrace_export::input::load`), showing
 /// progress on stderr when it is a terminal or the read takes over a second.
 pub(crate) fn load(path: &Path, limits: &Limits) -> anyhow::Result<Trace> {

@@ -63,8 +63,9 @@ pub struct Args {
     /// Where --rank-summary writes (a new file; `-` is stdout).
     #[arg(long, short = 'o', value_name = "SUMMARY.json")]
     pub output: Option<PathBuf>,
-    /// Threads reading a job's ranks, one rank's trace each at a time. Default: one per core.
-    #[arg(long, value_name = "N")]
+    /// Threads reading a job's ranks, one rank's trace each at a time: 1 to 256. Default: one
+    /// per core.
+    #[arg(long, value_name = "N", value_parser = super::parse_threads)]
     pub threads: Option<usize>,
     /// Raise the readers' limits for an unusual trace: `NAME=VALUE[,NAME=VALUE…]` with NAME one
     /// of chunk-bytes, chunk-rows, rows-per-byte, string-bytes, event-bytes and VALUE an integer

@@ -244,8 +244,9 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
     std::fs::create_dir(&out).unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1777)).unwrap();
     // The planting user's guesses at the staging names of the next processes to start: the
-    // name a job export once used (`.cutrace-job.<pid>.tmp`), holding `out/meta/rank=0`, a
-    // link to the victim's directory, in directories the converting user cannot empty.
+    // name a job export once used (`.cutrace-job.<pid>.tmp`), open to all, holding
+    // `out/meta/rank=0` and `rank=1`, links to the victim's directory, in a directory (`meta`) the
+    // converting user cannot empty.
     let last: u32 = std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
         .ok()
         .and_then(|s| s.trim().parse().ok())
@@ -254,12 +255,14 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
         let stage = out.join(format!(".cutrace-job.{pid}.tmp"));
         let meta = stage.join("out/meta");
         std::fs::create_dir_all(&meta).unwrap();
-        std::os::unix::fs::symlink(&v, meta.join("rank=0")).unwrap();
-        for p in [&stage, &stage.join("out"), &meta] {
-            std::os::unix::fs::chown(p, Some(PLANTS), Some(PLANTS)).unwrap();
-            std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for r in ["rank=0", "rank=1"] {
+            std::os::unix::fs::symlink(&v, meta.join(r)).unwrap();
+            std::os::unix::fs::lchown(meta.join(r), Some(PLANTS), Some(PLANTS)).unwrap();
         }
-        std::os::unix::fs::lchown(meta.join("rank=0"), Some(PLANTS), Some(PLANTS)).unwrap();
+        for (p, mode) in [(&stage, 0o777), (&stage.join("out"), 0o777), (&meta, 0o755)] {
+            std::os::unix::fs::chown(p, Some(PLANTS), Some(PLANTS)).unwrap();
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
     }
     let exports = out.join("tables");
     let o = as_user(
@@ -295,7 +298,7 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
     )
     .output()
     .unwrap();
-    assert!(o.status.success(), "{}", show(&o));
     intact(&v);
+    assert!(o.status.success(), "{}", show(&o));
     assert!(out.join("meta/rank=0/meta.json").is_file(), "{}", show(&o));
 }

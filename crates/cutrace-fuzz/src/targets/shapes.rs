@@ -1,0 +1,207 @@
+//! Fixed hostile shapes, run once per fuzz run before the random cases: inputs of a few KB or
+//! MB that once cost gigabytes or never finished. Each is made here, not committed, and judged
+//! like every case (no crash, no hang, peak RSS within the ceiling beyond what it writes).
+//!
+//! - A native part of 1.4 KB whose 2,000 kernels on 100 devices share one 1 MiB name: the
+//!   report once copied that name into every gap and neighbour entry (4 GB and an abort).
+//! - A 10 MB Kineto trace whose first member is not one a trace starts with and that holds the
+//!   text `cutrace_rank_summary`: the rank-summary sniff once parsed it whole (873 MB).
+//! - `--threads` (and `CUTRACE_IMPORT_THREADS`) of 2^64-1 on a Kineto trace: the parallel
+//!   scanner once looped over it.
+
+use std::ffi::OsString;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use cutrace_trace::native::Writer;
+use cutrace_trace::{Header, Kernel, Launch};
+
+use super::{Case, Feed};
+
+/// One case of the shapes: `args` on inputs already written, writing `outputs`.
+fn case(args: Vec<OsString>, outputs: Vec<PathBuf>, what: String) -> Case {
+    Case {
+        args,
+        feed: Feed::File,
+        outputs,
+        input: Vec::new(),
+        input_name: String::new(),
+        what,
+        env: Vec::new(),
+    }
+}
+
+fn os(s: &str) -> OsString {
+    s.into()
+}
+
+/// The part of the first shape: `devices` × `per_device` kernels named by one string of
+/// `name_bytes`, with a gap after each.
+pub fn shared_name_part(devices: u32, per_device: u64, name_bytes: usize) -> io::Result<Vec<u8>> {
+    let header = Header {
+        cutrace_version: "fuzz".into(),
+        pid: Some(4242),
+        kinds: vec!["CONCURRENT_KERNEL".into()],
+        ..Header::default()
+    };
+    let mut w = Writer::new(Vec::new(), &header)?;
+    let name = w.intern(&"k".repeat(name_bytes));
+    let mut corr = 1;
+    for device in 0..devices {
+        for i in 0..per_device {
+            let k = Kernel {
+                device,
+                context: 1,
+                stream: 7,
+                correlation_id: corr,
+                start_ns: 1_000_000 + i * 2_000,
+                end_ns: 1_000_000 + i * 2_000 + 1_000,
+                name,
+                launch: 0,
+            };
+            corr += 1;
+            w.push_kernel(&k, &Launch::default());
+        }
+    }
+    w.finish(&Default::default())
+}
+
+/// A Kineto trace of about `bytes` whose first member is `trace_id` and one of whose kernels is
+/// named `cutrace_rank_summary`.
+pub fn late_trace_key_json(bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes + 4096);
+    out.extend_from_slice(b"{\"trace_id\": \"fuzz\", \"traceEvents\": [\n");
+    let mut i: u64 = 0;
+    while out.len() < bytes {
+        let name = if i == 7 {
+            "cutrace_rank_summary"
+        } else {
+            "gemm"
+        };
+        let _ = write!(
+            out,
+            "{}{{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"{name}\", \"pid\": 0, \"tid\": 7, \
+             \"ts\": {}.000, \"dur\": 1.000, \"args\": {{\"device\": 0, \"stream\": 7, \
+             \"correlation\": {}}}}}",
+            if i == 0 { "" } else { ",\n" },
+            1_000 + i * 2,
+            i + 1
+        );
+        i += 1;
+    }
+    out.extend_from_slice(b"\n]}\n");
+    out
+}
+
+/// A JSON object of about `bytes` whose first member (`meta`) holds tiny objects, each a value
+/// of its own once parsed (a parse into generic values takes ~40 times the file), with a
+/// `traceEvents` member after it and the text `cutrace_rank_summary` at the end.
+pub fn small_values_json(bytes: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes + 128);
+    out.extend_from_slice(b"{\"meta\": [");
+    while out.len() < bytes {
+        out.extend_from_slice(b"{\"a\":0},");
+    }
+    out.extend_from_slice(b"{}], \"traceEvents\": [], \"note\": \"cutrace_rank_summary\"}\n");
+    out
+}
+
+/// Every shape's cases, their inputs written under `dir`.
+pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
+    let mut out = Vec::new();
+    let part_dir = dir.join("shared-name");
+    std::fs::create_dir_all(&part_dir)?;
+    let part = shared_name_part(100, 20, 1 << 20)?;
+    let what = format!(
+        "a native part of {} bytes: 100 devices x 20 kernels sharing one 1 MiB name",
+        part.len()
+    );
+    std::fs::write(part_dir.join("fuzz-4242.cutrace"), &part)?;
+    let html = dir.join("shared-name.html");
+    let p = part_dir.clone().into_os_string();
+    out.push(case(vec![os("report"), p.clone()], vec![], what.clone()));
+    out.push(case(
+        vec![os("report"), p.clone(), os("--format"), os("json")],
+        vec![],
+        what.clone(),
+    ));
+    out.push(case(
+        vec![os("report"), p.clone(), os("--html"), html.clone().into()],
+        vec![html],
+        what.clone(),
+    ));
+    out.push(case(vec![os("diff"), p.clone(), p], vec![], what));
+
+    let json = dir.join("late-key.json");
+    std::fs::write(&json, late_trace_key_json(10_000_000))?;
+    let what = "a 10 MB Kineto trace, first member trace_id, a kernel named cutrace_rank_summary"
+        .to_string();
+    let j = json.clone().into_os_string();
+    let late = j.clone();
+    out.push(case(vec![os("report"), j.clone()], vec![], what.clone()));
+    out.push(case(
+        vec![os("diff"), j.clone(), j.clone()],
+        vec![],
+        what.clone(),
+    ));
+    let csv = dir.join("late-key-csv");
+    out.push(case(
+        vec![os("convert"), j, os("--csv"), csv.clone().into()],
+        vec![csv],
+        what,
+    ));
+
+    let json = dir.join("small-values.json");
+    std::fs::write(&json, small_values_json(10_000_000))?;
+    let what =
+        "a 10 MB JSON object of tiny values, then traceEvents and cutrace_rank_summary".to_string();
+    let j = json.into_os_string();
+    out.push(case(vec![os("report"), j.clone()], vec![], what.clone()));
+    out.push(case(vec![os("diff"), j.clone(), j], vec![], what));
+
+    for env in [false, true] {
+        let mut args = vec![os("report"), late.clone()];
+        if !env {
+            args.extend([os("--threads"), os("18446744073709551615")]);
+        }
+        let mut c = case(
+            args,
+            vec![],
+            "--threads 2^64-1 on a 10 MB Kineto trace".into(),
+        );
+        if env {
+            c.env
+                .push((os("CUTRACE_IMPORT_THREADS"), os("18446744073709551615")));
+            c.what = "CUTRACE_IMPORT_THREADS=2^64-1 on a 10 MB Kineto trace".into();
+        }
+        out.push(c);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_shapes_are_what_they_say() {
+        let part = shared_name_part(100, 20, 1 << 20).unwrap();
+        assert!(part.len() < 4096, "{} bytes", part.len());
+        let t = cutrace_trace::native::read_stream(
+            Path::new("p.cutrace"),
+            &part[..],
+            None,
+            &Default::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        assert_eq!(t.kernels.len(), 2000);
+        assert_eq!(t.str(t.kernels[1999].name).len(), 1 << 20);
+        let j = late_trace_key_json(100_000);
+        assert!(j.len() >= 100_000);
+        let v: serde_json::Value = serde_json::from_slice(&j).unwrap();
+        assert_eq!(v["traceEvents"][7]["name"], "cutrace_rank_summary");
+        let v: serde_json::Value = serde_json::from_slice(&small_values_json(1000)).unwrap();
+        assert_eq!(v["note"], "cutrace_rank_summary");
+    }
+}
