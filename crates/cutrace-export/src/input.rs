@@ -236,6 +236,58 @@ fn is_trace_file(p: &Path) -> bool {
     p.is_file() && (name.ends_with(".json") || name.ends_with(".json.gz"))
 }
 
+/// What a directory entry named as a trace or a part is when it is no regular file.
+fn not_a_file(p: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+    let named = name.ends_with(".json")
+        || name.ends_with(".json.gz")
+        || p.extension().and_then(|x| x.to_str()) == Some(PART_EXTENSION);
+    if !named {
+        return None;
+    }
+    let Ok(m) = std::fs::metadata(p) else {
+        return Some("a link to nothing (or unreadable)");
+    };
+    let t = m.file_type();
+    Some(if t.is_file() || t.is_dir() {
+        return None;
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device"
+    } else if t.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    })
+}
+
+/// Names, in `notes`, the entries of a job directory that are named as traces or parts but are
+/// no regular files (FIFOs, devices, sockets, dangling links): left out, never opened. At most
+/// [`NOT_FILES_NAMED`] are named, then counted.
+fn note_not_files(entries: &[PathBuf], notes: &mut Vec<String>) {
+    let mut n = 0usize;
+    for (p, what) in entries.iter().filter_map(|p| not_a_file(p).map(|w| (p, w))) {
+        if n < NOT_FILES_NAMED {
+            notes.push(format!(
+                "{}: {what}, not a trace file: left out of the job",
+                p.display()
+            ));
+        }
+        n += 1;
+    }
+    if n > NOT_FILES_NAMED {
+        notes.push(format!(
+            "{} more entries named as traces that are no regular files: left out of the job",
+            n - NOT_FILES_NAMED
+        ));
+    }
+}
+
+/// How many left-out entries of one directory are named one by one.
+const NOT_FILES_NAMED: usize = 10;
+
 fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>, TraceError> {
     let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(|e| TraceError::io(dir, e))?
@@ -253,6 +305,7 @@ fn dir_units(
     depth: u32,
 ) -> Result<Vec<Unit>, TraceError> {
     let entries = sorted_entries(dir)?;
+    note_not_files(&entries, notes);
     let parts: Vec<&PathBuf> = entries
         .iter()
         .filter(|p| p.is_file() && p.extension().and_then(|x| x.to_str()) == Some(PART_EXTENSION))

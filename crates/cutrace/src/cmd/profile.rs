@@ -142,6 +142,13 @@ fn chosen_metrics(args: &Args) -> anyhow::Result<(Option<&'static str>, Vec<Stri
         .map(|m| m.trim().to_string())
         .filter(|m| !m.is_empty())
         .collect();
+    if list.is_empty() && !args.metrics.is_empty() {
+        bail!(
+            "--metrics names no metric; give metric names separated by commas \
+             (--metrics sm__ctas_launched.sum,dram__bytes_read.sum), or leave --metrics out for \
+             the basic set"
+        );
+    }
     if list.is_empty() {
         return Ok((
             Some(sets::BASIC.name),
