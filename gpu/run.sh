@@ -16,6 +16,9 @@
 #                     sample (gpu/sample.sh: `cutrace sample` checked on sleeps and FMA kernels)
 #                     bench_ab (configurations alternated inside one process: AB_CONFIGS, AB_ROUNDS,
 #                     AB_DISCARD) peers others
+#                     embedded (the binary alone: its carried injection library unpacked into the
+#                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
+#                     write refused)
 set -u
 BIN=$(cd "${BIN:-.dev}" && pwd)
 OUT=${OUT:-/tmp/cutrace-out}
@@ -232,6 +235,32 @@ if has sample; then
 fi
 
 # Other engineers' device scripts, if present (they write $OUT/doctor.tar.gz, $OUT/torch.tar.gz).
+if has embedded; then
+  # The binary alone, as `cargo install` leaves it: the injection library it carries is unpacked
+  # into a cache of the user's own and traces a real program; a CUTRACE_INJECT_LIB that is no
+  # library is an error (125) and nothing is unpacked; a cache others can write is refused.
+  log "embedded injection library"
+  mkdir -p "$W/alone"; cp "$CT" "$W/alone/cutrace"
+  XDG_CACHE_HOME="$W/cache" "$W/alone/cutrace" record -q -o "$W/emb.trace" -- $WL two_streams --json "$W/emb.json" > "$W/logs/emb.out" 2> "$W/logs/emb.err"; rc_ok=$?
+  "$CT" convert "$W/emb.trace" --csv "$W/emb.csv" 2>> "$W/logs/emb.err"
+  python3 "$G/check.py" "$W/emb.json" "$W/emb.csv" "$W/emb.trace" >> "$R" 2>> "$W/logs/emb.err" || true
+  lib=$(ls "$W"/cache/cutrace/*/libcutrace_inject.so 2>/dev/null | head -1)
+  XDG_CACHE_HOME="$W/cache2" CUTRACE_INJECT_LIB=/nonexistent "$W/alone/cutrace" record -q -o "$W/emb2.trace" -- $WL two_streams > /dev/null 2> "$W/logs/emb2.err"; rc_bad=$?
+  mkdir -p "$W/cache3/cutrace"; chmod 777 "$W/cache3/cutrace"
+  XDG_CACHE_HOME="$W/cache3" "$W/alone/cutrace" record -q -o "$W/emb3.trace" -- $WL two_streams > /dev/null 2> "$W/logs/emb3.err"; rc_open=$?
+  python3 - "$rc_ok" "$rc_bad" "$rc_open" "$lib" "$W" >> "$R" <<'EOF'
+import json, os, stat, sys
+rc_ok, rc_bad, rc_open, lib, w = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+fails = []
+if rc_ok != 0: fails.append(f"record with the embedded library exited {rc_ok}")
+if not lib or stat.S_IMODE(os.stat(lib).st_mode) != 0o600: fails.append(f"unpacked library {lib!r} missing or not 0600")
+if rc_bad != 125 or "CUTRACE_INJECT_LIB=/nonexistent" not in open(w + "/logs/emb2.err").read(): fails.append(f"bad CUTRACE_INJECT_LIB: exit {rc_bad}")
+if os.path.exists(w + "/cache2"): fails.append("a bad CUTRACE_INJECT_LIB still unpacked the embedded library")
+if rc_open != 125 or "can be written by others" not in open(w + "/logs/emb3.err").read(): fails.append(f"a cache others can write: exit {rc_open}")
+print(json.dumps({"mode": "embedded library", "ok": not fails, "rc": [rc_ok, rc_bad, rc_open], "fails": fails}))
+EOF
+fi
+
 if has others; then
   [ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; BIN="$BIN" OUT="$OUT" timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
   [ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" "$W/torch" > "$W/logs/capture_torch.txt" 2>&1; tar -czf "$OUT/torch.tar.gz" -C "$W/torch" . 2>/dev/null; }
