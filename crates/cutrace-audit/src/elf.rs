@@ -71,7 +71,16 @@ where
                 d.sections_damaged = Some("no .dynsym section".into());
                 return Ok(d);
             }
-            _ => return Ok(s.symbols),
+            // No dynamic segment either: nothing is linked dynamically (a static program), so
+            // its .symtab, if any, is all there is.
+            Ok(None) => return Ok(s.symbols),
+            // The loader reads the symbols through the dynamic segment: one that cannot be read
+            // leaves the imports unknown, which is never "none".
+            Err(e) => {
+                return Err(format!(
+                "its section headers name no .dynsym and its dynamic segment cannot be read ({e})"
+            ))
+            }
         },
         Err(e) => e.to_string(),
     };
@@ -164,13 +173,25 @@ fn add_symbol<H: FileHeader<Endian = Endianness>>(
     }
 }
 
+/// DT_RELR (packed relative relocations), newer than the `object` release in use.
+const DT_RELR: u32 = 36;
+
 /// More dynamic symbols than any real library has: a count past it is damage.
 const MAX_DYN_SYMBOLS: u64 = 1 << 22;
 
 /// The dynamic symbols and SONAME as the loader finds them: PT_DYNAMIC's DT_SYMTAB, DT_STRTAB
-/// and DT_STRSZ, addresses mapped to file offsets through the PT_LOAD segments. The symbol count
-/// is DT_HASH's `nchain`, else the last symbol DT_GNU_HASH's chains reach, else the distance to
-/// the next table the dynamic section points at. `Ok(None)`: there is no dynamic segment.
+/// and DT_STRSZ, addresses mapped to file offsets through the PT_LOAD segments. `Ok(None)`: there
+/// is no dynamic segment.
+///
+/// How many symbols the table holds is stated nowhere the loader must believe: DT_HASH's
+/// `nchain` and DT_GNU_HASH's chains count those that can be looked up by name, while
+/// relocations name symbols by index, whatever the hash tables say. So the table is read as far
+/// as it reaches, to the next table the dynamic section points at (in the layouts linkers
+/// write, one starts where `.dynsym` ends: `.dynstr`, `.gnu.version`, a hash table), or as far
+/// as a hash table counts when that is further and still inside the segment; with no table
+/// after it, to the end of its segment. A hash table that
+/// counts fewer (an `nchain` of 0 over a table that holds symbols) is not believed. A DT_SYMENT
+/// other than the size of a symbol makes the table unreadable: an error, not an empty table.
 fn dynamic_segment<'d, H, R>(data: R) -> Result<Option<ElfSymbols>, String>
 where
     H: FileHeader<Endian = Endianness>,
@@ -225,10 +246,13 @@ where
                 | elf::DT_RELA
                 | elf::DT_REL
                 | elf::DT_JMPREL
+                | DT_RELR
                 | elf::DT_VERSYM
                 | elf::DT_VERNEED
                 | elf::DT_VERDEF
                 | elf::DT_INIT_ARRAY
+                | elf::DT_FINI_ARRAY
+                | elf::DT_PREINIT_ARRAY
         ) {
             tables.push(v);
         }
@@ -238,37 +262,47 @@ where
     let (Some(symtab), Some(strtab)) = (get(elf::DT_SYMTAB), get(elf::DT_STRTAB)) else {
         return Err("no DT_SYMTAB or DT_STRTAB".into());
     };
-    let syment = get(elf::DT_SYMENT).unwrap_or(std::mem::size_of::<H::Sym>() as u64);
-    if syment != std::mem::size_of::<H::Sym>() as u64 {
-        return Err(format!("DT_SYMENT {syment}"));
+    let sym_size = std::mem::size_of::<H::Sym>() as u64;
+    let syment = get(elf::DT_SYMENT).unwrap_or(sym_size);
+    if syment != sym_size {
+        return Err(format!(
+            "DT_SYMENT is {syment}, not the {sym_size} bytes of a symbol: the symbol table cannot be walked"
+        ));
     }
     let (sym_off, sym_room) = to_file(symtab).ok_or("DT_SYMTAB is outside every segment")?;
     // A cut file is shorter than its segments say.
     let file_len = data.len().map_err(|()| "cannot tell the file's length")?;
-    let sym_room = sym_room.min(file_len.saturating_sub(sym_off));
+    let room = sym_room.min(file_len.saturating_sub(sym_off)) / syment;
     let (str_off, str_room) = to_file(strtab).ok_or("DT_STRTAB is outside every segment")?;
     let str_room = str_room.min(file_len.saturating_sub(str_off));
     let strsz = get(elf::DT_STRSZ).unwrap_or(str_room).min(str_room);
     let strings = data
         .read_bytes_at(str_off, strsz)
         .map_err(|()| "DT_STRTAB runs past the end of the file")?;
-    let by_layout = tables
+    // As far as the table reaches: to the next table, else to the end of its segment.
+    let reach = tables
         .iter()
         .filter(|&&a| a > symtab)
         .min()
-        .map(|&a| (a - symtab) / syment)
-        .unwrap_or(u64::MAX)
-        .min(sym_room / syment);
-    let count = get(elf::DT_HASH)
+        .map_or(room, |&a| ((a - symtab) / syment).min(room));
+    // What the hash tables count; one that counts past the segment is not believed at all.
+    let sysv = get(elf::DT_HASH)
         .and_then(to_file)
         .and_then(|(off, _)| data.read_at::<object::U32<Endianness>>(off + 4).ok())
-        .map(|n| u64::from(n.get(endian)))
-        .or_else(|| {
-            let at = get(elf::DT_GNU_HASH).and_then(to_file);
-            gnu_hash_count(data, endian, at, std::mem::size_of::<H::Word>() as u64)
-        })
-        .unwrap_or(by_layout)
-        .min(sym_room / syment);
+        .map(|n| u64::from(n.get(endian)));
+    let gnu = get(elf::DT_GNU_HASH)
+        .and_then(to_file)
+        .and_then(|(off, _)| {
+            gnu_hash_count(
+                data,
+                endian,
+                off,
+                std::mem::size_of::<H::Word>() as u64,
+                room,
+            )
+        });
+    let stated = sysv.into_iter().chain(gnu).filter(|&n| n <= room).max();
+    let count = stated.map_or(reach, |n| n.max(reach));
     if count > MAX_DYN_SYMBOLS {
         return Err(format!("{count} dynamic symbols"));
     }
@@ -300,38 +334,68 @@ where
     Ok(Some(out))
 }
 
-/// The number of dynamic symbols by DT_GNU_HASH: one past the last symbol any chain reaches.
+/// Words of a GNU hash table read at once: its buckets and chains are read in blocks, never a
+/// word at a time (each read is a cached block of its own).
+const HASH_BLOCK: u64 = 4096;
+
+/// The number of dynamic symbols by DT_GNU_HASH at file offset `off`: one past the last symbol
+/// any chain reaches. `None` when the table is cut or counts more than `limit` symbols.
 fn gnu_hash_count<'d, R: ReadRef<'d>>(
     data: R,
     endian: Endianness,
-    at: Option<(u64, u64)>,
+    off: u64,
     word_size: u64,
+    limit: u64,
 ) -> Option<u64> {
     use object::U32;
-    let (off, _) = at?;
-    let word = |o: u64| {
-        data.read_at::<U32<Endianness>>(o)
-            .ok()
-            .map(|w| w.get(endian))
+    let words = |at: u64, n: u64| -> Option<&'d [U32<Endianness>]> {
+        data.read_slice_at(at, usize::try_from(n).ok()?).ok()
     };
-    let (nbuckets, symoffset, bloom_size) = (word(off)?, word(off + 4)?, word(off + 8)?);
+    let head = words(off, 4)?;
+    let (nbuckets, symoffset, bloom_size) = (
+        u64::from(head[0].get(endian)),
+        u64::from(head[1].get(endian)),
+        u64::from(head[2].get(endian)),
+    );
+    if nbuckets > limit.max(1) || symoffset > limit {
+        return None;
+    }
     // Bloom words are the class's word: 8 bytes in ELF64, 4 in ELF32.
-    let bloom_bytes = u64::from(bloom_size) * word_size;
-    let buckets = off + 16 + bloom_bytes;
-    let mut last = 0u32;
-    for i in 0..u64::from(nbuckets).min(MAX_DYN_SYMBOLS) {
-        last = last.max(word(buckets + 4 * i)?);
+    let buckets = off
+        .checked_add(16)?
+        .checked_add(bloom_size.checked_mul(word_size)?)?;
+    let mut last = 0u64;
+    let mut i = 0;
+    while i < nbuckets {
+        let n = HASH_BLOCK.min(nbuckets - i);
+        let block = words(buckets.checked_add(4 * i)?, n)?;
+        last = last.max(block.iter().map(|w| u64::from(w.get(endian))).max()?);
+        i += n;
     }
     if last < symoffset {
-        return Some(u64::from(symoffset));
+        return Some(symoffset);
     }
-    let chains = buckets + 4 * u64::from(nbuckets);
-    let mut i = u64::from(last);
-    while i < MAX_DYN_SYMBOLS {
-        if word(chains + 4 * (i - u64::from(symoffset)))? & 1 == 1 {
-            return Some(i + 1);
+    if last >= limit {
+        return None;
+    }
+    // The chain of the last bucket's first symbol runs on to a word with its low bit set.
+    let chains = buckets.checked_add(4 * nbuckets)?;
+    let file_len = data.len().ok()?;
+    let mut i = last;
+    while i < limit {
+        let at = chains.checked_add(4 * (i - symoffset))?;
+        // A block never runs past the end of the file (the table may end close to it).
+        let n = HASH_BLOCK
+            .min(limit - i)
+            .min(file_len.saturating_sub(at) / 4);
+        if n == 0 {
+            return None;
         }
-        i += 1;
+        let block = words(at, n)?;
+        if let Some(k) = block.iter().position(|w| w.get(endian) & 1 == 1) {
+            return Some(i + k as u64 + 1);
+        }
+        i += n;
     }
     None
 }

@@ -431,8 +431,17 @@ pub fn scan_file(fs: &dyn Fs, path: &Path, opts: &AuditOptions) -> FileScan {
                 }
                 // Never a silent "clean": a file `ld.so` may well load (it reads no section
                 // headers) is still scanned for the names, and counted as not fully read.
+                // (A file named like libcupti has its strings read for its build string.)
+                let named = path
+                    .file_name()
+                    .is_some_and(|n| is_libcupti_name(&n.to_string_lossy()));
+                let strings = if opts.strings || named {
+                    "only its strings were scanned"
+                } else {
+                    "its strings were not scanned either (--no-strings)"
+                };
                 out.error = Some(format!(
-                    "malformed ELF, its symbols cannot be read ({msg}); only its strings were scanned"
+                    "malformed ELF, its symbols cannot be read ({msg}); {strings}"
                 ));
             }
         }

@@ -11,6 +11,8 @@ use cutrace_testkit::mini_elf;
 use cutrace_testkit::Dir as Scratch;
 use mini_elf::MiniElf;
 
+use crate::elf_edit;
+
 /// Run the audit on another thread; a hang fails the test instead of wedging it.
 fn audit_within(paths: Vec<PathBuf>, opts: AuditOptions, limit: Duration) -> AuditReport {
     let (tx, rx) = mpsc::channel();
@@ -264,4 +266,115 @@ fn bsd_archive_members_are_read() {
         "{}",
         r.render_text()
     );
+}
+
+fn report_of(p: &Path, strings: bool) -> AuditReport {
+    audit_within(
+        vec![p.to_path_buf()],
+        AuditOptions {
+            strings,
+            ..Default::default()
+        },
+        Duration::from_secs(20),
+    )
+}
+
+/// Defect: `audit --no-strings` called a library that imports cuptiEventGroupCreate clean
+/// (exit 0, "0 could not be read") when its dynamic symbols could be read by neither the section
+/// headers nor the dynamic segment: the section headers parsed but held no `.dynsym` (there were
+/// none, or `.dynsym` was typed SHT_NULL) and the dynamic segment's error was dropped; or
+/// DT_HASH's `nchain` of 0 was taken as the symbol count. Now a DT_SYMENT of 23 or 0 makes the
+/// file unreadable (an error, exit 3 without other findings), and a table that DT_HASH calls
+/// empty is read as far as it reaches (to the next table the dynamic section points at): the
+/// import is found. Never exit 0.
+#[test]
+fn a_library_whose_dynamic_symbols_cannot_be_read_is_never_clean() {
+    let s = Scratch::new("audit-hardening-unreadable-dynsym");
+    let p = s.0.join("libtrainer.so");
+    let mut wrong = Vec::new();
+    let shapes = elf_edit::unparsable_shapes(
+        &elf_edit::legacy_caller(&["train", "cudaMalloc"]),
+        &elf_edit::mini_zero_nchain,
+    );
+    assert_eq!(shapes.len(), 8);
+    for shape in shapes {
+        std::fs::write(&p, &shape.bytes).expect("write");
+        for strings in [false, true] {
+            let r = report_of(&p, strings);
+            let text = r.render_text();
+            let how = format!("{}, strings {strings}", shape.name);
+            let imported = r.files.iter().any(|f| {
+                f.apis.iter().any(|a| {
+                    a.evidence == Evidence::Imported
+                        && a.symbols.iter().any(|s| s == "cuptiEventGroupCreate")
+                })
+            });
+            let ok = if shape.unreadable {
+                // The symbol table cannot be walked: the file is named as not read.
+                r.errors.len() == 1
+                    && r.errors[0].error.contains("DT_SYMENT")
+                    && (strings || (r.exit_status == 3 && text.contains("INCOMPLETE")))
+            } else {
+                // The table is there to be read, as the loader reads it: the import is found.
+                r.exit_status == 1 && imported && r.errors.is_empty()
+            };
+            if !ok || r.exit_status == EXIT_CLEAN {
+                wrong.push(format!("{how}: exit {}: {text}", r.exit_status));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// The same shapes made of libraries `cc` links (a real layout: .gnu.hash and/or .hash,
+/// .dynsym, .dynstr, versions, relocations), with `--hash-style=sysv` (DT_HASH alone), `gnu`
+/// and `both`. Skipped, loudly, without a C compiler.
+#[test]
+fn cc_built_libraries_damaged_the_same_ways_are_never_clean() {
+    let s = Scratch::new("audit-hardening-cc-dynsym");
+    let src = s.0.join("caller.c");
+    std::fs::write(
+        &src,
+        "extern int cuptiEventGroupCreate(void *c, void **g, unsigned f);\n\
+         int helper(int x) { return x + 1; }\n\
+         int legacy(void) { void *g; return cuptiEventGroupCreate(0, &g, 0); }\n",
+    )
+    .expect("write source");
+    let mut wrong = Vec::new();
+    for style in ["sysv", "gnu", "both"] {
+        let lib = s.0.join(format!("libcaller-{style}.so"));
+        let built = std::process::Command::new("cc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&lib)
+            .arg(&src)
+            .arg(format!("-Wl,--hash-style={style}"))
+            .arg("-Wl,--unresolved-symbols=ignore-all")
+            .status();
+        match built {
+            Ok(st) if st.success() => {}
+            Ok(st) => panic!("cc failed ({st})"),
+            Err(e) => {
+                cutrace_testkit::loud!(
+                    "SKIPPED: no C compiler `cc` to build test libraries ({e}); install gcc to run this test"
+                );
+                return;
+            }
+        }
+        let good = std::fs::read(&lib).expect("read the library");
+        for shape in elf_edit::unparsable_shapes(&good, &elf_edit::zero_nchain) {
+            let p = s.0.join("libdamaged.so");
+            std::fs::write(&p, &shape.bytes).expect("write");
+            let r = report_of(&p, false);
+            let want = if shape.unreadable { 3 } else { 1 };
+            if r.exit_status != want {
+                wrong.push(format!(
+                    "{style}, {}: exit {} (not {want}): {}",
+                    shape.name,
+                    r.exit_status,
+                    r.render_text()
+                ));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }

@@ -3,5 +3,6 @@
 
 mod audit_cases;
 mod audit_elf;
+mod elf_edit;
 mod fuzz;
 mod hardening;
