@@ -8,6 +8,7 @@
 //! way the dynamic loader would: `LD_LIBRARY_PATH`, then the directories of the loader's cache
 //! (`/etc/ld.so.conf.d/*.conf`), then the default directories.
 
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use cutrace_cupti::locate::{self, Candidate, SearchInputs, CUPTI_SONAME};
@@ -35,27 +36,196 @@ pub struct Predicted {
     pub source: String,
 }
 
-/// The directories the search looked in, in order (for "nothing found").
-pub fn places_searched(root: &Root) -> Vec<String> {
-    let env = |k: &str| env_var(root, k);
-    let mut out = Vec::new();
-    if let Some(p) = env("CUTRACE_CUPTI_LIB").filter(|s| !s.is_empty()) {
-        out.push(p);
-    }
-    for var in ["CUDA_HOME", "CUDA_PATH"] {
-        if let Some(base) = env(var).filter(|s| !s.is_empty()) {
-            for sub in locate::CUDA_HOME_SUBDIRS {
-                out.push(format!("{}/{sub}", base.trim_end_matches('/')));
+/// Directories taken from `LD_LIBRARY_PATH` and the loader's cache files together, at most
+/// (distinct ones; the default directories come after them whatever the count). A real machine
+/// names tens.
+pub const LOADER_DIRS_MAX: usize = 1024;
+/// `/etc/ld.so.conf.d/*.conf` files read, at most (in name order).
+pub const LOADER_CONFS_MAX: usize = 256;
+
+/// The directories the dynamic loader searches for a bare soname, in order, each once:
+/// `LD_LIBRARY_PATH`, the directories of `/etc/ld.so.conf.d/*.conf`, then the default ones. Read
+/// once per search; taking them is linear in what is read.
+#[derive(Debug, Clone, Default)]
+pub struct LoaderDirs {
+    pub dirs: Vec<String>,
+    /// The directories that came from `LD_LIBRARY_PATH` (for naming the step that found a file).
+    from_env: HashSet<String>,
+    /// What was left out because of [`LOADER_DIRS_MAX`] or [`LOADER_CONFS_MAX`], in words.
+    pub left_out: Vec<String>,
+}
+
+impl LoaderDirs {
+    pub fn read(root: &Root) -> LoaderDirs {
+        let mut out = LoaderDirs::default();
+        let mut seen: HashSet<String> = HashSet::new();
+        // A distinct directory met past the cap: the list is cut.
+        let mut cut = false;
+        let mut take = |out: &mut LoaderDirs, d: &str, env: bool| -> bool {
+            if !seen.contains(d) {
+                if out.dirs.len() == LOADER_DIRS_MAX {
+                    return false;
+                }
+                seen.insert(d.to_string());
+                out.dirs.push(d.to_string());
+                if env {
+                    out.from_env.insert(d.to_string());
+                }
+            }
+            true
+        };
+        let ld_path = env_var(root, "LD_LIBRARY_PATH").unwrap_or_default();
+        for d in ld_path.split(':').filter(|d| !d.is_empty()) {
+            if !take(&mut out, d, true) {
+                cut = true;
+                break;
             }
         }
+        let confs: Vec<String> = root
+            .list("/etc/ld.so.conf.d")
+            .into_iter()
+            .filter(|c| c.ends_with(".conf"))
+            .collect();
+        for conf in confs.iter().take(LOADER_CONFS_MAX) {
+            if cut {
+                break;
+            }
+            let text = root
+                .read(&format!("/etc/ld.so.conf.d/{conf}"))
+                .unwrap_or_default();
+            for l in text.lines().map(str::trim).filter(|l| l.starts_with('/')) {
+                if !take(&mut out, l, false) {
+                    cut = true;
+                    break;
+                }
+            }
+        }
+        if cut {
+            out.left_out.push(format!(
+                "LD_LIBRARY_PATH and /etc/ld.so.conf.d name more than {LOADER_DIRS_MAX} directories: only the first {LOADER_DIRS_MAX} (and the default ones) are searched"
+            ));
+        }
+        if confs.len() > LOADER_CONFS_MAX && !cut {
+            out.left_out.push(format!(
+                "{} .conf files in /etc/ld.so.conf.d: only the first {LOADER_CONFS_MAX} are read",
+                confs.len()
+            ));
+        }
+        for d in LOADER_DEFAULT_DIRS {
+            if seen.insert(d.to_string()) {
+                out.dirs.push(d.to_string());
+            }
+        }
+        out
     }
-    for base in locate::TOOLKIT_ROOTS {
-        for sub in locate::TOOLKIT_SUBDIRS {
-            out.push(format!("{base}/{sub}"));
+}
+
+/// One prediction of `record`'s search over a root: the loader's directories read once, for
+/// [`Search::places_searched`], [`Search::record_would_load`] and [`Search::other_sonames`].
+#[derive(Debug, Clone)]
+pub struct Search<'r> {
+    root: &'r Root,
+    pub loader: LoaderDirs,
+}
+
+impl<'r> Search<'r> {
+    pub fn new(root: &'r Root) -> Search<'r> {
+        Search {
+            root,
+            loader: LoaderDirs::read(root),
         }
     }
-    out.extend(loader_dirs(root, &env));
-    out
+
+    /// The directories the search looked in, in order (for "nothing found").
+    pub fn places_searched(&self) -> Vec<String> {
+        let env = |k: &str| env_var(self.root, k);
+        let mut out = Vec::new();
+        if let Some(p) = env("CUTRACE_CUPTI_LIB").filter(|s| !s.is_empty()) {
+            out.push(p);
+        }
+        for var in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Some(base) = env(var).filter(|s| !s.is_empty()) {
+                for sub in locate::CUDA_HOME_SUBDIRS {
+                    out.push(format!("{}/{sub}", base.trim_end_matches('/')));
+                }
+            }
+        }
+        for base in locate::TOOLKIT_ROOTS {
+            for sub in locate::TOOLKIT_SUBDIRS {
+                out.push(format!("{base}/{sub}"));
+            }
+        }
+        out.extend(self.loader.dirs.iter().cloned());
+        out
+    }
+
+    /// The libcupti `cutrace record` would load on the machine under the root, if any.
+    pub fn record_would_load(&self) -> Option<Predicted> {
+        let root = self.root;
+        for c in candidates(root) {
+            let path = c.path.display().to_string();
+            if c.path.is_absolute() {
+                // An explicit CUTRACE_CUPTI_LIB is tried even when absent (record would fail on it).
+                if root.exists(&path) || c.source == "CUTRACE_CUPTI_LIB" {
+                    return Some(Predicted {
+                        path,
+                        source: c.source.to_string(),
+                    });
+                }
+                continue;
+            }
+            // A bare soname: what the dynamic loader would resolve it to.
+            for dir in &self.loader.dirs {
+                let p = format!("{}/{path}", dir.trim_end_matches('/'));
+                if root.exists(&p) {
+                    let from_env = self.loader.from_env.contains(dir)
+                        || self
+                            .loader
+                            .from_env
+                            .iter()
+                            .any(|d| d.trim_end_matches('/') == dir);
+                    return Some(Predicted {
+                        path: p,
+                        source: if from_env {
+                            "LD_LIBRARY_PATH"
+                        } else {
+                            "dynamic loader search (ldconfig)"
+                        }
+                        .to_string(),
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// libcupti files of another soname (`libcupti.so.12`) in the usual places: record cannot
+    /// use them, but an admin who installed one should hear why it is not taken.
+    pub fn other_sonames(&self) -> Vec<String> {
+        let toolkit = locate::TOOLKIT_ROOTS.iter().flat_map(|base| {
+            locate::TOOLKIT_SUBDIRS
+                .iter()
+                .map(move |sub| format!("{base}/{sub}"))
+        });
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        for d in self.loader.dirs.iter().cloned().chain(toolkit) {
+            for n in self.root.list(&d) {
+                if n.starts_with("libcupti.so.") && n != CUPTI_SONAME {
+                    let p = format!("{}/{n}", d.trim_end_matches('/'));
+                    if seen.insert(p.clone()) {
+                        out.push(p);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The directories the search looked in, in order (for "nothing found").
+pub fn places_searched(root: &Root) -> Vec<String> {
+    Search::new(root).places_searched()
 }
 
 /// A variable of the caller's environment, from `/proc/self/environ` under the root.
@@ -88,97 +258,15 @@ fn candidates(root: &Root) -> Vec<Candidate> {
     })
 }
 
-/// The directories the dynamic loader searches for a bare soname, in order.
-fn loader_dirs(root: &Root, env: &dyn Fn(&str) -> Option<String>) -> Vec<String> {
-    let mut dirs: Vec<String> = env("LD_LIBRARY_PATH")
-        .unwrap_or_default()
-        .split(':')
-        .filter(|d| !d.is_empty())
-        .map(str::to_string)
-        .collect();
-    let mut confs = root.list("/etc/ld.so.conf.d");
-    confs.sort();
-    for conf in confs.iter().filter(|c| c.ends_with(".conf")) {
-        let text = root
-            .read(&format!("/etc/ld.so.conf.d/{conf}"))
-            .unwrap_or_default();
-        dirs.extend(
-            text.lines()
-                .map(str::trim)
-                .filter(|l| l.starts_with('/'))
-                .map(str::to_string),
-        );
-    }
-    dirs.extend(LOADER_DEFAULT_DIRS.iter().map(|d| d.to_string()));
-    let mut seen = Vec::new();
-    dirs.retain(|d| {
-        let new = !seen.contains(d);
-        seen.push(d.clone());
-        new
-    });
-    dirs
-}
-
 /// The libcupti `cutrace record` would load on the machine under `root`, if any.
 pub fn record_would_load(root: &Root) -> Option<Predicted> {
-    let env = |k: &str| env_var(root, k);
-    for c in candidates(root) {
-        let path = c.path.display().to_string();
-        if c.path.is_absolute() {
-            // An explicit CUTRACE_CUPTI_LIB is tried even when absent (record would fail on it).
-            if root.exists(&path) || c.source == "CUTRACE_CUPTI_LIB" {
-                return Some(Predicted {
-                    path,
-                    source: c.source.to_string(),
-                });
-            }
-            continue;
-        }
-        // A bare soname: what the dynamic loader would resolve it to.
-        for dir in loader_dirs(root, &env) {
-            let p = format!("{}/{path}", dir.trim_end_matches('/'));
-            if root.exists(&p) {
-                let from_env = env("LD_LIBRARY_PATH")
-                    .is_some_and(|l| l.split(':').any(|d| d.trim_end_matches('/') == dir));
-                return Some(Predicted {
-                    path: p,
-                    source: if from_env {
-                        "LD_LIBRARY_PATH"
-                    } else {
-                        "dynamic loader search (ldconfig)"
-                    }
-                    .to_string(),
-                });
-            }
-        }
-    }
-    None
+    Search::new(root).record_would_load()
 }
 
-/// libcupti files of another soname (`libcupti.so.12`) in the usual places: record cannot use
-/// them, but an admin who installed one should hear why it is not taken.
+/// libcupti files of another soname (`libcupti.so.12`) in the usual places (see
+/// [`Search::other_sonames`]).
 pub fn other_sonames(root: &Root) -> Vec<String> {
-    let env = |k: &str| env_var(root, k);
-    let mut dirs = loader_dirs(root, &env);
-    for base in locate::TOOLKIT_ROOTS {
-        for sub in locate::TOOLKIT_SUBDIRS {
-            dirs.push(format!("{base}/{sub}"));
-        }
-    }
-    let mut out = Vec::new();
-    for d in dirs {
-        let mut names = root.list(&d);
-        names.sort();
-        for n in names {
-            if n.starts_with("libcupti.so.") && n != CUPTI_SONAME {
-                let p = format!("{}/{n}", d.trim_end_matches('/'));
-                if !out.contains(&p) {
-                    out.push(p);
-                }
-            }
-        }
-    }
-    out
+    Search::new(root).other_sonames()
 }
 
 #[cfg(test)]

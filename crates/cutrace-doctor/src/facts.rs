@@ -98,12 +98,31 @@ impl Identity {
     }
 }
 
-/// One process from /proc/<pid>: its `comm` and its argv.
+/// At most this much of one `/proc/PID/cmdline` is read (64 KiB). The kernel shows the whole
+/// argument area, which may be megabytes; the checks need the program name and its first
+/// arguments.
+pub const CMDLINE_READ_MAX: u64 = 64 << 10;
+/// Arguments kept of one command line, at most; the rest are marked as left out.
+pub const ARGS_KEPT_MAX: usize = 32;
+/// Bytes kept of one command line's arguments, at most (argv[0] included).
+pub const ARGV_BYTES_KEPT_MAX: usize = 2048;
+/// At most this much of one `/proc/PID/comm` is read and kept (the kernel's is 15 bytes and a
+/// newline).
+pub const COMM_READ_MAX: u64 = 64;
+/// Processes examined at most, the lowest pids first; the others are counted and said to be
+/// left out. With the bounds above, what is kept of them stays under about 60 MB, however many
+/// processes there are and whatever their files hold.
+pub const PROCESSES_MAX: usize = 16384;
+
+/// One process from /proc/<pid>: its `comm` and its argv, bounded ([`ARGS_KEPT_MAX`],
+/// [`ARGV_BYTES_KEPT_MAX`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Process {
     pub pid: u32,
     pub comm: String,
     pub argv: Vec<String>,
+    /// Arguments or bytes of the command line were left out (it was longer than what is kept).
+    pub argv_cut: bool,
 }
 
 impl Process {
@@ -116,9 +135,12 @@ impl Process {
             .unwrap_or(&self.comm)
     }
 
+    /// The command line as kept; a cut one ends in `[…]`.
     pub fn cmdline(&self) -> String {
         if self.argv.is_empty() {
             format!("[{}]", self.comm)
+        } else if self.argv_cut {
+            format!("{} […]", self.argv.join(" "))
         } else {
             self.argv.join(" ")
         }
@@ -132,38 +154,105 @@ impl Process {
     }
 }
 
-/// The process table under `<root>/proc`, skipping our own process.
-pub fn processes(root: &Root) -> Vec<Process> {
+/// The arguments of a `/proc/PID/cmdline` (NUL-separated), at most [`ARGS_KEPT_MAX`] of them and
+/// [`ARGV_BYTES_KEPT_MAX`] bytes in all (an argument over the budget is cut at a character
+/// boundary); and whether anything was left out.
+pub fn parse_cmdline(raw: &[u8]) -> (Vec<String>, bool) {
+    let mut argv = Vec::new();
+    let mut left = ARGV_BYTES_KEPT_MAX;
+    for a in raw.split(|&c| c == 0).filter(|a| !a.is_empty()) {
+        if argv.len() == ARGS_KEPT_MAX || left == 0 {
+            return (argv, true);
+        }
+        let taken = a.len().min(left);
+        let mut arg = String::from_utf8_lossy(&a[..taken]).into_owned();
+        // Invalid bytes become U+FFFD, three bytes each: the text may outgrow the budget.
+        let mut shortened = taken < a.len();
+        if arg.len() > left {
+            let mut end = left;
+            while !arg.is_char_boundary(end) {
+                end -= 1;
+            }
+            arg.truncate(end);
+            shortened = true;
+        }
+        left -= arg.len();
+        argv.push(arg);
+        if shortened {
+            return (argv, true);
+        }
+    }
+    (argv, false)
+}
+
+/// The process table under `<root>/proc`, skipping our own process: at most [`PROCESSES_MAX`]
+/// processes (the lowest pids), each with a bounded command line.
+#[derive(Debug, Clone, Default)]
+pub struct Processes {
+    pub list: Vec<Process>,
+    /// Process directories not examined because of [`PROCESSES_MAX`].
+    pub left_out: usize,
+}
+
+/// The process table under `<root>/proc` (see [`Processes`]).
+pub fn processes(root: &Root) -> Processes {
+    processes_within(root, PROCESSES_MAX)
+}
+
+/// [`processes`], examining at most `max` processes.
+fn processes_within(root: &Root, max: usize) -> Processes {
     let own = std::fs::read_link(root.path("/proc/self"))
         .ok()
         .and_then(|p| p.to_str().and_then(|s| s.parse::<u32>().ok()));
-    let mut out = Vec::new();
-    for name in root.list("/proc") {
-        let Ok(pid) = name.parse::<u32>() else {
-            continue;
-        };
-        if Some(pid) == own {
-            continue;
+    // The lowest `max` pids, kept in a max-heap while the directory is listed: memory stays
+    // bounded however many entries /proc has.
+    let mut lowest: std::collections::BinaryHeap<u32> = std::collections::BinaryHeap::new();
+    let mut left_out = 0usize;
+    if let Ok(entries) = std::fs::read_dir(root.path("/proc")) {
+        for e in entries.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if Some(pid) == own {
+                continue;
+            }
+            lowest.push(pid);
+            if lowest.len() > max {
+                lowest.pop();
+                left_out += 1;
+            }
         }
+    }
+    let pids = lowest.into_sorted_vec();
+    let mut list = Vec::new();
+    for &pid in &pids {
         let comm = root
-            .read(&format!("/proc/{pid}/comm"))
-            .map(|s| s.trim_end_matches('\n').to_string())
-            .unwrap_or_default();
-        let argv: Vec<String> = root
-            .read_bytes(&format!("/proc/{pid}/cmdline"))
+            .read_bytes_at_most(&format!("/proc/{pid}/comm"), COMM_READ_MAX)
             .map(|b| {
-                b.split(|&c| c == 0)
-                    .filter(|a| !a.is_empty())
-                    .map(|a| String::from_utf8_lossy(a).into_owned())
-                    .collect()
+                String::from_utf8_lossy(&b)
+                    .trim_end_matches('\n')
+                    .to_string()
+            })
+            .unwrap_or_default();
+        let (argv, argv_cut) = root
+            .read_bytes_at_most(&format!("/proc/{pid}/cmdline"), CMDLINE_READ_MAX)
+            .map(|b| {
+                let (argv, cut) = parse_cmdline(&b);
+                // Read up to the cap: there may be more than was read.
+                (argv, cut || b.len() as u64 >= CMDLINE_READ_MAX)
             })
             .unwrap_or_default();
         if comm.is_empty() && argv.is_empty() {
             continue;
         }
-        out.push(Process { pid, comm, argv });
+        list.push(Process {
+            pid,
+            comm,
+            argv,
+            argv_cut,
+        });
     }
-    out
+    Processes { list, left_out }
 }
 
 /// `ID` and `ID_LIKE` from /etc/os-release, lower-cased.
@@ -217,11 +306,68 @@ mod tests {
     }
 
     #[test]
+    fn command_lines_are_kept_bounded_and_marked_when_cut() {
+        assert_eq!(
+            parse_cmdline(b"nv-hostengine\0-n\0\0"),
+            (vec!["nv-hostengine".to_string(), "-n".to_string()], false)
+        );
+        // Many arguments: the first ARGS_KEPT_MAX.
+        let many = b"a\0".repeat(100_000);
+        let (argv, cut) = parse_cmdline(&many);
+        assert_eq!((argv.len(), cut), (ARGS_KEPT_MAX, true));
+        // One long argument: cut at the byte budget.
+        let long = [b"/bin/x\0".as_slice(), &[b'y'; 10_000]].concat();
+        let (argv, cut) = parse_cmdline(&long);
+        assert!(cut);
+        assert_eq!(
+            argv.iter().map(String::len).sum::<usize>(),
+            ARGV_BYTES_KEPT_MAX
+        );
+        // Invalid bytes grow threefold as U+FFFD: still within the budget, on a char boundary.
+        let (argv, cut) = parse_cmdline(&[0xffu8; 5000]);
+        assert!(cut);
+        assert!(argv[0].len() <= ARGV_BYTES_KEPT_MAX, "{}", argv[0].len());
+        let p = Process {
+            pid: 1,
+            comm: "x".into(),
+            argv,
+            argv_cut: cut,
+        };
+        assert!(p.cmdline().ends_with(" […]"));
+    }
+
+    /// Past the cap, the lowest pids are examined and the others counted.
+    #[test]
+    fn processes_past_the_cap_are_counted_not_examined() {
+        struct Scratch(std::path::PathBuf);
+        impl Drop for Scratch {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let s = Scratch(
+            std::env::temp_dir().join(format!("cutrace-doctor-facts-procs-{}", std::process::id())),
+        );
+        let _ = std::fs::remove_dir_all(&s.0);
+        for pid in [30, 7, 100, 12, 9, 1000, 8] {
+            let d = s.0.join(format!("proc/{pid}"));
+            std::fs::create_dir_all(&d).unwrap();
+            std::fs::write(d.join("comm"), format!("p{pid}\n")).unwrap();
+        }
+        std::fs::create_dir_all(s.0.join("proc/self")).unwrap();
+        let t = processes_within(&Root::new(&s.0), 4);
+        let pids: Vec<u32> = t.list.iter().map(|p| p.pid).collect();
+        assert_eq!((pids, t.left_out), (vec![7, 8, 9, 12], 3));
+        assert_eq!(t.list[0].comm, "p7");
+    }
+
+    #[test]
     fn comm_truncation_is_matched() {
         let p = Process {
             pid: 7,
             comm: "nvidia-cuda-mps".into(),
             argv: vec![],
+            argv_cut: false,
         };
         assert!(p.is("nvidia-cuda-mps-control"));
         assert!(!p.is("nv-hostengine"));

@@ -16,8 +16,8 @@ pub struct Root {
     not_read: Arc<Mutex<Vec<(String, String)>>>,
 }
 
-/// Files under /proc report a size of 0; never read more than this from one file.
-const MAX_READ: u64 = 4 << 20;
+/// Files under /proc report a size of 0; never read more than this from one file (4 MiB).
+pub const MAX_READ: u64 = 4 << 20;
 
 impl Root {
     pub fn new(base: impl Into<PathBuf>) -> Self {
@@ -52,10 +52,28 @@ impl Root {
         self.try_read_bytes(abs).ok()
     }
 
+    /// The first `cap` bytes of a file (never more than [`MAX_READ`]), as text; `None` as
+    /// [`Root::read`].
+    pub fn read_at_most(&self, abs: &str, cap: u64) -> Option<String> {
+        self.read_bytes_at_most(abs, cap)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    /// The first `cap` bytes of a file (never more than [`MAX_READ`]); `None` as
+    /// [`Root::read_bytes`].
+    pub fn read_bytes_at_most(&self, abs: &str, cap: u64) -> Option<Vec<u8>> {
+        self.try_read_bytes_at_most(abs, cap).ok()
+    }
+
     /// The bytes of a file (at most 4 MiB), or why not. Opened with O_NONBLOCK, so that a FIFO
     /// or a device in its place cannot block, then checked with fstat: only a regular file is
     /// read; anything else is refused and remembered ([`Root::not_read`]).
     pub fn try_read_bytes(&self, abs: &str) -> io::Result<Vec<u8>> {
+        self.try_read_bytes_at_most(abs, MAX_READ)
+    }
+
+    /// [`Root::try_read_bytes`], reading at most `cap` bytes (and never more than [`MAX_READ`]).
+    pub fn try_read_bytes_at_most(&self, abs: &str, cap: u64) -> io::Result<Vec<u8>> {
         use std::io::Read;
         use std::os::unix::fs::OpenOptionsExt;
         let f = fs::OpenOptions::new()
@@ -73,7 +91,7 @@ impl Root {
             return Err(io::Error::other(format!("{what}, not read")));
         }
         let mut buf = Vec::new();
-        f.take(MAX_READ).read_to_end(&mut buf)?;
+        f.take(cap.min(MAX_READ)).read_to_end(&mut buf)?;
         Ok(buf)
     }
 

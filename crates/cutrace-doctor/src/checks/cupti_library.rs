@@ -5,7 +5,8 @@
 //! code" (CUPTI Usage, Compatibility).
 
 use super::{src, Ctx};
-use crate::cupti_search;
+use crate::cupti_search::Search;
+use crate::elf::BuildString;
 use crate::facts::{DriverVersion, CAPABILITIES_SINCE};
 use crate::report::{Affects, Check, Evidence, Status};
 use cutrace_cupti::version::{check_pairing, Pairing};
@@ -93,6 +94,22 @@ pub fn driver_cuda_version(v: DriverVersion) -> Option<u32> {
         .max()
 }
 
+/// A size in bytes, in words: `16 GiB`, `4.0 MiB` (one decimal when not exact), `812 bytes`.
+fn size(n: u64) -> String {
+    const UNITS: [(u64, &str); 3] = [(1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")];
+    for (unit, name) in UNITS {
+        if n >= unit {
+            // (Units are powers of two.)
+            return if n & (unit - 1) == 0 {
+                format!("{} {name}", n / unit)
+            } else {
+                format!("{:.1} {name}", n as f64 / unit as f64)
+            };
+        }
+    }
+    format!("{n} bytes")
+}
+
 /// What is known of one libcupti file without loading it.
 fn describe(ctx: &Ctx, path: &str) -> CuptiCandidate {
     let dir = path.rsplit_once('/').map_or("/", |(d, _)| d);
@@ -107,15 +124,23 @@ fn describe(ctx: &Ctx, path: &str) -> CuptiCandidate {
     let mut evidence = vec![Evidence::new(dir, names.join(", "))];
     let host_path = ctx.root.path(path);
     let mut major = None;
-    if crate::elf::has_elf_magic(&host_path) {
-        if let Some(syms) = crate::elf::read_symbols(&host_path) {
-            if let Some(so) = &syms.soname {
-                evidence.push(Evidence::new(path, format!("SONAME {so}")));
-                major = parse_major_from_name(so);
-            }
+    if let Some(lib) = crate::elf::inspect(&host_path) {
+        if let Some(so) = &lib.soname {
+            evidence.push(Evidence::new(path, format!("SONAME {so}")));
+            major = parse_major_from_name(so);
         }
-        if let Some(rel) = crate::elf::cuda_release_string(&host_path) {
-            evidence.push(Evidence::new(path, rel));
+        match lib.build {
+            BuildString::Found(rel) => evidence.push(Evidence::new(path, rel)),
+            BuildString::NotInRead { read, len } => evidence.push(Evidence::new(
+                path,
+                format!(
+                    "(no nvcc build string in the first {} of its {}: the doctor reads at most {} of a file)",
+                    size(read),
+                    size(len),
+                    size(crate::elf::MAX_READ)
+                ),
+            )),
+            BuildString::Absent => {}
         }
     }
     let major = major.or_else(|| parse_major_from_name(file));
@@ -136,16 +161,35 @@ fn describe(ctx: &Ctx, path: &str) -> CuptiCandidate {
 
 /// The libcupti `cutrace record` would load, and the places its search looked at.
 pub fn find_cupti(ctx: &Ctx) -> (Option<CuptiCandidate>, Vec<String>) {
-    let searched = cupti_search::places_searched(ctx.root);
-    let found = cupti_search::record_would_load(ctx.root).map(|p| describe(ctx, &p.path));
+    find_with(ctx, &Search::new(ctx.root))
+}
+
+fn find_with(ctx: &Ctx, search: &Search) -> (Option<CuptiCandidate>, Vec<String>) {
+    let searched = search.places_searched();
+    let found = search.record_would_load().map(|p| describe(ctx, &p.path));
     (found, searched)
 }
 
 pub fn cupti_library(ctx: &Ctx) -> Check {
-    let (found, searched) = find_cupti(ctx);
+    // The loader's directories are read once, for every step below.
+    let search = Search::new(ctx.root);
+    let mut check = judge(ctx, &search);
+    // A search cut short says so: what it did not look at may hold a libcupti.
+    check.evidence.extend(
+        search
+            .loader
+            .left_out
+            .iter()
+            .map(|why| Evidence::new("/etc/ld.so.conf.d", why.clone())),
+    );
+    check
+}
+
+fn judge(ctx: &Ctx, search: &Search) -> Check {
+    let (found, searched) = find_with(ctx, search);
     let sources = &[src::CUPTI_MAIN, src::CUDA_DRIVER_TABLE];
     let Some(c) = found else {
-        let others = cupti_search::other_sonames(ctx.root);
+        let others = search.other_sonames();
         if let Some(other) = others.first() {
             // Another CUDA major's CUPTI: other tools trace with it, record cannot.
             let c = describe(ctx, other);
@@ -261,4 +305,18 @@ pub fn cupti_library(ctx: &Ctx) -> Check {
         .evidence(evidence)
         .explain(format!("A CUPTI no newer than the driver's CUDA works (\"A profiling tool based on an older version of CUPTI can still operate with a more recent CUDA driver\"). {multi_txt}"))
         .sources(sources)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size;
+
+    #[test]
+    fn sizes_in_words() {
+        assert_eq!(size(4 << 20), "4 MiB");
+        assert_eq!(size((4 << 20) - 140), "4.0 MiB");
+        assert_eq!(size(16 << 30), "16 GiB");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(812), "812 bytes");
+    }
 }

@@ -116,6 +116,7 @@ pub fn mps(ctx: &Ctx) -> Check {
         &control,
         if pipe { "(present)" } else { "(absent)" },
     ));
+    evidence.extend(ctx.procs_left_out_evidence());
     if daemons.is_empty() && !pipe {
         return Check::new("mps", Status::Ok, Affects::None, "no MPS daemon")
             .evidence(evidence)

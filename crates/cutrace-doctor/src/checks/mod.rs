@@ -10,7 +10,7 @@ mod gpu_modes;
 mod processes;
 
 use crate::facts::{self, DriverVersion, Identity, Process};
-use crate::report::Check;
+use crate::report::{Check, Evidence};
 use crate::root::Root;
 
 pub use container::ContainerInfo;
@@ -42,7 +42,10 @@ pub struct Ctx<'a> {
     /// RmProfilingAdminOnly from /proc/driver/nvidia/params.
     pub admin_only: Option<u32>,
     pub identity: Option<Identity>,
+    /// The processes examined: at most `facts::PROCESSES_MAX`, each command line bounded.
     pub procs: Vec<Process>,
+    /// Processes not examined because of `facts::PROCESSES_MAX` (said in the evidence).
+    pub procs_left_out: usize,
     pub container: ContainerInfo,
 }
 
@@ -59,7 +62,10 @@ impl<'a> Ctx<'a> {
             .read(facts::SELF_STATUS_FILE)
             .as_deref()
             .and_then(Identity::parse);
-        let procs = facts::processes(root);
+        let facts::Processes {
+            list: procs,
+            left_out: procs_left_out,
+        } = facts::processes(root);
         let container = ContainerInfo::detect(root);
         Ctx {
             root,
@@ -69,8 +75,23 @@ impl<'a> Ctx<'a> {
             admin_only,
             identity,
             procs,
+            procs_left_out,
             container,
         }
+    }
+
+    /// Evidence that some processes were not examined, when there were too many.
+    pub fn procs_left_out_evidence(&self) -> Option<Evidence> {
+        (self.procs_left_out > 0).then(|| {
+            Evidence::new(
+                "/proc",
+                format!(
+                    "{} more processes not examined: the doctor examines at most {} (the lowest pids)",
+                    self.procs_left_out,
+                    facts::PROCESSES_MAX
+                ),
+            )
+        })
     }
 
     /// An environment variable of the caller, from /proc/self/environ under the root.

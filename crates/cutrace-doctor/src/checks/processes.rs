@@ -87,8 +87,10 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
     }
     let sources = &[src::DCGM, src::NCU, src::CUPTI_MAIN];
     if dcgm.is_empty() && tools.is_empty() {
+        let mut evidence = vec![Evidence::new("/proc/*/comm, /proc/*/cmdline, /proc/*/environ", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys, cutrace doctor --probe, cutrace profile or cutrace sample (nor a program they run)", ctx.procs.len()))];
+        evidence.extend(ctx.procs_left_out_evidence());
         return Check::new("counter-holders", Status::Ok, Affects::Counters, "no process that takes the counter reservation is running")
-            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline, /proc/*/environ", format!("{} processes; no nv-hostengine, dcgm-exporter, ncu, nsys, cutrace doctor --probe, cutrace profile or cutrace sample (nor a program they run)", ctx.procs.len()))])
+            .evidence(evidence)
             .explain("Only one client can hold the GPU performance counters at a time. None of the known holders (DCGM, Nsight Compute, Nsight Systems with GPU metrics, another cutrace doctor --probe, cutrace profile or cutrace sample, or a program one of them runs) is running. A holder in another container or on the host is invisible from here: --probe asks CUPTI directly.")
             .sources(sources);
     }
@@ -137,7 +139,12 @@ pub fn counter_holders(ctx: &Ctx) -> Check {
         Affects::Counters,
         format!("may hold the counter reservation: {}", names.join(", ")),
     )
-    .evidence(evidence_of(&all))
+    .evidence(
+        evidence_of(&all)
+            .into_iter()
+            .chain(ctx.procs_left_out_evidence())
+            .collect(),
+    )
     .explain(explanation)
     .fix(fix)
     .sources(sources)
@@ -154,8 +161,13 @@ pub fn tool_conflicts(ctx: &Ctx) -> Check {
     }
     let sources = &[src::CUPTI_MAIN];
     if found.is_empty() {
+        let mut evidence = vec![Evidence::new(
+            "/proc/*/comm, /proc/*/cmdline",
+            "no cuda-gdb, cuda-gdbserver or compute-sanitizer",
+        )];
+        evidence.extend(ctx.procs_left_out_evidence());
         return Check::new("tool-conflicts", Status::Ok, Affects::None, "no cuda-gdb or Compute Sanitizer is running")
-            .evidence(vec![Evidence::new("/proc/*/comm, /proc/*/cmdline", "no cuda-gdb, cuda-gdbserver or compute-sanitizer")])
+            .evidence(evidence)
             .explain("\"CUPTI still does not support tracing or profiling along with other NVIDIA Developer Tools like cuda-gdb or Compute Sanitizer.\" None is running.")
             .sources(sources);
     }
@@ -164,7 +176,7 @@ pub fn tool_conflicts(ctx: &Ctx) -> Check {
         .map(|(p, w)| format!("{w} (pid {})", p.pid))
         .collect();
     Check::new("tool-conflicts", Status::Warn, Affects::None, format!("running: {}", names.join(", ")))
-        .evidence(evidence_of(&found))
+        .evidence(evidence_of(&found).into_iter().chain(ctx.procs_left_out_evidence()).collect())
         .explain("\"CUPTI still does not support tracing or profiling along with other NVIDIA Developer Tools like cuda-gdb or Compute Sanitizer.\" A program running under these tools cannot be traced or profiled by cutrace at the same time; other programs can.")
         .fix(found.iter().map(|(p, w)| format!("# run one tool at a time: let pid {} ({w}) finish, or trace a program not running under it", p.pid)))
         .sources(sources)
@@ -179,7 +191,43 @@ mod tests {
             pid: 1,
             comm: "cutrace".into(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
+            argv_cut: false,
         }
+    }
+
+    /// Processes left out because of the cap are said in the evidence of every check that looks
+    /// at processes, whatever its verdict.
+    #[test]
+    fn processes_left_out_are_said() {
+        let base =
+            std::env::temp_dir().join(format!("cutrace-doctor-left-out-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let root = crate::Root::new(&base);
+        let mut ctx = Ctx::read(&root);
+        let _ = std::fs::remove_dir_all(&base);
+        let said = |c: &Check| {
+            c.evidence
+                .iter()
+                .any(|e| e.file == "/proc" && e.value.starts_with("3 more processes not examined"))
+        };
+        for check in [counter_holders(&ctx), tool_conflicts(&ctx)] {
+            assert!(!said(&check), "{check:?}");
+        }
+        ctx.procs_left_out = 3;
+        for check in [
+            counter_holders(&ctx),
+            tool_conflicts(&ctx),
+            super::super::gpu_modes::mps(&ctx),
+        ] {
+            assert!(said(&check), "{check:?}");
+        }
+        ctx.procs = vec![Process {
+            pid: 9,
+            comm: "nv-hostengine".into(),
+            argv: vec![],
+            argv_cut: false,
+        }];
+        assert!(said(&counter_holders(&ctx)));
     }
 
     #[test]
