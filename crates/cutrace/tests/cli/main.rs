@@ -17,6 +17,7 @@ mod doctor_h200;
 mod fuzz_cli;
 mod gpu_record;
 mod help_cli;
+mod hostile_admin;
 mod hostile_outputs;
 mod hta_peer;
 mod input_cli;
