@@ -10,21 +10,26 @@
 
 use std::borrow::Cow;
 
-/// The longest name a report holds, in bytes: far beyond real kernel names (the longest C++
-/// template names seen in real traces are about 2 KB), short enough that entries stay small.
-pub const REPORT_NAME_BYTES: usize = 4096;
+/// The longest name a report holds whole, in bytes. Real kernel names run past 5 KB (PyTorch's
+/// nested lambdas), so a longer name keeps its first and last [`REPORT_NAME_BYTES`]` / 2` bytes,
+/// where the parts that tell kernels apart are, and says how long it was.
+pub const REPORT_NAME_BYTES: usize = 16 << 10;
 
-/// `name` as a report holds it: whole up to [`REPORT_NAME_BYTES`], else its first bytes (on a
-/// character boundary) and `… (N bytes)`.
+/// `name` as a report holds it: whole up to [`REPORT_NAME_BYTES`], else its first and last
+/// halves of that (on character boundaries) around `…(N bytes)…`.
 pub fn held(name: &str) -> String {
     if name.len() <= REPORT_NAME_BYTES {
         return name.to_owned();
     }
-    let mut cut = REPORT_NAME_BYTES;
-    while !name.is_char_boundary(cut) {
-        cut -= 1;
+    let mut head = REPORT_NAME_BYTES / 2;
+    while !name.is_char_boundary(head) {
+        head -= 1;
     }
-    format!("{}… ({} bytes)", &name[..cut], name.len())
+    let mut tail = name.len() - REPORT_NAME_BYTES / 2;
+    while !name.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}…({} bytes)…{}", &name[..head], name.len(), &name[tail..])
 }
 
 /// The demangled form of an Itanium-mangled name, or the name itself.
@@ -77,16 +82,23 @@ mod tests {
     }
 
     #[test]
-    fn long_names_are_cut_on_a_character_boundary_and_say_their_length() {
+    fn long_names_keep_both_ends_on_character_boundaries_and_say_their_length() {
         let exact = "a".repeat(REPORT_NAME_BYTES);
         assert_eq!(held(&exact), exact);
-        let long = format!("{}é{}", "a".repeat(REPORT_NAME_BYTES - 1), "b".repeat(100));
+        let half = REPORT_NAME_BYTES / 2;
+        let long = format!(
+            "{}é{}é{}",
+            "a".repeat(half - 1),
+            "m".repeat(100),
+            "z".repeat(half - 1)
+        );
         let h = held(&long);
-        assert!(h.starts_with(&"a".repeat(REPORT_NAME_BYTES - 1)));
-        assert!(h.ends_with(&format!("… ({} bytes)", long.len())), "{h}");
-        assert!(!h.contains('é'));
-        let mangled = format!("_Z{}", "9abcdefghi".repeat(1000));
+        assert!(h.starts_with(&"a".repeat(half - 1)), "{h}");
+        assert!(h.ends_with(&"z".repeat(half - 1)));
+        assert!(h.contains(&format!("…({} bytes)…", long.len())));
+        assert!(!h.contains('é') && !h.contains('m'));
+        let mangled = format!("_Z{}", "9abcdefghi".repeat(4000));
         let (shown, raw) = name_pair(&mangled);
-        assert!(shown.len() < REPORT_NAME_BYTES + 32 && raw.is_none());
+        assert!(shown.len() < REPORT_NAME_BYTES + 64 && raw.is_none());
     }
 }

@@ -20,6 +20,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use cutrace_trace::{Kernel, Ns, Trace};
 use serde::Serialize;
@@ -31,11 +32,12 @@ use crate::window::{clip, Window};
 /// A kernel named in a report (at a gap's edge).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct KernelRef {
-    /// Demangled for display when the trace has a mangled name.
-    pub name: String,
+    /// Demangled for display when the trace has a mangled name. Held once per name for the
+    /// whole report ([`kernel_timelines`]): a kernel is named at many gaps.
+    pub name: Arc<str>,
     /// The name as the trace records it, when that differs from `name`.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub mangled_name: Option<String>,
+    pub mangled_name: Option<Arc<str>>,
     /// Correlation and stream ids as the kernel's process knows them.
     pub correlation_id: u64,
     pub stream: u64,
@@ -227,6 +229,7 @@ pub fn kernel_timelines(
         ..
     } = g;
     devices.sort_unstable_by_key(|d| d.device);
+    let mut names = RefNames::default();
     let mut out = Vec::with_capacity(devices.len());
     for dev in &devices {
         let mut dev_sweep = Sweep::new(top_gaps);
@@ -262,7 +265,7 @@ pub fn kernel_timelines(
             rows.push(StreamTimeline {
                 stream: st.stream,
                 pid: None,
-                timeline: sweep.into_timeline(st.zero_length, trace),
+                timeline: sweep.into_timeline(st.zero_length, trace, &mut names),
             });
         }
         // In merged-id order (process by process), then as each process knows its streams.
@@ -272,7 +275,7 @@ pub fn kernel_timelines(
         }
         out.push(DeviceTimeline {
             device: dev.device,
-            timeline: dev_sweep.into_timeline(zero, trace),
+            timeline: dev_sweep.into_timeline(zero, trace, &mut names),
             streams: rows,
         });
     }
@@ -281,7 +284,24 @@ pub fn kernel_timelines(
 
 /// The timeline of a device with no kernels (it has copies): all zeros, same shape.
 pub(crate) fn empty_timeline() -> Timeline {
-    Sweep::new(0).into_timeline(0, &Trace::default())
+    Sweep::new(0).into_timeline(0, &Trace::default(), &mut RefNames::default())
+}
+
+/// The names of the kernels a report refers to, each made once (demangled, cut: `names.rs`) and
+/// shared by every reference.
+#[derive(Default)]
+struct RefNames(HashMap<u32, (Arc<str>, Option<Arc<str>>)>);
+
+impl RefNames {
+    fn get(&mut self, trace: &Trace, id: u32) -> (Arc<str>, Option<Arc<str>>) {
+        self.0
+            .entry(id)
+            .or_insert_with(|| {
+                let (name, mangled) = crate::names::name_pair(trace.str(id));
+                (name.into(), mangled.map(Into::into))
+            })
+            .clone()
+    }
 }
 
 /// A merged busy run, with the kernels at its edges: `first` starts it, `last` ends it (ties
@@ -865,7 +885,12 @@ impl Sweep {
     }
 
     /// Builds the report. Call after [`Sweep::finish`].
-    fn into_timeline(mut self, zero_length_kernels: u64, trace: &Trace) -> Timeline {
+    fn into_timeline(
+        mut self,
+        zero_length_kernels: u64,
+        trace: &Trace,
+        names: &mut RefNames,
+    ) -> Timeline {
         let (window_start_ns, window_end_ns, window_ns) = if self.started {
             let end = self.run.end;
             (Some(self.first_start), Some(end), end - self.first_start)
@@ -875,9 +900,9 @@ impl Sweep {
         debug_assert_eq!(window_ns - self.busy, self.idle);
         self.top
             .sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        let kref = |idx: u32| {
+        let mut kref = |idx: u32| {
             let k = &trace.kernels[idx as usize];
-            let (name, mangled_name) = crate::names::name_pair(trace.str(k.name));
+            let (name, mangled_name) = names.get(trace, k.name);
             // The stream names the process (correlation id 0, "none", carries no offset).
             let (pid, stream) = trace.meta.id_origin(k.stream);
             KernelRef {

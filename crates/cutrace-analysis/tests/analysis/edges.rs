@@ -27,7 +27,10 @@ fn kernels_longer_than_four_seconds_keep_their_exact_length() {
     assert_eq!(d0.window_ns, 7 * S + 5);
     assert_eq!(d0.idle_ns, S - 3);
     assert_eq!(d0.largest_gaps[0].length_ns, S - 3);
-    assert_eq!(d0.largest_gaps[0].before.as_ref().unwrap().name, "long");
+    assert_eq!(
+        d0.largest_gaps[0].before.as_ref().unwrap().name.as_ref(),
+        "long"
+    );
     assert_eq!(r.devices[1].timeline.busy_ns, u64::from(u32::MAX));
     // Records out of start order take the sorted fallback, which stores long kernels out of line.
     let mut reversed = t.clone();
@@ -240,7 +243,7 @@ fn mangled_kernel_names_are_shown_demangled() {
     assert_eq!(row.mangled_name.as_deref(), Some("_Z10add_kernelPfS_i"));
     let gap = &r.devices[0].timeline.largest_gaps[0];
     assert_eq!(
-        gap.before.as_ref().unwrap().name,
+        &*gap.before.as_ref().unwrap().name,
         "add_kernel(float*, float*, int)"
     );
     let json = serde_json::to_value(&r).unwrap();

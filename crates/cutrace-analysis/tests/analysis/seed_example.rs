@@ -59,8 +59,8 @@ fn stream_7_alone_shows_the_200_ns_launch_gap() {
     );
     let before = gap.before.as_ref().unwrap();
     let after = gap.after.as_ref().unwrap();
-    assert_eq!((before.name.as_str(), before.correlation_id), ("gemm", 11));
-    assert_eq!((after.name.as_str(), after.correlation_id), ("gemm", 12));
+    assert_eq!((before.name.as_ref(), before.correlation_id), ("gemm", 11));
+    assert_eq!((after.name.as_ref(), after.correlation_id), ("gemm", 12));
     let bucket = s7.gap_histogram.iter().find(|b| b.count > 0).unwrap();
     assert_eq!(
         (bucket.from_ns, bucket.to_ns, bucket.total_ns),

@@ -310,7 +310,7 @@ fn gaps(o: &mut String, r: &Report) {
                 Cell::Ns(g.start_ns - start),
                 Cell::Ns(g.length_ns),
                 Cell::Text(reading_words(host.and_then(|h| h.reading)).into()),
-                Cell::Name(g.after.as_ref().map_or("-".into(), |k| k.name.clone())),
+                Cell::Name(g.after.as_ref().map_or("-".into(), |k| k.name.to_string())),
                 Cell::Ns(host.map_or(0, |h| h.in_calls_ns)),
             ]);
         }

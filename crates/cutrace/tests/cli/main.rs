@@ -18,6 +18,7 @@ mod fuzz_cli;
 mod gpu_record;
 mod help_cli;
 mod hostile_admin;
+mod hostile_inputs;
 mod hostile_outputs;
 mod hta_peer;
 mod input_cli;
