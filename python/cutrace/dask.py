@@ -125,10 +125,19 @@ def analyze_job(
             "or directories of .cutrace parts)"
         )
     flags = _flags(options)
+    names = [f"rank-summary-{i:05d}.json" for i in range(len(traces))]
+    if summaries is not None:
+        # Said before the map, not after it: a taken name is refused without reading a trace.
+        # (Each file is still created exclusively below: one planted meanwhile is refused too.)
+        taken = [n for n in names if os.path.lexists(os.path.join(os.fspath(summaries), n))]
+        if taken:
+            raise FileExistsError(
+                f"{os.path.join(os.fspath(summaries), taken[0])} exists ({len(taken)} of the "
+                "job's summary names are taken); choose another summaries= directory or remove them"
+            )
     # pure=False: a trace rewritten in place is read again, not served from an earlier result.
     futures = client.map(rank_summary, traces, binary=binary, options=flags, pure=False)
     texts: List[str] = client.gather(futures)
-    names = [f"rank-summary-{i:05d}.json" for i in range(len(texts))]
     if summaries is not None:
         # The user's copies: new files, never written through a link. They are not read back:
         # whoever else can write that directory could swap one after it is written.

@@ -3,8 +3,8 @@
 //! names, which pass through unchanged, as does anything that fails to demangle.
 //!
 //! A report names one kernel or range in many entries (every gap beside it, every step, every
-//! rank), so a name the trace holds once can be copied thousands of times: a 1.4 KB native part
-//! whose 2,000 kernels share one 1 MiB name once made the report take 4 GB. Every name a report
+//! rank), so a name the trace holds once can be copied thousands of times: a 1.7 KB native part
+//! whose 2,000 kernels share one 1 MiB name once made the report take 3.9 GB. Every name a report
 //! takes from a trace is therefore cut to [`REPORT_NAME_BYTES`] ([`held`]); the tables and
 //! timeline exports keep names whole.
 
@@ -16,7 +16,8 @@ use std::borrow::Cow;
 pub const REPORT_NAME_BYTES: usize = 16 << 10;
 
 /// `name` as a report holds it: whole up to [`REPORT_NAME_BYTES`], else its first and last
-/// halves of that (on character boundaries) around `…(N bytes)…`.
+/// halves of that (on character boundaries) around `…(N bytes, #HASH)…`, the hash of the whole
+/// name, so that names differing only in their middle stay apart.
 pub fn held(name: &str) -> String {
     if name.len() <= REPORT_NAME_BYTES {
         return name.to_owned();
@@ -29,14 +30,25 @@ pub fn held(name: &str) -> String {
     while !name.is_char_boundary(tail) {
         tail += 1;
     }
-    format!("{}…({} bytes)…{}", &name[..head], name.len(), &name[tail..])
+    format!(
+        "{}…({} bytes, #{:016x})…{}",
+        &name[..head],
+        name.len(),
+        fnv1a(name.as_bytes()),
+        &name[tail..]
+    )
+}
+
+/// FNV-1a over `b`: two long names that differ only in their middle stay different once cut.
+fn fnv1a(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &c| {
+        (h ^ u64::from(c)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
 }
 
 /// The demangled form of an Itanium-mangled name, or the name itself.
 pub fn display_name(raw: &str) -> Cow<'_, str> {
-    // A name past the report's length is not demangled: it would be cut anyway, and
-    // demangling costs grow with the name.
-    if !raw.starts_with("_Z") || raw.len() > REPORT_NAME_BYTES {
+    if !raw.starts_with("_Z") {
         return Cow::Borrowed(raw);
     }
     // The demangler parses untrusted text from the trace: contain any panic it might have.
@@ -55,6 +67,11 @@ pub fn display_name(raw: &str) -> Cow<'_, str> {
 
 /// `(display name, the raw name when it differs)`, as stored in report rows, each [`held`].
 pub fn name_pair(raw: &str) -> (String, Option<String>) {
+    // A name past the report's length is not demangled for a report: it is cut anyway, and
+    // demangling costs grow with the name. (Exports demangle whole names: `display_name`.)
+    if raw.len() > REPORT_NAME_BYTES {
+        return (held(raw), None);
+    }
     match display_name(raw) {
         Cow::Borrowed(same) => (held(same), None),
         Cow::Owned(d) => (held(&d), Some(held(raw))),
@@ -95,7 +112,11 @@ mod tests {
         let h = held(&long);
         assert!(h.starts_with(&"a".repeat(half - 1)), "{h}");
         assert!(h.ends_with(&"z".repeat(half - 1)));
-        assert!(h.contains(&format!("…({} bytes)…", long.len())));
+        assert!(h.contains(&format!("…({} bytes, #", long.len())));
+        // Two names alike but in their middle stay apart.
+        let other = long.replacen('m', "n", 1);
+        assert_eq!(other.len(), long.len());
+        assert_ne!(held(&other), h);
         assert!(!h.contains('é') && !h.contains('m'));
         let mangled = format!("_Z{}", "9abcdefghi".repeat(4000));
         let (shown, raw) = name_pair(&mangled);

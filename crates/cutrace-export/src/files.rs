@@ -203,15 +203,29 @@ impl StagingDir {
 /// An output directory locked against every other cutrace export into it (`flock(2)` on the
 /// directory itself: no lock file is created) for as long as it is held.
 #[derive(Debug)]
-pub struct DirLock(#[allow(dead_code)] File);
+pub struct DirLock(#[allow(dead_code)] Option<File>);
 
 impl DirLock {
-    /// Waits for the lock on `dir`.
+    /// Waits for the lock on `dir`. A filesystem without `flock` (Lustre mounted without
+    /// `-o flock`, NFS mounted `nolock`) gives no lock: exports into one directory there are
+    /// not kept apart, as with any tool, but everything else holds.
     pub fn acquire(dir: &Path) -> io::Result<DirLock> {
         let f = File::open(dir)?;
-        f.lock()?;
-        Ok(DirLock(f))
+        match f.lock() {
+            Ok(()) => Ok(DirLock(Some(f))),
+            Err(e) if no_flock(&e) => Ok(DirLock(None)),
+            Err(e) => Err(e),
+        }
     }
+}
+
+/// Whether `e` says the filesystem has no `flock` (ENOLCK, ENOSYS, EOPNOTSUPP).
+fn no_flock(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::Unsupported
+        || matches!(
+            e.raw_os_error(),
+            Some(libc::ENOLCK | libc::ENOSYS | libc::EOPNOTSUPP)
+        )
 }
 
 /// What stopped the placement of an export's outputs. Nothing of the export is then left in

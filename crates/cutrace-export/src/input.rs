@@ -92,7 +92,7 @@ impl Unit {
 /// [`TRACE_FIRST_KEYS`]) is told by that first member alone, without reading it whole: a job of
 /// 1,000 ranks was read twice over, the first time only to look for the summary's key. Any other
 /// object is read member by member, each value skipped as it is read (no value is kept: a 10 MB
-/// trace once took 873 MB here, parsed whole), until a summary's or a trace's member decides.
+/// trace once took 853 MB here, parsed whole), until a summary's or a trace's member decides.
 pub fn is_rank_summary(path: &Path) -> bool {
     let Ok(meta) = std::fs::metadata(path) else {
         return false;

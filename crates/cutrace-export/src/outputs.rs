@@ -41,19 +41,33 @@ pub fn table_file_names() -> impl Iterator<Item = String> {
 
 /// The entries of a cutrace export that `dir` holds now, each one path component: table files
 /// of either format and meta.json (a directory of such a name is not one), and a job's partition
-/// directories (`kernels`, …, `meta`), as whatever they are (a link included).
+/// directories (`kernels`, …, `meta`; a plain file of such a name is not one). A link at any of
+/// those names is one, whatever it points to: it is replaced, never followed.
 pub fn tables_in(dir: &Path) -> Vec<String> {
+    // A table file's name holding a directory is not an export's (the export refuses to put
+    // its table there); a partition's name holding a plain file is not one either.
     let is_entry = |n: &String, file: bool| {
-        std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| !(file && m.is_dir()))
+        std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| {
+            let t = m.file_type();
+            t.is_symlink() || if file { !t.is_dir() } else { t.is_dir() }
+        })
     };
     table_file_names()
         .filter(|n| is_entry(n, true))
         .chain(
-            crate::parquet::job::partition_names()
+            partition_names()
                 .map(str::to_owned)
                 .filter(|n| is_entry(n, false)),
         )
         .collect()
+}
+
+/// The directory beside a job export's tables that holds each rank's `meta.json`.
+pub const META_DIR: &str = "meta";
+
+/// The names of a job export's directories: each table's, and [`META_DIR`].
+pub fn partition_names() -> impl Iterator<Item = &'static str> {
+    tables::ALL_NAMES.iter().copied().chain([META_DIR])
 }
 
 /// One table directory and the formats written to it (--csv and --parquet may name one).

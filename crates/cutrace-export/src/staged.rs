@@ -17,6 +17,8 @@ pub enum StageError {
     Create(PathBuf, #[source] std::io::Error),
     #[error("writing {0}")]
     Write(PathBuf, #[source] std::io::Error),
+    #[error("{0} is a directory; move it away (nothing was written)")]
+    IsDirectory(PathBuf),
     #[error(transparent)]
     Place(#[from] PlaceError),
 }
@@ -82,20 +84,20 @@ impl Staged {
         Ok(())
     }
 
-    /// The names of the files staged so far.
-    pub fn names(&self) -> Vec<String> {
-        self.files
-            .iter()
-            .filter_map(|f| f.dest().file_name())
-            .map(|n| n.to_string_lossy().into_owned())
-            .collect()
-    }
-
     /// Puts every staged file in place together ([`Placement`]): with `replace` (`--force`),
     /// what an earlier export left in the directory (tables of either format, meta.json, a job's
     /// partition directories) is removed; without it, any of that is an error. Returns what was
     /// removed of an earlier export and not written anew.
     pub fn commit(self, replace: bool) -> Result<Vec<String>, StageError> {
+        // A directory where a table goes stops them all, before anything is moved (a rename
+        // onto it would fail half-way).
+        if let Some(f) = self
+            .files
+            .iter()
+            .find(|f| std::fs::symlink_metadata(f.dest()).is_ok_and(|m| m.is_dir()))
+        {
+            return Err(StageError::IsDirectory(f.dest().to_owned()));
+        }
         let mut place = Placement::begin(&self.dir, replace, outputs::tables_in)?;
         // On a failure the files not yet put in place are dropped, which removes them, and the
         // placement undoes itself.

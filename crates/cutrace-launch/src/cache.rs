@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 pub enum CacheError {
     #[error("neither XDG_CACHE_HOME (an absolute path) nor HOME is set")]
     NoBase,
+    #[error("cannot tell which user this is (/proc/self cannot be read), so the cache's owner cannot be checked")]
+    NoUser,
     #[error(
         "{} {why}, so a file unpacked there could be replaced by someone else; make it a \
          directory of your own that only you can write (chmod 700), or set XDG_CACHE_HOME to one",
@@ -108,7 +110,8 @@ fn holds(path: &Path, uid: u32, bytes: &[u8]) -> bool {
         return false;
     };
     let Ok(m) = f.metadata() else { return false };
-    if !m.is_file() || m.uid() != uid || m.len() != bytes.len() as u64 {
+    // A library others could change after this check is not used: it is written anew.
+    if !m.is_file() || m.uid() != uid || m.mode() & 0o022 != 0 || m.len() != bytes.len() as u64 {
         return false;
     }
     let mut got = Vec::with_capacity(bytes.len());
@@ -117,7 +120,7 @@ fn holds(path: &Path, uid: u32, bytes: &[u8]) -> bool {
 
 /// Unpacks `bytes` as `base/cutrace/id/name` (module docs) and returns its path.
 pub fn unpack(base: &Path, id: &str, name: &str, bytes: &[u8]) -> Result<PathBuf, CacheError> {
-    let uid = euid().ok_or(CacheError::NoBase)?;
+    let uid = euid().ok_or(CacheError::NoUser)?;
     // The base itself (~/.cache) is the user's to arrange; cutrace's own directories are checked.
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -169,7 +172,10 @@ mod tests {
                 0o700
             );
         }
-        // Other bytes under the same id (a damaged file) are replaced.
+        // A copy others could write is replaced, as are other bytes under the same id.
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).unwrap();
+        unpack(s.path(), "abc", "lib.so", b"ELF-one").unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
         std::fs::write(&p, b"damaged").unwrap();
         unpack(s.path(), "abc", "lib.so", b"ELF-one").unwrap();
         assert_eq!(std::fs::read(&p).unwrap(), b"ELF-one");

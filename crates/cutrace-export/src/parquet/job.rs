@@ -19,8 +19,7 @@ use crate::files::{self, OutFile, PlaceError, Placement, StagingDir};
 use crate::input::Unit;
 use crate::{meta, outputs, parquet, tables};
 
-/// The directory beside the tables' that holds each rank's `meta.json`.
-pub const META_DIR: &str = "meta";
+pub use crate::outputs::{partition_names, META_DIR};
 /// The file name inside a partition (`TABLE/rank=N/part.parquet`).
 pub const PART_FILE: &str = "part.parquet";
 
@@ -29,11 +28,6 @@ pub fn partition_path(table: &str, rank: u32) -> PathBuf {
     Path::new(table)
         .join(format!("rank={rank}"))
         .join(PART_FILE)
-}
-
-/// The names of a job export's directories: each table's, and [`META_DIR`].
-pub fn partition_names() -> impl Iterator<Item = &'static str> {
-    tables::ALL_NAMES.iter().copied().chain([META_DIR])
 }
 
 /// Where a unit of the job comes from, for a person: its file or directory (a rank's native
@@ -423,7 +417,9 @@ pub fn write_job(
     let stage = StagingDir::new(dir, "job").map_err(io(dir))?;
 
     // Several traces at once: each read on one thread, so the workers share the cores.
-    let workers = opts.workers.clamp(1, units.len());
+    let workers = opts
+        .workers
+        .clamp(1, units.len().clamp(1, cutrace_trace::limits::MAX_THREADS));
     let read = ReadOptions {
         import_threads: (workers > 1).then_some(1),
         limits: opts.limits,

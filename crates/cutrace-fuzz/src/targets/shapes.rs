@@ -2,10 +2,10 @@
 //! MB that once cost gigabytes or never finished. Each is made here, not committed, and judged
 //! like every case (no crash, no hang, peak RSS within the ceiling beyond what it writes).
 //!
-//! - A native part of 1.4 KB whose 2,000 kernels on 100 devices share one 1 MiB name: the
-//!   report once copied that name into every gap and neighbour entry (4 GB and an abort).
+//! - A native part of 1.7 KB whose 2,000 kernels on 100 devices share one 1 MiB name: the
+//!   report once copied that name into every gap and neighbour entry (3.9 GB and an abort).
 //! - A 10 MB Kineto trace whose first member is not one a trace starts with and that holds the
-//!   text `cutrace_rank_summary`: the rank-summary sniff once parsed it whole (873 MB).
+//!   text `cutrace_rank_summary`: the rank-summary sniff once parsed it whole (853 MB).
 //! - `--threads` (and `CUTRACE_IMPORT_THREADS`) of 2^64-1 on a Kineto trace: the parallel
 //!   scanner once looped over it.
 

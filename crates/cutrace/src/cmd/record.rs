@@ -178,7 +178,8 @@ fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
     })
     .map_err(|e| {
         anyhow::Error::new(e).context(format!(
-            "the injection library is built into cutrace, but it could not be unpacked into              the cache ({missing})"
+            "the injection library is built into cutrace, but it could not be unpacked into \
+             the cache ({missing})"
         ))
     })
 }

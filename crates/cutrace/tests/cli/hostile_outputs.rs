@@ -243,6 +243,8 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
     let out = d.path("shared");
     std::fs::create_dir(&out).unwrap();
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // Staging names are random now and cannot be guessed; these plants catch a return to
+    // predictable names (on the code that used them, the victim's meta.json was replaced).
     // The planting user's guesses at the staging names of the next processes to start: the
     // name a job export once used (`.cutrace-job.<pid>.tmp`), open to all, holding
     // `out/meta/rank=0` and `rank=1`, links to the victim's directory, in a directory (`meta`) the
@@ -301,4 +303,59 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
     intact(&v);
     assert!(o.status.success(), "{}", show(&o));
     assert!(out.join("meta/rank=0/meta.json").is_file(), "{}", show(&o));
+}
+
+#[test]
+fn force_removes_only_an_earlier_exports_entries() {
+    let trace = fixture("kineto/two_streams.json.gz");
+    let d = Dir::new("force-own-files");
+    let out = d.path("out");
+    std::fs::create_dir(&out).unwrap();
+    // A user's own files that happen to have a partition's name are not an earlier export's.
+    for n in ["kernels", "ranges", "meta"] {
+        std::fs::write(out.join(n), "mine").unwrap();
+    }
+    let args = [
+        trace.as_os_str(),
+        "--csv".as_ref(),
+        out.as_os_str(),
+        "--force".as_ref(),
+    ];
+    let o = convert(&args).output().unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+    for n in ["kernels", "ranges", "meta"] {
+        assert_eq!(std::fs::read_to_string(out.join(n)).unwrap(), "mine", "{n}");
+    }
+    assert!(
+        !String::from_utf8_lossy(&o.stderr).contains("removed"),
+        "{}",
+        show(&o)
+    );
+    // A directory where a table goes stops the export before anything moves, with or without
+    // --force (into an empty directory, and over an earlier export), and says so.
+    std::fs::remove_file(out.join("kernels.csv")).unwrap();
+    let fresh = d.path("fresh");
+    for dir in [&out, &fresh] {
+        std::fs::create_dir_all(dir.join("kernels.csv")).unwrap();
+        std::fs::write(dir.join("kernels.csv/keep"), "precious").unwrap();
+    }
+    for (out, force) in [(&fresh, false), (&fresh, true), (&out, true)] {
+        let before = listing(out);
+        let mut a = vec![trace.as_os_str(), "--csv".as_ref(), out.as_os_str()];
+        if force {
+            a.push("--force".as_ref());
+        }
+        let o = convert(&a).output().unwrap();
+        assert!(!o.status.success(), "{}", show(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("kernels.csv is a directory; move it away"),
+            "force {force}: {}",
+            show(&o)
+        );
+        assert_eq!(listing(out), before, "force {force}");
+        assert_eq!(
+            std::fs::read_to_string(out.join("kernels.csv/keep")).unwrap(),
+            "precious"
+        );
+    }
 }
