@@ -190,7 +190,7 @@ def _write_new(dest: PathLike, text: str) -> None:
             f"{dest} exists already: cutrace does not replace it (choose a new or empty directory)"
         )
         try:
-            os.link(tmp, dest)
+            os.link(tmp, dest, follow_symlinks=False)
         except FileExistsError:
             raise exists from None
         except OSError:

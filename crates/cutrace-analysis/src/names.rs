@@ -51,17 +51,37 @@ pub fn display_name(raw: &str) -> Cow<'_, str> {
     if !raw.starts_with("_Z") {
         return Cow::Borrowed(raw);
     }
-    // The demangler parses untrusted text from the trace: contain any panic it might have.
+    // The demangler parses untrusted text from the trace: contain any panic it might have, and
+    // stop it past DEMANGLED_BYTES of output (substitutions can double a name's length at each
+    // level: a 50-byte name once demangled for a second, a 10 MB trace holds thousands).
     let demangled = std::panic::catch_unwind(|| {
-        cpp_demangle::Symbol::new(raw)
-            .ok()
-            .and_then(|s| s.demangle().ok())
+        let sym = cpp_demangle::Symbol::new(raw).ok()?;
+        let mut out = Bounded(String::new());
+        sym.structured_demangle(&mut out, &Default::default())
+            .ok()?;
+        Some(out.0)
     })
     .ok()
     .flatten();
     match demangled {
         Some(d) if !d.is_empty() => Cow::Owned(d),
         _ => Cow::Borrowed(raw),
+    }
+}
+
+/// The longest demangled name kept; past it, the mangled name is shown as it is.
+pub const DEMANGLED_BYTES: usize = 64 << 10;
+
+/// A `String` that refuses to grow past [`DEMANGLED_BYTES`], ending the formatting.
+struct Bounded(String);
+
+impl std::fmt::Write for Bounded {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.0.len() + s.len() > DEMANGLED_BYTES {
+            return Err(std::fmt::Error);
+        }
+        self.0.push_str(s);
+        Ok(())
     }
 }
 
@@ -96,6 +116,30 @@ mod tests {
             ("foo(int)".to_owned(), Some("_Z3fooi".to_owned()))
         );
         assert_eq!(name_pair("gemm"), ("gemm".to_owned(), None));
+    }
+
+    #[test]
+    fn a_name_whose_demangling_doubles_at_each_level_is_stopped() {
+        // X<a, a> where each a is the previous X<…>, by substitution: 2^23 copies of the first.
+        let sub = |i: usize| match i {
+            0 => "S_".to_string(),
+            i => format!(
+                "S{}_",
+                char::from_digit((i - 1) as u32, 36)
+                    .unwrap()
+                    .to_ascii_uppercase()
+            ),
+        };
+        let mut n = "_Z2f01A1XIS_S_E".to_string();
+        for level in 2..25 {
+            n += &format!("S0_I{}{}E", sub(level), sub(level));
+        }
+        // Its demangled form is megabytes long: the demangler stops at DEMANGLED_BYTES (the
+        // work is bounded by the output; it took over a second before), and the name is shown
+        // as it is.
+        assert_eq!(display_name(&n), n);
+        // The first level alone demangles.
+        assert!(display_name("_Z2f01A1XIS_S_E").starts_with("f0"));
     }
 
     #[test]

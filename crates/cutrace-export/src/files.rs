@@ -180,8 +180,21 @@ fn random_u64() -> u64 {
 pub struct StagingDir(Option<tempfile::TempDir>);
 
 impl StagingDir {
-    /// A new staging directory in `parent`, named `.cutrace-<what>.<random>.tmp`.
+    /// A new staging directory in `parent`, named `.cutrace-<what>.<random>.tmp`. Refused in a
+    /// directory whose entries other users can rename (one they can write, without the sticky
+    /// bit, or below one): they could swap the staging directory for a link while it is used.
     pub fn new(parent: &Path, what: &str) -> io::Result<StagingDir> {
+        if let Some((dir, mode)) = others_can_swap(parent) {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "{} can be written by other users and is not sticky (mode {mode:o}): they \
+                     could swap what cutrace stages there for a link; write into a directory of \
+                     your own, or one with the sticky bit as /tmp has (nothing was written)",
+                    dir.display()
+                ),
+            ));
+        }
         let d = tempfile::Builder::new()
             .prefix(&format!(".cutrace-{what}."))
             .suffix(".tmp")
@@ -200,6 +213,19 @@ impl StagingDir {
     }
 }
 
+/// The first directory from `/` down to `dir` (links resolved) that users other than its owner
+/// and group can write without the sticky bit, and its mode: in it, anyone can rename entries.
+pub fn others_can_swap(dir: &Path) -> Option<(PathBuf, u32)> {
+    let canon = std::fs::canonicalize(dir).ok()?;
+    let mut chain: Vec<&Path> = canon.ancestors().collect();
+    chain.reverse();
+    chain.into_iter().find_map(|p| {
+        let m = std::fs::symlink_metadata(p).ok()?;
+        let mode = m.mode() & 0o7777;
+        (mode & 0o002 != 0 && mode & 0o1000 == 0).then(|| (p.to_owned(), mode))
+    })
+}
+
 /// An output directory locked against every other cutrace export into it (`flock(2)` on the
 /// directory itself: no lock file is created) for as long as it is held.
 #[derive(Debug)]
@@ -209,15 +235,37 @@ impl DirLock {
     /// Waits for the lock on `dir`. A filesystem without `flock` (Lustre mounted without
     /// `-o flock`, NFS mounted `nolock`) gives no lock: exports into one directory there are
     /// not kept apart, as with any tool, but everything else holds.
+    /// Anyone who can read a directory can lock it, so the wait is bounded ([`LOCK_WAIT`]); a
+    /// cutrace export holds the lock only while it puts its tables in place (renames).
     pub fn acquire(dir: &Path) -> io::Result<DirLock> {
         let f = File::open(dir)?;
-        match f.lock() {
-            Ok(()) => Ok(DirLock(Some(f))),
-            Err(e) if no_flock(&e) => Ok(DirLock(None)),
-            Err(e) => Err(e),
+        let start = std::time::Instant::now();
+        loop {
+            match f.try_lock() {
+                Ok(()) => return Ok(DirLock(Some(f))),
+                Err(std::fs::TryLockError::WouldBlock) if start.elapsed() < LOCK_WAIT => {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!(
+                            "another process has held a lock on the directory for {} s (another \
+                             cutrace export into it, or anyone who can read it); try again, or \
+                             choose another directory",
+                            LOCK_WAIT.as_secs()
+                        ),
+                    ))
+                }
+                Err(std::fs::TryLockError::Error(e)) if no_flock(&e) => return Ok(DirLock(None)),
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
         }
     }
 }
+
+/// How long [`DirLock::acquire`] waits for another holder of the lock.
+pub const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Whether `e` says the filesystem has no `flock` (ENOLCK, ENOSYS, EOPNOTSUPP).
 fn no_flock(e: &io::Error) -> bool {
@@ -238,6 +286,12 @@ pub enum PlaceError {
         .0.display(), .1.join(", ")
     )]
     Exists(PathBuf, Vec<String>),
+    #[error(
+        "{} is in the way of the export and is not a cutrace export's; move it away (nothing \
+         was written)",
+        .0.display()
+    )]
+    InTheWay(PathBuf),
     #[error("{what} {}", .path.display())]
     Io {
         what: &'static str,
@@ -287,7 +341,8 @@ impl Placement {
         let lock = DirLock::acquire(dir).map_err(place_io("locking", dir))?;
         let found = earlier(dir);
         if !found.is_empty() && !replace {
-            return Err(PlaceError::Exists(dir.to_owned(), found));
+            let shown = crate::outputs::shown_entries(dir, &found);
+            return Err(PlaceError::Exists(dir.to_owned(), shown));
         }
         let mut p = Placement {
             dir: dir.to_owned(),
@@ -340,12 +395,15 @@ impl Placement {
         let dest = self
             .dir
             .join(one_component(name).map_err(place_io("writing", src))?);
-        // rename(2) of a directory fails on anything at the destination but an empty directory.
-        if !self.replace && std::fs::symlink_metadata(&dest).is_ok() {
-            return Err(PlaceError::Exists(
-                self.dir.clone(),
-                vec![format!("{name}/")],
-            ));
+        // rename(2) of a directory fails on anything at the destination but an empty directory,
+        // which it would replace. With `replace`, an earlier export's entries were moved aside:
+        // what is still there is someone's own.
+        if std::fs::symlink_metadata(&dest).is_ok() {
+            return Err(if self.replace {
+                PlaceError::InTheWay(dest)
+            } else {
+                PlaceError::Exists(self.dir.clone(), vec![format!("{name}/")])
+            });
         }
         std::fs::rename(src, &dest).map_err(place_io("writing", &dest))?;
         self.placed.push(name.to_owned());

@@ -94,16 +94,25 @@ impl Unit {
 /// object is read member by member, each value skipped as it is read (no value is kept: a 10 MB
 /// trace once took 853 MB here, parsed whole), until a summary's or a trace's member decides.
 pub fn is_rank_summary(path: &Path) -> bool {
-    let Ok(meta) = std::fs::metadata(path) else {
+    use std::io::Seek;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Opened once, without blocking (a FIFO put in its place meanwhile must not hang the
+    // sniff), and judged by what was opened.
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+    else {
+        return false;
+    };
+    let Ok(meta) = f.metadata() else {
         return false;
     };
     if !meta.is_file() {
         return false;
     }
     let mut head = [0u8; 256];
-    let n = std::fs::File::open(path)
-        .and_then(|mut f| read_up_to(&mut f, &mut head))
-        .unwrap_or(0);
+    let n = read_up_to(&mut f, &mut head).unwrap_or(0);
     let head = &head[..n];
     if !head.trim_ascii_start().starts_with(b"{") {
         return false;
@@ -117,7 +126,7 @@ pub fn is_rank_summary(path: &Path) -> bool {
     if meta.len() > 16 << 20 {
         return false;
     }
-    std::fs::File::open(path).is_ok_and(|f| top_level_says_summary(std::io::BufReader::new(f)))
+    f.rewind().is_ok() && top_level_says_summary(std::io::BufReader::new(f))
 }
 
 const SUMMARY_KEY: &str = "cutrace_rank_summary";

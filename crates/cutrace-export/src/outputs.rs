@@ -41,15 +41,19 @@ pub fn table_file_names() -> impl Iterator<Item = String> {
 
 /// The entries of a cutrace export that `dir` holds now, each one path component: table files
 /// of either format and meta.json (a directory of such a name is not one), and a job's partition
-/// directories (`kernels`, …, `meta`; a plain file of such a name is not one). A link at any of
-/// those names is one, whatever it points to: it is replaced, never followed.
+/// directories (`kernels`, …, `meta`) laid out as a job export lays them out (nothing but
+/// `rank=N` directories: a user's own `meta/` is not one). A link at any of those names is one,
+/// whatever it points to: it is replaced, never followed.
 pub fn tables_in(dir: &Path) -> Vec<String> {
-    // A table file's name holding a directory is not an export's (the export refuses to put
-    // its table there); a partition's name holding a plain file is not one either.
     let is_entry = |n: &String, file: bool| {
         std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| {
             let t = m.file_type();
-            t.is_symlink() || if file { !t.is_dir() } else { t.is_dir() }
+            t.is_symlink()
+                || if file {
+                    !t.is_dir()
+                } else {
+                    is_partition_dir(&dir.join(n))
+                }
         })
     };
     table_file_names()
@@ -59,6 +63,39 @@ pub fn tables_in(dir: &Path) -> Vec<String> {
                 .map(str::to_owned)
                 .filter(|n| is_entry(n, false)),
         )
+        .collect()
+}
+
+/// Whether `p` is laid out as a job export's partition directory: not empty, and nothing in it
+/// but `rank=N` directories.
+fn is_partition_dir(p: &Path) -> bool {
+    let Ok(rd) = std::fs::read_dir(p) else {
+        return false;
+    };
+    let mut any = false;
+    for e in rd {
+        let Ok(e) = e else { return false };
+        let name = e.file_name();
+        let rank = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("rank="))
+            .is_some_and(|r| r.parse::<u32>().is_ok());
+        if !rank || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
+/// `names` (entries of `dir`) as a person reads them: a directory's with a `/`.
+pub fn shown_entries(dir: &Path, names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| match std::fs::symlink_metadata(dir.join(n)) {
+            Ok(m) if m.is_dir() => format!("{n}/"),
+            _ => n.clone(),
+        })
         .collect()
 }
 

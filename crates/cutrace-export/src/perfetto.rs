@@ -948,7 +948,8 @@ struct Writer<'t, W: Write> {
     cats: Interner,
     keys: Interner,
     /// Name iids by string id: kernels (demangled) and everything else (as it is).
-    kernel_iids: HashMap<StrId, u64>,
+    /// Per kernel name: its iid, and whether the name shown differs from the raw one (demangled).
+    kernel_iids: HashMap<StrId, (u64, bool)>,
     plain_iids: HashMap<StrId, u64>,
     packets: u64,
 }
@@ -972,14 +973,17 @@ impl<W: Write> Writer<'_, W> {
         Ok(())
     }
 
-    /// The name iid of a kernel (its demangled display name), made once per string.
-    fn kernel_iid(&mut self, id: StrId) -> u64 {
-        if let Some(&i) = self.kernel_iids.get(&id) {
-            return i;
+    /// The name iid of a kernel (its demangled display name), and whether the name was
+    /// demangled: each name is demangled once.
+    fn kernel_name(&mut self, id: StrId) -> (u64, bool) {
+        if let Some(&v) = self.kernel_iids.get(&id) {
+            return v;
         }
-        let i = self.names.iid(&display_name(self.t.str(id)));
-        self.kernel_iids.insert(id, i);
-        i
+        let raw = self.t.str(id);
+        let shown = display_name(raw);
+        let v = (self.names.iid(&shown), shown != raw);
+        self.kernel_iids.insert(id, v);
+        v
     }
 
     /// The name iid of a string used as it is.
@@ -1204,8 +1208,14 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         if ev.what == 1 {
             uint(&mut te, pf::TE_TYPE, pf::SLICE_END);
         } else {
+            // Whether a kernel's name was demangled (its raw name then goes in the arguments).
+            let mut demangled = false;
             let (name_iid, cat) = match ev.rec {
-                Rec::Kernel(i) => (wr.kernel_iid(t.kernels[i as usize].name), "kernel"),
+                Rec::Kernel(i) => {
+                    let (iid, d) = wr.kernel_name(t.kernels[i as usize].name);
+                    demangled = d;
+                    (iid, "kernel")
+                }
                 Rec::Memcpy(i) => (
                     wr.names.iid(copy_name(t.memcpys[i as usize].kind)),
                     "gpu_memcpy",
@@ -1270,9 +1280,8 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
                     if l.graph_id != 0 {
                         args.u("graph id", u64::from(l.graph_id));
                     }
-                    let raw = t.str(k.name);
-                    if display_name(raw) != raw {
-                        args.s("mangled", raw);
+                    if demangled {
+                        args.s("mangled", t.str(k.name));
                     }
                     if let Some(f) = kernel_flows[i as usize] {
                         f.write(&mut te);

@@ -60,8 +60,42 @@ pub fn cache_base(
 }
 
 /// The user cutrace runs as: the owner of its own `/proc/self` (the effective uid).
-fn euid() -> Option<u32> {
+pub fn euid() -> Option<u32> {
     std::fs::metadata("/proc/self").ok().map(|m| m.uid())
+}
+
+/// Why someone other than `uid` and root could replace what `path` names: the first directory
+/// from `/` down to `path` (itself included; links resolved first) that belongs to another user,
+/// or that others can write without the sticky bit (in a sticky one, such as `/tmp`, only an
+/// entry's owner can rename it). `None` when nobody else can. The rule of `sshd`'s StrictModes.
+pub fn others_can_replace(path: &Path, uid: u32) -> Option<(PathBuf, String)> {
+    let canon = match std::fs::canonicalize(path) {
+        Ok(c) => c,
+        Err(e) => return Some((path.to_owned(), format!("cannot be resolved ({e})"))),
+    };
+    let mut chain: Vec<&Path> = canon.ancestors().collect();
+    chain.reverse();
+    for p in chain {
+        let m = match std::fs::symlink_metadata(p) {
+            Ok(m) => m,
+            Err(e) => return Some((p.to_owned(), format!("cannot be read ({e})"))),
+        };
+        if m.uid() != uid && m.uid() != 0 {
+            return Some((
+                p.to_owned(),
+                format!("belongs to uid {}, not to you (uid {uid}) or root", m.uid()),
+            ));
+        }
+        let writable = m.mode() & 0o022 != 0;
+        let sticky = m.is_dir() && m.mode() & 0o1000 != 0;
+        if writable && !sticky {
+            return Some((
+                p.to_owned(),
+                format!("can be written by others (mode {:o})", m.mode() & 0o7777),
+            ));
+        }
+    }
+    None
 }
 
 /// `dir`, created with mode 0700 if missing, then checked: a directory, not a link, owned by
@@ -121,12 +155,18 @@ fn holds(path: &Path, uid: u32, bytes: &[u8]) -> bool {
 /// Unpacks `bytes` as `base/cutrace/id/name` (module docs) and returns its path.
 pub fn unpack(base: &Path, id: &str, name: &str, bytes: &[u8]) -> Result<PathBuf, CacheError> {
     let uid = euid().ok_or(CacheError::NoUser)?;
-    // The base itself (~/.cache) is the user's to arrange; cutrace's own directories are checked.
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(base)
         .map_err(io_err("creating", base))?;
+    // Every directory above the cache too: one that someone else can rename entries in lets
+    // them swap the whole cache after the checks, while the program runs (the library's path
+    // is in its environment for its whole life).
+    if let Some((dir, why)) = others_can_replace(base, uid) {
+        return Err(CacheError::Unsafe { dir, why });
+    }
+    let base = std::fs::canonicalize(base).map_err(io_err("resolving", base))?;
     let top = base.join("cutrace");
     private_dir(&top, uid)?;
     let dir = top.join(id);
@@ -207,6 +247,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
         assert!(std::fs::symlink_metadata(&p).unwrap().is_file());
         assert_eq!(std::fs::read(&p).unwrap(), b"ELF");
+    }
+
+    #[test]
+    fn a_base_others_can_swap_is_refused() {
+        let s = scratch();
+        let shared = s.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = unpack(&shared.join("base"), "id", "lib.so", b"ELF").unwrap_err();
+        assert!(e.to_string().contains("can be written by others"), "{e}");
+        assert!(!shared.join("base/cutrace").exists());
+        // Sticky, as /tmp is: only an entry's owner can rename it.
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        unpack(&shared.join("base"), "id", "lib.so", b"ELF").unwrap();
     }
 
     #[test]

@@ -80,13 +80,28 @@ pub fn find_inject_lib(
     }
     let mut tried = Vec::new();
     if let Some(dir) = exe.and_then(Path::parent) {
+        let uid = cache::euid();
         for cand in [
             dir.join(INJECT_LIB_NAME),
             dir.join("../lib").join(INJECT_LIB_NAME),
             dir.join("../lib/cutrace").join(INJECT_LIB_NAME),
         ] {
             if cand.is_file() {
-                return canonical(&cand);
+                // A library someone else could have put there (the binary run from a shared
+                // directory) is passed over: loading it runs its code as this user.
+                match uid.and_then(|u| cache::others_can_replace(&cand, u)) {
+                    None if uid.is_some() => return canonical(&cand),
+                    None => tried.push(format!(
+                        "{} (whose owner cannot be checked)",
+                        cand.display()
+                    )),
+                    Some((p, why)) => tried.push(format!(
+                        "{} (passed over: {} {why})",
+                        cand.display(),
+                        p.display()
+                    )),
+                }
+                continue;
             }
             tried.push(cand.display().to_string());
         }
@@ -417,6 +432,19 @@ mod tests {
         let p = find_inject_lib(None, Some(&exe)).unwrap();
         assert!(p.is_absolute());
         assert!(find_inject_lib(Some("/nonexistent.so".into()), Some(&exe)).is_err());
+        // Beside a binary in a directory others can write (not sticky), or written by others
+        // itself, the library is passed over, and the error says why.
+        use std::os::unix::fs::PermissionsExt;
+        let lib = dir.join("bin").join(INJECT_LIB_NAME);
+        for (d, f) in [(0o777, 0o644), (0o755, 0o666)] {
+            std::fs::set_permissions(dir.join("bin"), std::fs::Permissions::from_mode(d)).unwrap();
+            std::fs::set_permissions(&lib, std::fs::Permissions::from_mode(f)).unwrap();
+            let e = find_inject_lib(None, Some(&exe)).unwrap_err().to_string();
+            assert!(
+                e.contains("passed over") && e.contains("can be written by others"),
+                "{e}"
+            );
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

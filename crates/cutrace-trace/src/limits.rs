@@ -4,6 +4,10 @@
 
 use std::str::FromStr;
 
+/// Bytes of strings a native part may hold per byte its chunks occupy in the file, beyond one
+/// string of `string-bytes` ([`Limits::string_bytes_backed_by_part`]).
+pub const STRING_BYTES_PER_STORED_BYTE: u64 = 64;
+
 /// The most threads any reader or job analysis uses, whatever `--threads` or
 /// `CUTRACE_IMPORT_THREADS` asks: far more than the cores of any machine cutrace runs on, and
 /// few enough that the work of cutting an input into one piece per thread stays small.
@@ -61,6 +65,25 @@ impl Limits {
                 .saturating_mul(self.rows_per_stored_byte)
                 .saturating_add(4096),
         )
+    }
+
+    /// Rows (and strings) all the chunks of one part may hold together, once `stored` bytes of
+    /// them have been read: as [`Limits::rows_backed_by`] for one chunk, with the first 4096
+    /// free once per part, not once per chunk (5,000 chunks of 4,096 rows each once made a
+    /// 920 KB part hold 20 million kernels).
+    pub fn rows_backed_by_part(&self, stored: u64) -> u64 {
+        stored
+            .saturating_mul(self.rows_per_stored_byte)
+            .saturating_add(4096)
+    }
+
+    /// Bytes of strings all the chunks of one part may hold together, once `stored` bytes of
+    /// them have been read: one string of the longest kind, and [`STRING_BYTES_PER_STORED_BYTE`]
+    /// per stored byte (deflate alone could claim 1,000; recorded names compress 5 to 20 times).
+    pub fn string_bytes_backed_by_part(&self, stored: u64) -> u64 {
+        stored
+            .saturating_mul(STRING_BYTES_PER_STORED_BYTE)
+            .saturating_add(self.string_bytes)
     }
 
     /// Applies one `NAME=VALUE` setting (see [`LIMIT_NAMES`]). VALUE is an integer, optionally

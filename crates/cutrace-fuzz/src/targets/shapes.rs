@@ -6,6 +6,8 @@
 //!   report once copied that name into every gap and neighbour entry (3.9 GB and an abort).
 //! - A 10 MB Kineto trace whose first member is not one a trace starts with and that holds the
 //!   text `cutrace_rank_summary`: the rank-summary sniff once parsed it whole (853 MB).
+//! - A native part of 10 kernels whose mangled names double in length at each of 23 levels of
+//!   substitution: each once took a second or more to demangle, in the report and the exports.
 //! - `--threads` (and `CUTRACE_IMPORT_THREADS`) of 2^64-1 on a Kineto trace: the parallel
 //!   scanner once looped over it.
 
@@ -62,6 +64,49 @@ pub fn shared_name_part(devices: u32, per_device: u64, name_bytes: usize) -> io:
             corr += 1;
             w.push_kernel(&k, &Launch::default());
         }
+    }
+    w.finish(&Default::default())
+}
+
+/// A mangled name of about 100 bytes whose demangled form doubles at each of 23 levels of
+/// substitution (`X<a, a>`, each `a` the `X<…>` before): 2^23 copies of its first argument.
+pub fn doubling_mangled_name(tag: u32) -> String {
+    let sub = |i: u32| match i {
+        0 => "S_".to_string(),
+        i => format!(
+            "S{}_",
+            char::from_digit(i - 1, 36).map_or('0', |c| c.to_ascii_uppercase())
+        ),
+    };
+    let mut n = format!("_Z2f{tag}1A1XIS_S_E");
+    for level in 2..25 {
+        n += &format!("S0_I{}{}E", sub(level), sub(level));
+    }
+    n
+}
+
+/// A native part of `kernels` kernels, each named by a [`doubling_mangled_name`] of its own.
+pub fn doubling_names_part(kernels: u32) -> io::Result<Vec<u8>> {
+    let header = Header {
+        cutrace_version: "fuzz".into(),
+        pid: Some(4242),
+        kinds: vec!["CONCURRENT_KERNEL".into()],
+        ..Header::default()
+    };
+    let mut w = Writer::new(Vec::new(), &header)?;
+    for i in 0..kernels {
+        let name = w.intern(&doubling_mangled_name(i % 10));
+        let k = Kernel {
+            device: 0,
+            context: 1,
+            stream: 7,
+            correlation_id: u64::from(i) + 1,
+            start_ns: 1_000_000 + u64::from(i) * 2_000,
+            end_ns: 1_000_000 + u64::from(i) * 2_000 + 1_000,
+            name,
+            launch: 0,
+        };
+        w.push_kernel(&k, &Launch::default());
     }
     w.finish(&Default::default())
 }
@@ -131,6 +176,23 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
         what.clone(),
     ));
     out.push(case(vec![os("diff"), p.clone(), p], vec![], what));
+
+    let part_dir = dir.join("doubling-names");
+    std::fs::create_dir_all(&part_dir)?;
+    let part = doubling_names_part(10)?;
+    let what = format!(
+        "a native part of {} bytes: 10 kernels whose mangled names double at each substitution",
+        part.len()
+    );
+    std::fs::write(part_dir.join("fuzz-4242.cutrace"), &part)?;
+    let p = part_dir.into_os_string();
+    out.push(case(vec![os("report"), p.clone()], vec![], what.clone()));
+    let chrome = dir.join("doubling.json");
+    out.push(case(
+        vec![os("convert"), p, os("--chrome"), chrome.clone().into()],
+        vec![chrome],
+        what,
+    ));
 
     let json = dir.join("late-key.json");
     std::fs::write(&json, late_trace_key_json(10_000_000))?;

@@ -456,6 +456,12 @@ struct PartBuilder {
     /// Bytes skipped as damaged, and the stretches they were in.
     damaged_bytes: u64,
     damaged_regions: u64,
+    /// Bytes of the chunks read so far as they are stored, and the rows, strings and string
+    /// bytes they held: the part's budgets (`Limits::rows_backed_by_part`) are on the whole
+    /// part, so that many chunks of the free allowance each cannot add up.
+    stored_total: u64,
+    rows_total: u64,
+    string_bytes_total: u64,
     header: Option<Header>,
     meta: Meta,
     tail: Option<Tail>,
@@ -488,6 +494,7 @@ impl PartBuilder {
     }
 
     fn chunk(&mut self, t: [u8; 4], raw: &[u8], stored: u64) -> Result<(), String> {
+        self.stored_total = self.stored_total.saturating_add(stored);
         match t {
             tag::HEAD => {
                 let h: Header =
@@ -526,6 +533,21 @@ impl PartBuilder {
         Ok(())
     }
 
+    /// Counts `n` more rows (or strings) against the part's budget.
+    fn take_rows(&mut self, n: u64, what: &str) -> Result<(), String> {
+        let backed = self.limits.rows_backed_by_part(self.stored_total);
+        let total = self.rows_total.saturating_add(n);
+        if total > backed {
+            return Err(format!(
+                "the part's chunks claim {total} {what} and rows in {} stored bytes, over the \
+                 limit of {backed} (rows-per-byte)",
+                self.stored_total
+            ));
+        }
+        self.rows_total = total;
+        Ok(())
+    }
+
     fn strings_chunk(&mut self, raw: &[u8], stored: u64) -> Result<(), String> {
         let mut pos = 0;
         let bad = || "bad STRS chunk".to_string();
@@ -547,6 +569,8 @@ impl PartBuilder {
                  (chunk-rows, rows-per-byte)"
             ));
         }
+        self.take_rows(count, "strings")?;
+        let string_budget = self.limits.string_bytes_backed_by_part(self.stored_total);
         let mut new = Vec::with_capacity(count.min(raw.len() as u64) as usize);
         for _ in 0..count {
             let len = get_varint(raw, &mut pos).ok_or_else(bad)?;
@@ -560,6 +584,16 @@ impl PartBuilder {
                 .checked_add(len as usize)
                 .filter(|&e| e <= raw.len())
                 .ok_or_else(bad)?;
+            self.string_bytes_total += len;
+            if self.string_bytes_total > string_budget {
+                return Err(format!(
+                    "the part's strings reach {} bytes in {} stored bytes, over the limit of \
+                     {string_budget} (string-bytes, {} per stored byte)",
+                    self.string_bytes_total,
+                    self.stored_total,
+                    crate::limits::STRING_BYTES_PER_STORED_BYTE
+                ));
+            }
             new.push(String::from_utf8_lossy(&raw[pos..end]).into_owned());
             pos = end;
         }
@@ -584,6 +618,7 @@ impl PartBuilder {
                  (chunk-rows, rows-per-byte)"
             ));
         }
+        self.take_rows(nrows, "rows")?;
         let nrows = nrows as usize;
         if nrows > raw.len() || ncols > raw.len() || (nrows > 0 && ncols == 0) {
             return Err(bad());

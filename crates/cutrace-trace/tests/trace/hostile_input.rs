@@ -135,6 +135,75 @@ fn a_string_table_of_empty_strings_is_refused() {
     assert!(t.meta.damaged_regions > 0);
 }
 
+/// One RECS chunk of `rows` kernels whose 17 columns are all zero (the first row absolute, the
+/// rest deltas): a few hundred bytes stored.
+fn zero_kernels_chunk(rows: u64) -> Vec<u8> {
+    let mut raw = vec![1u8];
+    varint(&mut raw, rows);
+    varint(&mut raw, 17);
+    for _ in 0..17 {
+        varint(&mut raw, rows);
+        raw.extend(std::iter::repeat_n(0u8, rows as usize));
+    }
+    chunk(tag::RECS, &raw, true)
+}
+
+#[test]
+fn many_chunks_within_the_free_rows_each_do_not_add_up() {
+    // 500 chunks of 4,096 rows: each within one chunk's allowance (4,096 rows free, beyond 2
+    // per stored byte), together 2 million rows in ~40 KB, which once all became records.
+    let c = zero_kernels_chunk(4096);
+    let chunks: Vec<Vec<u8>> = (0..500).map(|_| c.clone()).collect();
+    let part = part_with(&chunks);
+    let d = TempDir::new("free-rows");
+    let p = d.write("a.cutrace", &part);
+    let t = read(&p).unwrap();
+    let budget = 4096 + 2 * part.len();
+    assert!(
+        t.kernels.len() <= budget,
+        "{} kernels from {} bytes",
+        t.kernels.len(),
+        part.len()
+    );
+    // The first chunk is within the part's budget, and what was refused is said.
+    assert!(t.kernels.len() >= 4096);
+    let why = t.meta.incomplete_reason.unwrap();
+    assert!(why.contains("rows-per-byte"), "{why}");
+}
+
+#[test]
+fn string_bytes_are_bounded_by_the_bytes_that_hold_them() {
+    // 20 chunks of 10 distinct strings of 100 KiB each: 20 MB of names in ~20 KB.
+    let mut chunks = Vec::new();
+    let mut first = 0u64;
+    for c in 0..20 {
+        let mut raw = Vec::new();
+        varint(&mut raw, first);
+        varint(&mut raw, 10);
+        for i in 0..10 {
+            let s = format!("{c}-{i}-{}", "k".repeat(100 << 10));
+            varint(&mut raw, s.len() as u64);
+            raw.extend_from_slice(s.as_bytes());
+        }
+        first += 10;
+        chunks.push(chunk(tag::STRS, &raw, true));
+    }
+    let part = part_with(&chunks);
+    assert!(part.len() < 100_000, "{}", part.len());
+    let d = TempDir::new("string-bytes");
+    let p = d.write("a.cutrace", &part);
+    let t = read(&p).unwrap();
+    let held: usize = t.strings.iter().map(String::len).sum();
+    let budget = (1usize << 20) + 64 * part.len();
+    assert!(
+        held <= budget,
+        "{held} bytes of strings from {} bytes",
+        part.len()
+    );
+    let why = t.meta.incomplete_reason.unwrap();
+    assert!(why.contains("string-bytes"), "{why}");
+}
+
 /// Where a chunk is in a part: (offset, tag, stored length).
 type ChunkAt = (usize, [u8; 4], usize);
 

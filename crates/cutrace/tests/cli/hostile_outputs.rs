@@ -359,3 +359,43 @@ fn force_removes_only_an_earlier_exports_entries() {
         );
     }
 }
+
+#[test]
+fn no_staging_directory_where_other_users_could_swap_it() {
+    // A directory every user can write, without the sticky bit: anyone could rename cutrace's
+    // staging directory there and put a link in its place while the export writes into it.
+    let d = Dir::new("open-dir");
+    let out = d.path("open");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let job = [
+        fixture("kineto/gloo_rank0.json.gz"),
+        fixture("kineto/gloo_rank1.json.gz"),
+    ];
+    let o = convert(&[
+        job[0].as_os_str(),
+        job[1].as_os_str(),
+        "--parquet".as_ref(),
+        out.as_os_str(),
+    ])
+    .output()
+    .unwrap();
+    assert!(!o.status.success(), "{}", show(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("is not sticky"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(listing(&out), Vec::<String>::new());
+    // With the sticky bit, as /tmp has, only an entry's owner can rename it: the export runs.
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = convert(&[
+        job[0].as_os_str(),
+        job[1].as_os_str(),
+        "--parquet".as_ref(),
+        out.as_os_str(),
+    ])
+    .output()
+    .unwrap();
+    assert!(o.status.success(), "{}", show(&o));
+}
