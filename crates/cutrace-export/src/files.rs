@@ -213,6 +213,17 @@ impl StagingDir {
     }
 }
 
+/// `names` (entries of `dir`) as a person reads them: a directory's with a `/`.
+pub fn shown_entries(dir: &Path, names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .map(|n| match std::fs::symlink_metadata(dir.join(n)) {
+            Ok(m) if m.is_dir() => format!("{n}/"),
+            _ => n.clone(),
+        })
+        .collect()
+}
+
 /// The first directory from `/` down to `dir` (links resolved) that users other than its owner
 /// and group can write without the sticky bit, and its mode: in it, anyone can rename entries.
 pub fn others_can_swap(dir: &Path) -> Option<(PathBuf, u32)> {
@@ -341,7 +352,7 @@ impl Placement {
         let lock = DirLock::acquire(dir).map_err(place_io("locking", dir))?;
         let found = earlier(dir);
         if !found.is_empty() && !replace {
-            let shown = crate::outputs::shown_entries(dir, &found);
+            let shown = shown_entries(dir, &found);
             return Err(PlaceError::Exists(dir.to_owned(), shown));
         }
         let mut p = Placement {

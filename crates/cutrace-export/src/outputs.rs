@@ -88,17 +88,6 @@ fn is_partition_dir(p: &Path) -> bool {
     any
 }
 
-/// `names` (entries of `dir`) as a person reads them: a directory's with a `/`.
-pub fn shown_entries(dir: &Path, names: &[String]) -> Vec<String> {
-    names
-        .iter()
-        .map(|n| match std::fs::symlink_metadata(dir.join(n)) {
-            Ok(m) if m.is_dir() => format!("{n}/"),
-            _ => n.clone(),
-        })
-        .collect()
-}
-
 /// The directory beside a job export's tables that holds each rank's `meta.json`.
 pub const META_DIR: &str = "meta";
 

@@ -407,7 +407,7 @@ pub fn write_job(
     }
     // Said before the (long) read; checked again, under the directory's lock, when the
     // export is put in place.
-    let earlier = outputs::shown_entries(dir, &outputs::tables_in(dir));
+    let earlier = files::shown_entries(dir, &outputs::tables_in(dir));
     if let (Some(n), false) = (earlier.first(), opts.replace) {
         return Err(JobError::Exists(dir.to_owned(), n.clone()));
     }

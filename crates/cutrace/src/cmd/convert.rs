@@ -173,7 +173,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     // directory never ends up with tables of two traces (as --chrome never overwrites a file).
     if !args.force {
         for g in &groups {
-            let found = cutrace_export::outputs::shown_entries(&g.dir, &tables_in(&g.dir));
+            let found = cutrace_export::files::shown_entries(&g.dir, &tables_in(&g.dir));
             if !found.is_empty() {
                 anyhow::bail!(
                     "{} {} already holds cutrace tables ({}); pass --force to replace them (the \
