@@ -8,6 +8,8 @@
 //!   text `cutrace_rank_summary`: the rank-summary sniff once parsed it whole (853 MB).
 //! - A native part of 10 kernels whose mangled names double in length at each of 23 levels of
 //!   substitution: each once took a second or more to demangle, in the report and the exports.
+//! - Doctor roots: 100 command lines of 1.9 MB, a 246,238-line loader cache file, a sparse
+//!   16 GB libcupti (3.8 GB and an abort, over 120 s, 109 s).
 //! - `--threads` (and `CUTRACE_IMPORT_THREADS`) of 2^64-1 on a Kineto trace: the parallel
 //!   scanner once looped over it.
 
@@ -151,6 +153,61 @@ pub fn small_values_json(bytes: usize) -> Vec<u8> {
     out
 }
 
+/// Writes `bytes` at `rel` under `root`, with its directories.
+fn put(root: &Path, rel: &str, bytes: &[u8]) -> io::Result<()> {
+    let p = root.join(rel);
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(p, bytes)
+}
+
+/// Doctor roots that once cost gigabytes or minutes: 100 processes whose command lines link to
+/// one 1.9 MB file of `a\0`; one 1.9 MB `ld.so.conf.d` file of 246,238 distinct lines; and a
+/// sparse 16 GB libcupti (a 64-byte ELF header, 4 KB on disk). Each is a case of its own.
+fn doctor_roots(dir: &Path) -> io::Result<Vec<(PathBuf, &'static str)>> {
+    let cmdlines = dir.join("doctor-cmdlines");
+    let mut big = b"nv-hostengine\0".to_vec();
+    while big.len() < 1_900_000 {
+        big.extend_from_slice(b"a\0");
+    }
+    put(&cmdlines, "big", &big)?;
+    for pid in 100..200 {
+        put(&cmdlines, &format!("proc/{pid}/comm"), b"nv-hostengine\n")?;
+        std::os::unix::fs::symlink("../../big", cmdlines.join(format!("proc/{pid}/cmdline")))?;
+    }
+    let ldconf = dir.join("doctor-ldconf");
+    let mut conf = String::with_capacity(2 << 20);
+    for i in 0..246_238u32 {
+        conf.push_str(&format!("/x/{i:06x}\n"));
+    }
+    put(&ldconf, "etc/ld.so.conf.d/many.conf", conf.as_bytes())?;
+    let sparse = dir.join("doctor-sparse");
+    let mut h = vec![0u8; 64];
+    h[..8].copy_from_slice(&[0x7f, b'E', b'L', b'F', 2, 1, 1, 0]);
+    h[16..18].copy_from_slice(&3u16.to_le_bytes());
+    h[18..20].copy_from_slice(&62u16.to_le_bytes());
+    h[20..24].copy_from_slice(&1u32.to_le_bytes());
+    h[52..54].copy_from_slice(&64u16.to_le_bytes());
+    let lib = "usr/local/cuda/lib64/libcupti.so.13";
+    put(&sparse, lib, &h)?;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(sparse.join(lib))?
+        .set_len(16 << 30)?;
+    Ok(vec![
+        (
+            cmdlines,
+            "a doctor root: 100 command lines linked to one 1.9 MB file",
+        ),
+        (
+            ldconf,
+            "a doctor root: one ld.so.conf.d file of 246,238 lines",
+        ),
+        (sparse, "a doctor root: a sparse 16 GB libcupti.so.13"),
+    ])
+}
+
 /// Every shape's cases, their inputs written under `dir`.
 pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
     let mut out = Vec::new();
@@ -220,6 +277,14 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
     let j = json.into_os_string();
     out.push(case(vec![os("report"), j.clone()], vec![], what.clone()));
     out.push(case(vec![os("diff"), j.clone(), j], vec![], what));
+
+    for (root, what) in doctor_roots(dir)? {
+        out.push(case(
+            vec![os("doctor"), os("--root"), root.into_os_string()],
+            vec![],
+            what.into(),
+        ));
+    }
 
     for env in [false, true] {
         let mut args = vec![os("report"), late.clone()];
