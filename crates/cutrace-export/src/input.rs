@@ -96,6 +96,12 @@ impl Unit {
 pub fn is_rank_summary(path: &Path) -> bool {
     use std::io::Seek;
     use std::os::unix::fs::OpenOptionsExt;
+    // Not opened unless it is a regular file: opening a FIFO, even without blocking, would
+    // release its writer into a pipe this sniff then closes, and the trace reader after it
+    // would wait for a writer forever.
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        return false;
+    }
     // Opened once, without blocking (a FIFO put in its place meanwhile must not hang the
     // sniff), and judged by what was opened.
     let Ok(mut f) = std::fs::OpenOptions::new()
