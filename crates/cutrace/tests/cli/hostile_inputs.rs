@@ -10,13 +10,13 @@ use std::process::{Command, Output, Stdio};
 use cutrace_testkit::{fixture, loud, repo, Dir};
 
 fn cutrace(bin: &Path, args: &[&std::ffi::OsStr], envs: &[(&str, &std::ffi::OsStr)]) -> Output {
-    Command::new(bin)
-        .args(args)
-        .envs(envs.iter().copied())
-        .current_dir(repo())
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+    crate::util::output_of_copied(
+        Command::new(bin)
+            .args(args)
+            .envs(envs.iter().copied())
+            .current_dir(repo())
+            .stdin(Stdio::null()),
+    )
 }
 
 fn debug_bin() -> PathBuf {

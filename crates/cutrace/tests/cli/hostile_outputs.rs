@@ -267,15 +267,13 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
         }
     }
     let exports = out.join("tables");
-    let o = as_user(
+    let o = crate::util::output_of_copied(as_user(
         Command::new(&bin)
             .args(["convert".as_ref(), job.as_os_str(), "--parquet".as_ref()])
             .arg(&exports)
             .stdin(Stdio::null()),
         CONVERTS,
-    )
-    .output()
-    .unwrap();
+    ));
     assert!(o.status.success(), "{}", show(&o));
     intact(&v);
     assert!(
@@ -291,15 +289,13 @@ fn a_staging_directory_planted_by_another_user_is_never_written_through() {
         listing(&exports)
     );
     // And the same export straight into the shared directory, where the guesses are.
-    let o = as_user(
+    let o = crate::util::output_of_copied(as_user(
         Command::new(&bin)
             .args(["convert".as_ref(), job.as_os_str(), "--parquet".as_ref()])
             .arg(&out)
             .stdin(Stdio::null()),
         CONVERTS,
-    )
-    .output()
-    .unwrap();
+    ));
     intact(&v);
     assert!(o.status.success(), "{}", show(&o));
     assert!(out.join("meta/rank=0/meta.json").is_file(), "{}", show(&o));

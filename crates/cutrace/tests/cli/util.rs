@@ -135,3 +135,19 @@ pub fn counters_trace_with(
     std::fs::write(&path, bytes).unwrap();
     path
 }
+
+/// `c.output()`, retried while the program is "busy" (ETXTBSY): a binary the test has just
+/// copied can still be open for writing in a child that another test thread forked before the
+/// copy's descriptor was closed, until that child execs.
+pub fn output_of_copied(c: &mut Command) -> Output {
+    let mut tries = 0;
+    loop {
+        match c.output() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => return r.expect("running a copied cutrace binary"),
+        }
+    }
+}
