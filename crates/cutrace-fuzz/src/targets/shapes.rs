@@ -39,9 +39,9 @@ fn os(s: &str) -> OsString {
     s.into()
 }
 
-/// The part of the first shape: `devices` × `per_device` kernels named by one string of
-/// `name_bytes`, with a gap after each.
-pub fn shared_name_part(devices: u32, per_device: u64, name_bytes: usize) -> io::Result<Vec<u8>> {
+/// A native part of one process's kernels on stream 7, `(device, name)` each, in that order, one
+/// microsecond long with a microsecond's gap after each.
+fn kernels_part(kernels: impl IntoIterator<Item = (u32, String)>) -> io::Result<Vec<u8>> {
     let header = Header {
         cutrace_version: "fuzz".into(),
         pid: Some(4242),
@@ -49,25 +49,31 @@ pub fn shared_name_part(devices: u32, per_device: u64, name_bytes: usize) -> io:
         ..Header::default()
     };
     let mut w = Writer::new(Vec::new(), &header)?;
-    let name = w.intern(&"k".repeat(name_bytes));
-    let mut corr = 1;
-    for device in 0..devices {
-        for i in 0..per_device {
-            let k = Kernel {
-                device,
-                context: 1,
-                stream: 7,
-                correlation_id: corr,
-                start_ns: 1_000_000 + i * 2_000,
-                end_ns: 1_000_000 + i * 2_000 + 1_000,
-                name,
-                launch: 0,
-            };
-            corr += 1;
-            w.push_kernel(&k, &Launch::default());
-        }
+    for (i, (device, name)) in (0u64..).zip(kernels) {
+        let k = Kernel {
+            device,
+            context: 1,
+            stream: 7,
+            correlation_id: i + 1,
+            start_ns: 1_000_000 + i * 2_000,
+            end_ns: 1_000_000 + i * 2_000 + 1_000,
+            name: w.intern(&name),
+            launch: 0,
+        };
+        w.push_kernel(&k, &Launch::default());
     }
     w.finish(&Default::default())
+}
+
+/// The part of the first shape: `devices` × `per_device` kernels named by one string of
+/// `name_bytes` (held once: the writer interns it).
+pub fn shared_name_part(devices: u32, per_device: u64, name_bytes: usize) -> io::Result<Vec<u8>> {
+    let name = "k".repeat(name_bytes);
+    kernels_part(
+        (0..devices)
+            .flat_map(|d| (0..per_device).map(move |_| d))
+            .map(|d| (d, name.clone())),
+    )
 }
 
 /// A mangled name of about 100 bytes whose demangled form doubles at each of 23 levels of
@@ -87,30 +93,9 @@ pub fn doubling_mangled_name(tag: u32) -> String {
     n
 }
 
-/// A native part of `kernels` kernels, each named by a [`doubling_mangled_name`] of its own.
+/// A native part of `kernels` kernels, each named by a [`doubling_mangled_name`] (ten kinds).
 pub fn doubling_names_part(kernels: u32) -> io::Result<Vec<u8>> {
-    let header = Header {
-        cutrace_version: "fuzz".into(),
-        pid: Some(4242),
-        kinds: vec!["CONCURRENT_KERNEL".into()],
-        ..Header::default()
-    };
-    let mut w = Writer::new(Vec::new(), &header)?;
-    for i in 0..kernels {
-        let name = w.intern(&doubling_mangled_name(i % 10));
-        let k = Kernel {
-            device: 0,
-            context: 1,
-            stream: 7,
-            correlation_id: u64::from(i) + 1,
-            start_ns: 1_000_000 + u64::from(i) * 2_000,
-            end_ns: 1_000_000 + u64::from(i) * 2_000 + 1_000,
-            name,
-            launch: 0,
-        };
-        w.push_kernel(&k, &Launch::default());
-    }
-    w.finish(&Default::default())
+    kernels_part((0..kernels).map(|i| (0, doubling_mangled_name(i % 10))))
 }
 
 /// A Kineto trace of about `bytes` whose first member is `trace_id` and one of whose kernels is

@@ -91,14 +91,7 @@ fn rows_without_columns_are_not_records() {
 fn a_deflate_bomb_of_rows_is_refused_by_the_bytes_it_occupies() {
     // 1,000,000 kernels of 17 all-zero columns: 17 MB raw, a few KB stored.
     let rows = 1_000_000u64;
-    let mut raw = vec![1u8];
-    varint(&mut raw, rows);
-    varint(&mut raw, 17);
-    for _ in 0..17 {
-        varint(&mut raw, rows);
-        raw.extend(std::iter::repeat_n(0u8, rows as usize));
-    }
-    let c = chunk(tag::RECS, &raw, true);
+    let c = zero_kernels_chunk(rows);
     assert!(c.len() < 100_000, "{}", c.len());
     let d = TempDir::new("bomb");
     let p = d.write("a.cutrace", &part_with(&[c.clone(), c]));

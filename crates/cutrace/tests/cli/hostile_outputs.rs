@@ -368,14 +368,17 @@ fn no_staging_directory_where_other_users_could_swap_it() {
         fixture("kineto/gloo_rank0.json.gz"),
         fixture("kineto/gloo_rank1.json.gz"),
     ];
-    let o = convert(&[
-        job[0].as_os_str(),
-        job[1].as_os_str(),
-        "--parquet".as_ref(),
-        out.as_os_str(),
-    ])
-    .output()
-    .unwrap();
+    let export = || {
+        convert(&[
+            job[0].as_os_str(),
+            job[1].as_os_str(),
+            "--parquet".as_ref(),
+            out.as_os_str(),
+        ])
+        .output()
+        .unwrap()
+    };
+    let o = export();
     assert!(!o.status.success(), "{}", show(&o));
     assert!(
         String::from_utf8_lossy(&o.stderr).contains("is not sticky"),
@@ -385,13 +388,6 @@ fn no_staging_directory_where_other_users_could_swap_it() {
     assert_eq!(listing(&out), Vec::<String>::new());
     // With the sticky bit, as /tmp has, only an entry's owner can rename it: the export runs.
     std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o1777)).unwrap();
-    let o = convert(&[
-        job[0].as_os_str(),
-        job[1].as_os_str(),
-        "--parquet".as_ref(),
-        out.as_os_str(),
-    ])
-    .output()
-    .unwrap();
+    let o = export();
     assert!(o.status.success(), "{}", show(&o));
 }
