@@ -24,7 +24,7 @@ use crate::correlate::LaunchLatency;
 use crate::error::AnalysisError;
 use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
 use crate::steps::{steps, StepMatch, Steps};
-use crate::summary::{api_summary, kernel_summary, NameStats};
+use crate::summary::{api_name_totals, kernel_name_totals, NameTotal};
 use crate::units::fmt_ns;
 use crate::window::Window;
 
@@ -225,7 +225,7 @@ impl Default for DiffOptions {
 pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, AnalysisError> {
     let run = |t: &Trace,
                window: Option<Window>|
-     -> Result<(Report, Vec<NameStats>, Vec<NameStats>), AnalysisError> {
+     -> Result<(Report, Vec<NameTotal>, Vec<NameTotal>), AnalysisError> {
         let r = analyze(
             t,
             &Options {
@@ -234,11 +234,11 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
                 orphan_list: 0,
             },
         )?;
-        let k = kernel_summary(t, window.as_ref())
-            .into_iter()
-            .map(|k| k.stats)
-            .collect();
-        Ok((r, k, api_summary(t, window.as_ref())))
+        Ok((
+            r,
+            kernel_name_totals(t, window.as_ref()),
+            api_name_totals(t, window.as_ref()),
+        ))
     };
     let (rb, kb, ab) = run(base, opts.base_window)?;
     let (rn, kn, an) = run(new, opts.new_window)?;
@@ -317,7 +317,7 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
     })
 }
 
-fn side(r: &Report, api: &[NameStats]) -> Side {
+fn side(r: &Report, api: &[NameTotal]) -> Side {
     Side {
         source: r.trace.source,
         window: r.window,
@@ -571,9 +571,9 @@ pub fn match_key(name: &str) -> String {
 /// Rows of both summaries matched by [`match_key`] (names with one key are merged, shown as the
 /// base's spelling), sorted by the size of the change in summed time, largest first, then by
 /// name.
-fn name_diffs(base: &[NameStats], new: &[NameStats], top: usize) -> (NameCounts, Vec<NameDiff>) {
+fn name_diffs(base: &[NameTotal], new: &[NameTotal], top: usize) -> (NameCounts, Vec<NameDiff>) {
     /// Key → (a spelling to show, the merged figures).
-    fn sides(rows: &[NameStats]) -> BTreeMap<String, (&str, NameSide)> {
+    fn sides(rows: &[NameTotal]) -> BTreeMap<String, (&str, NameSide)> {
         let mut m: BTreeMap<String, (&str, NameSide)> = BTreeMap::new();
         for r in rows {
             let (_, s) = m.entry(match_key(&r.name)).or_insert((
@@ -600,17 +600,33 @@ fn name_diffs(base: &[NameStats], new: &[NameStats], top: usize) -> (NameCounts,
         only_base: mb.keys().filter(|k| !mn.contains_key(*k)).count() as u64,
         only_new: mn.keys().filter(|k| !mb.contains_key(*k)).count() as u64,
     };
-    let mut rows: Vec<NameDiff> = keys
+    // Each key's change first; names are copied only for the `top` rows shown (a trace of a
+    // million distinct names once made a million rows here).
+    let change_of = |key: &String| {
+        let total = |s: Option<&(&str, NameSide)>| i128::from(s.map_or(0, |s| s.1.total_ns));
+        (total(mn.get(key)) - total(mb.get(key))).clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+            as i64
+    };
+    let shown = |key: &String| mb.get(key).or(mn.get(key)).map_or("", |x| x.0);
+    let mut keyed: Vec<(i64, &String)> = keys.into_iter().map(|k| (change_of(k), k)).collect();
+    let order = |a: &(i64, &String), b: &(i64, &String)| {
+        b.0.unsigned_abs()
+            .cmp(&a.0.unsigned_abs())
+            .then_with(|| shown(a.1).cmp(shown(b.1)))
+    };
+    if keyed.len() > top {
+        keyed.select_nth_unstable_by(top, order);
+        keyed.truncate(top);
+    }
+    let mut rows: Vec<NameDiff> = keyed
         .into_iter()
-        .map(|key| {
+        .map(|(change, key)| {
             let (b, n) = (mb.get(key).copied(), mn.get(key).copied());
             let name = b.or(n).map_or("", |x| x.0);
             let (b, n) = (b.map(|x| x.1), n.map(|x| x.1));
-            let total = |s: Option<NameSide>| i128::from(s.map_or(0, |s| s.total_ns));
-            let change = (total(n) - total(b)).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
             NameDiff {
                 name: name.to_owned(),
-                total_change_ns: change as i64,
+                total_change_ns: change,
                 mean_change_pct: match (b, n) {
                     (Some(b), Some(n)) if b.mean_ns > 0 => {
                         Some((n.mean_ns as f64 - b.mean_ns as f64) * 100.0 / b.mean_ns as f64)

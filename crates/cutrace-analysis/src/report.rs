@@ -265,13 +265,9 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
         correlate_in(trace, &index, window, opts.orphan_list, &mut scratch);
     drop(index);
 
-    let mut kernel_rows = kernel_summary_in(trace, window, &mut scratch);
-    let kernel_names = kernel_rows.len() as u64;
-    kernel_rows.truncate(opts.top);
-    let mut api_rows = api_summary_in(trace, window, &mut scratch);
+    let (kernel_rows, kernel_names) = kernel_summary_in(trace, window, &mut scratch, opts.top);
+    let (api_rows, api_names) = api_summary_in(trace, window, &mut scratch, opts.top);
     drop(scratch);
-    let api_names = api_rows.len() as u64;
-    api_rows.truncate(opts.top);
     let busy_index: BTreeMap<u32, BusyIndex> = kept_runs
         .into_iter()
         .map(|(d, runs)| (d, BusyIndex::new(runs)))

@@ -48,16 +48,30 @@ pub fn summarize_by_name<I>(trace: &Trace, items: I) -> Vec<NameStats>
 where
     I: Iterator<Item = (StrId, Ns)> + Clone,
 {
-    summarize_by_name_in(trace, items, &mut Scratch::default())
+    summarize_by_name_in(trace, items, &mut Scratch::default(), usize::MAX).rows
+}
+
+/// What [`summarize_by_name_in`] gives: the rows kept, and figures over every name.
+pub(crate) struct Summarized {
+    pub rows: Vec<NameStats>,
+    /// Names with at least one item.
+    pub names: u64,
+    /// The summed duration of every item.
+    pub summed_ns: Ns,
 }
 
 /// [`summarize_by_name`] with a caller's scratch buffer for the durations, so one report reuses
 /// the same memory for every summary (first-touch page faults were a visible cost).
+///
+/// Only the `keep` longest rows are made (ties at the cut broken by the recorded name): a trace
+/// of a million distinct names once made a million rows, names and all, for a report that shows
+/// twenty.
 pub(crate) fn summarize_by_name_in<I>(
     trace: &Trace,
     items: I,
     scratch: &mut Scratch,
-) -> Vec<NameStats>
+    keep: usize,
+) -> Summarized
 where
     I: Iterator<Item = (StrId, Ns)> + Clone,
 {
@@ -103,8 +117,20 @@ where
         }
         group_percentiles(durations, &offset, &count, |_, v| v)
     };
-    let mut rows: Vec<NameStats> = (0..groups)
-        .filter(|&g| count[g] > 0)
+    let mut live: Vec<usize> = (0..groups).filter(|&g| count[g] > 0).collect();
+    let names = live.len() as u64;
+    let summed_ns = live
+        .iter()
+        .fold(0 as Ns, |a, &g| a.saturating_add(total[g]));
+    if live.len() > keep {
+        let raw = |g: usize| trace.strings.get(g).map_or("?", String::as_str);
+        live.select_nth_unstable_by(keep, |&a, &b| {
+            total[b].cmp(&total[a]).then_with(|| raw(a).cmp(raw(b)))
+        });
+        live.truncate(keep);
+    }
+    let mut rows: Vec<NameStats> = live
+        .into_iter()
         .map(|g| {
             let (median, p99) = pct[g];
             let (name, mangled_name) = name_pair(trace.str(g as StrId));
@@ -126,7 +152,11 @@ where
             .cmp(&a.total_ns)
             .then_with(|| a.name.cmp(&b.name))
     });
-    rows
+    Summarized {
+        rows,
+        names,
+        summed_ns,
+    }
 }
 
 /// (median, p99) of each group's slice of `values` (zeros for an empty group), `back` turning a
@@ -150,44 +180,109 @@ fn group_percentiles<T: Ord + Copy>(
         .collect()
 }
 
-/// Kernel summary by name (like `nsys stats` cuda_gpu_kern_sum), all rows.
-pub fn kernel_summary(trace: &Trace, window: Option<&Window>) -> Vec<KernelNameSummary> {
-    kernel_summary_in(trace, window, &mut Scratch::default())
+/// A name's count and summed duration, what a diff matches by name: every name of a trace, so
+/// nothing else is held for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameTotal {
+    /// As reports show it (`names::name_pair`).
+    pub name: String,
+    pub count: u64,
+    pub total_ns: Ns,
 }
 
+/// Every name's [`NameTotal`] of `items`, longest first, then by name (the order of the summary's
+/// rows: a diff shows the spelling of a name's longest variant).
+fn name_totals(trace: &Trace, items: impl Iterator<Item = (StrId, Ns)>) -> Vec<NameTotal> {
+    let groups = trace.strings.len() + 1;
+    let mut count = vec![0u64; groups];
+    let mut total = vec![0 as Ns; groups];
+    for (id, d) in items {
+        let g = (id as usize).min(groups - 1);
+        count[g] += 1;
+        total[g] = total[g].saturating_add(d);
+    }
+    let mut rows: Vec<NameTotal> = (0..groups)
+        .filter(|&g| count[g] > 0)
+        .map(|g| NameTotal {
+            name: name_pair(trace.strings.get(g).map_or("?", String::as_str)).0,
+            count: count[g],
+            total_ns: total[g],
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    rows
+}
+
+/// Every kernel name's count and summed time in the window.
+pub fn kernel_name_totals(trace: &Trace, window: Option<&Window>) -> Vec<NameTotal> {
+    name_totals(
+        trace,
+        trace.kernels.iter().filter_map(move |k| {
+            clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
+        }),
+    )
+}
+
+/// Every API name's count and summed time in the window.
+pub fn api_name_totals(trace: &Trace, window: Option<&Window>) -> Vec<NameTotal> {
+    name_totals(
+        trace,
+        trace
+            .api_calls
+            .iter()
+            .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d))),
+    )
+}
+
+/// Kernel summary by name (like `nsys stats` cuda_gpu_kern_sum), all rows.
+pub fn kernel_summary(trace: &Trace, window: Option<&Window>) -> Vec<KernelNameSummary> {
+    kernel_summary_in(trace, window, &mut Scratch::default(), usize::MAX).0
+}
+
+/// The `keep` longest rows of the kernel summary, and how many names it has in all.
 pub(crate) fn kernel_summary_in(
     trace: &Trace,
     window: Option<&Window>,
     scratch: &mut Scratch,
-) -> Vec<KernelNameSummary> {
+    keep: usize,
+) -> (Vec<KernelNameSummary>, u64) {
     let items = trace.kernels.iter().filter_map(move |k| {
         clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
     });
-    let rows = summarize_by_name_in(trace, items, scratch);
-    let summed: Ns = rows.iter().fold(0, |a, r| a.saturating_add(r.total_ns));
-    rows.into_iter()
+    let s = summarize_by_name_in(trace, items, scratch, keep);
+    let rows = s
+        .rows
+        .into_iter()
         .map(|stats| KernelNameSummary {
-            share_of_kernel_time_pct: pct(stats.total_ns, summed),
+            share_of_kernel_time_pct: pct(stats.total_ns, s.summed_ns),
             stats,
         })
-        .collect()
+        .collect();
+    (rows, s.names)
 }
 
 /// API summary by name, all rows.
 pub fn api_summary(trace: &Trace, window: Option<&Window>) -> Vec<NameStats> {
-    api_summary_in(trace, window, &mut Scratch::default())
+    api_summary_in(trace, window, &mut Scratch::default(), usize::MAX).0
 }
 
+/// The `keep` longest rows of the API summary, and how many names it has in all.
 pub(crate) fn api_summary_in(
     trace: &Trace,
     window: Option<&Window>,
     scratch: &mut Scratch,
-) -> Vec<NameStats> {
+    keep: usize,
+) -> (Vec<NameStats>, u64) {
     let items = trace
         .api_calls
         .iter()
         .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d)));
-    summarize_by_name_in(trace, items, scratch)
+    let s = summarize_by_name_in(trace, items, scratch, keep);
+    (s.rows, s.names)
 }
 
 /// `part / whole` in percent (0 when `whole` is 0). A derived ratio for display only.
@@ -209,6 +304,35 @@ mod tests {
     use crate::{analyze, launch_latencies, Options};
 
     const S: Ns = 1_000_000_000;
+
+    #[test]
+    fn the_kept_rows_are_the_first_rows_of_the_whole_summary() {
+        // 200 names, durations with many ties, so the cut falls inside a run of equal totals.
+        let mut i = Interner::default();
+        let kernels: Vec<_> = (0..2_000u64)
+            .map(|k| {
+                let name = format!("kern{:03}", (k * 37) % 200);
+                let d = 10 + (k % 7) * 5;
+                kernel(&mut i, &name, 0, 7, k + 1, k * 100, k * 100 + d)
+            })
+            .collect();
+        let t = cutrace_testkit::records::complete_trace(i, kernels, Vec::new());
+        let all = kernel_summary(&t, None);
+        let totals = kernel_name_totals(&t, None);
+        assert_eq!(all.len(), 200);
+        assert_eq!(totals.len(), 200);
+        for keep in [0, 1, 3, 20, 199, 200, 500] {
+            let (rows, names) = kernel_summary_in(&t, None, &mut Scratch::default(), keep);
+            assert_eq!(names, 200);
+            assert_eq!(rows[..], all[..keep.min(200)], "keep {keep}");
+        }
+        for (a, b) in all.iter().zip(&totals) {
+            assert_eq!(
+                (&a.stats.name, a.stats.count, a.stats.total_ns),
+                (&b.name, b.count, b.total_ns)
+            );
+        }
+    }
 
     fn by_rank<T: Ord + Copy>(mut v: Vec<T>, per_mille: u32) -> T {
         v.sort_unstable();

@@ -54,6 +54,9 @@ struct Args {
     /// size) to PATH and exit: to replay a large-trace failure, or measure a command by hand.
     #[arg(long, value_name = "PATH")]
     write_large: Option<PathBuf>,
+    /// Write the parts of the many-devices and distinct-names shapes under DIR and exit.
+    #[arg(long, value_name = "DIR")]
+    write_shapes: Option<PathBuf>,
     /// Size of the part --write-large writes, in bytes.
     #[arg(long, default_value_t = targets::large::PART_BYTES)]
     large_bytes: u64,
@@ -66,6 +69,19 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if args.launcher {
         return Ok(run::launcher_main()?);
+    }
+    if let Some(dir) = &args.write_shapes {
+        // The two shapes past the ceiling today, for measuring by hand.
+        for (name, part) in [
+            ("many-devices", targets::shapes::many_devices_part()?),
+            ("distinct-names", targets::shapes::distinct_names_part()?),
+        ] {
+            let d = dir.join(name);
+            std::fs::create_dir_all(&d)?;
+            std::fs::write(d.join("fuzz-4242.cutrace"), &part)?;
+            println!("{}: {} bytes", d.display(), part.len());
+        }
+        return Ok(());
     }
     if let Some(path) = &args.write_large {
         let t = targets::large::LargeNative::load(&args.repo).context("loading the fixtures")?;

@@ -40,7 +40,7 @@ fn os(s: &str) -> OsString {
 }
 
 /// A native part of one process's kernels on stream 7, `(device, name)` each, in that order, one
-/// microsecond long with a microsecond's gap after each.
+/// microsecond long with a microsecond's gap after each, 2,000 to a chunk.
 fn kernels_part(kernels: impl IntoIterator<Item = (u32, String)>) -> io::Result<Vec<u8>> {
     let header = Header {
         cutrace_version: "fuzz".into(),
@@ -61,6 +61,10 @@ fn kernels_part(kernels: impl IntoIterator<Item = (u32, String)>) -> io::Result<
             launch: 0,
         };
         w.push_kernel(&k, &Launch::default());
+        // A chunk a second's records, as a recorder flushes.
+        if w.pending_rows() >= 2_000 {
+            w.flush()?;
+        }
     }
     w.finish(&Default::default())
 }
@@ -193,6 +197,23 @@ fn doctor_roots(dir: &Path) -> io::Result<Vec<(PathBuf, &'static str)>> {
     ])
 }
 
+/// A part of 60,000 devices with 3 kernels each, all of one 4 KB name: a report's per-device
+/// sections and page lanes, 60,000 of them.
+pub fn many_devices_part() -> io::Result<Vec<u8>> {
+    let name = "d".repeat(4096);
+    kernels_part(
+        (0..60_000u32)
+            .flat_map(|d| [d, d, d])
+            .map(|d| (d, name.clone())),
+    )
+}
+
+/// A part of 1,000,000 kernels, each of a name of its own (`k0`, `k1`, …): per-name rows and
+/// their matching in `diff`, a million of them.
+pub fn distinct_names_part() -> io::Result<Vec<u8>> {
+    kernels_part((0..1_000_000u32).map(|i| (0, format!("k{i}"))))
+}
+
 /// Every shape's cases, their inputs written under `dir`.
 pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
     let mut out = Vec::new();
@@ -262,6 +283,35 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
     let j = json.into_os_string();
     out.push(case(vec![os("report"), j.clone()], vec![], what.clone()));
     out.push(case(vec![os("diff"), j.clone(), j], vec![], what));
+
+    // Report paths over very many devices and very many names (diff of the second is still
+    // past the ceiling: both traces and every name's totals are held).
+    for (name, part, args, what) in [
+        (
+            "many-devices",
+            many_devices_part()?,
+            vec![os("--html"), dir.join("many-devices.html").into()],
+            "a native part: 60,000 devices of 3 kernels sharing one 4 KB name",
+        ),
+        (
+            "distinct-names",
+            distinct_names_part()?,
+            vec![os("--format"), os("json")],
+            "a native part: 1,000,000 kernels, each of a name of its own",
+        ),
+    ] {
+        let d = dir.join(name);
+        std::fs::create_dir_all(&d)?;
+        std::fs::write(d.join("fuzz-4242.cutrace"), &part)?;
+        let mut a = vec![os("report"), d.into_os_string()];
+        let outputs = if args[0] == "--html" {
+            vec![PathBuf::from(&args[1])]
+        } else {
+            vec![]
+        };
+        a.extend(args);
+        out.push(case(a, outputs, format!("{what} ({} bytes)", part.len())));
+    }
 
     for (root, what) in doctor_roots(dir)? {
         out.push(case(
