@@ -15,7 +15,7 @@
 //! bounds. Traces with hardware counters compare them per kernel name ([`crate::counters`]), and
 //! traces with PM samples compare their layers per GPU ([`crate::pm::pm_diff`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use cutrace_trace::{Ns, Trace};
 use serde::Serialize;
@@ -568,15 +568,25 @@ pub fn match_key(name: &str) -> String {
     out
 }
 
+/// A 64-bit hash of a match key, the same for both sides of a diff (fixed keys). Two different
+/// keys meet with odds of about n²/2^65: 1 in 30 million for a million names.
+fn key_hash(key: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
 /// Rows of both summaries matched by [`match_key`] (names with one key are merged, shown as the
 /// base's spelling), sorted by the size of the change in summed time, largest first, then by
 /// name.
 fn name_diffs(base: &[NameTotal], new: &[NameTotal], top: usize) -> (NameCounts, Vec<NameDiff>) {
-    /// Key → (a spelling to show, the merged figures).
-    fn sides(rows: &[NameTotal]) -> BTreeMap<String, (&str, NameSide)> {
-        let mut m: BTreeMap<String, (&str, NameSide)> = BTreeMap::new();
+    /// Key (a 64-bit hash of the [`match_key`]: a trace of a million names once held a million
+    /// key strings per side here) → (a spelling to show, the merged figures).
+    fn sides(rows: &[NameTotal]) -> HashMap<u64, (&str, NameSide)> {
+        let mut m: HashMap<u64, (&str, NameSide)> = HashMap::with_capacity(rows.len());
         for r in rows {
-            let (_, s) = m.entry(match_key(&r.name)).or_insert((
+            let (_, s) = m.entry(key_hash(&match_key(&r.name))).or_insert((
                 r.name.as_str(),
                 NameSide {
                     count: 0,
@@ -591,7 +601,7 @@ fn name_diffs(base: &[NameTotal], new: &[NameTotal], top: usize) -> (NameCounts,
         m
     }
     let (mb, mn) = (sides(base), sides(new));
-    let mut keys: Vec<&String> = mb.keys().chain(mn.keys()).collect();
+    let mut keys: Vec<&u64> = mb.keys().chain(mn.keys()).collect();
     keys.sort_unstable();
     keys.dedup();
     let counts = NameCounts {
@@ -602,14 +612,14 @@ fn name_diffs(base: &[NameTotal], new: &[NameTotal], top: usize) -> (NameCounts,
     };
     // Each key's change first; names are copied only for the `top` rows shown (a trace of a
     // million distinct names once made a million rows here).
-    let change_of = |key: &String| {
+    let change_of = |key: &u64| {
         let total = |s: Option<&(&str, NameSide)>| i128::from(s.map_or(0, |s| s.1.total_ns));
         (total(mn.get(key)) - total(mb.get(key))).clamp(i128::from(i64::MIN), i128::from(i64::MAX))
             as i64
     };
-    let shown = |key: &String| mb.get(key).or(mn.get(key)).map_or("", |x| x.0);
-    let mut keyed: Vec<(i64, &String)> = keys.into_iter().map(|k| (change_of(k), k)).collect();
-    let order = |a: &(i64, &String), b: &(i64, &String)| {
+    let shown = |key: &u64| mb.get(key).or(mn.get(key)).map_or("", |x| x.0);
+    let mut keyed: Vec<(i64, &u64)> = keys.into_iter().map(|k| (change_of(k), k)).collect();
+    let order = |a: &(i64, &u64), b: &(i64, &u64)| {
         b.0.unsigned_abs()
             .cmp(&a.0.unsigned_abs())
             .then_with(|| shown(a.1).cmp(shown(b.1)))
