@@ -1,31 +1,24 @@
 #!/usr/bin/env bash
-# The Python wheel, checked as a user gets it: built with maturin from the release build (reused,
-# not rebuilt, when CI built it just before), installed into a fresh virtualenv with nothing else,
-# then tests/wheel_check.py runs there on the bundled example. Needs python3 with venv and pip,
-# and PyPI for maturin (pinned below). Ends with "wheel check: PASS" or "wheel check: FAIL".
+# The Python package, installed as the README says: `pip install .` in a fresh copy of the
+# checkout (its committed files; nothing built or prepared), into a fresh virtualenv; then
+# tests/wheel_check.py runs there on the bundled example. Needs python3 with venv and pip, git,
+# and PyPI for maturin. Ends with "wheel check: PASS" or "wheel check: FAIL".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
 work=$(mktemp -d "${TMPDIR:-/tmp}/cutrace-wheel.XXXXXX")
 trap 'rm -rf "$work"; [ "${ok:-}" = 1 ] || echo "wheel check: FAIL"' EXIT
 
-# The injection library goes into the wheel's scripts, next to the binary (pyproject.toml, `data`).
-cargo build --release -p cutrace -p cutrace-inject
-rm -rf target/wheel-data
-mkdir -p target/wheel-data/scripts
-cp target/release/libcutrace_inject.so target/wheel-data/scripts/
-
-python3 -m venv "$work/build"
-"$work/build/bin/pip" install --quiet --disable-pip-version-check 'maturin>=1.5,<2'
-# maturin's `cargo metadata` wants every platform's dependencies in the cache, and a fresh
-# machine's builds fetched only this one's (clap's Windows console crate, say): fetch them all.
-cargo fetch --locked --quiet
-"$work/build/bin/maturin" build --release --offline --quiet -o "$work/wheels"
+# As the README says, in a fresh copy of the checkout with nothing prepared: `pip install .`
+# (pip fetches maturin from PyPI and builds the release binary in the copy).
+git clone --quiet "$PWD" "$work/src"
+python3 -m venv "$work/env"
+(cd "$work/src" && "$work/env/bin/pip" install --quiet --disable-pip-version-check .)
+# The same copy's wheel, for the layouts below (the build above is reused).
+(cd "$work/src" && "$work/env/bin/pip" wheel --quiet --disable-pip-version-check --no-deps -w "$work/wheels" .)
 wheel=$(ls "$work"/wheels/cutrace-*.whl)
 echo "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
 
-python3 -m venv "$work/env"
-"$work/env/bin/pip" install --quiet --disable-pip-version-check --no-index "$wheel"
 # Nothing of the checkout may help the installed package: no CUTRACE_BIN, no CUTRACE_INJECT_LIB,
 # a PATH without target/ or the build environment, and no cache holding an embedded library.
 env -u CUTRACE_BIN -u CUTRACE_INJECT_LIB -u VIRTUAL_ENV PATH="$work/env/bin:/usr/bin:/bin" \
