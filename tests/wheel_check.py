@@ -182,9 +182,16 @@ with tempfile.TemporaryDirectory() as tmp:
     check("record passes the program's exit status through (7)", p.returncode == 7, p.stderr)
     check("record passes the program's stdout through", p.stdout == "to stdout\n", p.stdout)
     check("record passes the program's stderr through", "to stderr\n" in p.stderr, p.stderr)
+    # The library the binary carries, unpacked once into the user's cache (0700 directories, a
+    # 0600 file), is the only copy: the wheel installs none beside the binary.
     cache = os.environ.get("XDG_CACHE_HOME")
+    libs = list((Path(cache) / "cutrace").glob("*/libcutrace_inject.so")) if cache else []
     check(
-        "record used the wheel's library (nothing written out from the binary)",
-        cache is not None and not (Path(cache) / "cutrace").exists(),
+        "record unpacked the binary's own library into the cache, once, privately",
+        len(libs) == 1
+        and libs[0].read_bytes()[:4] == b"\x7fELF"
+        and (libs[0].stat().st_mode & 0o777) == 0o600
+        and (libs[0].parent.stat().st_mode & 0o777) == 0o700,
+        str(libs),
     )
 print("all wheel checks passed")
