@@ -39,7 +39,9 @@ def skip(why):
     sys.exit(77)
 
 
-def browser():
+def browser(scratch):
+    """Chromium through chromedriver, with its temporary profile and files in `scratch` (a
+    directory the caller removes): it leaves `org.chromium.Chromium.*` behind in $TMPDIR."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -56,7 +58,8 @@ def browser():
               "--no-first-run", "--disable-component-update"):
         opts.add_argument(a)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    return webdriver.Chrome(service=Service(driver), options=opts)
+    service = Service(driver, env={**os.environ, "TMPDIR": scratch})
+    return webdriver.Chrome(service=service, options=opts)
 
 
 def fmt_ns(ns):
@@ -295,8 +298,13 @@ def check_diff(d, binary, tmp):
 
 
 def main():
+    with tempfile.TemporaryDirectory(prefix="cutrace-chromium-") as scratch:
+        return run(scratch)
+
+
+def run(scratch):
     if len(sys.argv) == 3 and sys.argv[1] == "--timing":
-        d = browser()
+        d = browser(scratch)
         try:
             p = Page(d, os.path.abspath(sys.argv[2]))
             p.check_console_and_network()
@@ -311,7 +319,7 @@ def main():
         finally:
             d.quit()
     binary = os.path.abspath(sys.argv[1])
-    d = browser()
+    d = browser(scratch)
     bad = 0
     try:
         with tempfile.TemporaryDirectory(prefix="cutrace-html-") as tmp:
