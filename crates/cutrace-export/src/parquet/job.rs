@@ -207,12 +207,6 @@ pub enum JobError {
     )]
     Summary(PathBuf),
     #[error(
-        "{dir} already holds cutrace tables ({1}, …); pass --force to replace them (the \
-         directory then holds this export alone), or choose another directory",
-        dir = .0.display()
-    )]
-    Exists(PathBuf, String),
-    #[error(
         "a job ({0} ranks) converts with --parquet DIR alone (hive-style partitions, one per \
          rank); for --csv, --chrome or --perfetto, convert each rank's trace on its own"
     )]
@@ -408,8 +402,8 @@ pub fn write_job(
     // Said before the (long) read; checked again, under the directory's lock, when the
     // export is put in place.
     let earlier = files::shown_entries(dir, &outputs::tables_in(dir));
-    if let (Some(n), false) = (earlier.first(), opts.replace) {
-        return Err(JobError::Exists(dir.to_owned(), n.clone()));
+    if !earlier.is_empty() && !opts.replace {
+        return Err(PlaceError::Exists(dir.to_owned(), earlier).into());
     }
     // Exports are as private as the traces: the most restrictive mode of the files read.
     let mode = files::mode_of_inputs(units.iter().map(unit_path));
