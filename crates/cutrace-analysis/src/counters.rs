@@ -651,6 +651,17 @@ pub fn counters_diff(
 ) -> Option<CountersDiff> {
     let cb = counter_report(base, windows.0, usize::MAX);
     let cn = counter_report(new, windows.1, usize::MAX);
+    counters_diff_of(cb.as_ref(), cn.as_ref(), top, key)
+}
+
+/// [`counters_diff`] of two sides' counter reports, each with every kernel name
+/// (`counter_report(t, window, usize::MAX)`).
+pub fn counters_diff_of(
+    cb: Option<&CounterReport>,
+    cn: Option<&CounterReport>,
+    top: usize,
+    key: impl Fn(&str) -> String,
+) -> Option<CountersDiff> {
     if cb.is_none() && cn.is_none() {
         return None;
     }
@@ -677,7 +688,7 @@ pub fn counters_diff(
     type SideRow = (u64, Ns, Vec<Option<f64>>);
     type Both = (String, Option<SideRow>, Option<SideRow>);
     let mut by_key: BTreeMap<String, Both> = BTreeMap::new();
-    for (side, c) in [(0, &cb), (1, &cn)] {
+    for (side, c) in [(0, cb), (1, cn)] {
         let Some(c) = c else { continue };
         for k in &c.by_kernel {
             let e = by_key
@@ -734,8 +745,8 @@ pub fn counters_diff(
     kernels.truncate(top);
     Some(CountersDiff {
         metrics,
-        base: cb.as_ref().map(counter_side),
-        new: cn.as_ref().map(counter_side),
+        base: cb.map(counter_side),
+        new: cn.map(counter_side),
         kernel_names_in_both: both,
         kernel_names_only_in_base: only_base,
         kernel_names_only_in_new: only_new,

@@ -15,16 +15,17 @@
 //! bounds. Traces with hardware counters compare them per kernel name ([`crate::counters`]), and
 //! traces with PM samples compare their layers per GPU ([`crate::pm::pm_diff`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
-use cutrace_trace::{Ns, Trace};
+use cutrace_trace::{Ns, StrId, Trace};
 use serde::Serialize;
 
 use crate::correlate::LaunchLatency;
 use crate::error::AnalysisError;
+use crate::names::name_pair;
 use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
 use crate::steps::{steps, StepMatch, Steps};
-use crate::summary::{api_name_totals, kernel_name_totals, NameTotal};
+use crate::summary::{api_items, kernel_items};
 use crate::units::fmt_ns;
 use crate::window::Window;
 
@@ -221,32 +222,58 @@ impl Default for DiffOptions {
     }
 }
 
+/// What a diff needs of one trace, taken from that trace alone, so the trace can be dropped
+/// before the other one is read: a diff then holds one trace at a time (two traces of a million
+/// distinct names each once held both, with every name of each, three times over).
+#[derive(Debug, Clone)]
+pub struct DiffSide {
+    /// The trace's report over its window, with `top` rows and its steps, as `cutrace report`
+    /// gives it (the diff page shows it beside the other side's).
+    pub report: Report,
+    kernel_names: KeyedNames,
+    api_names: KeyedNames,
+    /// Counters of every kernel name (not only the top ones: the diff matches them by name).
+    counters: Option<crate::counters::CounterReport>,
+}
+
+/// One trace's [`DiffSide`]: `window` on its own clock; `opts` gives the rows and the steps.
+pub fn diff_side(
+    t: &Trace,
+    window: Option<Window>,
+    opts: &DiffOptions,
+) -> Result<DiffSide, AnalysisError> {
+    let mut report = analyze(
+        t,
+        &Options {
+            window,
+            top: opts.top,
+            ..Options::default()
+        },
+    )?;
+    report.steps = steps(t, window.as_ref(), &opts.steps);
+    Ok(DiffSide {
+        report,
+        kernel_names: KeyedNames::of(t, kernel_items(t, window.as_ref())),
+        api_names: KeyedNames::of(t, api_items(t, window.as_ref())),
+        counters: crate::counters::counter_report(t, window.as_ref(), usize::MAX),
+    })
+}
+
 /// Compares `new` against `base`.
 pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, AnalysisError> {
-    let run = |t: &Trace,
-               window: Option<Window>|
-     -> Result<(Report, Vec<NameTotal>, Vec<NameTotal>), AnalysisError> {
-        let r = analyze(
-            t,
-            &Options {
-                window,
-                top: 0,
-                orphan_list: 0,
-            },
-        )?;
-        Ok((
-            r,
-            kernel_name_totals(t, window.as_ref()),
-            api_name_totals(t, window.as_ref()),
-        ))
-    };
-    let (rb, kb, ab) = run(base, opts.base_window)?;
-    let (rn, kn, an) = run(new, opts.new_window)?;
-    let (kernel_names, kernels) = name_diffs(&kb, &kn, opts.top);
-    let (api_names, api) = name_diffs(&ab, &an, opts.top);
+    let b = diff_side(base, opts.base_window, opts)?;
+    let n = diff_side(new, opts.new_window, opts)?;
+    Ok(diff_sides(&b, &n, opts))
+}
+
+/// Compares two sides taken with [`diff_side`] (and the same `opts`).
+pub fn diff_sides(b: &DiffSide, n: &DiffSide, opts: &DiffOptions) -> Diff {
+    let (rb, rn) = (&b.report, &n.report);
+    let (kernel_names, kernels) = name_diffs(&b.kernel_names, &n.kernel_names, opts.top);
+    let (api_names, api) = name_diffs(&b.api_names, &n.api_names, opts.top);
     let (sb, sn) = (
-        steps(base, opts.base_window.as_ref(), &opts.steps).map(step_side),
-        steps(new, opts.new_window.as_ref(), &opts.steps).map(step_side),
+        rb.steps.clone().map(step_side),
+        rn.steps.clone().map(step_side),
     );
     let steps = (sb.is_some() || sn.is_some()).then(|| StepsDiff {
         matched: opts.steps.text(),
@@ -283,29 +310,24 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         })
         .collect();
 
-    let counters = crate::counters::counters_diff(
-        base,
-        new,
-        (opts.base_window.as_ref(), opts.new_window.as_ref()),
+    let counters = crate::counters::counters_diff_of(
+        b.counters.as_ref(),
+        n.counters.as_ref(),
         opts.top,
         match_key,
     );
-    let pm_samples = crate::pm::pm_diff(
-        base,
-        new,
-        (opts.base_window.as_ref(), opts.new_window.as_ref()),
-    );
-    let (base, new) = (side(&rb, &ab), side(&rn, &an));
-    let caveats = caveats(&base, &new, &rb, &rn, &devices);
-    Ok(Diff {
+    let pm_samples = crate::pm::pm_diff_of(rb.pm_samples.as_ref(), rn.pm_samples.as_ref());
+    let (base, new) = (side(rb, &b.api_names), side(rn, &n.api_names));
+    let caveats = caveats(&base, &new, rb, rn, &devices);
+    Diff {
         schema_version: DIFF_SCHEMA_VERSION,
         base,
         new,
         caveats,
         devices,
         launch_latency: LatencyPair {
-            base: rb.launch_latency,
-            new: rn.launch_latency,
+            base: rb.launch_latency.clone(),
+            new: rn.launch_latency.clone(),
         },
         kernel_names,
         kernels,
@@ -314,15 +336,15 @@ pub fn diff(base: &Trace, new: &Trace, opts: &DiffOptions) -> Result<Diff, Analy
         steps,
         counters,
         pm_samples,
-    })
+    }
 }
 
-fn side(r: &Report, api: &[NameTotal]) -> Side {
+fn side(r: &Report, api: &KeyedNames) -> Side {
     Side {
         source: r.trace.source,
         window: r.window,
         kernels: r.devices.iter().map(|d| d.timeline.kernels).sum(),
-        api_calls: api.iter().map(|a| a.count).sum(),
+        api_calls: api.calls(),
         orphans: r.correlation.orphans,
         complete: r.data_loss.complete,
         dropped: r
@@ -577,66 +599,147 @@ fn key_hash(key: &str) -> u64 {
     h.finish()
 }
 
-/// Rows of both summaries matched by [`match_key`] (names with one key are merged, shown as the
-/// base's spelling), sorted by the size of the change in summed time, largest first, then by
-/// name.
-fn name_diffs(base: &[NameTotal], new: &[NameTotal], top: usize) -> (NameCounts, Vec<NameDiff>) {
-    /// Key (a 64-bit hash of the [`match_key`]: a trace of a million names once held a million
-    /// key strings per side here) → (a spelling to show, the merged figures).
-    fn sides(rows: &[NameTotal]) -> HashMap<u64, (&str, NameSide)> {
-        let mut m: HashMap<u64, (&str, NameSide)> = HashMap::with_capacity(rows.len());
-        for r in rows {
-            let (_, s) = m.entry(key_hash(&match_key(&r.name))).or_insert((
-                r.name.as_str(),
-                NameSide {
-                    count: 0,
-                    total_ns: 0,
-                    mean_ns: 0,
-                },
-            ));
-            s.count += r.count;
-            s.total_ns = s.total_ns.saturating_add(r.total_ns);
-            s.mean_ns = s.total_ns.checked_div(s.count).unwrap_or(0);
+/// Every name of one side's records, with its count and summed time, matched by the 64-bit hash
+/// of its [`match_key`]: rows sorted by key (names of one key merged, shown in the spelling of
+/// the longest, ties by name), their names in one buffer. 40 bytes a name and its text: a
+/// million names once took a `String`, a hash-map slot and a key string each.
+#[derive(Debug, Clone, Default)]
+struct KeyedNames {
+    rows: Vec<KeyedRow>,
+    text: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct KeyedRow {
+    key: u64,
+    count: u64,
+    total_ns: Ns,
+    /// The shown name, `text[at..at + len]`.
+    at: usize,
+    len: u32,
+}
+
+impl KeyedNames {
+    fn of(t: &Trace, items: impl Iterator<Item = (StrId, Ns)>) -> KeyedNames {
+        let groups = t.strings.len() + 1;
+        let mut count = vec![0u64; groups];
+        let mut total = vec![0 as Ns; groups];
+        for (id, d) in items {
+            let g = (id as usize).min(groups - 1);
+            count[g] += 1;
+            total[g] = total[g].saturating_add(d);
         }
-        m
+        let mut out = KeyedNames::default();
+        for g in (0..groups).filter(|&g| count[g] > 0) {
+            let (shown, _) = name_pair(t.strings.get(g).map_or("?", String::as_str));
+            let at = out.text.len();
+            out.text.push_str(&shown);
+            out.rows.push(KeyedRow {
+                key: key_hash(&match_key(&shown)),
+                count: count[g],
+                total_ns: total[g],
+                at,
+                // Shown names are bounded (`names::held`), far below 4 GiB.
+                len: u32::try_from(shown.len()).unwrap_or(u32::MAX),
+            });
+        }
+        drop((count, total));
+        let text = &out.text;
+        let name = |r: &KeyedRow| &text[r.at..r.at + r.len as usize];
+        out.rows.sort_unstable_by(|a, b| {
+            a.key
+                .cmp(&b.key)
+                .then(b.total_ns.cmp(&a.total_ns))
+                .then_with(|| name(a).cmp(name(b)))
+        });
+        // Merge each run of one key into its first row (the longest's spelling).
+        out.rows.dedup_by(|later, first| {
+            if later.key != first.key {
+                return false;
+            }
+            first.count += later.count;
+            first.total_ns = first.total_ns.saturating_add(later.total_ns);
+            true
+        });
+        out.rows.shrink_to_fit();
+        out
     }
-    let (mb, mn) = (sides(base), sides(new));
-    let mut keys: Vec<&u64> = mb.keys().chain(mn.keys()).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let counts = NameCounts {
-        base: mb.len() as u64,
-        new: mn.len() as u64,
-        only_base: mb.keys().filter(|k| !mn.contains_key(*k)).count() as u64,
-        only_new: mn.keys().filter(|k| !mb.contains_key(*k)).count() as u64,
+
+    fn name(&self, r: &KeyedRow) -> &str {
+        &self.text[r.at..r.at + r.len as usize]
+    }
+
+    /// Records counted, over every name.
+    fn calls(&self) -> u64 {
+        self.rows.iter().map(|r| r.count).sum()
+    }
+}
+
+/// Rows of both sides matched by [`match_key`] (shown as the base's spelling), sorted by the
+/// size of the change in summed time, largest first, then by name. One pass over both sides in
+/// key order; only the `top` rows shown are kept (at most twice that many at any time).
+fn name_diffs(base: &KeyedNames, new: &KeyedNames, top: usize) -> (NameCounts, Vec<NameDiff>) {
+    /// A key's change and its row on each side.
+    type Cand<'a> = (i64, Option<&'a KeyedRow>, Option<&'a KeyedRow>);
+    let shown = |c: &Cand<'_>| match (c.1, c.2) {
+        (Some(b), _) => base.name(b),
+        (None, Some(n)) => new.name(n),
+        (None, None) => "",
     };
-    // Each key's change first; names are copied only for the `top` rows shown (a trace of a
-    // million distinct names once made a million rows here).
-    let change_of = |key: &u64| {
-        let total = |s: Option<&(&str, NameSide)>| i128::from(s.map_or(0, |s| s.1.total_ns));
-        (total(mn.get(key)) - total(mb.get(key))).clamp(i128::from(i64::MIN), i128::from(i64::MAX))
-            as i64
-    };
-    let shown = |key: &u64| mb.get(key).or(mn.get(key)).map_or("", |x| x.0);
-    let mut keyed: Vec<(i64, &u64)> = keys.into_iter().map(|k| (change_of(k), k)).collect();
-    let order = |a: &(i64, &u64), b: &(i64, &u64)| {
+    let order = |a: &Cand<'_>, b: &Cand<'_>| {
         b.0.unsigned_abs()
             .cmp(&a.0.unsigned_abs())
-            .then_with(|| shown(a.1).cmp(shown(b.1)))
+            .then_with(|| shown(a).cmp(shown(b)))
     };
-    if keyed.len() > top {
-        keyed.select_nth_unstable_by(top, order);
-        keyed.truncate(top);
+    let keep = |c: &mut Vec<Cand<'_>>| {
+        if c.len() > top {
+            c.select_nth_unstable_by(top, order);
+            c.truncate(top);
+        }
+    };
+    let mut counts = NameCounts {
+        base: base.rows.len() as u64,
+        new: new.rows.len() as u64,
+        only_base: 0,
+        only_new: 0,
+    };
+    let bound = top.saturating_mul(2).max(1024);
+    let mut cands: Vec<Cand<'_>> = Vec::new();
+    let (mut bi, mut ni) = (base.rows.iter().peekable(), new.rows.iter().peekable());
+    loop {
+        let (b, n) = match (bi.peek(), ni.peek()) {
+            (None, None) => break,
+            (Some(b), Some(n)) if b.key == n.key => (bi.next(), ni.next()),
+            (Some(b), Some(n)) if b.key < n.key => (bi.next(), None),
+            (Some(_), None) => (bi.next(), None),
+            _ => (None, ni.next()),
+        };
+        match (b, n) {
+            (Some(_), None) => counts.only_base += 1,
+            (None, Some(_)) => counts.only_new += 1,
+            _ => {}
+        }
+        let total = |r: Option<&KeyedRow>| i128::from(r.map_or(0, |r| r.total_ns));
+        let change = (total(n) - total(b)).clamp(i128::from(i64::MIN), i128::from(i64::MAX));
+        cands.push((change as i64, b, n));
+        if cands.len() >= bound {
+            keep(&mut cands);
+        }
     }
-    let mut rows: Vec<NameDiff> = keyed
-        .into_iter()
-        .map(|(change, key)| {
-            let (b, n) = (mb.get(key).copied(), mn.get(key).copied());
-            let name = b.or(n).map_or("", |x| x.0);
-            let (b, n) = (b.map(|x| x.1), n.map(|x| x.1));
+    keep(&mut cands);
+    cands.sort_by(order);
+    let side = |r: &KeyedRow| NameSide {
+        count: r.count,
+        total_ns: r.total_ns,
+        mean_ns: r.total_ns.checked_div(r.count).unwrap_or(0),
+    };
+    let rows = cands
+        .iter()
+        .map(|c| {
+            let (b, n) = (c.1.map(side), c.2.map(side));
             NameDiff {
-                name: name.to_owned(),
-                total_change_ns: change,
+                name: shown(c).to_owned(),
+                total_change_ns: c.0,
                 mean_change_pct: match (b, n) {
                     (Some(b), Some(n)) if b.mean_ns > 0 => {
                         Some((n.mean_ns as f64 - b.mean_ns as f64) * 100.0 / b.mean_ns as f64)
@@ -648,12 +751,5 @@ fn name_diffs(base: &[NameTotal], new: &[NameTotal], top: usize) -> (NameCounts,
             }
         })
         .collect();
-    rows.sort_by(|a, b| {
-        b.total_change_ns
-            .unsigned_abs()
-            .cmp(&a.total_change_ns.unsigned_abs())
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    rows.truncate(top);
     (counts, rows)
 }

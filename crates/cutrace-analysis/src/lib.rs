@@ -33,7 +33,7 @@ pub mod window;
 pub use correlate::{
     correlate, launch_latencies, ApiIndex, Correlation, JoinCounts, LaunchLatency,
 };
-pub use diff::{diff, Diff, DiffOptions, DIFF_SCHEMA_VERSION};
+pub use diff::{diff, diff_side, diff_sides, Diff, DiffOptions, DiffSide, DIFF_SCHEMA_VERSION};
 pub use error::AnalysisError;
 pub use gap_reading::GapReading;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};

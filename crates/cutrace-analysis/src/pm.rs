@@ -418,6 +418,11 @@ pub fn pm_diff(
     windows: (Option<&Window>, Option<&Window>),
 ) -> Option<PmDiff> {
     let (b, n) = (pm_report(base, windows.0), pm_report(new, windows.1));
+    pm_diff_of(b.as_ref(), n.as_ref())
+}
+
+/// [`pm_diff`] of two sides' PM reports.
+pub fn pm_diff_of(b: Option<&PmReport>, n: Option<&PmReport>) -> Option<PmDiff> {
     if b.is_none() && n.is_none() {
         return None;
     }
@@ -443,8 +448,8 @@ pub fn pm_diff(
         })
         .collect();
     Some(PmDiff {
-        base: b.as_ref().map(pm_side),
-        new: n.as_ref().map(pm_side),
+        base: b.map(pm_side),
+        new: n.map(pm_side),
         devices,
     })
 }

@@ -180,62 +180,25 @@ fn group_percentiles<T: Ord + Copy>(
         .collect()
 }
 
-/// A name's count and summed duration, what a diff matches by name: every name of a trace, so
-/// nothing else is held for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NameTotal {
-    /// As reports show it (`names::name_pair`).
-    pub name: String,
-    pub count: u64,
-    pub total_ns: Ns,
+/// Each kernel's name and its duration clipped to the window (kernels outside it left out).
+pub(crate) fn kernel_items<'a>(
+    trace: &'a Trace,
+    window: Option<&'a Window>,
+) -> impl Iterator<Item = (StrId, Ns)> + Clone + 'a {
+    trace.kernels.iter().filter_map(move |k| {
+        clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
+    })
 }
 
-/// Every name's [`NameTotal`] of `items`, longest first, then by name (the order of the summary's
-/// rows: a diff shows the spelling of a name's longest variant).
-fn name_totals(trace: &Trace, items: impl Iterator<Item = (StrId, Ns)>) -> Vec<NameTotal> {
-    let groups = trace.strings.len() + 1;
-    let mut count = vec![0u64; groups];
-    let mut total = vec![0 as Ns; groups];
-    for (id, d) in items {
-        let g = (id as usize).min(groups - 1);
-        count[g] += 1;
-        total[g] = total[g].saturating_add(d);
-    }
-    let mut rows: Vec<NameTotal> = (0..groups)
-        .filter(|&g| count[g] > 0)
-        .map(|g| NameTotal {
-            name: name_pair(trace.strings.get(g).map_or("?", String::as_str)).0,
-            count: count[g],
-            total_ns: total[g],
-        })
-        .collect();
-    rows.sort_by(|a, b| {
-        b.total_ns
-            .cmp(&a.total_ns)
-            .then_with(|| a.name.cmp(&b.name))
-    });
-    rows
-}
-
-/// Every kernel name's count and summed time in the window.
-pub fn kernel_name_totals(trace: &Trace, window: Option<&Window>) -> Vec<NameTotal> {
-    name_totals(
-        trace,
-        trace.kernels.iter().filter_map(move |k| {
-            clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
-        }),
-    )
-}
-
-/// Every API name's count and summed time in the window.
-pub fn api_name_totals(trace: &Trace, window: Option<&Window>) -> Vec<NameTotal> {
-    name_totals(
-        trace,
-        trace
-            .api_calls
-            .iter()
-            .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d))),
-    )
+/// Each API call's name and its duration in the window.
+pub(crate) fn api_items<'a>(
+    trace: &'a Trace,
+    window: Option<&'a Window>,
+) -> impl Iterator<Item = (StrId, Ns)> + Clone + 'a {
+    trace
+        .api_calls
+        .iter()
+        .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d)))
 }
 
 /// Kernel summary by name (like `nsys stats` cuda_gpu_kern_sum), all rows.
@@ -250,10 +213,7 @@ pub(crate) fn kernel_summary_in(
     scratch: &mut Scratch,
     keep: usize,
 ) -> (Vec<KernelNameSummary>, u64) {
-    let items = trace.kernels.iter().filter_map(move |k| {
-        clip(window, k.start_ns, k.end_ns).map(|(s, e)| (k.name, e.saturating_sub(s)))
-    });
-    let s = summarize_by_name_in(trace, items, scratch, keep);
+    let s = summarize_by_name_in(trace, kernel_items(trace, window), scratch, keep);
     let rows = s
         .rows
         .into_iter()
@@ -277,11 +237,7 @@ pub(crate) fn api_summary_in(
     scratch: &mut Scratch,
     keep: usize,
 ) -> (Vec<NameStats>, u64) {
-    let items = trace
-        .api_calls
-        .iter()
-        .filter_map(move |c| crate::correlate::api_span(window, c).map(|d| (c.name, d)));
-    let s = summarize_by_name_in(trace, items, scratch, keep);
+    let s = summarize_by_name_in(trace, api_items(trace, window), scratch, keep);
     (s.rows, s.names)
 }
 
@@ -318,19 +274,11 @@ mod tests {
             .collect();
         let t = cutrace_testkit::records::complete_trace(i, kernels, Vec::new());
         let all = kernel_summary(&t, None);
-        let totals = kernel_name_totals(&t, None);
         assert_eq!(all.len(), 200);
-        assert_eq!(totals.len(), 200);
         for keep in [0, 1, 3, 20, 199, 200, 500] {
             let (rows, names) = kernel_summary_in(&t, None, &mut Scratch::default(), keep);
             assert_eq!(names, 200);
             assert_eq!(rows[..], all[..keep.min(200)], "keep {keep}");
-        }
-        for (a, b) in all.iter().zip(&totals) {
-            assert_eq!(
-                (&a.stats.name, a.stats.count, a.stats.total_ns),
-                (&b.name, b.count, b.total_ns)
-            );
         }
     }
 

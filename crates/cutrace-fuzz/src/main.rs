@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
         return Ok(run::launcher_main()?);
     }
     if let Some(dir) = &args.write_shapes {
-        // The two shapes past the ceiling today, for measuring by hand.
+        // The two largest shapes, for measuring by hand.
         for (name, part) in [
             ("many-devices", targets::shapes::many_devices_part()?),
             ("distinct-names", targets::shapes::distinct_names_part()?),

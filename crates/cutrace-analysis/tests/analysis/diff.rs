@@ -317,3 +317,77 @@ fn a_name_spelled_two_ways_is_one_name() {
     assert_eq!(d.kernels[0].total_change_ns, 50);
     assert_eq!((d.kernel_names.only_base, d.kernel_names.only_new), (0, 0));
 }
+
+#[test]
+fn the_rows_shown_are_the_first_rows_of_the_whole_comparison() {
+    use std::collections::BTreeMap;
+    // 3,000 names a side, 2,000 of them in both, totals with many ties (so the cut at `top`
+    // falls inside runs of equal changes, and ties are broken by name), past the point where
+    // the diff prunes its candidates (1,024).
+    let side = |names: std::ops::Range<u64>, scale: u64| {
+        let mut i = Interner::new();
+        let kernels = names
+            .enumerate()
+            .map(|(c, n)| {
+                let len = 10 + (n * scale) % 23 * 10;
+                let start = c as u64 * 1_000;
+                kernel(
+                    &mut i,
+                    &format!("k{n}"),
+                    0,
+                    7,
+                    c as u64 + 1,
+                    start,
+                    start + len,
+                )
+            })
+            .collect();
+        complete_trace(i, kernels, Vec::new())
+    };
+    let (base, new) = (side(0..3_000, 7), side(1_000..4_000, 11));
+    let totals = |t: &Trace| -> BTreeMap<String, i64> {
+        t.kernels
+            .iter()
+            .map(|k| {
+                (
+                    t.strings[k.name as usize].clone(),
+                    (k.end_ns - k.start_ns) as i64,
+                )
+            })
+            .collect()
+    };
+    let (tb, tn) = (totals(&base), totals(&new));
+    let mut want: Vec<(String, i64)> = tb
+        .keys()
+        .chain(tn.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|n| {
+            let change = tn.get(n).copied().unwrap_or(0) - tb.get(n).copied().unwrap_or(0);
+            (n.clone(), change)
+        })
+        .collect();
+    want.sort_by(|a, b| {
+        b.1.unsigned_abs()
+            .cmp(&a.1.unsigned_abs())
+            .then_with(|| a.0.cmp(&b.0))
+    });
+    for n in [0, 1, 7, 1_000, 1_500, 3_999, 4_000, 9_000] {
+        let d = diff(&base, &new, &top(n)).unwrap();
+        let got: Vec<(String, i64)> = d
+            .kernels
+            .iter()
+            .map(|r| (r.name.clone(), r.total_change_ns))
+            .collect();
+        assert_eq!(got[..], want[..n.min(want.len())], "top {n}");
+        assert_eq!(
+            (
+                d.kernel_names.base,
+                d.kernel_names.new,
+                d.kernel_names.only_base,
+                d.kernel_names.only_new
+            ),
+            (3_000, 3_000, 1_000, 1_000)
+        );
+    }
+}

@@ -3,35 +3,23 @@
 
 use std::fmt::Write as _;
 
-use cutrace_analysis::{analyze, fmt_ns, AnalysisError, Diff, DiffOptions, Options};
-use cutrace_trace::Trace;
+use cutrace_analysis::{fmt_ns, Diff, DiffSide};
 
-use super::{escape, page_end, page_start, pct, report, timeline_lod, Cell, PageData, Table};
+use super::{escape, page_end, page_start, pct, report, Cell, PageData, Table, TimelineLod};
 
-/// The whole diff page. `d` is `cutrace_analysis::diff(base, new, opts)`; each side's report
-/// and timeline are computed here with the same options.
-pub fn page(
-    base_title: &str,
-    base: &Trace,
-    new_title: &str,
-    new: &Trace,
-    d: &Diff,
-    opts: &DiffOptions,
-) -> Result<String, AnalysisError> {
-    let side = |t: &Trace, w: Option<cutrace_analysis::Window>| -> Result<_, AnalysisError> {
-        let mut r = analyze(
-            t,
-            &Options {
-                window: w,
-                top: opts.top,
-                ..Options::default()
-            },
-        )?;
-        r.steps = cutrace_analysis::steps(t, w.as_ref(), &opts.steps);
-        Ok((r, timeline_lod(t, w.as_ref())?))
-    };
-    let (rb, lb) = side(base, opts.base_window)?;
-    let (rn, ln) = side(new, opts.new_window)?;
+/// One side of the diff page: its title (the path given), what the diff took of its trace
+/// (`cutrace_analysis::diff_side`, whose report the page shows) and its timeline
+/// (`timeline_lod` over the same window).
+pub struct PageSide<'a> {
+    pub title: &'a str,
+    pub side: &'a DiffSide,
+    pub timeline: &'a TimelineLod,
+}
+
+/// The whole diff page: `d` is `cutrace_analysis::diff_sides` of the two sides, whose reports
+/// and timelines follow it side by side.
+pub fn page(base: &PageSide<'_>, new: &PageSide<'_>, d: &Diff) -> String {
+    let (base_title, new_title) = (base.title, new.title);
     let mut o = String::with_capacity(128 * 1024);
     page_start(&mut o, &format!("cutrace diff: {base_title} → {new_title}"));
     let _ = write!(
@@ -51,10 +39,10 @@ pub fn page(
         "<h2 class=\"sidehead\">base: {}</h2>",
         escape(base_title)
     );
-    let tb = report::body(&mut o, &rb, &lb, "tl-base");
+    let tb = report::body(&mut o, &base.side.report, base.timeline, "tl-base");
     o.push_str("</div><div class=\"side\">");
     let _ = write!(o, "<h2 class=\"sidehead\">new: {}</h2>", escape(new_title));
-    let tn = report::body(&mut o, &rn, &ln, "tl-new");
+    let tn = report::body(&mut o, &new.side.report, new.timeline, "tl-new");
     o.push_str("</div></div>\n");
     page_end(
         &mut o,
@@ -62,7 +50,7 @@ pub fn page(
             timelines: vec![tb, tn],
         },
     );
-    Ok(o)
+    o
 }
 
 fn caveats(o: &mut String, d: &Diff) {

@@ -586,8 +586,21 @@ fn each_page_allows_only_its_own_script_and_style_by_hash() {
         load("kineto/profiler_steps.json.gz"),
     );
     let opts = cutrace_analysis::DiffOptions::default();
-    let d = cutrace_analysis::diff(&base, &new, &opts).unwrap();
-    let page = super::diff::page("base", &base, "new", &new, &d, &opts).unwrap();
+    let (b, n) = (
+        cutrace_analysis::diff_side(&base, None, &opts).unwrap(),
+        cutrace_analysis::diff_side(&new, None, &opts).unwrap(),
+    );
+    let d = cutrace_analysis::diff_sides(&b, &n, &opts);
+    let (lb, ln) = (
+        super::timeline_lod(&base, None).unwrap(),
+        super::timeline_lod(&new, None).unwrap(),
+    );
+    let side = |title, side, timeline| super::diff::PageSide {
+        title,
+        side,
+        timeline,
+    };
+    let page = super::diff::page(&side("base", &b, &lb), &side("new", &n, &ln), &d);
     assert_policy_allows_only_its_own("diff", &page);
 }
 

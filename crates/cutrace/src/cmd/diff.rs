@@ -3,10 +3,14 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use cutrace_analysis::{parse_time_arg, trace_bounds, DiffOptions, StepMatch, TimeArg, Window};
+use cutrace_analysis::{
+    parse_time_arg, trace_bounds, DiffOptions, DiffSide, StepMatch, TimeArg, Window,
+};
+use cutrace_export::html::diff::PageSide;
+use cutrace_export::html::TimelineLod;
 use cutrace_trace::Trace;
 
 use cutrace_export::job;
@@ -114,33 +118,53 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             .context("writing the diff to stdout")?;
         return Ok(0);
     }
-    let base = load(&args.base, &limits)?;
-    let new = load(&args.new, &limits)?;
     let opts = DiffOptions {
         top: args.top,
         steps: which.clone(),
-        base_window: window(&base, from, to)?,
-        new_window: window(&new, from, to)?,
+        base_window: None,
+        new_window: None,
     };
-    let d = cutrace_analysis::diff(&base, &new, &opts).with_context(|| {
-        format!(
-            "comparing {} with {}",
-            args.new.display(),
-            args.base.display()
-        )
-    })?;
+    // One trace at a time: each is read, reduced to what the diff needs (and its timeline, for
+    // the page), and dropped before the other is read.
+    let html = args.html.is_some();
+    let side = |path: &Path| -> anyhow::Result<(DiffSide, Option<TimelineLod>)> {
+        let t = load(path, &limits)?;
+        let w = window(&t, from, to)?;
+        let side = cutrace_analysis::diff_side(&t, w, &opts)
+            .with_context(|| format!("analysing {}", path.display()))?;
+        let timeline = html
+            .then(|| cutrace_export::html::timeline_lod(&t, w.as_ref()))
+            .transpose()
+            .with_context(|| format!("drawing the timeline of {}", path.display()))?;
+        Ok((side, timeline))
+    };
+    let (base, base_timeline) = side(&args.base)?;
+    let (new, new_timeline) = side(&args.new)?;
+    let d = cutrace_analysis::diff_sides(&base, &new, &opts);
     if args.steps.is_some() && d.steps.is_none() {
         let windowed = from.is_some() || to.is_some();
         anyhow::bail!(cutrace_export::text::diff::steps_not_found(
             &which, windowed
         ));
     }
-    if let Some(dest) = &args.html {
+    if let (Some(dest), Some(lb), Some(ln)) = (&args.html, &base_timeline, &new_timeline) {
         let (b, n) = (
             args.base.display().to_string(),
             args.new.display().to_string(),
         );
-        let page = cutrace_export::html::diff::page(&b, &base, &n, &new, &d, &opts)?;
+        let page = cutrace_export::html::diff::page(
+            &PageSide {
+                title: &b,
+                side: &base,
+                timeline: lb,
+            },
+            &PageSide {
+                title: &n,
+                side: &new,
+                timeline: ln,
+            },
+            &d,
+        );
         let mode = cutrace_export::files::mode_of_inputs([&args.base, &args.new]);
         cutrace_export::html::write_to(dest, &page, out, mode)
             .with_context(|| format!("writing {}", dest.display()))?;
