@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python package, installed as the README says: `pip install .` in a fresh copy of the
 # checkout (its committed files; nothing built or prepared), into a fresh virtualenv; then
-# tests/wheel_check.py runs there on the bundled example. Needs python3 with venv and pip, git,
-# and PyPI for maturin. Ends with "wheel check: PASS" or "wheel check: FAIL".
+# tests/wheel_check.py runs there on the bundled example; and `cargo install --path
+# crates/cutrace` in the same copy. Needs python3 with venv and pip, git, cargo, and PyPI for
+# maturin. Ends with "wheel check: PASS" or "wheel check: FAIL".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 started=$SECONDS
@@ -18,6 +19,10 @@ python3 -m venv "$work/env"
 (cd "$work/src" && "$work/env/bin/pip" wheel --quiet --disable-pip-version-check --no-deps -w "$work/wheels" .)
 wheel=$(ls "$work"/wheels/cutrace-*.whl)
 echo "wheel: $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB)"
+# The README's other install, typed as it says, in the same fresh copy (CARGO_INSTALL_ROOT keeps
+# it out of ~/.cargo): the command alone, carrying the injection library.
+(cd "$work/src" && CARGO_INSTALL_ROOT="$work/cargo-root" cargo install --quiet --path crates/cutrace)
+echo "cargo install: bin/cutrace ($(du -k "$work/cargo-root/bin/cutrace" | cut -f1) KiB)"
 
 # Nothing of the checkout may help the installed package: no CUTRACE_BIN, no CUTRACE_INJECT_LIB,
 # a PATH without target/ or the build environment, and no cache holding an embedded library.
@@ -33,9 +38,11 @@ exe = cutrace.binary()
 assert exe == sys.argv[1] + "/bin/cutrace", exe
 assert cutrace.report(sys.argv[2])["devices"], "no devices"
 print("ok   pip install --target: cutrace.binary() is", exe)' "$work" examples/two_streams.json.gz
-# The binary alone (as `cargo install` leaves it): record writes out the library it carries, once,
-# content-addressed under the cache directory, and the program runs as before.
-mkdir "$work/alone" && cp "$work/env/bin/cutrace" "$work/alone/"
+# The binary alone, as `cargo install` left it: it reports, and record writes out the library it
+# carries, once, content-addressed under the cache directory, and the program runs as before.
+mkdir "$work/alone" && cp "$work/cargo-root/bin/cutrace" "$work/alone/"
+"$work/alone/cutrace" report examples/two_streams.json.gz | grep -q 'busy' ||
+    { echo "FAIL the cargo-installed binary does not report on the bundled example"; exit 1; }
 for run in first again; do
     set +e
     XDG_CACHE_HOME="$work/alone-cache" "$work/alone/cutrace" record -q -o "$work/alone/t" -- \

@@ -4,11 +4,12 @@
 //! installed that way would have no injection library to point `CUDA_INJECTION64_PATH` at. A
 //! release build therefore builds cutrace-inject itself (a nested `cargo build` into its own target
 //! directory under OUT_DIR: the outer build holds the lock on the outer one) and the binary carries
-//! the bytes; `cutrace record` writes them out under a content-addressed name when no library is
+//! the bytes, compressed; `cutrace record` inflates and writes them out under a content-addressed name when no library is
 //! found beside it (src/cmd/record.rs). Debug builds (tests, clippy) embed nothing, so they cost
 //! nothing. `CUTRACE_EMBED_INJECT=0` turns it off, `=1` turns it on for any profile.
 
 use std::hash::{Hash, Hasher};
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -52,7 +53,16 @@ fn main() {
         "cargo:rustc-env=CUTRACE_EMBEDDED_INJECT_ID={:016x}",
         h.finish()
     );
-    std::fs::write(out.join("libcutrace_inject.so"), &bytes).expect("writing into OUT_DIR");
+    // Compressed (zlib, best): 1.06 MB of library take about 0.4 MB of the binary; `record`
+    // inflates it only when it has to unpack it. Nothing to embed stays empty.
+    let packed = if bytes.is_empty() {
+        Vec::new()
+    } else {
+        let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+        z.write_all(&bytes).expect("compressing into memory");
+        z.finish().expect("compressing into memory")
+    };
+    std::fs::write(out.join("libcutrace_inject.so.zz"), &packed).expect("writing into OUT_DIR");
 }
 
 fn build_inject(manifest: &std::path::Path, target_dir: &std::path::Path) -> Vec<u8> {

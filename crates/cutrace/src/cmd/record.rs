@@ -150,9 +150,19 @@ pub struct Args {
     pub(crate) command: Vec<OsString>,
 }
 
-/// The injection library built into release binaries (build.rs; empty in debug builds), for a
-/// binary installed alone (`cargo install`), which has no library beside it.
-const EMBEDDED_INJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcutrace_inject.so"));
+/// The injection library built into release binaries, zlib-compressed (build.rs; empty in debug
+/// builds), for a binary installed alone (`cargo install`), which has no library beside it.
+const EMBEDDED_INJECT: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libcutrace_inject.so.zz"));
+
+/// The embedded library's bytes, inflated.
+fn embedded_inject() -> anyhow::Result<Vec<u8>> {
+    use std::io::Read as _;
+    let mut lib = Vec::new();
+    flate2::read::ZlibDecoder::new(EMBEDDED_INJECT)
+        .read_to_end(&mut lib)
+        .context("inflating the injection library built into cutrace")?;
+    Ok(lib)
+}
 
 /// The injection library to load: `CUTRACE_INJECT_LIB` when set (a path the user named and that
 /// is not a library is an error, never replaced by another), else one installed beside the
@@ -168,12 +178,13 @@ fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
         std::env::var_os("HOME").as_deref(),
     )
     .ok_or(cache::CacheError::NoBase);
+    let lib = embedded_inject()?;
     base.and_then(|b| {
         cache::unpack(
             &b,
             env!("CUTRACE_EMBEDDED_INJECT_ID"),
             INJECT_LIB_NAME,
-            EMBEDDED_INJECT,
+            &lib,
         )
     })
     .map_err(|e| {
