@@ -6,7 +6,8 @@
 //! directory under OUT_DIR: the outer build holds the lock on the outer one) and the binary carries
 //! the bytes, compressed; `cutrace record` inflates and writes them out under a content-addressed name when no library is
 //! found beside it (src/cmd/record.rs). Debug builds (tests, clippy) embed nothing, so they cost
-//! nothing. `CUTRACE_EMBED_INJECT=0` turns it off, `=1` turns it on for any profile.
+//! nothing. `cutrace_settings::var::EMBED_INJECT` set to 0 turns it off, to 1 turns it on for
+//! any profile.
 
 use std::hash::{Hash, Hasher};
 use std::io::Write as _;
@@ -14,13 +15,14 @@ use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    println!("cargo:rerun-if-env-changed=CUTRACE_EMBED_INJECT");
+    use cutrace_settings::var::EMBED_INJECT;
+    println!("cargo:rerun-if-env-changed={EMBED_INJECT}");
     println!("cargo:rerun-if-changed=build.rs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let manifest_dir =
         PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let root = manifest_dir.join("../..");
-    let wanted = match std::env::var("CUTRACE_EMBED_INJECT").as_deref() {
+    let wanted = match std::env::var(EMBED_INJECT).as_deref() {
         Ok("0") => false,
         Ok(_) => true,
         Err(_) => std::env::var("PROFILE").as_deref() == Ok("release"),
@@ -33,6 +35,7 @@ fn main() {
             "crates/cutrace-cupti",
             "crates/cutrace-counters",
             "crates/cutrace-trace",
+            "crates/cutrace-settings",
             "Cargo.lock",
             "Cargo.toml",
         ] {
@@ -49,10 +52,9 @@ fn main() {
     };
     let mut h = std::collections::hash_map::DefaultHasher::new();
     bytes.hash(&mut h);
-    println!(
-        "cargo:rustc-env=CUTRACE_EMBEDDED_INJECT_ID={:016x}",
-        h.finish()
-    );
+    // The library's content id, the name of its directory in the cache.
+    std::fs::write(out.join("inject-id"), format!("{:016x}", h.finish()))
+        .expect("writing into OUT_DIR");
     // Compressed (zlib, best): 1.06 MB of library take about 0.4 MB of the binary; `record`
     // inflates it only when it has to unpack it. Nothing to embed stays empty.
     let packed = if bytes.is_empty() {

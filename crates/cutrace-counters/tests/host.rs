@@ -10,6 +10,7 @@ use cutrace_counters::{
     plan, preload_nvperf_host, sets, CountersError, MetricType, Profiler, ProfilerKind,
 };
 use cutrace_cupti::{Cupti, CuptiError};
+use cutrace_settings::var;
 
 #[test]
 fn an_absent_libcupti_is_a_typed_error() {
@@ -99,13 +100,13 @@ fn profiler_symbols_a_cupti_lacks_are_typed_errors_not_panics() {
 #[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
 fn host_side_metrics_without_a_gpu() {
     let _lock = host_api_lock();
-    let path = std::env::var("CUTRACE_CUPTI_LIB")
+    let path = std::env::var(var::CUPTI_LIB)
         .expect("CUTRACE_CUPTI_LIB must name the wheel's libcupti.so.13");
     assert!(
         preload_nvperf_host(std::path::Path::new(&path)),
         "no libnvperf_host.so beside {path}"
     );
-    let cupti = Cupti::load_one(&path, "CUTRACE_CUPTI_LIB").unwrap();
+    let cupti = Cupti::load_one(&path, var::CUPTI_LIB).unwrap();
     let profiler = Profiler::new(&cupti);
     let chips = profiler.supported_chips().unwrap();
     assert!(chips.iter().any(|c| c == "GH100"), "{chips:?}");
@@ -158,13 +159,13 @@ fn host_api_lock() -> std::sync::MutexGuard<'static, ()> {
 
 /// The wheel's libcupti with libnvperf_host made findable, or a panic naming what is missing.
 fn wheel_cupti() -> Cupti {
-    let path = std::env::var("CUTRACE_CUPTI_LIB")
+    let path = std::env::var(var::CUPTI_LIB)
         .expect("CUTRACE_CUPTI_LIB must name the wheel's libcupti.so.13");
     assert!(
         preload_nvperf_host(std::path::Path::new(&path)),
         "no libnvperf_host.so beside {path}"
     );
-    Cupti::load_one(&path, "CUTRACE_CUPTI_LIB").unwrap()
+    Cupti::load_one(&path, var::CUPTI_LIB).unwrap()
 }
 
 #[test]

@@ -62,8 +62,11 @@ pub fn explain(code: CuptiResult) -> (&'static str, &'static str) {
         CUPTI_ERROR_NOT_INITIALIZED => (
             "CUPTI could not initialize: most often this libcupti is newer than the installed \
              driver supports",
-            "use the libcupti of the CUDA toolkit that matches the driver (set CUTRACE_CUPTI_LIB), \
-             or upgrade the driver",
+            concat!(
+                "use the libcupti of the CUDA toolkit that matches the driver (set ",
+                cutrace_settings::cupti_lib_var!(),
+                "), or upgrade the driver"
+            ),
         ),
         CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED => (
             "another CUPTI client already holds this process (torch.profiler, Nsight Systems, \
@@ -92,14 +95,17 @@ pub fn explain(code: CuptiResult) -> (&'static str, &'static str) {
             "this CUPTI does not know the activity kind (an older CUPTI than the records assume)",
             "use CUPTI 13 (CUDA 13.x toolkit) or drop that kind with --kinds",
         ),
-        _ => ("CUPTI refused the call", "run `cutrace doctor` for the machine's state"),
+        _ => (
+            "CUPTI refused the call",
+            "run `cutrace doctor` for the machine's state",
+        ),
     }
 }
 
 /// Errors from finding, loading or calling CUPTI.
 #[derive(Debug, thiserror::Error)]
 pub enum CuptiError {
-    #[error("libcupti not found (tried: {tried}); set CUTRACE_CUPTI_LIB to the path of libcupti.so.13, or CUDA_HOME to the toolkit")]
+    #[error("libcupti not found (tried: {tried}); set {var} to the path of libcupti.so.13, or CUDA_HOME to the toolkit", var = cutrace_settings::var::CUPTI_LIB)]
     NotFound { tried: String },
     #[error("could not load {path}: {reason}")]
     Load { path: String, reason: String },

@@ -7,6 +7,7 @@
 //! pip wheels beside the running Python; finally the bare soname, which the dynamic loader
 //! resolves through `LD_LIBRARY_PATH` and the `ldconfig` cache.
 
+use cutrace_settings::var;
 use std::path::{Path, PathBuf};
 
 /// The soname this build's record layouts were written for (CUPTI 13, CUDA 13.x).
@@ -72,8 +73,8 @@ pub fn candidates(inp: &SearchInputs<'_>) -> Vec<Candidate> {
             out.push(Candidate { path, source });
         }
     };
-    if let Some(p) = (inp.env)("CUTRACE_CUPTI_LIB").filter(|s| !s.is_empty()) {
-        push(PathBuf::from(p), "CUTRACE_CUPTI_LIB", &mut out);
+    if let Some(p) = (inp.env)(var::CUPTI_LIB).filter(|s| !s.is_empty()) {
+        push(PathBuf::from(p), var::CUPTI_LIB, &mut out);
         // An explicit choice is not second-guessed.
         return out;
     }
@@ -253,16 +254,13 @@ mod tests {
     #[test]
     fn explicit_path_wins_alone() {
         let c = run(
-            &[
-                ("CUTRACE_CUPTI_LIB", "/x/libcupti.so.13"),
-                ("CUDA_HOME", "/c"),
-            ],
+            &[(var::CUPTI_LIB, "/x/libcupti.so.13"), ("CUDA_HOME", "/c")],
             None,
             &[],
             None,
         );
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].source, "CUTRACE_CUPTI_LIB");
+        assert_eq!(c[0].source, var::CUPTI_LIB);
     }
 
     #[test]
@@ -312,13 +310,13 @@ mod tests {
     fn explicit_path_beats_a_loaded_copy() {
         let maps = "7f00-7f01 r-xp 00000000 08:01 1 /venv/libcupti.so.13\n";
         let c = run(
-            &[("CUTRACE_CUPTI_LIB", "/x/libcupti.so.13")],
+            &[(var::CUPTI_LIB, "/x/libcupti.so.13")],
             Some(maps),
             &[],
             None,
         );
         assert_eq!(c.len(), 1);
-        assert_eq!(c[0].source, "CUTRACE_CUPTI_LIB");
+        assert_eq!(c[0].source, var::CUPTI_LIB);
     }
 
     #[test]

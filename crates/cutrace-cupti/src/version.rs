@@ -26,14 +26,16 @@ pub fn check_pairing(cupti: u32, driver: Option<u32>, cupti_path: &str) -> Pairi
     let Some((cmaj, cmin)) = cupti_cuda_version(cupti) else {
         return Pairing::Refuse(format!(
             "{cupti_path} is a CUPTI older than CUDA 13 (cuptiGetVersion = {cupti}); this cutrace \
-             decodes CUPTI 13 records. Fix: point CUTRACE_CUPTI_LIB at a CUDA 13.x libcupti.so.13"
+             decodes CUPTI 13 records. Fix: point {} at a CUDA 13.x libcupti.so.13",
+            cutrace_settings::var::CUPTI_LIB
         ));
     };
     if cmaj != 13 {
         return Pairing::Refuse(format!(
             "{cupti_path} is CUPTI for CUDA {cmaj}.{cmin} (cuptiGetVersion = {cupti}); this cutrace \
-             knows CUPTI 13 record layouts only. Fix: point CUTRACE_CUPTI_LIB at a CUDA 13.x \
-             libcupti.so.13, or use a cutrace built for CUDA {cmaj}"
+             knows CUPTI 13 record layouts only. Fix: point {} at a CUDA 13.x libcupti.so.13, or \
+             use a cutrace built for CUDA {cmaj}",
+            cutrace_settings::var::CUPTI_LIB
         ));
     }
     let Some(d) = driver else {
@@ -47,7 +49,8 @@ pub fn check_pairing(cupti: u32, driver: Option<u32>, cupti_path: &str) -> Pairi
             "CUPTI {cmaj}.{cmin} ({cupti_path}) is newer than the driver, which supports CUDA \
              {dmaj}.{dmin} (cuDriverGetVersion = {d}); CUPTI would fail with \
              CUPTI_ERROR_NOT_INITIALIZED. Fix: install a driver for CUDA {cmaj}.x (r580 or \
-             newer), or set CUTRACE_CUPTI_LIB to the libcupti of a CUDA {dmaj}.x toolkit"
+             newer), or set {} to the libcupti of a CUDA {dmaj}.x toolkit",
+            cutrace_settings::var::CUPTI_LIB
         ));
     }
     if dmaj == cmaj && dmin < cmin {

@@ -101,7 +101,7 @@ pub enum DcgmError {
 }
 
 /// Sets how long one `dcgmi` command may take before it is killed.
-pub const DCGMI_TIMEOUT_ENV: &str = "CUTRACE_DCGMI_TIMEOUT";
+pub const DCGMI_TIMEOUT_ENV: &str = cutrace_settings::var::DCGMI_TIMEOUT;
 
 /// How long one `dcgmi profile` may run by default: it answers in well under a second when the
 /// host engine is up; a hung one must not hold the pause, or a terminal, for ever.

@@ -8,6 +8,7 @@
 //! way the dynamic loader would: `LD_LIBRARY_PATH`, then the directories of the loader's cache
 //! (`/etc/ld.so.conf.d/*.conf`), then the default directories.
 
+use cutrace_settings::var;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -140,7 +141,7 @@ impl<'r> Search<'r> {
     pub fn places_searched(&self) -> Vec<String> {
         let env = |k: &str| env_var(self.root, k);
         let mut out = Vec::new();
-        if let Some(p) = env("CUTRACE_CUPTI_LIB").filter(|s| !s.is_empty()) {
+        if let Some(p) = env(var::CUPTI_LIB).filter(|s| !s.is_empty()) {
             out.push(p);
         }
         for var in ["CUDA_HOME", "CUDA_PATH"] {
@@ -165,8 +166,9 @@ impl<'r> Search<'r> {
         for c in candidates(root) {
             let path = c.path.display().to_string();
             if c.path.is_absolute() {
-                // An explicit CUTRACE_CUPTI_LIB is tried even when absent (record would fail on it).
-                if root.exists(&path) || c.source == "CUTRACE_CUPTI_LIB" {
+                // An explicit choice of libcupti is tried even when absent (record would fail on
+                // it).
+                if root.exists(&path) || c.source == var::CUPTI_LIB {
                     return Some(Predicted {
                         path,
                         source: c.source.to_string(),
@@ -318,14 +320,17 @@ mod tests {
         let t = Tree::new(&[
             (
                 "/proc/self/environ",
-                "CUTRACE_CUPTI_LIB=/x/libcupti.so.13\0CUDA_HOME=/opt/cuda\0",
+                concat!(
+                    cutrace_settings::cupti_lib_var!(),
+                    "=/x/libcupti.so.13\0CUDA_HOME=/opt/cuda\0"
+                ),
             ),
             ("/opt/cuda/lib64/libcupti.so.13", ""),
         ]);
         let p = record_would_load(&t.root()).unwrap();
         assert_eq!(
             (p.path.as_str(), p.source.as_str()),
-            ("/x/libcupti.so.13", "CUTRACE_CUPTI_LIB")
+            ("/x/libcupti.so.13", var::CUPTI_LIB)
         );
     }
 

@@ -10,38 +10,12 @@
 //! sync kind still records the synchronizations, so in that mode synchronization records point
 //! to API calls that are not in the trace.
 
-/// `CUTRACE_API` / `cutrace record --api`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ApiMode {
-    /// Every API call is recorded (`cuptiActivityEnable` for the kind).
-    All,
-    /// Every API call except the state queries in [`QUERY_CALLS`]: the default (BENCHMARKS.md,
-    /// "Record configurations compared inside one process", 2026-11-30: those records cost 5.6 %
-    /// of an eager PyTorch op under tracing).
-    Lean,
-    /// Only calls that launch work or move/set memory ([`is_launch_or_copy`]); synchronization
-    /// records then have no API call.
-    Launches,
-}
-
-impl ApiMode {
-    pub fn parse(s: &str) -> Option<ApiMode> {
-        match s.trim() {
-            "all" => Some(ApiMode::All),
-            "lean" => Some(ApiMode::Lean),
-            "launches" => Some(ApiMode::Launches),
-            _ => None,
-        }
-    }
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ApiMode::All => "all",
-            ApiMode::Lean => "lean",
-            ApiMode::Launches => "launches",
-        }
-    }
-}
+/// `cutrace record --api`: which calls get records (the contract's type; `lean` leaves out the
+/// state queries in [`QUERY_CALLS`], the default: BENCHMARKS.md, "Record configurations compared
+/// inside one process", 2026-11-30, those records cost 5.6 % of an eager PyTorch op under
+/// tracing; `launches` keeps only calls that launch work or move/set memory
+/// ([`is_launch_or_copy`]), so synchronization records then have no API call).
+pub use cutrace_settings::ApiMode;
 
 /// API calls `lean` does not record. The criterion for a name to be here: the call returns
 /// state and launches, moves, allocates, synchronizes, creates or destroys nothing, so no

@@ -80,7 +80,12 @@ pub fn parse_request(kinds: &str, api: Option<&str>) -> Result<(Vec<u32>, ApiMod
 
 fn enabled_by_env() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("CUTRACE_BENCH_HOOK").as_deref() == Ok("1"))
+    *ON.get_or_init(|| {
+        cutrace_settings::Settings::from_process_env()
+            .0
+            .knobs
+            .bench_hook
+    })
 }
 
 /// # Safety
@@ -162,7 +167,7 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
             }
         }
     }
-    let label = format!("kinds '{kinds_text}', api {}", mode.name());
+    let label = format!("kinds '{kinds_text}', api {}", mode.as_str());
     // Each configuration's notes once; again whenever this switch was not exact (a refusal
     // that came later must not go unrecorded).
     let exact_so_far = denied_exactly && r.as_ref().is_ok_and(|on| on.kinds.len() == kinds.len());
@@ -211,7 +216,7 @@ fn deny(
     if !g.cupti.has_api_record_filter(driver) {
         notes.push(format!(
             "api {}: this libcupti cannot turn {what} records off by callback id: all recorded",
-            mode.name()
+            mode.as_str()
         ));
         return false;
     }
@@ -219,7 +224,7 @@ fn deny(
     if names.is_empty() {
         notes.push(format!(
             "api {}: cuptiGetCallbackName named no {what} callback id: all recorded",
-            mode.name()
+            mode.as_str()
         ));
         return false;
     }
@@ -236,7 +241,7 @@ fn deny(
     }
     notes.push(format!(
         "api {} as a deny-list: {} of {} {what} callback ids off while the kind is on whole{}",
-        mode.name(),
+        mode.as_str(),
         outcome.dropped - refused,
         names.len(),
         if refused > 0 {
@@ -268,7 +273,7 @@ mod tests {
 
     #[test]
     fn without_the_environment_switch_nothing_happens() {
-        // The test binary never sets CUTRACE_BENCH_HOOK.
+        // The test binary never sets the bench hook's variable (`Knobs::bench_hook`).
         // SAFETY: a C string literal and a null `api`, as the function allows.
         let r = unsafe { cutrace_bench_set(c"kernel".as_ptr(), std::ptr::null()) };
         assert_eq!(r, NOT_ENABLED);

@@ -2,7 +2,7 @@
 
 use cutrace_cupti::activity::kind;
 
-use crate::api_filter::ApiMode;
+use cutrace_settings::{default_kinds, var, ApiMode, Problem, Settings};
 
 /// Activity kinds by their short names (`--kinds`), in enabling order.
 pub const KIND_NAMES: &[(&str, u32)] = &[
@@ -16,10 +16,6 @@ pub const KIND_NAMES: &[(&str, u32)] = &[
     ("overhead", kind::OVERHEAD),
 ];
 
-/// (docs/ARCHITECTURE.md). DRIVER is on because libraries (cuBLAS, Triton) launch kernels with
-/// the driver API: without it those kernels are orphans. Runtime launches do not also produce a
-/// driver record (checked on CUDA 13.0), so it costs no duplicate records.
-pub const DEFAULT_KINDS: &str = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead";
 pub const DEFAULT_BUFFER_BYTES: usize = 8 << 20;
 pub const MIN_BUFFER_BYTES: usize = 1 << 20;
 pub const MAX_BUFFER_BYTES: usize = 10 << 20;
@@ -54,6 +50,8 @@ pub struct Config {
     pub notes: Vec<String>,
     /// The process's rank and the `cutrace record` run id, for the part's header.
     pub distributed: Option<cutrace_trace::Distributed>,
+    /// Hold CUPTI's subscriber slot (off only for benchmarks: `Knobs::subscribe`).
+    pub subscribe: bool,
 }
 
 /// Activity kinds from a comma-separated list of cutrace's names (`kernel,runtime,...`), in
@@ -80,102 +78,124 @@ pub fn parse_kinds(text: &str, serialize_kernels: bool) -> (Vec<u32>, Vec<String
     (kinds, unknown)
 }
 
+/// The variables whose bad values the counter and sampling settings refuse (their sessions do
+/// not start, and say why); every other bad value is a note in the trace.
+pub const REFUSED_BY_SESSIONS: [&str; 4] = [
+    var::COUNTERS_MAX_KERNELS,
+    var::COUNTERS_EVERY,
+    var::PM_INTERVAL_NS,
+    var::PM_DEVICES,
+];
+
 impl Config {
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Config {
-        let mut notes = Vec::new();
-        let serialize_kernels = env("CUTRACE_SERIALIZE_KERNELS").as_deref() == Some("1");
-        let kinds_text = env("CUTRACE_KINDS").unwrap_or_else(|| DEFAULT_KINDS.into());
-        let (kinds, unknown) = parse_kinds(&kinds_text, serialize_kernels);
+    /// The tracing settings `s` asks for, in range: what `problems` (the values that did not
+    /// parse) and the ranges left out is said in `notes`. `env` gives the launcher's rank
+    /// variables (`RANK`, `LOCAL_RANK`, `WORLD_SIZE`).
+    pub fn from_settings(
+        s: &Settings,
+        problems: &[Problem],
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Config {
+        let mut notes: Vec<String> = problems
+            .iter()
+            .filter(|p| !REFUSED_BY_SESSIONS.contains(&p.var))
+            .map(|p| match p.var {
+                // An unknown mode records every call, not the default: too many records rather
+                // than a query someone wanted missing.
+                var::API => format!("{p}: recording all API calls"),
+                _ => format!("{p}: ignored"),
+            })
+            .collect();
+        let kind_names = s.kinds.clone().unwrap_or_else(default_kinds);
+        let (kinds, unknown) = parse_kinds(&kind_names.join(","), s.serialize_kernels);
         notes.extend(
             unknown
                 .into_iter()
                 .map(|name| format!("unknown activity kind '{name}' ignored")),
         );
-        let buffer_bytes = match env("CUTRACE_BUFFER_BYTES").map(|s| s.parse::<usize>()) {
+        let buffer_bytes = match s.buffer_bytes.map(|b| usize::try_from(b).unwrap_or(0)) {
             None => DEFAULT_BUFFER_BYTES,
-            Some(Ok(b)) if (MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&b) => b,
+            Some(b) if (MIN_BUFFER_BYTES..=MAX_BUFFER_BYTES).contains(&b) => b,
             Some(_) => {
-                notes.push("CUTRACE_BUFFER_BYTES outside 1–10 MiB; using 8 MiB".into());
+                notes.push(format!(
+                    "{} outside 1–10 MiB; using 8 MiB",
+                    var::BUFFER_BYTES
+                ));
                 DEFAULT_BUFFER_BYTES
             }
         };
-        let num = |k: &str, d: u64| env(k).and_then(|s| s.parse::<u64>().ok()).unwrap_or(d);
-        let runtime_cbids = env("CUTRACE_RUNTIME_CBIDS").map(|s| {
-            s.split(',')
-                .filter_map(|x| x.trim().parse::<u32>().ok())
-                .collect::<Vec<_>>()
-        });
-        // `lean` by default, as `cutrace record` (BENCHMARKS.md: the state queries it leaves
-        // out cost 5.6 % of an eager PyTorch op under tracing).
-        let api_mode = match env("CUTRACE_API") {
-            None => ApiMode::Lean,
-            // An unknown value records every call, not the default: too many records rather
-            // than a query someone wanted missing.
-            Some(s) => ApiMode::parse(&s).unwrap_or_else(|| {
-                notes.push(format!(
-                    "unknown CUTRACE_API '{s}' (all, lean, launches); recording all API calls"
-                ));
-                ApiMode::All
-            }),
-        };
-        let device_buffer_bytes = match env("CUTRACE_DEVICE_BUFFER_BYTES")
-            .map(|s| s.parse::<usize>())
-        {
+        let k = &s.knobs;
+        let device_buffer_bytes = match k.device_buffer_bytes {
             None => None,
-            Some(Ok(b)) if (1 << 20..=1 << 30).contains(&b) => Some(b),
+            Some(b) if (1 << 20..=1 << 30).contains(&b) => Some(b as usize),
             Some(_) => {
-                notes.push(
-                    "CUTRACE_DEVICE_BUFFER_BYTES outside 1 MiB–1 GiB; CUPTI's default kept".into(),
-                );
+                notes.push(format!(
+                    "{} outside 1 MiB–1 GiB; CUPTI's default kept",
+                    var::DEVICE_BUFFER_BYTES
+                ));
                 None
             }
         };
-        let (distributed, rank_notes) = cutrace_trace::native::distributed_from_env(env);
+        // `lean` by default, as `cutrace record` (BENCHMARKS.md: the state queries it leaves
+        // out cost 5.6 % of an eager PyTorch op under tracing).
+        let api_mode = match s.api {
+            Some(m) => m,
+            None if problems.iter().any(|p| p.var == var::API) => ApiMode::All,
+            None => ApiMode::Lean,
+        };
+        let (distributed, rank_notes) =
+            cutrace_trace::native::distributed_from_env(env, s.run_id.clone());
         notes.extend(rank_notes);
         Config {
-            output_dir: env("CUTRACE_OUTPUT_DIR")
-                .filter(|s| !s.is_empty())
-                .unwrap_or_else(|| ".".into())
-                .into(),
+            output_dir: s.output_dir.clone().unwrap_or_else(|| ".".into()),
             kinds,
             buffer_bytes,
-            max_buffers: num("CUTRACE_MAX_BUFFERS", 24).clamp(2, 1024) as usize,
-            prealloc_buffers: num("CUTRACE_PREALLOC_BUFFERS", 2).min(64) as usize,
-            discard: env("CUTRACE_DISCARD").as_deref() == Some("1"),
-            serialize_kernels,
-            runtime_cbids,
+            max_buffers: k.max_buffers.unwrap_or(24).clamp(2, 1024) as usize,
+            prealloc_buffers: k.prealloc_buffers.unwrap_or(2).min(64) as usize,
+            discard: s.discard,
+            serialize_kernels: s.serialize_kernels,
+            runtime_cbids: k.runtime_cbids.clone(),
             api_mode,
             device_buffer_bytes,
-            record_cmdline: env("CUTRACE_RECORD_CMDLINE").as_deref() == Some("1"),
-            exit_deadline_ms: num("CUTRACE_EXIT_DEADLINE_MS", 10_000),
-            flush_period_ms: num("CUTRACE_FLUSH_PERIOD_MS", 1_000).max(10),
+            record_cmdline: s.record_cmdline,
+            exit_deadline_ms: k.exit_deadline_ms.unwrap_or(10_000),
+            flush_period_ms: k.flush_period_ms.unwrap_or(1_000).max(10),
             notes,
             distributed,
+            subscribe: k.subscribe,
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::ffi::OsString;
+
     use super::*;
 
+    /// The config of an environment of `vars` (the settings' variables and the rank ones).
+    fn config(vars: &[(&str, &str)]) -> Config {
+        let get = |k: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        };
+        let (s, problems) = Settings::from_env(&|k| get(k).map(OsString::from));
+        Config::from_settings(&s, &problems, &get)
+    }
+
     /// The part header's rank fields come from the launcher's environment (torchrun sets
-    /// RANK, LOCAL_RANK, WORLD_SIZE; `cutrace record` sets CUTRACE_RUN_ID).
+    /// RANK, LOCAL_RANK, WORLD_SIZE; `cutrace record` sets the run id).
     #[test]
     fn ranks_and_run_id_reach_the_header_config() {
-        assert_eq!(Config::from_env(&|_| None).distributed, None);
-        let c = Config::from_env(&|k| match k {
-            "RANK" => Some("1".into()),
-            "WORLD_SIZE" => Some("2".into()),
-            "CUTRACE_RUN_ID" => Some("abc".into()),
-            _ => None,
-        });
+        assert_eq!(config(&[]).distributed, None);
+        let c = config(&[("RANK", "1"), ("WORLD_SIZE", "2"), (var::RUN_ID, "abc")]);
         let d = c.distributed.unwrap();
         assert_eq!(
             (d.rank, d.local_rank, d.world_size, d.run_id.as_deref()),
             (Some(1), None, Some(2), Some("abc"))
         );
-        let c = Config::from_env(&|k| (k == "LOCAL_RANK").then(|| "x".into()));
+        let c = config(&[("LOCAL_RANK", "x")]);
         assert!(
             c.notes.iter().any(|n| n.contains("LOCAL_RANK")),
             "{:?}",
@@ -185,41 +205,58 @@ mod tests {
 
     #[test]
     fn defaults_and_overrides() {
-        let c = Config::from_env(&|_| None);
+        let c = config(&[]);
         assert_eq!(c.kinds.len(), 8);
         assert_eq!(c.kinds[0], kind::CONCURRENT_KERNEL);
         assert_eq!(c.buffer_bytes, 8 << 20);
         assert!(!c.discard);
         assert_eq!(c.api_mode, ApiMode::Lean);
         assert_eq!(c.device_buffer_bytes, None);
-        let c =
-            Config::from_env(&|k| (k == "CUTRACE_DEVICE_BUFFER_BYTES").then(|| "33554432".into()));
+        assert_eq!(c.output_dir, std::path::PathBuf::from("."));
+        let c = config(&[(var::DEVICE_BUFFER_BYTES, "33554432")]);
         assert_eq!(c.device_buffer_bytes, Some(32 << 20));
         assert!(c.notes.is_empty());
-        let c = Config::from_env(&|k| (k == "CUTRACE_DEVICE_BUFFER_BYTES").then(|| "12".into()));
+        let c = config(&[(var::DEVICE_BUFFER_BYTES, "12")]);
         assert_eq!(c.device_buffer_bytes, None);
         assert!(
-            c.notes[0].contains("CUTRACE_DEVICE_BUFFER_BYTES"),
+            c.notes[0].contains(var::DEVICE_BUFFER_BYTES),
             "{:?}",
             c.notes
         );
-        let c = Config::from_env(&|k| match k {
-            "CUTRACE_KINDS" => Some("kernel,bogus,runtime".into()),
-            "CUTRACE_SERIALIZE_KERNELS" => Some("1".into()),
-            "CUTRACE_BUFFER_BYTES" => Some("99999999999".into()),
-            _ => None,
-        });
+        let c = config(&[
+            (var::KINDS, "kernel,bogus,runtime"),
+            (var::SERIALIZE_KERNELS, "1"),
+            (var::BUFFER_BYTES, "99999999999"),
+        ]);
         assert_eq!(c.kinds, vec![kind::KERNEL, kind::RUNTIME]);
         assert_eq!(c.notes.len(), 2);
         assert_eq!(c.buffer_bytes, 8 << 20);
-        let api = |v: &str| {
-            let v = v.to_string();
-            Config::from_env(&move |k| (k == "CUTRACE_API").then(|| v.clone()))
-        };
-        assert_eq!(api("lean").api_mode, ApiMode::Lean);
-        assert_eq!(api("launches").api_mode, ApiMode::Launches);
-        let c = api("few");
+        assert_eq!(config(&[(var::API, "lean")]).api_mode, ApiMode::Lean);
+        assert_eq!(
+            config(&[(var::API, "launches")]).api_mode,
+            ApiMode::Launches
+        );
+        let c = config(&[(var::API, "few")]);
         assert_eq!(c.api_mode, ApiMode::All);
-        assert!(c.notes[0].contains("CUTRACE_API 'few'"), "{:?}", c.notes);
+        assert_eq!(
+            c.notes,
+            [format!(
+                "{}=\"few\" is not one of all, lean, launches: recording all API calls",
+                var::API
+            )]
+        );
+        // A knob that does not parse is named, and its default kept.
+        let c = config(&[(var::MAX_BUFFERS, "many")]);
+        assert_eq!(c.max_buffers, 24);
+        assert!(c.notes[0].contains(var::MAX_BUFFERS), "{:?}", c.notes);
+    }
+
+    /// Every kind the recorder offers is one the library can enable.
+    #[test]
+    fn every_kind_of_the_contract_is_known_here() {
+        for (name, _) in cutrace_settings::KINDS {
+            assert!(KIND_NAMES.iter().any(|(n, _)| n == name), "{name}");
+        }
+        assert_eq!(KIND_NAMES.len(), cutrace_settings::KINDS.len());
     }
 }

@@ -18,6 +18,7 @@ use cutrace_counters::{CountersError, Host, Profiler, ProfilerKind, RangeProfile
 use cutrace_cupti::api::{self, CallbackData, ResourceData, Subscription};
 use cutrace_cupti::driver::Context;
 use cutrace_cupti::{explain, result_name, Cupti};
+use cutrace_settings::{var, Problem, Settings};
 use cutrace_trace::CounterInfo;
 
 /// Driver launch calls whose kernel gets a range (cupti_driver_cbid.h). Runtime launches
@@ -47,7 +48,7 @@ pub const CAPTURE_END_CBIDS: [u32; 2] = [497, 498];
 /// Values waiting for the writer, at most; past it ranges are dropped and counted.
 const MAX_PENDING_VALUES: usize = 1 << 20;
 
-/// What `cutrace profile` asked for (`CUTRACE_COUNTERS*`).
+/// What `cutrace profile` asked for (`Settings::counters`).
 #[derive(Debug, Clone)]
 pub struct CounterConfig {
     pub metrics: Vec<String>,
@@ -64,46 +65,46 @@ pub struct CounterConfig {
     pub holders_hint: Option<String>,
     /// Keep the decoded counter-data images of the first N profiled kernels and write them
     /// beside the trace part (`counterdata-PID-CORR.bin`), so CUPTI's host library can evaluate
-    /// them again elsewhere (`CUTRACE_COUNTERS_KEEP_IMAGES`; for tests, 0 by default).
+    /// them again elsewhere (`Knobs::counters_keep_images`; for tests, 0 by default).
     pub keep_images: usize,
+    /// Print where the profiled launches' time went, at exit (`Knobs::counters_timing`).
+    pub timing: bool,
 }
 
 impl CounterConfig {
     /// `Ok(None)` when counters were not asked for; `Err` for settings that cannot be used
     /// (`cutrace profile` checks them first, so only a hand-set environment gets here).
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<CounterConfig>, String> {
-        let Some(list) = env("CUTRACE_COUNTERS").filter(|s| !s.trim().is_empty()) else {
+    pub fn from_settings(
+        s: &Settings,
+        problems: &[Problem],
+    ) -> Result<Option<CounterConfig>, String> {
+        let Some(c) = &s.counters else {
             return Ok(None);
         };
-        let metrics: Vec<String> = list
-            .split(',')
-            .map(|m| m.trim().to_string())
-            .filter(|m| !m.is_empty())
-            .collect();
-        let kernels = match env("CUTRACE_COUNTERS_KERNELS").filter(|s| !s.is_empty()) {
+        if let Some(p) = problems
+            .iter()
+            .find(|p| [var::COUNTERS_MAX_KERNELS, var::COUNTERS_EVERY].contains(&p.var))
+        {
+            return Err(p.to_string());
+        }
+        let kernels = match &c.kernels {
             Some(re) => Some(
-                regex_lite::Regex::new(&re)
-                    .map_err(|e| format!("CUTRACE_COUNTERS_KERNELS {re:?} is not a regex: {e}"))?,
+                regex_lite::Regex::new(re)
+                    .map_err(|e| format!("{} {re:?} is not a regex: {e}", var::COUNTERS_KERNELS))?,
             ),
             None => None,
         };
-        let num = |k: &str| -> Result<Option<u64>, String> {
-            env(k)
-                .map(|v| {
-                    v.parse::<u64>()
-                        .map_err(|_| format!("{k}={v:?} is not a number"))
-                })
-                .transpose()
-        };
+        let a = &s.counter_access;
         Ok(Some(CounterConfig {
-            metrics,
+            metrics: c.metrics.clone(),
             kernels,
-            max_kernels: num("CUTRACE_COUNTERS_MAX_KERNELS")?,
-            every: num("CUTRACE_COUNTERS_EVERY")?.unwrap_or(1).max(1),
-            require: env("CUTRACE_COUNTERS_REQUIRE").as_deref() == Some("1"),
-            access_hint: env("CUTRACE_COUNTERS_ACCESS_HINT").filter(|s| !s.is_empty()),
-            holders_hint: env("CUTRACE_COUNTERS_HOLDERS_HINT").filter(|s| !s.is_empty()),
-            keep_images: num("CUTRACE_COUNTERS_KEEP_IMAGES")?.unwrap_or(0).min(64) as usize,
+            max_kernels: c.max_kernels,
+            every: c.every.unwrap_or(1).max(1),
+            require: a.require,
+            access_hint: a.access_hint.clone(),
+            holders_hint: a.holders_hint.clone(),
+            keep_images: s.knobs.counters_keep_images.unwrap_or(0).min(64) as usize,
+            timing: s.knobs.counters_timing,
         }))
     }
 }
@@ -711,24 +712,19 @@ mod tests {
     use super::*;
 
     fn config(env: &[(&str, &str)]) -> Result<Option<CounterConfig>, String> {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        CounterConfig::from_env(&move |k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        let (s, problems) =
+            Settings::from_env(&|k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).into()));
+        CounterConfig::from_settings(&s, &problems)
     }
 
     #[test]
     fn settings_come_from_the_environment() {
         assert!(config(&[]).unwrap().is_none());
         let c = config(&[
-            (
-                "CUTRACE_COUNTERS",
-                "sm__ctas_launched.sum, dram__bytes_read.sum",
-            ),
-            ("CUTRACE_COUNTERS_KERNELS", "gemm|conv"),
-            ("CUTRACE_COUNTERS_MAX_KERNELS", "3"),
-            ("CUTRACE_COUNTERS_REQUIRE", "1"),
+            (var::COUNTERS, "sm__ctas_launched.sum, dram__bytes_read.sum"),
+            (var::COUNTERS_KERNELS, "gemm|conv"),
+            (var::COUNTERS_MAX_KERNELS, "3"),
+            (var::COUNTERS_REQUIRE, "1"),
         ])
         .unwrap()
         .unwrap();
@@ -736,25 +732,17 @@ mod tests {
         assert_eq!(c.max_kernels, Some(3));
         assert_eq!(c.every, 1);
         assert!(c.require);
-        assert!(config(&[
-            ("CUTRACE_COUNTERS", "a.sum"),
-            ("CUTRACE_COUNTERS_KERNELS", "(")
-        ])
-        .is_err());
-        assert!(config(&[
-            ("CUTRACE_COUNTERS", "a.sum"),
-            ("CUTRACE_COUNTERS_EVERY", "x")
-        ])
-        .is_err());
+        assert!(config(&[(var::COUNTERS, "a.sum"), (var::COUNTERS_KERNELS, "(")]).is_err());
+        assert!(config(&[(var::COUNTERS, "a.sum"), (var::COUNTERS_EVERY, "x")]).is_err());
     }
 
     #[test]
     fn selection_filters_by_name_then_takes_every_nth_up_to_the_maximum() {
         let c = config(&[
-            ("CUTRACE_COUNTERS", "a.sum"),
-            ("CUTRACE_COUNTERS_KERNELS", "gemm"),
-            ("CUTRACE_COUNTERS_EVERY", "2"),
-            ("CUTRACE_COUNTERS_MAX_KERNELS", "2"),
+            (var::COUNTERS, "a.sum"),
+            (var::COUNTERS_KERNELS, "gemm"),
+            (var::COUNTERS_EVERY, "2"),
+            (var::COUNTERS_MAX_KERNELS, "2"),
         ])
         .unwrap()
         .unwrap();
@@ -784,9 +772,9 @@ mod tests {
     #[test]
     fn failures_name_the_error_and_the_fix() {
         let c = config(&[
-            ("CUTRACE_COUNTERS", "a.sum"),
+            (var::COUNTERS, "a.sum"),
             (
-                "CUTRACE_COUNTERS_HOLDERS_HINT",
+                var::COUNTERS_HOLDERS_HINT,
                 "nv-hostengine (pid 812) holds the counters.",
             ),
         ])

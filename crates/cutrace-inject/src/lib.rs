@@ -23,6 +23,7 @@ mod writer;
 
 pub use interpose::{cuptiActivityRegisterCallbacks, cuptiSubscribe};
 
+use cutrace_settings::var;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -147,15 +148,16 @@ impl Drop for Claim {
 }
 
 fn init() -> Result<(), String> {
-    let config = Config::from_env(&|k| std::env::var(k).ok());
-    let counter_config = match counters::CounterConfig::from_env(&|k| std::env::var(k).ok()) {
+    let (settings, problems) = cutrace_settings::Settings::from_process_env();
+    let config = Config::from_settings(&settings, &problems, &|k| std::env::var(k).ok());
+    let counter_config = match counters::CounterConfig::from_settings(&settings, &problems) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("cutrace: pid {}: counters are off: {e}", std::process::id());
             None
         }
     };
-    let sample_config = match sampling::SampleConfig::from_env(&|k| std::env::var(k).ok()) {
+    let sample_config = match sampling::SampleConfig::from_settings(&settings, &problems) {
         Ok(c) => c,
         Err(e) => {
             eprintln!(
@@ -169,7 +171,8 @@ fn init() -> Result<(), String> {
     let cupti = Cupti::load(&cands).map_err(|e| match e {
         CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
             "libcupti could not be loaded ({e}). Fix: install the CUDA 13 toolkit's CUPTI, or set \
-             CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13"
+             {}=/path/to/libcupti.so.13",
+            var::CUPTI_LIB
         ),
         other => format!("{other}"),
     })?;
@@ -192,10 +195,10 @@ fn init() -> Result<(), String> {
     }
     // Claiming the subscriber slot makes a later tracer (torch.profiler) see
     // CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED and stay off our buffers, and tells us when
-    // one was here first. CUTRACE_SUBSCRIBE=0 skips it (benchmarks only). Every failure from
+    // one was here first. `Knobs::subscribe` off skips it (benchmarks only). Every failure from
     // here on gives the slot back (`claim` is dropped).
     let mut claim = Claim(None);
-    if std::env::var("CUTRACE_SUBSCRIBE").as_deref() != Ok("0") {
+    if config.subscribe {
         match cupti.subscribe(callback) {
             Ok(Some(s)) => {
                 claim.0 = Some(s);
@@ -282,11 +285,11 @@ fn init() -> Result<(), String> {
         let require = cc.require;
         let r = match claim.0.as_ref() {
             Some(sub) => counters::start(&g.cupti, sub, cc),
-            None => Err(
-                "counters need cutrace's CUPTI subscription (CUTRACE_SUBSCRIBE=0 is set, \
-                         or this CUPTI has no cuptiSubscribe)"
-                    .into(),
-            ),
+            None => Err(format!(
+                "counters need cutrace's CUPTI subscription ({}=0 is set, or this CUPTI \
+                     has no cuptiSubscribe)",
+                var::SUBSCRIBE
+            )),
         };
         if let Err(e) = r {
             eprintln!(
@@ -307,11 +310,11 @@ fn init() -> Result<(), String> {
         let require = sc.require;
         let r = match claim.0.as_ref() {
             Some(sub) => sampling::start(&g.cupti, sub, sc),
-            None => Err(
-                "PM sampling needs cutrace's CUPTI subscription (CUTRACE_SUBSCRIBE=0 \
-                 is set, or this CUPTI has no cuptiSubscribe)"
-                    .into(),
-            ),
+            None => Err(format!(
+                "PM sampling needs cutrace's CUPTI subscription ({}=0 is set, or this \
+                     CUPTI has no cuptiSubscribe)",
+                var::SUBSCRIBE
+            )),
         };
         if let Err(e) = r {
             eprintln!(
@@ -367,9 +370,10 @@ fn enable_kinds(
             }
             if filter_api {
                 notes.push(format!(
-                    "CUTRACE_RUNTIME_CBIDS decides which runtime calls are recorded; --api {} \
-                     applies to driver calls only",
-                    api_mode.name()
+                    "{} decides which runtime calls are recorded; --api {} applies to driver \
+                     calls only",
+                    var::RUNTIME_CBIDS,
+                    api_mode.as_str()
                 ));
             }
             r
@@ -443,7 +447,7 @@ fn enable_api_calls(
     let mut whole = |why: String| {
         notes.push(format!(
             "api records: --api {} not applied to {what} calls, all of them are recorded: {why}",
-            mode.name()
+            mode.as_str()
         ));
         cupti.enable(k).map(|()| None)
     };

@@ -19,6 +19,7 @@ use cutrace_counters::pm::{self, PmSampler, SamplerConfig, Trigger};
 use cutrace_counters::{CountersError, Host, Profiler, ProfilerKind};
 use cutrace_cupti::api::{self, ResourceData, Subscription};
 use cutrace_cupti::Cupti;
+use cutrace_settings::{var, Problem, Settings};
 use cutrace_trace::PmSamplingInfo;
 
 use crate::counters::{failure_message, CounterConfig};
@@ -33,7 +34,7 @@ const SAMPLES_PER_DECODE: u32 = 4096;
 /// Values waiting for the writer, at most; past it samples are dropped and counted.
 const MAX_PENDING_VALUES: usize = 1 << 22;
 
-/// What `cutrace sample` asked for (`CUTRACE_PM_*`).
+/// What `cutrace sample` asked for (`Settings::pm_sampling`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SampleConfig {
     pub metrics: Vec<String>,
@@ -49,40 +50,34 @@ pub struct SampleConfig {
 
 impl SampleConfig {
     /// `Ok(None)` when sampling was not asked for; `Err` for settings that cannot be used.
-    pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<Option<SampleConfig>, String> {
-        let Some(list) = env("CUTRACE_PM_METRICS").filter(|s| !s.trim().is_empty()) else {
+    pub fn from_settings(
+        s: &Settings,
+        problems: &[Problem],
+    ) -> Result<Option<SampleConfig>, String> {
+        let Some(p) = &s.pm_sampling else {
             return Ok(None);
         };
-        let split = |s: String| -> Vec<String> {
-            s.split(',')
-                .map(|m| m.trim().to_string())
-                .filter(|m| !m.is_empty())
-                .collect()
-        };
-        let interval_ns = match env("CUTRACE_PM_INTERVAL_NS") {
-            Some(v) => v.parse::<u64>().ok().filter(|&n| n > 0).ok_or(format!(
-                "CUTRACE_PM_INTERVAL_NS={v:?} is not a positive number"
-            ))?,
-            None => 1_000_000,
-        };
-        let devices = match env("CUTRACE_PM_DEVICES").filter(|s| !s.trim().is_empty()) {
-            Some(v) => Some(
-                split(v.clone())
-                    .iter()
-                    .map(|d| d.parse::<u32>())
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|_| format!("CUTRACE_PM_DEVICES={v:?} is not a list of numbers"))?,
-            ),
-            None => None,
-        };
+        if let Some(bad) = problems
+            .iter()
+            .find(|x| [var::PM_INTERVAL_NS, var::PM_DEVICES].contains(&x.var))
+        {
+            return Err(bad.to_string());
+        }
+        if p.interval_ns == Some(0) {
+            return Err(format!(
+                "{}=0 is not a positive number",
+                var::PM_INTERVAL_NS
+            ));
+        }
+        let a = &s.counter_access;
         Ok(Some(SampleConfig {
-            metrics: split(list),
-            interval_ns,
-            devices,
-            optional: env("CUTRACE_PM_OPTIONAL").map(split).unwrap_or_default(),
-            require: env("CUTRACE_COUNTERS_REQUIRE").as_deref() == Some("1"),
-            access_hint: env("CUTRACE_COUNTERS_ACCESS_HINT").filter(|s| !s.is_empty()),
-            holders_hint: env("CUTRACE_COUNTERS_HOLDERS_HINT").filter(|s| !s.is_empty()),
+            metrics: p.metrics.clone(),
+            interval_ns: p.interval_ns.unwrap_or(1_000_000),
+            devices: p.devices.clone(),
+            optional: p.optional.clone(),
+            require: a.require,
+            access_hint: a.access_hint.clone(),
+            holders_hint: a.holders_hint.clone(),
         }))
     }
 
@@ -97,6 +92,7 @@ impl SampleConfig {
             access_hint: self.access_hint.clone(),
             holders_hint: self.holders_hint.clone(),
             keep_images: 0,
+            timing: false,
         }
     }
 }
@@ -510,22 +506,20 @@ mod tests {
     use super::*;
 
     fn config(env: &[(&str, &str)]) -> Result<Option<SampleConfig>, String> {
-        let env: Vec<(String, String)> = env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        SampleConfig::from_env(&|k| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+        let (s, problems) =
+            Settings::from_env(&|k| env.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).into()));
+        SampleConfig::from_settings(&s, &problems)
     }
 
     #[test]
     fn settings_come_from_the_environment() {
         assert_eq!(config(&[]).unwrap(), None);
         let c = config(&[
-            ("CUTRACE_PM_METRICS", "a.sum, b.avg ,"),
-            ("CUTRACE_PM_INTERVAL_NS", "100000"),
-            ("CUTRACE_PM_DEVICES", "0,2"),
-            ("CUTRACE_PM_OPTIONAL", "b.avg"),
-            ("CUTRACE_COUNTERS_REQUIRE", "1"),
+            (var::PM_METRICS, "a.sum, b.avg ,"),
+            (var::PM_INTERVAL_NS, "100000"),
+            (var::PM_DEVICES, "0,2"),
+            (var::PM_OPTIONAL, "b.avg"),
+            (var::COUNTERS_REQUIRE, "1"),
         ])
         .unwrap()
         .unwrap();
@@ -534,10 +528,10 @@ mod tests {
         assert_eq!(c.devices, Some(vec![0, 2]));
         assert_eq!(c.optional, ["b.avg"]);
         assert!(c.require);
-        let e = config(&[("CUTRACE_PM_METRICS", "a"), ("CUTRACE_PM_INTERVAL_NS", "0")]);
-        assert!(e.unwrap_err().contains("CUTRACE_PM_INTERVAL_NS"));
-        let e = config(&[("CUTRACE_PM_METRICS", "a"), ("CUTRACE_PM_DEVICES", "x")]);
-        assert!(e.unwrap_err().contains("CUTRACE_PM_DEVICES"));
+        let e = config(&[(var::PM_METRICS, "a"), (var::PM_INTERVAL_NS, "0")]);
+        assert!(e.unwrap_err().contains(var::PM_INTERVAL_NS));
+        let e = config(&[(var::PM_METRICS, "a"), (var::PM_DEVICES, "x")]);
+        assert!(e.unwrap_err().contains(var::PM_DEVICES));
     }
 
     #[test]

@@ -88,12 +88,12 @@ fn write_samples(o: &mut Out, meta: bool) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Writes the counter-data images kept for `CUTRACE_COUNTERS_KEEP_IMAGES` beside the part.
+/// Writes the counter-data images kept for `Knobs::counters_keep_images` beside the part.
 fn write_counter_images(o: &Out) {
     let Some(c) = crate::counters::get() else {
         return;
     };
-    if std::env::var("CUTRACE_COUNTERS_TIMING").as_deref() == Ok("1") {
+    if c.config.timing {
         let i = c.info.get();
         eprintln!(
             "cutrace: pid {}: counters timing over {} kernels: {}",

@@ -4,6 +4,7 @@
 //! leave tracing on (or stop the program with --require-counters). No GPU needed; skips itself,
 //! loudly, where no C compiler is found.
 
+use cutrace_settings::var;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -35,17 +36,17 @@ fn run(tag: &str, env: &[(&str, &str)]) -> Option<(std::process::Output, Out)> {
         "--test-threads=1",
     ])
     .env("CUTRACE_INJECT_CHILD", "1")
-    .env("CUTRACE_CUPTI_LIB", &lib)
-    .env("CUTRACE_OUTPUT_DIR", &dir.0)
-    .env("CUTRACE_COUNTERS", METRICS)
-    .env("CUTRACE_COUNTERS_KERNELS", "fake")
-    .env_remove("CUTRACE_COUNTERS_EVERY")
-    .env_remove("CUTRACE_COUNTERS_MAX_KERNELS")
-    .env_remove("CUTRACE_COUNTERS_REQUIRE")
-    .env_remove("CUTRACE_COUNTERS_KEEP_IMAGES")
-    .env_remove("CUTRACE_COUNTERS_TIMING")
+    .env(var::CUPTI_LIB, &lib)
+    .env(var::OUTPUT_DIR, &dir.0)
+    .env(var::COUNTERS, METRICS)
+    .env(var::COUNTERS_KERNELS, "fake")
+    .env_remove(var::COUNTERS_EVERY)
+    .env_remove(var::COUNTERS_MAX_KERNELS)
+    .env_remove(var::COUNTERS_REQUIRE)
+    .env_remove(var::COUNTERS_KEEP_IMAGES)
+    .env_remove(var::COUNTERS_TIMING)
     .env_remove("FAKE_PROFILER_MODE")
-    .env_remove("CUTRACE_API");
+    .env_remove(var::API);
     for (k, v) in env {
         c.env(k, v);
     }
@@ -58,7 +59,7 @@ fn counters_child() {
         return;
     }
     assert_eq!(cutrace_inject::InitializeInjection(), 1);
-    let lib = std::ffi::CString::new(std::env::var("CUTRACE_CUPTI_LIB").unwrap()).unwrap();
+    let lib = std::ffi::CString::new(std::env::var(var::CUPTI_LIB).unwrap()).unwrap();
     // SAFETY: the fake the injection already loaded; RTLD_NOLOAD returns its handle.
     let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
     assert!(!h.is_null(), "the injection did not load the fake libcupti");
@@ -157,7 +158,7 @@ fn each_launch_gets_its_values_joined_by_correlation_id() {
 
 #[test]
 fn every_and_max_kernels_leave_kernels_out_and_count_them() {
-    let Some((o, dir)) = run("every", &[("CUTRACE_COUNTERS_EVERY", "2")]) else {
+    let Some((o, dir)) = run("every", &[(var::COUNTERS_EVERY, "2")]) else {
         return;
     };
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -167,7 +168,7 @@ fn every_and_max_kernels_leave_kernels_out_and_count_them() {
     let c = t.meta.counters.unwrap();
     assert_eq!((c.kernels_profiled, c.kernels_skipped), (2, 1));
 
-    let Some((o, dir)) = run("max", &[("CUTRACE_COUNTERS_MAX_KERNELS", "1")]) else {
+    let Some((o, dir)) = run("max", &[(var::COUNTERS_MAX_KERNELS, "1")]) else {
         return;
     };
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -178,7 +179,7 @@ fn every_and_max_kernels_leave_kernels_out_and_count_them() {
 
 #[test]
 fn counter_data_images_are_kept_beside_the_part_when_asked() {
-    let Some((o, dir)) = run("images", &[("CUTRACE_COUNTERS_KEEP_IMAGES", "2")]) else {
+    let Some((o, dir)) = run("images", &[(var::COUNTERS_KEEP_IMAGES, "2")]) else {
         return;
     };
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -215,7 +216,7 @@ fn a_busy_counter_unit_turns_counters_off_and_tracing_carries_on() {
         &[
             ("FAKE_PROFILER_MODE", "1"),
             (
-                "CUTRACE_COUNTERS_HOLDERS_HINT",
+                var::COUNTERS_HOLDERS_HINT,
                 "The doctor's counter-holders check (warn): nv-hostengine (pid 812) runs.",
             ),
         ],
@@ -247,8 +248,8 @@ fn denied_counters_quote_the_doctor_and_require_counters_stops_the_program() {
         "denied",
         &[
             ("FAKE_PROFILER_MODE", "2"),
-            ("CUTRACE_COUNTERS_ACCESS_HINT", hint),
-            ("CUTRACE_COUNTERS_REQUIRE", "1"),
+            (var::COUNTERS_ACCESS_HINT, hint),
+            (var::COUNTERS_REQUIRE, "1"),
         ],
     ) else {
         return;
@@ -272,10 +273,7 @@ fn denied_counters_quote_the_doctor_and_require_counters_stops_the_program() {
 fn a_metric_the_chip_lacks_is_named_when_the_context_is_created() {
     let Some((o, dir)) = run(
         "unknown",
-        &[(
-            "CUTRACE_COUNTERS",
-            "sm__ctas_launched.sum,launch__grid_size",
-        )],
+        &[(var::COUNTERS, "sm__ctas_launched.sum,launch__grid_size")],
     ) else {
         return;
     };

@@ -2,6 +2,7 @@
 //! part file) against a fake libcupti built from tests/fake_cupti/fake_cupti.c: no GPU needed.
 //! Skips itself, loudly, where no C compiler is found.
 
+use cutrace_settings::var;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -26,10 +27,10 @@ fn run_child_env(
     c.args(["--exact", "child", "--nocapture", "--test-threads=1"])
         .env("CUTRACE_INJECT_CHILD", "1")
         .env("FAKE_CUPTI_MODE", mode)
-        .env("CUTRACE_CUPTI_LIB", lib)
-        .env("CUTRACE_OUTPUT_DIR", out_dir)
-        .env_remove("CUTRACE_API")
-        .env_remove("CUTRACE_RUNTIME_CBIDS")
+        .env(var::CUPTI_LIB, lib)
+        .env(var::OUTPUT_DIR, out_dir)
+        .env_remove(var::API)
+        .env_remove(var::RUNTIME_CBIDS)
         .env_remove("FAKE_CUPTI_LOG");
     for (k, v) in env {
         c.env(k, v);
@@ -156,7 +157,7 @@ fn api_run(name: &str, lib: &Path, fake_mode: &str, api: &str) -> ApiRun {
         fake_mode,
         lib,
         &out,
-        &[("CUTRACE_API", api), ("FAKE_CUPTI_LOG", log_s)],
+        &[(var::API, api), ("FAKE_CUPTI_LOG", log_s)],
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(cutrace_lines(&o).is_empty(), "{:?}", cutrace_lines(&o));
@@ -330,9 +331,9 @@ fn runtime_cbids_still_choose_the_runtime_ids() {
         &lib,
         &dir.join("trace"),
         &[
-            ("CUTRACE_RUNTIME_CBIDS", "41,211"),
+            (var::RUNTIME_CBIDS, "41,211"),
             // Driver records whole, as `--api all` has them (`lean` is the default).
-            ("CUTRACE_API", "all"),
+            (var::API, "all"),
             ("FAKE_CUPTI_LOG", log.to_str().unwrap()),
         ],
     );
@@ -391,16 +392,16 @@ fn bench_switches(mode: &str, api: Option<&str>, tag: &str) -> Option<(Vec<(usiz
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args(["--exact", "bench_child", "--nocapture", "--test-threads=1"])
         .env("CUTRACE_INJECT_BENCH_CHILD", "1")
-        .env("CUTRACE_BENCH_HOOK", "1")
+        .env(var::BENCH_HOOK, "1")
         .env("FAKE_CUPTI_MODE", mode)
         .env("FAKE_CUPTI_LOG", &log)
-        .env("CUTRACE_CUPTI_LIB", &lib)
-        .env("CUTRACE_OUTPUT_DIR", dir.join("trace"))
-        .env("CUTRACE_KINDS", "kernel,runtime,driver")
-        .env_remove("CUTRACE_API")
-        .env_remove("CUTRACE_RUNTIME_CBIDS");
+        .env(var::CUPTI_LIB, &lib)
+        .env(var::OUTPUT_DIR, dir.join("trace"))
+        .env(var::KINDS, "kernel,runtime,driver")
+        .env_remove(var::API)
+        .env_remove(var::RUNTIME_CBIDS);
     if let Some(a) = api {
-        c.env("CUTRACE_API", a);
+        c.env(var::API, a);
     }
     let o = c.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));

@@ -4,6 +4,7 @@
 //! NaN kept; failures that leave tracing on, or stop the program with --require-counters. No GPU
 //! needed; skips itself, loudly, where no C compiler is found.
 
+use cutrace_settings::var;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -25,16 +26,16 @@ fn run(tag: &str, env: &[(&str, &str)]) -> Option<(std::process::Output, Dir)> {
         "--test-threads=1",
     ])
     .env("CUTRACE_INJECT_CHILD", "1")
-    .env("CUTRACE_CUPTI_LIB", &lib)
-    .env("CUTRACE_OUTPUT_DIR", &dir.0)
-    .env("CUTRACE_PM_METRICS", METRICS)
-    .env("CUTRACE_PM_INTERVAL_NS", "100000")
-    .env_remove("CUTRACE_COUNTERS")
-    .env_remove("CUTRACE_PM_DEVICES")
-    .env_remove("CUTRACE_PM_OPTIONAL")
-    .env_remove("CUTRACE_COUNTERS_REQUIRE")
+    .env(var::CUPTI_LIB, &lib)
+    .env(var::OUTPUT_DIR, &dir.0)
+    .env(var::PM_METRICS, METRICS)
+    .env(var::PM_INTERVAL_NS, "100000")
+    .env_remove(var::COUNTERS)
+    .env_remove(var::PM_DEVICES)
+    .env_remove(var::PM_OPTIONAL)
+    .env_remove(var::COUNTERS_REQUIRE)
     .env_remove("FAKE_PROFILER_MODE")
-    .env_remove("CUTRACE_API");
+    .env_remove(var::API);
     for (k, v) in env {
         c.env(k, v);
     }
@@ -47,7 +48,7 @@ fn sampling_child() {
         return;
     }
     assert_eq!(cutrace_inject::InitializeInjection(), 1);
-    let lib = std::ffi::CString::new(std::env::var("CUTRACE_CUPTI_LIB").unwrap()).unwrap();
+    let lib = std::ffi::CString::new(std::env::var(var::CUPTI_LIB).unwrap()).unwrap();
     // SAFETY: the fake the injection already loaded; RTLD_NOLOAD returns its handle.
     let h = unsafe { libc::dlopen(lib.as_ptr(), libc::RTLD_NOW | libc::RTLD_NOLOAD) };
     assert!(!h.is_null(), "the injection did not load the fake libcupti");
@@ -126,7 +127,7 @@ fn busy_counters_turn_sampling_off_naming_the_holder_and_tracing_carries_on() {
         &[
             ("FAKE_PROFILER_MODE", "1"),
             (
-                "CUTRACE_COUNTERS_HOLDERS_HINT",
+                var::COUNTERS_HOLDERS_HINT,
                 "The doctor's counter-holders check (warn): nv-hostengine (pid 812) runs.",
             ),
         ],
@@ -157,8 +158,8 @@ fn denied_counters_quote_the_doctor_and_require_counters_stops_the_program() {
         "denied",
         &[
             ("FAKE_PROFILER_MODE", "2"),
-            ("CUTRACE_COUNTERS_ACCESS_HINT", hint),
-            ("CUTRACE_COUNTERS_REQUIRE", "1"),
+            (var::COUNTERS_ACCESS_HINT, hint),
+            (var::COUNTERS_REQUIRE, "1"),
         ],
     ) else {
         return;

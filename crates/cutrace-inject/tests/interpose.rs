@@ -4,6 +4,7 @@
 //! one line. The program is tests/fake_cupti/host.c, its tool tool.c, both over the fake
 //! libcupti; no GPU needed. Tests that need them skip themselves, loudly, without a C compiler.
 
+use cutrace_settings::var;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -33,9 +34,9 @@ fn host(r: &Run<'_>, tool: Option<&Path>, dir: &Path) -> Output {
     c.arg(tool.map(Path::as_os_str).unwrap_or("-".as_ref()))
         .args([r.scope, r.steps])
         .env("CUDA_INJECTION64_PATH", &inject)
-        .env("CUTRACE_OUTPUT_DIR", dir)
-        .env_remove("CUTRACE_CUPTI_LIB")
-        .env_remove("CUTRACE_SUBSCRIBE")
+        .env(var::OUTPUT_DIR, dir)
+        .env_remove(var::CUPTI_LIB)
+        .env_remove(var::SUBSCRIBE)
         .env_remove("LD_PRELOAD")
         .env("FAKE_CUPTI_MODE", "0");
     if r.preload {
@@ -242,8 +243,8 @@ fn taking_over_the_activity_buffers_is_said_once() {
                 steps: "isrr",
                 preload: true,
                 env: &[
-                    ("CUTRACE_SUBSCRIBE", "0"),
-                    ("CUTRACE_API", api),
+                    (var::SUBSCRIBE, "0"),
+                    (var::API, api),
                     ("FAKE_CUPTI_LOG", log.to_str().unwrap()),
                 ],
             },

@@ -1,6 +1,7 @@
 //! Without a usable CUPTI the injection must leave its host alone: one stderr line naming the
 //! cause and the fix, a return value of 1, no panic. Runs anywhere (no GPU needed).
 
+use cutrace_settings::var;
 use std::process::Command;
 
 #[test]
@@ -22,7 +23,7 @@ fn missing_cupti_means_one_line_and_untraced() {
             "--test-threads=1",
         ])
         .env("CUTRACE_INJECT_CHILD", "1")
-        .env("CUTRACE_CUPTI_LIB", "/nonexistent/libcupti.so.13")
+        .env(var::CUPTI_LIB, "/nonexistent/libcupti.so.13")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -2,8 +2,8 @@
 //! program looked up as `execvp` will, the environment the injection reads, `LD_PRELOAD`,
 //! finding the library, and the trace directory checked before anything runs.
 //!
-//! Nothing here reads the environment: `PATH`, `LD_PRELOAD`, `CUTRACE_INJECT_LIB` and the
-//! current directory are the caller's to pass, so every function can be tested with any value.
+//! Nothing here reads the environment: `PATH`, `LD_PRELOAD`, the user's injection library
+//! ([`cutrace_settings::var::INJECT_LIB`]) and the current directory are the caller's to pass, so every function can be tested with any value.
 
 pub mod cache;
 
@@ -12,22 +12,24 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
+use cutrace_settings::{var, Settings};
+
 /// The injection library's file name, installed next to the `cutrace` binary.
 pub const INJECT_LIB_NAME: &str = "libcutrace_inject.so";
 
 /// Why the injection library was not found, or the trace directory cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
-    #[error("CUTRACE_INJECT_LIB={} is not a file; point it at {INJECT_LIB_NAME}", .0.display())]
+    #[error("{var}={} is not a file; point it at {INJECT_LIB_NAME}", .0.display(), var = var::INJECT_LIB)]
     InjectNotFile(PathBuf),
     #[error(
-        "CUTRACE_INJECT_LIB={} is not a shared library (no ELF header); point it at \
-         {INJECT_LIB_NAME}", .0.display()
+        "{var}={} is not a shared library (no ELF header); point it at {INJECT_LIB_NAME}",
+        .0.display(), var = var::INJECT_LIB
     )]
     InjectNotElf(PathBuf),
     #[error(
         "cannot find {INJECT_LIB_NAME} (tried {}); install it next to the cutrace binary or set \
-         CUTRACE_INJECT_LIB", .tried.join(", ")
+         {var}", .tried.join(", "), var = var::INJECT_LIB
     )]
     InjectMissing { tried: Vec<String> },
     #[error("resolving {}", .path.display())]
@@ -62,7 +64,7 @@ fn canonical(p: &Path) -> Result<PathBuf, LaunchError> {
     })
 }
 
-/// Finds the injection library: `CUTRACE_INJECT_LIB`, else next to the cutrace binary, else in
+/// Finds the injection library: `env_value` (the user's [`var::INJECT_LIB`]), else next to the cutrace binary, else in
 /// `../lib` or `../lib/cutrace` beside it. The result is absolute.
 pub fn find_inject_lib(
     env_value: Option<OsString>,
@@ -260,47 +262,31 @@ pub fn new_run_id() -> String {
     format!("{ns:x}-{:x}", std::process::id())
 }
 
-/// The environment `record` gives the program (names and values), pure for tests except for
-/// the run id ([`new_run_id`]).
-pub fn injection_env(
-    inject: &Path,
-    out_dir: &Path,
-    kinds: &[String],
-    buffer_mib: u32,
-    serialize: bool,
-    record_cmdline: bool,
-    discard: bool,
-) -> Vec<(String, OsString)> {
-    let mut env = vec![
-        (
-            "CUDA_INJECTION64_PATH".to_string(),
-            inject.as_os_str().to_owned(),
-        ),
-        (
-            "CUTRACE_OUTPUT_DIR".to_string(),
-            out_dir.as_os_str().to_owned(),
-        ),
-        ("CUTRACE_KINDS".to_string(), kinds.join(",").into()),
-        // One id for the run, inherited by every process the program starts, so the parts
-        // are known to be one run whatever their timing (docs/FORMAT.md, "How parts are
-        // produced").
-        // (The injection reads it as cutrace_trace::native::RUN_ID_ENV.)
-        ("CUTRACE_RUN_ID".to_string(), new_run_id().into()),
-        (
-            "CUTRACE_BUFFER_BYTES".to_string(),
-            (u64::from(buffer_mib) << 20).to_string().into(),
-        ),
-    ];
-    if serialize {
-        env.push(("CUTRACE_SERIALIZE_KERNELS".into(), "1".into()));
-    }
-    if record_cmdline {
-        env.push(("CUTRACE_RECORD_CMDLINE".into(), "1".into()));
-    }
-    if discard {
-        env.push(("CUTRACE_DISCARD".into(), "1".into()));
-    }
+/// The environment `record` gives the program: the injection library for CUDA to load, and the
+/// settings it reads (`settings.to_env()`). The program's environment should hold these and none
+/// of the library's other variables ([`cleared_vars`]).
+pub fn injection_env(inject: &Path, settings: &Settings) -> Vec<(String, OsString)> {
+    let mut env = vec![(
+        "CUDA_INJECTION64_PATH".to_string(),
+        inject.as_os_str().to_owned(),
+    )];
+    env.extend(
+        settings
+            .to_env()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v)),
+    );
     env
+}
+
+/// The injected library's variables that `env` does not set: removed from the program's
+/// environment, so one left there from elsewhere (a `CUTRACE_COUNTERS` from an earlier shell)
+/// does not turn a plain trace into a profile.
+pub fn cleared_vars(env: &[(String, OsString)]) -> Vec<&'static str> {
+    var::INJECTION
+        .into_iter()
+        .filter(|v| !env.iter().any(|(k, _)| k == v))
+        .collect()
 }
 
 /// `LD_PRELOAD` for the program: the injection library first, then the entries already there
@@ -381,29 +367,37 @@ mod tests {
 
     #[test]
     fn env_holds_absolute_paths_and_settings() {
-        let env = injection_env(
-            Path::new("/opt/cutrace/libcutrace_inject.so"),
-            Path::new("/tmp/t"),
-            &["kernel".into(), "runtime".into()],
-            4,
-            false,
-            true,
-            false,
-        );
+        let settings = Settings {
+            output_dir: Some("/tmp/t".into()),
+            kinds: Some(vec!["kernel".into(), "runtime".into()]),
+            buffer_bytes: Some(4 << 20),
+            record_cmdline: true,
+            run_id: Some(new_run_id()),
+            ..Settings::default()
+        };
+        let env = injection_env(Path::new("/opt/cutrace/libcutrace_inject.so"), &settings);
         let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
         assert_eq!(
             get("CUDA_INJECTION64_PATH").unwrap(),
             "/opt/cutrace/libcutrace_inject.so"
         );
-        assert_eq!(get("CUTRACE_KINDS").unwrap(), "kernel,runtime");
-        assert_eq!(get("CUTRACE_BUFFER_BYTES").unwrap(), "4194304");
-        assert_eq!(get("CUTRACE_RECORD_CMDLINE").unwrap(), "1");
-        assert!(get("CUTRACE_DISCARD").is_none());
-        let id = get("CUTRACE_RUN_ID").unwrap().into_string().unwrap();
+        // The library reads back exactly what was meant.
+        let (back, problems) = Settings::from_env(&|k| get(k));
+        assert!(problems.is_empty());
+        assert_eq!(back, settings);
+        let id = back.run_id.unwrap();
         let (ns, pid) = id.split_once('-').unwrap();
         assert!(u64::from_str_radix(ns, 16).unwrap() > 0);
         assert_eq!(u32::from_str_radix(pid, 16).unwrap(), std::process::id());
+        // Everything else of the library's is cleared, the counters' and sampling's included.
+        let cleared = cleared_vars(&env);
+        assert_eq!(cleared.len(), var::INJECTION.len() - 5);
+        for v in [var::COUNTERS, var::PM_METRICS, var::DISCARD, var::API] {
+            assert!(cleared.contains(&v), "{v}");
+        }
+        assert!(!cleared.contains(&var::KINDS));
     }
+
     #[test]
     fn preload_puts_the_library_first_and_keeps_the_rest() {
         let lib = Path::new("/opt/cutrace/libcutrace_inject.so");

@@ -20,16 +20,14 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Distributed;
 
-/// The environment variable `cutrace record` sets to one id per run, passed to every process it
-/// starts; each part records it in `HEAD.distributed.run_id`.
-pub const RUN_ID_ENV: &str = "CUTRACE_RUN_ID";
-
 /// A process's place in a distributed job from its environment: `RANK`, `LOCAL_RANK` and
-/// `WORLD_SIZE` (set by torchrun, torch.distributed.launch, and most launchers) and
-/// [`RUN_ID_ENV`]. `None` when none is set. A value that is not a number is left out, and named
-/// in the second result (for the part's notes).
+/// `WORLD_SIZE` (set by torchrun, torch.distributed.launch, and most launchers), and the id of
+/// the `cutrace record` run it belongs to (`run_id`, which the recorder gives every process it
+/// starts: `cutrace_settings::Settings::run_id`). `None` when none is set. A value that is not a
+/// number is left out, and named in the second result (for the part's notes).
 pub fn distributed_from_env(
     env: &dyn Fn(&str) -> Option<String>,
+    run_id: Option<String>,
 ) -> (Option<Distributed>, Vec<String>) {
     let mut notes = Vec::new();
     let mut num = |key: &str| -> Option<u32> {
@@ -46,7 +44,7 @@ pub fn distributed_from_env(
         rank: num("RANK"),
         local_rank: num("LOCAL_RANK"),
         world_size: num("WORLD_SIZE"),
-        run_id: env(RUN_ID_ENV).filter(|s| !s.is_empty()),
+        run_id: run_id.filter(|s| !s.is_empty()),
         ..Distributed::default()
     };
     let any =
@@ -310,12 +308,10 @@ mod tests {
                     .map(|(_, v)| v.to_string())
             }
         };
-        let (d, notes) = distributed_from_env(&env(&[
-            ("RANK", "3"),
-            ("LOCAL_RANK", "1"),
-            ("WORLD_SIZE", "8"),
-            ("CUTRACE_RUN_ID", "r-1"),
-        ]));
+        let (d, notes) = distributed_from_env(
+            &env(&[("RANK", "3"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "8")]),
+            Some("r-1".into()),
+        );
         let d = d.unwrap();
         assert_eq!(
             (d.rank, d.local_rank, d.world_size, d.run_id.as_deref()),
@@ -323,12 +319,12 @@ mod tests {
         );
         assert!(notes.is_empty());
         // Only the run id (a spawn child: torch.multiprocessing sets no RANK).
-        let (d, _) = distributed_from_env(&env(&[("CUTRACE_RUN_ID", "r-2")]));
+        let (d, _) = distributed_from_env(&env(&[]), Some("r-2".into()));
         assert_eq!(d.unwrap().rank, None);
         // Nothing set: no distributed facts at all.
-        assert_eq!(distributed_from_env(&env(&[])).0, None);
+        assert_eq!(distributed_from_env(&env(&[]), None).0, None);
         // A value that is not a number is left out and named.
-        let (d, notes) = distributed_from_env(&env(&[("RANK", "zero"), ("WORLD_SIZE", "2")]));
+        let (d, notes) = distributed_from_env(&env(&[("RANK", "zero"), ("WORLD_SIZE", "2")]), None);
         let d = d.unwrap();
         assert_eq!((d.rank, d.world_size), (None, Some(2)));
         assert!(notes[0].contains("RANK=\"zero\""), "{notes:?}");

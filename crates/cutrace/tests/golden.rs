@@ -5,6 +5,7 @@
 //! Refresh after an intended change with `CUTRACE_BLESS=1 cargo test -p cutrace --test golden`
 //! and say in the commit message which outputs changed and why.
 
+use cutrace_settings::var;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,7 +22,7 @@ fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
         .current_dir(cwd)
         .args(args)
-        .env_remove("CUTRACE_CUPTI_LIB")
+        .env_remove(var::CUPTI_LIB)
         .env_remove("CUDA_HOME")
         .output()
         .expect("run cutrace");

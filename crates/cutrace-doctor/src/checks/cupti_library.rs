@@ -205,10 +205,10 @@ fn judge(ctx: &Ctx, search: &Search) -> Check {
             ));
             return Check::new("cupti-library", Status::Warn, Affects::None, format!("{other} (CUPTI {ver}) is the only libcupti; cutrace record needs libcupti.so.13"))
                 .evidence(evidence)
-                .explain("CUPTI tools built for this CUPTI can trace with it, but cutrace decodes CUPTI 13 records and looks only for libcupti.so.13 (CUTRACE_CUPTI_LIB, CUDA_HOME, /usr/local/cuda, the loader's path). CUDA 13 needs driver 580.65.06 or newer.")
+                .explain(concat!("CUPTI tools built for this CUPTI can trace with it, but cutrace decodes CUPTI 13 records and looks only for libcupti.so.13 (", cutrace_settings::cupti_lib_var!(), ", CUDA_HOME, /usr/local/cuda, the loader's path). CUDA 13 needs driver 580.65.06 or newer."))
                 .fix([
                     "sudo apt-get install cuda-cupti-13-0          # from NVIDIA's CUDA repository, with a driver for CUDA 13",
-                    "export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13",
+                    concat!("export ", cutrace_settings::cupti_lib_var!(), "=/path/to/libcupti.so.13"),
                 ])
                 .sources(sources);
         }
@@ -218,7 +218,7 @@ fn judge(ctx: &Ctx, search: &Search) -> Check {
             .fix([
                 "sudo apt-get install cuda-cupti-13-0          # from NVIDIA's CUDA repository; match your toolkit",
                 "export LD_LIBRARY_PATH=/usr/local/cuda/extras/CUPTI/lib64:/usr/local/cuda/lib64:$LD_LIBRARY_PATH",
-                "export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13      # or name it for cutrace alone",
+                concat!("export ", cutrace_settings::cupti_lib_var!(), "=/path/to/libcupti.so.13      # or name it for cutrace alone"),
             ])
             .sources(sources);
     };
@@ -284,7 +284,11 @@ fn judge(ctx: &Ctx, search: &Search) -> Check {
             )
             .evidence(evidence)
             .explain(why)
-            .fix(["export CUTRACE_CUPTI_LIB=/path/to/libcupti.so.13   # a CUDA 13.x CUPTI"])
+            .fix([concat!(
+                "export ",
+                cutrace_settings::cupti_lib_var!(),
+                "=/path/to/libcupti.so.13   # a CUDA 13.x CUPTI"
+            )])
             .sources(sources);
         }
         Pairing::Warn(_) => {

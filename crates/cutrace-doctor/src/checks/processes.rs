@@ -4,6 +4,7 @@
 use super::{src, Ctx};
 use crate::facts::Process;
 use crate::report::{Affects, Check, Evidence, Status};
+use cutrace_settings::CounterRun;
 
 fn evidence_of(procs: &[(&Process, &str)]) -> Vec<Evidence> {
     procs
@@ -17,13 +18,11 @@ fn evidence_of(procs: &[(&Process, &str)]) -> Vec<Evidence> {
         .collect()
 }
 
-/// Environment variables that make a process a cutrace counter session: `cutrace profile` passes
-/// `CUTRACE_COUNTERS` (the metrics) to the program it runs, which holds the counters from its
-/// first CUDA context on (the command itself becomes the program, so its command line is the
-/// program's); `cutrace sample` passes variables named `CUTRACE_SAMPLE…`. `cutrace record`
-/// removes them, so a plain trace is not taken for one.
-const PROFILE_ENV: &str = "CUTRACE_COUNTERS=";
-const SAMPLE_ENV_PREFIX: &str = "CUTRACE_SAMPLE";
+// A process is a cutrace counter session when its environment holds `cutrace profile`'s or
+// `cutrace sample`'s metric list (`cutrace_settings::counter_run`): the program holds the
+// counters from its first CUDA context on (the command itself becomes the program, so its
+// command line is the program's). `cutrace record` removes both, so a plain trace is not taken
+// for one.
 
 /// Which cutrace counter session `p` is, if any: a probing doctor (`cutrace doctor --probe` opens
 /// a Range Profiler session on each GPU), a `cutrace profile` or `cutrace sample` command still
@@ -44,15 +43,12 @@ fn cutrace_counter_session(p: &Process, environ: Option<&[u8]>) -> Option<&'stat
         }
     }
     let vars = environ?.split(|&c| c == 0);
-    for v in vars {
-        if v.starts_with(PROFILE_ENV.as_bytes()) && v.len() > PROFILE_ENV.len() {
-            return Some("a program under cutrace profile");
-        }
-        if v.starts_with(SAMPLE_ENV_PREFIX.as_bytes()) {
-            return Some("a program under cutrace sample");
-        }
-    }
-    None
+    vars.filter_map(cutrace_settings::counter_run)
+        .map(|run| match run {
+            CounterRun::Profile => "a program under cutrace profile",
+            CounterRun::Sample => "a program under cutrace sample",
+        })
+        .next()
 }
 
 /// The parent of the process running the doctor (`/proc/self/stat`'s fourth field): a `cutrace
@@ -185,6 +181,7 @@ pub fn tool_conflicts(ctx: &Ctx) -> Check {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cutrace_settings::var;
 
     fn p(argv: &[&str]) -> Process {
         Process {
@@ -254,15 +251,27 @@ mod tests {
         );
         // The program `cutrace profile` became: its command line is its own.
         let app = |env: &[u8]| cutrace_counter_session(&p(&["python3", "train.py"]), Some(env));
+        let environ = |vars: &[(&str, &str)]| -> Vec<u8> {
+            vars.iter()
+                .flat_map(|(k, v)| format!("{k}={v}\0").into_bytes())
+                .collect()
+        };
         assert_eq!(
-            app(b"HOME=/root\0CUTRACE_COUNTERS=sm__ctas_launched.sum\0"),
+            app(&environ(&[
+                ("HOME", "/root"),
+                (var::COUNTERS, "sm__ctas_launched.sum")
+            ])),
             Some("a program under cutrace profile")
         );
+        // What `cutrace sample` sets (it once looked for a name sample never set).
         assert_eq!(
-            app(b"CUTRACE_SAMPLE_METRICS=x\0"),
+            app(&environ(&[(var::PM_METRICS, "x")])),
             Some("a program under cutrace sample")
         );
-        assert_eq!(app(b"CUTRACE_COUNTERS=\0CUTRACE_OUTPUT_DIR=/t\0"), None);
+        assert_eq!(
+            app(&environ(&[(var::COUNTERS, ""), (var::OUTPUT_DIR, "/t")])),
+            None
+        );
         assert_eq!(app(b"PATH=/bin\0"), None);
     }
 }

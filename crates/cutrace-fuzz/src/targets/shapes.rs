@@ -347,9 +347,14 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
             "--threads 2^64-1 on a 10 MB Kineto trace".into(),
         );
         if env {
-            c.env
-                .push((os("CUTRACE_IMPORT_THREADS"), os("18446744073709551615")));
-            c.what = "CUTRACE_IMPORT_THREADS=2^64-1 on a 10 MB Kineto trace".into();
+            c.env.push((
+                os(cutrace_settings::var::IMPORT_THREADS),
+                os("18446744073709551615"),
+            ));
+            c.what = format!(
+                "{}=2^64-1 on a 10 MB Kineto trace",
+                cutrace_settings::var::IMPORT_THREADS
+            );
         }
         out.push(c);
     }

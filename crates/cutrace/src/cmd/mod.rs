@@ -32,9 +32,9 @@ pub(crate) fn parse_threads(v: &str) -> Result<usize, String> {
 /// Reads the trace for report, diff and convert (`cutrace_export::input::load`), showing
 /// progress on stderr when it is a terminal or the read takes over a second.
 pub(crate) fn load(path: &Path, limits: &Limits) -> anyhow::Result<Trace> {
-    // For benchmarks: CUTRACE_IMPORT_THREADS=1 reads a Kineto trace on one thread.
+    // For benchmarks: `var::IMPORT_THREADS` of 1 reads a Kineto trace on one thread.
     let opts = ReadOptions {
-        import_threads: std::env::var("CUTRACE_IMPORT_THREADS")
+        import_threads: std::env::var(cutrace_settings::var::IMPORT_THREADS)
             .ok()
             .and_then(|v| v.parse().ok()),
         limits: *limits,

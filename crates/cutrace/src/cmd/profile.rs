@@ -2,7 +2,7 @@
 //! `--list-metrics`, which asks CUPTI's host library what a chip can count (no GPU needed).
 //!
 //! Profiling is `record` plus counters: the same injection library and trace directory, with the
-//! counter settings passed in the environment (`CUTRACE_COUNTERS*`, read by cutrace-inject's
+//! counter settings passed in the environment (`cutrace_settings::Counters`, read by cutrace-inject's
 //! `counters` module).
 
 use std::ffi::OsString;
@@ -12,21 +12,14 @@ use std::path::PathBuf;
 use anyhow::{bail, Context};
 use cutrace_counters::listing::{type_word, write_listing, Listing, MetricRow};
 use cutrace_counters::{sets, MetricType, Profiler, ProfilerKind};
+use cutrace_settings::{CounterAccess, Counters};
 
 use super::record;
 
-/// Per-kernel hardware counters beside the trace (Range Profiling), or the metrics a chip has.
-///
-/// Runs CMD as `cutrace record` does, and reads the chosen metrics for each kernel: one range per
-/// kernel, with kernel replay, started and stopped in the kernel's launch callback, so each
-/// kernel's values carry its correlation id exactly. While profiling, every profiled kernel is
-/// serialized (the context is synchronized after it) and replayed once per pass: the program
-/// runs slower and its kernels do not overlap. Counters need the GPU's profiling permission
-/// (`cutrace doctor` says whether this machine has it) and no other counter user (DCGM's
-/// profiling metrics, Nsight Compute, another profiler). Without them tracing carries on and the
-/// trace says why the counters are missing; --require-counters makes that fatal instead.
-#[derive(clap::Args)]
-#[command(after_long_help = r#"Examples:
+/// The long help's examples and notes.
+fn after_help() -> String {
+    format!(
+        r#"Examples:
   cutrace profile --list-metrics --chip GH100                 every Range Profiler metric of the chip
   cutrace profile --list-metrics --chip GH100 --set sol       a set's metrics and its pass count
   cutrace profile --list-metrics --metrics sm__ctas_launched.sum,dram__bytes_read.sum --format json
@@ -52,7 +45,7 @@ their durations from gpu__time_duration.sum and says so.
 Cost: each profiled kernel takes milliseconds per pass, whatever its size (about 15 ms each in a
 PyTorch step on an H200, spent in CUPTI's replay of the kernel): choose kernels with --kernels
 (matched against the name as CUPTI reports it, mangled), --max-kernels or --every.
-CUTRACE_COUNTERS_TIMING=1 prints where the time went at exit.
+{timing}=1 prints where the time went at exit.
 
 Who holds the counters: one client at a time. A second `cutrace profile` (or `cutrace sample`,
 DCGM, Nsight Compute) running fails the counters with CUPTI_ERROR_HARDWARE_BUSY; the message
@@ -63,7 +56,23 @@ work beside it; a note says so when an MPS daemon is active. (`cutrace sample` r
 Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
 option or set, --list-metrics errors), as for `cutrace record`. A metric the GPU does not have is
 refused when the program creates its first CUDA context: one line names it and tracing carries
-on, or, with --require-counters, the program stops with exit 125."#)]
+on, or, with --require-counters, the program stops with exit 125."#,
+        timing = cutrace_settings::var::COUNTERS_TIMING
+    )
+}
+
+/// Per-kernel hardware counters beside the trace (Range Profiling), or the metrics a chip has.
+///
+/// Runs CMD as `cutrace record` does, and reads the chosen metrics for each kernel: one range per
+/// kernel, with kernel replay, started and stopped in the kernel's launch callback, so each
+/// kernel's values carry its correlation id exactly. While profiling, every profiled kernel is
+/// serialized (the context is synchronized after it) and replayed once per pass: the program
+/// runs slower and its kernels do not overlap. Counters need the GPU's profiling permission
+/// (`cutrace doctor` says whether this machine has it) and no other counter user (DCGM's
+/// profiling metrics, Nsight Compute, another profiler). Without them tracing carries on and the
+/// trace says why the counters are missing; --require-counters makes that fatal instead.
+#[derive(clap::Args)]
+#[command(after_long_help = after_help())]
 pub struct Args {
     /// List metrics instead of profiling: every Range Profiler metric of the chip, or, with --set
     /// or --metrics, those metrics and the number of replay passes they need. Uses CUPTI's host
@@ -173,24 +182,19 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     if args.pause_dcgm {
         return run_paused(&args);
     }
-    let mut extra: Vec<(String, OsString)> =
-        vec![("CUTRACE_COUNTERS".into(), metrics.join(",").into())];
-    if let Some(re) = &args.kernels {
-        extra.push(("CUTRACE_COUNTERS_KERNELS".into(), re.into()));
-    }
-    if let Some(n) = args.max_kernels {
-        extra.push(("CUTRACE_COUNTERS_MAX_KERNELS".into(), n.to_string().into()));
-    }
-    if let Some(n) = args.every {
-        extra.push(("CUTRACE_COUNTERS_EVERY".into(), n.to_string().into()));
-    }
-    if args.require_counters {
-        extra.push(("CUTRACE_COUNTERS_REQUIRE".into(), "1".into()));
-    }
-    extra.extend(doctor_hints(args.quiet));
+    let sessions = record::Sessions {
+        counters: Some(Counters {
+            metrics,
+            kernels: args.kernels.clone(),
+            max_kernels: args.max_kernels,
+            every: args.every,
+        }),
+        pm_sampling: None,
+        counter_access: doctor_hints(args.require_counters, args.quiet),
+    };
     let rec = record::Args {
         output: args.output,
-        kinds: record::DEFAULT_KINDS.split(',').map(String::from).collect(),
+        kinds: cutrace_settings::default_kinds(),
         buffer_size: 8,
         api: None,
         serialize_kernels: false,
@@ -200,7 +204,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         discard: false,
         command: args.command,
     };
-    record::run_with(rec, extra)
+    record::run_with(rec, sessions)
 }
 
 /// `--pause-dcgm`: this same profile, without the flag, as a child of DCGM's guard
@@ -298,7 +302,7 @@ pub(crate) fn mps_seen(report: &cutrace_doctor::Report) -> Option<String> {
 /// (cheap, pure file reads), for the injection to quote if CUPTI refuses the counters
 /// (INSUFFICIENT_PRIVILEGES, HARDWARE_BUSY). A failed counter-access check is said up front, and
 /// so is MPS, with what was seen of Range Profiling under it (`gpu/mps.sh`, runs 32–34).
-pub(crate) fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
+pub(crate) fn doctor_hints(require: bool, quiet: bool) -> CounterAccess {
     let report = cutrace_doctor::doctor(&cutrace_doctor::Root::new("/"));
     let mps = mps_seen(&report).map(|seen| {
         format!(
@@ -312,14 +316,8 @@ pub(crate) fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
     if let (Some(m), false) = (&mps, quiet) {
         eprintln!("cutrace: note: {m}");
     }
-    let mut out = Vec::new();
-    for (id, var) in [
-        ("counter-access", "CUTRACE_COUNTERS_ACCESS_HINT"),
-        ("counter-holders", "CUTRACE_COUNTERS_HOLDERS_HINT"),
-    ] {
-        let Some(c) = report.checks.iter().find(|c| c.id == id) else {
-            continue;
-        };
+    let hint_of = |id: &str| -> Option<String> {
+        let c = report.checks.iter().find(|c| c.id == id)?;
         let fix = if c.fix.is_empty() {
             String::new()
         } else {
@@ -337,9 +335,13 @@ pub(crate) fn doctor_hints(quiet: bool) -> Vec<(String, OsString)> {
             hint.push(' ');
             hint.push_str(m);
         }
-        out.push((var.to_string(), hint.into()));
+        Some(hint)
+    };
+    CounterAccess {
+        require,
+        access_hint: hint_of("counter-access"),
+        holders_hint: hint_of("counter-holders"),
     }
-    out
 }
 
 /// The libcupti to use, with libnvperf_host made findable beside it.

@@ -16,43 +16,29 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use cutrace_launch::{
-    cache, find_inject_lib, injection_env, missing_interpreter, preload_value, prepare_output,
-    resolve_program, shell_quote, LaunchError, INJECT_LIB_NAME,
+    cache, cleared_vars, find_inject_lib, injection_env, missing_interpreter, preload_value,
+    prepare_output, resolve_program, shell_quote, LaunchError, INJECT_LIB_NAME,
 };
 
-/// The variables `cutrace profile` sets for the injection's counters.
-pub const COUNTER_VARS: [&str; 7] = [
-    "CUTRACE_COUNTERS",
-    "CUTRACE_COUNTERS_KERNELS",
-    "CUTRACE_COUNTERS_MAX_KERNELS",
-    "CUTRACE_COUNTERS_EVERY",
-    "CUTRACE_COUNTERS_REQUIRE",
-    "CUTRACE_COUNTERS_ACCESS_HINT",
-    "CUTRACE_COUNTERS_HOLDERS_HINT",
-];
+pub use cutrace_settings::KINDS;
+use cutrace_settings::{var, ApiMode, CounterAccess, Counters, PmSampling, Settings};
 
-/// The kinds recorded when `--kinds` is not given.
-pub const DEFAULT_KINDS: &str = "kernel,runtime,driver,memcpy,memset,sync,nvtx,overhead";
+/// `--kinds`' default as the flag takes it: every kind, comma-separated.
+fn default_kinds_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(|| cutrace_settings::default_kinds().join(","))
+}
 
-/// Activity kinds `--kinds` accepts (the injection reads the same names).
-pub const KINDS: &[(&str, &str)] = &[
-    (
-        "kernel",
-        "kernel executions (CONCURRENT_KERNEL; KERNEL with --serialize-kernels)",
-    ),
-    (
-        "runtime",
-        "CUDA runtime API calls (needed to join kernels to their launch)",
-    ),
-    ("driver", "CUDA driver API calls"),
-    ("memcpy", "memory copies"),
-    ("memset", "memsets"),
-    ("sync", "synchronizations (stream/event/context)"),
-    ("nvtx", "NVTX ranges and marks"),
-    ("overhead", "time CUPTI itself spent"),
-];
+/// What `profile` and `sample` add to a trace: their sessions' settings, which the injection
+/// reads beside record's own.
+#[derive(Debug, Clone, Default)]
+pub struct Sessions {
+    pub counters: Option<Counters>,
+    pub pm_sampling: Option<PmSampling>,
+    pub counter_access: CounterAccess,
+}
 
-/// Which CUDA runtime/driver API calls get a record (`--api`; the injection reads `CUTRACE_API`).
+/// Which CUDA runtime/driver API calls get a record (`--api`; the injection's `ApiMode`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ApiRecords {
     /// Every API call, state queries included.
@@ -70,12 +56,12 @@ pub enum ApiRecords {
 }
 
 impl ApiRecords {
-    /// The value of `CUTRACE_API`.
-    pub fn env_value(self) -> &'static str {
+    /// The mode the injection applies.
+    pub fn mode(self) -> ApiMode {
         match self {
-            ApiRecords::All => "all",
-            ApiRecords::Lean => "lean",
-            ApiRecords::Launches => "launches",
+            ApiRecords::All => ApiMode::All,
+            ApiRecords::Lean => ApiMode::Lean,
+            ApiRecords::Launches => ApiMode::Launches,
         }
     }
 }
@@ -113,7 +99,7 @@ pub struct Args {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = DEFAULT_KINDS
+        default_value = default_kinds_text()
     )]
     pub(crate) kinds: Vec<String>,
     /// CUPTI activity buffer size in MiB (1–10).
@@ -164,11 +150,11 @@ fn embedded_inject() -> anyhow::Result<Vec<u8>> {
     Ok(lib)
 }
 
-/// The injection library to load: `CUTRACE_INJECT_LIB` when set (a path the user named and that
+/// The injection library to load: the user's [`var::INJECT_LIB`] when set (a path the user named and that
 /// is not a library is an error, never replaced by another), else one installed beside the
 /// binary, else the embedded one, unpacked into the user's cache (`cutrace_launch::cache`).
 fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
-    let missing = match find_inject_lib(std::env::var_os("CUTRACE_INJECT_LIB"), exe) {
+    let missing = match find_inject_lib(std::env::var_os(var::INJECT_LIB), exe) {
         Ok(p) => return Ok(p),
         Err(e @ LaunchError::InjectMissing { .. }) if !EMBEDDED_INJECT.is_empty() => e,
         Err(e) => return Err(e.into()),
@@ -182,7 +168,7 @@ fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
     base.and_then(|b| {
         cache::unpack(
             &b,
-            env!("CUTRACE_EMBEDDED_INJECT_ID"),
+            include_str!(concat!(env!("OUT_DIR"), "/inject-id")),
             INJECT_LIB_NAME,
             &lib,
         )
@@ -196,12 +182,11 @@ fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    run_with(args, Vec::new())
+    run_with(args, Sessions::default())
 }
 
-/// `record`, with `extra` added to the program's environment (`cutrace profile`'s counter
-/// settings, which the injection reads as it reads record's own).
-pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Result<i32> {
+/// `record`, with the counter or sampling sessions of `profile` and `sample`.
+pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
     // `--kinds "kernel, runtime"`: the spaces are not part of the names.
     args.kinds = args
         .kinds
@@ -245,7 +230,7 @@ pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Resul
             eprintln!(
                 "cutrace: warning: --api {} has no effect: neither 'runtime' nor 'driver' is \
                  recorded",
-                api.env_value()
+                api.mode().as_str()
             );
         }
     }
@@ -269,18 +254,25 @@ pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Resul
                 .count()
         })
         .unwrap_or(0);
-    let mut env = injection_env(
-        &inject,
-        &out_dir,
-        &args.kinds,
-        args.buffer_size,
-        args.serialize_kernels,
-        args.record_cmdline,
-        args.discard,
-    );
-    // Always set, so a CUTRACE_API left in the environment does not choose for the user.
-    env.push(("CUTRACE_API".into(), api.env_value().into()));
-    env.extend(extra);
+    let settings = Settings {
+        output_dir: Some(out_dir.clone()),
+        kinds: Some(args.kinds.clone()),
+        // One id for the run, inherited by every process the program starts, so the parts are
+        // known to be one run whatever their timing (docs/FORMAT.md, "How parts are produced").
+        run_id: Some(cutrace_launch::new_run_id()),
+        buffer_bytes: Some(u64::from(args.buffer_size) << 20),
+        // Always set, so the injection's default does not choose for the user.
+        api: Some(api.mode()),
+        serialize_kernels: args.serialize_kernels,
+        record_cmdline: args.record_cmdline,
+        discard: args.discard,
+        // Benchmark knobs pass through from cutrace's own environment.
+        knobs: Settings::from_process_env().0.knobs,
+        counters: sessions.counters,
+        pm_sampling: sessions.pm_sampling,
+        counter_access: sessions.counter_access,
+    };
+    let mut env = injection_env(&inject, &settings);
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {
         // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti. The bare
@@ -335,8 +327,9 @@ pub fn run_with(mut args: Args, extra: Vec<(String, OsString)>) -> anyhow::Resul
         );
     }
     let mut command = std::process::Command::new(prog);
-    // Counter settings left in the environment must not turn a plain `record` into a profile.
-    for var in COUNTER_VARS {
+    // The injection's settings are these and no others: one left in the environment (counters,
+    // sampling) must not turn a plain `record` into a profile.
+    for var in cleared_vars(&env) {
         command.env_remove(var);
     }
     let err = command
@@ -377,12 +370,11 @@ mod tests {
     #[test]
     fn api_modes_reach_the_injection_by_their_names() {
         use clap::ValueEnum;
-        // The injection parses these names (cutrace-inject's ApiMode::parse).
+        // `--api NAME` is the injection's mode of the same name.
         for m in ApiRecords::value_variants() {
             let shown = m.to_possible_value().unwrap();
-            assert_eq!(shown.get_name(), m.env_value());
+            assert_eq!(shown.get_name(), m.mode().as_str());
         }
-        assert_eq!(ApiRecords::Lean.env_value(), "lean");
-        assert_eq!(ApiRecords::Launches.env_value(), "launches");
+        assert_eq!(ApiRecords::value_variants().len(), ApiMode::ALL.len());
     }
 }

@@ -1,6 +1,6 @@
 //! `cutrace sample`: a time series of device-wide hardware counters (CUPTI PM Sampling) beside
 //! the trace. It is `record` plus sampling: the settings go to the injection library in the
-//! environment (`CUTRACE_PM_*`, read by cutrace-inject's `sampling` module), after the metric
+//! environment (`cutrace_settings::PmSampling`, read by cutrace-inject's `sampling` module), after the metric
 //! list was checked against the chip of the first GPU sampled.
 
 use std::ffi::OsString;
@@ -89,25 +89,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if optional.is_empty() {
         check_metrics(&metrics, args.devices.first().copied(), args.quiet)?;
     }
-    let mut extra: Vec<(String, OsString)> = vec![
-        ("CUTRACE_PM_METRICS".into(), metrics.join(",").into()),
-        (
-            "CUTRACE_PM_INTERVAL_NS".into(),
-            args.interval.to_string().into(),
-        ),
-        ("CUTRACE_PM_OPTIONAL".into(), optional.join(",").into()),
-    ];
-    if !args.devices.is_empty() {
-        let list: Vec<String> = args.devices.iter().map(u32::to_string).collect();
-        extra.push(("CUTRACE_PM_DEVICES".into(), list.join(",").into()));
-    }
-    if args.require_counters {
-        extra.push(("CUTRACE_COUNTERS_REQUIRE".into(), "1".into()));
-    }
-    extra.extend(profile::doctor_hints(args.quiet));
+    let sessions = record::Sessions {
+        counters: None,
+        pm_sampling: Some(cutrace_settings::PmSampling {
+            metrics,
+            interval_ns: Some(args.interval),
+            devices: (!args.devices.is_empty()).then(|| args.devices.clone()),
+            optional,
+        }),
+        counter_access: profile::doctor_hints(args.require_counters, args.quiet),
+    };
     let rec = record::Args {
         output: args.output,
-        kinds: record::DEFAULT_KINDS.split(',').map(String::from).collect(),
+        kinds: cutrace_settings::default_kinds(),
         buffer_size: 8,
         api: None,
         serialize_kernels: false,
@@ -117,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         discard: false,
         command: args.command,
     };
-    record::run_with(rec, extra)
+    record::run_with(rec, sessions)
 }
 
 /// Refuses, before the program starts, a list the chip cannot sample in one pass. Where no

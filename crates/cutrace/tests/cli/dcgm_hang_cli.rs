@@ -2,6 +2,7 @@
 //! SIGHUP: every dcgmi command has a deadline, the stuck one is killed and named, and it never
 //! wedges a later `dcgm` command.
 
+use cutrace_settings::var;
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -66,7 +67,7 @@ impl Sandbox {
             .env("DCGMI_LOG", self.dir.join("dcgmi.log"))
             .env("DCGMI_PIDS", self.dir.join("dcgmi.pids"))
             .env("DCGMI_HANG_ON", hang_on)
-            .env("CUTRACE_DCGMI_TIMEOUT", "1")
+            .env(var::DCGMI_TIMEOUT, "1")
             .env("TMPDIR", &self.dir)
             .env("XDG_RUNTIME_DIR", self.dir.join("run"))
             .stdin(Stdio::null())
@@ -269,7 +270,7 @@ fn ctrl_c_while_the_pause_hangs_ends_cutrace_at_once() {
         .env("DCGMI_LOG", sb.dir.join("dcgmi.log"))
         .env("DCGMI_PIDS", sb.dir.join("dcgmi.pids"))
         .env("DCGMI_HANG_ON", "--pause")
-        .env("CUTRACE_DCGMI_TIMEOUT", "60")
+        .env(var::DCGMI_TIMEOUT, "60")
         .env("XDG_RUNTIME_DIR", sb.dir.join("run"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -3,6 +3,7 @@
 //! links, a `CUTRACE_INJECT_LIB` that is no library, and a cache directory someone else
 //! prepared for the embedded injection library.
 
+use cutrace_settings::var;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -49,7 +50,7 @@ fn thread_counts_past_the_cap_are_refused_or_capped() {
     let huge = cutrace(
         &debug_bin(),
         &["report".as_ref(), t.as_os_str()],
-        &[("CUTRACE_IMPORT_THREADS", "18446744073709551615".as_ref())],
+        &[(var::IMPORT_THREADS, "18446744073709551615".as_ref())],
     );
     assert!(huge.status.success(), "{}", stderr(&huge));
     assert_eq!(plain.stdout, huge.stdout);
@@ -143,7 +144,7 @@ fn a_named_injection_library_that_is_not_one_is_an_error_never_replaced() {
                     "/bin/true".as_ref(),
                 ],
                 &[
-                    ("CUTRACE_INJECT_LIB", lib),
+                    (var::INJECT_LIB, lib),
                     ("XDG_CACHE_HOME", cache.as_os_str()),
                 ],
             );

@@ -5,6 +5,7 @@
 //! `nvidia-cuda-cupti==13.0.*` wheel, named by CUTRACE_CUPTI_LIB; `.ci/run` installs the wheel
 //! and runs them with `-- --ignored`. Without the wheel they stay ignored, never passed.
 
+use cutrace_settings::var;
 use std::process::{Command, Output};
 
 fn profile(args: &[&str], cupti: Option<&str>) -> Output {
@@ -13,14 +14,14 @@ fn profile(args: &[&str], cupti: Option<&str>) -> Output {
         .arg("profile")
         .args(args);
     match cupti {
-        Some(lib) => c.env("CUTRACE_CUPTI_LIB", lib),
-        None => c.env_remove("CUTRACE_CUPTI_LIB"),
+        Some(lib) => c.env(var::CUPTI_LIB, lib),
+        None => c.env_remove(var::CUPTI_LIB),
     };
     c.output().unwrap()
 }
 
 fn wheel() -> String {
-    let lib = std::env::var("CUTRACE_CUPTI_LIB")
+    let lib = std::env::var(var::CUPTI_LIB)
         .expect("CUTRACE_CUPTI_LIB must name the nvidia-cuda-cupti wheel's libcupti.so.13");
     assert!(
         std::path::Path::new(&lib).is_file(),
@@ -245,7 +246,7 @@ const SHOW: &str = "echo \"[$CUTRACE_COUNTERS|$CUTRACE_COUNTERS_KERNELS|$CUTRACE
 fn profile_runs_the_program_as_record_does_with_the_counter_settings() {
     let d = scratch("env");
     let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .env(var::INJECT_LIB, d.0.join("libcutrace_inject.so"))
         .env_remove("CUDA_INJECTION64_PATH")
         .args([
             "profile",
@@ -270,7 +271,7 @@ fn profile_runs_the_program_as_record_does_with_the_counter_settings() {
     );
     // The default is the basic set; the program's exit status is its own.
     let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        .env(var::INJECT_LIB, d.0.join("libcutrace_inject.so"))
         .args(["profile", "-q", "--max-kernels", "5", "-o"])
         .arg(d.0.join("trace"))
         .args(["--", "sh", "-c", &format!("{SHOW}; exit 3")])
@@ -289,9 +290,9 @@ fn profile_runs_the_program_as_record_does_with_the_counter_settings() {
 fn record_does_not_inherit_counter_settings_left_in_the_environment() {
     let d = scratch("record");
     let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
-        .env("CUTRACE_COUNTERS", "sm__ctas_launched.sum")
-        .env("CUTRACE_COUNTERS_REQUIRE", "1")
+        .env(var::INJECT_LIB, d.0.join("libcutrace_inject.so"))
+        .env(var::COUNTERS, "sm__ctas_launched.sum")
+        .env(var::COUNTERS_REQUIRE, "1")
         .args(["record", "-q", "-o"])
         .arg(d.0.join("trace"))
         .args(["--", "sh", "-c", SHOW])
@@ -322,7 +323,7 @@ fn pause_dcgm_pauses_runs_and_resumes() {
     let log = d.0.join("dcgmi.log");
     let cmd = |path: String| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
-        c.env("CUTRACE_INJECT_LIB", d.0.join("libcutrace_inject.so"))
+        c.env(var::INJECT_LIB, d.0.join("libcutrace_inject.so"))
             .env("PATH", path)
             .env("DCGMI_LOG", &log)
             .env("TMPDIR", &d.0)

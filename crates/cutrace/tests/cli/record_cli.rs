@@ -1,6 +1,7 @@
 //! `cutrace record` passes the program's stdin, stdout, stderr, exit status and signals through
 //! unchanged and hands it the injection environment. No GPU needed: the program here is `sh`.
 
+use cutrace_settings::var;
 use std::io::Write;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ fn setup(name: &str) -> (cutrace_testkit::Dir, PathBuf) {
 
 fn record(dir: &Path, lib: &Path, script: &str) -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
-    c.env("CUTRACE_INJECT_LIB", lib)
+    c.env(var::INJECT_LIB, lib)
         .env_remove("CUDA_INJECTION64_PATH")
         .args(["record", "-o"])
         .arg(dir.join("trace"))
@@ -86,7 +87,7 @@ fn program_gets_the_injection_library_first_in_ld_preload() {
         (Some("libc.so.6"), true, "[libc.so.6]".to_string()),
     ] {
         let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
-        c.env("CUTRACE_INJECT_LIB", &lib)
+        c.env(var::INJECT_LIB, &lib)
             .env_remove("CUDA_INJECTION64_PATH")
             .env_remove("LD_PRELOAD")
             .args(["record", "-o"])
@@ -144,8 +145,8 @@ fn api_mode_reaches_the_program_and_is_explained() {
         (Some("launches"), "launches"),
     ] {
         let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
-        c.env("CUTRACE_INJECT_LIB", &lib)
-            .env("CUTRACE_API", "launches-left-over")
+        c.env(var::INJECT_LIB, &lib)
+            .env(var::API, "launches-left-over")
             .env_remove("CUDA_INJECTION64_PATH")
             .args(["record", "-o"])
             .arg(dir.join("trace"));
@@ -167,7 +168,7 @@ fn api_mode_reaches_the_program_and_is_explained() {
         );
     }
     let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", &lib)
+        .env(var::INJECT_LIB, &lib)
         .args(["record", "--api", "few", "--", "true"])
         .current_dir(&dir)
         .output()
@@ -203,7 +204,7 @@ fn death_by_signal_passes_through() {
 fn bad_kind_and_missing_program_are_explained() {
     let (dir, lib) = setup("bad");
     let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", &lib)
+        .env(var::INJECT_LIB, &lib)
         .args(["record", "--kinds", "kernel,warp", "--", "true"])
         .current_dir(&dir)
         .output()
@@ -212,7 +213,7 @@ fn bad_kind_and_missing_program_are_explained() {
     assert_eq!(out.status.code(), Some(125));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown activity kind 'warp'"));
     let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", &lib)
+        .env(var::INJECT_LIB, &lib)
         .args(["record", "-o"])
         .arg(dir.join("t2"))
         .args(["--", "/nonexistent/program"])
@@ -229,7 +230,7 @@ fn bad_kind_and_missing_program_are_explained() {
 /// Runs `cutrace record ARGS` in `dir`; (status, stderr).
 fn record_args(dir: &Path, lib: &Path, args: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", lib)
+        .env(var::INJECT_LIB, lib)
         .env_remove("CUDA_INJECTION64_PATH")
         .arg("record")
         .args(args)
@@ -324,7 +325,7 @@ fn mistyped_options_and_bad_output_directories_are_refused_before_the_program_ru
     // A file that is not a shared library is refused as the injection library.
     std::fs::write(dir.join("fake.so"), "text").unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
-        .env("CUTRACE_INJECT_LIB", dir.join("fake.so"))
+        .env(var::INJECT_LIB, dir.join("fake.so"))
         .args(["record", "-o"])
         .arg(dir.join("r1"))
         .args(["--", "true"])
@@ -458,4 +459,51 @@ fn sigint_and_sigterm_reach_the_programs_handlers() {
         );
         assert_eq!(child.wait().unwrap().code(), Some(42), "SIG{sig}");
     }
+}
+
+/// The program's injection settings are exactly record's: counter and sampling settings left in
+/// the environment are removed (a plain trace must not become a profile: a PM metric list once
+/// passed through), benchmark knobs are passed on as the library reads them, and the library
+/// reads back what record meant.
+#[test]
+fn the_program_gets_records_settings_and_no_others() {
+    let (dir, lib) = setup("settings");
+    let out = record(&dir, &lib, "env")
+        .env(var::PM_METRICS, "sm__cycles_active.avg")
+        .env(var::COUNTERS, "sm__ctas_launched.sum")
+        .env(var::COUNTERS_REQUIRE, "1")
+        .env(var::DISCARD, "1")
+        .env(var::FLUSH_PERIOD_MS, " 250")
+        .env(var::SUBSCRIBE, "0")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let env: Vec<(&str, &str)> = stdout
+        .lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| var::INJECTION.contains(k))
+        .collect();
+    let (s, problems) = cutrace_settings::Settings::from_env(&|k| {
+        env.iter().find(|(n, _)| *n == k).map(|(_, v)| (*v).into())
+    });
+    assert!(problems.is_empty(), "{problems:?}");
+    assert_eq!(s.counters, None);
+    assert_eq!(s.pm_sampling, None);
+    assert!(!s.counter_access.require);
+    assert!(!s.discard);
+    assert_eq!(s.knobs.flush_period_ms, Some(250));
+    assert!(!s.knobs.subscribe);
+    assert_eq!(s.kinds, Some(cutrace_settings::default_kinds()));
+    assert_eq!(s.api, Some(cutrace_settings::ApiMode::Lean));
+    assert_eq!(s.buffer_bytes, Some(8 << 20));
+    assert_eq!(
+        s.output_dir,
+        Some(std::fs::canonicalize(dir.join("trace")).unwrap())
+    );
+    assert!(s.run_id.is_some());
 }
