@@ -1,6 +1,10 @@
 //! Golden outputs: every committed fixture through report (text and JSON), diff, convert to every
 //! format, doctor on every fixture root and audit on hand-built ELF files, compared byte for byte
 //! with `tests/golden/`. A change of output is then a visible diff of those files, never silent.
+//! A file convert writes is kept as its size and CRC-32 with a readable dump beneath (`readable`):
+//! the first lines of a CSV table, Chrome JSON with sorted keys and the first events of each
+//! kind, a Perfetto trace's packets decoded; so a failure says what changed, and the CRC-32
+//! covers the rest.
 //!
 //! Refresh after an intended change with `CUTRACE_BLESS=1 cargo test -p cutrace --test golden`
 //! and say in the commit message which outputs changed and why.
@@ -12,13 +16,16 @@ use std::process::Command;
 
 use cutrace_testkit::mini_elf;
 
+mod readable;
+
 fn golden_dir() -> PathBuf {
     cutrace_testkit::repo().join("tests/golden")
 }
 
 /// One command's observable result: exit status, stdout, stderr, and for commands that write
-/// files, each file's name, size and CRC-32 (the files themselves are too big to keep).
-fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
+/// files, each file's name, size and CRC-32, with what `readable` shows of it (files already shown
+/// in `shown` are named, not shown again).
+fn observe(args: &[String], cwd: &Path, out_dir: Option<(&Path, &mut readable::Shown)>) -> String {
     let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
         .current_dir(cwd)
         .args(args)
@@ -33,7 +40,7 @@ fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
         String::from_utf8_lossy(&o.stdout),
         stable_stderr(&String::from_utf8_lossy(&o.stderr))
     );
-    if let Some(dir) = out_dir {
+    if let Some((dir, shown)) = out_dir {
         // Every file below the output directory (a job's Parquet export is partitioned into
         // TABLE/rank=N/ directories), by its path relative to it.
         let mut files = Vec::new();
@@ -51,13 +58,14 @@ fn observe(args: &[String], cwd: &Path, out_dir: Option<&Path>) -> String {
         files.sort();
         for f in files {
             let bytes = std::fs::read(&f).unwrap();
+            let name = f.strip_prefix(dir).unwrap().to_string_lossy();
             let _ = writeln!(
                 s,
-                "--- file {} {} bytes crc32 {:08x}",
-                f.strip_prefix(dir).unwrap().to_string_lossy(),
+                "--- file {name} {} bytes crc32 {:08x}",
                 bytes.len(),
                 crc32fast::hash(&bytes)
             );
+            s += &readable::describe(&name, &bytes, shown);
         }
     }
     s
@@ -241,6 +249,7 @@ fn convert_outputs_are_unchanged() {
         let tmp = cutrace_testkit::Dir::new("golden-convert");
         let d = tmp.0.display().to_string();
         let mut out = String::new();
+        let mut shown = readable::Shown::default();
         for (flag, target) in [
             ("--csv", format!("{d}/tables")),
             ("--parquet", format!("{d}/parquet")),
@@ -256,7 +265,7 @@ fn convert_outputs_are_unchanged() {
                 dir.parent().unwrap().to_path_buf()
             };
             let args = strs(&["convert", t, flag, &target]);
-            out += &observe(&args, &repo, Some(&listed)).replace(&d, "$TMP");
+            out += &observe(&args, &repo, Some((&listed, &mut shown))).replace(&d, "$TMP");
         }
         out
     });

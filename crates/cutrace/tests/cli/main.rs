@@ -4,6 +4,7 @@
 
 mod util;
 
+mod architecture_deps_doc;
 mod audit_cli;
 mod chrome_export;
 mod convert_outputs;
