@@ -152,7 +152,8 @@ fn table_rows(doc: &str) -> Vec<(String, Vec<String>)> {
             .split(',')
             // `libc (constants)`: the note is for the reader.
             .map(|n| n.split('(').next().unwrap_or(n).trim().replace('`', ""))
-            .filter(|n| !n.is_empty())
+            // `–`: a crate with no dependencies.
+            .filter(|n| !n.is_empty() && n != "–")
             .collect();
         rows.push((krate, names));
     }
