@@ -376,37 +376,32 @@ fn far_apart(a: u64, b: u64) -> bool {
     hi > 0 && (hi - a.min(b)) as f64 > SAME_WORK_TOLERANCE * hi as f64
 }
 
-/// The `--api` mode a recorder note names (`api records: lean — …`), when it is one that leaves
-/// calls out: `lean` or `launches`.
-pub fn api_records_note(text: &str) -> Option<&'static str> {
-    ["lean", "launches"]
-        .into_iter()
-        .find(|m| text.starts_with(&format!("api records: {m}")))
+/// The `--api` mode that left calls out of a part (`lean`, `launches`), as its header says;
+/// `None` for a part that recorded every call, or no API kind.
+pub fn left_out_by(part: &cutrace_trace::PartMeta) -> Option<&str> {
+    part.header
+        .api_records
+        .as_ref()
+        .filter(|a| a.leaves_calls_out())
+        .map(|a| a.mode.as_str())
 }
 
 /// Which API calls a trace holds: `torch.profiler` for Kineto traces (its own selection), else
-/// the recorder's `--api` mode of each part (`all` when a part says nothing), `mixed` when the
-/// parts differ.
+/// the recorder's `--api` mode of each part as its header says (`all` when it left nothing
+/// out), `mixed` when the parts differ.
 fn api_mode(r: &Report) -> String {
     if r.trace.source == "kineto" {
         return "torch.profiler".into();
     }
-    let of_part = |part: Option<&str>| {
-        r.notes
-            .iter()
-            .filter(|n| n.part.as_deref() == part)
-            .find_map(|n| api_records_note(&n.text))
-            .unwrap_or("all")
-    };
-    let mut modes: Vec<&str> = if r.trace.parts.is_empty() {
-        vec![of_part(None)]
-    } else {
-        r.trace
-            .parts
-            .iter()
-            .map(|p| of_part(Some(p.path.as_str())))
-            .collect()
-    };
+    let mut modes: Vec<&str> = r
+        .trace
+        .parts
+        .iter()
+        .map(|p| left_out_by(p).unwrap_or("all"))
+        .collect();
+    if modes.is_empty() {
+        modes.push("all");
+    }
     modes.sort_unstable();
     modes.dedup();
     match modes.as_slice() {

@@ -62,8 +62,10 @@ pub(crate) struct Global {
     /// Activity kinds cutrace enabled as a whole (`cuptiActivityEnable`), DEVICE included.
     pub enabled_kinds: Vec<u32>,
     /// RUNTIME/DRIVER records cutrace enabled one callback id at a time (`--api lean`,
-    /// `launches`, `CUTRACE_RUNTIME_CBIDS`): (driver?, callback id).
+    /// `launches`, `Knobs::runtime_cbids`): (driver?, callback id).
     pub enabled_api_records: Vec<(bool, u32)>,
+    /// Which API calls get records, as applied, for each part's header.
+    pub api_records: Option<cutrace_trace::ApiRecords>,
 }
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
@@ -235,6 +237,7 @@ fn init() -> Result<(), String> {
     )?;
     let enabled = on.kinds;
     let api_records = on.by_id;
+    let applied_api = on.api_records;
     let mut enabled_kinds = on.whole;
     if cupti.enable(kind::DEVICE).is_ok() {
         enabled_kinds.push(kind::DEVICE);
@@ -257,6 +260,7 @@ fn init() -> Result<(), String> {
         driver_cuda_version: driver,
         enabled_kinds,
         enabled_api_records: api_records,
+        api_records: applied_api,
     };
     if GLOBAL.set(g).is_err() {
         return Ok(());
@@ -343,6 +347,8 @@ struct Enabled {
     whole: Vec<u32>,
     /// RUNTIME (`false`) or DRIVER (`true`) callback ids whose calls get records.
     by_id: Vec<(bool, u32)>,
+    /// Which API calls get records, for the part's header; `None` when no API kind is on.
+    api_records: Option<cutrace_trace::ApiRecords>,
 }
 
 /// Turns on `kinds`, RUNTIME/DRIVER records filtered by `api_mode` (or, for RUNTIME, only
@@ -411,10 +417,24 @@ fn enable_kinds(
             || (k == kind::DRIVER && filtered[1].is_some())
     };
     let whole = enabled.iter().copied().filter(|&k| !by_id(k)).collect();
+    let api_on = enabled.contains(&kind::RUNTIME) || enabled.contains(&kind::DRIVER);
+    let left_out = |o: &Option<Outcome>| o.as_ref().map_or(0, |o| o.dropped as u64);
+    let applied = api_on.then(|| cutrace_trace::ApiRecords {
+        // A mode that could not be applied anywhere recorded every call.
+        mode: if filtered.iter().any(Option::is_some) {
+            api_mode.as_str()
+        } else {
+            ApiMode::All.as_str()
+        }
+        .into(),
+        runtime_left_out: Some(left_out(&filtered[0])),
+        driver_left_out: Some(left_out(&filtered[1])),
+    });
     Ok(Enabled {
         kinds: enabled,
         whole,
         by_id: api_records,
+        api_records: applied,
     })
 }
 

@@ -434,6 +434,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
         cmdline,
         notes,
         distributed: g.config.distributed.clone(),
+        api_records: g.api_records.clone(),
     };
     let w =
         Writer::new(f, &header).map_err(|e| format!("cannot write {} ({e})", path.display()))?;

@@ -203,6 +203,16 @@ fn api_note(h: &cutrace_trace::native::Header) -> Option<&String> {
     h.notes.iter().find(|n| n.starts_with("api records"))
 }
 
+/// The header's typed account of the API calls kept: (mode, runtime ids left out, driver ids).
+fn api_applied(h: &cutrace_trace::native::Header) -> (&str, u64, u64) {
+    let a = h
+        .api_records
+        .as_ref()
+        .expect("the header says which API calls it kept");
+    let n = |x: Option<u64>| x.expect("a count of the ids left out");
+    (a.mode.as_str(), n(a.runtime_left_out), n(a.driver_left_out))
+}
+
 /// Kernels still join their launch calls: the correlation a mode must never lose.
 fn assert_kernels_joined(r: &ApiRun) {
     assert_eq!(r.trace.kernels.len(), 3);
@@ -221,6 +231,7 @@ fn api_all_enables_whole_kinds_and_no_callback_ids() {
     assert!(r.whole_kinds.contains(&RUNTIME) && r.whole_kinds.contains(&DRIVER));
     assert!(r.runtime_ids.is_empty() && r.driver_ids.is_empty());
     assert!(api_note(&r.header).is_none(), "{:?}", r.header.notes);
+    assert_eq!(api_applied(&r.header), ("all", 0, 0));
     assert_kernels_joined(&r);
 }
 
@@ -244,6 +255,7 @@ fn api_lean_enables_every_callback_id_but_the_queries() {
     let note = api_note(&r.header).expect("a note names what lean leaves out");
     assert!(note.starts_with("api records: lean"), "{note}");
     assert!(note.contains("2 runtime and 2 driver"), "{note}");
+    assert_eq!(api_applied(&r.header), ("lean", 2, 2));
     for n in [
         "cudaGetLastError",
         "cudaGetDevice",
@@ -265,6 +277,7 @@ fn api_launches_enables_only_launch_and_copy_callback_ids() {
     let note = api_note(&r.header).expect("a note says only launches are recorded");
     assert!(note.starts_with("api records: launches"), "{note}");
     assert!(note.contains("cudaLaunchKernel"), "{note}");
+    assert_eq!(api_applied(&r.header), ("launches", 3, 3));
     assert_kernels_joined(&r);
 }
 
@@ -287,6 +300,8 @@ fn api_filter_falls_back_to_whole_kinds_when_cupti_cannot_filter_launches() {
         .notes
         .iter()
         .any(|n| n.starts_with("api records: lean")));
+    // Not applied: every call was recorded, and the header says so.
+    assert_eq!(api_applied(&r.header), ("all", 0, 0));
     assert_kernels_joined(&r);
     // A libcupti that refuses the per-id enables (mode 6).
     let r = api_run("refused", &p.fake_cupti, "6", "launches");

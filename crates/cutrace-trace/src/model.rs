@@ -522,6 +522,33 @@ pub struct Header {
     /// Absent in parts written before cutrace recorded them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub distributed: Option<Distributed>,
+    /// Which CUDA API calls the recorder kept (`cutrace record --api`), as it applied them.
+    /// Absent when the part records no API kind, and in parts written before the header said
+    /// it (the reader then takes it from the recorder's note, see `native::reader`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api_records: Option<ApiRecords>,
+}
+
+/// The API calls a part holds records of, as the recorder applied `--api`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ApiRecords {
+    /// `all`, `lean` (state queries left out) or `launches` (only calls that launch work or
+    /// move memory). `all` also where a mode could not be applied and every call was recorded.
+    pub mode: String,
+    /// Runtime and driver callback ids whose calls were left out by choice (absent in parts
+    /// whose header did not say, whose note named the mode alone).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime_left_out: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_left_out: Option<u64>,
+}
+
+impl ApiRecords {
+    /// True when the mode leaves calls out (`lean`, `launches`).
+    pub fn leaves_calls_out(&self) -> bool {
+        self.mode != "all"
+    }
 }
 
 /// One part file of a native trace (one CUDA process), as read.

@@ -4,7 +4,7 @@
 
 use cutrace_analysis::{diff, DiffOptions};
 use cutrace_testkit::records::{call, complete_trace, kernel, launch, seed_trace};
-use cutrace_trace::{Interner, Trace, TraceNote};
+use cutrace_trace::{Interner, Trace};
 
 fn top(n: usize) -> DiffOptions {
     DiffOptions {
@@ -173,12 +173,18 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
     new.api_calls
         .push(call(&mut i, "cudaDeviceSynchronize", 1, 1, 5, 6));
     new.strings = i.into_strings();
-    new.meta.notes.push(TraceNote {
-        pid: None,
-        part: None,
-        text: "api records: lean — 36 runtime and 47 driver state-query callbacks not recorded"
-            .into(),
-    });
+    new.meta.parts = vec![cutrace_trace::PartMeta {
+        path: "h-1.cutrace".into(),
+        header: cutrace_trace::Header {
+            api_records: Some(cutrace_trace::ApiRecords {
+                mode: "lean".into(),
+                runtime_left_out: Some(36),
+                driver_left_out: Some(47),
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    }];
     let d = diff(&base, &new, &top(10)).unwrap();
     let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
     assert_eq!(

@@ -956,9 +956,10 @@ fn render_api(o: &mut String, r: &Report) {
     // Since `--api lean` became record's default, a reader looking for cudaGetDevice & co.
     // should learn here, not only in the notes at the top, why they are absent.
     if let Some(mode) = r
-        .notes
+        .trace
+        .parts
         .iter()
-        .find_map(|n| cutrace_analysis::diff::api_records_note(&n.text))
+        .find_map(cutrace_analysis::diff::left_out_by)
     {
         let what = if mode == "lean" {
             "state queries (cudaGetDevice, cudaGetLastError, ...)"

@@ -497,8 +497,11 @@ impl PartBuilder {
         self.stored_total = self.stored_total.saturating_add(stored);
         match t {
             tag::HEAD => {
-                let h: Header =
+                let mut h: Header =
                     serde_json::from_slice(raw).map_err(|e| format!("bad HEAD JSON: {e}"))?;
+                if h.api_records.is_none() {
+                    h.api_records = api_records_of_old_part(&h.notes);
+                }
                 self.header = Some(h);
             }
             tag::META => {
@@ -927,6 +930,22 @@ fn sync_kind_from_code(c: u64) -> SyncKind {
 
 /// Merges per-process traces into one, re-interning strings (see [`Merger`]); one trace is
 /// returned as it is.
+/// A part written before its header said which API calls it kept (cutrace 0.1 before
+/// 2026-12-02) said so only in a note, `api records: lean — …` or `api records: launches — …`:
+/// the mode that note names. Other notes (`api records: all`, a mode not applied) mean every call.
+fn api_records_of_old_part(notes: &[String]) -> Option<crate::ApiRecords> {
+    notes.iter().find_map(|n| {
+        let rest = n.strip_prefix("api records: ")?;
+        let mode = ["lean", "launches", "all"]
+            .into_iter()
+            .find(|m| rest.starts_with(m))?;
+        Some(crate::ApiRecords {
+            mode: mode.into(),
+            ..crate::ApiRecords::default()
+        })
+    })
+}
+
 #[cfg(test)]
 fn merge(mut traces: Vec<Trace>) -> Trace {
     if traces.len() == 1 {
