@@ -311,3 +311,38 @@ fn lean_api_trace_keeps_every_join_and_drops_the_state_queries() {
         t.meta.notes
     );
 }
+
+/// A part's header says which API calls were kept, typed: recorded on the H200 with the
+/// shipped default (`--api lean`, 2026-12-02), the header's `api_records` holds the mode and
+/// the 36 runtime and 47 driver callback ids left out, as its note words them. A part written
+/// before the header said it (`lean/copy_overlap`, 2026-11-30) gets the mode from its note,
+/// without the counts; one recorded with `--api all` (`copy_overlap`) has no such note and
+/// reads as keeping every call.
+#[test]
+fn the_header_says_which_api_calls_were_kept() {
+    let mode = |rel: &str| {
+        let t = read(&fixtures().join(rel));
+        assert_eq!(t.meta.parts.len(), 1, "{rel}");
+        t.meta.parts[0].header.api_records.clone()
+    };
+    let typed = mode("api_header/copy_overlap").expect("a typed api_records");
+    assert_eq!(
+        (
+            typed.mode.as_str(),
+            typed.runtime_left_out,
+            typed.driver_left_out
+        ),
+        ("lean", Some(36), Some(47))
+    );
+    let t = read(&fixtures().join("api_header/copy_overlap"));
+    assert!(t.meta.notes[0]
+        .text
+        .starts_with("api records: lean — 36 runtime and 47 driver"));
+    assert_eq!((t.kernels.len(), t.memcpys.len()), (19, 16));
+    let old = mode("lean/copy_overlap").expect("the mode from the old part's note");
+    assert_eq!(
+        (old.mode.as_str(), old.runtime_left_out, old.driver_left_out),
+        ("lean", None, None)
+    );
+    assert_eq!(mode("copy_overlap"), None);
+}
