@@ -26,7 +26,6 @@
 
 use std::ffi::{c_char, c_int, CStr};
 use std::panic::catch_unwind;
-use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -35,7 +34,7 @@ use cutrace_cupti::api;
 
 use crate::api_filter::{self, ApiMode};
 use crate::config::parse_kinds;
-use crate::{add_note, enable_kinds, is_tracing, CALLBACKS_TAKEN, GLOBAL};
+use crate::{add_note, enable_kinds, is_tracing, GLOBAL, LIFECYCLE};
 
 /// Switched.
 pub const OK: c_int = 0;
@@ -118,7 +117,7 @@ fn switch(kinds_text: &str, api: Option<&str>) -> c_int {
     let Some(g) = GLOBAL.get() else {
         return NOT_TRACING;
     };
-    if !is_tracing() || CALLBACKS_TAKEN.load(Ordering::SeqCst) {
+    if !is_tracing() || LIFECYCLE.callbacks_taken() {
         return NOT_TRACING;
     }
     let Ok(mut state) = STATE.lock() else {

@@ -103,12 +103,12 @@ pub unsafe extern "C" fn cuptiActivityRegisterCallbacks(
 
 fn after_subscribe(result: CuptiResult) {
     if result != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED
-        || !crate::SUBSCRIBED.load(Ordering::SeqCst)
+        || !crate::LIFECYCLE.subscribed()
         || SUBSCRIBE_REPORTED.swap(true, Ordering::SeqCst)
     {
         return;
     }
-    if crate::FORKED.load(Ordering::SeqCst) {
+    if crate::LIFECYCLE.is_forked() {
         // A child forked (without exec) from a traced process: the slot is held by the copy of
         // cutrace's subscription it inherited; cutrace records nothing here.
         say(
@@ -168,7 +168,7 @@ fn after_register(result: CuptiResult, handed: bool) {
         HANDING_OVER.store(false, Ordering::SeqCst);
         return;
     }
-    crate::CALLBACKS_TAKEN.store(true, Ordering::SeqCst);
+    crate::LIFECYCLE.set_callbacks_taken();
     if REGISTER_REPORTED.swap(true, Ordering::SeqCst) {
         return;
     }

@@ -17,6 +17,7 @@ pub mod config;
 pub mod counters;
 pub mod decode;
 mod interpose;
+mod lifecycle;
 pub mod pool;
 pub mod sampling;
 mod writer;
@@ -27,7 +28,7 @@ use cutrace_settings::var;
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
@@ -38,6 +39,7 @@ use cutrace_cupti::{api, explain, result_name, Cupti, CuptiError};
 
 use api_filter::{ApiMode, Outcome};
 use config::Config;
+use lifecycle::{Lifecycle, Phase, Release};
 use pool::Pool;
 
 /// A completed buffer on its way to the writer.
@@ -69,23 +71,9 @@ pub(crate) struct Global {
 }
 
 static GLOBAL: OnceLock<Global> = OnceLock::new();
-static STARTED: AtomicBool = AtomicBool::new(false);
-/// Tracing really started: CUPTI set up and the writer thread running. (`GLOBAL` is set before
-/// the writer is started, so its presence alone does not say that.)
-static TRACING: AtomicBool = AtomicBool::new(false);
-/// The writer could not open the trace part and turned cutrace's records off: untraced after all.
-pub(crate) static WRITER_GAVE_UP: AtomicBool = AtomicBool::new(false);
-pub(crate) static FORKED: AtomicBool = AtomicBool::new(false);
-/// cutrace holds this process's CUPTI subscriber slot.
-pub(crate) static SUBSCRIBED: AtomicBool = AtomicBool::new(false);
-/// What a start that failed after subscribing did with the slot: `RELEASE_*`.
-static RELEASE: AtomicU8 = AtomicU8::new(RELEASE_NONE);
-const RELEASE_NONE: u8 = 0;
-const RELEASE_DONE: u8 = 1;
-const RELEASE_FAILED: u8 = 2;
-/// Another tool replaced our buffer callbacks: CUPTI's buffers are its now, so cutrace stops
-/// asking CUPTI to flush them (it flushed its own and disabled its records just before).
-pub(crate) static CALLBACKS_TAKEN: AtomicBool = AtomicBool::new(false);
+/// The library's state in this process (`lifecycle.rs`): started, tracing or untraced, forked,
+/// its buffer callbacks taken, CUPTI's subscriber slot held or given back.
+pub(crate) static LIFECYCLE: Lifecycle = Lifecycle::new();
 /// Most notes kept for the trace (a misbehaving program must not grow them without bound).
 const MAX_NOTES: usize = 64;
 
@@ -93,7 +81,7 @@ const MAX_NOTES: usize = 64;
 /// `CUDA_INJECTION64_PATH`. Always returns 1: a tracing failure must not fail the program.
 #[no_mangle]
 pub extern "C" fn InitializeInjection() -> i32 {
-    if STARTED.swap(true, Ordering::SeqCst) {
+    if !LIFECYCLE.begin() {
         return 1;
     }
     match catch_unwind(init) {
@@ -101,21 +89,26 @@ pub extern "C" fn InitializeInjection() -> i32 {
         Ok(Err(msg)) => untraced(&msg),
         Err(_) => untraced("internal error while starting (a bug in cutrace); please report it"),
     }
+    if LIFECYCLE.phase() == Phase::Starting {
+        // `init` returned without tracing (another start won the race for GLOBAL).
+        LIFECYCLE.untraced();
+    }
     1
 }
 
 pub(crate) fn untraced(msg: &str) {
-    let slot = match RELEASE.load(Ordering::SeqCst) {
-        RELEASE_DONE => {
+    LIFECYCLE.untraced();
+    let slot = match LIFECYCLE.release() {
+        Release::Done => {
             ". cutrace gave its CUPTI subscription back: the program's own CUPTI tools \
              (torch.profiler) work as they would without it"
         }
-        RELEASE_FAILED => {
+        Release::Failed => {
             ". cutrace could not give its CUPTI subscription back (cuptiUnsubscribe failed): \
              the program's own CUPTI tools (torch.profiler) get \
              CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"
         }
-        _ => "",
+        Release::None => "",
     };
     eprintln!(
         "cutrace: pid {} runs untraced: {msg}{slot}",
@@ -139,13 +132,12 @@ impl Claim {
 impl Drop for Claim {
     fn drop(&mut self) {
         let Some(s) = self.0.take() else { return };
-        if s.release().is_ok() {
-            // The interposer no longer blames cutrace for another tool's refusal.
-            SUBSCRIBED.store(false, Ordering::SeqCst);
-            RELEASE.store(RELEASE_DONE, Ordering::SeqCst);
+        // Given back, the interposer no longer blames cutrace for another tool's refusal.
+        LIFECYCLE.set_release(if s.release().is_ok() {
+            Release::Done
         } else {
-            RELEASE.store(RELEASE_FAILED, Ordering::SeqCst);
-        }
+            Release::Failed
+        });
     }
 }
 
@@ -204,7 +196,7 @@ fn init() -> Result<(), String> {
         match cupti.subscribe(callback) {
             Ok(Some(s)) => {
                 claim.0 = Some(s);
-                SUBSCRIBED.store(true, Ordering::SeqCst);
+                LIFECYCLE.set_subscribed(true);
             }
             // This CUPTI lacks cuptiSubscribe (no CUPTI 13 does): nothing is held.
             Ok(None) => {}
@@ -284,7 +276,7 @@ fn init() -> Result<(), String> {
         libc::atexit(at_exit);
         libc::pthread_atfork(None, None, Some(after_fork_in_child));
     }
-    TRACING.store(true, Ordering::SeqCst);
+    LIFECYCLE.traced();
     if let Some(cc) = counter_config {
         let require = cc.require;
         let r = match claim.0.as_ref() {
@@ -513,9 +505,7 @@ fn enable_api_calls(
 /// cutrace is recording in this process: it started (writer thread included), its writer did
 /// not give up, and this is not a forked child.
 pub(crate) fn is_tracing() -> bool {
-    TRACING.load(Ordering::SeqCst)
-        && !WRITER_GAVE_UP.load(Ordering::SeqCst)
-        && !FORKED.load(Ordering::Relaxed)
+    LIFECYCLE.is_tracing()
 }
 
 /// Just before another tool's activity buffer callbacks replace cutrace's: turns off every
@@ -596,7 +586,7 @@ fn refusal(call: &str, e: &CuptiError) -> String {
 /// context and launch callbacks.
 unsafe extern "C" fn callback(_: *mut c_void, domain: u32, cbid: u32, data: *const c_void) {
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        if FORKED.load(Ordering::Relaxed) {
+        if LIFECYCLE.is_forked() {
             return;
         }
         // SAFETY: CUPTI passes the callback data of `domain`, valid for this call.
@@ -625,7 +615,7 @@ unsafe extern "C" fn buffer_requested(
         }
     }
     let _ = catch_unwind(AssertUnwindSafe(|| {
-        if FORKED.load(Ordering::Relaxed) {
+        if LIFECYCLE.is_forked() {
             return;
         }
         let Some(g) = GLOBAL.get() else { return };
@@ -656,7 +646,7 @@ unsafe extern "C" fn buffer_completed(
             return;
         }
         g.buffers_completed.fetch_add(1, Ordering::Relaxed);
-        if FORKED.load(Ordering::Relaxed) {
+        if LIFECYCLE.is_forked() {
             return;
         }
         if let Ok(mut q) = g.queue.lock() {
@@ -672,12 +662,12 @@ unsafe extern "C" fn buffer_completed(
 extern "C" fn after_fork_in_child() {
     // The writer thread does not exist in a forked child, and the trace file belongs to the
     // parent: the child records nothing (an exec'd child starts its own injection).
-    FORKED.store(true, Ordering::SeqCst);
+    LIFECYCLE.set_forked();
 }
 
 extern "C" fn at_exit() {
     let _ = catch_unwind(|| {
-        if FORKED.load(Ordering::SeqCst) {
+        if LIFECYCLE.is_forked() {
             return;
         }
         let Some(g) = GLOBAL.get() else { return };
@@ -685,7 +675,7 @@ extern "C" fn at_exit() {
         sampling::finish();
         // Deliver every buffer, including records not yet complete, unless they belong to
         // another tool now.
-        if !CALLBACKS_TAKEN.load(Ordering::SeqCst) {
+        if !LIFECYCLE.callbacks_taken() {
             let _ = g.cupti.flush_all(api::FLUSH_FORCED);
         }
         g.stop.store(true, Ordering::SeqCst);

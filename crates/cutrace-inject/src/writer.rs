@@ -15,7 +15,7 @@ use cutrace_cupti::api::{CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API};
 use cutrace_trace::native::{self, ClockRef, Header, Meta, Tail, Writer};
 
 use crate::decode::Decoder;
-use crate::{Done, Global, CALLBACKS_TAKEN};
+use crate::{Done, Global, LIFECYCLE};
 
 /// Rows after which the writer writes chunks even before the flush period has passed.
 const ROWS_PER_FLUSH: usize = 262_144;
@@ -156,8 +156,8 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         match open_part(g, kinds) {
             Ok(o) => Some(o),
             Err(msg) => {
+                // Untraced after all (`LIFECYCLE` says so from here on).
                 crate::untraced(&msg);
-                crate::WRITER_GAVE_UP.store(true, Ordering::SeqCst);
                 // Nothing can be written: stop CUPTI's per-launch work too.
                 for &k in kinds {
                     let _ = g.cupti.disable(k);
@@ -236,10 +236,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
                 out = None;
             }
         }
-        if last_flush_request.elapsed() >= period
-            && !stopping
-            && !CALLBACKS_TAKEN.load(Ordering::Relaxed)
-        {
+        if last_flush_request.elapsed() >= period && !stopping && !LIFECYCLE.callbacks_taken() {
             // Completed buffers come back through buffer_completed on this thread.
             let _ = g.cupti.flush_all(0);
             last_flush_request = Instant::now();
