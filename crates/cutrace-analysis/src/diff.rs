@@ -24,7 +24,7 @@ use crate::correlate::LaunchLatency;
 use crate::error::AnalysisError;
 use crate::names::name_pair;
 use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
-use crate::steps::{steps, StepMatch, Steps};
+use crate::steps::{StepMatch, Steps};
 use crate::summary::{api_items, kernel_items};
 use crate::units::fmt_ns;
 use crate::window::Window;
@@ -242,15 +242,15 @@ pub fn diff_side(
     window: Option<Window>,
     opts: &DiffOptions,
 ) -> Result<DiffSide, AnalysisError> {
-    let mut report = analyze(
+    let report = analyze(
         t,
         &Options {
             window,
             top: opts.top,
+            steps: Some(opts.steps.clone()),
             ..Options::default()
         },
     )?;
-    report.steps = steps(t, window.as_ref(), &opts.steps);
     Ok(DiffSide {
         report,
         kernel_names: KeyedNames::of(t, kernel_items(t, window.as_ref())),

@@ -287,6 +287,7 @@ impl RankSummary {
             window: None,
             top: 0,
             orphan_list: 0,
+            steps: None,
         };
         let report = analyze(trace, &opts)?;
         s.data_loss = losses(&report.data_loss);

@@ -22,7 +22,7 @@ use crate::transfers::{copy_runs_by_device, transfer_summary, TransferSummary};
 use crate::window::{trace_bounds, Window};
 
 /// What to analyse and how much to list.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     /// Only this part of the trace; intervals are clipped to it.
     pub window: Option<Window>,
@@ -30,6 +30,10 @@ pub struct Options {
     pub top: usize,
     /// Length of each orphan correlation id list (the counts are always exact).
     pub orphan_list: usize,
+    /// The host ranges that mark the program's steps: when set, the report has per-step
+    /// figures ([`crate::steps`]), and its counters and PM samples have theirs. `None`: no
+    /// step section.
+    pub steps: Option<crate::steps::StepMatch>,
 }
 
 impl Default for Options {
@@ -38,6 +42,7 @@ impl Default for Options {
             window: None,
             top: 10,
             orphan_list: 20,
+            steps: None,
         }
     }
 }
@@ -195,8 +200,29 @@ pub struct Report {
     pub pm_samples: Option<crate::pm::PmReport>,
 }
 
-/// Runs every analysis. Pure: the same records in any order give the same report.
+/// The whole report of one trace: every analysis, and the steps with the counters and PM
+/// samples of each step when `opts.steps` names them. The one entry point for a trace's report
+/// (`cutrace report`, each side of a diff, the page). Pure: the same records in any order give
+/// the same report.
 pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
+    let mut report = analyze_records(trace, opts)?;
+    if let Some(which) = &opts.steps {
+        let window = opts.window.as_ref();
+        report.steps = crate::steps::steps(trace, window, which);
+        if let Some(st) = &report.steps {
+            if let Some(c) = report.counters.as_mut() {
+                crate::counters::add_steps(c, trace, window, st);
+            }
+            if let Some(pm) = report.pm_samples.as_mut() {
+                crate::pm::add_steps(pm, trace, window, st);
+            }
+        }
+    }
+    Ok(report)
+}
+
+/// Every analysis but the steps.
+fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
     if u32::try_from(trace.api_calls.len()).is_err() {
         return Err(AnalysisError::TooManyRecords {
             what: "API calls",

@@ -176,6 +176,7 @@ fn check_report(
         window: win,
         top,
         orphan_list: 5,
+        steps: None,
     };
     let r = analyze(&trace, &opts).expect("analysis of valid records");
     let devs: BTreeSet<u32> = kernels
@@ -269,7 +270,7 @@ proptest! {
             api2.rotate_left(k);
             api2.reverse();
         }
-        let opts = Options { window: None, top: 3, orphan_list: 4 };
+        let opts = Options { window: None, top: 3, orphan_list: 4, steps: None };
         let a = analyze(&build(&kernels, &api), &opts).unwrap();
         let b = analyze(&build(&shuffled, &api2), &opts).unwrap();
         prop_assert_eq!(a, b);
@@ -282,7 +283,7 @@ proptest! {
     ) {
         let api: Vec<(u64, Ns, Ns)> = api.into_iter().map(|(c, s, d)| (c, s, s + d)).collect();
         let trace = build(&kernels, &api);
-        let r = analyze(&trace, &Options { window: None, top: 3, orphan_list: 4 }).unwrap();
+        let r = analyze(&trace, &Options { window: None, top: 3, orphan_list: 4, steps: None }).unwrap();
         let mut orphans = Vec::new();
         let mut lat = Vec::new();
         let mut attributed = 0u64;

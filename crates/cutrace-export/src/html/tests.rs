@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cutrace_analysis::{analyze, fmt_ns, steps, Options, StepMatch};
+use cutrace_analysis::{analyze, fmt_ns, Options, StepMatch};
 use cutrace_trace::{
     ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, ReadOptions, Trace, TraceNote,
 };
@@ -24,8 +24,11 @@ fn load(rel: &str) -> Trace {
 }
 
 fn report_and_page(trace: &Trace) -> (Value, String) {
-    let mut r = analyze(trace, &Options::default()).unwrap();
-    r.steps = steps(trace, None, &StepMatch::profiler_steps());
+    let opts = Options {
+        steps: Some(StepMatch::profiler_steps()),
+        ..Options::default()
+    };
+    let r = analyze(trace, &opts).unwrap();
     let page = super::report::page("t", trace, &r, None).unwrap();
     (serde_json::to_value(&r).unwrap(), page)
 }

@@ -278,19 +278,17 @@ pub fn render_diff(o: &mut String, d: &CountersDiff) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cutrace_analysis::{analyze, counters::add_steps, steps, Options, StepMatch};
+    use cutrace_analysis::{analyze, Options, StepMatch};
     use cutrace_testkit::counters::counter_trace;
 
     fn report_text() -> String {
         let t = counter_trace();
-        let mut r = analyze(&t, &Options::default()).expect("analyze");
-        r.steps = steps(&t, None, &StepMatch::profiler_steps());
-        add_steps(
-            r.counters.as_mut().unwrap(),
-            &t,
-            None,
-            r.steps.as_ref().unwrap(),
-        );
+        let opts = Options {
+            steps: Some(StepMatch::profiler_steps()),
+            ..Options::default()
+        };
+        let r = analyze(&t, &opts).expect("analyze");
+        assert!(r.steps.is_some() && r.counters.as_ref().is_some_and(|c| c.by_step.is_some()));
         let mut o = String::new();
         render(&mut o, &r, 10);
         o

@@ -17,7 +17,8 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 21] = [
+const NATIVE: [&str; 22] = [
+    "api_header/copy_overlap",
     "sigkill",
     "multiproc",
     "steps_lean",
@@ -61,9 +62,9 @@ fn report(trace: &Path) -> Value {
         window: None,
         top: 1000,
         orphan_list: 1_000_000,
+        steps: Some(StepMatch::profiler_steps()),
     };
-    let mut r = analyze(&t, &opts).unwrap();
-    r.steps = cutrace_analysis::steps(&t, None, &StepMatch::profiler_steps());
+    let r = analyze(&t, &opts).unwrap();
     let mut v = serde_json::to_value(&r).unwrap();
     let t = v["trace"].as_object_mut().unwrap();
     t.remove("source");

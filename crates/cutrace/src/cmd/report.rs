@@ -158,16 +158,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         window,
         top: args.top,
         orphan_list: args.orphans,
+        steps: Some(which.clone()),
     };
-    let mut report =
-        analyze(&trace, &opts).with_context(|| format!("analysing {}", file.display()))?;
-    report.steps = cutrace_analysis::steps(&trace, opts.window.as_ref(), &which);
-    if let (Some(c), Some(st)) = (report.counters.as_mut(), report.steps.as_ref()) {
-        cutrace_analysis::counters::add_steps(c, &trace, opts.window.as_ref(), st);
-    }
-    if let (Some(pm), Some(st)) = (report.pm_samples.as_mut(), &report.steps) {
-        cutrace_analysis::pm::add_steps(pm, &trace, opts.window.as_ref(), st);
-    }
+    let report = analyze(&trace, &opts).with_context(|| format!("analysing {}", file.display()))?;
     if report.steps.is_none() && args.steps.is_some() {
         let windowed = opts.window.is_some();
         anyhow::bail!(steps_not_found(&which, &file, windowed, &trace));
