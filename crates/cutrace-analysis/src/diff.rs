@@ -26,7 +26,6 @@ use crate::names::name_pair;
 use crate::report::{analyze, DeviceReport, Options, Report, WindowInfo};
 use crate::steps::{StepMatch, Steps};
 use crate::summary::{api_items, kernel_items};
-use crate::units::fmt_ns;
 use crate::window::Window;
 
 /// Version of the diff's JSON shape; rises when a field is renamed, removed or changes meaning.
@@ -126,12 +125,72 @@ pub struct Side {
     pub dropped: u64,
 }
 
+/// What makes the comparison less than exact, as facts (the words are the renderers':
+/// `cutrace_export::text::diff::caveat_text`, which the JSON adds as `text`). `kind` is stable,
+/// for scripts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Caveat {
-    /// `data_loss`, `empty_window`, `no_kernels`, `orphans`, `separate_runs`, `different_work`,
-    /// `api_records` or `different_devices`: stable, for scripts.
-    pub kind: &'static str,
-    pub text: String,
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Caveat {
+    /// The side's trace is incomplete, or dropped records: its totals are lower bounds.
+    DataLoss {
+        side: &'static str,
+        complete: bool,
+        incomplete_reason: Option<String>,
+        dropped: u64,
+    },
+    /// No kernels in the side's window; offsets from its first record.
+    EmptyWindow {
+        side: &'static str,
+        from_offset_ns: Ns,
+        /// `None`: the window runs to the trace's end.
+        to_offset_ns: Option<Ns>,
+        /// The span of the side's records; `None` when it holds no timed record.
+        span_ns: Option<Ns>,
+    },
+    /// No kernels at all.
+    NoKernels {
+        side: &'static str,
+        span_ns: Option<Ns>,
+    },
+    /// Kernels without their launch call.
+    Orphans { side: &'static str, kernels: u64 },
+    /// The side's directory may hold several runs.
+    SeparateRuns {
+        side: &'static str,
+        run_ids: u64,
+        hosts: u64,
+        time_spans: u64,
+    },
+    /// Kernel counts more than 10 % apart.
+    DifferentWork { base_kernels: u64, new_kernels: u64 },
+    /// The traces recorded different sets of API calls (`all`, `lean`, `launches`, `mixed`,
+    /// `torch.profiler`).
+    ApiRecords { base: String, new: String },
+    /// GPUs in one trace only, by device id, each with the side that has it.
+    DifferentDevices { devices: Vec<OneSided> },
+}
+
+/// A GPU only one side has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OneSided {
+    pub device: u32,
+    pub side: &'static str,
+}
+
+impl Caveat {
+    /// The stable name scripts match on (the JSON's `kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Caveat::DataLoss { .. } => "data_loss",
+            Caveat::EmptyWindow { .. } => "empty_window",
+            Caveat::NoKernels { .. } => "no_kernels",
+            Caveat::Orphans { .. } => "orphans",
+            Caveat::SeparateRuns { .. } => "separate_runs",
+            Caveat::DifferentWork { .. } => "different_work",
+            Caveat::ApiRecords { .. } => "api_records",
+            Caveat::DifferentDevices { .. } => "different_devices",
+        }
+    }
 }
 
 /// One GPU in both traces (`None` on the side that does not have it).
@@ -418,93 +477,54 @@ fn caveats(
     devices: &[DeviceDiff],
 ) -> Vec<Caveat> {
     let mut out = Vec::new();
-    for (label, s, r) in [("base", base, rb), ("new", new, rn)] {
-        let mut lost = Vec::new();
-        if !s.complete {
-            lost.push(format!(
-                "incomplete ({})",
-                r.data_loss
-                    .incomplete_reason
-                    .as_deref()
-                    .unwrap_or("no reason recorded")
-            ));
-        }
-        if s.dropped > 0 {
-            lost.push(format!("{} records dropped", s.dropped));
-        }
-        if !lost.is_empty() {
-            out.push(Caveat {
-                kind: "data_loss",
-                text: format!(
-                    "the {label} trace lost data: {}; its totals are lower bounds",
-                    lost.join(", ")
-                ),
+    for (side, s, r) in [("base", base, rb), ("new", new, rn)] {
+        if !s.complete || s.dropped > 0 {
+            out.push(Caveat::DataLoss {
+                side,
+                complete: s.complete,
+                incomplete_reason: r.data_loss.incomplete_reason.clone(),
+                dropped: s.dropped,
             });
         }
         if s.kernels == 0 {
-            let span = match (r.trace.first_ns, r.trace.last_ns) {
-                (Some(a), Some(b)) => format!("its records span {}", fmt_ns(b - a)),
-                _ => "it holds no timed records".into(),
+            let span_ns = match (r.trace.first_ns, r.trace.last_ns) {
+                (Some(a), Some(b)) => Some(b - a),
+                _ => None,
             };
-            let (kind, text) = match (s.window, r.trace.first_ns) {
-                (Some(w), first) => {
-                    let first = first.unwrap_or(0);
-                    let at = |t: Ns| fmt_ns(t.saturating_sub(first));
-                    (
-                        "empty_window",
-                        format!(
-                            "the {label} trace has no kernels in the window ({} to {} after \
-                             its start; {span}): an offset such as --from 2s counts from each \
-                             trace's own start",
-                            at(w.from_ns.max(first)),
-                            w.to_ns.map_or_else(|| "its end".into(), at),
-                        ),
-                    )
+            out.push(match s.window {
+                Some(w) => {
+                    let first = r.trace.first_ns.unwrap_or(0);
+                    Caveat::EmptyWindow {
+                        side,
+                        from_offset_ns: w.from_ns.max(first) - first,
+                        to_offset_ns: w.to_ns.map(|t| t.saturating_sub(first)),
+                        span_ns,
+                    }
                 }
-                (None, _) => (
-                    "no_kernels",
-                    format!("the {label} trace has no kernels ({span})"),
-                ),
-            };
-            out.push(Caveat { kind, text });
+                None => Caveat::NoKernels { side, span_ns },
+            });
         }
         if s.orphans > 0 {
-            out.push(Caveat {
-                kind: "orphans",
-                text: format!(
-                    "the {label} trace has {} kernels without their launch call: they count in \
-                     busy time and the kernel table, not in launch latency or the idle split",
-                    s.orphans
-                ),
+            out.push(Caveat::Orphans {
+                side,
+                kernels: s.orphans,
             });
         }
         if let Some(sr) = &r.trace.separate_runs {
-            let what = if sr.run_ids.len() > 1 {
-                format!("parts of {} `cutrace record` runs", sr.run_ids.len())
-            } else if sr.hosts.len() > 1 {
-                format!("parts from {} hosts, whose clocks differ", sr.hosts.len())
-            } else {
-                format!("parts in {} separate time spans", sr.time_spans)
-            };
-            out.push(Caveat {
-                kind: "separate_runs",
-                text: format!(
-                    "the {label} trace may hold several runs ({what}): its figures mix them; \
-                     compare one run's directory"
-                ),
+            out.push(Caveat::SeparateRuns {
+                side,
+                run_ids: sr.run_ids.len() as u64,
+                hosts: sr.hosts.len() as u64,
+                time_spans: sr.time_spans,
             });
         }
     }
     // Only the amount of work decides: a faster or slower run of the same work is what a diff is
     // for, so the GPU windows may differ freely.
     if base.kernels > 0 && new.kernels > 0 && far_apart(base.kernels, new.kernels) {
-        out.push(Caveat {
-            kind: "different_work",
-            text: format!(
-                "the traces hold different amounts of work ({} vs {} kernels): compare busy \
-                 shares and mean durations; summed totals grow with the length of the capture",
-                base.kernels, new.kernels
-            ),
+        out.push(Caveat::DifferentWork {
+            base_kernels: base.kernels,
+            new_kernels: new.kernels,
         });
     }
     // `cutrace record --api lean` (the default) leaves state queries out by choice, and
@@ -512,31 +532,18 @@ fn caveats(
     // change removed.
     let (mb, mn) = (api_mode(rb), api_mode(rn));
     if mb != mn || mb == "mixed" {
-        out.push(Caveat {
-            kind: "api_records",
-            text: format!(
-                "the traces recorded different sets of API calls (base: {mb}, new: {mn}; \
-                 `cutrace record --api`, torch.profiler its own): a call one of them left out \
-                 shows as only in the other"
-            ),
-        });
+        out.push(Caveat::ApiRecords { base: mb, new: mn });
     }
-    let one_sided: Vec<String> = devices
+    let one_sided: Vec<OneSided> = devices
         .iter()
         .filter(|d| d.base.is_none() || d.new.is_none())
-        .map(|d| {
-            format!(
-                "GPU {} only in the {} trace",
-                d.device,
-                if d.base.is_some() { "base" } else { "new" }
-            )
+        .map(|d| OneSided {
+            device: d.device,
+            side: if d.base.is_some() { "base" } else { "new" },
         })
         .collect();
     if !one_sided.is_empty() {
-        out.push(Caveat {
-            kind: "different_devices",
-            text: format!("{} (GPUs are matched by device id)", one_sided.join(", ")),
-        });
+        out.push(Caveat::DifferentDevices { devices: one_sided });
     }
     out
 }

@@ -2,6 +2,7 @@
 //! across traces and ordered by the size of their change; the caveats fire on what makes a
 //! comparison not like for like, and only then.
 
+use cutrace_analysis::diff::{Caveat, OneSided};
 use cutrace_analysis::{diff, DiffOptions};
 use cutrace_testkit::records::{call, complete_trace, kernel, launch, seed_trace};
 use cutrace_trace::{Interner, Trace};
@@ -123,7 +124,11 @@ fn names_are_matched_and_ordered_by_their_change() {
         assert_eq!(r.total_change_ns, -fwd.total_change_ns, "{}", r.name);
     }
     // Both traces incomplete (never set complete): said once each.
-    let lost: Vec<_> = d.caveats.iter().filter(|c| c.kind == "data_loss").collect();
+    let lost: Vec<_> = d
+        .caveats
+        .iter()
+        .filter(|c| c.kind() == "data_loss")
+        .collect();
     assert_eq!(lost.len(), 2, "{:?}", d.caveats);
 }
 
@@ -156,9 +161,15 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
     // 20 % fewer kernels: beyond the 10 % tolerance.
     let mut new = steady("k", 80, 300);
     let d = diff(&base, &new, &top(10)).unwrap();
-    let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
+    let kinds: Vec<&str> = d.caveats.iter().map(Caveat::kind).collect();
     assert_eq!(kinds, ["different_work"]);
-    assert!(d.caveats[0].text.contains("100 vs 80 kernels"));
+    assert_eq!(
+        d.caveats[0],
+        Caveat::DifferentWork {
+            base_kernels: 100,
+            new_kernels: 80
+        }
+    );
     // 95 against 100 is within it.
     let near = steady("k", 95, 300);
     assert!(diff(&base, &near, &top(10)).unwrap().caveats.is_empty());
@@ -186,7 +197,7 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
         ..Default::default()
     }];
     let d = diff(&base, &new, &top(10)).unwrap();
-    let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
+    let kinds: Vec<&str> = d.caveats.iter().map(Caveat::kind).collect();
     assert_eq!(
         kinds,
         [
@@ -198,8 +209,22 @@ fn different_amounts_of_work_gpus_and_api_modes_are_said() {
         "{:?}",
         d.caveats
     );
-    assert!(d.caveats[2].text.contains("base: all, new: lean"));
-    assert!(d.caveats[3].text.contains("GPU 1 only in the new trace"));
+    assert_eq!(
+        d.caveats[2],
+        Caveat::ApiRecords {
+            base: "all".into(),
+            new: "lean".into()
+        }
+    );
+    assert_eq!(
+        d.caveats[3],
+        Caveat::DifferentDevices {
+            devices: vec![OneSided {
+                device: 1,
+                side: "new"
+            }]
+        }
+    );
     let gpu1 = d.devices.iter().find(|x| x.device == 1).unwrap();
     assert!(gpu1.base.is_none() && gpu1.new.is_some());
     assert_eq!(gpu1.busy_pct_points, None);
@@ -228,7 +253,7 @@ fn a_window_per_trace_compares_only_that_part() {
     assert_eq!(d.new.window.unwrap().from_ns, 15_000);
     assert_eq!(d.kernels[0].new.unwrap().count, 5);
     assert_eq!(d.kernels[0].total_change_ns, -(15 * 300));
-    let kinds: Vec<&str> = d.caveats.iter().map(|c| c.kind).collect();
+    let kinds: Vec<&str> = d.caveats.iter().map(Caveat::kind).collect();
     assert_eq!(kinds, ["different_work"]);
     // A window past the end: no kernels, said.
     let late = Window::resolve(
@@ -247,15 +272,18 @@ fn a_window_per_trace_compares_only_that_part() {
     )
     .unwrap();
     assert_eq!(d.base.kernels, 0);
-    assert_eq!(d.caveats[0].kind, "empty_window", "{:?}", d.caveats);
-    // Said as offsets from the trace's start (its first record, the launch at 9,900 ns; the
-    // last kernel ends at 29,300).
-    assert!(
-        d.caveats[0]
-            .text
-            .contains("(990.100 µs to its end after its start; its records span 19.400 µs)"),
-        "{}",
-        d.caveats[0].text
+    // As offsets from the trace's start (its first record, the launch at 9,900 ns; the last
+    // kernel ends at 29,300).
+    assert_eq!(
+        d.caveats[0],
+        Caveat::EmptyWindow {
+            side: "base",
+            from_offset_ns: 990_100,
+            to_offset_ns: None,
+            span_ns: Some(19_400)
+        },
+        "{:?}",
+        d.caveats
     );
 }
 
@@ -283,7 +311,7 @@ fn the_same_work_run_faster_is_not_a_caveat() {
         ..Trace::default()
     };
     let d = diff(&empty, &back_to_back(400), &top(10)).unwrap();
-    assert_eq!(d.caveats[0].kind, "no_kernels", "{:?}", d.caveats);
+    assert_eq!(d.caveats[0].kind(), "no_kernels", "{:?}", d.caveats);
 }
 
 #[test]

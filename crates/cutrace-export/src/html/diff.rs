@@ -64,7 +64,7 @@ fn caveats(o: &mut String, d: &Diff) {
     } else {
         o.push_str("<ul>");
         for c in &d.caveats {
-            let _ = write!(o, "<li>{}</li>", escape(&c.text));
+            let _ = write!(o, "<li>{}</li>", escape(&crate::text::diff::caveat_text(c)));
         }
         o.push_str("</ul>");
     }

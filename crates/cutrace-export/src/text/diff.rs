@@ -3,11 +3,154 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cutrace_analysis::diff::{DeviceSide, NameCounts, NameDiff, Side};
+use cutrace_analysis::diff::{Caveat, DeviceSide, NameCounts, NameDiff, Side};
 use cutrace_analysis::diff::{StepSide, StepsDiff};
 use cutrace_analysis::{Diff, LaunchLatency};
 
 use super::{count, fmt_ns, short_name};
+
+/// A caveat in words, as the text, the page and the JSON's `text` give it.
+pub fn caveat_text(c: &Caveat) -> String {
+    let span = |span: &Option<u64>| match span {
+        Some(ns) => format!("its records span {}", fmt_ns(*ns)),
+        None => "it holds no timed records".into(),
+    };
+    match c {
+        Caveat::DataLoss {
+            side,
+            complete,
+            incomplete_reason,
+            dropped,
+        } => {
+            let mut lost = Vec::new();
+            if !complete {
+                lost.push(format!(
+                    "incomplete ({})",
+                    incomplete_reason.as_deref().unwrap_or("no reason recorded")
+                ));
+            }
+            if *dropped > 0 {
+                lost.push(format!("{dropped} records dropped"));
+            }
+            format!(
+                "the {side} trace lost data: {}; its totals are lower bounds",
+                lost.join(", ")
+            )
+        }
+        Caveat::EmptyWindow {
+            side,
+            from_offset_ns,
+            to_offset_ns,
+            span_ns,
+        } => format!(
+            "the {side} trace has no kernels in the window ({} to {} after its start; {}): an \
+             offset such as --from 2s counts from each trace's own start",
+            fmt_ns(*from_offset_ns),
+            to_offset_ns.map_or_else(|| "its end".into(), fmt_ns),
+            span(span_ns),
+        ),
+        Caveat::NoKernels { side, span_ns } => {
+            format!("the {side} trace has no kernels ({})", span(span_ns))
+        }
+        Caveat::Orphans { side, kernels } => format!(
+            "the {side} trace has {kernels} kernels without their launch call: they count in \
+             busy time and the kernel table, not in launch latency or the idle split"
+        ),
+        Caveat::SeparateRuns {
+            side,
+            run_ids,
+            hosts,
+            time_spans,
+        } => {
+            let what = if *run_ids > 1 {
+                format!("parts of {run_ids} `cutrace record` runs")
+            } else if *hosts > 1 {
+                format!("parts from {hosts} hosts, whose clocks differ")
+            } else {
+                format!("parts in {time_spans} separate time spans")
+            };
+            format!(
+                "the {side} trace may hold several runs ({what}): its figures mix them; compare \
+                 one run's directory"
+            )
+        }
+        Caveat::DifferentWork {
+            base_kernels,
+            new_kernels,
+        } => format!(
+            "the traces hold different amounts of work ({base_kernels} vs {new_kernels} \
+             kernels): compare busy shares and mean durations; summed totals grow with the \
+             length of the capture"
+        ),
+        Caveat::ApiRecords { base, new } => format!(
+            "the traces recorded different sets of API calls (base: {base}, new: {new}; \
+             `cutrace record --api`, torch.profiler its own): a call one of them left out shows \
+             as only in the other"
+        ),
+        Caveat::DifferentDevices { devices } => {
+            let list: Vec<String> = devices
+                .iter()
+                .map(|d| format!("GPU {} only in the {} trace", d.device, d.side))
+                .collect();
+            format!("{} (GPUs are matched by device id)", list.join(", "))
+        }
+    }
+}
+
+/// The diff as `cutrace diff --format json` prints it (docs/DIFF.md): the `Diff`'s fields in
+/// their order, each caveat with its words added as `text`.
+#[derive(serde::Serialize)]
+pub struct Json<'a> {
+    schema_version: u32,
+    base: &'a Side,
+    new: &'a Side,
+    caveats: Vec<CaveatJson<'a>>,
+    devices: &'a [cutrace_analysis::diff::DeviceDiff],
+    launch_latency: &'a cutrace_analysis::diff::LatencyPair,
+    kernel_names: &'a NameCounts,
+    kernels: &'a [NameDiff],
+    api_names: &'a NameCounts,
+    api: &'a [NameDiff],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    steps: Option<&'a StepsDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    counters: Option<&'a cutrace_analysis::counters::CountersDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pm_samples: Option<&'a cutrace_analysis::pm::PmDiff>,
+}
+
+#[derive(serde::Serialize)]
+struct CaveatJson<'a> {
+    #[serde(flatten)]
+    facts: &'a Caveat,
+    text: String,
+}
+
+/// See [`Json`].
+pub fn json(d: &Diff) -> Json<'_> {
+    Json {
+        schema_version: d.schema_version,
+        base: &d.base,
+        new: &d.new,
+        caveats: d
+            .caveats
+            .iter()
+            .map(|c| CaveatJson {
+                facts: c,
+                text: caveat_text(c),
+            })
+            .collect(),
+        devices: &d.devices,
+        launch_latency: &d.launch_latency,
+        kernel_names: &d.kernel_names,
+        kernels: &d.kernels,
+        api_names: &d.api_names,
+        api: &d.api,
+        steps: d.steps.as_ref(),
+        counters: d.counters.as_ref(),
+        pm_samples: d.pm_samples.as_ref(),
+    }
+}
 
 fn fmt_change(ns: i64) -> String {
     match ns {
@@ -88,7 +231,7 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     if !d.caveats.is_empty() {
         let _ = writeln!(o, "Not like for like ({}):", d.caveats.len());
         for c in &d.caveats {
-            let _ = writeln!(o, "  - {}", c.text);
+            let _ = writeln!(o, "  - {}", caveat_text(c));
         }
     }
     for dev in &d.devices {
@@ -341,4 +484,114 @@ pub fn steps_not_found(which: &cutrace_analysis::StepMatch, windowed: bool) -> S
             ""
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use cutrace_analysis::diff::OneSided;
+
+    use super::*;
+
+    #[test]
+    fn caveats_are_said_in_words_from_their_facts() {
+        let said = |c: Caveat| caveat_text(&c);
+        assert_eq!(
+            said(Caveat::EmptyWindow {
+                side: "base",
+                from_offset_ns: 990_100,
+                to_offset_ns: None,
+                span_ns: Some(19_400)
+            }),
+            "the base trace has no kernels in the window (990.100 µs to its end after its \
+             start; its records span 19.400 µs): an offset such as --from 2s counts from each \
+             trace's own start"
+        );
+        assert_eq!(
+            said(Caveat::DataLoss {
+                side: "new",
+                complete: false,
+                incomplete_reason: None,
+                dropped: 7
+            }),
+            "the new trace lost data: incomplete (no reason recorded), 7 records dropped; its \
+             totals are lower bounds"
+        );
+        assert!(said(Caveat::DifferentWork {
+            base_kernels: 100,
+            new_kernels: 80
+        })
+        .contains("(100 vs 80 kernels)"));
+        assert!(said(Caveat::ApiRecords {
+            base: "all".into(),
+            new: "lean".into()
+        })
+        .contains("(base: all, new: lean;"));
+        assert_eq!(
+            said(Caveat::DifferentDevices {
+                devices: vec![
+                    OneSided {
+                        device: 1,
+                        side: "new"
+                    },
+                    OneSided {
+                        device: 3,
+                        side: "base"
+                    }
+                ]
+            }),
+            "GPU 1 only in the new trace, GPU 3 only in the base trace (GPUs are matched by \
+             device id)"
+        );
+        for (c, what) in [
+            (
+                Caveat::SeparateRuns {
+                    side: "base",
+                    run_ids: 2,
+                    hosts: 0,
+                    time_spans: 1,
+                },
+                "(parts of 2 `cutrace record` runs)",
+            ),
+            (
+                Caveat::SeparateRuns {
+                    side: "base",
+                    run_ids: 0,
+                    hosts: 0,
+                    time_spans: 3,
+                },
+                "(parts in 3 separate time spans)",
+            ),
+            (
+                Caveat::NoKernels {
+                    side: "new",
+                    span_ns: None,
+                },
+                "(it holds no timed records)",
+            ),
+        ] {
+            assert!(said(c).contains(what), "{what}");
+        }
+    }
+
+    /// The JSON is the `Diff` as it serializes, field for field, each caveat's facts with its
+    /// words added as `text`.
+    #[test]
+    fn the_json_is_the_diff_with_each_caveats_words() {
+        use cutrace_testkit::records::seed_trace;
+        let (a, b) = (seed_trace(&[11, 12]), seed_trace(&[13]));
+        let d = cutrace_analysis::diff(&a, &b, &cutrace_analysis::DiffOptions::default()).unwrap();
+        assert!(!d.caveats.is_empty());
+        let plain = serde_json::to_value(&d).unwrap();
+        let mut ours = serde_json::to_value(json(&d)).unwrap();
+        for (c, facts) in ours["caveats"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .zip(&d.caveats)
+        {
+            let text = c.as_object_mut().unwrap().remove("text").unwrap();
+            assert_eq!(text, serde_json::Value::from(caveat_text(facts)));
+        }
+        assert_eq!(ours, plain);
+    }
 }

@@ -172,7 +172,8 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     }
     match args.format {
         Format::Json => {
-            let mut json = serde_json::to_vec(&d).context("serializing the diff")?;
+            let mut json = serde_json::to_vec(&cutrace_export::text::diff::json(&d))
+                .context("serializing the diff")?;
             json.push(b'\n');
             out.write_all(&json).context("writing the diff to stdout")?;
         }
