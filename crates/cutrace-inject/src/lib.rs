@@ -281,54 +281,47 @@ fn init() -> Result<(), String> {
         let require = cc.require;
         let r = match claim.0.as_ref() {
             Some(sub) => counters::start(&g.cupti, sub, cc),
-            None => Err(format!(
-                "counters need cutrace's CUPTI subscription ({}=0 is set, or this CUPTI \
-                     has no cuptiSubscribe)",
-                var::SUBSCRIBE
-            )),
+            None => Err(no_subscription("counters need")),
         };
-        if let Err(e) = r {
-            eprintln!(
-                "cutrace: pid {}: {e}; tracing carries on",
-                std::process::id()
-            );
-            add_note(e);
-            if require {
-                eprintln!(
-                    "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
-                    std::process::id()
-                );
-                std::process::exit(125);
-            }
-        }
+        session_started(r, require);
     }
     if let Some(sc) = sample_config {
         let require = sc.require;
         let r = match claim.0.as_ref() {
             Some(sub) => sampling::start(&g.cupti, sub, sc),
-            None => Err(format!(
-                "PM sampling needs cutrace's CUPTI subscription ({}=0 is set, or this \
-                     CUPTI has no cuptiSubscribe)",
-                var::SUBSCRIBE
-            )),
+            None => Err(no_subscription("PM sampling needs")),
         };
-        if let Err(e) = r {
-            eprintln!(
-                "cutrace: pid {}: {e}; tracing carries on",
-                std::process::id()
-            );
-            add_note(e);
-            if require {
-                eprintln!(
-                    "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
-                    std::process::id()
-                );
-                std::process::exit(125);
-            }
-        }
+        session_started(r, require);
     }
     claim.keep();
     Ok(())
+}
+
+/// Why a counter or sampling session cannot start without cutrace's subscription (`what`:
+/// "counters need", "PM sampling needs").
+fn no_subscription(what: &str) -> String {
+    format!(
+        "{what} cutrace's CUPTI subscription ({}=0 is set, or this CUPTI has no cuptiSubscribe)",
+        var::SUBSCRIBE
+    )
+}
+
+/// After a counter or sampling session tried to start: a failure is said once on stderr and in
+/// the trace, and tracing carries on, unless `--require-counters` (`require`) makes it fatal.
+fn session_started(r: Result<(), String>, require: bool) {
+    let Err(e) = r else { return };
+    eprintln!(
+        "cutrace: pid {}: {e}; tracing carries on",
+        std::process::id()
+    );
+    add_note(e);
+    if require {
+        eprintln!(
+            "cutrace: pid {}: --require-counters: stopping the program (exit 125)",
+            std::process::id()
+        );
+        std::process::exit(125);
+    }
 }
 
 /// What [`enable_kinds`] turned on.

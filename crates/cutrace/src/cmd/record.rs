@@ -185,8 +185,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     run_with(args, Sessions::default())
 }
 
-/// `record`, with the counter or sampling sessions of `profile` and `sample`.
-pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
+/// `--kinds` trimmed and checked, with a warning for each choice that defeats itself (kernels
+/// without the API kinds that join them to their launches, a `--serialize-kernels` or `--api`
+/// with nothing to act on).
+fn check_kinds(args: &mut Args) -> anyhow::Result<()> {
     // `--kinds "kernel, runtime"`: the spaces are not part of the names.
     args.kinds = args
         .kinds
@@ -234,6 +236,12 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
             );
         }
     }
+    Ok(())
+}
+
+/// `record`, with the counter or sampling sessions of `profile` and `sample`.
+pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
+    check_kinds(&mut args)?;
     let api = args.api.unwrap_or(ApiRecords::Lean);
     let (prog, rest) = args
         .command
