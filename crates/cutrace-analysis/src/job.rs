@@ -28,7 +28,7 @@ use crate::steps::{steps, StepMatch};
 
 /// The version of [`RankSummary`]'s JSON; rises when a field is renamed, removed or changes
 /// meaning (new fields do not raise it).
-pub const RANK_SUMMARY_VERSION: u32 = 1;
+pub const RANK_SUMMARY_VERSION: u32 = 2;
 
 pub use cutrace_trace::comm::{is_comm_kernel, COMM_PREFIXES};
 
@@ -83,10 +83,10 @@ pub struct RankSummary {
     pub dead: Option<String>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
-    /// What the trace says it lost (records dropped by the recorder or CUPTI, damaged bytes,
-    /// the profiler's own drop counts), in words; empty when it lost nothing it knows of.
+    /// What the trace says it lost: records dropped by the recorder or CUPTI, damaged bytes,
+    /// the profiler's own drop counts (all 0 when it lost nothing it knows of).
     #[serde(default)]
-    pub data_loss: Vec<String>,
+    pub data_loss: RankLosses,
     pub first_ns: Option<Ns>,
     pub last_ns: Option<Ns>,
     pub kernels: u64,
@@ -175,7 +175,7 @@ impl RankSummary {
             dead: Some(why),
             complete: false,
             incomplete_reason: None,
-            data_loss: Vec::new(),
+            data_loss: RankLosses::default(),
             first_ns: None,
             last_ns: None,
             kernels: 0,
@@ -336,40 +336,43 @@ impl RankSummary {
     }
 }
 
-/// A trace's data loss in words, one entry per kind of loss it knows of.
-fn losses(d: &crate::report::DataLoss) -> Vec<String> {
-    let mut out = Vec::new();
-    if d.dropped_by_recorder > 0 {
-        out.push(format!(
-            "{} records dropped by the recorder",
-            d.dropped_by_recorder
-        ));
+/// What a rank's trace says it lost, as counts (the words are the renderers':
+/// `cutrace_export::text::job::losses_text`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RankLosses {
+    pub dropped_by_recorder: u64,
+    pub dropped_by_cupti: u64,
+    pub damaged_bytes: u64,
+    pub damaged_regions: u64,
+    /// Records that end before they start (read as zero-length).
+    pub inverted_intervals: u64,
+    /// The profiler's own account of what it dropped (Kineto's `Out-of-range`, …), the counts
+    /// above 0, in its order.
+    pub profiler_own: Vec<(String, u64)>,
+}
+
+impl RankLosses {
+    /// The trace lost something it knows of.
+    pub fn any(&self) -> bool {
+        *self != RankLosses::default()
     }
-    if d.dropped_by_cupti > 0 {
-        out.push(format!("{} records dropped by CUPTI", d.dropped_by_cupti));
+}
+
+fn losses(d: &crate::report::DataLoss) -> RankLosses {
+    RankLosses {
+        dropped_by_recorder: d.dropped_by_recorder,
+        dropped_by_cupti: d.dropped_by_cupti,
+        damaged_bytes: d.damaged_bytes,
+        damaged_regions: d.damaged_regions,
+        inverted_intervals: d.inverted_intervals,
+        profiler_own: d
+            .source_drops
+            .iter()
+            .filter(|x| x.count > 0)
+            .map(|x| (x.name.clone(), x.count))
+            .collect(),
     }
-    if d.damaged_bytes > 0 {
-        out.push(format!(
-            "{} damaged bytes skipped in {} stretches",
-            d.damaged_bytes, d.damaged_regions
-        ));
-    }
-    if d.inverted_intervals > 0 {
-        out.push(format!(
-            "{} records end before they start (read as zero-length)",
-            d.inverted_intervals
-        ));
-    }
-    let own: Vec<String> = d
-        .source_drops
-        .iter()
-        .filter(|x| x.count > 0)
-        .map(|x| format!("{} = {}", x.name, x.count))
-        .collect();
-    if !own.is_empty() {
-        out.push(format!("the profiler's own account: {}", own.join(", ")));
-    }
-    out
 }
 
 /// Per device: (union of NCCL kernels, the part of it with no compute kernel running).

@@ -7,7 +7,7 @@ use serde::Serialize;
 use crate::job_reduce::{JobRank, JobReport};
 
 /// The JSON version of [`JobDiff`].
-pub const JOB_DIFF_SCHEMA_VERSION: u32 = 1;
+pub const JOB_DIFF_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobDiff {
@@ -21,8 +21,35 @@ pub struct JobDiff {
     pub skew_total_ns: Pair,
     /// The slowest step of each job (its duration and rank).
     pub slowest_step_ns: Pair,
-    /// What makes the comparison less than like for like, in words.
-    pub caveats: Vec<String>,
+    /// What makes the comparison less than like for like, as facts (the words are the
+    /// renderers': `cutrace_export::text::job::caveat_text`).
+    pub caveats: Vec<JobCaveat>,
+}
+
+/// One thing that makes two jobs' comparison less than like for like; `kind` is stable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobCaveat {
+    /// The jobs have different numbers of live ranks.
+    RankCounts { base: u64, new: u64 },
+    /// A job has dead or missing ranks: its skew and wait cover the others only.
+    DeadOrMissing {
+        side: &'static str,
+        dead: u64,
+        missing: u64,
+    },
+    /// A job's ranks are not known to share one clock.
+    ClocksNotShared { side: &'static str },
+}
+
+impl JobCaveat {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobCaveat::RankCounts { .. } => "rank_counts",
+            JobCaveat::DeadOrMissing { .. } => "dead_or_missing",
+            JobCaveat::ClocksNotShared { .. } => "clocks_not_shared",
+        }
+    }
 }
 
 /// One figure in both jobs; `null` where a job does not have it. `delta` = new − base.
@@ -89,27 +116,20 @@ pub fn diff_jobs(base: &JobReport, new: &JobReport) -> JobDiff {
         .collect();
     let slowest = |j: &JobReport| j.steps.steps.iter().map(|s| s.slowest_ns).max();
     let mut caveats = Vec::new();
-    let (nb, nn) = (base.ranks.len(), new.ranks.len());
+    let (nb, nn) = (base.ranks.len() as u64, new.ranks.len() as u64);
     if nb != nn {
-        caveats.push(format!(
-            "the jobs have {nb} and {nn} live ranks: ranks present in one job only show - on \
-             the other side"
-        ));
+        caveats.push(JobCaveat::RankCounts { base: nb, new: nn });
     }
     for (side, j) in [("base", base), ("new", new)] {
         if !j.dead_ranks.is_empty() || !j.missing_ranks.is_empty() {
-            caveats.push(format!(
-                "the {side} job has {} dead and {} missing rank(s): its skew and wait cover the \
-                 others only",
-                j.dead_ranks.len(),
-                j.missing_ranks.len()
-            ));
+            caveats.push(JobCaveat::DeadOrMissing {
+                side,
+                dead: j.dead_ranks.len() as u64,
+                missing: j.missing_ranks.len() as u64,
+            });
         }
         if j.clock.alignment != "one_host" {
-            caveats.push(format!(
-                "the {side} job's ranks are not known to share one clock: skew and wait include \
-                 any offset between hosts' clocks"
-            ));
+            caveats.push(JobCaveat::ClocksNotShared { side });
         }
     }
     JobDiff {

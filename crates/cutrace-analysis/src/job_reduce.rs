@@ -19,12 +19,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use cutrace_trace::Ns;
 use serde::Serialize;
 
-use crate::job::{RankFrom, RankStep, RankSummary};
+use crate::job::{RankFrom, RankLosses, RankStep, RankSummary};
 use crate::percentile::nearest_rank;
 use crate::summary::pct;
 
 /// The job report's JSON version; rises when a field is renamed, removed or changes meaning.
-pub const JOB_SCHEMA_VERSION: u32 = 1;
+pub const JOB_SCHEMA_VERSION: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobReport {
@@ -44,8 +44,61 @@ pub struct JobReport {
     pub ranks: Vec<JobRank>,
     pub steps: JobSteps,
     pub collectives: JobCollectives,
-    /// What makes the numbers less than exact, in words.
-    pub notes: Vec<String>,
+    /// What makes the numbers less than exact, as facts (the words are the renderers').
+    pub notes: Vec<JobNote>,
+}
+
+/// One thing that makes a job's numbers less than exact. `kind` is stable, for scripts; the
+/// words are `cutrace_export::text::job::note_text`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum JobNote {
+    /// Found while reading the inputs (parts left out, files that are not traces), in the
+    /// reader's words.
+    Input { text: String },
+    /// A trace states a world size beyond any job: missing ranks are not listed.
+    WorldTooLarge { world_size: u32 },
+    /// Two summaries of one rank: one is left out.
+    DuplicateRank {
+        rank: u32,
+        left_out: Vec<String>,
+        kept: Vec<String>,
+    },
+    /// Neither the trace nor its file name states a rank: numbered by input order.
+    NumberedByOrder { paths: Vec<String>, rank: u32 },
+    /// A rank's trace lost data.
+    RankLostData { rank: u32, losses: RankLosses },
+    /// A rank's trace is incomplete.
+    RankIncomplete { rank: u32, reason: Option<String> },
+    /// No rank's trace holds an NCCL kernel.
+    NoNcclKernels,
+    /// Collectives matched by the order of the ranks' NCCL kernels, not by annotation.
+    MatchedByOrder { calls: u64 },
+    /// Matched collectives whose names differ between ranks.
+    NamesDiffer { collectives: u64 },
+    /// Sequence numbers given to several calls of one rank's group.
+    SharedSequence { numbers: u64 },
+    /// Collective calls found on one rank only.
+    Unmatched { calls: u64 },
+}
+
+impl JobNote {
+    /// The stable name scripts match on (the JSON's `kind`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            JobNote::Input { .. } => "input",
+            JobNote::WorldTooLarge { .. } => "world_too_large",
+            JobNote::DuplicateRank { .. } => "duplicate_rank",
+            JobNote::NumberedByOrder { .. } => "numbered_by_order",
+            JobNote::RankLostData { .. } => "rank_lost_data",
+            JobNote::RankIncomplete { .. } => "rank_incomplete",
+            JobNote::NoNcclKernels => "no_nccl_kernels",
+            JobNote::MatchedByOrder { .. } => "matched_by_order",
+            JobNote::NamesDiffer { .. } => "names_differ",
+            JobNote::SharedSequence { .. } => "shared_sequence",
+            JobNote::Unmatched { .. } => "unmatched",
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -65,7 +118,6 @@ pub struct ClockInfo {
     /// `one_host` (one clock: skew and wait are exact), `several_hosts` (each host's own clock:
     /// their offset adds to skew and wait between hosts), or `unknown`.
     pub alignment: &'static str,
-    pub note: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -78,8 +130,8 @@ pub struct JobRank {
     pub paths: Vec<String>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
-    /// What its trace says it lost, in words (also in `notes`); empty when nothing it knows of.
-    pub data_loss: Vec<String>,
+    /// What its trace says it lost (also in `notes`); all 0 when nothing it knows of.
+    pub data_loss: RankLosses,
     pub devices: Vec<u32>,
     pub kernels: u64,
     /// Sums over the rank's GPUs: the span of its kernels, their union, and idle.
@@ -206,36 +258,28 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
     // enumerated, which would take minutes and gigabytes.
     let listed = match world_size {
         Some(n) if n > MAX_WORLD_LISTED => {
-            notes.push(format!(
-                "a trace states a world size of {n}: no job is that large, so missing ranks are \
-                 not listed"
-            ));
+            notes.push(JobNote::WorldTooLarge { world_size: n });
             0
         }
         n => n.unwrap_or(0),
     };
     let missing_ranks: Vec<u32> = (0..listed).filter(|r| !found.contains(r)).collect();
     for (rank, _, s) in &live {
-        if !s.data_loss.is_empty() {
-            notes.push(format!(
-                "rank {rank} lost data: {}; its figures cover what was recorded",
-                s.data_loss.join("; ")
-            ));
+        if s.data_loss.any() {
+            notes.push(JobNote::RankLostData {
+                rank: *rank,
+                losses: s.data_loss.clone(),
+            });
         }
         if !s.complete {
-            notes.push(format!(
-                "rank {rank}: its trace is incomplete ({}); its figures cover what was read",
-                s.incomplete_reason.as_deref().unwrap_or("reason unknown")
-            ));
+            notes.push(JobNote::RankIncomplete {
+                rank: *rank,
+                reason: s.incomplete_reason.clone(),
+            });
         }
     }
     if !live.is_empty() && live.iter().all(|l| l.2.comm_kernels == 0) {
-        notes.push(
-            "no rank's trace holds an NCCL kernel: communication, its exposure, skew and wait \
-             are 0 (a gloo job communicates on the CPU; NCCL launches no kernel for a group of \
-             one rank)"
-                .into(),
-        );
+        notes.push(JobNote::NoNcclKernels);
     }
     let (collectives, wait) = collectives(&live, top, &mut notes);
     let ranks = live
@@ -262,7 +306,7 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
 /// input order; a second summary of one rank is left out. Each case is noted.
 fn number_ranks<'a>(
     summaries: &'a [RankSummary],
-    notes: &mut Vec<String>,
+    notes: &mut Vec<JobNote>,
 ) -> Vec<(u32, &'static str, &'a RankSummary)> {
     // rank → its index in `out`
     let mut taken: BTreeMap<u32, usize> = BTreeMap::new();
@@ -287,11 +331,11 @@ fn number_ranks<'a>(
             } else {
                 (first, s)
             };
-            notes.push(format!(
-                "rank {r} appears twice: {} left out, {} kept",
-                left.paths.join(", "),
-                kept.paths.join(", ")
-            ));
+            notes.push(JobNote::DuplicateRank {
+                rank: r,
+                left_out: left.paths.clone(),
+                kept: kept.paths.clone(),
+            });
             continue;
         }
         taken.insert(r, out.len());
@@ -303,10 +347,10 @@ fn number_ranks<'a>(
             next += 1;
         }
         taken.insert(next, out.len());
-        notes.push(format!(
-            "{}: neither the trace nor its file name states a rank; numbered {next} by input order",
-            s.paths.join(", ")
-        ));
+        notes.push(JobNote::NumberedByOrder {
+            paths: s.paths.clone(),
+            rank: next,
+        });
         out.push((next, "input_order", s));
     }
     out.sort_by_key(|o| o.0);
@@ -351,37 +395,15 @@ fn clock_info(live: &[(u32, &'static str, &RankSummary)]) -> ClockInfo {
     let hosts: BTreeSet<String> = live.iter().filter_map(|l| l.2.host.clone()).collect();
     let without = live.iter().filter(|l| l.2.host.is_none()).count() as u64;
     let hosts: Vec<String> = hosts.into_iter().collect();
-    let (alignment, note) = match (hosts.len(), without) {
-        (1, 0) => (
-            "one_host",
-            format!(
-                "every rank ran on {}: their timestamps share that host's clock, so arrival skew \
-                 and wait are exact to the clock",
-                hosts[0]
-            ),
-        ),
-        (n, _) if n > 1 => (
-            "several_hosts",
-            format!(
-                "ranks ran on {n} hosts; each host's timestamps are its own clock (CUPTI and \
-                 Kineto do not align clocks across machines), so the offset between two hosts' \
-                 clocks adds directly to the arrival skew and wait between their ranks. Within \
-                 a host they are exact"
-            ),
-        ),
-        _ => (
-            "unknown",
-            "the traces do not name their hosts (torch.profiler's do not): ranks on one host \
-             share its clock and their skew and wait are exact; between hosts, the offset of \
-             their clocks adds directly to skew and wait"
-                .to_owned(),
-        ),
+    let alignment = match (hosts.len(), without) {
+        (1, 0) => "one_host",
+        (n, _) if n > 1 => "several_hosts",
+        _ => "unknown",
     };
     ClockInfo {
         hosts,
         ranks_without_host: without,
         alignment,
-        note,
     }
 }
 
@@ -468,7 +490,7 @@ type CallKey = (Option<String>, bool, u64, u64);
 fn collectives(
     live: &[(u32, &'static str, &RankSummary)],
     top: usize,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<JobNote>,
 ) -> (JobCollectives, Vec<Ns>) {
     // key → (rank index, start, order, name)
     let mut calls: BTreeMap<CallKey, Vec<(usize, Ns, u64, &str)>> = BTreeMap::new();
@@ -560,34 +582,20 @@ fn collectives(
         });
     }
     if let Some(g) = groups.get(&None) {
-        notes.push(format!(
-            "{} call(s) were matched by the order of the ranks' NCCL kernels (their traces carry \
-             no record_param_comms annotation, as cutrace's own do not): right when every rank \
-             ran the same NCCL calls in the same order; with several process groups (tensor and \
-             data parallel, pipeline send/recv) kernels of different groups pair up, and their \
-             skew and wait mean nothing",
-            g.calls
-        ));
+        notes.push(JobNote::MatchedByOrder { calls: g.calls });
     }
     if names_differ > 0 {
-        notes.push(format!(
-            "{names_differ} matched collective(s) have different names on different ranks: the \
-             ranks did not call the same collectives in the same order in a group, so matching \
-             by order paired different calls"
-        ));
+        notes.push(JobNote::NamesDiffer {
+            collectives: names_differ,
+        });
     }
     if shared_seq > 0 {
-        notes.push(format!(
-            "{shared_seq} sequence number(s) were given to several calls of one rank's group \
-             (coalesced or point-to-point operations): such calls are matched across ranks by \
-             their order among the calls with that number"
-        ));
+        notes.push(JobNote::SharedSequence {
+            numbers: shared_seq,
+        });
     }
     if unmatched > 0 {
-        notes.push(format!(
-            "{unmatched} collective call(s) were found on one rank only (a rank cut short, or \
-             ranks whose traces differ in what they annotate): left out of skew and wait"
-        ));
+        notes.push(JobNote::Unmatched { calls: unmatched });
     }
     largest.sort_by(|a, b| {
         b.skew_ns
@@ -720,10 +728,11 @@ mod tests {
         let j = from_summaries(&s, 10);
         assert_eq!(j.collectives.largest[0].skew_ns, 40);
         assert_eq!(j.collectives.groups[0].group, None);
-        assert!(j
-            .notes
-            .iter()
-            .any(|n| n.contains("order of the ranks' NCCL kernels")));
+        assert!(
+            j.notes.contains(&JobNote::MatchedByOrder { calls: 1 }),
+            "{:?}",
+            j.notes
+        );
         // Sequence numbers that differ are different calls, whatever their order.
         let s: Vec<RankSummary> = [(0, 0, 5), (1, 40, 6)]
             .iter()
@@ -752,7 +761,11 @@ mod tests {
         assert_eq!(wait, vec![300, 0]);
         assert_eq!(j.collectives.skew_max_ns, Some(300));
         assert_eq!(j.collectives.largest[0].ranks, 2);
-        assert!(j.notes.iter().any(|n| n.contains("sequence number(s)")));
+        assert!(
+            j.notes.contains(&JobNote::SharedSequence { numbers: 1 }),
+            "{:?}",
+            j.notes
+        );
     }
 
     #[test]
@@ -761,20 +774,19 @@ mod tests {
         t.meta.dropped_by_cupti = 7;
         t.meta.source_drops = vec![("Out-of-range".into(), 4181), ("Blocklisted".into(), 0)];
         let s = vec![summary(&t), summary(&rank(1, 0, None, true))];
-        assert_eq!(
-            s[0].data_loss,
-            vec![
-                "7 records dropped by CUPTI".to_owned(),
-                "the profiler's own account: Out-of-range = 4181".to_owned()
-            ]
-        );
-        assert!(s[1].data_loss.is_empty());
+        let lost = RankLosses {
+            dropped_by_cupti: 7,
+            profiler_own: vec![("Out-of-range".into(), 4181)],
+            ..RankLosses::default()
+        };
+        assert_eq!(s[0].data_loss, lost);
+        assert!(!s[1].data_loss.any());
         let j = from_summaries(&s, 10);
         assert_eq!(j.ranks[0].data_loss, s[0].data_loss);
-        assert!(j
-            .notes
-            .iter()
-            .any(|n| n.starts_with("rank 0 lost data: 7 records")));
+        assert!(j.notes.contains(&JobNote::RankLostData {
+            rank: 0,
+            losses: lost
+        }));
     }
 
     #[test]
@@ -825,10 +837,9 @@ mod tests {
         s.world_size = Some(u32::MAX);
         let j = from_summaries(&[s], 10);
         assert!(j.missing_ranks.is_empty());
-        assert!(j
-            .notes
-            .iter()
-            .any(|n| n.contains("world size of 4294967295")));
+        assert!(j.notes.contains(&JobNote::WorldTooLarge {
+            world_size: u32::MAX
+        }));
     }
 
     #[test]
@@ -867,7 +878,10 @@ mod tests {
         );
         assert_eq!(j.ranks[1].rank_from, "input_order");
         assert_eq!(j.dead_ranks[1].rank, 3);
-        assert!(j.notes.iter().any(|n| n.contains("rank 0 appears twice")));
+        assert!(j
+            .notes
+            .iter()
+            .any(|n| matches!(n, JobNote::DuplicateRank { rank: 0, .. })));
         // A dead copy of a rank listed first does not shadow its live trace.
         let live = summary(&rank(5, 0, None, true));
         let dead = RankSummary::dead(
@@ -879,14 +893,15 @@ mod tests {
         let k = from_summaries(&[dead, live], 10);
         assert_eq!(k.ranks.len(), 1);
         assert!(k.dead_ranks.is_empty());
-        assert!(k
-            .notes
-            .iter()
-            .any(|n| n == "rank 5 appears twice: rank5.json left out, rank5.json kept"));
+        assert!(k.notes.contains(&JobNote::DuplicateRank {
+            rank: 5,
+            left_out: vec!["rank5.json".into()],
+            kept: vec!["rank5.json".into()]
+        }));
         assert!(j.missing_ranks.is_empty());
         // A summary survives JSON both ways.
         let text = serde_json::to_string(&s[0]).unwrap();
-        assert!(text.starts_with("{\"cutrace_rank_summary\":1,"));
+        assert!(text.starts_with("{\"cutrace_rank_summary\":2,"));
         let back: RankSummary = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s[0]);
     }

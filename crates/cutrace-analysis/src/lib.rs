@@ -37,9 +37,9 @@ pub use diff::{diff, diff_side, diff_sides, Diff, DiffOptions, DiffSide, DIFF_SC
 pub use error::AnalysisError;
 pub use gap_reading::GapReading;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
-pub use job::{is_comm_kernel, RankFrom, RankSummary, RANK_SUMMARY_VERSION};
-pub use job_diff::{diff_jobs, JobDiff};
-pub use job_reduce::{from_summaries, JobReport};
+pub use job::{is_comm_kernel, RankFrom, RankLosses, RankSummary, RANK_SUMMARY_VERSION};
+pub use job_diff::{diff_jobs, JobCaveat, JobDiff};
+pub use job_reduce::{from_summaries, JobNote, JobReport};
 pub use names::display_name;
 pub use parts::{separate_runs, PartGap, SeparateRuns};
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};

@@ -610,7 +610,12 @@ pub fn job_report(
 ) -> Result<cutrace_analysis::JobReport, TraceError> {
     let summaries = summarize(units, which, limits, threads, done)?;
     let mut report = cutrace_analysis::JobReport::from_summaries(&summaries, top);
-    report.notes.splice(0..0, notes);
+    report.notes.splice(
+        0..0,
+        notes
+            .into_iter()
+            .map(|text| cutrace_analysis::JobNote::Input { text }),
+    );
     Ok(report)
 }
 

@@ -122,7 +122,7 @@ pub fn report(
         )));
     }
     if req.json {
-        return json(&report, "report").map(Report::Job);
+        return json(&crate::text::job::report_json(&report), "report").map(Report::Job);
     }
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     let mut text = String::new();
@@ -217,7 +217,7 @@ pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>
     };
     let d = cutrace_analysis::diff_jobs(&job(b)?, &job(n)?);
     if req.json {
-        return json(&d, "diff").map(Some);
+        return json(&crate::text::job::diff_json(&d), "diff").map(Some);
     }
     let mut text = String::new();
     let (b, n) = (base.display().to_string(), new.display().to_string());

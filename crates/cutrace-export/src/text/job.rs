@@ -4,9 +4,241 @@
 use std::fmt::Write as _;
 
 use cutrace_analysis::job_diff::Pair;
-use cutrace_analysis::{JobDiff, JobReport};
+use cutrace_analysis::job_reduce::{ClockInfo, DeadRank, JobCollectives, JobRank, JobSteps};
+use cutrace_analysis::{JobCaveat, JobDiff, JobNote, JobReport, RankLosses};
 
 use super::{count, escape_from, fmt_ns, short_name};
+
+/// What a rank's trace says it lost, one phrase per kind of loss.
+pub fn losses_text(l: &RankLosses) -> Vec<String> {
+    let mut out = Vec::new();
+    if l.dropped_by_recorder > 0 {
+        out.push(format!(
+            "{} records dropped by the recorder",
+            l.dropped_by_recorder
+        ));
+    }
+    if l.dropped_by_cupti > 0 {
+        out.push(format!("{} records dropped by CUPTI", l.dropped_by_cupti));
+    }
+    if l.damaged_bytes > 0 {
+        out.push(format!(
+            "{} damaged bytes skipped in {} stretches",
+            l.damaged_bytes, l.damaged_regions
+        ));
+    }
+    if l.inverted_intervals > 0 {
+        out.push(format!(
+            "{} records end before they start (read as zero-length)",
+            l.inverted_intervals
+        ));
+    }
+    if !l.profiler_own.is_empty() {
+        let own: Vec<String> = l
+            .profiler_own
+            .iter()
+            .map(|(name, n)| format!("{name} = {n}"))
+            .collect();
+        out.push(format!("the profiler's own account: {}", own.join(", ")));
+    }
+    out
+}
+
+/// What the ranks' clocks mean for skew and wait.
+pub fn clock_text(c: &ClockInfo) -> String {
+    match c.alignment {
+        "one_host" => format!(
+            "every rank ran on {}: their timestamps share that host's clock, so arrival skew and \
+             wait are exact to the clock",
+            c.hosts.first().map_or("one host", String::as_str)
+        ),
+        "several_hosts" => format!(
+            "ranks ran on {} hosts; each host's timestamps are its own clock (CUPTI and Kineto do \
+             not align clocks across machines), so the offset between two hosts' clocks adds \
+             directly to the arrival skew and wait between their ranks. Within a host they are \
+             exact",
+            c.hosts.len()
+        ),
+        _ => "the traces do not name their hosts (torch.profiler's do not): ranks on one host \
+              share its clock and their skew and wait are exact; between hosts, the offset of \
+              their clocks adds directly to skew and wait"
+            .into(),
+    }
+}
+
+/// A job note in words.
+pub fn note_text(n: &JobNote) -> String {
+    match n {
+        JobNote::Input { text } => text.clone(),
+        JobNote::WorldTooLarge { world_size } => format!(
+            "a trace states a world size of {world_size}: no job is that large, so missing \
+             ranks are not listed"
+        ),
+        JobNote::DuplicateRank {
+            rank,
+            left_out,
+            kept,
+        } => format!(
+            "rank {rank} appears twice: {} left out, {} kept",
+            left_out.join(", "),
+            kept.join(", ")
+        ),
+        JobNote::NumberedByOrder { paths, rank } => format!(
+            "{}: neither the trace nor its file name states a rank; numbered {rank} by input \
+             order",
+            paths.join(", ")
+        ),
+        JobNote::RankLostData { rank, losses } => format!(
+            "rank {rank} lost data: {}; its figures cover what was recorded",
+            losses_text(losses).join("; ")
+        ),
+        JobNote::RankIncomplete { rank, reason } => format!(
+            "rank {rank}: its trace is incomplete ({}); its figures cover what was read",
+            reason.as_deref().unwrap_or("reason unknown")
+        ),
+        JobNote::NoNcclKernels => "no rank's trace holds an NCCL kernel: communication, its \
+                                   exposure, skew and wait are 0 (a gloo job communicates on the \
+                                   CPU; NCCL launches no kernel for a group of one rank)"
+            .into(),
+        JobNote::MatchedByOrder { calls } => format!(
+            "{calls} call(s) were matched by the order of the ranks' NCCL kernels (their traces \
+             carry no record_param_comms annotation, as cutrace's own do not): right when every \
+             rank ran the same NCCL calls in the same order; with several process groups \
+             (tensor and data parallel, pipeline send/recv) kernels of different groups pair \
+             up, and their skew and wait mean nothing"
+        ),
+        JobNote::NamesDiffer { collectives } => format!(
+            "{collectives} matched collective(s) have different names on different ranks: the \
+             ranks did not call the same collectives in the same order in a group, so matching \
+             by order paired different calls"
+        ),
+        JobNote::SharedSequence { numbers } => format!(
+            "{numbers} sequence number(s) were given to several calls of one rank's group \
+             (coalesced or point-to-point operations): such calls are matched across ranks by \
+             their order among the calls with that number"
+        ),
+        JobNote::Unmatched { calls } => format!(
+            "{calls} collective call(s) were found on one rank only (a rank cut short, or ranks \
+             whose traces differ in what they annotate): left out of skew and wait"
+        ),
+    }
+}
+
+/// A job diff's caveat in words.
+pub fn caveat_text(c: &JobCaveat) -> String {
+    match c {
+        JobCaveat::RankCounts { base, new } => format!(
+            "the jobs have {base} and {new} live ranks: ranks present in one job only show - on \
+             the other side"
+        ),
+        JobCaveat::DeadOrMissing {
+            side,
+            dead,
+            missing,
+        } => format!(
+            "the {side} job has {dead} dead and {missing} missing rank(s): its skew and wait \
+             cover the others only"
+        ),
+        JobCaveat::ClocksNotShared { side } => format!(
+            "the {side} job's ranks are not known to share one clock: skew and wait include any \
+             offset between hosts' clocks"
+        ),
+    }
+}
+
+/// A fact with its words beside it, as the JSON gives notes and caveats.
+#[derive(serde::Serialize)]
+struct Said<'a, T: serde::Serialize> {
+    #[serde(flatten)]
+    facts: &'a T,
+    text: String,
+}
+
+/// The job report as `cutrace report JOB --format json` prints it (docs/REPORT.md): the
+/// `JobReport`'s fields in their order, the clock with its `note`, each note with its `text`.
+#[derive(serde::Serialize)]
+pub struct ReportJson<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    world_size: Option<u32>,
+    ranks_found: u64,
+    missing_ranks: &'a [u32],
+    dead_ranks: &'a [DeadRank],
+    clock: ClockJson<'a>,
+    ranks: &'a [JobRank],
+    steps: &'a JobSteps,
+    collectives: &'a JobCollectives,
+    notes: Vec<Said<'a, JobNote>>,
+}
+
+#[derive(serde::Serialize)]
+struct ClockJson<'a> {
+    #[serde(flatten)]
+    facts: &'a ClockInfo,
+    note: String,
+}
+
+/// See [`ReportJson`].
+pub fn report_json(j: &JobReport) -> ReportJson<'_> {
+    ReportJson {
+        schema_version: j.schema_version,
+        kind: j.kind,
+        world_size: j.world_size,
+        ranks_found: j.ranks_found,
+        missing_ranks: &j.missing_ranks,
+        dead_ranks: &j.dead_ranks,
+        clock: ClockJson {
+            facts: &j.clock,
+            note: clock_text(&j.clock),
+        },
+        ranks: &j.ranks,
+        steps: &j.steps,
+        collectives: &j.collectives,
+        notes: j
+            .notes
+            .iter()
+            .map(|n| Said {
+                facts: n,
+                text: note_text(n),
+            })
+            .collect(),
+    }
+}
+
+/// The job diff as `cutrace diff JOB_A JOB_B --format json` prints it: the `JobDiff`'s fields,
+/// each caveat with its `text`.
+#[derive(serde::Serialize)]
+pub struct DiffJson<'a> {
+    schema_version: u32,
+    kind: &'static str,
+    ranks: &'a [cutrace_analysis::job_diff::RankDiff],
+    skew_max_ns: &'a Pair,
+    skew_median_ns: &'a Pair,
+    skew_total_ns: &'a Pair,
+    slowest_step_ns: &'a Pair,
+    caveats: Vec<Said<'a, JobCaveat>>,
+}
+
+/// See [`DiffJson`].
+pub fn diff_json(d: &JobDiff) -> DiffJson<'_> {
+    DiffJson {
+        schema_version: d.schema_version,
+        kind: d.kind,
+        ranks: &d.ranks,
+        skew_max_ns: &d.skew_max_ns,
+        skew_median_ns: &d.skew_median_ns,
+        skew_total_ns: &d.skew_total_ns,
+        slowest_step_ns: &d.slowest_step_ns,
+        caveats: d
+            .caveats
+            .iter()
+            .map(|c| Said {
+                facts: c,
+                text: caveat_text(c),
+            })
+            .collect(),
+    }
+}
 
 fn opt_ns(v: Option<u64>) -> String {
     v.map_or_else(|| "-".into(), fmt_ns)
@@ -44,9 +276,9 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
             d.reason
         );
     }
-    let _ = writeln!(o, "clocks: {}", j.clock.note);
+    let _ = writeln!(o, "clocks: {}", clock_text(&j.clock));
     for n in &j.notes {
-        let _ = writeln!(o, "note: {n}");
+        let _ = writeln!(o, "note: {}", note_text(n));
     }
     let _ = writeln!(
         o,
@@ -209,7 +441,7 @@ pub fn render_diff(o: &mut String, base: &str, new: &str, d: &JobDiff) {
         "cutrace diff (distributed jobs)\nbase: {base}\nnew:  {new}"
     );
     for c in &d.caveats {
-        let _ = writeln!(o, "caveat: {c}");
+        let _ = writeln!(o, "caveat: {}", caveat_text(c));
     }
     let _ = writeln!(o, "\n  {:<22} {:>14} {:>14}  Δ", "", "base", "new");
     pair_row(o, "skew max", &d.skew_max_ns);
@@ -255,5 +487,77 @@ mod tests {
         assert_eq!(super::rank_ranges(&[2]), "2");
         assert_eq!(super::rank_ranges(&[2, 3]), "2, 3");
         assert_eq!(super::rank_ranges(&[1, 3, 4, 5, 6, 7, 9]), "1, 3–7, 9");
+    }
+}
+
+#[cfg(test)]
+mod said {
+    use super::*;
+
+    #[test]
+    fn a_ranks_losses_and_the_notes_are_said_from_their_facts() {
+        let lost = RankLosses {
+            dropped_by_cupti: 7,
+            damaged_bytes: 300,
+            damaged_regions: 2,
+            profiler_own: vec![("Out-of-range".into(), 4181)],
+            ..RankLosses::default()
+        };
+        assert_eq!(
+            losses_text(&lost),
+            [
+                "7 records dropped by CUPTI",
+                "300 damaged bytes skipped in 2 stretches",
+                "the profiler's own account: Out-of-range = 4181"
+            ]
+        );
+        assert!(losses_text(&RankLosses::default()).is_empty());
+        assert_eq!(
+            note_text(&JobNote::RankLostData {
+                rank: 0,
+                losses: lost
+            }),
+            "rank 0 lost data: 7 records dropped by CUPTI; 300 damaged bytes skipped in 2 \
+             stretches; the profiler's own account: Out-of-range = 4181; its figures cover what \
+             was recorded"
+        );
+        assert_eq!(
+            note_text(&JobNote::DuplicateRank {
+                rank: 5,
+                left_out: vec!["rank5.json".into()],
+                kept: vec!["rank5.json".into()]
+            }),
+            "rank 5 appears twice: rank5.json left out, rank5.json kept"
+        );
+        assert!(note_text(&JobNote::WorldTooLarge {
+            world_size: u32::MAX
+        })
+        .contains("world size of 4294967295"));
+        assert_eq!(
+            note_text(&JobNote::Input {
+                text: "a.json: not a trace".into()
+            }),
+            "a.json: not a trace"
+        );
+        assert!(caveat_text(&JobCaveat::DeadOrMissing {
+            side: "new",
+            dead: 1,
+            missing: 2
+        })
+        .starts_with("the new job has 1 dead and 2 missing rank(s)"));
+    }
+
+    #[test]
+    fn the_clock_note_follows_the_alignment() {
+        let clock = |alignment, hosts: &[&str]| ClockInfo {
+            hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
+            ranks_without_host: 0,
+            alignment,
+        };
+        assert!(clock_text(&clock("one_host", &["vm"])).starts_with("every rank ran on vm:"));
+        assert!(
+            clock_text(&clock("several_hosts", &["a", "b"])).starts_with("ranks ran on 2 hosts;")
+        );
+        assert!(clock_text(&clock("unknown", &[])).starts_with("the traces do not name"));
     }
 }

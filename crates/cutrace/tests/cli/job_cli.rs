@@ -529,7 +529,7 @@ fn job_input_mistakes_are_named() {
     );
     let other = text
         .replacen(
-            "\"cutrace_rank_summary\":1",
+            "\"cutrace_rank_summary\":2",
             "\"cutrace_rank_summary\":99",
             1,
         )
