@@ -236,7 +236,7 @@ def tables(
     ``memcpys``, ``memsets``, ``syncs``, ``ranges``, ``marks``, ``overheads``).
 
     They come through ``cutrace convert --parquet`` into a temporary directory, removed before
-    returning; the columns are those of docs/FORMAT.md's Parquet export. Options become
+    returning; the columns are those of docs/EXPORTS.md's Parquet export. Options become
     ``cutrace convert`` flags as in :func:`report` (``limit=...``, ``allow_damaged=True``).
 
     Raises:

@@ -4,6 +4,7 @@
 //! prints, reads the environment or decides where output goes (that is the command line's job).
 
 pub mod chrome;
+pub mod convert;
 pub mod counter_tracks;
 pub mod csv;
 pub mod files;

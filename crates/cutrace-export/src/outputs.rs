@@ -1,21 +1,13 @@
-//! The output side of `cutrace convert`: where each export goes, that no two outputs (or an
-//! output and the trace being read) name one file, which table files a directory holds, and the
-//! export file itself (stdout, a plain file or a gzip one, created exclusively under a random
-//! name and put in place once complete).
+//! The output side of `cutrace convert`: where each export goes, which table files a directory
+//! holds, and the export file itself (stdout, a plain file or a gzip one, created exclusively
+//! under a random name and put in place once complete). What may be asked of them is checked in
+//! `convert.rs`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::files::{resolve, OutFile};
 use crate::tables;
-
-/// The outputs named on the command line (`None`: not asked for).
-pub struct Outputs<'a> {
-    pub csv: Option<&'a PathBuf>,
-    pub parquet: Option<&'a PathBuf>,
-    pub chrome: Option<&'a PathBuf>,
-    pub perfetto: Option<&'a PathBuf>,
-}
 
 /// `-`: the export goes to stdout (--chrome and --perfetto).
 pub fn is_stdout(p: &Path) -> bool {
@@ -97,6 +89,7 @@ pub fn partition_names() -> impl Iterator<Item = &'static str> {
 }
 
 /// One table directory and the formats written to it (--csv and --parquet may name one).
+#[derive(Debug, Clone)]
 pub struct TableGroup {
     pub dir: PathBuf,
     pub csv: bool,
@@ -128,81 +121,6 @@ pub fn table_groups(csv_dir: Option<&PathBuf>, parquet_dir: Option<&PathBuf>) ->
         }
     }
     groups
-}
-
-/// Refuses, before the read, two outputs that name one file: --chrome and --perfetto with one
-/// path (or both `-`), a --chrome/--perfetto file that is a table directory, or one that has a
-/// table file's name inside a table directory. --csv and --parquet may share a directory: their
-/// files have different names, and meta.json is the same for both.
-pub fn check_distinct(outputs: &Outputs, trace: &Path) -> Result<(), String> {
-    let files: Vec<(&str, &PathBuf)> = [
-        ("--chrome", outputs.chrome),
-        ("--perfetto", outputs.perfetto),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect();
-    if let [(fa, a), (fb, b)] = files[..] {
-        let same = if is_stdout(a) || is_stdout(b) {
-            is_stdout(a) && is_stdout(b)
-        } else {
-            resolve(a) == resolve(b)
-        };
-        if same && is_stdout(a) {
-            return Err(format!(
-                "{fa} - and {fb} - would both write to stdout; give one of them a file name \
-                 (nothing was written)"
-            ));
-        }
-        if same {
-            return Err(format!(
-                "{fa} {} and {fb} {} name the same file; give each its own file (nothing was \
-                 written)",
-                a.display(),
-                b.display()
-            ));
-        }
-    }
-    // Not even --force replaces the trace being read (an export keeps less than its source).
-    let input = resolve(trace);
-    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
-        if resolve(f) == input || resolve(f).starts_with(&input) {
-            return Err(format!(
-                "{ff} {} is the trace being converted (or inside it); give the export another \
-                 name (nothing was written)",
-                f.display()
-            ));
-        }
-    }
-    let dirs = [("--csv", outputs.csv), ("--parquet", outputs.parquet)];
-    for (ff, f) in files.iter().filter(|(_, f)| !is_stdout(f)) {
-        let rf = resolve(f);
-        for (fd, d) in dirs
-            .iter()
-            .filter_map(|(fd, d)| d.as_ref().map(|d| (fd, d)))
-        {
-            let rd = resolve(d);
-            if rf == rd {
-                return Err(format!(
-                    "{ff} {} is also the {fd} directory; give the file another name (nothing was \
-                     written)",
-                    f.display()
-                ));
-            }
-            let name = rf.file_name().map(|n| n.to_string_lossy().into_owned());
-            if rf.parent() == Some(rd.as_path())
-                && name.is_some_and(|n| table_file_names().any(|t| t == n))
-            {
-                return Err(format!(
-                    "{ff} {} has the name of a table file in the {fd} directory {}; give it \
-                     another name (nothing was written)",
-                    f.display(),
-                    d.display()
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The output file, gzip-compressed when its name ends in `.gz`.

@@ -386,6 +386,20 @@ fn number_ranks(
     out
 }
 
+/// What [`write_job`] refuses before it reads a trace: a job of no traces, and (without
+/// `replace`) a directory that holds an earlier export. Said before the (long) read; checked
+/// again, under the directory's lock, when the export is put in place.
+pub fn check_job(dir: &Path, units: &[Unit], replace: bool) -> Result<(), JobError> {
+    if units.is_empty() {
+        return Err(JobError::Empty);
+    }
+    let earlier = files::shown_entries(dir, &outputs::tables_in(dir));
+    if !earlier.is_empty() && !replace {
+        return Err(PlaceError::Exists(dir.to_owned(), earlier).into());
+    }
+    Ok(())
+}
+
 /// Writes the tables of the job `units` (each one rank's trace: `crate::input::classify`) under `dir` as hive-style
 /// partitions (module docs), ranks numbered as [`number_ranks`] says. A trace that cannot be read
 /// is left out and listed ([`JobWritten::unread`]). `done` is called with the number of traces
@@ -396,15 +410,7 @@ pub fn write_job(
     opts: &JobOptions,
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<JobWritten, JobError> {
-    if units.is_empty() {
-        return Err(JobError::Empty);
-    }
-    // Said before the (long) read; checked again, under the directory's lock, when the
-    // export is put in place.
-    let earlier = files::shown_entries(dir, &outputs::tables_in(dir));
-    if !earlier.is_empty() && !opts.replace {
-        return Err(PlaceError::Exists(dir.to_owned(), earlier).into());
-    }
+    check_job(dir, units, opts.replace)?;
     // Exports are as private as the traces: the most restrictive mode of the files read.
     let mode = files::mode_of_inputs(units.iter().map(unit_path));
     files::create_dir_all(dir, files::dir_mode(mode)).map_err(io(dir))?;

@@ -628,7 +628,7 @@ fn the_file_has_the_shape_perfetto_and_chrome_tracing_read() {
             assert_eq!(threads[&(d, s)], format!("stream {s}"));
         }
         // Device records carry their stream in args; on the stream's own row it is the tid,
-        // on the stream's further rows tid mod 1,000,000 (see docs/FORMAT.md).
+        // on the stream's further rows tid mod 1,000,000 (docs/EXPORTS.md, "Stream rows").
         for g in events.iter().filter(|e| is_gpu(e)) {
             let (_, tid) = lane(&g.v);
             let stream = g["args"]["stream"].as_i64().unwrap();
