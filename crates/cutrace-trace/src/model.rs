@@ -946,7 +946,7 @@ mod tests {
 /// original's data loss) and `cutrace convert`'s `meta.json` (also in every Parquet file). One
 /// type for both, so the writer and the reader cannot drift apart. Members marked "(Chrome)" or
 /// "(meta.json)" are written by that export only; `None` leaves them out. The field names are a
-/// contract (docs/FORMAT.md).
+/// contract (docs/EXPORTS.md, "Top-level members" and "Chrome Trace Event JSON").
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct ExportMeta {
