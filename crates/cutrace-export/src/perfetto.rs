@@ -17,6 +17,7 @@ use std::io::{self, Write};
 
 use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
+use cutrace_trace::varint;
 use cutrace_trace::{ApiKind, FxHasher, Ns, RangeDomain, StrId, Trace};
 
 /// Maps hashed with the Fx scheme: a track is looked up once per record, and 128k tracks (one per
@@ -38,17 +39,9 @@ pub struct Written {
 
 // ---- protobuf wire format ----
 
-fn varint(b: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        b.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    b.push(v as u8);
-}
-
 fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
-    varint(b, u64::from(field) << 3);
-    varint(b, v);
+    varint::put(b, u64::from(field) << 3);
+    varint::put(b, v);
 }
 
 /// int32/int64 fields: negative values as ten-byte two's complement, as protobuf does.
@@ -57,13 +50,13 @@ fn int(b: &mut Vec<u8>, field: u32, v: i64) {
 }
 
 fn fixed64(b: &mut Vec<u8>, field: u32, v: u64) {
-    varint(b, (u64::from(field) << 3) | 1);
+    varint::put(b, (u64::from(field) << 3) | 1);
     b.extend(v.to_le_bytes());
 }
 
 fn bytes(b: &mut Vec<u8>, field: u32, v: &[u8]) {
-    varint(b, (u64::from(field) << 3) | 2);
-    varint(b, v.len() as u64);
+    varint::put(b, (u64::from(field) << 3) | 2);
+    varint::put(b, v.len() as u64);
     b.extend_from_slice(v);
 }
 
@@ -957,16 +950,10 @@ struct Writer<'t, W: Write> {
 impl<W: Write> Writer<'_, W> {
     fn packet(&mut self, p: &[u8]) -> io::Result<()> {
         // The field key (one byte) and the length: on the stack, not allocated per packet.
-        let mut head = [0u8; 11];
+        let mut head = [0u8; 1 + varint::MAX_LEN];
         head[0] = (pf::TRACE_PACKET << 3 | 2) as u8;
-        let mut n = 1;
-        let mut len = p.len() as u64;
-        while len >= 0x80 {
-            head[n] = (len as u8) | 0x80;
-            len >>= 7;
-            n += 1;
-        }
-        head[n] = len as u8;
+        let (len, n) = varint::encode(p.len() as u64);
+        head[1..=n].copy_from_slice(&len[..n]);
         self.w.write_all(&head[..=n])?;
         self.w.write_all(p)?;
         self.packets += 1;
@@ -1003,10 +990,6 @@ struct Args<'a> {
     keys: &'a mut Interner,
 }
 
-fn varint_len(v: u64) -> u64 {
-    u64::from(64 - v.max(1).leading_zeros()).div_ceil(7)
-}
-
 impl Args<'_> {
     /// `debug_annotations { name_iid: key, <field>: <value> }`: the annotation's header, then
     /// `value_len` bytes of the value's encoding after its key byte, which the caller appends
@@ -1014,19 +997,19 @@ impl Args<'_> {
     /// ten times per kernel.
     fn head(&mut self, key: &str, field: u32, wire: u64, value_len: u64) {
         let k = self.keys.iid(key);
-        let len = 1 + varint_len(k) + 1 + value_len;
-        varint(&mut self.b, (u64::from(pf::TE_DEBUG_ANNOTATIONS) << 3) | 2);
-        varint(&mut self.b, len);
+        let len = 1 + varint::encoded_len(k) as u64 + 1 + value_len;
+        varint::put(&mut self.b, (u64::from(pf::TE_DEBUG_ANNOTATIONS) << 3) | 2);
+        varint::put(&mut self.b, len);
         uint(&mut self.b, pf::DA_NAME_IID, k);
-        varint(&mut self.b, (u64::from(field) << 3) | wire);
+        varint::put(&mut self.b, (u64::from(field) << 3) | wire);
     }
     fn u(&mut self, key: &str, v: u64) {
-        self.head(key, pf::DA_UINT, 0, varint_len(v));
-        varint(&mut self.b, v);
+        self.head(key, pf::DA_UINT, 0, varint::encoded_len(v) as u64);
+        varint::put(&mut self.b, v);
     }
     fn i(&mut self, key: &str, v: i64) {
-        self.head(key, pf::DA_INT, 0, varint_len(v as u64));
-        varint(&mut self.b, v as u64);
+        self.head(key, pf::DA_INT, 0, varint::encoded_len(v as u64) as u64);
+        varint::put(&mut self.b, v as u64);
     }
     fn f(&mut self, key: &str, v: f64) {
         self.head(key, pf::DA_DOUBLE, 1, 8);
@@ -1034,8 +1017,8 @@ impl Args<'_> {
     }
     fn s(&mut self, key: &str, v: &str) {
         let n = v.len() as u64;
-        self.head(key, pf::DA_STRING, 2, varint_len(n) + n);
-        varint(&mut self.b, n);
+        self.head(key, pf::DA_STRING, 2, varint::encoded_len(n) as u64 + n);
+        varint::put(&mut self.b, n);
         self.b.extend_from_slice(v.as_bytes());
     }
 }

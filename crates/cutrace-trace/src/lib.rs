@@ -10,6 +10,7 @@ pub mod native;
 pub mod open;
 pub mod progress;
 pub mod timeparse;
+pub mod varint;
 
 pub use comm::is_comm_kernel;
 pub use error::TraceError;
