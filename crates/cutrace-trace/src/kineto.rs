@@ -852,7 +852,7 @@ impl<R: Read> Importer<R> {
         let counts = &mut self.parts;
         let spares = &mut self.spares;
         // Part sinks are reused from block to block so their vectors keep their capacity.
-        let sinks: Vec<Sink> = cuts
+        let mut sinks: Vec<Sink> = cuts
             .iter()
             .map(|_| {
                 spares
@@ -860,46 +860,58 @@ impl<R: Read> Importer<R> {
                     .unwrap_or_else(|| parallel::part_sink(&path, string_bytes))
             })
             .collect();
-        std::thread::scope(|s| {
-            let parts: Vec<_> = cuts
-                .iter()
-                .zip(sinks)
-                .enumerate()
-                .map(|(k, (&start, mut sink))| {
-                    let stop = cuts.get(k + 1).copied();
-                    s.spawn(move || {
-                        let r = parallel::run(block, start, stop, base, &mut sink);
-                        (r, sink)
-                    })
-                })
-                .collect();
-            let mut cur = parallel::run(block, 0, cuts.first().copied(), base, main);
-            let total = parts.len() as u64;
-            let mut merged = 0;
-            let mut proven = true;
-            for (k, part) in parts.into_iter().enumerate() {
-                // A part counts only if the one before it ended exactly at its cut; otherwise it
-                // and every part after it are thrown away (a panicking part too).
-                proven &= cur.error.is_none() && cur.end == RunEnd::Stop && cur.pos == cuts[k];
-                let Ok((r, mut sink)) = part.join() else {
-                    proven = false;
-                    continue;
-                };
-                if proven {
-                    main.absorb(&mut sink);
-                    merged += 1;
-                    cur = r;
-                }
-                sink.reset();
-                spares.push(sink);
+        // Part 0 (from the cursor to the first cut) goes into the main sink, part k into the
+        // k-th part sink; each part's run is kept beside it.
+        let mut runs: Vec<Option<std::thread::Result<parallel::Run>>> =
+            (0..=cuts.len()).map(|_| None).collect();
+        let mut parts: Vec<(&mut Sink, &mut Option<_>)> = std::iter::once(&mut *main)
+            .chain(sinks.iter_mut())
+            .zip(runs.iter_mut())
+            .collect();
+        crate::parallel::for_each(&mut parts, cuts.len() + 1, |k, (sink, run)| {
+            let start = if k == 0 { 0 } else { cuts[k - 1] };
+            let stop = cuts.get(k).copied();
+            let mut scan = || parallel::run(block, start, stop, base, sink);
+            // A speculative part that panics is thrown away, like one whose cut is not proven;
+            // the first part is no speculation, and its panic is the importer's.
+            **run = Some(if k == 0 {
+                Ok(scan())
+            } else {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(scan))
+            });
+        });
+        drop(parts);
+        let mut runs = runs.into_iter().map(|r| r.expect("every part was run"));
+        let mut cur = match runs.next() {
+            Some(Ok(r)) => r,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => unreachable!("there is always a first part"),
+        };
+        let total = sinks.len() as u64;
+        let mut merged = 0;
+        let mut proven = true;
+        for (k, (part, mut sink)) in runs.zip(sinks).enumerate() {
+            // A part counts only if the one before it ended exactly at its cut; otherwise it and
+            // every part after it are thrown away (a panicking part too, and its sink).
+            proven &= cur.error.is_none() && cur.end == RunEnd::Stop && cur.pos == cuts[k];
+            let Ok(r) = part else {
+                proven = false;
+                continue;
+            };
+            if proven {
+                main.absorb(&mut sink);
+                merged += 1;
+                cur = r;
             }
-            counts.0 += merged;
-            counts.1 += total - merged;
-            match cur.error {
-                Some(e) => Err(e),
-                None => Ok((cur.end, cur.pos)),
-            }
-        })
+            sink.reset();
+            spares.push(sink);
+        }
+        counts.0 += merged;
+        counts.1 += total - merged;
+        match cur.error {
+            Some(e) => Err(e),
+            None => Ok((cur.end, cur.pos)),
+        }
     }
 }
 

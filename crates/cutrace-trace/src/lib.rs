@@ -8,6 +8,7 @@ pub mod limits;
 pub mod model;
 pub mod native;
 pub mod open;
+pub mod parallel;
 pub mod progress;
 pub mod timeparse;
 pub mod varint;
