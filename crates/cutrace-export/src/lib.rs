@@ -18,3 +18,4 @@ mod rows;
 pub mod staged;
 pub mod tables;
 pub mod text;
+mod timeline_model;

@@ -22,8 +22,10 @@ mod comms;
 mod parallel;
 mod scan;
 mod top;
+pub mod vocab;
 use parallel::RunEnd;
 use scan::{Args, Event};
+use vocab::{copy_kind, sync_kind};
 
 const CHUNK: usize = 4 << 20;
 /// Blocks smaller than this are scanned on one thread (spawning costs more than it saves).
@@ -1461,37 +1463,6 @@ fn parse_uint<T: TryFrom<u64>>(b: &[u8]) -> Option<T> {
 
 fn raw_text(v: &[u8]) -> Cow<'_, str> {
     String::from_utf8_lossy(v)
-}
-
-fn copy_kind(name: &str) -> CopyKind {
-    // Kineto names copies "Memcpy HtoD (Pinned -> Device)", "Memcpy DtoD (Device -> Device)", …
-    for (tag, kind) in [
-        ("HtoD", CopyKind::HtoD),
-        ("DtoH", CopyKind::DtoH),
-        ("DtoD", CopyKind::DtoD),
-        ("HtoH", CopyKind::HtoH),
-        ("PtoP", CopyKind::PtoP),
-    ] {
-        if name.contains(tag) {
-            return kind;
-        }
-    }
-    CopyKind::Unknown
-}
-
-fn sync_kind(name: &str) -> SyncKind {
-    let n = name.to_ascii_lowercase();
-    if n.contains("wait") {
-        SyncKind::StreamWaitEvent
-    } else if n.contains("event") {
-        SyncKind::EventSynchronize
-    } else if n.contains("stream") {
-        SyncKind::StreamSynchronize
-    } else if n.contains("context") || n.contains("device") {
-        SyncKind::ContextSynchronize
-    } else {
-        SyncKind::Unknown
-    }
 }
 
 /// serde_json reports 1-based line and column; turn them back into a byte offset in `slice`.
