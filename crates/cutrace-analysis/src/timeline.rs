@@ -22,7 +22,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
-use cutrace_trace::{Kernel, Ns, Trace};
+use cutrace_trace::{varint, Kernel, Ns, Trace};
 use serde::Serialize;
 
 use crate::error::AnalysisError;
@@ -354,10 +354,10 @@ impl RunLog {
     fn push(&mut self, r: Run) {
         // Wrapping: a stream's runs are disjoint and in order, so the deltas are small, but the
         // coding must not depend on it (the cursor undoes exactly what is done here).
-        put_varint(&mut self.bytes, r.start.wrapping_sub(self.end));
-        put_varint(&mut self.bytes, r.end.wrapping_sub(r.start));
-        put_varint(&mut self.bytes, zigzag(r.first, self.last));
-        put_varint(&mut self.bytes, zigzag(r.last, r.first));
+        varint::put(&mut self.bytes, r.start.wrapping_sub(self.end));
+        varint::put(&mut self.bytes, r.end.wrapping_sub(r.start));
+        varint::put(&mut self.bytes, zigzag(r.first, self.last));
+        varint::put(&mut self.bytes, zigzag(r.last, r.first));
         self.end = r.end;
         self.last = r.last;
     }
@@ -392,10 +392,13 @@ impl Iterator for RunCursor<'_> {
         if self.pos >= self.bytes.len() {
             return None;
         }
-        let start = self.end.wrapping_add(self.varint());
-        let end = start.wrapping_add(self.varint());
-        let first = unzigzag(self.varint(), self.last);
-        let last = unzigzag(self.varint(), first);
+        // The log is only ever written by `RunLog::push`, so every run is whole.
+        let start = self
+            .end
+            .wrapping_add(varint::get(self.bytes, &mut self.pos)?);
+        let end = start.wrapping_add(varint::get(self.bytes, &mut self.pos)?);
+        let first = unzigzag(varint::get(self.bytes, &mut self.pos)?, self.last);
+        let last = unzigzag(varint::get(self.bytes, &mut self.pos)?, first);
         self.end = end;
         self.last = last;
         Some(Run {
@@ -407,44 +410,15 @@ impl Iterator for RunCursor<'_> {
     }
 }
 
-impl RunCursor<'_> {
-    #[inline]
-    fn varint(&mut self) -> u64 {
-        let mut v = 0u64;
-        let mut shift = 0;
-        // The log is only ever written by `put_varint`, so every varint is complete.
-        while let Some(&b) = self.bytes.get(self.pos) {
-            self.pos += 1;
-            v |= u64::from(b & 0x7f) << shift;
-            if b < 0x80 {
-                break;
-            }
-            shift += 7;
-        }
-        v
-    }
-}
-
-#[inline]
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 /// `x − base` for kernel indices, zigzag-coded so that small steps back stay small.
 #[inline]
 fn zigzag(x: u32, base: u32) -> u64 {
-    let d = i64::from(x) - i64::from(base);
-    ((d << 1) ^ (d >> 63)) as u64
+    varint::zigzag(i64::from(x) - i64::from(base))
 }
 
 #[inline]
 fn unzigzag(z: u64, base: u32) -> u32 {
-    let d = ((z >> 1) as i64) ^ -((z & 1) as i64);
-    (i64::from(base) + d) as u32
+    (i64::from(base) + varint::unzigzag(z)) as u32
 }
 
 /// Calls `f` on every run of the cursors (each in start order), in overall start order.

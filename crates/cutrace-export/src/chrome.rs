@@ -7,17 +7,13 @@
 //! nanoseconds by integer arithmetic: the importer parses them back to the same nanoseconds.
 //! The mapping is documented in docs/FORMAT.md ("Exporting").
 
-use std::collections::{BTreeSet, HashMap};
-use std::fmt::Write as _;
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use cutrace_analysis::correlate::ApiIndex;
-use cutrace_analysis::display_name;
-use cutrace_trace::{
-    ApiKind, Collective, ExportMeta, Ns, RangeDomain, SourceFormat, StrId, Trace, TraceMeta,
-};
+use cutrace_trace::kineto::vocab::cat;
+use cutrace_trace::{ExportMeta, Ns, SourceFormat, StrId, Trace, TraceMeta};
 
-use crate::rows::{copy_name, gpu_rows, sync_name, GpuRows};
+use crate::timeline_model::{self as model, ArgSink, Lane, Name, Rec, StreamLabel, Timeline};
 
 /// What was written, for the command's summary line.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -91,16 +87,13 @@ fn push_i128(b: &mut Vec<u8>, v: i128) {
     }
 }
 
-/// A kernel's demangled display name and, when it differs, CUPTI's name; both JSON-quoted.
-type KernelName = (Box<[u8]>, Option<Box<[u8]>>);
-
 /// JSON-escaped, quoted names, made once per interned string.
 struct Names<'t> {
     t: &'t Trace,
     /// By string id; the last slot serves ids outside the table (`"?"`).
     plain: Vec<Option<Box<[u8]>>>,
-    /// Kernel names: the demangled display name, and CUPTI's name when it differs.
-    kernel: Vec<Option<KernelName>>,
+    /// Kernel names as shown (demangled).
+    kernel: Vec<Option<Box<[u8]>>>,
 }
 
 fn quoted(s: &str) -> Box<[u8]> {
@@ -129,62 +122,25 @@ impl<'t> Names<'t> {
         self.plain[i].get_or_insert_with(|| quoted(t.str(id)))
     }
 
-    fn kernel(&mut self, id: StrId) -> (&[u8], Option<&[u8]>) {
-        let i = self.slot(id);
-        let t = self.t;
-        let (d, m) = self.kernel[i].get_or_insert_with(|| {
-            let raw = t.str(id);
-            let shown = display_name(raw);
-            let mangled = (shown != raw).then(|| quoted(raw));
-            (quoted(&shown), mangled)
-        });
-        (d, m.as_deref())
-    }
-}
-
-/// Host lanes (Perfetto's processes and threads) that records land on, for the metadata events.
-#[derive(Default)]
-struct Lanes {
-    /// (process, thread).
-    host: BTreeSet<(u32, u64)>,
-    inverted: u64,
-}
-
-fn survey(t: &Trace) -> Lanes {
-    fn span(s: Ns, e: Ns, l: &mut Lanes) {
-        l.inverted += u64::from(e < s);
-    }
-    let mut l = Lanes::default();
-    for k in &t.kernels {
-        span(k.start_ns, k.end_ns, &mut l);
-    }
-    for m in &t.memcpys {
-        span(m.start_ns, m.end_ns, &mut l);
-    }
-    for m in &t.memsets {
-        span(m.start_ns, m.end_ns, &mut l);
-    }
-    for s in &t.syncs {
-        span(s.start_ns, s.end_ns, &mut l);
-    }
-    for a in &t.api_calls {
-        l.host.insert((a.process, a.thread));
-        span(a.start_ns, a.end_ns, &mut l);
-    }
-    for r in &t.ranges {
-        if r.domain == RangeDomain::Host {
-            l.host.insert((r.process, r.thread));
+    /// Appends a record's name, quoted.
+    fn push(&mut self, b: &mut Vec<u8>, tl: &Timeline<'_>, name: Name) {
+        match name {
+            Name::Text(id) => b.extend_from_slice(self.plain(id)),
+            Name::Kernel(id) => {
+                let i = self.slot(id);
+                b.extend_from_slice(
+                    self.kernel[i].get_or_insert_with(|| quoted(tl.kernel_name(id))),
+                );
+            }
+            // cutrace's own names need no escapes.
+            Name::Fixed(s) => {
+                debug_assert!(!s.contains(['"', '\\']));
+                b.push(b'"');
+                b.extend_from_slice(s.as_bytes());
+                b.push(b'"');
+            }
         }
-        span(r.start_ns, r.end_ns, &mut l);
     }
-    for m in &t.marks {
-        l.host.insert((m.process, m.thread));
-    }
-    for o in &t.overheads {
-        l.host.insert((o.process, o.thread));
-        span(o.start_ns, o.end_ns, &mut l);
-    }
-    l
 }
 
 /// Streams events into `traceEvents`: `,\n` between them (one event per line, which also lets
@@ -208,150 +164,163 @@ impl<W: Write> Events<'_, W> {
         self.n += 1;
         self.w.write_all(&self.b)
     }
+}
 
-    /// Closes a device record's event (its `args` and the event), then writes the `"f"` end of
-    /// its flow arrow when an API call carries its correlation id.
-    fn end_gpu(
-        &mut self,
-        attributed: bool,
-        correlation: u64,
-        device: u32,
-        tid: i128,
-        start: Ns,
-    ) -> io::Result<()> {
-        self.b.extend_from_slice(b"}}");
-        self.end()?;
-        if attributed {
-            flow_end(self.begin(), correlation, device, tid, start);
-            self.end()?;
+/// `,"pid":…,"tid":…` of a lane: a GPU's process is the device, its rows' `tid`s are
+/// [`crate::rows::GpuRows::tid`]; a host lane is the process and thread.
+fn push_lane(b: &mut Vec<u8>, tl: &Timeline<'_>, lane: Lane) {
+    b.extend_from_slice(b",\"pid\":");
+    match lane {
+        Lane::Gpu {
+            device,
+            stream,
+            slot,
+        } => {
+            push_u64(b, u64::from(device));
+            b.extend_from_slice(b",\"tid\":");
+            push_i128(b, tl.rows.tid(stream, slot));
         }
-        Ok(())
-    }
-}
-
-/// `{"ph":"X","cat":…,"name":…,"pid":…,"tid":…,"ts":…,"dur":…` (no closing brace), with the pid
-/// and tid already written as text by the caller's closure.
-fn complete_head(
-    b: &mut Vec<u8>,
-    cat: &str,
-    name: &[u8],
-    lane: impl FnOnce(&mut Vec<u8>),
-    start: Ns,
-    end: Ns,
-) {
-    b.extend_from_slice(b"{\"ph\":\"X\",\"cat\":\"");
-    b.extend_from_slice(cat.as_bytes());
-    b.extend_from_slice(b"\",\"name\":");
-    b.extend_from_slice(name);
-    lane(b);
-    b.extend_from_slice(b",\"ts\":");
-    push_us(b, start);
-    b.extend_from_slice(b",\"dur\":");
-    push_us(b, end.saturating_sub(start));
-}
-
-fn gpu_lane(device: u32, tid: i128) -> impl FnOnce(&mut Vec<u8>) {
-    move |b: &mut Vec<u8>| {
-        b.extend_from_slice(b",\"pid\":");
-        push_u64(b, u64::from(device));
-        b.extend_from_slice(b",\"tid\":");
-        push_i128(b, tid);
-    }
-}
-
-fn host_lane(process: u32, thread: u64) -> impl FnOnce(&mut Vec<u8>) {
-    move |b: &mut Vec<u8>| {
-        b.extend_from_slice(b",\"pid\":");
-        push_pid(b, process);
-        b.extend_from_slice(b",\"tid\":");
-        push_u64(b, thread);
-    }
-}
-
-/// `,"key":value` for an unsigned integer.
-fn arg(b: &mut Vec<u8>, key: &str, v: u64) {
-    b.extend_from_slice(b",\"");
-    b.extend_from_slice(key.as_bytes());
-    b.extend_from_slice(b"\":");
-    push_u64(b, v);
-}
-
-/// A communication kernel's collective ([`Trace::collectives`]) as the args torch's Kineto
-/// copies from `record_param_comms` onto the kernels it launched (`Collective name`, `Process
-/// Group Name`, `Process Group Description`, `Group size`, `Seq`, `In msg nelems`, `Out msg
-/// nelems`, `dtype`; each only when known), so that the Kineto importer, HTA and cutrace's job
-/// report read the collective back from the kernel itself.
-fn collective_args(b: &mut Vec<u8>, t: &Trace, c: &Collective) {
-    let text = |b: &mut Vec<u8>, key: &str, v: Option<StrId>| {
-        if let Some(v) = v {
-            b.extend_from_slice(b",\"");
-            b.extend_from_slice(key.as_bytes());
-            b.extend_from_slice(b"\":");
-            b.extend_from_slice(&quoted(t.str(v)));
+        Lane::GpuStreamless { device } => {
+            push_u64(b, u64::from(device));
+            b.extend_from_slice(b",\"tid\":-1");
         }
-    };
-    text(b, "Collective name", Some(c.name));
-    text(b, "Process Group Name", c.group_name);
-    text(b, "Process Group Description", c.group_desc);
-    if let Some(n) = c.group_size {
-        arg(b, "Group size", u64::from(n));
-    }
-    if let Some(n) = c.seq {
-        arg(b, "Seq", n);
-    }
-    if let Some(n) = c.in_nelems {
-        arg(b, "In msg nelems", n);
-    }
-    if let Some(n) = c.out_nelems {
-        arg(b, "Out msg nelems", n);
-    }
-    text(b, "dtype", c.dtype);
-}
-
-/// `"args":{"device":…,"context":…,"stream":…,"correlation":…` (no closing brace).
-fn gpu_args(b: &mut Vec<u8>, device: u32, context: u32, stream: Option<u64>, correlation: u64) {
-    b.extend_from_slice(b",\"args\":{\"device\":");
-    push_u64(b, u64::from(device));
-    arg(b, "context", u64::from(context));
-    if let Some(s) = stream {
-        arg(b, "stream", s);
-    }
-    arg(b, "correlation", correlation);
-}
-
-/// The `"f"` end of a flow arrow, on the device record it points at.
-fn flow_end(b: &mut Vec<u8>, correlation: u64, device: u32, tid: i128, start: Ns) {
-    b.extend_from_slice(b"{\"ph\":\"f\",\"id\":");
-    push_u64(b, correlation);
-    gpu_lane(device, tid)(b);
-    b.extend_from_slice(b",\"ts\":");
-    push_us(b, start);
-    b.extend_from_slice(b",\"cat\":\"ac2g\",\"name\":\"ac2g\",\"bp\":\"e\"}");
-}
-
-fn dim3(b: &mut Vec<u8>, key: &str, v: [u32; 3]) {
-    b.extend_from_slice(b",\"");
-    b.extend_from_slice(key.as_bytes());
-    b.extend_from_slice(b"\":[");
-    for (i, x) in v.iter().enumerate() {
-        if i > 0 {
-            b.push(b',');
+        Lane::Host { process, thread } => {
+            push_pid(b, process);
+            b.extend_from_slice(b",\"tid\":");
+            push_u64(b, thread);
         }
-        push_u64(b, u64::from(*x));
     }
-    b.push(b']');
 }
 
-/// GB/s of a copy or memset (bytes per ns), as Kineto writes it; "N/A" when it took no time.
-fn bandwidth(b: &mut Vec<u8>, bytes: u64, start: Ns, end: Ns) {
-    b.extend_from_slice(b",\"memory bandwidth (GB/s)\":");
-    let d = end.saturating_sub(start);
-    if d == 0 {
-        b.extend_from_slice(b"\"N/A\"");
+/// A record's `args` as JSON members: `,"args":{` before the first, nothing at all when there
+/// are none.
+struct JsonArgs<'a, 't> {
+    b: &'a mut Vec<u8>,
+    names: &'a mut Names<'t>,
+    open: bool,
+}
+
+impl JsonArgs<'_, '_> {
+    fn key(&mut self, key: &str) {
+        self.b
+            .extend_from_slice(if self.open { b",\"" } else { b",\"args\":{\"" });
+        self.open = true;
+        self.b.extend_from_slice(key.as_bytes());
+        self.b.extend_from_slice(b"\":");
+    }
+
+    fn close(self) {
+        if self.open {
+            self.b.push(b'}');
+        }
+    }
+}
+
+impl ArgSink for JsonArgs<'_, '_> {
+    fn uint(&mut self, key: &'static str, v: u64) {
+        self.key(key);
+        push_u64(self.b, v);
+    }
+    fn int(&mut self, key: &'static str, v: i64) {
+        self.key(key);
+        push_i128(self.b, i128::from(v));
+    }
+    fn float(&mut self, key: &'static str, v: f64) {
+        self.key(key);
+        // Finite; Rust prints an f64 without an exponent: valid JSON.
+        let _ = write!(self.b, "{v}");
+    }
+    fn text(&mut self, key: &'static str, v: &str) {
+        self.key(key);
+        self.b.extend_from_slice(&quoted(v));
+    }
+    fn string(&mut self, key: &'static str, id: StrId) {
+        self.key(key);
+        self.b.extend_from_slice(self.names.plain(id));
+    }
+    fn dims(&mut self, key: &'static str, v: [u32; 3]) {
+        self.key(key);
+        self.b.push(b'[');
+        for (i, x) in v.iter().enumerate() {
+            if i > 0 {
+                self.b.push(b',');
+            }
+            push_u64(self.b, u64::from(*x));
+        }
+        self.b.push(b']');
+    }
+}
+
+/// One record as its event: `{"ph":"X",…,"ts":…,"dur":…,"args":{…}}` (`"ph":"i"` with
+/// `"s":"t"` for an instant).
+fn write_record<W: Write>(
+    ev: &mut Events<'_, W>,
+    tl: &Timeline<'_>,
+    names: &mut Names<'_>,
+    rec: Rec,
+) -> io::Result<()> {
+    let b = ev.begin();
+    b.extend_from_slice(if rec.is_instant() {
+        b"{\"ph\":\"i\",\"cat\":\""
     } else {
-        // A derived figure for display; times stay integers.
-        let _ = write!(b, "{}", bytes as f64 / d as f64);
+        b"{\"ph\":\"X\",\"cat\":\""
+    });
+    b.extend_from_slice(tl.category(rec).as_bytes());
+    b.extend_from_slice(b"\",\"name\":");
+    names.push(b, tl, tl.name(rec));
+    let lane = tl.lane(rec);
+    push_lane(b, tl, lane);
+    let (start, end) = tl.span(rec);
+    b.extend_from_slice(b",\"ts\":");
+    push_us(b, start);
+    if rec.is_instant() {
+        b.extend_from_slice(b",\"s\":\"t\"");
+    } else {
+        b.extend_from_slice(b",\"dur\":");
+        push_us(b, end - start);
     }
+    let mut args = JsonArgs {
+        b,
+        names,
+        open: false,
+    };
+    tl.args(rec, &mut args);
+    args.close();
+    b.push(b'}');
+    ev.end()
+}
+
+/// The flow events of a record: the `"s"` start on a call that launched device records (one
+/// per call, with the correlation id as the flow's id), the `"f"` end (`"bp":"e"`) on each
+/// device record that joins a call. Returns the flows started.
+fn write_flow<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>, rec: Rec) -> io::Result<u64> {
+    let t = tl.t;
+    let (call, ph): (usize, &[u8]) = match rec {
+        Rec::Api(i) if tl.launches(i as usize) => (i as usize, b"s"),
+        _ => match tl.launched_by(rec) {
+            Some(call) => (call, b"f"),
+            None => return Ok(0),
+        },
+    };
+    let b = ev.begin();
+    b.extend_from_slice(b"{\"ph\":\"");
+    b.extend_from_slice(ph);
+    b.extend_from_slice(b"\",\"id\":");
+    push_u64(b, t.api_calls[call].correlation_id);
+    push_lane(b, tl, tl.lane(rec));
+    b.extend_from_slice(b",\"ts\":");
+    push_us(b, tl.span(rec).0);
+    b.extend_from_slice(b",\"cat\":\"");
+    b.extend_from_slice(cat::FLOW.as_bytes());
+    b.extend_from_slice(b"\",\"name\":\"");
+    b.extend_from_slice(cat::FLOW.as_bytes());
+    b.extend_from_slice(if ph == b"s" {
+        b"\"}"
+    } else {
+        b"\",\"bp\":\"e\"}"
+    });
+    ev.end()?;
+    Ok(u64::from(ph == b"s"))
 }
 
 fn source_label(m: &TraceMeta) -> &'static str {
@@ -363,21 +332,21 @@ fn source_label(m: &TraceMeta) -> &'static str {
 
 /// The top-level `"cutrace"` member: what the trace says about itself, read back by the importer
 /// ([`ExportMeta::restore`]).
-fn cutrace_member(t: &Trace, lanes: &Lanes, rows: &GpuRows, base_ns: Ns) -> ExportMeta {
-    let m = &t.meta;
+fn cutrace_member(tl: &Timeline<'_>, base_ns: Ns) -> ExportMeta {
+    let m = &tl.t.meta;
     let mut notes: Vec<String> = vec![
         "ts and dur are microseconds with exactly 3 decimals: the trace's integer nanoseconds; ts \
          counts from baseTimeNanoseconds (time_base_ns here), a whole second before the first \
          record"
             .into(),
     ];
-    if lanes.inverted > 0 {
+    if tl.inverted > 0 {
         notes.push(format!(
             "{} records end before they start; they are written with \"dur\": 0",
-            lanes.inverted
+            tl.inverted
         ));
     }
-    let past = rows.rows_past_u32_tid();
+    let past = tl.rows.rows_past_u32_tid();
     if past > 0 {
         notes.push(format!(
             "{past} rows of overlapping GPU work have a tid above 2^32-1: Perfetto's JSON \
@@ -443,7 +412,7 @@ fn device_properties(m: &TraceMeta) -> serde_json::Value {
 fn meta_event(
     ev: &mut Events<'_, impl Write>,
     what: &str,
-    lane: impl FnOnce(&mut Vec<u8>),
+    lane: impl Fn(&mut Vec<u8>),
     key: &str,
     value: &(impl serde::Serialize + ?Sized),
 ) -> io::Result<()> {
@@ -548,10 +517,37 @@ fn distributed_info(m: &TraceMeta) -> Option<String> {
 /// `base_ns` (see [`time_base`]), which the file carries as `baseTimeNanoseconds` and as the
 /// `"cutrace"` member's `time_base_ns`.
 pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<Written> {
-    let lanes = survey(t);
-    let rows = gpu_rows(t);
-    let m = &t.meta;
+    let tl = Timeline::new(t);
+    write_header(w, &tl, base_ns)?;
+    let mut ev = Events {
+        w,
+        b: Vec::with_capacity(512),
+        n: 0,
+    };
+    write_metadata(&mut ev, &tl)?;
+    // Flow arrows join an API call to the device records that carry its correlation id, with the
+    // report's choice of call where two share an id. Orphans get none.
+    let mut names = Names::new(t);
+    let mut flows = 0u64;
+    for rec in tl.records() {
+        write_record(&mut ev, &tl, &mut names, rec)?;
+        flows += write_flow(&mut ev, &tl, rec)?;
+    }
+    write_counter_events(&mut ev, t)?;
 
+    let events = ev.n;
+    w.write_all(b"\n]\n}\n")?;
+    Ok(Written {
+        events,
+        flows,
+        inverted: tl.inverted,
+        rows_past_u32_tid: tl.rows.rows_past_u32_tid() as u64,
+    })
+}
+
+/// The top-level members before `traceEvents`, and its opening bracket.
+fn write_header<W: Write>(w: &mut W, tl: &Timeline<'_>, base_ns: Ns) -> io::Result<()> {
+    let m = &tl.t.meta;
     w.write_all(b"{\n\"schemaVersion\": 1,\n\"deviceProperties\": ")?;
     serde_json::to_writer(&mut *w, &device_properties(m)).map_err(io::Error::other)?;
     if let Some(v) = m.cupti_version {
@@ -567,286 +563,9 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
     w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
     // Through a `Value`, whose members are sorted: the member's text does not depend on the
     // order of the type's fields.
-    let member = serde_json::to_value(cutrace_member(t, &lanes, &rows, base_ns))
-        .map_err(io::Error::other)?;
+    let member = serde_json::to_value(cutrace_member(tl, base_ns)).map_err(io::Error::other)?;
     serde_json::to_writer(&mut *w, &member).map_err(io::Error::other)?;
-    w.write_all(b",\n\"traceEvents\": [")?;
-
-    let mut ev = Events {
-        w,
-        b: Vec::with_capacity(512),
-        n: 0,
-    };
-    write_metadata(&mut ev, t, &lanes, &rows)?;
-
-    // Flow arrows join an API call to the device records that carry its correlation id, with the
-    // report's choice of call where two share an id. Orphans get none.
-    let index = ApiIndex::build(&t.api_calls);
-    let mut launches = vec![false; t.api_calls.len()];
-    let gpu_ids = t
-        .kernels
-        .iter()
-        .map(|k| k.correlation_id)
-        .chain(t.memcpys.iter().map(|r| r.correlation_id))
-        .chain(t.memsets.iter().map(|r| r.correlation_id));
-    for id in gpu_ids {
-        if let Some(i) = index.get(id) {
-            launches[i] = true;
-        }
-    }
-    let attributed = |id: u64| index.get(id).is_some();
-
-    let mut names = Names::new(t);
-    let mut flows = 0u64;
-    for (i, a) in t.api_calls.iter().enumerate() {
-        let cat = match a.kind {
-            ApiKind::Runtime => "cuda_runtime",
-            ApiKind::Driver => "cuda_driver",
-        };
-        let b = ev.begin();
-        complete_head(
-            b,
-            cat,
-            names.plain(a.name),
-            host_lane(a.process, a.thread),
-            a.start_ns,
-            a.end_ns,
-        );
-        b.extend_from_slice(b",\"args\":{\"cbid\":");
-        push_u64(b, u64::from(a.cbid));
-        arg(b, "correlation", a.correlation_id);
-        if a.return_value != 0 {
-            let _ = write!(b, ",\"return value\":{}", a.return_value);
-        }
-        b.extend_from_slice(b"}}");
-        ev.end()?;
-        if launches[i] {
-            let b = ev.begin();
-            b.extend_from_slice(b"{\"ph\":\"s\",\"id\":");
-            push_u64(b, a.correlation_id);
-            host_lane(a.process, a.thread)(b);
-            b.extend_from_slice(b",\"ts\":");
-            push_us(b, a.start_ns);
-            b.extend_from_slice(b",\"cat\":\"ac2g\",\"name\":\"ac2g\"}");
-            ev.end()?;
-            flows += 1;
-        }
-    }
-
-    let collectives: HashMap<(u64, u32), &Collective> = t
-        .collectives
-        .iter()
-        .map(|c| ((c.correlation_id, c.device), c))
-        .collect();
-    for (i, k) in t.kernels.iter().enumerate() {
-        let (shown, mangled) = names.kernel(k.name);
-        let tid = rows.tid(Some(k.stream), rows.kernels[i]);
-        let b = ev.begin();
-        complete_head(
-            b,
-            "kernel",
-            shown,
-            gpu_lane(k.device, tid),
-            k.start_ns,
-            k.end_ns,
-        );
-        gpu_args(b, k.device, k.context, Some(k.stream), k.correlation_id);
-        let l = t.launch(k);
-        arg(b, "registers per thread", u64::from(l.registers_per_thread));
-        // Kineto's "shared memory" is static + dynamic.
-        let shared = u64::from(l.static_shared_bytes) + u64::from(l.dynamic_shared_bytes);
-        arg(b, "shared memory", shared);
-        arg(b, "static shared memory", u64::from(l.static_shared_bytes));
-        arg(
-            b,
-            "dynamic shared memory",
-            u64::from(l.dynamic_shared_bytes),
-        );
-        dim3(b, "grid", l.grid);
-        dim3(b, "block", l.block);
-        if l.graph_id != 0 {
-            arg(b, "graph id", u64::from(l.graph_id));
-        }
-        if let Some(m) = mangled {
-            b.extend_from_slice(b",\"mangled\":");
-            b.extend_from_slice(m);
-        }
-        if let Some(c) = collectives.get(&(k.correlation_id, k.device)) {
-            collective_args(b, t, c);
-        }
-        ev.end_gpu(
-            attributed(k.correlation_id),
-            k.correlation_id,
-            k.device,
-            tid,
-            k.start_ns,
-        )?;
-    }
-
-    for (i, c) in t.memcpys.iter().enumerate() {
-        let tid = rows.tid(Some(c.stream), rows.memcpys[i]);
-        let b = ev.begin();
-        complete_head(
-            b,
-            "gpu_memcpy",
-            copy_name(c.kind).as_bytes(),
-            gpu_lane(c.device, tid),
-            c.start_ns,
-            c.end_ns,
-        );
-        gpu_args(b, c.device, c.context, Some(c.stream), c.correlation_id);
-        arg(b, "bytes", c.bytes);
-        bandwidth(b, c.bytes, c.start_ns, c.end_ns);
-        ev.end_gpu(
-            attributed(c.correlation_id),
-            c.correlation_id,
-            c.device,
-            tid,
-            c.start_ns,
-        )?;
-    }
-
-    for (i, s) in t.memsets.iter().enumerate() {
-        let tid = rows.tid(Some(s.stream), rows.memsets[i]);
-        let b = ev.begin();
-        complete_head(
-            b,
-            "gpu_memset",
-            b"\"Memset\"",
-            gpu_lane(s.device, tid),
-            s.start_ns,
-            s.end_ns,
-        );
-        gpu_args(b, s.device, s.context, Some(s.stream), s.correlation_id);
-        arg(b, "bytes", s.bytes);
-        arg(b, "value", u64::from(s.value));
-        bandwidth(b, s.bytes, s.start_ns, s.end_ns);
-        ev.end_gpu(
-            attributed(s.correlation_id),
-            s.correlation_id,
-            s.device,
-            tid,
-            s.start_ns,
-        )?;
-    }
-
-    for (i, s) in t.syncs.iter().enumerate() {
-        let name = sync_name(s.kind);
-        let tid = rows.tid(s.stream, rows.syncs[i]);
-        let b = ev.begin();
-        let quoted_name = format!("\"{name}\"");
-        complete_head(
-            b,
-            "cuda_sync",
-            quoted_name.as_bytes(),
-            gpu_lane(s.device, tid),
-            s.start_ns,
-            s.end_ns,
-        );
-        b.extend_from_slice(b",\"args\":{\"cuda_sync_kind\":");
-        b.extend_from_slice(quoted_name.as_bytes());
-        b.extend_from_slice(b",\"device\":");
-        push_u64(b, u64::from(s.device));
-        arg(b, "context", u64::from(s.context));
-        if let Some(st) = s.stream {
-            arg(b, "stream", st);
-        }
-        arg(b, "correlation", s.correlation_id);
-        b.extend_from_slice(b"}}");
-        ev.end()?;
-    }
-
-    for (i, r) in t.ranges.iter().enumerate() {
-        let b = ev.begin();
-        let name = names.plain(r.name);
-        match r.domain {
-            RangeDomain::Host => complete_head(
-                b,
-                "user_annotation",
-                name,
-                host_lane(r.process, r.thread),
-                r.start_ns,
-                r.end_ns,
-            ),
-            RangeDomain::Gpu => complete_head(
-                b,
-                "gpu_user_annotation",
-                name,
-                gpu_lane(
-                    r.device.unwrap_or(0),
-                    r.stream.map_or(-1, |s| rows.tid(Some(s), rows.ranges[i])),
-                ),
-                r.start_ns,
-                r.end_ns,
-            ),
-        }
-        // A GPU range's device and stream, for the importer: its row need not be the stream's.
-        // The NVTX domain (`nvtxDomainCreate`'s name, e.g. NCCL) when not the default.
-        let gpu = match (r.domain, r.stream) {
-            (RangeDomain::Gpu, Some(st)) => Some(st),
-            _ => None,
-        };
-        if gpu.is_some() || r.nvtx_domain.is_some() {
-            b.extend_from_slice(b",\"args\":{");
-            if let Some(st) = gpu {
-                b.extend_from_slice(b"\"device\":");
-                push_u64(b, u64::from(r.device.unwrap_or(0)));
-                arg(b, "stream", st);
-                if r.nvtx_domain.is_some() {
-                    b.push(b',');
-                }
-            }
-            if let Some(d) = &r.nvtx_domain {
-                b.extend_from_slice(b"\"domain\":");
-                b.extend_from_slice(serde_json::to_string(&**d).unwrap_or_default().as_bytes());
-            }
-            b.push(b'}');
-        }
-        b.push(b'}');
-        ev.end()?;
-    }
-
-    for mk in &t.marks {
-        let b = ev.begin();
-        b.extend_from_slice(b"{\"ph\":\"i\",\"cat\":\"user_annotation\",\"name\":");
-        b.extend_from_slice(names.plain(mk.name));
-        host_lane(mk.process, mk.thread)(b);
-        b.extend_from_slice(b",\"ts\":");
-        push_us(b, mk.ts_ns);
-        b.extend_from_slice(b",\"s\":\"t\"");
-        if let Some(d) = &mk.nvtx_domain {
-            b.extend_from_slice(b",\"args\":{\"domain\":");
-            b.extend_from_slice(serde_json::to_string(&**d).unwrap_or_default().as_bytes());
-            b.push(b'}');
-        }
-        b.push(b'}');
-        ev.end()?;
-    }
-
-    for o in &t.overheads {
-        let b = ev.begin();
-        complete_head(
-            b,
-            "overhead",
-            names.plain(o.kind),
-            host_lane(o.process, o.thread),
-            o.start_ns,
-            o.end_ns,
-        );
-        b.push(b'}');
-        ev.end()?;
-    }
-
-    write_counter_events(&mut ev, t)?;
-
-    let events = ev.n;
-    w.write_all(b"\n]\n}\n")?;
-    Ok(Written {
-        events,
-        flows,
-        inverted: lanes.inverted,
-        rows_past_u32_tid: rows.rows_past_u32_tid() as u64,
-    })
+    w.write_all(b",\n\"traceEvents\": [")
 }
 
 /// Hardware counters as `"ph":"C"` events: a counter track per metric on each GPU's process
@@ -888,117 +607,84 @@ fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Resu
 
 /// Process and thread names (Perfetto and chrome://tracing label lanes with them) and sort order:
 /// GPUs after host processes (as Kineto sorts them), each stream's rows together.
-fn write_metadata<W: Write>(
-    ev: &mut Events<'_, W>,
-    t: &Trace,
-    lanes: &Lanes,
-    rows: &GpuRows,
-) -> io::Result<()> {
+fn write_metadata<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>) -> io::Result<()> {
+    write_gpu_metadata(ev, tl)?;
+    write_host_metadata(ev, tl)
+}
+
+/// `,"pid":…,"tid":0`: a process's own lane, where its metadata goes.
+fn process_lane(pid: impl Fn(&mut Vec<u8>)) -> impl Fn(&mut Vec<u8>) {
+    move |b: &mut Vec<u8>| {
+        b.extend_from_slice(b",\"pid\":");
+        pid(b);
+        b.extend_from_slice(b",\"tid\":0");
+    }
+}
+
+fn write_gpu_metadata<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>) -> io::Result<()> {
     use serde_json::Value;
+    let (t, rows) = (tl.t, &tl.rows);
     let mut devices: BTreeSet<u32> = rows.lanes.iter().map(|l| l.0).collect();
     devices.extend(rows.streamless_ranges.iter().copied());
     devices.extend(t.meta.devices.iter().map(|d| d.device));
     for &d in &devices {
-        let lane = |b: &mut Vec<u8>| {
-            b.extend_from_slice(b",\"pid\":");
-            push_u64(b, u64::from(d));
-            b.extend_from_slice(b",\"tid\":0");
-        };
-        meta_event(
-            ev,
-            "process_name",
-            lane,
-            "name",
-            &Value::from(format!("GPU {d}")),
-        )?;
+        let lane = process_lane(|b| push_u64(b, u64::from(d)));
+        let name = Value::from(model::gpu_name(d));
+        meta_event(ev, "process_name", &lane, "name", &name)?;
         if let Some(p) = t.meta.devices.iter().find(|p| p.device == d) {
             if !p.name.is_empty() {
-                meta_event(
-                    ev,
-                    "process_labels",
-                    lane,
-                    "labels",
-                    &Value::from(p.name.clone()),
-                )?;
+                let labels = Value::from(p.name.clone());
+                meta_event(ev, "process_labels", &lane, "labels", &labels)?;
             }
         }
         let sort = Value::from(5_000_000u64 + u64::from(d));
-        meta_event(ev, "process_sort_index", lane, "sort_index", &sort)?;
+        meta_event(ev, "process_sort_index", &lane, "sort_index", &sort)?;
     }
-    // A stream's rows come one after another: its label is made once, and each row's name is
-    // written into one reused string (128k overlapping kernels are 128k rows).
-    let mut shown: Option<(Option<u64>, String)> = None;
+    // Each row's name is written into one reused string (128k overlapping kernels are 128k
+    // rows).
+    let mut label = StreamLabel::default();
     let mut name = String::new();
-    for &(d, s, slot) in &rows.lanes {
-        if shown.as_ref().is_none_or(|x| x.0 != s) {
-            let label = match s {
-                Some(s) => format!("stream {}", t.meta.show_id(s)),
-                None => "no stream".to_owned(),
+    for &(device, stream, slot) in &rows.lanes {
+        tl.row_name(stream, slot, &mut label, &mut name);
+        let lane = |b: &mut Vec<u8>| {
+            let row = Lane::Gpu {
+                device,
+                stream,
+                slot,
             };
-            shown = Some((s, label));
-        }
-        let stream = shown.as_ref().map_or("", |x| x.1.as_str());
-        let (row, sync) = (slot / 2 + 1, slot % 2 == 1);
-        name.clear();
-        // Writing to a String cannot fail.
-        let _ = match (sync, row, s) {
-            (false, 1, _) => write!(name, "{stream}"),
-            (false, r, _) => write!(name, "{stream} (overlapping, row {r})"),
-            (true, 1, None) => write!(name, "context-wide syncs"),
-            (true, 1, Some(_)) => write!(name, "{stream} syncs"),
-            (true, r, None) => write!(name, "context-wide syncs (row {r})"),
-            (true, r, Some(_)) => write!(name, "{stream} syncs (row {r})"),
+            push_lane(b, tl, row);
         };
-        let tid = rows.tid(s, slot);
         // Rows of one stream together, the stream's own row first. (Rows past 65,535 share
         // the last sort index; they are far past the rows Perfetto shows apart anyway, see
         // `GpuRows::rows_past_u32_tid`.)
-        let order = s.map_or(rows.base - 1, u128::from) * 65_536 + u128::from(slot.min(65_535));
+        let order =
+            stream.map_or(rows.base - 1, u128::from) * 65_536 + u128::from(slot.min(65_535));
         let sort = u64::try_from(order).unwrap_or(u64::MAX);
-        meta_event(ev, "thread_name", gpu_lane(d, tid), "name", name.as_str())?;
-        meta_event(
-            ev,
-            "thread_sort_index",
-            gpu_lane(d, tid),
-            "sort_index",
-            &sort,
-        )?;
+        meta_event(ev, "thread_name", lane, "name", name.as_str())?;
+        meta_event(ev, "thread_sort_index", lane, "sort_index", &sort)?;
     }
-    for &d in &rows.streamless_ranges {
-        let name = Value::from("annotations without a stream");
-        meta_event(ev, "thread_name", gpu_lane(d, -1), "name", &name)?;
+    for &device in &rows.streamless_ranges {
+        let lane = |b: &mut Vec<u8>| push_lane(b, tl, Lane::GpuStreamless { device });
+        let name = model::STREAMLESS_ANNOTATIONS;
+        meta_event(ev, "thread_name", lane, "name", name)?;
     }
-    let processes: BTreeSet<u32> = lanes.host.iter().map(|l| l.0).collect();
+    Ok(())
+}
+
+fn write_host_metadata<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>) -> io::Result<()> {
+    use serde_json::Value;
+    let processes: BTreeSet<u32> = tl.host_lanes.iter().map(|l| l.0).collect();
     for &p in &processes {
-        let lane = |b: &mut Vec<u8>| {
-            b.extend_from_slice(b",\"pid\":");
-            push_pid(b, p);
-            b.extend_from_slice(b",\"tid\":0");
-        };
-        let name = if p == 0 {
-            "unknown process".to_owned()
-        } else {
-            format!("process {p}")
-        };
-        meta_event(ev, "process_name", lane, "name", &Value::from(name))?;
-        let sort = if p == 0 { -1 } else { i64::from(p) };
-        meta_event(
-            ev,
-            "process_sort_index",
-            lane,
-            "sort_index",
-            &Value::from(sort),
-        )?;
+        let lane = process_lane(|b| push_pid(b, p));
+        let name = Value::from(model::process_name(p));
+        meta_event(ev, "process_name", &lane, "name", &name)?;
+        let sort = Value::from(if p == 0 { -1 } else { i64::from(p) });
+        meta_event(ev, "process_sort_index", &lane, "sort_index", &sort)?;
     }
-    for &(p, th) in &lanes.host {
-        let name = format!("thread {th}");
-        meta_event(
-            ev,
-            "thread_name",
-            host_lane(p, th),
-            "name",
-            &Value::from(name),
-        )?;
+    for &(process, thread) in &tl.host_lanes {
+        let lane = |b: &mut Vec<u8>| push_lane(b, tl, Lane::Host { process, thread });
+        let name = Value::from(model::thread_name(thread));
+        meta_event(ev, "thread_name", lane, "name", &name)?;
     }
     Ok(())
 }
@@ -1006,7 +692,8 @@ fn write_metadata<W: Write>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cutrace_trace::SyncKind;
+    use crate::rows::gpu_rows;
+    use cutrace_trace::{RangeDomain, SyncKind};
 
     #[test]
     fn microseconds_have_three_decimals_by_integer_arithmetic() {
@@ -1101,7 +788,7 @@ mod tests {
                 "context-wide syncs",
                 "stream 7",
                 "stream 7 syncs",
-                "stream 7 (overlapping, row 2)"
+                "stream 7 (overlap 1)"
             ]
         );
         // A stream id that reaches the base moves the base up a power of ten.

@@ -17,7 +17,6 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 use cutrace_analysis::job::rank_from_file_name;
 use cutrace_analysis::{RankFrom, RankSummary, StepMatch};
@@ -556,24 +555,13 @@ pub fn summarize(
         import_threads: Some((threads / units.len().max(1)).max(1)),
         limits: *limits,
     };
-    let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<Result<RankSummary, TraceError>>>> =
-        Mutex::new((0..units.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..threads.clamp(1, units.len().clamp(1, cutrace_trace::limits::MAX_THREADS)) {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(unit) = units.get(i) else { break };
-                let r = summarize_unit(unit, which, &opts);
-                if let Ok(mut v) = slots.lock() {
-                    v[i] = Some(r);
-                }
-                done(finished.fetch_add(1, Ordering::Relaxed) + 1);
-            });
-        }
+    let mut slots: Vec<Option<Result<RankSummary, TraceError>>> =
+        (0..units.len()).map(|_| None).collect();
+    cutrace_trace::parallel::for_each(&mut slots, threads, |i, slot| {
+        *slot = Some(summarize_unit(&units[i], which, &opts));
+        done(finished.fetch_add(1, Ordering::Relaxed) + 1);
     });
-    let slots = slots.into_inner().unwrap_or_default();
     slots
         .into_iter()
         .map(|s| {

@@ -19,3 +19,4 @@ mod rows;
 pub mod staged;
 pub mod tables;
 pub mod text;
+mod timeline_model;

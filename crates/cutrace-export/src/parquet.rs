@@ -14,6 +14,8 @@ pub mod job;
 
 use std::io::Write;
 
+use cutrace_trace::varint;
+
 use crate::tables::{Table, Values};
 
 /// Rows per row group (a reader's unit of parallelism and of skipping).
@@ -60,15 +62,11 @@ impl Thrift {
             last: vec![0],
         }
     }
-    fn varint(&mut self, mut v: u64) {
-        while v >= 0x80 {
-            self.buf.push((v as u8) | 0x80);
-            v >>= 7;
-        }
-        self.buf.push(v as u8);
+    fn varint(&mut self, v: u64) {
+        varint::put(&mut self.buf, v);
     }
     fn zigzag(&mut self, v: i64) {
-        self.varint(((v << 1) ^ (v >> 63)) as u64);
+        self.varint(varint::zigzag(v));
     }
     fn field(&mut self, id: i16, ty: u8) {
         let last = self.last.last_mut().expect("inside a struct");
@@ -470,19 +468,10 @@ mod tests {
             self.b[self.p - 1]
         }
         fn varint(&mut self) -> u64 {
-            let (mut v, mut shift) = (0u64, 0);
-            loop {
-                let b = self.byte();
-                v |= ((b & 0x7f) as u64) << shift;
-                if b < 0x80 {
-                    return v;
-                }
-                shift += 7;
-            }
+            varint::get(self.b, &mut self.p).expect("a whole varint")
         }
         fn zz(&mut self) -> i64 {
-            let v = self.varint();
-            ((v >> 1) as i64) ^ -((v & 1) as i64)
+            varint::unzigzag(self.varint())
         }
         fn value(&mut self, ty: u8) -> V {
             match ty {

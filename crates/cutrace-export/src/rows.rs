@@ -1,11 +1,11 @@
 //! Where GPU records go in a timeline viewer: rows per stream in which events only nest or
-//! follow each other, shared by the Chrome and Perfetto writers; and the Kineto names of
-//! synchronizations and copies both writers use.
+//! follow each other, the timeline model's rows (`timeline_model`), which the Chrome and
+//! Perfetto writers both draw.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap};
 
-use cutrace_trace::{CopyKind, Ns, RangeDomain, SyncKind, Trace};
+use cutrace_trace::{Ns, RangeDomain, Trace};
 
 /// Rows of a GPU process. Perfetto drops a complete event that partially overlaps another on
 /// the same track (`slice_drop_overlapping_complete_event`), and GPU work does overlap: a
@@ -263,23 +263,67 @@ impl Rows {
     }
 }
 
+// What one sweep item is: which record.
+const KERNEL: u8 = 0;
+const MEMCPY: u8 = 1;
+const MEMSET: u8 = 2;
+const SYNC: u8 = 3;
+const RANGE: u8 = 4;
+
+/// One record to place: where it runs, its family (0: work, 1: syncs), its span, and which
+/// record it is.
+struct SweepItem {
+    device: u32,
+    stream: Option<u64>,
+    family: u8,
+    start: Ns,
+    end: Ns,
+    kind: u8,
+    index: u32,
+}
+
+/// The rows of every GPU record of `t` (see [`GpuRows`]).
 pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
-    // What one sweep item is: which record, and whether it may move off the stream's row.
-    const KERNEL: u8 = 0;
-    const MEMCPY: u8 = 1;
-    const MEMSET: u8 = 2;
-    const SYNC: u8 = 3;
-    const RANGE: u8 = 4;
-    struct Item {
-        device: u32,
-        stream: Option<u64>,
-        family: u8,
-        start: Ns,
-        end: Ns,
-        kind: u8,
-        index: u32,
-    }
-    let item = |device, stream, family, start: Ns, end: Ns, kind, index: usize| Item {
+    let (mut items, max_stream, streamless_ranges) = sweep_items(t);
+    let (base, local_base) = bases(t, &items, max_stream);
+    // Within a row, earlier first and, at one start, longer first (a parent before its child).
+    items.sort_unstable_by(|a, b| {
+        (
+            a.device,
+            a.stream,
+            a.family,
+            a.start,
+            b.end,
+            b.kind == RANGE,
+        )
+            .cmp(&(
+                b.device,
+                b.stream,
+                b.family,
+                b.start,
+                a.end,
+                a.kind == RANGE,
+            ))
+    });
+    let mut out = GpuRows {
+        base,
+        local_base,
+        kernels: vec![0; t.kernels.len()],
+        memcpys: vec![0; t.memcpys.len()],
+        memsets: vec![0; t.memsets.len()],
+        syncs: vec![0; t.syncs.len()],
+        ranges: vec![0; t.ranges.len()],
+        lanes: Vec::new(),
+        streamless_ranges,
+    };
+    place_all(&items, &mut out);
+    out
+}
+
+/// The records to place (kernels, copies, memsets, syncs and GPU ranges with a stream), the
+/// largest stream id, and the devices of GPU ranges without a stream.
+fn sweep_items(t: &Trace) -> (Vec<SweepItem>, u64, BTreeSet<u32>) {
+    let item = |device, stream, family, start: Ns, end: Ns, kind, index: usize| SweepItem {
         device,
         stream,
         family,
@@ -288,7 +332,7 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
         kind,
         index: index as u32,
     };
-    let mut items: Vec<Item> =
+    let mut items: Vec<SweepItem> =
         Vec::with_capacity(t.kernels.len() + t.memcpys.len() + t.memsets.len() + t.syncs.len());
     let mut max_stream = 0u64;
     let mut streamless_ranges = BTreeSet::new();
@@ -331,6 +375,12 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
             }
         }
     }
+    (items, max_stream, streamless_ranges)
+}
+
+/// The power of ten above every stream's number in the rows, and in a merged trace the one
+/// above every process's own stream id (see [`GpuRows`]).
+fn bases(t: &Trace, items: &[SweepItem], max_stream: u64) -> (u128, Option<u128>) {
     // Merged ids (part N's carry N·2³²): rows are numbered by part and the process's own id.
     let local_base = (t.meta.id_parts.len() > 1).then(|| {
         let max_local = items
@@ -353,37 +403,11 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
     while base <= max_key + 1 {
         base *= 10;
     }
-    // Within a row, earlier first and, at one start, longer first (a parent before its child).
-    items.sort_unstable_by(|a, b| {
-        (
-            a.device,
-            a.stream,
-            a.family,
-            a.start,
-            b.end,
-            b.kind == RANGE,
-        )
-            .cmp(&(
-                b.device,
-                b.stream,
-                b.family,
-                b.start,
-                a.end,
-                a.kind == RANGE,
-            ))
-    });
-    let mut out = GpuRows {
-        base,
-        local_base,
-        kernels: vec![0; t.kernels.len()],
-        memcpys: vec![0; t.memcpys.len()],
-        memsets: vec![0; t.memsets.len()],
-        syncs: vec![0; t.syncs.len()],
-        ranges: vec![0; t.ranges.len()],
-        lanes: Vec::new(),
-        streamless_ranges,
-    };
-    // Collected, then built at once (sorted and deduplicated): cheaper than an insert per record.
+    (base, local_base)
+}
+
+/// Places the sorted items, group by group (a device's stream and family), first fit.
+fn place_all(items: &[SweepItem], out: &mut GpuRows) {
     let mut lanes = Vec::new();
     // The rows of the (device, stream, family) being swept.
     let mut rows = Rows::new();
@@ -425,29 +449,6 @@ pub(crate) fn gpu_rows(t: &Trace) -> GpuRows {
     lanes.sort_unstable();
     lanes.dedup();
     out.lanes = lanes;
-    out
-}
-
-/// The Kineto name of a synchronization; the importer maps it back to the same kind.
-pub(crate) fn sync_name(k: SyncKind) -> &'static str {
-    match k {
-        SyncKind::EventSynchronize => "Event Sync",
-        SyncKind::StreamWaitEvent => "Stream Wait Event",
-        SyncKind::StreamSynchronize => "Stream Sync",
-        SyncKind::ContextSynchronize => "Context Sync",
-        SyncKind::Unknown => "Unknown Sync",
-    }
-}
-
-pub(crate) fn copy_name(k: CopyKind) -> &'static str {
-    match k {
-        CopyKind::HtoD => "\"Memcpy HtoD\"",
-        CopyKind::DtoH => "\"Memcpy DtoH\"",
-        CopyKind::DtoD => "\"Memcpy DtoD\"",
-        CopyKind::HtoH => "\"Memcpy HtoH\"",
-        CopyKind::PtoP => "\"Memcpy PtoP\"",
-        CopyKind::Unknown => "\"Memcpy unknown\"",
-    }
 }
 
 #[cfg(test)]

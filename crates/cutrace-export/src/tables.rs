@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use cutrace_trace::{ApiKind, RangeDomain, Trace};
+use cutrace_trace::{ApiKind, RangeDomain, StrId, Trace};
 
 /// One column's values, typed as the model holds them.
 pub enum Values<'a> {
@@ -164,215 +164,257 @@ pub fn names_for(t: &Trace) -> &'static [&'static str] {
     }
 }
 
+/// One column of `recs`: `name`, of values `Values::$ty`, each made from a record by `$e`.
+macro_rules! col {
+    ($recs:expr, $ty:ident, $name:literal, |$r:ident| $e:expr) => {{
+        let recs = &$recs[..];
+        Column::new($name, move |rows: Range<usize>| {
+            Values::$ty(recs[rows].iter().map(|$r| $e).collect())
+        })
+    }};
+}
+
 /// Builds one table (by its name in [`ALL_NAMES`]). Nothing is copied here: each column makes its
 /// values from the records when a writer asks for a range of rows.
 pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
-    macro_rules! col {
-        ($recs:expr, $ty:ident, $name:literal, |$r:ident| $e:expr) => {{
-            let recs = &$recs[..];
-            Column::new($name, move |rows: Range<usize>| {
-                Values::$ty(recs[rows].iter().map(|$r| $e).collect())
-            })
-        }};
-    }
-    let s = |id| Cow::Borrowed(t.str(id));
-    // The process that recorded a GPU record. In a trace merged from several processes, the one
-    // whose part the stream id's offset (N·2³²) names (correlation id 0, "none", carries no
-    // offset); in a one-process trace, its pid. Null where unknown (a torch.profiler trace does
-    // not say; a part whose header was lost; a context-wide sync without a correlation id).
-    let merged = t.meta.id_parts.len() > 1;
-    let pid = move |id: Option<u64>| {
-        if merged {
-            id.and_then(|id| t.meta.id_origin(id).0)
-        } else {
-            t.meta.pid
-        }
-    };
-    let nonzero = |id: u64| (id != 0).then_some(id);
-    let domain = |d: &'a Option<std::sync::Arc<str>>| d.as_deref().map(Cow::Borrowed);
-    let columns = match name {
-        "kernels" => {
-            let k = &t.kernels;
-            vec![
-                col!(k, U32, "device", |r| r.device),
-                col!(k, U32, "context", |r| r.context),
-                col!(k, U64, "stream", |r| r.stream),
-                col!(k, U64, "correlation_id", |r| r.correlation_id),
-                col!(k, U64, "start_ns", |r| r.start_ns),
-                col!(k, U64, "end_ns", |r| r.end_ns),
-                col!(k, Str, "name", |r| s(r.name)),
-                col!(k, U32, "grid_x", |r| t.launch(r).grid[0]),
-                col!(k, U32, "grid_y", |r| t.launch(r).grid[1]),
-                col!(k, U32, "grid_z", |r| t.launch(r).grid[2]),
-                col!(k, U32, "block_x", |r| t.launch(r).block[0]),
-                col!(k, U32, "block_y", |r| t.launch(r).block[1]),
-                col!(k, U32, "block_z", |r| t.launch(r).block[2]),
-                col!(k, U32, "registers_per_thread", |r| t
-                    .launch(r)
-                    .registers_per_thread),
-                col!(k, U32, "static_shared_bytes", |r| t
-                    .launch(r)
-                    .static_shared_bytes),
-                col!(k, U32, "dynamic_shared_bytes", |r| t
-                    .launch(r)
-                    .dynamic_shared_bytes),
-                col!(k, U32, "graph_id", |r| t.launch(r).graph_id),
-                col!(k, OptU32, "pid", |r| pid(Some(r.stream))),
-            ]
-        }
-        "api_calls" => {
-            let a = &t.api_calls;
-            vec![
-                col!(a, Str, "kind", |r| Cow::Borrowed(match r.kind {
-                    ApiKind::Runtime => "Runtime",
-                    ApiKind::Driver => "Driver",
-                })),
-                col!(a, Str, "name", |r| s(r.name)),
-                col!(a, U32, "cbid", |r| u32::from(r.cbid)),
-                col!(a, U32, "process", |r| r.process),
-                col!(a, U64, "thread", |r| r.thread),
-                col!(a, U64, "correlation_id", |r| r.correlation_id),
-                col!(a, U64, "start_ns", |r| r.start_ns),
-                col!(a, U64, "end_ns", |r| r.end_ns),
-                col!(a, I32, "return_value", |r| r.return_value),
-            ]
-        }
-        "memcpys" => {
-            let m = &t.memcpys;
-            vec![
-                col!(m, Str, "kind", |r| Cow::Borrowed(r.kind.label())),
-                col!(m, U64, "bytes", |r| r.bytes),
-                col!(m, U32, "device", |r| r.device),
-                col!(m, U32, "context", |r| r.context),
-                col!(m, U64, "stream", |r| r.stream),
-                col!(m, U64, "correlation_id", |r| r.correlation_id),
-                col!(m, U64, "start_ns", |r| r.start_ns),
-                col!(m, U64, "end_ns", |r| r.end_ns),
-                col!(m, OptU32, "pid", |r| pid(Some(r.stream))),
-            ]
-        }
-        "memsets" => {
-            let m = &t.memsets;
-            vec![
-                col!(m, U64, "bytes", |r| r.bytes),
-                col!(m, U32, "value", |r| r.value),
-                col!(m, U32, "device", |r| r.device),
-                col!(m, U32, "context", |r| r.context),
-                col!(m, U64, "stream", |r| r.stream),
-                col!(m, U64, "correlation_id", |r| r.correlation_id),
-                col!(m, U64, "start_ns", |r| r.start_ns),
-                col!(m, U64, "end_ns", |r| r.end_ns),
-                col!(m, OptU32, "pid", |r| pid(Some(r.stream))),
-            ]
-        }
-        "syncs" => {
-            let y = &t.syncs;
-            vec![
-                col!(y, Str, "kind", |r| Cow::Borrowed(r.kind.label())),
-                col!(y, U32, "device", |r| r.device),
-                col!(y, U32, "context", |r| r.context),
-                col!(y, OptU64, "stream", |r| r.stream),
-                col!(y, U64, "correlation_id", |r| r.correlation_id),
-                col!(y, U64, "start_ns", |r| r.start_ns),
-                col!(y, U64, "end_ns", |r| r.end_ns),
-                col!(y, OptU32, "pid", |r| pid(r
-                    .stream
-                    .or(nonzero(r.correlation_id)))),
-            ]
-        }
-        "ranges" => {
-            let g = &t.ranges;
-            vec![
-                // Host or Gpu (where the range was recorded); the NVTX domain is `nvtx_domain`.
-                col!(g, Str, "domain", |r| Cow::Borrowed(match r.domain {
-                    RangeDomain::Host => "Host",
-                    RangeDomain::Gpu => "Gpu",
-                })),
-                col!(g, Str, "name", |r| s(r.name)),
-                col!(g, U32, "process", |r| r.process),
-                col!(g, U64, "thread", |r| r.thread),
-                col!(g, U64, "start_ns", |r| r.start_ns),
-                col!(g, U64, "end_ns", |r| r.end_ns),
-                // GPU ranges only (torch's gpu_user_annotation); empty / null for host ranges.
-                col!(g, OptU32, "device", |r| r.device),
-                col!(g, OptU64, "stream", |r| r.stream),
-                // Null for NVTX's default domain and where the source does not record domains.
-                col!(g, OptStr, "nvtx_domain", |r| domain(&r.nvtx_domain)),
-            ]
-        }
-        "marks" => {
-            let m = &t.marks;
-            vec![
-                col!(m, Str, "name", |r| s(r.name)),
-                col!(m, U32, "process", |r| r.process),
-                col!(m, U64, "thread", |r| r.thread),
-                col!(m, U64, "ts_ns", |r| r.ts_ns),
-                col!(m, OptStr, "nvtx_domain", |r| domain(&r.nvtx_domain)),
-            ]
-        }
-        "overheads" => {
-            let o = &t.overheads;
-            vec![
-                col!(o, Str, "kind", |r| s(r.kind)),
-                col!(o, U32, "process", |r| r.process),
-                col!(o, U64, "thread", |r| r.thread),
-                col!(o, U64, "start_ns", |r| r.start_ns),
-                col!(o, U64, "end_ns", |r| r.end_ns),
-            ]
-        }
-        COUNTERS => {
-            // One row per kernel and metric; the kernel's name by its correlation id.
-            let names: std::rc::Rc<std::collections::HashMap<u64, u32>> = std::rc::Rc::new(
-                t.kernels
-                    .iter()
-                    .map(|k| (k.correlation_id, k.name))
-                    .collect(),
-            );
-            let m = &t.kernel_metrics;
-            vec![
-                col!(m, U64, "correlation_id", |r| r.correlation_id),
-                col!(m, U32, "device", |r| r.device),
-                col!(m, U32, "process", |r| r.process),
-                col!(m, OptStr, "kernel", |r| names
-                    .get(&r.correlation_id)
-                    .map(|&n| s(n))),
-                col!(m, Str, "metric", |r| s(r.metric)),
-                // Null where CUPTI could not read the value: never 0.
-                col!(m, OptF64, "value", |r| (!r.value.is_nan())
-                    .then_some(r.value)),
-            ]
-        }
-        PM_SAMPLES => {
-            let p = &t.pm_samples;
-            vec![
-                col!(p, U64, "start_ns", |r| r.start_ns),
-                col!(p, U64, "end_ns", |r| r.end_ns),
-                col!(p, U32, "device", |r| r.device),
-                col!(p, U32, "process", |r| r.process),
-                col!(p, Str, "metric", |r| s(r.metric)),
-                // The sample's value over [start_ns, end_ns); null where it could not be
-                // evaluated: never 0.
-                col!(p, OptF64, "value", |r| (!r.value.is_nan())
-                    .then_some(r.value)),
-            ]
-        }
+    let (columns, rows) = match name {
+        "kernels" => (kernel_columns(t), t.kernels.len()),
+        "api_calls" => (api_call_columns(t), t.api_calls.len()),
+        "memcpys" => (memcpy_columns(t), t.memcpys.len()),
+        "memsets" => (memset_columns(t), t.memsets.len()),
+        "syncs" => (sync_columns(t), t.syncs.len()),
+        "ranges" => (range_columns(t), t.ranges.len()),
+        "marks" => (mark_columns(t), t.marks.len()),
+        "overheads" => (overhead_columns(t), t.overheads.len()),
+        COUNTERS => (counter_columns(t), t.kernel_metrics.len()),
+        PM_SAMPLES => (pm_sample_columns(t), t.pm_samples.len()),
         other => unreachable!("no table named {other}"),
-    };
-    let rows = match name {
-        "kernels" => t.kernels.len(),
-        "api_calls" => t.api_calls.len(),
-        "memcpys" => t.memcpys.len(),
-        "memsets" => t.memsets.len(),
-        "syncs" => t.syncs.len(),
-        "ranges" => t.ranges.len(),
-        "marks" => t.marks.len(),
-        "overheads" => t.overheads.len(),
-        PM_SAMPLES => t.pm_samples.len(),
-        _ => t.kernel_metrics.len(),
     };
     Table {
         name: ALL_NAMES.iter().find(|n| **n == name).unwrap(),
         columns,
         rows,
     }
+}
+
+/// A string of the trace, borrowed.
+fn text<'a>(t: &'a Trace) -> impl Fn(StrId) -> Cow<'a, str> + Copy {
+    move |id| Cow::Borrowed(t.str(id))
+}
+
+/// The process that recorded a GPU record. In a trace merged from several processes, the one
+/// whose part the stream id's offset (N·2³²) names (correlation id 0, "none", carries no
+/// offset); in a one-process trace, its pid. Null where unknown (a torch.profiler trace does
+/// not say; a part whose header was lost; a context-wide sync without a correlation id).
+fn recorder_pid(t: &Trace) -> impl Fn(Option<u64>) -> Option<u32> + Copy + '_ {
+    let merged = t.meta.id_parts.len() > 1;
+    move |id: Option<u64>| {
+        if merged {
+            id.and_then(|id| t.meta.id_origin(id).0)
+        } else {
+            t.meta.pid
+        }
+    }
+}
+
+/// An NVTX domain's name, borrowed; `None` for the default domain.
+fn domain(d: &Option<std::sync::Arc<str>>) -> Option<Cow<'_, str>> {
+    d.as_deref().map(Cow::Borrowed)
+}
+
+/// One row per kernel, with its launch configuration.
+fn kernel_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let pid = recorder_pid(t);
+    let k = &t.kernels;
+    vec![
+        col!(k, U32, "device", |r| r.device),
+        col!(k, U32, "context", |r| r.context),
+        col!(k, U64, "stream", |r| r.stream),
+        col!(k, U64, "correlation_id", |r| r.correlation_id),
+        col!(k, U64, "start_ns", |r| r.start_ns),
+        col!(k, U64, "end_ns", |r| r.end_ns),
+        col!(k, Str, "name", |r| s(r.name)),
+        col!(k, U32, "grid_x", |r| t.launch(r).grid[0]),
+        col!(k, U32, "grid_y", |r| t.launch(r).grid[1]),
+        col!(k, U32, "grid_z", |r| t.launch(r).grid[2]),
+        col!(k, U32, "block_x", |r| t.launch(r).block[0]),
+        col!(k, U32, "block_y", |r| t.launch(r).block[1]),
+        col!(k, U32, "block_z", |r| t.launch(r).block[2]),
+        col!(k, U32, "registers_per_thread", |r| t
+            .launch(r)
+            .registers_per_thread),
+        col!(k, U32, "static_shared_bytes", |r| t
+            .launch(r)
+            .static_shared_bytes),
+        col!(k, U32, "dynamic_shared_bytes", |r| t
+            .launch(r)
+            .dynamic_shared_bytes),
+        col!(k, U32, "graph_id", |r| t.launch(r).graph_id),
+        col!(k, OptU32, "pid", |r| pid(Some(r.stream))),
+    ]
+}
+
+/// One row per runtime or driver call.
+fn api_call_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let a = &t.api_calls;
+    vec![
+        col!(a, Str, "kind", |r| Cow::Borrowed(match r.kind {
+            ApiKind::Runtime => "Runtime",
+            ApiKind::Driver => "Driver",
+        })),
+        col!(a, Str, "name", |r| s(r.name)),
+        col!(a, U32, "cbid", |r| u32::from(r.cbid)),
+        col!(a, U32, "process", |r| r.process),
+        col!(a, U64, "thread", |r| r.thread),
+        col!(a, U64, "correlation_id", |r| r.correlation_id),
+        col!(a, U64, "start_ns", |r| r.start_ns),
+        col!(a, U64, "end_ns", |r| r.end_ns),
+        col!(a, I32, "return_value", |r| r.return_value),
+    ]
+}
+
+/// One row per copy.
+fn memcpy_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let pid = recorder_pid(t);
+    let m = &t.memcpys;
+    vec![
+        col!(m, Str, "kind", |r| Cow::Borrowed(r.kind.label())),
+        col!(m, U64, "bytes", |r| r.bytes),
+        col!(m, U32, "device", |r| r.device),
+        col!(m, U32, "context", |r| r.context),
+        col!(m, U64, "stream", |r| r.stream),
+        col!(m, U64, "correlation_id", |r| r.correlation_id),
+        col!(m, U64, "start_ns", |r| r.start_ns),
+        col!(m, U64, "end_ns", |r| r.end_ns),
+        col!(m, OptU32, "pid", |r| pid(Some(r.stream))),
+    ]
+}
+
+/// One row per memset.
+fn memset_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let pid = recorder_pid(t);
+    let m = &t.memsets;
+    vec![
+        col!(m, U64, "bytes", |r| r.bytes),
+        col!(m, U32, "value", |r| r.value),
+        col!(m, U32, "device", |r| r.device),
+        col!(m, U32, "context", |r| r.context),
+        col!(m, U64, "stream", |r| r.stream),
+        col!(m, U64, "correlation_id", |r| r.correlation_id),
+        col!(m, U64, "start_ns", |r| r.start_ns),
+        col!(m, U64, "end_ns", |r| r.end_ns),
+        col!(m, OptU32, "pid", |r| pid(Some(r.stream))),
+    ]
+}
+
+/// One row per synchronization.
+fn sync_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let pid = recorder_pid(t);
+    let nonzero = |id: u64| (id != 0).then_some(id);
+    let y = &t.syncs;
+    vec![
+        col!(y, Str, "kind", |r| Cow::Borrowed(r.kind.label())),
+        col!(y, U32, "device", |r| r.device),
+        col!(y, U32, "context", |r| r.context),
+        col!(y, OptU64, "stream", |r| r.stream),
+        col!(y, U64, "correlation_id", |r| r.correlation_id),
+        col!(y, U64, "start_ns", |r| r.start_ns),
+        col!(y, U64, "end_ns", |r| r.end_ns),
+        col!(y, OptU32, "pid", |r| pid(r
+            .stream
+            .or(nonzero(r.correlation_id)))),
+    ]
+}
+
+/// One row per NVTX range, host or GPU.
+fn range_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let g = &t.ranges;
+    vec![
+        // Host or Gpu (where the range was recorded); the NVTX domain is `nvtx_domain`.
+        col!(g, Str, "domain", |r| Cow::Borrowed(match r.domain {
+            RangeDomain::Host => "Host",
+            RangeDomain::Gpu => "Gpu",
+        })),
+        col!(g, Str, "name", |r| s(r.name)),
+        col!(g, U32, "process", |r| r.process),
+        col!(g, U64, "thread", |r| r.thread),
+        col!(g, U64, "start_ns", |r| r.start_ns),
+        col!(g, U64, "end_ns", |r| r.end_ns),
+        // GPU ranges only (torch's gpu_user_annotation); empty / null for host ranges.
+        col!(g, OptU32, "device", |r| r.device),
+        col!(g, OptU64, "stream", |r| r.stream),
+        // Null for NVTX's default domain and where the source does not record domains.
+        col!(g, OptStr, "nvtx_domain", |r| domain(&r.nvtx_domain)),
+    ]
+}
+
+/// One row per NVTX mark.
+fn mark_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let m = &t.marks;
+    vec![
+        col!(m, Str, "name", |r| s(r.name)),
+        col!(m, U32, "process", |r| r.process),
+        col!(m, U64, "thread", |r| r.thread),
+        col!(m, U64, "ts_ns", |r| r.ts_ns),
+        col!(m, OptStr, "nvtx_domain", |r| domain(&r.nvtx_domain)),
+    ]
+}
+
+/// One row per CUPTI overhead record.
+fn overhead_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let o = &t.overheads;
+    vec![
+        col!(o, Str, "kind", |r| s(r.kind)),
+        col!(o, U32, "process", |r| r.process),
+        col!(o, U64, "thread", |r| r.thread),
+        col!(o, U64, "start_ns", |r| r.start_ns),
+        col!(o, U64, "end_ns", |r| r.end_ns),
+    ]
+}
+
+/// One row per kernel and metric; the kernel's name by its correlation id.
+fn counter_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    // One row per kernel and metric; the kernel's name by its correlation id.
+    let names: std::rc::Rc<std::collections::HashMap<u64, u32>> = std::rc::Rc::new(
+        t.kernels
+            .iter()
+            .map(|k| (k.correlation_id, k.name))
+            .collect(),
+    );
+    let m = &t.kernel_metrics;
+    vec![
+        col!(m, U64, "correlation_id", |r| r.correlation_id),
+        col!(m, U32, "device", |r| r.device),
+        col!(m, U32, "process", |r| r.process),
+        col!(m, OptStr, "kernel", |r| names
+            .get(&r.correlation_id)
+            .map(|&n| s(n))),
+        col!(m, Str, "metric", |r| s(r.metric)),
+        // Null where CUPTI could not read the value: never 0.
+        col!(m, OptF64, "value", |r| (!r.value.is_nan())
+            .then_some(r.value)),
+    ]
+}
+
+/// One row per PM sample and metric.
+fn pm_sample_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let p = &t.pm_samples;
+    vec![
+        col!(p, U64, "start_ns", |r| r.start_ns),
+        col!(p, U64, "end_ns", |r| r.end_ns),
+        col!(p, U32, "device", |r| r.device),
+        col!(p, U32, "process", |r| r.process),
+        col!(p, Str, "metric", |r| s(r.metric)),
+        // The sample's value over [start_ns, end_ns); null where it could not be
+        // evaluated: never 0.
+        col!(p, OptF64, "value", |r| (!r.value.is_nan())
+            .then_some(r.value)),
+    ]
 }

@@ -1,13 +1,19 @@
 //! Kineto (torch.profiler `export_chrome_trace`) JSON import: streaming, exact timestamps.
 //!
-//! The file is read in chunks; each element of `traceEvents` is parsed on its own, borrowed from
-//! the chunk, so memory is the size of the records kept, not of the JSON. `ts` and `dur` are read
-//! as decimal text and converted to integer nanoseconds exactly (see `timeparse`).
+//! The file is read in chunks (`input.rs`); each element of `traceEvents` is cut out and its
+//! fields found by a tokenizer (`scan.rs`), borrowed from the chunk, so memory is the size of the
+//! records kept, not of the JSON; blocks are cut on several threads by speculation
+//! (`parallel.rs`). Each event then goes to the handler of its category (`handlers.rs`: kernels,
+//! copies, memsets, API calls, synchronizations, ranges, marks, overhead; collectives in
+//! `comms.rs`), which share one sink of records and counts (`sink.rs`) and one typed view of
+//! `args` (`args.rs`). The top-level members other than `traceEvents` are read here and in
+//! `top.rs`. The names of categories and arguments are one vocabulary (`vocab.rs`) that
+//! `cutrace convert --chrome` writes. `ts` and `dur` are read as decimal text and converted to
+//! integer nanoseconds exactly (see `timeparse`).
 
-use std::borrow::Cow;
 use std::fs::File;
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::de::{DeserializeOwned, IgnoredAny};
 use serde::Deserialize;
@@ -16,14 +22,20 @@ use crate::error::TraceError;
 use crate::limits::{Limits, ReadOptions};
 use crate::model::*;
 use crate::progress::Progress;
-use crate::timeparse::{parse_us_exact, TimeParseError};
 
+mod args;
 mod comms;
+mod handlers;
+mod input;
 mod parallel;
 mod scan;
+mod sink;
 mod top;
+pub mod vocab;
+use args::{lenient_uint, raw_u64};
+use input::{CountingReader, GzMembers, Input};
 use parallel::RunEnd;
-use scan::{Args, Event};
+use sink::{GpuEvent, Sink};
 
 const CHUNK: usize = 4 << 20;
 /// Blocks smaller than this are scanned on one thread (spawning costs more than it saves).
@@ -118,144 +130,6 @@ pub fn import_stream(
     Ok(trace)
 }
 
-/// Gzip members one after another (as `gzip` concatenates them); bytes after the last member
-/// that do not start another one end the stream, and are flagged, rather than read as a member
-/// cut off.
-struct GzMembers<'t, R: std::io::BufRead> {
-    inner: Option<R>,
-    member: Option<flate2::bufread::GzDecoder<R>>,
-    trailing: &'t std::cell::Cell<bool>,
-}
-
-impl<'t, R: std::io::BufRead> GzMembers<'t, R> {
-    fn new(inner: R, trailing: &'t std::cell::Cell<bool>) -> Self {
-        GzMembers {
-            member: Some(flate2::bufread::GzDecoder::new(inner)),
-            inner: None,
-            trailing,
-        }
-    }
-}
-
-impl<R: std::io::BufRead> Read for GzMembers<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        loop {
-            if let Some(m) = &mut self.member {
-                let n = m.read(buf)?;
-                if n > 0 || buf.is_empty() {
-                    return Ok(n);
-                }
-                self.inner = self.member.take().map(|m| m.into_inner());
-            }
-            let Some(mut inner) = self.inner.take() else {
-                return Ok(0);
-            };
-            let next = inner.fill_buf()?;
-            if next.is_empty() {
-                return Ok(0);
-            }
-            if next.len() >= 2 && next[..2] == [0x1f, 0x8b] {
-                self.member = Some(flate2::bufread::GzDecoder::new(inner));
-            } else {
-                self.trailing.set(true);
-                return Ok(0);
-            }
-        }
-    }
-}
-
-/// Counts compressed bytes read, for progress.
-struct CountingReader<'p, R> {
-    inner: R,
-    count: u64,
-    total: Option<u64>,
-    next_report: u64,
-    progress: Progress<'p>,
-}
-
-impl<R: Read> Read for CountingReader<'_, R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.count += n as u64;
-        if self.count >= self.next_report || n == 0 {
-            (self.progress)(self.count, self.total);
-            self.next_report = self.count + PROGRESS_EVERY;
-        }
-        Ok(n)
-    }
-}
-
-/// A chunked window over the input with absolute byte offsets for error messages.
-struct Input<R> {
-    reader: R,
-    /// Always initialized up to its length; `buf[..end]` holds input.
-    buf: Vec<u8>,
-    end: usize,
-    pos: usize,
-    /// Absolute offset of `buf[0]` in the (decompressed) stream.
-    base: u64,
-    eof: bool,
-    /// Bytes read per refill (tests make it tiny so values straddle every boundary).
-    chunk: usize,
-    /// Most bytes one value may hold in the buffer (the `event-bytes` limit).
-    max_value: usize,
-}
-
-impl<R: Read> Input<R> {
-    /// Reads more input, keeping `buf[pos..]`. Returns false at end of input.
-    fn refill(&mut self) -> std::io::Result<bool> {
-        if self.eof {
-            return Ok(false);
-        }
-        if self.end - self.pos > self.max_value {
-            // One event (or top-level value) longer than the limit: refuse it before the buffer
-            // grows to hold it (a gigabyte string in a small gzip).
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::OutOfMemory,
-                "one JSON value is longer than the event-bytes limit",
-            ));
-        }
-        if self.pos > 0 {
-            self.buf.copy_within(self.pos..self.end, 0);
-            self.base += self.pos as u64;
-            self.end -= self.pos;
-            self.pos = 0;
-        }
-        let old = self.end;
-        // Never more than one byte past the limit, so an oversized value is refused at the
-        // next refill rather than read whole.
-        let target = (old + self.chunk.max(old)).min(self.max_value.max(old) + 1);
-        while self.end < target {
-            // The buffer stays initialized: it is zeroed only where it grows (by at most 1 MiB
-            // ahead of the data), never again per read.
-            if self.buf.len() == self.end {
-                let grow = (target - self.end).min(1 << 20);
-                self.buf.resize(self.end + grow, 0);
-            }
-            let stop = self.buf.len().min(target);
-            match self.reader.read(&mut self.buf[self.end..stop]) {
-                Ok(0) => {
-                    self.eof = true;
-                    break;
-                }
-                Ok(n) => self.end += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(self.end > old)
-    }
-
-    /// The bytes read and not yet consumed.
-    fn rest(&self) -> &[u8] {
-        &self.buf[self.pos..self.end]
-    }
-
-    fn offset(&self) -> u64 {
-        self.base + self.pos as u64
-    }
-}
-
 struct Importer<R> {
     input: Input<R>,
     sink: Sink,
@@ -277,152 +151,6 @@ struct Importer<R> {
     limits: Limits,
     /// Where the `"cutrace"` member was, for an error about its `time_base_ns`.
     time_base_at: u64,
-}
-
-/// Where parsed events go; kept apart from the input so events can borrow the input's buffer.
-struct Sink {
-    path: PathBuf,
-    /// The `string-bytes` limit: the longest name kept.
-    string_bytes: u64,
-    strings: Interner,
-    /// Kernels' launch configurations, as `strings` holds names.
-    launches: LaunchInterner,
-    trace: Trace,
-    events: u64,
-    skipped: std::collections::BTreeMap<String, u64>,
-    /// `ts` and `dur` values with digits below the nanosecond, rounded to the nearest ns.
-    rounded: u64,
-    /// NVTX domain names seen, shared by the ranges and marks that carry them.
-    domains: Vec<std::sync::Arc<str>>,
-    /// Values not read in fields cutrace does not compute from, by category and key: how many,
-    /// and the first one's raw text.
-    unread: std::collections::BTreeMap<String, (u64, String)>,
-    /// `record_param_comms` ops and communication kernels, joined at the end.
-    comm_ops: Vec<comms::CommOp>,
-    comm_kernels: Vec<comms::CommKernel>,
-}
-
-/// A kernel, copy or memset event's placement and timing.
-struct GpuEvent {
-    start: Ns,
-    end: Ns,
-    device: u32,
-    context: u32,
-    stream: u64,
-    correlation_id: u64,
-    args: GpuArgs,
-}
-
-/// The typed view of [`Args`] for one GPU or API event.
-#[derive(Default)]
-struct GpuArgs {
-    device: Option<u32>,
-    context: Option<u32>,
-    stream: Option<u64>,
-    correlation: Option<u64>,
-    registers: Option<u32>,
-    shared_memory: Option<u32>,
-    grid: Option<[u32; 3]>,
-    block: Option<[u32; 3]>,
-    bytes: Option<u64>,
-    cbid: Option<u32>,
-    graph_id: Option<u32>,
-}
-
-/// The typed view of `a`. A value that does not read (a negative stream, a string that is not a
-/// number, a grid that is not three integers) is left `None` and named in `unread`, with its raw
-/// text, for the caller to count: it never refuses the event.
-fn typed<'a>(a: &Args<'a>, unread: &mut Vec<(&'static str, &'a [u8])>) -> GpuArgs {
-    let mut int = |v: Option<&'a [u8]>, key: &'static str| -> Option<u64> {
-        let r = v?;
-        match lenient_uint::<u64>(r) {
-            Ok(n) => n,
-            Err(()) => {
-                unread.push((key, r));
-                None
-            }
-        }
-    };
-    let device = int(a.device, "device");
-    let context = int(a.context, "context");
-    let stream = int(a.stream, "stream");
-    let correlation = int(a.correlation, "correlation");
-    let registers = int(a.registers, "registers per thread");
-    let shared_memory = int(a.shared_memory, "shared memory");
-    let bytes = int(a.bytes, "bytes");
-    let cbid = int(a.cbid, "cbid");
-    let graph_id = int(a.graph_id, "graph id");
-    let mut narrow = |v: Option<u64>, raw: Option<&'a [u8]>, key: &'static str| -> Option<u32> {
-        let n = v?;
-        match u32::try_from(n) {
-            Ok(n) => Some(n),
-            Err(_) => {
-                unread.extend(raw.map(|r| (key, r)));
-                None
-            }
-        }
-    };
-    let out = GpuArgs {
-        device: narrow(device, a.device, "device"),
-        context: narrow(context, a.context, "context"),
-        stream,
-        correlation,
-        registers: narrow(registers, a.registers, "registers per thread"),
-        shared_memory: narrow(shared_memory, a.shared_memory, "shared memory"),
-        grid: None,
-        block: None,
-        bytes,
-        cbid: narrow(cbid, a.cbid, "cbid"),
-        graph_id: narrow(graph_id, a.graph_id, "graph id"),
-    };
-    let mut dim = |v: Option<&'a [u8]>, key: &'static str| -> Option<[u32; 3]> {
-        let r = v?;
-        let d = dim3(r);
-        if d.is_none() {
-            unread.push((key, r));
-        }
-        d
-    };
-    GpuArgs {
-        grid: dim(a.grid, "grid"),
-        block: dim(a.block, "block"),
-        ..out
-    }
-}
-
-/// `[x, y, z]` of non-negative 32-bit integers.
-fn dim3(r: &[u8]) -> Option<[u32; 3]> {
-    let inner = r.strip_prefix(b"[")?.strip_suffix(b"]")?;
-    let mut out = [0u32; 3];
-    let mut parts = inner.split(|&c| c == b',');
-    for slot in out.iter_mut() {
-        *slot = parse_uint(parts.next()?.trim_ascii())?;
-    }
-    parts.next().is_none().then_some(out)
-}
-
-/// A non-negative integer as torch.profiler writes one on CUDA (`7`) or on ROCm, where ids can
-/// be hex strings (`"0x1a"`); a decimal string (`"7"`) reads too. `Ok(None)`: `null`, absent.
-/// `Err`: anything else (`-1`, `"Spans"`, `1.5`, an object).
-fn lenient_uint<T: TryFrom<u64>>(r: &[u8]) -> Result<Option<T>, ()> {
-    if r == b"null" {
-        return Ok(None);
-    }
-    let t = unquote_b(r).trim_ascii();
-    let v = match t.strip_prefix(b"0x").or_else(|| t.strip_prefix(b"0X")) {
-        Some(hex) if r.starts_with(b"\"") => parse_hex(hex),
-        _ => parse_uint::<u64>(t),
-    };
-    v.and_then(|v| T::try_from(v).ok()).map(Some).ok_or(())
-}
-
-/// Hex digits (at most 16), no sign.
-fn parse_hex(b: &[u8]) -> Option<u64> {
-    if b.is_empty() || b.len() > 16 {
-        return None;
-    }
-    let s = std::str::from_utf8(b).ok()?;
-    u64::from_str_radix(s, 16).ok()
 }
 
 impl<R: Read> Importer<R> {
@@ -852,7 +580,7 @@ impl<R: Read> Importer<R> {
         let counts = &mut self.parts;
         let spares = &mut self.spares;
         // Part sinks are reused from block to block so their vectors keep their capacity.
-        let sinks: Vec<Sink> = cuts
+        let mut sinks: Vec<Sink> = cuts
             .iter()
             .map(|_| {
                 spares
@@ -860,46 +588,58 @@ impl<R: Read> Importer<R> {
                     .unwrap_or_else(|| parallel::part_sink(&path, string_bytes))
             })
             .collect();
-        std::thread::scope(|s| {
-            let parts: Vec<_> = cuts
-                .iter()
-                .zip(sinks)
-                .enumerate()
-                .map(|(k, (&start, mut sink))| {
-                    let stop = cuts.get(k + 1).copied();
-                    s.spawn(move || {
-                        let r = parallel::run(block, start, stop, base, &mut sink);
-                        (r, sink)
-                    })
-                })
-                .collect();
-            let mut cur = parallel::run(block, 0, cuts.first().copied(), base, main);
-            let total = parts.len() as u64;
-            let mut merged = 0;
-            let mut proven = true;
-            for (k, part) in parts.into_iter().enumerate() {
-                // A part counts only if the one before it ended exactly at its cut; otherwise it
-                // and every part after it are thrown away (a panicking part too).
-                proven &= cur.error.is_none() && cur.end == RunEnd::Stop && cur.pos == cuts[k];
-                let Ok((r, mut sink)) = part.join() else {
-                    proven = false;
-                    continue;
-                };
-                if proven {
-                    main.absorb(&mut sink);
-                    merged += 1;
-                    cur = r;
-                }
-                sink.reset();
-                spares.push(sink);
+        // Part 0 (from the cursor to the first cut) goes into the main sink, part k into the
+        // k-th part sink; each part's run is kept beside it.
+        let mut runs: Vec<Option<std::thread::Result<parallel::Run>>> =
+            (0..=cuts.len()).map(|_| None).collect();
+        let mut parts: Vec<(&mut Sink, &mut Option<_>)> = std::iter::once(&mut *main)
+            .chain(sinks.iter_mut())
+            .zip(runs.iter_mut())
+            .collect();
+        crate::parallel::for_each(&mut parts, cuts.len() + 1, |k, (sink, run)| {
+            let start = if k == 0 { 0 } else { cuts[k - 1] };
+            let stop = cuts.get(k).copied();
+            let mut scan = || parallel::run(block, start, stop, base, sink);
+            // A speculative part that panics is thrown away, like one whose cut is not proven;
+            // the first part is no speculation, and its panic is the importer's.
+            **run = Some(if k == 0 {
+                Ok(scan())
+            } else {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(scan))
+            });
+        });
+        drop(parts);
+        let mut runs = runs.into_iter().map(|r| r.expect("every part was run"));
+        let mut cur = match runs.next() {
+            Some(Ok(r)) => r,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => unreachable!("there is always a first part"),
+        };
+        let total = sinks.len() as u64;
+        let mut merged = 0;
+        let mut proven = true;
+        for (k, (part, mut sink)) in runs.zip(sinks).enumerate() {
+            // A part counts only if the one before it ended exactly at its cut; otherwise it and
+            // every part after it are thrown away (a panicking part too, and its sink).
+            proven &= cur.error.is_none() && cur.end == RunEnd::Stop && cur.pos == cuts[k];
+            let Ok(r) = part else {
+                proven = false;
+                continue;
+            };
+            if proven {
+                main.absorb(&mut sink);
+                merged += 1;
+                cur = r;
             }
-            counts.0 += merged;
-            counts.1 += total - merged;
-            match cur.error {
-                Some(e) => Err(e),
-                None => Ok((cur.end, cur.pos)),
-            }
-        })
+            sink.reset();
+            spares.push(sink);
+        }
+        counts.0 += merged;
+        counts.1 += total - merged;
+        match cur.error {
+            Some(e) => Err(e),
+            None => Ok((cur.end, cur.pos)),
+        }
     }
 }
 
@@ -910,470 +650,6 @@ fn malformed(path: &Path, offset: u64, what: impl Into<String>) -> TraceError {
         what: what.into(),
         hint: "expected a torch.profiler (Kineto) trace as written by export_chrome_trace".into(),
     }
-}
-
-impl Sink {
-    fn malformed(&self, offset: u64, what: impl Into<String>) -> TraceError {
-        malformed(&self.path, offset, what)
-    }
-
-    /// A kept string over the `string-bytes` limit is an error at its event.
-    fn check_string(&self, s: &str, what: &str, at: u64) -> Result<(), TraceError> {
-        if s.len() as u64 > self.string_bytes {
-            return Err(TraceError::Limit {
-                path: self.path.clone(),
-                offset: at,
-                what: format!("an event's {what} is {} bytes long", s.len()),
-                limit: "string-bytes",
-                value: self.string_bytes,
-            });
-        }
-        Ok(())
-    }
-
-    fn skip(&mut self, label: &str) {
-        match self.skipped.get_mut(label) {
-            Some(n) => *n += 1,
-            None => {
-                self.skipped.insert(label.to_owned(), 1);
-            }
-        }
-    }
-
-    fn event<'a>(&mut self, ev: &Event<'a>, at: u64) -> Result<(), TraceError> {
-        let cat_text = self.text(ev.cat, "event", "cat");
-        // A modelled category in any ASCII case ("Kernel") is read as its lowercase spelling;
-        // any other keeps its own, for the skipped count.
-        let cat = scan::modelled(cat_text.as_ref()).unwrap_or(cat_text.as_ref());
-        if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
-            if ev.ph.is_some_and(|p| p.bytes_eq("i")) && cat == "user_annotation" {
-                // An NVTX mark, as `cutrace convert --chrome` writes one.
-                if let Some(raw) = ev.odd_name {
-                    self.unread(cat, "name", raw);
-                }
-                let name = self.text(ev.name, cat, "name");
-                return self.mark(ev, name.as_ref(), at);
-            }
-            // Labelled by phase: the scanner stops reading them after `ph`. An event skipped
-            // on its category before its `ph` was read (keys in another order) is labelled by
-            // its category.
-            let label = match ev.ph {
-                None if !cat.is_empty() => cat.to_owned(),
-                None => "(no ph)".to_owned(),
-                Some(_) => format!("ph={}", self.text(ev.ph, "event", "ph")),
-            };
-            self.skip(&label);
-            return Ok(());
-        }
-        if cat == "cpu_op" && ev.name.is_some_and(|n| n.bytes_eq(scan::PARAM_COMMS)) {
-            self.param_comms(ev, at);
-            return Ok(());
-        }
-        if scan::MODELLED.contains(&cat) {
-            // Older Kineto wrote negative durations (pytorch/kineto#646): such an event is
-            // counted and left out, and the rest of the trace is read.
-            if ev
-                .dur
-                .is_some_and(|d| unquote_b(d).trim_ascii_start().starts_with(b"-"))
-            {
-                self.skip(&format!("{cat} with negative dur"));
-                return Ok(());
-            }
-            // A pid past 32 bits would wrap onto another process or GPU.
-            if raw_u64(ev.pid).is_some_and(|p| p > u64::from(u32::MAX)) {
-                self.skip(&format!("{cat} with pid over 32 bits"));
-                return Ok(());
-            }
-        }
-        // Names are decoded (and UTF-8 checked) only for events that are kept.
-        if let (Some(raw), true) = (ev.odd_name, scan::MODELLED.contains(&cat)) {
-            self.unread(cat, "name", raw);
-        }
-        let name_text = if scan::MODELLED.contains(&cat) {
-            self.text(ev.name, cat, "name")
-        } else {
-            Cow::Borrowed("")
-        };
-        self.check_string(&name_text, "name", at)?;
-        let name_str = name_text.as_ref();
-        match cat {
-            "kernel" => {
-                // A kernel's device and times are what every number is computed from: they
-                // must read, or the trace is refused at this event.
-                let Some(g) = self.gpu_event(ev, at, cat, true)? else {
-                    return Ok(());
-                };
-                // `cutrace convert --chrome` writes the demangled name and keeps CUPTI's in
-                // "mangled": the model holds the name as CUPTI reported it.
-                let mangled = ev
-                    .args
-                    .and_then(|a| a.mangled)
-                    .map(|m| self.text(Some(m), cat, "mangled"));
-                if let Some(m) = &mangled {
-                    self.check_string(m, "mangled name", at)?;
-                }
-                let full = mangled.as_deref().unwrap_or(name_str);
-                let name = self.strings.intern(full);
-                if crate::comm::is_comm_kernel(full) {
-                    self.comm_kernel(ev, &g);
-                }
-                self.trace.kernels.push(Kernel {
-                    device: g.device,
-                    context: g.context,
-                    stream: g.stream,
-                    correlation_id: g.correlation_id,
-                    start_ns: g.start,
-                    end_ns: g.end,
-                    name,
-                    launch: self.launches.intern(Launch {
-                        grid: g.args.grid.unwrap_or_default(),
-                        block: g.args.block.unwrap_or_default(),
-                        registers_per_thread: g.args.registers.unwrap_or(0),
-                        // Kineto writes a single "shared memory" figure; keep it as static.
-                        static_shared_bytes: g.args.shared_memory.unwrap_or(0),
-                        dynamic_shared_bytes: 0,
-                        graph_id: g.args.graph_id.unwrap_or(0),
-                    }),
-                });
-            }
-            "gpu_memcpy" => {
-                let Some(g) = self.gpu_event(ev, at, cat, false)? else {
-                    return Ok(());
-                };
-                self.trace.memcpys.push(Memcpy {
-                    kind: copy_kind(name_str),
-                    bytes: g.args.bytes.unwrap_or(0),
-                    device: g.device,
-                    context: g.context,
-                    stream: g.stream,
-                    correlation_id: g.correlation_id,
-                    start_ns: g.start,
-                    end_ns: g.end,
-                });
-            }
-            "gpu_memset" => {
-                let Some(g) = self.gpu_event(ev, at, cat, false)? else {
-                    return Ok(());
-                };
-                self.trace.memsets.push(Memset {
-                    bytes: g.args.bytes.unwrap_or(0),
-                    value: 0,
-                    device: g.device,
-                    context: g.context,
-                    stream: g.stream,
-                    correlation_id: g.correlation_id,
-                    start_ns: g.start,
-                    end_ns: g.end,
-                });
-            }
-            "cuda_runtime" | "cuda_driver" => {
-                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
-                    return Ok(());
-                };
-                let a = self.args(ev, cat);
-                let name = self.strings.intern(name_str);
-                self.trace.api_calls.push(ApiCall {
-                    kind: if cat == "cuda_runtime" {
-                        ApiKind::Runtime
-                    } else {
-                        ApiKind::Driver
-                    },
-                    name,
-                    cbid: ApiCall::cbid_of(a.cbid.unwrap_or(0).into()),
-                    process: raw_u64(ev.pid).unwrap_or(0) as u32,
-                    thread: raw_u64(ev.tid).unwrap_or(0),
-                    correlation_id: a.correlation.unwrap_or(0),
-                    start_ns: start,
-                    end_ns: end,
-                    return_value: 0,
-                });
-            }
-            "cuda_sync" => {
-                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
-                    return Ok(());
-                };
-                let a = self.args(ev, cat);
-                // Kineto names the kind in `name` and, since 2024, in args "cuda_sync_kind".
-                let kind = sync_kind(name_str);
-                self.trace.syncs.push(Synchronization {
-                    kind,
-                    device: a
-                        .device
-                        .or_else(|| raw_u64(ev.pid).map(|v| v as u32))
-                        .unwrap_or(0),
-                    context: a.context.unwrap_or(0),
-                    // A device-wide synchronize has "stream": -1 (read as none).
-                    stream: a.stream.filter(|_| kind != SyncKind::ContextSynchronize),
-                    correlation_id: a.correlation.unwrap_or(0),
-                    start_ns: start,
-                    end_ns: end,
-                });
-            }
-            "user_annotation" | "gpu_user_annotation" => {
-                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
-                    return Ok(());
-                };
-                let name = self.strings.intern(name_str);
-                let gpu = cat == "gpu_user_annotation";
-                // A GPU range's device and stream: its args where given as integers (cutrace's
-                // export writes them: its row may not be the stream's), else its pid and tid, as
-                // torch writes. Nothing else in these args is read, so nothing there can fail.
-                let arg = |v: Option<&[u8]>| v.and_then(|r| lenient_uint::<u64>(r).ok().flatten());
-                let (a_device, a_stream) = match (&ev.args, gpu) {
-                    (Some(a), true) => (arg(a.device), arg(a.stream)),
-                    _ => (None, None),
-                };
-                let nvtx_domain = self.nvtx_domain(ev, at, cat)?;
-                self.trace.ranges.push(NvtxRange {
-                    domain: if gpu {
-                        RangeDomain::Gpu
-                    } else {
-                        RangeDomain::Host
-                    },
-                    name,
-                    process: if gpu {
-                        0
-                    } else {
-                        raw_u64(ev.pid).unwrap_or(0) as u32
-                    },
-                    thread: if gpu { 0 } else { raw_u64(ev.tid).unwrap_or(0) },
-                    device: if gpu {
-                        a_device.or(raw_u64(ev.pid)).map(|v| v as u32)
-                    } else {
-                        None
-                    },
-                    stream: if gpu {
-                        a_stream.or(raw_u64(ev.tid))
-                    } else {
-                        None
-                    },
-                    start_ns: start,
-                    end_ns: end,
-                    // Kineto's JSON does not carry the NVTX domain; cutrace's export does.
-                    nvtx_domain,
-                });
-            }
-            "overhead" => {
-                let Some((start, end)) = self.soft_interval(ev, at, cat) else {
-                    return Ok(());
-                };
-                let kind = self.strings.intern(name_str);
-                self.trace.overheads.push(Overhead {
-                    kind,
-                    process: raw_u64(ev.pid).unwrap_or(0) as u32,
-                    thread: raw_u64(ev.tid).unwrap_or(0),
-                    start_ns: start,
-                    end_ns: end,
-                });
-            }
-            other => {
-                let label = if other.is_empty() { "(no cat)" } else { other };
-                self.skip(label);
-            }
-        }
-        Ok(())
-    }
-
-    /// A string field's text. One that does not decode (bad UTF-8, a broken escape) is read
-    /// lossily and counted under `cat` and `key`: no string decides whether a trace reads.
-    fn text<'a>(&mut self, s: Option<scan::JStr<'a>>, cat: &str, key: &str) -> Cow<'a, str> {
-        let Some(j) = s else {
-            return Cow::Borrowed("");
-        };
-        match j.decode() {
-            Ok(t) => t,
-            Err(_) => {
-                self.unread(cat, key, j.raw());
-                Cow::Owned(String::from_utf8_lossy(j.raw()).into_owned())
-            }
-        }
-    }
-
-    /// Counts a value cutrace could not read in a field it does not compute from (the value is
-    /// left unknown), by category and key; the first raw value of each is kept as an example.
-    fn unread(&mut self, cat: &str, key: &str, raw: &[u8]) {
-        let label = format!("{cat} \"{key}\"");
-        let e = self
-            .unread
-            .entry(label)
-            .or_insert_with(|| (0, example(raw)));
-        e.0 += 1;
-    }
-
-    fn mark(&mut self, ev: &Event<'_>, name: &str, at: u64) -> Result<(), TraceError> {
-        // A mark's time is not what any number is computed from: one that does not read is
-        // counted and the mark left out.
-        let ts_ns = ev.ts.and_then(|ts| {
-            let exact = parse_us_exact(unquote_b(ts)).ok()?;
-            let ns = exact.round_ns().ok()?;
-            Some((ns, exact.is_whole()))
-        });
-        let Some((ts_ns, whole)) = ts_ns else {
-            self.skip("user_annotation mark with unreadable ts");
-            return Ok(());
-        };
-        self.rounded += u64::from(!whole);
-        let name = self.strings.intern(name);
-        let nvtx_domain = self.nvtx_domain(ev, at, "user_annotation")?;
-        self.trace.marks.push(NvtxMark {
-            name,
-            process: raw_u64(ev.pid).unwrap_or(0) as u32,
-            thread: raw_u64(ev.tid).unwrap_or(0),
-            ts_ns,
-            nvtx_domain,
-        });
-        Ok(())
-    }
-
-    /// The `"domain"` arg of an NVTX range or mark (`cutrace convert --chrome` writes it for
-    /// ranges and marks outside NVTX's default domain), one shared name per domain.
-    fn nvtx_domain(
-        &mut self,
-        ev: &Event<'_>,
-        at: u64,
-        cat: &str,
-    ) -> Result<Option<std::sync::Arc<str>>, TraceError> {
-        let Some(raw) = ev.args.as_ref().and_then(|a| a.domain) else {
-            return Ok(None);
-        };
-        let d = self.text(Some(raw), cat, "domain");
-        self.check_string(&d, "NVTX domain", at)?;
-        if let Some(x) = self.domains.iter().find(|x| ***x == *d) {
-            return Ok(Some(x.clone()));
-        }
-        let x: std::sync::Arc<str> = std::sync::Arc::from(&*d);
-        self.domains.push(x.clone());
-        Ok(Some(x))
-    }
-
-    /// An event's start and end in whole nanoseconds. `ts` and `dur` are read exactly; when
-    /// either has digits below the nanosecond, the start and the exact end (`ts + dur`) are each
-    /// rounded to the nearest ns, ties to even, and counted. Rounding both ends (rather than
-    /// `dur`) keeps the order of every two times, so touching events still touch.
-    fn interval(&mut self, ev: &Event<'_>, at: u64) -> Result<(Ns, Ns), TraceError> {
-        let what = cat_or_event(ev);
-        let ts = ev
-            .ts
-            .ok_or_else(|| self.malformed(at, format!("a \"{what}\" event has no \"ts\"")))?;
-        let bad_ts = |e: TimeParseError| {
-            self.malformed(
-                at,
-                format!("\"ts\" of a \"{what}\" event is {e}: {}", raw_text(ts)),
-            )
-        };
-        let start = parse_us_exact(unquote_b(ts)).map_err(bad_ts)?;
-        let start_ns = start.round_ns().map_err(bad_ts)?;
-        let dur = match ev.dur {
-            Some(d) => parse_us_exact(unquote_b(d)).map_err(|e| {
-                self.malformed(
-                    at,
-                    format!("\"dur\" of a \"{what}\" event is {e}: {}", raw_text(d)),
-                )
-            })?,
-            None => return Err(self.malformed(at, format!("a \"{what}\" event has no \"dur\""))),
-        };
-        let overflow = || self.malformed(at, "\"ts\" + \"dur\" overflows 64-bit nanoseconds");
-        let end_ns = start
-            .checked_add(dur)
-            .ok_or_else(overflow)?
-            .round_ns()
-            .map_err(|_| overflow())?;
-        self.rounded += u64::from(!start.is_whole()) + u64::from(!dur.is_whole());
-        Ok((start_ns, end_ns))
-    }
-
-    /// [`Sink::interval`] for an event other than a kernel: times that do not read leave the
-    /// event out, counted as skipped, and the rest of the trace is read.
-    fn soft_interval(&mut self, ev: &Event<'_>, at: u64, cat: &str) -> Option<(Ns, Ns)> {
-        match self.interval(ev, at) {
-            Ok(v) => Some(v),
-            Err(_) => {
-                self.skip(&format!("{cat} with unreadable ts/dur"));
-                None
-            }
-        }
-    }
-
-    /// Where and when a device-side event ran: `args` first, then Kineto's `pid` (device) and
-    /// `tid` (stream) lanes. `strict` (kernels): times or a device that do not read refuse the
-    /// trace at this event; otherwise (copies, memsets) the event is counted and left out
-    /// (`None`), and a device that does not read falls back to the `pid` lane.
-    fn gpu_event(
-        &mut self,
-        ev: &Event<'_>,
-        at: u64,
-        cat: &str,
-        strict: bool,
-    ) -> Result<Option<GpuEvent>, TraceError> {
-        let (start, end) = if strict {
-            self.interval(ev, at)?
-        } else {
-            match self.soft_interval(ev, at, cat) {
-                Some(v) => v,
-                None => return Ok(None),
-            }
-        };
-        let args = self.args(ev, cat);
-        let raw_device = ev
-            .args
-            .as_ref()
-            .and_then(|a| a.device)
-            .filter(|r| *r != b"null");
-        if strict && args.device.is_none() {
-            if let Some(raw) = raw_device {
-                return Err(self.malformed(
-                    at,
-                    format!(
-                        "the \"device\" of a \"{}\" event should be a non-negative integer (or a \
-                         hex string such as \"0x0\"), found {}: the kernel cannot be placed on \
-                         a GPU",
-                        cat_or_event(ev),
-                        raw_text(raw)
-                    ),
-                ));
-            }
-        }
-        Ok(Some(GpuEvent {
-            start,
-            end,
-            device: args
-                .device
-                .or_else(|| raw_u64(ev.pid).and_then(|v| u32::try_from(v).ok()))
-                .unwrap_or(0),
-            context: args.context.unwrap_or(0),
-            stream: args.stream.or_else(|| raw_u64(ev.tid)).unwrap_or(0),
-            correlation_id: args.correlation.unwrap_or(0),
-            args,
-        }))
-    }
-
-    /// The typed args of a GPU or API event; values that do not read are counted (see
-    /// [`typed`]). A negative stream on a `cuda_sync` event is Kineto's "no stream" (a
-    /// device-wide synchronize writes -1): read as none, not counted.
-    fn args(&mut self, ev: &Event<'_>, cat: &str) -> GpuArgs {
-        let Some(a) = &ev.args else {
-            return GpuArgs::default();
-        };
-        let mut unread = Vec::new();
-        let g = typed(a, &mut unread);
-        for (key, raw) in unread {
-            if cat == "cuda_sync" && key == "stream" && raw.trim_ascii().starts_with(b"-") {
-                continue;
-            }
-            self.unread(cat, key, raw);
-        }
-        g
-    }
-}
-
-/// The start of a raw value, for a note (at most 40 bytes, lossily decoded).
-fn example(raw: &[u8]) -> String {
-    let cut = &raw[..raw.len().min(40)];
-    let mut s = String::from_utf8_lossy(cut).into_owned();
-    if raw.len() > 40 {
-        s.push('…');
-    }
-    s
 }
 
 /// Why `parse` in `with_value` failed.
@@ -1410,75 +686,6 @@ fn step<'de, T: Deserialize<'de>>(
             Err(ParseFail::Json(e, start + rel))
         }
         _ => Ok(None),
-    }
-}
-
-fn cat_or_event(ev: &Event<'_>) -> String {
-    ev.cat
-        .and_then(|c| c.decode().ok())
-        .map(|c| c.into_owned())
-        .unwrap_or_else(|| "event".into())
-}
-
-/// An integer `pid`/`tid` (decimal, or a hex string as on ROCm); Kineto also writes strings such
-/// as "Spans" there, which are not ids.
-fn raw_u64(v: Option<&[u8]>) -> Option<u64> {
-    v.and_then(|r| lenient_uint(r).ok().flatten())
-}
-
-fn unquote_b(b: &[u8]) -> &[u8] {
-    b.strip_prefix(b"\"")
-        .and_then(|b| b.strip_suffix(b"\""))
-        .unwrap_or(b)
-}
-
-/// A plain non-negative decimal integer that fits `T`, straight from bytes.
-fn parse_uint<T: TryFrom<u64>>(b: &[u8]) -> Option<T> {
-    if b.is_empty() || b.len() > 20 {
-        return None;
-    }
-    let mut v: u64 = 0;
-    for &c in b {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
-    }
-    T::try_from(v).ok()
-}
-
-fn raw_text(v: &[u8]) -> Cow<'_, str> {
-    String::from_utf8_lossy(v)
-}
-
-fn copy_kind(name: &str) -> CopyKind {
-    // Kineto names copies "Memcpy HtoD (Pinned -> Device)", "Memcpy DtoD (Device -> Device)", …
-    for (tag, kind) in [
-        ("HtoD", CopyKind::HtoD),
-        ("DtoH", CopyKind::DtoH),
-        ("DtoD", CopyKind::DtoD),
-        ("HtoH", CopyKind::HtoH),
-        ("PtoP", CopyKind::PtoP),
-    ] {
-        if name.contains(tag) {
-            return kind;
-        }
-    }
-    CopyKind::Unknown
-}
-
-fn sync_kind(name: &str) -> SyncKind {
-    let n = name.to_ascii_lowercase();
-    if n.contains("wait") {
-        SyncKind::StreamWaitEvent
-    } else if n.contains("event") {
-        SyncKind::EventSynchronize
-    } else if n.contains("stream") {
-        SyncKind::StreamSynchronize
-    } else if n.contains("context") || n.contains("device") {
-        SyncKind::ContextSynchronize
-    } else {
-        SyncKind::Unknown
     }
 }
 

@@ -8,8 +8,10 @@ pub mod limits;
 pub mod model;
 pub mod native;
 pub mod open;
+pub mod parallel;
 pub mod progress;
 pub mod timeparse;
+pub mod varint;
 
 pub use comm::is_comm_kernel;
 pub use error::TraceError;

@@ -424,35 +424,30 @@ pub fn write_job(
         import_threads: (workers > 1).then_some(1),
         limits: opts.limits,
     };
-    let next = AtomicUsize::new(0);
     let finished = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Result<Staged, (usize, Unread)>>> = Mutex::new(Vec::new());
+    let mut results: Vec<Option<Result<Staged, (usize, Unread)>>> =
+        (0..units.len()).map(|_| None).collect();
     let error: Mutex<Option<JobError>> = Mutex::new(None);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                if i >= units.len() || failed.load(Ordering::Relaxed) {
-                    break;
-                }
-                match stage_one(i, &units[i], stage.path(), (opts, &read, mode)) {
-                    Ok(r) => results.lock().expect("no worker panics").push(r),
-                    Err(e) => {
-                        failed.store(true, Ordering::Relaxed);
-                        error.lock().expect("no worker panics").get_or_insert(e);
-                    }
-                }
-                done(finished.fetch_add(1, Ordering::Relaxed) + 1);
-            });
+    cutrace_trace::parallel::for_each(&mut results, workers, |i, result| {
+        if failed.load(Ordering::Relaxed) {
+            return;
         }
+        match stage_one(i, &units[i], stage.path(), (opts, &read, mode)) {
+            Ok(r) => *result = Some(r),
+            Err(e) => {
+                failed.store(true, Ordering::Relaxed);
+                error.lock().expect("no worker panics").get_or_insert(e);
+            }
+        }
+        done(finished.fetch_add(1, Ordering::Relaxed) + 1);
     });
     if let Some(e) = error.into_inner().expect("no worker panics") {
         return Err(e);
     }
     let mut staged = Vec::new();
     let mut unread = Vec::new();
-    for r in results.into_inner().expect("no worker panics") {
+    for r in results.into_iter().flatten() {
         match r {
             Ok(s) => staged.push(s),
             Err((i, u)) => unread.push((i, u)),

@@ -374,7 +374,7 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
         });
         assert!(thread.is_some(), "{src}: API call off a host track");
     }
-    let nvtx: Vec<&Slice> = by_cat("nvtx");
+    let nvtx: Vec<&Slice> = by_cat("user_annotation");
     let host_ranges: Vec<_> = t
         .ranges
         .iter()
@@ -415,7 +415,7 @@ fn check(src: &str, d: &Decoded, t: &Trace) {
     assert_eq!(got_ranges, gpu_ranges, "{src}: GPU annotation ranges");
     assert_eq!(d.instants.len(), t.marks.len(), "{src}: marks");
     assert_eq!(
-        by_cat("cupti_overhead").len(),
+        by_cat("overhead").len(),
         t.overheads.len(),
         "{src}: overheads"
     );

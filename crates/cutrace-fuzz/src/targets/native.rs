@@ -5,6 +5,8 @@
 use std::io::{self, Read, Write};
 use std::path::Path;
 
+use cutrace_trace::varint;
+
 use super::{case_for, fixtures, mutate, Case, Target};
 use crate::rng::Rng;
 
@@ -99,14 +101,6 @@ fn join(pre: &[u8], chunks: &[Chunk]) -> io::Result<Vec<u8>> {
     Ok(out)
 }
 
-fn varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push(v as u8 | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
 fn interesting(rng: &mut Rng) -> u64 {
     let random = rng.u64() >> rng.below(64);
     *rng.pick(&[
@@ -144,7 +138,7 @@ fn set_varint(rng: &mut Rng, c: &mut Chunk) -> String {
     }
     let v = interesting(rng);
     let mut enc = Vec::new();
-    varint(&mut enc, v);
+    varint::put(&mut enc, v);
     c.raw.splice(pos..(end + 1).min(c.raw.len()), enc);
     format!(
         "varint {k} of a {} chunk set to {v}",
@@ -157,11 +151,11 @@ fn bomb_recs(rng: &mut Rng) -> (Chunk, String) {
     let rows = *rng.pick(&[10_000u64, 1_000_000, 4_000_000, 10_000_000]);
     let ncols = *rng.pick(&[0u64, 1, 17]);
     let mut raw = vec![1u8];
-    varint(&mut raw, rows);
-    varint(&mut raw, ncols);
+    varint::put(&mut raw, rows);
+    varint::put(&mut raw, ncols);
     let body = (rows as usize).min(4 << 20);
     for _ in 0..ncols {
-        varint(&mut raw, body as u64);
+        varint::put(&mut raw, body as u64);
         raw.extend(std::iter::repeat_n(0u8, body));
         if raw.len() > 40 << 20 {
             break;
@@ -178,8 +172,8 @@ fn bomb_recs(rng: &mut Rng) -> (Chunk, String) {
 fn bomb_strs(rng: &mut Rng, first: u64) -> (Chunk, String) {
     let n = *rng.pick(&[100_000u64, 2_000_000, 10_000_000]);
     let mut raw = Vec::new();
-    varint(&mut raw, first);
-    varint(&mut raw, n);
+    varint::put(&mut raw, first);
+    varint::put(&mut raw, n);
     raw.extend(std::iter::repeat_n(0u8, (n as usize).min(32 << 20)));
     let c = Chunk {
         tag: *b"STRS",

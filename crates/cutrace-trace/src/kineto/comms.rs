@@ -9,6 +9,7 @@
 //! thread. Every value is read leniently: one that does not read is counted and left unknown.
 
 use super::scan::{CommArgs, Event};
+use super::vocab::{self, arg};
 use super::{lenient_uint, raw_u64, GpuEvent, Sink};
 use crate::model::{Collective, Interner, Ns, Trace};
 
@@ -51,12 +52,12 @@ impl Sink {
     /// Reads a `record_param_comms` op. Its times only place it around its launches: ones that
     /// do not read leave it out, counted.
     pub(super) fn param_comms(&mut self, ev: &Event<'_>, at: u64) {
-        let Some((start, end)) = self.soft_interval(ev, at, "record_param_comms") else {
+        let Some((start, end)) = self.soft_interval(ev, at, vocab::PARAM_COMMS) else {
             return;
         };
         let a = ev.args.unwrap_or_default();
         let fields = self.comm_fields(&a.comm);
-        let external_id = self.id(a.external_id, "record_param_comms", "External id");
+        let external_id = self.id(a.external_id, vocab::PARAM_COMMS, arg::EXTERNAL_ID);
         self.comm_ops.push(CommOp {
             external_id,
             process: raw_u64(ev.pid),
@@ -71,7 +72,7 @@ impl Sink {
     pub(super) fn comm_kernel(&mut self, ev: &Event<'_>, g: &GpuEvent) {
         let a = ev.args.unwrap_or_default();
         let own = a.comm.name.is_some().then(|| self.comm_fields(&a.comm));
-        let external_id = self.id(a.external_id, "kernel", "External id");
+        let external_id = self.id(a.external_id, vocab::cat::KERNEL, arg::EXTERNAL_ID);
         self.comm_kernels.push(CommKernel {
             correlation_id: g.correlation_id,
             device: g.device,
@@ -93,7 +94,7 @@ impl Sink {
     }
 
     fn comm_fields(&mut self, c: &CommArgs<'_>) -> CommFields {
-        const CAT: &str = "record_param_comms";
+        const CAT: &str = vocab::PARAM_COMMS;
         let mut text = |raw: Option<&[u8]>, key: &str| -> Option<String> {
             let r = raw?;
             let t = comm_text(r);
@@ -102,20 +103,20 @@ impl Sink {
             }
             t
         };
-        let name = text(c.name, "Collective name");
-        let group_name = text(c.group_name, "Process Group Name");
-        let group_desc = text(c.group_desc, "Process Group Description");
-        let dtype = text(c.dtype, "dtype");
-        let group_size = self.id(c.group_size, CAT, "Group size");
+        let name = text(c.name, arg::COLLECTIVE_NAME);
+        let group_name = text(c.group_name, arg::GROUP_NAME);
+        let group_desc = text(c.group_desc, arg::GROUP_DESC);
+        let dtype = text(c.dtype, arg::DTYPE);
+        let group_size = self.id(c.group_size, CAT, arg::GROUP_SIZE);
         let group_size = group_size.and_then(|n| u32::try_from(n).ok());
         CommFields {
             name,
             group_name,
             group_desc,
             group_size,
-            seq: self.id(c.seq, CAT, "Seq"),
-            in_nelems: self.id(c.in_nelems, CAT, "In msg nelems"),
-            out_nelems: self.id(c.out_nelems, CAT, "Out msg nelems"),
+            seq: self.id(c.seq, CAT, arg::SEQ),
+            in_nelems: self.id(c.in_nelems, CAT, arg::IN_NELEMS),
+            out_nelems: self.id(c.out_nelems, CAT, arg::OUT_NELEMS),
             dtype,
         }
     }

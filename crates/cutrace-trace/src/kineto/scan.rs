@@ -9,6 +9,35 @@
 
 use std::borrow::Cow;
 
+use super::vocab::{arg, cat};
+
+/// The `args` keys read, as bytes to match a key's raw text against.
+mod key {
+    use super::arg;
+    pub const DEVICE: &[u8] = arg::DEVICE.as_bytes();
+    pub const CONTEXT: &[u8] = arg::CONTEXT.as_bytes();
+    pub const STREAM: &[u8] = arg::STREAM.as_bytes();
+    pub const CORRELATION: &[u8] = arg::CORRELATION.as_bytes();
+    pub const REGISTERS_PER_THREAD: &[u8] = arg::REGISTERS_PER_THREAD.as_bytes();
+    pub const SHARED_MEMORY: &[u8] = arg::SHARED_MEMORY.as_bytes();
+    pub const GRID: &[u8] = arg::GRID.as_bytes();
+    pub const BLOCK: &[u8] = arg::BLOCK.as_bytes();
+    pub const BYTES: &[u8] = arg::BYTES.as_bytes();
+    pub const CBID: &[u8] = arg::CBID.as_bytes();
+    pub const GRAPH_ID: &[u8] = arg::GRAPH_ID.as_bytes();
+    pub const EXTERNAL_ID: &[u8] = arg::EXTERNAL_ID.as_bytes();
+    pub const COLLECTIVE_NAME: &[u8] = arg::COLLECTIVE_NAME.as_bytes();
+    pub const GROUP_NAME: &[u8] = arg::GROUP_NAME.as_bytes();
+    pub const GROUP_DESC: &[u8] = arg::GROUP_DESC.as_bytes();
+    pub const GROUP_SIZE: &[u8] = arg::GROUP_SIZE.as_bytes();
+    pub const SEQ: &[u8] = arg::SEQ.as_bytes();
+    pub const IN_NELEMS: &[u8] = arg::IN_NELEMS.as_bytes();
+    pub const OUT_NELEMS: &[u8] = arg::OUT_NELEMS.as_bytes();
+    pub const DTYPE: &[u8] = arg::DTYPE.as_bytes();
+    pub const MANGLED: &[u8] = arg::MANGLED.as_bytes();
+    pub const DOMAIN: &[u8] = arg::DOMAIN.as_bytes();
+}
+
 /// Why a scan stopped.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ScanError {
@@ -397,27 +426,28 @@ impl<'a> Scanner<'a> {
         let a = out.insert(Args::default());
         self.object_keys(|s, key| {
             let slot = match key.raw {
-                b"device" => &mut a.device,
-                b"context" => &mut a.context,
-                b"stream" => &mut a.stream,
-                b"correlation" => &mut a.correlation,
-                b"registers per thread" => &mut a.registers,
-                b"shared memory" => &mut a.shared_memory,
-                b"grid" => &mut a.grid,
-                b"block" => &mut a.block,
-                b"bytes" => &mut a.bytes,
-                b"cbid" => &mut a.cbid,
-                b"graph id" => &mut a.graph_id,
-                b"External id" => &mut a.external_id,
-                b"Collective name" => &mut a.comm.name,
-                b"Process Group Name" => &mut a.comm.group_name,
-                b"Process Group Description" => &mut a.comm.group_desc,
-                b"Group size" => &mut a.comm.group_size,
-                b"Seq" | b"seq" => &mut a.comm.seq,
-                b"In msg nelems" => &mut a.comm.in_nelems,
-                b"Out msg nelems" => &mut a.comm.out_nelems,
-                b"dtype" => &mut a.comm.dtype,
-                b"mangled" => {
+                key::DEVICE => &mut a.device,
+                key::CONTEXT => &mut a.context,
+                key::STREAM => &mut a.stream,
+                key::CORRELATION => &mut a.correlation,
+                key::REGISTERS_PER_THREAD => &mut a.registers,
+                key::SHARED_MEMORY => &mut a.shared_memory,
+                key::GRID => &mut a.grid,
+                key::BLOCK => &mut a.block,
+                key::BYTES => &mut a.bytes,
+                key::CBID => &mut a.cbid,
+                key::GRAPH_ID => &mut a.graph_id,
+                key::EXTERNAL_ID => &mut a.external_id,
+                key::COLLECTIVE_NAME => &mut a.comm.name,
+                key::GROUP_NAME => &mut a.comm.group_name,
+                key::GROUP_DESC => &mut a.comm.group_desc,
+                key::GROUP_SIZE => &mut a.comm.group_size,
+                // Some torch versions write it in lower case.
+                key::SEQ | b"seq" => &mut a.comm.seq,
+                key::IN_NELEMS => &mut a.comm.in_nelems,
+                key::OUT_NELEMS => &mut a.comm.out_nelems,
+                key::DTYPE => &mut a.comm.dtype,
+                key::MANGLED => {
                     // A value that is not a string is ignored, as an unknown key is.
                     if s.ws()? == b'"' {
                         a.mangled = Some(s.string()?);
@@ -426,7 +456,7 @@ impl<'a> Scanner<'a> {
                     }
                     return Ok(());
                 }
-                b"domain" => {
+                key::DOMAIN => {
                     if s.ws()? == b'"' {
                         a.domain = Some(s.string()?);
                     } else {
@@ -450,24 +480,24 @@ impl<'a> Scanner<'a> {
 /// or `cat` says so. They are matched ignoring ASCII case: Kineto has written "Kernel" as well
 /// as "kernel" over its versions (pytorch/kineto#659).
 pub const MODELLED: [&str; 9] = [
-    "kernel",
-    "gpu_memcpy",
-    "gpu_memset",
-    "cuda_runtime",
-    "cuda_driver",
-    "cuda_sync",
-    "user_annotation",
-    "gpu_user_annotation",
-    "overhead",
+    cat::KERNEL,
+    cat::GPU_MEMCPY,
+    cat::GPU_MEMSET,
+    cat::CUDA_RUNTIME,
+    cat::CUDA_DRIVER,
+    cat::CUDA_SYNC,
+    cat::USER_ANNOTATION,
+    cat::GPU_USER_ANNOTATION,
+    cat::OVERHEAD,
 ];
 
 /// Older Kineto spellings (the PyTorch 1.8-era chrome traces wrote `Kernel`, `Memcpy`, `Memset`
 /// and `Runtime`; analyzers of those traces, such as AMD's TraceLens, still accept `memcpy` and
 /// `runtime` beside `gpu_memcpy` and `cuda_runtime`) and the category each means today.
 pub const LEGACY: [(&str, &str); 3] = [
-    ("memcpy", "gpu_memcpy"),
-    ("memset", "gpu_memset"),
-    ("runtime", "cuda_runtime"),
+    ("memcpy", cat::GPU_MEMCPY),
+    ("memset", cat::GPU_MEMSET),
+    ("runtime", cat::CUDA_RUNTIME),
 ];
 
 /// The modelled category `cat` names, in the spelling of [`MODELLED`], matched ignoring ASCII
@@ -517,7 +547,7 @@ impl Scanner<'_> {
 }
 
 /// The one CPU op cutrace reads: torch's annotation of a collective call.
-pub const PARAM_COMMS: &str = "record_param_comms";
+pub use super::vocab::PARAM_COMMS;
 
 /// Scans one event object at the front of `b` into `ev` (reused from event to event: it is
 /// some 600 bytes, too many to return by value); returns the bytes it took. Events that
@@ -552,7 +582,7 @@ pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
             }
             b"cat" => {
                 let cat = s.maybe_str()?;
-                cpu_op = cat.is_some_and(|c| c.bytes_eq("cpu_op"));
+                cpu_op = cat.is_some_and(|c| c.bytes_eq(cat::CPU_OP));
                 skip_rest = if cpu_op {
                     ev.name.is_some_and(|n| !n.bytes_eq(PARAM_COMMS))
                 } else {

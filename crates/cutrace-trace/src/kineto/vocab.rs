@@ -1,0 +1,164 @@
+//! The words of torch.profiler's (Kineto's) trace format that cutrace reads and writes: event
+//! categories, argument names and the names of copies and synchronizations. The Kineto importer
+//! reads them and `cutrace convert --chrome` writes them (through
+//! `cutrace-export`'s timeline model), so an export reads back to the records it came from, and
+//! HTA and TensorBoard read it as a torch.profiler trace.
+//!
+//! Names marked *cutrace* are not Kineto's: cutrace writes them where the model holds more than
+//! a torch.profiler trace does, and the importer reads those it needs back.
+
+use crate::model::{CopyKind, SyncKind};
+
+/// Values of an event's `cat`.
+pub mod cat {
+    pub const KERNEL: &str = "kernel";
+    pub const GPU_MEMCPY: &str = "gpu_memcpy";
+    pub const GPU_MEMSET: &str = "gpu_memset";
+    pub const CUDA_RUNTIME: &str = "cuda_runtime";
+    pub const CUDA_DRIVER: &str = "cuda_driver";
+    pub const CUDA_SYNC: &str = "cuda_sync";
+    /// A host range: torch's `record_function`; NVTX ranges and marks in cutrace's exports.
+    pub const USER_ANNOTATION: &str = "user_annotation";
+    /// A range on a GPU stream (torch's `record_function` seen from the device).
+    pub const GPU_USER_ANNOTATION: &str = "gpu_user_annotation";
+    /// CUPTI's own overhead (buffer requests, instrumentation, …).
+    pub const OVERHEAD: &str = "overhead";
+    /// A torch operator on the host; only `record_param_comms` ones are read.
+    pub const CPU_OP: &str = "cpu_op";
+    /// The flow from a launching call to its device records.
+    pub const FLOW: &str = "ac2g";
+}
+
+/// Keys of an event's `args`.
+pub mod arg {
+    pub const DEVICE: &str = "device";
+    pub const CONTEXT: &str = "context";
+    pub const STREAM: &str = "stream";
+    pub const CORRELATION: &str = "correlation";
+    pub const EXTERNAL_ID: &str = "External id";
+    pub const CBID: &str = "cbid";
+    /// *cutrace*: a call's CUDA result when it is not 0.
+    pub const RETURN_VALUE: &str = "return value";
+    pub const REGISTERS_PER_THREAD: &str = "registers per thread";
+    /// Static + dynamic shared memory per block, as Kineto writes it.
+    pub const SHARED_MEMORY: &str = "shared memory";
+    /// *cutrace*: the two parts of `shared memory`.
+    pub const STATIC_SHARED_MEMORY: &str = "static shared memory";
+    pub const DYNAMIC_SHARED_MEMORY: &str = "dynamic shared memory";
+    pub const GRID: &str = "grid";
+    pub const BLOCK: &str = "block";
+    /// *cutrace*: the CUDA graph a kernel ran in.
+    pub const GRAPH_ID: &str = "graph id";
+    /// *cutrace*: CUPTI's name of a kernel whose `name` is demangled.
+    pub const MANGLED: &str = "mangled";
+    pub const BYTES: &str = "bytes";
+    /// *cutrace*: the byte a memset wrote.
+    pub const VALUE: &str = "value";
+    /// GB/s of a copy or memset; `"N/A"` when it took no time.
+    pub const BANDWIDTH: &str = "memory bandwidth (GB/s)";
+    pub const SYNC_KIND: &str = "cuda_sync_kind";
+    /// *cutrace*: an NVTX range's or mark's domain, outside NVTX's default one.
+    pub const DOMAIN: &str = "domain";
+    // A collective's facts, which torch copies from `record_param_comms` onto the kernels it
+    // launched.
+    pub const COLLECTIVE_NAME: &str = "Collective name";
+    pub const GROUP_NAME: &str = "Process Group Name";
+    pub const GROUP_DESC: &str = "Process Group Description";
+    pub const GROUP_SIZE: &str = "Group size";
+    pub const SEQ: &str = "Seq";
+    pub const IN_NELEMS: &str = "In msg nelems";
+    pub const OUT_NELEMS: &str = "Out msg nelems";
+    pub const DTYPE: &str = "dtype";
+}
+
+/// The `cpu_op` that carries a collective's facts.
+pub const PARAM_COMMS: &str = "record_param_comms";
+
+/// The name of a memset event.
+pub const MEMSET: &str = "Memset";
+
+/// The name cutrace gives a copy (Kineto adds the memory kinds: `Memcpy HtoD (Pinned ->
+/// Device)`); [`copy_kind`] reads both.
+pub fn copy_name(k: CopyKind) -> &'static str {
+    match k {
+        CopyKind::HtoD => "Memcpy HtoD",
+        CopyKind::DtoH => "Memcpy DtoH",
+        CopyKind::DtoD => "Memcpy DtoD",
+        CopyKind::HtoH => "Memcpy HtoH",
+        CopyKind::PtoP => "Memcpy PtoP",
+        CopyKind::Unknown => "Memcpy unknown",
+    }
+}
+
+/// The name of a synchronization event, as Kineto writes it; [`sync_kind`] reads it.
+pub fn sync_name(k: SyncKind) -> &'static str {
+    match k {
+        SyncKind::EventSynchronize => "Event Sync",
+        SyncKind::StreamWaitEvent => "Stream Wait Event",
+        SyncKind::StreamSynchronize => "Stream Sync",
+        SyncKind::ContextSynchronize => "Context Sync",
+        SyncKind::Unknown => "Unknown Sync",
+    }
+}
+
+/// The kind of copy a `gpu_memcpy` event's name says.
+pub fn copy_kind(name: &str) -> CopyKind {
+    for (tag, kind) in [
+        ("HtoD", CopyKind::HtoD),
+        ("DtoH", CopyKind::DtoH),
+        ("DtoD", CopyKind::DtoD),
+        ("HtoH", CopyKind::HtoH),
+        ("PtoP", CopyKind::PtoP),
+    ] {
+        if name.contains(tag) {
+            return kind;
+        }
+    }
+    CopyKind::Unknown
+}
+
+/// The kind of synchronization a `cuda_sync` event's name says (any case: Kineto's names have
+/// changed over versions).
+pub fn sync_kind(name: &str) -> SyncKind {
+    let n = name.to_ascii_lowercase();
+    if n.contains("wait") {
+        SyncKind::StreamWaitEvent
+    } else if n.contains("event") {
+        SyncKind::EventSynchronize
+    } else if n.contains("stream") {
+        SyncKind::StreamSynchronize
+    } else if n.contains("context") || n.contains("device") {
+        SyncKind::ContextSynchronize
+    } else {
+        SyncKind::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_written_read_back_as_their_kind() {
+        for k in [
+            CopyKind::HtoD,
+            CopyKind::DtoH,
+            CopyKind::DtoD,
+            CopyKind::HtoH,
+            CopyKind::PtoP,
+            CopyKind::Unknown,
+        ] {
+            assert_eq!(copy_kind(copy_name(k)), k);
+        }
+        for k in [
+            SyncKind::EventSynchronize,
+            SyncKind::StreamWaitEvent,
+            SyncKind::StreamSynchronize,
+            SyncKind::ContextSynchronize,
+            SyncKind::Unknown,
+        ] {
+            assert_eq!(sync_kind(sync_name(k)), k);
+        }
+        assert_eq!(copy_kind("Memcpy HtoD (Pinned -> Device)"), CopyKind::HtoD);
+    }
+}
