@@ -1100,34 +1100,7 @@ impl Merger {
             }
         };
         let stream = |id: u64| id.wrapping_add((part as u64) << 32);
-        let mut devices: HashMap<u32, u32> = HashMap::new();
-        let mut this_part: Vec<u32> = Vec::new();
-        let next_free = |taken: &[u32]| (0..).find(|g| !taken.contains(g)).unwrap_or(u32::MAX);
-        for d in &t.meta.devices {
-            let global = match d.uuid.as_deref().filter(|u| !u.is_empty()) {
-                Some(u) => match by_uuid.get(u) {
-                    Some(&g) => g,
-                    None => {
-                        let g = if taken.contains(&d.device) {
-                            next_free(taken)
-                        } else {
-                            d.device
-                        };
-                        by_uuid.insert(u.to_string(), g);
-                        g
-                    }
-                },
-                // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
-                // unless a GPU of this same process already went there.
-                None if this_part.contains(&d.device) => next_free(taken),
-                None => d.device,
-            };
-            if !taken.contains(&global) {
-                taken.push(global);
-            }
-            this_part.push(global);
-            devices.insert(d.device, global);
-        }
+        let devices = merged_ordinals(&t.meta.devices, by_uuid, taken);
         let dev = |d: u32| devices.get(&d).copied().unwrap_or(d);
         // Each record moves over with its names re-interned, its correlation and stream ids
         // offset and its device renumbered.
@@ -1228,6 +1201,46 @@ impl Merger {
         out.meta.skipped_events = skipped;
         out
     }
+}
+
+/// The merged trace's ordinal of each of a part's GPUs, by the part's own ordinal: a GPU whose
+/// UUID was seen before keeps the ordinal it got; a new one keeps its own unless another GPU has
+/// it, and then gets the next free one; one without a UUID keeps its own unless a GPU of this part
+/// already went there. `by_uuid` and `taken` carry this over the parts.
+fn merged_ordinals(
+    part_devices: &[DeviceProps],
+    by_uuid: &mut HashMap<String, u32>,
+    taken: &mut Vec<u32>,
+) -> HashMap<u32, u32> {
+    let mut devices: HashMap<u32, u32> = HashMap::new();
+    let mut this_part: Vec<u32> = Vec::new();
+    let next_free = |taken: &[u32]| (0..).find(|g| !taken.contains(g)).unwrap_or(u32::MAX);
+    for d in part_devices {
+        let global = match d.uuid.as_deref().filter(|u| !u.is_empty()) {
+            Some(u) => match by_uuid.get(u) {
+                Some(&g) => g,
+                None => {
+                    let g = if taken.contains(&d.device) {
+                        next_free(taken)
+                    } else {
+                        d.device
+                    };
+                    by_uuid.insert(u.to_string(), g);
+                    g
+                }
+            },
+            // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
+            // unless a GPU of this same process already went there.
+            None if this_part.contains(&d.device) => next_free(taken),
+            None => d.device,
+        };
+        if !taken.contains(&global) {
+            taken.push(global);
+        }
+        this_part.push(global);
+        devices.insert(d.device, global);
+    }
+    devices
 }
 
 /// What the parts' headers say of the job, field by field, where every part that says agrees
