@@ -385,34 +385,49 @@ fn device_reports(
     by_dev.into_values().collect()
 }
 
+/// Clipped intervals with the process of their call or range: filtered at the end, once the
+/// launch (and so the process) is known.
+type ProcessSpans = Vec<(Ns, Ns, u32)>;
+
+/// What the host did during one device gap, gathered before the gap's process is settled.
+struct GapAcc {
+    start: Ns,
+    end: Ns,
+    pid: Option<u32>,
+    launch: Option<u32>,
+    all: ProcessSpans,
+    calls: BTreeMap<StrId, ProcessSpans>,
+    ranges: BTreeMap<StrId, ProcessSpans>,
+    // Per range name and process: the shortest whole range of that name open in the gap.
+    range_len: BTreeMap<(StrId, u32), Ns>,
+}
+
 /// Fills each device gap's [`GapHost`]: the call that launched the kernel after it, and the API
 /// calls and host NVTX ranges (of that kernel's process, in a merged trace) that ran during it.
 /// One pass over the calls and one over the ranges, each checked against every gap (a report
 /// has at most `top` gaps per device).
 fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport]) {
-    struct Acc {
-        start: Ns,
-        end: Ns,
-        pid: Option<u32>,
-        corr: u64,
-        launch: Option<u32>,
-        // Clipped intervals with the process of their call or range: filtered at the end, once
-        // the launch (and so the process) is known.
-        all: Vec<(Ns, Ns, u32)>,
-        calls: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
-        ranges: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
-        // Per range name and process: the shortest whole range of that name open in the gap.
-        range_len: BTreeMap<(StrId, u32), Ns>,
+    let mut accs = gap_accs(index, devices);
+    if accs.is_empty() {
+        return;
     }
-    let mut accs: Vec<Acc> = Vec::new();
-    for d in devices.iter() {
+    let per_device = gaps_by_device(devices, &accs);
+    gather_gap_calls(trace, &per_device, &mut accs);
+    gather_gap_ranges(trace, &per_device, &mut accs);
+    fill_gap_hosts(trace, accs, devices);
+}
+
+/// One empty accumulator per gap, devices in order and each device's gaps in order, with the
+/// launch of the gap's next kernel found by the report's own join (the index).
+fn gap_accs(index: &ApiIndex, devices: &[DeviceReport]) -> Vec<GapAcc> {
+    let mut accs: Vec<GapAcc> = Vec::new();
+    for d in devices {
         for g in &d.timeline.largest_gaps {
-            accs.push(Acc {
+            accs.push(GapAcc {
                 start: g.start_ns,
                 end: g.end_ns,
                 pid: g.after.as_ref().and_then(|k| k.pid),
-                corr: g.after_correlation,
-                launch: None,
+                launch: index.get(g.after_correlation).map(|i| i as u32),
                 all: Vec::new(),
                 calls: BTreeMap::new(),
                 ranges: BTreeMap::new(),
@@ -420,34 +435,39 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
             });
         }
     }
-    if accs.is_empty() {
-        return;
-    }
-    // The launch of each gap's next kernel, by the report's own join (the index).
-    for a in &mut accs {
-        a.launch = index.get(a.corr).map(|i| i as u32);
-    }
-    // Per device its gaps in time order (one device's gaps are disjoint, so their ends are in
-    // order too): a call reaches, per device, the gaps from the first that ends after it
-    // starts, while they start before it ends.
+    accs
+}
+
+/// Per device its gaps' indices into `accs`, in time order (one device's gaps are disjoint, so
+/// their ends are in order too).
+fn gaps_by_device(devices: &[DeviceReport], accs: &[GapAcc]) -> Vec<Vec<usize>> {
     let mut per_device: Vec<Vec<usize>> = Vec::new();
     let mut k = 0;
-    for d in devices.iter() {
+    for d in devices {
         let mut v: Vec<usize> = (k..k + d.timeline.largest_gaps.len()).collect();
         k += v.len();
         v.sort_unstable_by_key(|&j| accs[j].start);
         per_device.push(v);
     }
-    let reach = |accs: &[Acc], s: Ns, e: Ns, out: &mut Vec<usize>| {
-        out.clear();
-        for v in &per_device {
-            let from = v.partition_point(|&j| accs[j].end <= s);
-            out.extend(v[from..].iter().take_while(|&&j| accs[j].start < e));
-        }
-    };
+    per_device
+}
+
+/// Puts into `out` the gaps an interval `[s, e)` may reach: per device, the gaps from the first
+/// that ends after it starts, while they start before it ends.
+fn gaps_reached(per_device: &[Vec<usize>], accs: &[GapAcc], s: Ns, e: Ns, out: &mut Vec<usize>) {
+    out.clear();
+    for v in per_device {
+        let from = v.partition_point(|&j| accs[j].end <= s);
+        out.extend(v[from..].iter().take_while(|&&j| accs[j].start < e));
+    }
+}
+
+/// Adds to each gap the API calls that overlap it (of its kernel's process, when known),
+/// clipped to the gap.
+fn gather_gap_calls(trace: &Trace, per_device: &[Vec<usize>], accs: &mut [GapAcc]) {
     let mut hit: Vec<usize> = Vec::new();
     for c in &trace.api_calls {
-        reach(&accs, c.start_ns, c.end_ns, &mut hit);
+        gaps_reached(per_device, accs, c.start_ns, c.end_ns, &mut hit);
         for &k in &hit {
             let a = &mut accs[k];
             if c.start_ns < a.end && c.end_ns > a.start && a.pid.is_none_or(|p| p == c.process) {
@@ -457,11 +477,17 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
             }
         }
     }
+}
+
+/// Adds to each gap the host NVTX ranges that overlap it (of its kernel's process, when known),
+/// clipped to the gap, and the shortest whole length of each range name per process.
+fn gather_gap_ranges(trace: &Trace, per_device: &[Vec<usize>], accs: &mut [GapAcc]) {
+    let mut hit: Vec<usize> = Vec::new();
     for r in &trace.ranges {
         if r.domain != RangeDomain::Host {
             continue;
         }
-        reach(&accs, r.start_ns, r.end_ns, &mut hit);
+        gaps_reached(per_device, accs, r.start_ns, r.end_ns, &mut hit);
         for &k in &hit {
             let a = &mut accs[k];
             if r.start_ns < a.end && r.end_ns > a.start && a.pid.is_none_or(|p| p == r.process) {
@@ -475,61 +501,77 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
             }
         }
     }
-    // Intervals of `pid`'s process (all, when it is not known), as plain spans.
-    let of = |v: Vec<(Ns, Ns, u32)>, pid: Option<u32>| -> Vec<(Ns, Ns)> {
-        v.into_iter()
-            .filter(|x| pid.is_none_or(|p| p == x.2))
-            .map(|x| (x.0, x.1))
-            .collect()
-    };
-    let top = |m: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>, pid: Option<u32>| {
-        let mut v: Vec<NamedSpan> = m
-            .into_iter()
-            .filter_map(|(name, iv)| {
-                let mut iv = of(iv, pid);
-                (!iv.is_empty()).then(|| NamedSpan {
+}
+
+/// Intervals of `pid`'s process (all, when it is not known), as plain spans.
+fn of_process(v: ProcessSpans, pid: Option<u32>) -> Vec<(Ns, Ns)> {
+    v.into_iter()
+        .filter(|x| pid.is_none_or(|p| p == x.2))
+        .map(|x| (x.0, x.1))
+        .collect()
+}
+
+/// The 3 call names that cover the most of the gap (of `pid`'s process), most first.
+fn busiest_calls(
+    trace: &Trace,
+    m: BTreeMap<StrId, ProcessSpans>,
+    pid: Option<u32>,
+) -> Vec<NamedSpan> {
+    let mut v: Vec<NamedSpan> = m
+        .into_iter()
+        .filter_map(|(name, iv)| {
+            let mut iv = of_process(iv, pid);
+            (!iv.is_empty()).then(|| NamedSpan {
+                name: crate::names::held(trace.str(name)),
+                ns: crate::intervals::union_ns(&mut iv),
+            })
+        })
+        .collect();
+    v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
+    v.truncate(3);
+    v
+}
+
+/// Ranges: those covering at least half the gap, innermost (shortest) first, at most 3 — the
+/// most specific thing the host was inside; without such ranges, the 3 covering the most.
+fn innermost_ranges(
+    trace: &Trace,
+    m: BTreeMap<StrId, ProcessSpans>,
+    lens: &BTreeMap<(StrId, u32), Ns>,
+    pid: Option<u32>,
+    gap: Ns,
+) -> Vec<NamedSpan> {
+    let mut v: Vec<(Ns, NamedSpan)> = m
+        .into_iter()
+        .filter_map(|(name, iv)| {
+            let mut iv = of_process(iv, pid);
+            let len = lens
+                .range((name, 0)..=(name, u32::MAX))
+                .filter(|((_, p), _)| pid.is_none_or(|q| q == *p))
+                .map(|(_, &l)| l)
+                .min()?;
+            (!iv.is_empty()).then(|| {
+                let span = NamedSpan {
                     name: crate::names::held(trace.str(name)),
                     ns: crate::intervals::union_ns(&mut iv),
-                })
+                };
+                (len, span)
             })
-            .collect();
-        v.sort_by(|a, b| b.ns.cmp(&a.ns).then_with(|| a.name.cmp(&b.name)));
-        v.truncate(3);
-        v
-    };
-    // Ranges: those covering at least half the gap, innermost (shortest) first, at most 3 — the
-    // most specific thing the host was inside; without such ranges, the 3 covering the most.
-    let innermost = |m: BTreeMap<StrId, Vec<(Ns, Ns, u32)>>,
-                     lens: &BTreeMap<(StrId, u32), Ns>,
-                     pid: Option<u32>,
-                     gap: Ns| {
-        let mut v: Vec<(Ns, NamedSpan)> = m
-            .into_iter()
-            .filter_map(|(name, iv)| {
-                let mut iv = of(iv, pid);
-                let len = lens
-                    .range((name, 0)..=(name, u32::MAX))
-                    .filter(|((_, p), _)| pid.is_none_or(|q| q == *p))
-                    .map(|(_, &l)| l)
-                    .min()?;
-                (!iv.is_empty()).then(|| {
-                    let span = NamedSpan {
-                        name: crate::names::held(trace.str(name)),
-                        ns: crate::intervals::union_ns(&mut iv),
-                    };
-                    (len, span)
-                })
-            })
-            .collect();
-        if v.iter().any(|(_, x)| x.ns.saturating_mul(2) >= gap) {
-            v.retain(|(_, x)| x.ns.saturating_mul(2) >= gap);
-            v.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
-        } else {
-            v.sort_by(|a, b| b.1.ns.cmp(&a.1.ns).then_with(|| a.1.name.cmp(&b.1.name)));
-        }
-        v.truncate(3);
-        v.into_iter().map(|(_, x)| x).collect::<Vec<_>>()
-    };
+        })
+        .collect();
+    if v.iter().any(|(_, x)| x.ns.saturating_mul(2) >= gap) {
+        v.retain(|(_, x)| x.ns.saturating_mul(2) >= gap);
+        v.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.name.cmp(&b.1.name)));
+    } else {
+        v.sort_by(|a, b| b.1.ns.cmp(&a.1.ns).then_with(|| a.1.name.cmp(&b.1.name)));
+    }
+    v.truncate(3);
+    v.into_iter().map(|(_, x)| x).collect::<Vec<_>>()
+}
+
+/// Turns each gap's accumulator, in the order [`gap_accs`] made them, into the gap's
+/// [`GapHost`] and its reading.
+fn fill_gap_hosts(trace: &Trace, accs: Vec<GapAcc>, devices: &mut [DeviceReport]) {
     let mut accs = accs.into_iter();
     for d in devices.iter_mut() {
         for g in &mut d.timeline.largest_gaps {
@@ -546,9 +588,9 @@ fn attach_gap_hosts(trace: &Trace, index: &ApiIndex, devices: &mut [DeviceReport
             });
             let mut host = GapHost {
                 next_launch,
-                in_calls_ns: crate::intervals::union_ns(&mut of(a.all, pid)),
-                calls: top(a.calls, pid),
-                ranges: innermost(a.ranges, &a.range_len, pid, g.length_ns),
+                in_calls_ns: crate::intervals::union_ns(&mut of_process(a.all, pid)),
+                calls: busiest_calls(trace, a.calls, pid),
+                ranges: innermost_ranges(trace, a.ranges, &a.range_len, pid, g.length_ns),
                 reading: None,
                 module_loading: false,
             };

@@ -657,12 +657,37 @@ pub fn audit_with(
     fs: &dyn Fs,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<AuditReport, AuditPathError> {
-    let mut report = AuditReport {
+    let report = AuditReport {
         paths: paths.iter().map(|p| p.display().to_string()).collect(),
         strings_scanned: opts.strings,
         ..Default::default()
     };
-    let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut walk = Walk {
+        opts,
+        fs,
+        report,
+        seen: HashSet::new(),
+        stack: given_entries(paths)?,
+        myself: std::env::current_exe()
+            .and_then(std::fs::metadata)
+            .ok()
+            .map(|m| (m.dev(), m.ino())),
+        special: special_dirs(),
+    };
+    while let Some(entry) = walk.stack.pop() {
+        walk.visit(entry, progress);
+    }
+    let mut report = walk.report;
+    conclude(&mut report);
+    Ok(report)
+}
+
+/// How a skipped entry can be audited after all.
+const GIVE_AS_PATH: &str = "give it as a PATH to scan it";
+
+/// The walk's first entries, one per PATH given, in the order they are popped: depth-first, in
+/// a stable order (each directory's sorted entries are reversed onto the stack).
+fn given_entries(paths: &[PathBuf]) -> Result<Vec<Entry>, AuditPathError> {
     let mut stack: Vec<Entry> = Vec::new();
     for p in paths {
         let md = std::fs::metadata(p).map_err(|source| AuditPathError::Missing {
@@ -676,155 +701,26 @@ pub fn audit_with(
             in_proc: false,
         });
     }
-    // /proc, /sys and /dev by identity, wherever a link leads to them from.
-    let myself = std::env::current_exe()
-        .and_then(std::fs::metadata)
-        .ok()
-        .map(|m| (m.dev(), m.ino()));
-    let special: Vec<((u64, u64), &str)> = [
+    stack.reverse();
+    Ok(stack)
+}
+
+/// /proc, /sys and /dev by identity, wherever a link leads to them from, with why they are not
+/// entered.
+fn special_dirs() -> Vec<((u64, u64), &'static str)> {
+    [
         ("/proc", "proc filesystem"),
         ("/sys", "sysfs"),
         ("/dev", "device files"),
     ]
     .into_iter()
     .filter_map(|(p, why)| std::fs::metadata(p).ok().map(|m| ((m.dev(), m.ino()), why)))
-    .collect();
-    let name_it = "give it as a PATH to scan it";
-    // Depth-first, in a stable order: reverse each directory's sorted entries onto the stack.
-    stack.reverse();
-    while let Some(Entry {
-        path,
-        parent_dev,
-        root_dev,
-        in_proc,
-    }) = stack.pop()
-    {
-        if in_proc && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
-            report.skipped.push(Skipped {
-                path: path.display().to_string(),
-                reason: format!("a link in the proc filesystem, not followed; {name_it}"),
-            });
-            continue;
-        }
-        let md = match std::fs::metadata(&path) {
-            Ok(md) => md,
-            Err(e) => {
-                // A dangling symlink is not worth reporting; anything else is.
-                if std::fs::symlink_metadata(&path)
-                    .map(|m| !m.file_type().is_symlink())
-                    .unwrap_or(true)
-                {
-                    report.errors.push(AuditError {
-                        path: real_path(&path),
-                        error: e.to_string(),
-                    });
-                }
-                continue;
-            }
-        };
-        let given = parent_dev.is_none();
-        if opts.one_file_system && !given && md.dev() != root_dev {
-            if md.is_dir() && seen.insert((md.dev(), md.ino())) {
-                report.skipped.push(Skipped {
-                    path: real_path(&path),
-                    reason: format!("another filesystem (--one-file-system); {name_it}"),
-                });
-            }
-            continue;
-        }
-        if !seen.insert((md.dev(), md.ino())) {
-            continue;
-        }
-        if md.is_dir() {
-            if !given {
-                let why = special
-                    .iter()
-                    .find(|(id, _)| *id == (md.dev(), md.ino()))
-                    .map(|(_, why)| *why)
-                    .or_else(|| {
-                        (parent_dev != Some(md.dev()))
-                            .then(|| pseudo_fs(&path))
-                            .flatten()
-                    });
-                if let Some(why) = why {
-                    report.skipped.push(Skipped {
-                        path: real_path(&path),
-                        reason: format!("{why}; {name_it}"),
-                    });
-                    continue;
-                }
-            }
-            let listing_proc = pseudo_fs(&path) == Some(PROC_FS);
-            match fs.read_dir(&path) {
-                Ok(entries) => {
-                    let mut children = Vec::new();
-                    for e in entries {
-                        match e {
-                            Ok(p) => children.push(p),
-                            Err(e) => report.errors.push(AuditError {
-                                path: real_path(&path),
-                                error: format!("cannot list directory entry: {e}"),
-                            }),
-                        }
-                    }
-                    children.sort();
-                    stack.extend(children.into_iter().rev().map(|p| Entry {
-                        path: p,
-                        parent_dev: Some(md.dev()),
-                        root_dev,
-                        in_proc: listing_proc,
-                    }));
-                }
-                Err(e) => report.errors.push(AuditError {
-                    path: real_path(&path),
-                    error: format!("cannot list directory: {e}"),
-                }),
-            }
-            continue;
-        }
-        if !md.is_file() {
-            // Sockets, FIFOs and devices met in a tree are not libraries; one named as a PATH
-            // was meant to be audited and cannot be: say so (it is never opened).
-            if given {
-                report.errors.push(AuditError {
-                    path: real_path(&path),
-                    error: format!("{}: not audited", special_kind(&md)),
-                });
-            }
-            continue;
-        }
-        report.files_scanned += 1;
-        // Shorter than an ELF header (or an archive header with a member): nothing to read.
-        if md.len() >= 64 {
-            // cutrace names every API it looks for: its own strings are no finding.
-            let scan = if Some((md.dev(), md.ino())) == myself {
-                let own = AuditOptions {
-                    strings: false,
-                    ..opts.clone()
-                };
-                scan_file(fs, &path, &own)
-            } else {
-                scan_file(fs, &path, opts)
-            };
-            report.elf_files += u64::from(scan.is_elf);
-            report.archives += u64::from(scan.is_archive);
-            if let Some(f) = scan.report {
-                report.files.push(f);
-            }
-            if let Some(error) = scan.error {
-                report.errors.push(AuditError {
-                    path: real_path(&path),
-                    error,
-                });
-            }
-        }
-        progress(&Progress {
-            files_scanned: report.files_scanned,
-            elf_files: report.elf_files,
-            errors: report.errors.len(),
-            path: &path,
-        });
-    }
+    .collect()
+}
+
+/// Sets what the whole walk found: whether a dropped API was met, whether the audit is
+/// incomplete, and the exit status they give.
+fn conclude(report: &mut AuditReport) {
     report.dropped_found = report
         .files
         .iter()
@@ -837,7 +733,182 @@ pub fn audit_with(
     } else {
         EXIT_CLEAN
     };
-    Ok(report)
+}
+
+/// One audit walk under way: the report so far, the files and directories met, and the entries
+/// still to visit.
+struct Walk<'a> {
+    opts: &'a AuditOptions,
+    fs: &'a dyn Fs,
+    report: AuditReport,
+    /// Files and directories visited (or skipped as on another filesystem), by (device, inode).
+    seen: HashSet<(u64, u64)>,
+    stack: Vec<Entry>,
+    /// This program's own file, by (device, inode).
+    myself: Option<(u64, u64)>,
+    special: Vec<((u64, u64), &'static str)>,
+}
+
+impl Walk<'_> {
+    /// Visits one entry: skips it, lists it (a directory) or scans it (a regular file).
+    fn visit(&mut self, entry: Entry, progress: &mut dyn FnMut(&Progress)) {
+        let Entry {
+            path,
+            parent_dev,
+            root_dev,
+            in_proc,
+        } = entry;
+        if in_proc && std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            self.report.skipped.push(Skipped {
+                path: path.display().to_string(),
+                reason: format!("a link in the proc filesystem, not followed; {GIVE_AS_PATH}"),
+            });
+            return;
+        }
+        let md = match std::fs::metadata(&path) {
+            Ok(md) => md,
+            Err(e) => {
+                // A dangling symlink is not worth reporting; anything else is.
+                if std::fs::symlink_metadata(&path)
+                    .map(|m| !m.file_type().is_symlink())
+                    .unwrap_or(true)
+                {
+                    self.report.errors.push(AuditError {
+                        path: real_path(&path),
+                        error: e.to_string(),
+                    });
+                }
+                return;
+            }
+        };
+        let given = parent_dev.is_none();
+        if self.opts.one_file_system && !given && md.dev() != root_dev {
+            if md.is_dir() && self.seen.insert((md.dev(), md.ino())) {
+                self.report.skipped.push(Skipped {
+                    path: real_path(&path),
+                    reason: format!("another filesystem (--one-file-system); {GIVE_AS_PATH}"),
+                });
+            }
+            return;
+        }
+        if !self.seen.insert((md.dev(), md.ino())) {
+            return;
+        }
+        if md.is_dir() {
+            self.visit_dir(&path, &md, parent_dev, root_dev);
+            return;
+        }
+        if !md.is_file() {
+            // Sockets, FIFOs and devices met in a tree are not libraries; one named as a PATH
+            // was meant to be audited and cannot be: say so (it is never opened).
+            if given {
+                self.report.errors.push(AuditError {
+                    path: real_path(&path),
+                    error: format!("{}: not audited", special_kind(&md)),
+                });
+            }
+            return;
+        }
+        self.scan_regular(&path, &md, progress);
+    }
+
+    /// A directory met in a tree (not given as a PATH) is skipped when it is /proc, /sys or
+    /// /dev, or a pseudo filesystem mounted there; otherwise its entries go on the stack, sorted.
+    fn visit_dir(
+        &mut self,
+        path: &Path,
+        md: &std::fs::Metadata,
+        parent_dev: Option<u64>,
+        root_dev: u64,
+    ) {
+        if parent_dev.is_some() {
+            let why = self
+                .special
+                .iter()
+                .find(|(id, _)| *id == (md.dev(), md.ino()))
+                .map(|(_, why)| *why)
+                .or_else(|| {
+                    (parent_dev != Some(md.dev()))
+                        .then(|| pseudo_fs(path))
+                        .flatten()
+                });
+            if let Some(why) = why {
+                self.report.skipped.push(Skipped {
+                    path: real_path(path),
+                    reason: format!("{why}; {GIVE_AS_PATH}"),
+                });
+                return;
+            }
+        }
+        let listing_proc = pseudo_fs(path) == Some(PROC_FS);
+        match self.fs.read_dir(path) {
+            Ok(entries) => {
+                let mut children = Vec::new();
+                for e in entries {
+                    match e {
+                        Ok(p) => children.push(p),
+                        Err(e) => self.report.errors.push(AuditError {
+                            path: real_path(path),
+                            error: format!("cannot list directory entry: {e}"),
+                        }),
+                    }
+                }
+                children.sort();
+                self.stack.extend(children.into_iter().rev().map(|p| Entry {
+                    path: p,
+                    parent_dev: Some(md.dev()),
+                    root_dev,
+                    in_proc: listing_proc,
+                }));
+            }
+            Err(e) => self.report.errors.push(AuditError {
+                path: real_path(path),
+                error: format!("cannot list directory: {e}"),
+            }),
+        }
+    }
+
+    /// Scans one regular file (this program's own without its strings) into the report, then
+    /// reports progress.
+    fn scan_regular(
+        &mut self,
+        path: &Path,
+        md: &std::fs::Metadata,
+        progress: &mut dyn FnMut(&Progress),
+    ) {
+        let report = &mut self.report;
+        report.files_scanned += 1;
+        // Shorter than an ELF header (or an archive header with a member): nothing to read.
+        if md.len() >= 64 {
+            // cutrace names every API it looks for: its own strings are no finding.
+            let scan = if Some((md.dev(), md.ino())) == self.myself {
+                let own = AuditOptions {
+                    strings: false,
+                    ..self.opts.clone()
+                };
+                scan_file(self.fs, path, &own)
+            } else {
+                scan_file(self.fs, path, self.opts)
+            };
+            report.elf_files += u64::from(scan.is_elf);
+            report.archives += u64::from(scan.is_archive);
+            if let Some(f) = scan.report {
+                report.files.push(f);
+            }
+            if let Some(error) = scan.error {
+                report.errors.push(AuditError {
+                    path: real_path(path),
+                    error,
+                });
+            }
+        }
+        progress(&Progress {
+            files_scanned: report.files_scanned,
+            elf_files: report.elf_files,
+            errors: report.errors.len(),
+            path,
+        });
+    }
 }
 
 impl AuditReport {

@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 use std::io::Write;
 
-use cutrace_cupti::activity::{self, Activity};
+use cutrace_cupti::activity::{
+    self, Activity, ApiRec, DeviceRec, KernelRec, MarkerRec, MemcpyRec, MemsetRec, OverheadRec,
+    SyncRec,
+};
 use cutrace_trace::native::{DeviceInfo, MarkerEvent, Writer};
 use cutrace_trace::*;
 
@@ -51,156 +54,196 @@ impl Decoder {
     pub fn add<W: Write>(&mut self, w: &mut Writer<W>, a: &Activity, api_name: ApiNamer<'_>) {
         self.records += 1;
         match a {
-            Activity::Kernel(k) => {
-                let name = self.name(w, k.name_ptr);
-                w.push_kernel(
-                    &Kernel {
-                        device: k.device,
-                        context: k.context,
-                        stream: k.stream.into(),
-                        correlation_id: k.correlation_id.into(),
-                        start_ns: k.start,
-                        end_ns: k.end,
-                        name,
-                        launch: 0,
-                    },
-                    &Launch {
-                        grid: k.grid.map(|v| v as u32),
-                        block: k.block.map(|v| v as u32),
-                        registers_per_thread: k.registers_per_thread.into(),
-                        static_shared_bytes: k.static_shared as u32,
-                        dynamic_shared_bytes: k.dynamic_shared as u32,
-                        graph_id: k.graph_id,
-                    },
-                );
-            }
-            Activity::Api(r) => {
-                let key = (r.driver, r.cbid);
-                let name = match self.api_names.get(&key) {
-                    Some(&id) => id,
-                    None => {
-                        let n = api_name(r.driver, r.cbid)
-                            .map(|n| strip_version_suffix(&n).to_owned())
-                            .unwrap_or_else(|| format!("cbid_{}", r.cbid));
-                        let id = w.intern(&n);
-                        self.api_names.insert(key, id);
-                        id
-                    }
-                };
-                w.push_api(&ApiCall {
-                    kind: if r.driver {
-                        ApiKind::Driver
-                    } else {
-                        ApiKind::Runtime
-                    },
-                    name,
-                    cbid: ApiCall::cbid_of(r.cbid.into()),
-                    process: r.process,
-                    thread: r.thread.into(),
-                    correlation_id: r.correlation_id.into(),
-                    start_ns: r.start,
-                    end_ns: r.end,
-                    return_value: r.return_value as i32,
-                });
-            }
-            Activity::Memcpy(m) => w.push_memcpy(&Memcpy {
-                kind: match m.copy_kind {
-                    1 => CopyKind::HtoD,
-                    2 => CopyKind::DtoH,
-                    8 => CopyKind::DtoD,
-                    9 => CopyKind::HtoH,
-                    10 => CopyKind::PtoP,
-                    _ => CopyKind::Unknown,
-                },
-                bytes: m.bytes,
-                device: m.device,
-                context: m.context,
-                stream: m.stream.into(),
-                correlation_id: m.correlation_id.into(),
-                start_ns: m.start,
-                end_ns: m.end,
-            }),
-            Activity::Memset(m) => w.push_memset(&Memset {
-                bytes: m.bytes,
-                value: m.value,
-                device: m.device,
-                context: m.context,
-                stream: m.stream.into(),
-                correlation_id: m.correlation_id.into(),
-                start_ns: m.start,
-                end_ns: m.end,
-            }),
-            Activity::Sync(s) => w.push_sync(
-                &Synchronization {
-                    kind: match s.sync_type {
-                        1 => SyncKind::EventSynchronize,
-                        2 => SyncKind::StreamWaitEvent,
-                        3 => SyncKind::StreamSynchronize,
-                        4 => SyncKind::ContextSynchronize,
-                        _ => SyncKind::Unknown,
-                    },
-                    device: 0,
-                    context: s.context,
-                    stream: (s.stream != u32::MAX).then_some(s.stream.into()),
-                    correlation_id: s.correlation_id.into(),
-                    start_ns: s.start,
-                    end_ns: s.end,
-                },
-                false,
-            ),
-            Activity::Marker(m) => {
-                // Marker strings may be freed and their addresses reused: no pointer cache.
-                // SAFETY: CUPTI-owned strings, valid while the buffer is being processed.
-                let name = w.intern(&unsafe { activity::cstr_at(m.name_ptr) }.unwrap_or_default());
-                let domain =
-                    // SAFETY: as for the name.
-                    w.intern(&unsafe { activity::cstr_at(m.domain_ptr) }.unwrap_or_default());
-                w.push_marker(&MarkerEvent {
-                    ts_ns: m.timestamp,
-                    id: m.id,
-                    flags: m.flags,
-                    name,
-                    domain,
-                    process: m.object_a,
-                    thread: m.object_b.into(),
-                });
-            }
-            Activity::Overhead(o) => {
-                let kind = *self
-                    .overhead_names
-                    .entry(o.overhead_kind)
-                    .or_insert_with(|| w.intern(activity::overhead_kind_name(o.overhead_kind)));
-                w.push_overhead(&Overhead {
-                    kind,
-                    process: o.object_a,
-                    thread: o.object_b.into(),
-                    start_ns: o.start,
-                    end_ns: o.end,
-                });
-            }
-            Activity::Device(d) => {
-                if !self.devices.iter().any(|x| x.device == d.id) {
-                    // SAFETY: CUPTI-owned name string, or null.
-                    let name = unsafe { activity::cstr_at(d.name_ptr) }.unwrap_or_default();
-                    let u = d.uuid;
-                    let uuid = format!(
-                        "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
-                        u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]
-                    );
-                    self.devices.push(DeviceInfo {
-                        device: d.id,
-                        name,
-                        compute_capability: Some((d.cc_major, d.cc_minor)),
-                        sm_count: Some(d.sm_count),
-                        global_memory_bytes: Some(d.global_memory_bytes),
-                        uuid: Some(uuid),
-                    });
-                    self.devices_changed = true;
-                }
-            }
+            Activity::Kernel(k) => self.add_kernel(w, k),
+            Activity::Api(r) => self.add_api(w, r, api_name),
+            Activity::Memcpy(m) => w.push_memcpy(&memcpy(m)),
+            Activity::Memset(m) => w.push_memset(&memset(m)),
+            Activity::Sync(s) => w.push_sync(&synchronization(s), false),
+            Activity::Marker(m) => add_marker(w, m),
+            Activity::Overhead(o) => self.add_overhead(w, o),
+            Activity::Device(d) => self.add_device(d),
             Activity::Other(_) => self.unknown += 1,
         }
     }
+
+    // The per-kind steps below are `#[inline]`: they run once per record, and called from the
+    // one match in `add` they compile as the single function they were split from.
+
+    /// Writes a kernel record with its launch configuration; its name through the pointer cache.
+    #[inline]
+    fn add_kernel<W: Write>(&mut self, w: &mut Writer<W>, k: &KernelRec) {
+        let name = self.name(w, k.name_ptr);
+        w.push_kernel(
+            &Kernel {
+                device: k.device,
+                context: k.context,
+                stream: k.stream.into(),
+                correlation_id: k.correlation_id.into(),
+                start_ns: k.start,
+                end_ns: k.end,
+                name,
+                launch: 0,
+            },
+            &Launch {
+                grid: k.grid.map(|v| v as u32),
+                block: k.block.map(|v| v as u32),
+                registers_per_thread: k.registers_per_thread.into(),
+                static_shared_bytes: k.static_shared as u32,
+                dynamic_shared_bytes: k.dynamic_shared as u32,
+                graph_id: k.graph_id,
+            },
+        );
+    }
+
+    /// Writes a runtime or driver API call; its name is looked up once per (driver?, callback
+    /// id), without the version suffix, or `cbid_N` when the namer does not know it.
+    #[inline]
+    fn add_api<W: Write>(&mut self, w: &mut Writer<W>, r: &ApiRec, api_name: ApiNamer<'_>) {
+        let key = (r.driver, r.cbid);
+        let name = match self.api_names.get(&key) {
+            Some(&id) => id,
+            None => {
+                let n = api_name(r.driver, r.cbid)
+                    .map(|n| strip_version_suffix(&n).to_owned())
+                    .unwrap_or_else(|| format!("cbid_{}", r.cbid));
+                let id = w.intern(&n);
+                self.api_names.insert(key, id);
+                id
+            }
+        };
+        w.push_api(&ApiCall {
+            kind: if r.driver {
+                ApiKind::Driver
+            } else {
+                ApiKind::Runtime
+            },
+            name,
+            cbid: ApiCall::cbid_of(r.cbid.into()),
+            process: r.process,
+            thread: r.thread.into(),
+            correlation_id: r.correlation_id.into(),
+            start_ns: r.start,
+            end_ns: r.end,
+            return_value: r.return_value as i32,
+        });
+    }
+
+    /// Writes a CUPTI overhead record; its kind's name interned once per kind.
+    #[inline]
+    fn add_overhead<W: Write>(&mut self, w: &mut Writer<W>, o: &OverheadRec) {
+        let kind = *self
+            .overhead_names
+            .entry(o.overhead_kind)
+            .or_insert_with(|| w.intern(activity::overhead_kind_name(o.overhead_kind)));
+        w.push_overhead(&Overhead {
+            kind,
+            process: o.object_a,
+            thread: o.object_b.into(),
+            start_ns: o.start,
+            end_ns: o.end,
+        });
+    }
+
+    /// Records a device the first time it is seen (name, compute capability, SMs, memory and
+    /// UUID), and marks the devices changed.
+    fn add_device(&mut self, d: &DeviceRec) {
+        if self.devices.iter().any(|x| x.device == d.id) {
+            return;
+        }
+        // SAFETY: CUPTI-owned name string, or null.
+        let name = unsafe { activity::cstr_at(d.name_ptr) }.unwrap_or_default();
+        let u = d.uuid;
+        let uuid = format!(
+            "GPU-{:02x}{:02x}{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}-{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+            u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14], u[15]
+        );
+        self.devices.push(DeviceInfo {
+            device: d.id,
+            name,
+            compute_capability: Some((d.cc_major, d.cc_minor)),
+            sm_count: Some(d.sm_count),
+            global_memory_bytes: Some(d.global_memory_bytes),
+            uuid: Some(uuid),
+        });
+        self.devices_changed = true;
+    }
+}
+
+/// A CUPTI memcpy record as the trace's copy, its kind read from CUPTI's copy-kind code.
+#[inline]
+fn memcpy(m: &MemcpyRec) -> Memcpy {
+    Memcpy {
+        kind: match m.copy_kind {
+            1 => CopyKind::HtoD,
+            2 => CopyKind::DtoH,
+            8 => CopyKind::DtoD,
+            9 => CopyKind::HtoH,
+            10 => CopyKind::PtoP,
+            _ => CopyKind::Unknown,
+        },
+        bytes: m.bytes,
+        device: m.device,
+        context: m.context,
+        stream: m.stream.into(),
+        correlation_id: m.correlation_id.into(),
+        start_ns: m.start,
+        end_ns: m.end,
+    }
+}
+
+/// A CUPTI memset record as the trace's memset.
+#[inline]
+fn memset(m: &MemsetRec) -> Memset {
+    Memset {
+        bytes: m.bytes,
+        value: m.value,
+        device: m.device,
+        context: m.context,
+        stream: m.stream.into(),
+        correlation_id: m.correlation_id.into(),
+        start_ns: m.start,
+        end_ns: m.end,
+    }
+}
+
+/// A CUPTI synchronization record as the trace's; a stream of `u32::MAX` means none.
+#[inline]
+fn synchronization(s: &SyncRec) -> Synchronization {
+    Synchronization {
+        kind: match s.sync_type {
+            1 => SyncKind::EventSynchronize,
+            2 => SyncKind::StreamWaitEvent,
+            3 => SyncKind::StreamSynchronize,
+            4 => SyncKind::ContextSynchronize,
+            _ => SyncKind::Unknown,
+        },
+        device: 0,
+        context: s.context,
+        stream: (s.stream != u32::MAX).then_some(s.stream.into()),
+        correlation_id: s.correlation_id.into(),
+        start_ns: s.start,
+        end_ns: s.end,
+    }
+}
+
+/// Writes an NVTX marker with its name and domain interned.
+#[inline]
+fn add_marker<W: Write>(w: &mut Writer<W>, m: &MarkerRec) {
+    // Marker strings may be freed and their addresses reused: no pointer cache.
+    // SAFETY: CUPTI-owned strings, valid while the buffer is being processed.
+    let name = w.intern(&unsafe { activity::cstr_at(m.name_ptr) }.unwrap_or_default());
+    let domain =
+        // SAFETY: as for the name.
+        w.intern(&unsafe { activity::cstr_at(m.domain_ptr) }.unwrap_or_default());
+    w.push_marker(&MarkerEvent {
+        ts_ns: m.timestamp,
+        id: m.id,
+        flags: m.flags,
+        name,
+        domain,
+        process: m.object_a,
+        thread: m.object_b.into(),
+    });
 }
 
 #[cfg(test)]

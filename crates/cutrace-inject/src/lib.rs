@@ -24,7 +24,7 @@ mod writer;
 
 pub use interpose::{cuptiActivityRegisterCallbacks, cuptiSubscribe};
 
-use cutrace_settings::var;
+use cutrace_settings::{var, Problem, Settings};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -144,32 +144,8 @@ impl Drop for Claim {
 fn init() -> Result<(), String> {
     let (settings, problems) = cutrace_settings::Settings::from_process_env();
     let config = Config::from_settings(&settings, &problems, &|k| std::env::var(k).ok());
-    let counter_config = match counters::CounterConfig::from_settings(&settings, &problems) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("cutrace: pid {}: counters are off: {e}", std::process::id());
-            None
-        }
-    };
-    let sample_config = match sampling::SampleConfig::from_settings(&settings, &problems) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!(
-                "cutrace: pid {}: PM sampling is off: {e}",
-                std::process::id()
-            );
-            None
-        }
-    };
-    let cands = cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok());
-    let cupti = Cupti::load(&cands).map_err(|e| match e {
-        CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
-            "libcupti could not be loaded ({e}). Fix: install the CUDA 13 toolkit's CUPTI, or set \
-             {}=/path/to/libcupti.so.13",
-            var::CUPTI_LIB
-        ),
-        other => format!("{other}"),
-    })?;
+    let (counter_config, sample_config) = session_configs(&settings, &problems);
+    let cupti = load_cupti()?;
     let version = cupti
         .version()
         .map_err(|e| format!("{} could not report its version: {e}", cupti.path))?;
@@ -203,20 +179,7 @@ fn init() -> Result<(), String> {
             Err(e) => return Err(refusal("cuptiSubscribe", &e)),
         }
     }
-    // CUPTI zeroes buffers it is handed unless told they are zeroed already; the pool zeroes
-    // them on the writer thread, away from the application's threads.
-    if let Err(e) = cupti.set_attribute(api::ATTR_ZEROED_OUT_ACTIVITY_BUFFER, 1u8) {
-        notes.push(format!(
-            "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not set: {e}"
-        ));
-    }
-    if let Some(bytes) = config.device_buffer_bytes {
-        if let Err(e) = cupti.set_attribute(api::ATTR_DEVICE_BUFFER_SIZE, bytes) {
-            notes.push(format!(
-                "CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE = {bytes} not set: {e}"
-            ));
-        }
-    }
+    set_buffer_attributes(&cupti, &config, &mut notes);
     cupti
         .register_callbacks(buffer_requested, buffer_completed)
         .map_err(|e| refusal("cuptiActivityRegisterCallbacks", &e))?;
@@ -295,6 +258,68 @@ fn init() -> Result<(), String> {
     }
     claim.keep();
     Ok(())
+}
+
+/// The counter and PM sampling sessions the settings ask for; settings that cannot be used turn
+/// that session off, said on stderr, and tracing goes on.
+fn session_configs(
+    settings: &Settings,
+    problems: &[Problem],
+) -> (
+    Option<counters::CounterConfig>,
+    Option<sampling::SampleConfig>,
+) {
+    let counter_config = match counters::CounterConfig::from_settings(settings, problems) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cutrace: pid {}: counters are off: {e}", std::process::id());
+            None
+        }
+    };
+    let sample_config = match sampling::SampleConfig::from_settings(settings, problems) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "cutrace: pid {}: PM sampling is off: {e}",
+                std::process::id()
+            );
+            None
+        }
+    };
+    (counter_config, sample_config)
+}
+
+/// Loads libcupti from where this process looks for it; a library not found or not loadable is
+/// refused with the fix.
+fn load_cupti() -> Result<Cupti, String> {
+    let cands = cutrace_cupti::locate::candidates_here(&|k| std::env::var(k).ok());
+    Cupti::load(&cands).map_err(|e| match e {
+        CuptiError::NotFound { .. } | CuptiError::Load { .. } => format!(
+            "libcupti could not be loaded ({e}). Fix: install the CUDA 13 toolkit's CUPTI, or set \
+             {}=/path/to/libcupti.so.13",
+            var::CUPTI_LIB
+        ),
+        other => format!("{other}"),
+    })
+}
+
+/// Tells CUPTI that its buffers come zeroed and, when set, the device buffer's size; an attribute
+/// CUPTI refuses becomes a note in the trace.
+fn set_buffer_attributes(cupti: &Cupti, config: &Config, notes: &mut Vec<String>) {
+    // CUPTI zeroes buffers it is handed unless told they are zeroed already; the pool zeroes
+    // them on the writer thread, away from the application's threads.
+    if let Err(e) = cupti.set_attribute(api::ATTR_ZEROED_OUT_ACTIVITY_BUFFER, 1u8) {
+        notes.push(format!(
+            "CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER not set: {e}"
+        ));
+    }
+    if let Some(bytes) = config.device_buffer_bytes {
+        if let Err(e) = cupti.set_attribute(api::ATTR_DEVICE_BUFFER_SIZE, bytes) {
+            notes.push(format!(
+                "CUPTI_ACTIVITY_ATTR_DEVICE_BUFFER_SIZE = {bytes} not set: {e}"
+            ));
+        }
+    }
 }
 
 /// Why a counter or sampling session cannot start without cutrace's subscription (`what`:

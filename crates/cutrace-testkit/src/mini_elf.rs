@@ -75,75 +75,31 @@ impl MiniElf {
         self
     }
 
+    /// The file's bytes: the ELF header, the program headers of a linked file, the sections'
+    /// data and the section headers.
     pub fn build(&self) -> Vec<u8> {
-        // Sections: 0 null, 1 .text, 2 .rodata, 3 .dynstr, 4 .dynsym, 5 .dynamic, 6 .strtab,
-        // 7 .symtab, 8 .shstrtab.
-        let mut shstr = vec![0u8];
-        let mut name_of = |n: &str| {
-            let off = shstr.len() as u32;
-            shstr.extend_from_slice(n.as_bytes());
-            shstr.push(0);
-            off
-        };
-        let names: Vec<u32> = [
-            ".text",
-            ".rodata",
-            ".dynstr",
-            ".dynsym",
-            ".dynamic",
-            ".strtab",
-            ".symtab",
-            ".shstrtab",
-        ]
-        .iter()
-        .map(|n| name_of(n))
-        .collect();
-
+        let (shstr, names) = section_names();
         let (dynstr, dynsym, soname_off) = sym_table(&self.dynsyms, self.soname.as_deref());
         let (strtab, symtab, _) = sym_table(&self.symtab, None);
         let linked = self.e_type != ET_REL;
         let phnum: u16 = if linked { 2 } else { 0 };
         let text = vec![0xc3u8; 16];
-        // .dynamic: DT_SONAME?, and for a linked file DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT
-        // (their values are filled in once the layout is known), then DT_NULL.
-        let mut tags: Vec<(u64, u64)> = Vec::new();
-        if let Some(off) = soname_off {
-            tags.push((14, off as u64)); // DT_SONAME
-        }
-        if linked {
-            tags.extend([(5, 0), (6, 0), (10, dynstr.len() as u64), (11, 24)]);
-        }
-        tags.push((0, 0)); // DT_NULL
+        let mut tags = dynamic_tags(soname_off, linked, dynstr.len());
         let dyn_len = tags.len() * 16;
-        // Where each section's data goes: after the ELF header and the program headers.
-        let lens = [
-            text.len(),
-            self.rodata.len(),
-            dynstr.len(),
-            dynsym.len(),
-            dyn_len,
-            strtab.len(),
-            symtab.len(),
-            shstr.len(),
-        ];
-        let mut offs = Vec::new();
-        let mut at = 64 + 56 * phnum as usize;
-        for len in lens {
-            at = (at + 7) & !7;
-            offs.push(at as u64);
-            at += len;
-        }
-        for t in tags.iter_mut() {
-            match t.0 {
-                5 => t.1 = offs[2],
-                6 => t.1 = offs[3],
-                _ => {}
-            }
-        }
-        let dynamic: Vec<u8> = tags
-            .iter()
-            .flat_map(|(t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
-            .collect();
+        let offs = section_offsets(
+            [
+                text.len(),
+                self.rodata.len(),
+                dynstr.len(),
+                dynsym.len(),
+                dyn_len,
+                strtab.len(),
+                symtab.len(),
+                shstr.len(),
+            ],
+            phnum,
+        );
+        let dynamic = dynamic_bytes(&mut tags, &offs);
 
         // (name, type, flags, data, link, info, entsize)
         let secs: Vec<Section> = vec![
@@ -157,72 +113,17 @@ impl MiniElf {
             (names[7], 3, 0, &shstr, 0, 0, 0),         // STRTAB
         ];
         let mut out = vec![0u8; 64 + 56 * phnum as usize];
-        let mut headers = vec![0u8; 64]; // the null section header
-        for (i, (name, ty, flags, data, link, info, entsize)) in secs.into_iter().enumerate() {
-            while out.len() & 7 != 0 {
-                out.push(0);
-            }
-            let off = out.len() as u64;
-            assert_eq!(off, offs[i]);
-            out.extend_from_slice(data);
-            // Allocated sections of a linked file sit at their file offset (the one PT_LOAD
-            // maps the file at address 0).
-            let addr = if linked && flags & 0x2 != 0 { off } else { 0 };
-            let mut h = Vec::with_capacity(64);
-            h.extend(name.to_le_bytes());
-            h.extend(ty.to_le_bytes());
-            h.extend(flags.to_le_bytes());
-            h.extend(addr.to_le_bytes());
-            h.extend(off.to_le_bytes());
-            h.extend((data.len() as u64).to_le_bytes());
-            h.extend(link.to_le_bytes());
-            h.extend(info.to_le_bytes());
-            h.extend(8u64.to_le_bytes()); // addralign
-            h.extend(entsize.to_le_bytes());
-            headers.extend(h);
-        }
+        let headers = write_sections(&mut out, secs, &offs, linked);
         while out.len() & 7 != 0 {
             out.push(0);
         }
         let shoff = out.len() as u64;
         out.extend(headers);
         if linked {
-            // PT_LOAD: the whole file at address 0; PT_DYNAMIC: .dynamic.
-            let file_len = out.len() as u64;
-            let ph = |ty: u32, flags: u32, off: u64, len: u64| {
-                let mut h = Vec::with_capacity(56);
-                h.extend(ty.to_le_bytes());
-                h.extend(flags.to_le_bytes());
-                h.extend(off.to_le_bytes()); // p_offset
-                h.extend(off.to_le_bytes()); // p_vaddr
-                h.extend(off.to_le_bytes()); // p_paddr
-                h.extend(len.to_le_bytes()); // p_filesz
-                h.extend(len.to_le_bytes()); // p_memsz
-                h.extend(8u64.to_le_bytes()); // p_align
-                h
-            };
-            let mut phdrs = ph(1, 0x5, 0, file_len);
-            phdrs.extend(ph(2, 0x6, offs[4], dyn_len as u64));
+            let phdrs = program_headers(out.len() as u64, offs[4], dyn_len as u64);
             out[64..64 + 112].copy_from_slice(&phdrs);
         }
-
-        let mut eh = Vec::with_capacity(64);
-        eh.extend([0x7f, b'E', b'L', b'F', 2, 1, 1, 0]); // 64-bit, little-endian, version 1
-        eh.extend([0u8; 8]);
-        eh.extend(self.e_type.to_le_bytes());
-        eh.extend(62u16.to_le_bytes()); // x86-64
-        eh.extend(1u32.to_le_bytes());
-        eh.extend(0u64.to_le_bytes()); // entry
-        eh.extend((if linked { 64u64 } else { 0 }).to_le_bytes()); // phoff
-        eh.extend(shoff.to_le_bytes());
-        eh.extend(0u32.to_le_bytes()); // flags
-        eh.extend(64u16.to_le_bytes()); // ehsize
-        eh.extend(56u16.to_le_bytes()); // phentsize
-        eh.extend(phnum.to_le_bytes()); // phnum
-        eh.extend(64u16.to_le_bytes()); // shentsize
-        eh.extend(9u16.to_le_bytes()); // shnum
-        eh.extend(8u16.to_le_bytes()); // shstrndx
-        out[..64].copy_from_slice(&eh);
+        out[..64].copy_from_slice(&elf_header(self.e_type, linked, shoff, phnum));
         out
     }
 
@@ -237,6 +138,144 @@ impl MiniElf {
 
 /// (name, type, flags, data, link, info, entsize) of one section.
 type Section<'a> = (u32, u32, u64, &'a [u8], u32, u32, u64);
+
+/// The section header string table and each section's name offset in it. Sections: 0 null,
+/// 1 .text, 2 .rodata, 3 .dynstr, 4 .dynsym, 5 .dynamic, 6 .strtab, 7 .symtab, 8 .shstrtab.
+fn section_names() -> (Vec<u8>, Vec<u32>) {
+    let mut shstr = vec![0u8];
+    let mut name_of = |n: &str| {
+        let off = shstr.len() as u32;
+        shstr.extend_from_slice(n.as_bytes());
+        shstr.push(0);
+        off
+    };
+    let names: Vec<u32> = [
+        ".text",
+        ".rodata",
+        ".dynstr",
+        ".dynsym",
+        ".dynamic",
+        ".strtab",
+        ".symtab",
+        ".shstrtab",
+    ]
+    .iter()
+    .map(|n| name_of(n))
+    .collect();
+    (shstr, names)
+}
+
+/// .dynamic's tags: DT_SONAME?, and for a linked file DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT
+/// (their values are filled in once the layout is known), then DT_NULL.
+fn dynamic_tags(soname_off: Option<u32>, linked: bool, dynstr_len: usize) -> Vec<(u64, u64)> {
+    let mut tags: Vec<(u64, u64)> = Vec::new();
+    if let Some(off) = soname_off {
+        tags.push((14, off as u64)); // DT_SONAME
+    }
+    if linked {
+        tags.extend([(5, 0), (6, 0), (10, dynstr_len as u64), (11, 24)]);
+    }
+    tags.push((0, 0)); // DT_NULL
+    tags
+}
+
+/// Where each section's data goes (8-aligned, in order): after the ELF header and the program
+/// headers.
+fn section_offsets(lens: [usize; 8], phnum: u16) -> Vec<u64> {
+    let mut offs = Vec::new();
+    let mut at = 64 + 56 * phnum as usize;
+    for len in lens {
+        at = (at + 7) & !7;
+        offs.push(at as u64);
+        at += len;
+    }
+    offs
+}
+
+/// .dynamic's bytes, once DT_STRTAB and DT_SYMTAB are set to .dynstr's and .dynsym's offsets.
+fn dynamic_bytes(tags: &mut [(u64, u64)], offs: &[u64]) -> Vec<u8> {
+    for t in tags.iter_mut() {
+        match t.0 {
+            5 => t.1 = offs[2],
+            6 => t.1 = offs[3],
+            _ => {}
+        }
+    }
+    tags.iter()
+        .flat_map(|(t, v)| t.to_le_bytes().into_iter().chain(v.to_le_bytes()))
+        .collect()
+}
+
+/// Appends each section's data to `out` at its offset in `offs`; returns the section headers,
+/// the null one first.
+fn write_sections(out: &mut Vec<u8>, secs: Vec<Section>, offs: &[u64], linked: bool) -> Vec<u8> {
+    let mut headers = vec![0u8; 64]; // the null section header
+    for (i, (name, ty, flags, data, link, info, entsize)) in secs.into_iter().enumerate() {
+        while out.len() & 7 != 0 {
+            out.push(0);
+        }
+        let off = out.len() as u64;
+        assert_eq!(off, offs[i]);
+        out.extend_from_slice(data);
+        // Allocated sections of a linked file sit at their file offset (the one PT_LOAD
+        // maps the file at address 0).
+        let addr = if linked && flags & 0x2 != 0 { off } else { 0 };
+        let mut h = Vec::with_capacity(64);
+        h.extend(name.to_le_bytes());
+        h.extend(ty.to_le_bytes());
+        h.extend(flags.to_le_bytes());
+        h.extend(addr.to_le_bytes());
+        h.extend(off.to_le_bytes());
+        h.extend((data.len() as u64).to_le_bytes());
+        h.extend(link.to_le_bytes());
+        h.extend(info.to_le_bytes());
+        h.extend(8u64.to_le_bytes()); // addralign
+        h.extend(entsize.to_le_bytes());
+        headers.extend(h);
+    }
+    headers
+}
+
+/// A linked file's two program headers: PT_LOAD, the whole file at address 0; PT_DYNAMIC,
+/// .dynamic.
+fn program_headers(file_len: u64, dyn_off: u64, dyn_len: u64) -> Vec<u8> {
+    let ph = |ty: u32, flags: u32, off: u64, len: u64| {
+        let mut h = Vec::with_capacity(56);
+        h.extend(ty.to_le_bytes());
+        h.extend(flags.to_le_bytes());
+        h.extend(off.to_le_bytes()); // p_offset
+        h.extend(off.to_le_bytes()); // p_vaddr
+        h.extend(off.to_le_bytes()); // p_paddr
+        h.extend(len.to_le_bytes()); // p_filesz
+        h.extend(len.to_le_bytes()); // p_memsz
+        h.extend(8u64.to_le_bytes()); // p_align
+        h
+    };
+    let mut phdrs = ph(1, 0x5, 0, file_len);
+    phdrs.extend(ph(2, 0x6, dyn_off, dyn_len));
+    phdrs
+}
+
+/// The 64-byte ELF header of an x86-64, little-endian file.
+fn elf_header(e_type: u16, linked: bool, shoff: u64, phnum: u16) -> Vec<u8> {
+    let mut eh = Vec::with_capacity(64);
+    eh.extend([0x7f, b'E', b'L', b'F', 2, 1, 1, 0]); // 64-bit, little-endian, version 1
+    eh.extend([0u8; 8]);
+    eh.extend(e_type.to_le_bytes());
+    eh.extend(62u16.to_le_bytes()); // x86-64
+    eh.extend(1u32.to_le_bytes());
+    eh.extend(0u64.to_le_bytes()); // entry
+    eh.extend((if linked { 64u64 } else { 0 }).to_le_bytes()); // phoff
+    eh.extend(shoff.to_le_bytes());
+    eh.extend(0u32.to_le_bytes()); // flags
+    eh.extend(64u16.to_le_bytes()); // ehsize
+    eh.extend(56u16.to_le_bytes()); // phentsize
+    eh.extend(phnum.to_le_bytes()); // phnum
+    eh.extend(64u16.to_le_bytes()); // shentsize
+    eh.extend(9u16.to_le_bytes()); // shnum
+    eh.extend(8u16.to_le_bytes()); // shstrndx
+    eh
+}
 
 /// A string table and a symbol table (first entry null) for `syms`; also the offset of `extra`
 /// in the string table.

@@ -111,8 +111,47 @@ fn perfmon_fix() -> Vec<String> {
     ]
 }
 
+/// The `counter-access` check: may this caller read the GPU performance counters (the driver's
+/// regkey, the caller's capabilities and, on R610+, the profiler capabilities decide), and how to
+/// get access when it is refused.
 pub fn counter_access(ctx: &Ctx) -> Access {
     let id = ctx.identity.as_ref();
+    let mut evidence = caller_evidence(ctx, id);
+    let r610 = ctx.driver.is_some_and(|v| v >= CAPABILITIES_SINCE);
+    let caps: Vec<CapNode> = PROFILER_CAPS
+        .iter()
+        .filter_map(|n| cap_node(ctx, n, id))
+        .collect();
+    for c in &caps {
+        evidence.extend(c.evidence.iter().cloned());
+    }
+    let sources = &[src::ERR_NVGPUCTRPERM, src::NV_REG_H, src::MIG_CAPS];
+    let mk = |status, summary: String| {
+        Check::new("counter-access", status, Affects::Counters, summary)
+            .evidence(evidence.clone())
+            .sources(sources)
+    };
+    let who = id
+        .map(|i| i.describe())
+        .unwrap_or_else(|| "this user (identity unreadable)".into());
+
+    if let Some(a) = settled_by_driver(ctx, &mk) {
+        return a;
+    }
+    if let Some(a) = settled_by_caller(ctx, id, &who, &mk) {
+        return a;
+    }
+    if r610 {
+        if let Some(a) = granted_by_capability(ctx, &caps, &mk) {
+            return a;
+        }
+    }
+    denied(ctx, &who, r610, &mk)
+}
+
+/// The evidence every counter-access answer shows: the driver's RmProfilingAdminOnly, this
+/// caller's identity and the driver version.
+fn caller_evidence(ctx: &Ctx, id: Option<&Identity>) -> Vec<Evidence> {
     let mut evidence = Vec::new();
     match (&ctx.params, ctx.admin_only) {
         (Some(_), Some(v)) => evidence.push(Evidence::new(
@@ -140,32 +179,20 @@ pub fn counter_access(ctx: &Ctx) -> Access {
     if let Some(v) = ctx.driver {
         evidence.push(Evidence::new(facts::DRIVER_VERSION_FILE, v.to_string()));
     }
-    let r610 = ctx.driver.is_some_and(|v| v >= CAPABILITIES_SINCE);
-    let caps: Vec<CapNode> = PROFILER_CAPS
-        .iter()
-        .filter_map(|n| cap_node(ctx, n, id))
-        .collect();
-    for c in &caps {
-        evidence.extend(c.evidence.iter().cloned());
-    }
-    let sources = &[src::ERR_NVGPUCTRPERM, src::NV_REG_H, src::MIG_CAPS];
-    let mk = |status, summary: String| {
-        Check::new("counter-access", status, Affects::Counters, summary)
-            .evidence(evidence.clone())
-            .sources(sources)
-    };
-    let who = id
-        .map(|i| i.describe())
-        .unwrap_or_else(|| "this user (identity unreadable)".into());
+    evidence
+}
 
+/// The answer when the driver alone decides it: no driver loaded (no counters), or counters
+/// open to all users.
+fn settled_by_driver(ctx: &Ctx, mk: &impl Fn(Status, String) -> Check) -> Option<Access> {
     if ctx.driver_text.is_none() {
         let c = mk(Status::Fail, "no NVIDIA driver, so no counters".into())
             .explain("Counter access is decided by the nvidia kernel module, which is not loaded (see the driver check).")
             .fix(["# fix the driver check first"]);
-        return Access {
+        return Some(Access {
             check: c,
             allowed: Some(false),
-        };
+        });
     }
     if ctx.admin_only == Some(0) {
         let c = mk(Status::Ok, "counters are open to all users (RmProfilingAdminOnly: 0)".into()).explain(
@@ -173,79 +200,85 @@ pub fn counter_access(ctx: &Ctx) -> Access {
              That is the right setting for a dedicated profiling pool; on shared production nodes NVIDIA's default \
              (restricted) is the safer one.",
         );
-        return Access {
+        return Some(Access {
             check: c,
             allowed: Some(true),
-        };
+        });
     }
+    None
+}
+
+/// The answer when the caller's capabilities decide it: CAP_SYS_ADMIN grants access, and
+/// CAP_PERFMON does on driver R565+ (and is named as the reason for a refusal on older ones).
+fn settled_by_caller(
+    ctx: &Ctx,
+    id: Option<&Identity>,
+    who: &str,
+    mk: &impl Fn(Status, String) -> Check,
+) -> Option<Access> {
     if id.is_some_and(|i| i.has_cap(CAP_SYS_ADMIN)) {
         let c = mk(Status::Ok, format!("counters are restricted to admins, and this caller is one: {who}"))
             .explain("A process with CAP_SYS_ADMIN may profile whatever RmProfilingAdminOnly says. Programs started by another user will still get ERR_NVGPUCTRPERM / CUPTI_ERROR_INSUFFICIENT_PRIVILEGES.");
-        return Access {
+        return Some(Access {
             check: c,
             allowed: Some(true),
-        };
+        });
     }
-    if let Some(i) = id.filter(|i| i.has_cap(CAP_PERFMON)) {
-        let _ = i;
-        match ctx.driver {
-            Some(v) if v >= CAP_PERFMON_SINCE => {
-                let c = mk(Status::Ok, format!("counters are restricted to admins, and CAP_PERFMON grants access on driver {v} (R565+)"))
-                    .explain("\"Starting in driver version R565, the CAP_PERFMON capability will also allow access.\" One exception NVIDIA documents: CAP_PERFMON does not work in secure execution mode (a setuid/setgid program) unless profiling within a container.");
-                return Access {
-                    check: c,
-                    allowed: Some(true),
-                };
-            }
-            Some(v) => {
-                let mut fix = vec![
-                    "# CAP_PERFMON needs driver R565 or newer; upgrade the driver, or:".to_string(),
-                ];
-                fix.extend(regkey_fix(ctx));
-                fix.push(POLICY.into());
-                let c = mk(Status::Fail, format!("this caller holds CAP_PERFMON, but driver {v} is older than R565, which is the first to honour it"))
-                    .explain("Counters are restricted to admins (RmProfilingAdminOnly is not 0). CAP_PERFMON only grants counter access from driver R565 on; on this driver only CAP_SYS_ADMIN or the regkey does. Profiling will fail with ERR_NVGPUCTRPERM / CUPTI_ERROR_INSUFFICIENT_PRIVILEGES.")
-                    .fix(fix);
-                return Access {
-                    check: c,
-                    allowed: Some(false),
-                };
-            }
-            None => {}
-        }
+    if !id.is_some_and(|i| i.has_cap(CAP_PERFMON)) {
+        return None;
     }
-    if r610 {
-        if let Some(c) = caps.iter().find(|c| c.name != "trace-device" && c.readable) {
-            let name = c.name;
-            let check = mk(Status::Ok, format!("RmProfilingAdminOnly is {} but the {name} capability grants this caller counter access (R610+)",
-                ctx.admin_only.map(|v| v.to_string()).unwrap_or_else(|| "unknown".into())))
-                .explain("On R610+ drivers the RmProfilingAdminOnly flag \"only reflects the regkey state and does not account for capability-based access grants\". This caller can open the capability's device node, which is the grant. Note that \"Profiling capabilities are granted system-wide and cannot be scoped to individual GPUs.\"");
-            return Access {
-                check,
+    match ctx.driver {
+        Some(v) if v >= CAP_PERFMON_SINCE => {
+            let c = mk(Status::Ok, format!("counters are restricted to admins, and CAP_PERFMON grants access on driver {v} (R565+)"))
+                .explain("\"Starting in driver version R565, the CAP_PERFMON capability will also allow access.\" One exception NVIDIA documents: CAP_PERFMON does not work in secure execution mode (a setuid/setgid program) unless profiling within a container.");
+            Some(Access {
+                check: c,
                 allowed: Some(true),
-            };
+            })
         }
+        Some(v) => {
+            let mut fix = vec![
+                "# CAP_PERFMON needs driver R565 or newer; upgrade the driver, or:".to_string(),
+            ];
+            fix.extend(regkey_fix(ctx));
+            fix.push(POLICY.into());
+            let c = mk(Status::Fail, format!("this caller holds CAP_PERFMON, but driver {v} is older than R565, which is the first to honour it"))
+                .explain("Counters are restricted to admins (RmProfilingAdminOnly is not 0). CAP_PERFMON only grants counter access from driver R565 on; on this driver only CAP_SYS_ADMIN or the regkey does. Profiling will fail with ERR_NVGPUCTRPERM / CUPTI_ERROR_INSUFFICIENT_PRIVILEGES.")
+                .fix(fix);
+            Some(Access {
+                check: c,
+                allowed: Some(false),
+            })
+        }
+        None => None,
     }
-    // Denied (or unknown).
+}
+
+/// On an R610+ driver, the grant by a profiler capability (other than trace-device) whose device
+/// node this caller can open.
+fn granted_by_capability(
+    ctx: &Ctx,
+    caps: &[CapNode],
+    mk: &impl Fn(Status, String) -> Check,
+) -> Option<Access> {
+    let c = caps
+        .iter()
+        .find(|c| c.name != "trace-device" && c.readable)?;
+    let name = c.name;
+    let check = mk(Status::Ok, format!("RmProfilingAdminOnly is {} but the {name} capability grants this caller counter access (R610+)",
+        ctx.admin_only.map(|v| v.to_string()).unwrap_or_else(|| "unknown".into())))
+        .explain("On R610+ drivers the RmProfilingAdminOnly flag \"only reflects the regkey state and does not account for capability-based access grants\". This caller can open the capability's device node, which is the grant. Note that \"Profiling capabilities are granted system-wide and cannot be scoped to individual GPUs.\"");
+    Some(Access {
+        check,
+        allowed: Some(true),
+    })
+}
+
+/// The answer when nothing grants access: a refusal, or a warning when RmProfilingAdminOnly
+/// could not be read.
+fn denied(ctx: &Ctx, who: &str, r610: bool, mk: &impl Fn(Status, String) -> Check) -> Access {
     let unknown = ctx.admin_only.is_none();
-    let mut fix = Vec::new();
-    if ctx.container.inside {
-        fix.push(
-            "# inside a container only the HOST's setting counts; the host admin runs:".to_string(),
-        );
-    }
-    fix.extend(regkey_fix(ctx));
-    if ctx.container.inside {
-        fix.push("# or start the container with the capability (as an admin): docker run --cap-add=SYS_ADMIN ...   (driver R565+: --cap-add=PERFMON)".into());
-    } else {
-        fix.extend(perfmon_fix());
-    }
-    if r610 {
-        fix.push("# or (R610+) grant the profiler-context capability: find its node, then let a group open it".into());
-        fix.push("grep DeviceFileMinor /proc/driver/nvidia/capabilities/profiler-context".into());
-        fix.push("sudo chgrp profilers /dev/nvidia-caps/nvidia-cap<minor> && sudo chmod 0640 /dev/nvidia-caps/nvidia-cap<minor>".into());
-    }
-    fix.push(POLICY.into());
+    let fix = denied_fix(ctx, r610);
     let mut explanation = String::from(
         "The running driver restricts the GPU performance counters to admins, and this caller is not one: counter \
          profiling (ncu, nsys GPU metrics, torch.profiler counters, cutrace doctor --probe) fails with ERR_NVGPUCTRPERM / \
@@ -275,6 +308,30 @@ pub fn counter_access(ctx: &Ctx) -> Access {
         check: c,
         allowed: if unknown { None } else { Some(false) },
     }
+}
+
+/// The ways to get counter access when none is granted: the regkey, a capability for the
+/// profiled program (or the container), and on R610+ a profiler-context grant.
+fn denied_fix(ctx: &Ctx, r610: bool) -> Vec<String> {
+    let mut fix = Vec::new();
+    if ctx.container.inside {
+        fix.push(
+            "# inside a container only the HOST's setting counts; the host admin runs:".to_string(),
+        );
+    }
+    fix.extend(regkey_fix(ctx));
+    if ctx.container.inside {
+        fix.push("# or start the container with the capability (as an admin): docker run --cap-add=SYS_ADMIN ...   (driver R565+: --cap-add=PERFMON)".into());
+    } else {
+        fix.extend(perfmon_fix());
+    }
+    if r610 {
+        fix.push("# or (R610+) grant the profiler-context capability: find its node, then let a group open it".into());
+        fix.push("grep DeviceFileMinor /proc/driver/nvidia/capabilities/profiler-context".into());
+        fix.push("sudo chgrp profilers /dev/nvidia-caps/nvidia-cap<minor> && sudo chmod 0640 /dev/nvidia-caps/nvidia-cap<minor>".into());
+    }
+    fix.push(POLICY.into());
+    fix
 }
 
 /// The initramfs rebuild for the distribution named in /etc/os-release (the ERR_NVGPUCTRPERM page).

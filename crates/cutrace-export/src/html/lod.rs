@@ -105,10 +105,65 @@ impl Grid {
 
 /// The levels of every GPU lane and of the busiest streams' lanes. `window` is the report's.
 pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLod, AnalysisError> {
-    // Pass 1, over the records: the span (the first start to the last end of the kernels with
-    // time, as the busy runs' span is), the devices with kernel time, and each stream's busy
-    // time for choosing lanes. Nothing per record is kept: the span fixes the buckets, and the
-    // busy runs are then added to them as they are swept.
+    let scan = scan_kernels(trace, window);
+    let Some((start, end)) = scan.bounds else {
+        return Ok(TimelineLod {
+            start_ns: 0,
+            span_ns: 0,
+            gpu_bucket_ns: 0,
+            stream_bucket_ns: 0,
+            base_buckets: BASE_BUCKETS,
+            zoom: ZOOM,
+            lanes: Vec::new(),
+            streams_not_drawn: 0,
+        });
+    };
+    let mut devices = scan.devices;
+    devices.sort_unstable();
+
+    let mut streams: Vec<((u32, u64), Ns)> = scan.stream_busy.into_iter().collect();
+    streams.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+
+    let span = end - start;
+    let (dev_levels, stream_levels, n_streams) = fit_levels(span, devices.len(), streams.len());
+    let kept: HashMap<(u32, u64), usize> = streams[..n_streams]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.0, i))
+        .collect();
+
+    let dev = Levels::over(start, span, dev_levels);
+    let stream = Levels::over(start, span, stream_levels);
+    let dev_acc = gpu_sums(trace, window, &devices, &dev.grid)?;
+    let stream_acc = stream_sums(trace, window, &kept, &stream.grid, n_streams);
+    let lanes = encode_lanes(trace, &devices, &dev_acc, &dev, &kept, &stream_acc, &stream);
+    Ok(TimelineLod {
+        start_ns: start,
+        span_ns: span,
+        gpu_bucket_ns: dev.grid.width,
+        stream_bucket_ns: stream.grid.width,
+        base_buckets: BASE_BUCKETS,
+        zoom: ZOOM,
+        lanes,
+        streams_not_drawn: (streams.len() - n_streams) as u64,
+    })
+}
+
+/// What the first pass over the kernels finds.
+struct KernelScan {
+    /// The first start to the last end of the kernels with time; `None` when none has any.
+    bounds: Option<(Ns, Ns)>,
+    /// The devices with kernel time, in the order first seen.
+    devices: Vec<u32>,
+    /// Each stream's busy time, for choosing lanes.
+    stream_busy: HashMap<(u32, u64), Ns>,
+}
+
+/// Pass 1, over the records: the span (the first start to the last end of the kernels with
+/// time, as the busy runs' span is), the devices with kernel time, and each stream's busy time
+/// for choosing lanes. Nothing per record is kept: the span fixes the buckets, and the busy runs
+/// are then added to them as they are swept.
+fn scan_kernels(trace: &Trace, window: Option<&Window>) -> KernelScan {
     let mut bounds: Option<(Ns, Ns)> = None;
     let mut devices: Vec<u32> = Vec::new();
     let mut stream_busy: HashMap<(u32, u64), Ns> = HashMap::new();
@@ -128,33 +183,24 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             devices.push(k.device);
         }
     }
-    let Some((start, end)) = bounds else {
-        return Ok(TimelineLod {
-            start_ns: 0,
-            span_ns: 0,
-            gpu_bucket_ns: 0,
-            stream_bucket_ns: 0,
-            base_buckets: BASE_BUCKETS,
-            zoom: ZOOM,
-            lanes: Vec::new(),
-            streams_not_drawn: 0,
-        });
-    };
-    devices.sort_unstable();
+    KernelScan {
+        bounds,
+        devices,
+        stream_busy,
+    }
+}
 
-    let mut streams: Vec<((u32, u64), Ns)> = stream_busy.into_iter().collect();
-    streams.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-
-    // Levels: GPU lanes get `dev_levels`, stream lanes `stream_levels`; lower them (streams
-    // first) until the bytes fit the budget.
+/// Levels: GPU lanes get `dev_levels`, stream lanes `stream_levels`, none finer than
+/// [`MIN_BUCKET_NS`] (a short trace needs fewer); lowered (streams first), and then stream lanes
+/// dropped, until the bytes fit the budget. Returns the GPU levels, the stream levels and how
+/// many of the busiest `streams` get a lane.
+fn fit_levels(span: Ns, devices: usize, streams: usize) -> (u32, u32, usize) {
     let bytes = |levels: u32, lanes: usize| -> u64 {
         (0..levels)
             .map(|k| 2 * BASE_BUCKETS * ZOOM.pow(k))
             .sum::<u64>()
             * lanes as u64
     };
-    // No level finer than [`MIN_BUCKET_NS`] (a short trace needs fewer).
-    let span = end - start;
     let finest = |levels: u32| span / (BASE_BUCKETS * ZOOM.pow(levels - 1));
     let (mut dev_levels, mut stream_levels) = (4u32, 3u32);
     while dev_levels > 1 && finest(dev_levels) < MIN_BUCKET_NS {
@@ -163,8 +209,8 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
     while stream_levels > 1 && finest(stream_levels) < MIN_BUCKET_NS {
         stream_levels -= 1;
     }
-    let mut n_streams = streams.len().min(MAX_STREAM_LANES);
-    while bytes(dev_levels, devices.len()) + bytes(stream_levels, n_streams) > BUDGET_BYTES {
+    let mut n_streams = streams.min(MAX_STREAM_LANES);
+    while bytes(dev_levels, devices) + bytes(stream_levels, n_streams) > BUDGET_BYTES {
         if stream_levels > 1 && stream_levels >= dev_levels - 1 {
             stream_levels -= 1;
         } else if dev_levels > 1 && dev_levels > stream_levels {
@@ -175,24 +221,39 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             break;
         }
     }
-    let kept: HashMap<(u32, u64), usize> = streams[..n_streams]
-        .iter()
-        .enumerate()
-        .map(|(i, s)| (s.0, i))
-        .collect();
+    (dev_levels, stream_levels, n_streams)
+}
 
-    let grid = |levels: u32| {
-        let n = BASE_BUCKETS * ZOOM.pow(levels.max(1) - 1);
-        Grid {
-            start,
-            width: span.div_ceil(n).max(1),
-            n: n as usize,
+/// One kind of lane's finest grid and how many levels it keeps.
+struct Levels {
+    grid: Grid,
+    count: u32,
+}
+
+impl Levels {
+    /// `count` levels over `span` from `start`: the finest has `BASE_BUCKETS · ZOOM^(count-1)`
+    /// buckets.
+    fn over(start: Ns, span: Ns, count: u32) -> Self {
+        let n = BASE_BUCKETS * ZOOM.pow(count.max(1) - 1);
+        Levels {
+            grid: Grid {
+                start,
+                width: span.div_ceil(n).max(1),
+                n: n as usize,
+            },
+            count,
         }
-    };
-    let dev_grid = grid(dev_levels);
-    let stream_grid = grid(stream_levels);
+    }
+}
 
-    // GPU lanes: busy runs, and each gap split where its next kernel's launch returned.
+/// Pass 2, for the GPU lanes: the busy runs, device by device in order, straight into the
+/// buckets, and each gap split where its next kernel's launch returned.
+fn gpu_sums(
+    trace: &Trace,
+    window: Option<&Window>,
+    devices: &[u32],
+    dev_grid: &Grid,
+) -> Result<Vec<Acc>, AnalysisError> {
     let mut dev_acc: Vec<Acc> = devices
         .iter()
         .map(|_| Acc {
@@ -200,8 +261,6 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             idle: vec![[0; 3]; dev_grid.n],
         })
         .collect();
-    // Pass 2: the busy runs, device by device in order, straight into the buckets, and each
-    // gap split where its next kernel's launch returned.
     let index = ApiIndex::build(&trace.api_calls);
     let mut prev: Option<(u32, Ns)> = None;
     kernel_timelines(trace, window, 0, |dev, s, e, first| {
@@ -222,9 +281,18 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
         dev_grid.add(s, e, |b, ns| a.busy[b] += ns);
         prev = Some((dev, e));
     })?;
-    drop(index);
+    Ok(dev_acc)
+}
 
-    // Stream lanes: the kernels' time (a stream runs its kernels one after another).
+/// Stream lanes: the kernels' time (a stream runs its kernels one after another), per kept
+/// stream in `kept`'s lane order.
+fn stream_sums(
+    trace: &Trace,
+    window: Option<&Window>,
+    kept: &HashMap<(u32, u64), usize>,
+    stream_grid: &Grid,
+    n_streams: usize,
+) -> Vec<Vec<Ns>> {
     let mut stream_acc: Vec<Vec<Ns>> = vec![vec![0; stream_grid.n]; n_streams];
     if n_streams > 0 {
         for k in &trace.kernels {
@@ -236,41 +304,44 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             }
         }
     }
+    stream_acc
+}
 
+/// The encoded lanes: each GPU's own lane, followed by its kept streams' lanes in stream order.
+fn encode_lanes(
+    trace: &Trace,
+    devices: &[u32],
+    dev_acc: &[Acc],
+    dev: &Levels,
+    kept: &HashMap<(u32, u64), usize>,
+    stream_acc: &[Vec<Ns>],
+    stream: &Levels,
+) -> Vec<Lane> {
     let mut lanes = Vec::new();
-    for (dev, a) in devices.iter().zip(&dev_acc) {
+    for (d, a) in devices.iter().zip(dev_acc) {
         lanes.push(Lane {
-            device: *dev,
+            device: *d,
             stream: None,
             pid: None,
-            levels: encode_levels(&dev_grid, dev_levels, &a.busy, Some(&a.idle)),
+            levels: encode_levels(&dev.grid, dev.count, &a.busy, Some(&a.idle)),
         });
         let mut own: Vec<(u64, usize)> = kept
             .iter()
-            .filter(|(k, _)| k.0 == *dev)
+            .filter(|(k, _)| k.0 == *d)
             .map(|(k, &i)| (k.1, i))
             .collect();
         own.sort_unstable();
-        for (stream, i) in own {
-            let (pid, stream) = trace.meta.id_origin(stream);
+        for (s, i) in own {
+            let (pid, s) = trace.meta.id_origin(s);
             lanes.push(Lane {
-                device: *dev,
-                stream: Some(stream),
+                device: *d,
+                stream: Some(s),
                 pid,
-                levels: encode_levels(&stream_grid, stream_levels, &stream_acc[i], None),
+                levels: encode_levels(&stream.grid, stream.count, &stream_acc[i], None),
             });
         }
     }
-    Ok(TimelineLod {
-        start_ns: start,
-        span_ns: span,
-        gpu_bucket_ns: dev_grid.width,
-        stream_bucket_ns: stream_grid.width,
-        base_buckets: BASE_BUCKETS,
-        zoom: ZOOM,
-        lanes,
-        streams_not_drawn: (streams.len() - n_streams) as u64,
-    })
+    lanes
 }
 
 const B64: &[u8; 64] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/";

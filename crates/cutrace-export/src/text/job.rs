@@ -247,6 +247,16 @@ fn opt_ns(v: Option<u64>) -> String {
 /// Writes the job report; `top` bounds the steps and collectives listed.
 pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
     let from = o.len();
+    render_header(o, inputs, j);
+    render_ranks(o, &j.ranks);
+    render_steps(o, &j.steps, top);
+    render_collectives(o, &j.collectives);
+    escape_from(o, from);
+}
+
+/// Writes the report's opening lines: the inputs, the rank counts, the missing and dead ranks,
+/// the clocks and the job's notes.
+fn render_header(o: &mut String, inputs: &str, j: &JobReport) {
     let _ = writeln!(o, "cutrace report: {inputs} (distributed job)");
     let world = j.world_size.map_or_else(
         || "world size not stated".into(),
@@ -280,6 +290,11 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
     for n in &j.notes {
         let _ = writeln!(o, "note: {}", note_text(n));
     }
+}
+
+/// Writes the per-rank table and, when the ranks' waits differ, the ranks that waited most and
+/// least at collectives.
+fn render_ranks(o: &mut String, ranks: &[JobRank]) {
     let _ = writeln!(
         o,
         "\nPer rank (sums over each rank's GPUs; busy = union of all kernels, comm = union of NCCL \
@@ -291,7 +306,7 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
         "  {:>5} {:>14} {:>6} {:>14} {:>14} {:>7} {:>14} {:>14} {:>14}",
         "rank", "busy", "busy%", "comm", "exposed", "hidden", "wait", "idle", "step p50"
     );
-    for r in &j.ranks {
+    for r in ranks {
         let hidden = r
             .hidden_comm_pct
             .map_or_else(|| "-".into(), |p| format!("{p:.1}%"));
@@ -310,12 +325,11 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
             if r.complete { "" } else { "  (incomplete)" }
         );
     }
-    if let Some(r) = j
-        .ranks
+    if let Some(r) = ranks
         .iter()
         .max_by_key(|r| (r.wait_ns, std::cmp::Reverse(r.rank)))
     {
-        let least = j.ranks.iter().min_by_key(|r| (r.wait_ns, r.rank));
+        let least = ranks.iter().min_by_key(|r| (r.wait_ns, r.rank));
         if let Some(l) = least.filter(|l| l.rank != r.rank) {
             let _ = writeln!(
                 o,
@@ -328,93 +342,114 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
             );
         }
     }
-    if !j.steps.steps.is_empty() {
-        let _ = writeln!(
-            o,
-            "\nSteps ({}, matched by {} on each rank; {} shown of {})",
-            j.steps.matched,
-            if j.steps.matched_by == "number" {
-                "their #N"
-            } else {
-                "order"
-            },
-            j.steps.steps.len().min(top),
-            j.steps.steps.len()
-        );
+}
+
+/// Writes the steps matched across ranks, the `top` with the widest spread in step order;
+/// nothing when no step matched.
+fn render_steps(o: &mut String, steps: &JobSteps, top: usize) {
+    if steps.steps.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nSteps ({}, matched by {} on each rank; {} shown of {})",
+        steps.matched,
+        if steps.matched_by == "number" {
+            "their #N"
+        } else {
+            "order"
+        },
+        steps.steps.len().min(top),
+        steps.steps.len()
+    );
+    let _ = writeln!(
+        o,
+        "  {:>5} {:<24} {:>5} {:>14} {:>8} {:>14} {:>14}",
+        "step", "name", "ranks", "slowest", "rank", "fastest", "spread"
+    );
+    let mut by_spread: Vec<_> = steps.steps.iter().collect();
+    by_spread.sort_by_key(|s| (std::cmp::Reverse(s.spread_ns), s.index));
+    by_spread.truncate(top);
+    by_spread.sort_by_key(|s| s.index);
+    for s in by_spread {
         let _ = writeln!(
             o,
             "  {:>5} {:<24} {:>5} {:>14} {:>8} {:>14} {:>14}",
-            "step", "name", "ranks", "slowest", "rank", "fastest", "spread"
+            s.index,
+            short_name(&s.name, 24),
+            s.ranks,
+            fmt_ns(s.slowest_ns),
+            s.slowest_rank,
+            fmt_ns(s.fastest_ns),
+            fmt_ns(s.spread_ns)
         );
-        let mut by_spread: Vec<_> = j.steps.steps.iter().collect();
-        by_spread.sort_by_key(|s| (std::cmp::Reverse(s.spread_ns), s.index));
-        by_spread.truncate(top);
-        by_spread.sort_by_key(|s| s.index);
-        for s in by_spread {
-            let _ = writeln!(
-                o,
-                "  {:>5} {:<24} {:>5} {:>14} {:>8} {:>14} {:>14}",
-                s.index,
-                short_name(&s.name, 24),
-                s.ranks,
-                fmt_ns(s.slowest_ns),
-                s.slowest_rank,
-                fmt_ns(s.fastest_ns),
-                fmt_ns(s.spread_ns)
-            );
-        }
     }
-    let c = &j.collectives;
+}
+
+/// Writes the collectives' match counts and, when any matched, their arrival skew overall, per
+/// group and the largest ones.
+fn render_collectives(o: &mut String, c: &JobCollectives) {
     let _ = writeln!(
         o,
         "\nCollectives: {} matched across ranks ({} on fewer ranks than their group), {} on one \
          rank only",
         c.matched, c.partial, c.unmatched
     );
-    if c.matched > 0 {
+    if c.matched == 0 {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  arrival skew (last rank's kernel start − first's): median {}, max {}, total {}",
+        opt_ns(c.skew_median_ns),
+        opt_ns(c.skew_max_ns),
+        fmt_ns(c.skew_total_ns)
+    );
+    render_group_skews(o, c);
+    render_largest_skews(o, c);
+}
+
+/// Writes one line per collective group: its calls, how they were matched and their skew.
+fn render_group_skews(o: &mut String, c: &JobCollectives) {
+    for g in &c.groups {
+        let name = match (&g.group, &g.desc) {
+            (Some(n), Some(d)) => format!("group {n} ({d})"),
+            (Some(n), None) => format!("group {n}"),
+            (None, _) => "NCCL kernels (no annotation)".into(),
+        };
         let _ = writeln!(
             o,
-            "  arrival skew (last rank's kernel start − first's): median {}, max {}, total {}",
-            opt_ns(c.skew_median_ns),
-            opt_ns(c.skew_max_ns),
-            fmt_ns(c.skew_total_ns)
+            "  {name}: {} matched by {}, skew max {}, total {}",
+            count(g.calls as usize, "call", "calls"),
+            g.matched_by,
+            fmt_ns(g.skew_max_ns),
+            fmt_ns(g.skew_total_ns)
         );
-        for g in &c.groups {
-            let name = match (&g.group, &g.desc) {
-                (Some(n), Some(d)) => format!("group {n} ({d})"),
-                (Some(n), None) => format!("group {n}"),
-                (None, _) => "NCCL kernels (no annotation)".into(),
-            };
-            let _ = writeln!(
-                o,
-                "  {name}: {} matched by {}, skew max {}, total {}",
-                count(g.calls as usize, "call", "calls"),
-                g.matched_by,
-                fmt_ns(g.skew_max_ns),
-                fmt_ns(g.skew_total_ns)
-            );
-        }
-        let _ = writeln!(o, "  largest skews:");
-        for x in &c.largest {
-            let at = match x.seq {
-                Some(s) => format!("seq {s}"),
-                None => format!("#{}", x.order),
-            };
-            let _ = writeln!(
-                o,
-                "    {:>14}  {} {at} in {}: first rank {}, last rank {} ({} ranks)",
-                fmt_ns(x.skew_ns),
-                short_name(&x.name, 40),
-                x.group
-                    .as_deref()
-                    .map_or_else(|| "NCCL kernels".into(), |g| format!("group {g}")),
-                x.first_rank,
-                x.last_rank,
-                x.ranks
-            );
-        }
     }
-    escape_from(o, from);
+}
+
+/// Writes the largest single-collective skews: which call, its group and its first and last
+/// ranks.
+fn render_largest_skews(o: &mut String, c: &JobCollectives) {
+    let _ = writeln!(o, "  largest skews:");
+    for x in &c.largest {
+        let at = match x.seq {
+            Some(s) => format!("seq {s}"),
+            None => format!("#{}", x.order),
+        };
+        let _ = writeln!(
+            o,
+            "    {:>14}  {} {at} in {}: first rank {}, last rank {} ({} ranks)",
+            fmt_ns(x.skew_ns),
+            short_name(&x.name, 40),
+            x.group
+                .as_deref()
+                .map_or_else(|| "NCCL kernels".into(), |g| format!("group {g}")),
+            x.first_rank,
+            x.last_rank,
+            x.ranks
+        );
+    }
 }
 
 fn pair_row(o: &mut String, label: &str, p: &Pair) {

@@ -626,24 +626,7 @@ impl PartBuilder {
         if nrows > raw.len() || ncols > raw.len() || (nrows > 0 && ncols == 0) {
             return Err(bad());
         }
-        // Every column is checked whole first, so a bad one adds no record; then the columns are
-        // read side by side, a row at a time.
-        let mut cols = Vec::with_capacity(ncols.min(MAX_COLUMNS));
-        for i in 0..ncols {
-            let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
-            let end = pos
-                .checked_add(len)
-                .filter(|&e| e <= raw.len())
-                .ok_or_else(bad)?;
-            if !column_holds(&raw[pos..end], nrows) {
-                return Err(bad());
-            }
-            // Columns past the ones this reader knows are checked and left.
-            if i < MAX_COLUMNS {
-                cols.push(ColumnCursor::new(&raw[pos..end]));
-            }
-            pos = end;
-        }
+        let cols = recs_columns(raw, pos, nrows, ncols)?;
         let Some(table) = Table::from_id(table_id) else {
             *self
                 .skipped
@@ -651,6 +634,18 @@ impl PartBuilder {
                 .or_default() += nrows as u64;
             return Ok(());
         };
+        self.recs_rows(table, cols, nrows)
+    }
+
+    /// Reads `nrows` rows of `table` from its checked columns, side by side, and adds each
+    /// row's record to the part.
+    fn recs_rows(
+        &mut self,
+        table: Table,
+        mut cols: Vec<ColumnCursor<'_>>,
+        nrows: usize,
+    ) -> Result<(), String> {
+        let bad = || "bad RECS chunk".to_string();
         let t = &mut self.trace;
         // Missing trailing columns read as 0.
         let mut row = [0u64; MAX_COLUMNS];
@@ -658,102 +653,16 @@ impl PartBuilder {
             for (x, c) in row.iter_mut().zip(cols.iter_mut()) {
                 *x = c.next_value().ok_or_else(bad)?;
             }
-            let v = |i: usize| row[i];
-            let start = v(0);
             match table {
-                Table::Kernel => t.kernels.push(Kernel {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    correlation_id: v(2),
-                    device: v(3) as u32,
-                    context: v(4) as u32,
-                    stream: v(5),
-                    name: v(6) as StrId,
-                    launch: self.launches.intern(Launch {
-                        grid: [v(7) as u32, v(8) as u32, v(9) as u32],
-                        block: [v(10) as u32, v(11) as u32, v(12) as u32],
-                        registers_per_thread: v(13) as u32,
-                        static_shared_bytes: v(14) as u32,
-                        dynamic_shared_bytes: v(15) as u32,
-                        graph_id: v(16) as u32,
-                    }),
-                }),
-                Table::Memcpy => t.memcpys.push(Memcpy {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    correlation_id: v(2),
-                    device: v(3) as u32,
-                    context: v(4) as u32,
-                    stream: v(5),
-                    kind: copy_kind_from_code(v(6)),
-                    bytes: v(7),
-                }),
-                Table::Memset => t.memsets.push(Memset {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    correlation_id: v(2),
-                    device: v(3) as u32,
-                    context: v(4) as u32,
-                    stream: v(5),
-                    bytes: v(6),
-                    value: v(7) as u32,
-                }),
-                Table::Api => t.api_calls.push(ApiCall {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    correlation_id: v(2),
-                    kind: if v(3) == 1 {
-                        ApiKind::Driver
-                    } else {
-                        ApiKind::Runtime
-                    },
-                    cbid: ApiCall::cbid_of(v(4)),
-                    name: v(5) as StrId,
-                    process: v(6) as u32,
-                    thread: v(7),
-                    return_value: v(8) as u32 as i32,
-                }),
-                Table::Sync => t.syncs.push(Synchronization {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    correlation_id: v(2),
-                    kind: sync_kind_from_code(v(3)),
-                    context: v(4) as u32,
-                    stream: v(5).checked_sub(1),
-                    // Resolved from the context in `finish` when 0 (unknown).
-                    device: v(6).wrapping_sub(1) as u32,
-                }),
-                Table::Marker => self.markers.push(MarkerEvent {
-                    ts_ns: start,
-                    id: v(1) as u32,
-                    flags: v(2) as u32,
-                    name: v(3) as StrId,
-                    domain: v(4) as StrId,
-                    process: v(5) as u32,
-                    thread: v(6),
-                }),
-                Table::Overhead => t.overheads.push(Overhead {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    kind: v(2) as StrId,
-                    process: v(3) as u32,
-                    thread: v(4),
-                }),
-                Table::KernelMetric => t.kernel_metrics.push(KernelMetric {
-                    correlation_id: start,
-                    device: v(1) as u32,
-                    process: v(2) as u32,
-                    metric: v(3) as StrId,
-                    value: f64::from_bits(v(4)),
-                }),
-                Table::PmSample => t.pm_samples.push(PmSample {
-                    start_ns: start,
-                    end_ns: start.wrapping_add(v(1)),
-                    device: v(2) as u32,
-                    process: v(3) as u32,
-                    metric: v(4) as StrId,
-                    value: f64::from_bits(v(5)),
-                }),
+                Table::Kernel => t.kernels.push(kernel_row(&row, &mut self.launches)),
+                Table::Memcpy => t.memcpys.push(memcpy_row(&row)),
+                Table::Memset => t.memsets.push(memset_row(&row)),
+                Table::Api => t.api_calls.push(api_row(&row)),
+                Table::Sync => t.syncs.push(sync_row(&row)),
+                Table::Marker => self.markers.push(marker_row(&row)),
+                Table::Overhead => t.overheads.push(overhead_row(&row)),
+                Table::KernelMetric => t.kernel_metrics.push(kernel_metric_row(&row)),
+                Table::PmSample => t.pm_samples.push(pm_sample_row(&row)),
             }
         }
         Ok(())
@@ -907,6 +816,175 @@ impl PartBuilder {
     }
 }
 
+/// The cursors of a RECS chunk's columns, from `pos` on. Every column is checked whole first,
+/// so a bad one adds no record; then the columns are read side by side, a row at a time.
+fn recs_columns(
+    raw: &[u8],
+    mut pos: usize,
+    nrows: usize,
+    ncols: usize,
+) -> Result<Vec<ColumnCursor<'_>>, String> {
+    let bad = || "bad RECS chunk".to_string();
+    let mut cols = Vec::with_capacity(ncols.min(MAX_COLUMNS));
+    for i in 0..ncols {
+        let len = get_varint(raw, &mut pos).ok_or_else(bad)? as usize;
+        let end = pos
+            .checked_add(len)
+            .filter(|&e| e <= raw.len())
+            .ok_or_else(bad)?;
+        if !column_holds(&raw[pos..end], nrows) {
+            return Err(bad());
+        }
+        // Columns past the ones this reader knows are checked and left.
+        if i < MAX_COLUMNS {
+            cols.push(ColumnCursor::new(&raw[pos..end]));
+        }
+        pos = end;
+    }
+    Ok(cols)
+}
+
+// One function per table: a row's columns as its record. They run once per row, so they are
+// `#[inline]`, to compile as the one loop they were split from.
+
+/// A kernel table row (its launch configuration interned).
+#[inline]
+fn kernel_row(v: &[u64; MAX_COLUMNS], launches: &mut LaunchInterner) -> Kernel {
+    Kernel {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        correlation_id: v[2],
+        device: v[3] as u32,
+        context: v[4] as u32,
+        stream: v[5],
+        name: v[6] as StrId,
+        launch: launches.intern(Launch {
+            grid: [v[7] as u32, v[8] as u32, v[9] as u32],
+            block: [v[10] as u32, v[11] as u32, v[12] as u32],
+            registers_per_thread: v[13] as u32,
+            static_shared_bytes: v[14] as u32,
+            dynamic_shared_bytes: v[15] as u32,
+            graph_id: v[16] as u32,
+        }),
+    }
+}
+
+/// A memcpy table row.
+#[inline]
+fn memcpy_row(v: &[u64; MAX_COLUMNS]) -> Memcpy {
+    Memcpy {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        correlation_id: v[2],
+        device: v[3] as u32,
+        context: v[4] as u32,
+        stream: v[5],
+        kind: copy_kind_from_code(v[6]),
+        bytes: v[7],
+    }
+}
+
+/// A memset table row.
+#[inline]
+fn memset_row(v: &[u64; MAX_COLUMNS]) -> Memset {
+    Memset {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        correlation_id: v[2],
+        device: v[3] as u32,
+        context: v[4] as u32,
+        stream: v[5],
+        bytes: v[6],
+        value: v[7] as u32,
+    }
+}
+
+/// An API call table row.
+#[inline]
+fn api_row(v: &[u64; MAX_COLUMNS]) -> ApiCall {
+    ApiCall {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        correlation_id: v[2],
+        kind: if v[3] == 1 {
+            ApiKind::Driver
+        } else {
+            ApiKind::Runtime
+        },
+        cbid: ApiCall::cbid_of(v[4]),
+        name: v[5] as StrId,
+        process: v[6] as u32,
+        thread: v[7],
+        return_value: v[8] as u32 as i32,
+    }
+}
+
+/// A synchronization table row.
+#[inline]
+fn sync_row(v: &[u64; MAX_COLUMNS]) -> Synchronization {
+    Synchronization {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        correlation_id: v[2],
+        kind: sync_kind_from_code(v[3]),
+        context: v[4] as u32,
+        stream: v[5].checked_sub(1),
+        // Resolved from the context in `finish` when 0 (unknown).
+        device: v[6].wrapping_sub(1) as u32,
+    }
+}
+
+/// A marker table row.
+#[inline]
+fn marker_row(v: &[u64; MAX_COLUMNS]) -> MarkerEvent {
+    MarkerEvent {
+        ts_ns: v[0],
+        id: v[1] as u32,
+        flags: v[2] as u32,
+        name: v[3] as StrId,
+        domain: v[4] as StrId,
+        process: v[5] as u32,
+        thread: v[6],
+    }
+}
+
+/// An overhead table row.
+#[inline]
+fn overhead_row(v: &[u64; MAX_COLUMNS]) -> Overhead {
+    Overhead {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        kind: v[2] as StrId,
+        process: v[3] as u32,
+        thread: v[4],
+    }
+}
+
+/// A kernel metric table row.
+#[inline]
+fn kernel_metric_row(v: &[u64; MAX_COLUMNS]) -> KernelMetric {
+    KernelMetric {
+        correlation_id: v[0],
+        device: v[1] as u32,
+        process: v[2] as u32,
+        metric: v[3] as StrId,
+        value: f64::from_bits(v[4]),
+    }
+}
+
+/// A PM sample table row.
+#[inline]
+fn pm_sample_row(v: &[u64; MAX_COLUMNS]) -> PmSample {
+    PmSample {
+        start_ns: v[0],
+        end_ns: v[0].wrapping_add(v[1]),
+        device: v[2] as u32,
+        process: v[3] as u32,
+        metric: v[4] as StrId,
+        value: f64::from_bits(v[5]),
+    }
+}
+
 fn copy_kind_from_code(c: u64) -> CopyKind {
     match c {
         1 => CopyKind::HtoD,
@@ -1022,34 +1100,7 @@ impl Merger {
             }
         };
         let stream = |id: u64| id.wrapping_add((part as u64) << 32);
-        let mut devices: HashMap<u32, u32> = HashMap::new();
-        let mut this_part: Vec<u32> = Vec::new();
-        let next_free = |taken: &[u32]| (0..).find(|g| !taken.contains(g)).unwrap_or(u32::MAX);
-        for d in &t.meta.devices {
-            let global = match d.uuid.as_deref().filter(|u| !u.is_empty()) {
-                Some(u) => match by_uuid.get(u) {
-                    Some(&g) => g,
-                    None => {
-                        let g = if taken.contains(&d.device) {
-                            next_free(taken)
-                        } else {
-                            d.device
-                        };
-                        by_uuid.insert(u.to_string(), g);
-                        g
-                    }
-                },
-                // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
-                // unless a GPU of this same process already went there.
-                None if this_part.contains(&d.device) => next_free(taken),
-                None => d.device,
-            };
-            if !taken.contains(&global) {
-                taken.push(global);
-            }
-            this_part.push(global);
-            devices.insert(d.device, global);
-        }
+        let devices = merged_ordinals(&t.meta.devices, by_uuid, taken);
         let dev = |d: u32| devices.get(&d).copied().unwrap_or(d);
         // Each record moves over with its names re-interned, its correlation and stream ids
         // offset and its device renumbered.
@@ -1150,6 +1201,46 @@ impl Merger {
         out.meta.skipped_events = skipped;
         out
     }
+}
+
+/// The merged trace's ordinal of each of a part's GPUs, by the part's own ordinal: a GPU whose
+/// UUID was seen before keeps the ordinal it got; a new one keeps its own unless another GPU has
+/// it, and then gets the next free one; one without a UUID keeps its own unless a GPU of this part
+/// already went there. `by_uuid` and `taken` carry this over the parts.
+fn merged_ordinals(
+    part_devices: &[DeviceProps],
+    by_uuid: &mut HashMap<String, u32>,
+    taken: &mut Vec<u32>,
+) -> HashMap<u32, u32> {
+    let mut devices: HashMap<u32, u32> = HashMap::new();
+    let mut this_part: Vec<u32> = Vec::new();
+    let next_free = |taken: &[u32]| (0..).find(|g| !taken.contains(g)).unwrap_or(u32::MAX);
+    for d in part_devices {
+        let global = match d.uuid.as_deref().filter(|u| !u.is_empty()) {
+            Some(u) => match by_uuid.get(u) {
+                Some(&g) => g,
+                None => {
+                    let g = if taken.contains(&d.device) {
+                        next_free(taken)
+                    } else {
+                        d.device
+                    };
+                    by_uuid.insert(u.to_string(), g);
+                    g
+                }
+            },
+            // Without a UUID nothing tells GPUs of two processes apart: the ordinal is kept,
+            // unless a GPU of this same process already went there.
+            None if this_part.contains(&d.device) => next_free(taken),
+            None => d.device,
+        };
+        if !taken.contains(&global) {
+            taken.push(global);
+        }
+        this_part.push(global);
+        devices.insert(d.device, global);
+    }
+    devices
 }
 
 /// What the parts' headers say of the job, field by field, where every part that says agrees
