@@ -388,3 +388,38 @@ fn pc_sampling_calls_answer_with_typed_errors_and_are_logged_without_a_gpu() {
         ]
     );
 }
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn sass_offsets_map_to_source_lines_without_a_gpu() {
+    let _lock = host_api_lock();
+    let cupti = wheel_cupti();
+    let profiler = Profiler::new(&cupti);
+    // tests/fixtures/cubin: the load chain kernel built with and without -lineinfo.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/cubin");
+    let with = std::fs::read(dir.join("chain_lineinfo.cubin")).unwrap();
+    let without = std::fs::read(dir.join("chain_nolines.cubin")).unwrap();
+    let chain = "_Z5chainPKjPji";
+    let at = |cubin: &[u8], pc| profiler.sass_to_source(cubin, chain, pc).unwrap();
+    let load = at(&with, 0x170).expect("a line for the load");
+    assert_eq!((load.file.as_str(), load.line), ("chain.cu", 7), "{load:?}");
+    assert_eq!(load.dir, "/tmp/cutrace-fixture");
+    // The function's first instruction is its declaration's line; every offset of the kernel
+    // lies on lines 4-9 of chain.cu.
+    assert_eq!(at(&with, 0).unwrap().line, 4);
+    for pc in (0..0x400).step_by(0x10) {
+        if let Some(l) = at(&with, pc) {
+            assert!((4..=9).contains(&l.line), "{pc:#x}: {l:?}");
+        }
+    }
+    // No line information, or an offset past the function: no line, not an error.
+    assert_eq!(at(&without, 0x170), None);
+    assert_eq!(at(&with, 0x10_0000), None);
+    // A function the cubin does not have is CUPTI's INVALID_PARAMETER.
+    let e = profiler.sass_to_source(&with, "_Z4nonev", 0).unwrap_err();
+    assert_eq!(e.code(), Some(1), "{e}");
+    // The CRC CUPTI would put in PC records of this module: stable, and the two builds differ.
+    let crc = profiler.cubin_crc(&with).unwrap();
+    assert_eq!(profiler.cubin_crc(&with).unwrap(), crc);
+    assert_ne!(profiler.cubin_crc(&without).unwrap(), crc);
+}
