@@ -1,5 +1,6 @@
 //! Errors of a profiling session: a CUPTI call that failed (with its code), a symbol this CUPTI
-//! lacks, or a misuse the API could not rule out by its types.
+//! lacks, a misuse the API could not rule out by its types, or a CUPTI answer refused as
+//! implausible.
 
 use cutrace_cupti::error::{
     explain, result_name, CuptiResult, CUPTI_ERROR_HARDWARE_BUSY,
@@ -38,6 +39,33 @@ pub enum CountersError {
         alone: bool,
         chip: String,
     },
+    /// PC Sampling's period is an exponent: 2^N cycles, N in 5..=31 (cupti_pcsampling.h).
+    #[error("PC sampling period {0} is outside 5..=31 (CUPTI samples every 2^N cycles)")]
+    PcPeriodOutOfRange(u32),
+    #[error("a PC sampling buffer of {0} PC records: give 1 to {max}", max = crate::pc::MAX_PC_RECORDS)]
+    PcBufferSize(usize),
+    /// `cuptiPCSamplingGetNumStallReasons` said 0, or more than cutrace will allocate for.
+    #[error("cuptiPCSamplingGetNumStallReasons gave {0} stall reasons for this context: nothing to sample, or more than {max} (refused)", max = crate::pc::MAX_STALL_REASONS)]
+    PcStallReasonCount(usize),
+    /// `cuptiPCSamplingSetConfigurationAttribute` failed; CUPTI's status for the first
+    /// attribute it refused (each attribute has its own).
+    #[error("cuptiPCSamplingSetConfigurationAttribute refused {attribute} with {} ({code}): {}", result_name(*.code), explain(*.code).0)]
+    PcAttributeRefused {
+        attribute: &'static str,
+        code: CuptiResult,
+    },
+    /// `cuptiPCSamplingStart`/`Stop` work only with ENABLE_START_STOP_CONTROL set
+    /// (cupti_pcsampling.h); the session was configured without it.
+    #[error("{0} needs the session configured with start/stop control; without it sampling runs from configuration to disable")]
+    PcStartStopOff(&'static str),
+    #[error("{0} before the PC sampling session was configured")]
+    PcNotConfigured(&'static str),
+    /// CUPTI left a pointer in a PC sampling buffer other than the one cutrace allocated there:
+    /// nothing is read through it.
+    #[error(
+        "the PC sampling buffer's {0} no longer points where cutrace allocated it: not decoded"
+    )]
+    PcBufferReplaced(&'static str),
     #[error(transparent)]
     Load(#[from] cutrace_cupti::CuptiError),
 }
@@ -81,6 +109,7 @@ impl CountersError {
         match self {
             CountersError::Call { code, .. } => Some(*code),
             CountersError::MetricRefused { code, .. } => Some(*code),
+            CountersError::PcAttributeRefused { code, .. } => Some(*code),
             _ => None,
         }
     }
@@ -90,6 +119,9 @@ impl CountersError {
         match self {
             CountersError::Call { call, .. } | CountersError::MetricRefused { call, .. } => {
                 Some(call)
+            }
+            CountersError::PcAttributeRefused { .. } => {
+                Some("cuptiPCSamplingSetConfigurationAttribute")
             }
             _ => None,
         }

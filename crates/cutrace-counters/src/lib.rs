@@ -15,9 +15,13 @@
 //!
 //! The host calls need `libnvperf_host.so`, which libcupti opens by soname; without a GPU
 //! [`preload_nvperf_host`] makes the copy beside libcupti findable.
+//!
+//! Beside Range Profiling: [`pm`], PM Sampling per device, and [`pc`], PC Sampling per context
+//! (stall reasons per PC), each through the same [`Profiler`] and its call log.
 
 mod error;
 pub mod listing;
+pub mod pc;
 pub mod pm;
 pub mod sets;
 

@@ -9,6 +9,7 @@
 use cutrace_counters::{
     plan, preload_nvperf_host, sets, CountersError, MetricType, Profiler, ProfilerKind,
 };
+use cutrace_cupti::driver::Context;
 use cutrace_cupti::{Cupti, CuptiError};
 use cutrace_settings::var;
 
@@ -93,6 +94,22 @@ fn profiler_symbols_a_cupti_lacks_are_typed_errors_not_panics() {
         .err()
         .unwrap();
     assert!(e.to_string().contains("cuptiProfilerHostInitialize"), "{e}");
+    // PC Sampling likewise: each entry an Option, a missing one a typed error.
+    assert!(cupti.pc_sampling().enable.is_none());
+    assert_eq!(cupti.pc_sampling().missing().len(), 12);
+    let e = profiler
+        .pc_enable(Context::from_raw(std::ptr::null_mut()))
+        .err()
+        .unwrap();
+    assert!(
+        matches!(e, CountersError::MissingSymbol("cuptiPCSamplingEnable")),
+        "{e}"
+    );
+    let e = profiler.cubin_crc(b"cubin").unwrap_err();
+    assert!(
+        matches!(e, CountersError::MissingSymbol("cuptiGetCubinCrc")),
+        "{e}"
+    );
     assert!(profiler.calls().is_empty(), "nothing was called");
 }
 
@@ -317,4 +334,92 @@ fn pm_sampling_default_set_is_one_pass_on_gh100() {
         other => panic!("{other}"),
     }
     assert!(e.to_string().contains("PM Sampling metric"), "{e}");
+}
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn pc_sampling_calls_answer_with_typed_errors_and_are_logged_without_a_gpu() {
+    let _lock = host_api_lock();
+    let cupti = wheel_cupti();
+    assert!(
+        cupti.pc_sampling().missing().is_empty(),
+        "{:?}",
+        cupti.pc_sampling()
+    );
+    let profiler = Profiler::new(&cupti);
+    // No context: CUPTI refuses the enable (INVALID_PARAMETER), and says so in the log.
+    let e = profiler
+        .pc_enable(Context::from_raw(std::ptr::null_mut()))
+        .err()
+        .unwrap();
+    assert_eq!(
+        (e.call(), e.code()),
+        (Some("cuptiPCSamplingEnable"), Some(1)),
+        "{e}"
+    );
+    // The cubin CRC is host work: the same bytes give the same CRC, other bytes another.
+    let bytes: Vec<u8> = (0..=255).collect();
+    let a = profiler.cubin_crc(&bytes).unwrap();
+    assert_eq!(profiler.cubin_crc(&bytes).unwrap(), a);
+    assert_ne!(profiler.cubin_crc(&bytes[1..]).unwrap(), a);
+    let e = profiler.cubin_crc(&[]).unwrap_err();
+    assert_eq!(
+        (e.call(), e.code()),
+        (Some("cuptiGetCubinCrc"), Some(1)),
+        "{e}"
+    );
+    // Bytes that are no cubin have no source lines: an error, not a crash.
+    let e = profiler.sass_to_source(&bytes, "_Z1kv", 0).unwrap_err();
+    assert_eq!(
+        (e.call(), e.code()),
+        (Some("cuptiGetSassToSourceCorrelation"), Some(1)),
+        "{e}"
+    );
+    let calls: Vec<(&str, u32)> = profiler.calls().iter().map(|c| (c.call, c.code)).collect();
+    assert_eq!(
+        calls,
+        [
+            ("cuptiPCSamplingEnable", 1),
+            ("cuptiGetCubinCrc", 0),
+            ("cuptiGetCubinCrc", 0),
+            ("cuptiGetCubinCrc", 0),
+            ("cuptiGetCubinCrc", 1),
+            ("cuptiGetSassToSourceCorrelation", 1),
+        ]
+    );
+}
+
+#[test]
+#[ignore = "needs libcupti.so.13 and libnvperf_host.so (the nvidia-cuda-cupti wheel): set CUTRACE_CUPTI_LIB"]
+fn sass_offsets_map_to_source_lines_without_a_gpu() {
+    let _lock = host_api_lock();
+    let cupti = wheel_cupti();
+    let profiler = Profiler::new(&cupti);
+    // tests/fixtures/cubin: the load chain kernel built with and without -lineinfo.
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/cubin");
+    let with = std::fs::read(dir.join("chain_lineinfo.cubin")).unwrap();
+    let without = std::fs::read(dir.join("chain_nolines.cubin")).unwrap();
+    let chain = "_Z5chainPKjPji";
+    let at = |cubin: &[u8], pc| profiler.sass_to_source(cubin, chain, pc).unwrap();
+    let load = at(&with, 0x170).expect("a line for the load");
+    assert_eq!((load.file.as_str(), load.line), ("chain.cu", 7), "{load:?}");
+    assert_eq!(load.dir, "/tmp/cutrace-fixture");
+    // The function's first instruction is its declaration's line; every offset of the kernel
+    // lies on lines 4-9 of chain.cu.
+    assert_eq!(at(&with, 0).unwrap().line, 4);
+    for pc in (0..0x400).step_by(0x10) {
+        if let Some(l) = at(&with, pc) {
+            assert!((4..=9).contains(&l.line), "{pc:#x}: {l:?}");
+        }
+    }
+    // No line information, or an offset past the function: no line, not an error.
+    assert_eq!(at(&without, 0x170), None);
+    assert_eq!(at(&with, 0x10_0000), None);
+    // A function the cubin does not have is CUPTI's INVALID_PARAMETER.
+    let e = profiler.sass_to_source(&with, "_Z4nonev", 0).unwrap_err();
+    assert_eq!(e.code(), Some(1), "{e}");
+    // The CRC CUPTI would put in PC records of this module: stable, and the two builds differ.
+    let crc = profiler.cubin_crc(&with).unwrap();
+    assert_eq!(profiler.cubin_crc(&with).unwrap(), crc);
+    assert_ne!(profiler.cubin_crc(&without).unwrap(), crc);
 }

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Prints the CUPTI parameter-struct layouts from NVIDIA's headers, to compare with the const
-# asserts in src/sys.rs. Usage: check.sh <dir holding cupti_*.h>, e.g. the include/ of the
+# Prints the layouts of the CUPTI structs src/sys.rs declares (profiler, Range Profiler, PM and PC
+# Sampling), from NVIDIA's headers, to compare with its const asserts. Usage: check.sh <dir holding cupti_*.h>, e.g. the include/ of the
 # nvidia-cuda-cupti==13.0.* wheel (`pip download --no-deps 'nvidia-cuda-cupti==13.0.*'`, unzip).
 # cuda.h is not in that wheel; the few driver types the headers name are declared here.
 set -eu

@@ -1,6 +1,9 @@
-// Prints the layout of every CUPTI parameter struct cutrace-cupti declares, from NVIDIA's own
-// headers: `Struct size=<CUPTI_PROFILER_STRUCT_SIZE> field=<offset> ...`, one line per struct, in
-// the order and spelling of the `params!` invocations in src/sys.rs. `check.sh` compiles it.
+// Prints the layout of every CUPTI struct cutrace-cupti declares, from NVIDIA's own headers:
+// `Struct size=<CUPTI_PROFILER_STRUCT_SIZE> field=<offset> ...`, one line per struct, in the order
+// and spelling of the `params!` and `c_struct!` invocations in src/sys.rs; PC Sampling's data
+// structs (arrays of them are what CUPTI walks) add `sizeof=` and `align=`. A field named `size`
+// is not printed (the key means the struct size; sys.rs asserts that field at offset 0).
+// `check.sh` compiles it.
 #include <cstddef>
 #include <cstdio>
 #include <cupti_profiler_target.h>
@@ -8,9 +11,12 @@
 #include <cupti_range_profiler.h>
 #include <cupti_target.h>
 #include <cupti_pmsampling.h>
+#include <cupti_pcsampling.h>
 
 #define S(T, last) std::printf("\n%s size=%zu", #T, (size_t)CUPTI_PROFILER_STRUCT_SIZE(T, last))
 #define F(T, f) std::printf(" %s=%zu", #f, (size_t)offsetof(T, f))
+#define P(T, last) std::printf("\n%s size=%zu", #T, (size_t)CUPTI_PCSAMPLING_STRUCT_SIZE(T, last))
+#define Z(T) std::printf(" sizeof=%zu align=%zu", sizeof(T), alignof(T))
 
 int main() {
     S(CUpti_Profiler_Initialize_Params, pPriv);
@@ -153,6 +159,73 @@ int main() {
     F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, sampleIndex);
     F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, startTimestamp);
     F(CUpti_PmSampling_CounterData_GetSampleInfo_Params, endTimestamp);
+    P(CUpti_PCSamplingConfigurationInfoParams, pPCSamplingConfigurationInfo);
+    F(CUpti_PCSamplingConfigurationInfoParams, ctx);
+    F(CUpti_PCSamplingConfigurationInfoParams, numAttributes);
+    F(CUpti_PCSamplingConfigurationInfoParams, pPCSamplingConfigurationInfo);
+    P(CUpti_PCSamplingGetDataParams, pcSamplingData);
+    F(CUpti_PCSamplingGetDataParams, ctx);
+    F(CUpti_PCSamplingGetDataParams, pcSamplingData);
+    P(CUpti_PCSamplingEnableParams, ctx);
+    F(CUpti_PCSamplingEnableParams, ctx);
+    P(CUpti_PCSamplingDisableParams, ctx);
+    F(CUpti_PCSamplingDisableParams, ctx);
+    P(CUpti_PCSamplingStartParams, ctx);
+    F(CUpti_PCSamplingStartParams, ctx);
+    P(CUpti_PCSamplingStopParams, ctx);
+    F(CUpti_PCSamplingStopParams, ctx);
+    P(CUpti_PCSamplingGetNumStallReasonsParams, numStallReasons);
+    F(CUpti_PCSamplingGetNumStallReasonsParams, ctx);
+    F(CUpti_PCSamplingGetNumStallReasonsParams, numStallReasons);
+    P(CUpti_PCSamplingGetStallReasonsParams, stallReasons);
+    F(CUpti_PCSamplingGetStallReasonsParams, ctx);
+    F(CUpti_PCSamplingGetStallReasonsParams, numStallReasons);
+    F(CUpti_PCSamplingGetStallReasonsParams, stallReasonIndex);
+    F(CUpti_PCSamplingGetStallReasonsParams, stallReasons);
+    P(CUpti_PCSamplingStallReason, samples);
+    Z(CUpti_PCSamplingStallReason);
+    F(CUpti_PCSamplingStallReason, pcSamplingStallReasonIndex);
+    F(CUpti_PCSamplingStallReason, samples);
+    P(CUpti_PCSamplingPCData, correlationId);
+    Z(CUpti_PCSamplingPCData);
+    F(CUpti_PCSamplingPCData, cubinCrc);
+    F(CUpti_PCSamplingPCData, pcOffset);
+    F(CUpti_PCSamplingPCData, functionIndex);
+    F(CUpti_PCSamplingPCData, pad);
+    F(CUpti_PCSamplingPCData, functionName);
+    F(CUpti_PCSamplingPCData, stallReasonCount);
+    F(CUpti_PCSamplingPCData, stallReason);
+    F(CUpti_PCSamplingPCData, correlationId);
+    P(CUpti_PCSamplingData, hardwareBufferFull);
+    Z(CUpti_PCSamplingData);
+    F(CUpti_PCSamplingData, collectNumPcs);
+    F(CUpti_PCSamplingData, totalSamples);
+    F(CUpti_PCSamplingData, droppedSamples);
+    F(CUpti_PCSamplingData, totalNumPcs);
+    F(CUpti_PCSamplingData, remainingNumPcs);
+    F(CUpti_PCSamplingData, rangeId);
+    F(CUpti_PCSamplingData, pPcData);
+    F(CUpti_PCSamplingData, nonUsrKernelsTotalSamples);
+    F(CUpti_PCSamplingData, hardwareBufferFull);
+    P(CUpti_PCSamplingConfigurationInfo, attributeData);
+    Z(CUpti_PCSamplingConfigurationInfo);
+    F(CUpti_PCSamplingConfigurationInfo, attributeType);
+    F(CUpti_PCSamplingConfigurationInfo, attributeStatus);
+    F(CUpti_PCSamplingConfigurationInfo, attributeData);
+    P(CUpti_GetSassToSourceCorrelationParams, dirName);
+    Z(CUpti_GetSassToSourceCorrelationParams);
+    F(CUpti_GetSassToSourceCorrelationParams, cubin);
+    F(CUpti_GetSassToSourceCorrelationParams, functionName);
+    F(CUpti_GetSassToSourceCorrelationParams, cubinSize);
+    F(CUpti_GetSassToSourceCorrelationParams, lineNumber);
+    F(CUpti_GetSassToSourceCorrelationParams, pcOffset);
+    F(CUpti_GetSassToSourceCorrelationParams, fileName);
+    F(CUpti_GetSassToSourceCorrelationParams, dirName);
+    P(CUpti_GetCubinCrcParams, cubinCrc);
+    Z(CUpti_GetCubinCrcParams);
+    F(CUpti_GetCubinCrcParams, cubinSize);
+    F(CUpti_GetCubinCrcParams, cubin);
+    F(CUpti_GetCubinCrcParams, cubinCrc);
     std::printf("\n");
     return 0;
 }

@@ -203,12 +203,12 @@ impl Cupti {
         &self.profiler
     }
 
-    /// The PM Sampling symbols (entries only).
+    /// The PM Sampling symbols; absent ones are `None`.
     pub fn pm_sampling(&self) -> &PmSamplingSymbols {
         &self.pm_sampling
     }
 
-    /// The PC Sampling symbols (entries only).
+    /// The PC Sampling symbols (sessions, SASS-to-source, cubin CRC); absent ones are `None`.
     pub fn pc_sampling(&self) -> &PcSamplingSymbols {
         &self.pc_sampling
     }

@@ -95,17 +95,21 @@ symbol_table! {
 }
 
 symbol_table! {
-    /// PC Sampling (cupti_pcsampling.h). Entries only.
+    /// PC Sampling (cupti_pcsampling.h): per-context sessions, and the host-side SASS-to-source
+    /// and cubin CRC calls.
     PcSamplingSymbols {
-        enable: UndeclaredParamsFn = "cuptiPCSamplingEnable",
-        disable: UndeclaredParamsFn = "cuptiPCSamplingDisable",
-        start: UndeclaredParamsFn = "cuptiPCSamplingStart",
-        stop: UndeclaredParamsFn = "cuptiPCSamplingStop",
-        get_data: UndeclaredParamsFn = "cuptiPCSamplingGetData",
-        set_configuration_attribute: UndeclaredParamsFn = "cuptiPCSamplingSetConfigurationAttribute",
-        get_configuration_attribute: UndeclaredParamsFn = "cuptiPCSamplingGetConfigurationAttribute",
-        get_num_stall_reasons: UndeclaredParamsFn = "cuptiPCSamplingGetNumStallReasons",
-        get_stall_reasons: UndeclaredParamsFn = "cuptiPCSamplingGetStallReasons",
+        enable: ParamsFn<PcSamplingEnableParams> = "cuptiPCSamplingEnable",
+        disable: ParamsFn<PcSamplingDisableParams> = "cuptiPCSamplingDisable",
+        start: ParamsFn<PcSamplingStartParams> = "cuptiPCSamplingStart",
+        stop: ParamsFn<PcSamplingStopParams> = "cuptiPCSamplingStop",
+        get_data: ParamsFn<PcSamplingGetDataParams> = "cuptiPCSamplingGetData",
+        set_configuration_attribute: ParamsFn<PcSamplingConfigurationInfoParams> = "cuptiPCSamplingSetConfigurationAttribute",
+        get_configuration_attribute: ParamsFn<PcSamplingConfigurationInfoParams> = "cuptiPCSamplingGetConfigurationAttribute",
+        get_num_stall_reasons: ParamsFn<PcSamplingGetNumStallReasonsParams> = "cuptiPCSamplingGetNumStallReasons",
+        get_stall_reasons: ParamsFn<PcSamplingGetStallReasonsParams> = "cuptiPCSamplingGetStallReasons",
+        get_sass_to_source_correlation: ParamsFn<GetSassToSourceCorrelationParams> = "cuptiGetSassToSourceCorrelation",
+        get_cubin_crc: ParamsFn<GetCubinCrcParams> = "cuptiGetCubinCrc",
+        register_compute_crc_callback: RegisterComputeCrcCallbackFn = "cuptiRegisterComputeCrcCallback",
     }
 }
 

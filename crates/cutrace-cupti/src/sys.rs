@@ -1,12 +1,15 @@
-//! CUPTI's C declarations for the profiling families (profiler target and host, Range Profiler):
-//! parameter structs and enum values, laid out as CUDA 13.0's headers (CUPTI_API_VERSION 130001)
-//! lay them out. Nothing here calls anything.
+//! CUPTI's C declarations for the profiling families (profiler target and host, Range Profiler,
+//! PM Sampling, PC Sampling): parameter and data structs and enum values, laid out as CUDA 13.0's
+//! headers (CUPTI_API_VERSION 130001) lay them out. Nothing here calls anything.
 //!
 //! The structs are written by hand, each with compile-time asserts of its
 //! `CUPTI_PROFILER_STRUCT_SIZE` and its field offsets, as `layouts/check.sh` prints them from the
 //! `nvidia-cuda-cupti==13.0.*` wheel's headers. A wrong field fails the build, not a GPU run.
-//! Every struct starts with `structSize` and `pPriv`; CUPTI reads `structSize` to know which
-//! fields the caller knows, which is how one binary works across CUPTI versions.
+//! Every parameter struct starts with a size (`structSize` in the profiler headers, `size` in
+//! cupti_pcsampling.h) and `pPriv`; CUPTI reads the size to know which fields the caller knows,
+//! which is how one binary works across CUPTI versions. PC Sampling's data structs and its two
+//! source-correlation structs have no `pPriv`, and two of them no size at all: those are declared
+//! with [`c_struct!`], field for field as the header lists them.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
@@ -22,9 +25,10 @@ pub type CUresult = c_int;
 
 /// A CUPTI entry point taking one parameter struct (every profiling call has this shape).
 pub type ParamsFn<T> = unsafe extern "C" fn(*mut T) -> CuptiResult;
-/// An entry point whose parameter struct is not declared here yet (PC Sampling):
-/// loaded so that a caller can tell whether this CUPTI has it, not called by cutrace.
-pub type UndeclaredParamsFn = unsafe extern "C" fn(*mut c_void) -> CuptiResult;
+/// `CUpti_ComputeCrcCallbackFunc` (cubin, cubin size, CRC out).
+pub type ComputeCrcCallbackFn = unsafe extern "C" fn(*const c_void, usize, *mut u64);
+/// `cuptiRegisterComputeCrcCallback`: the one PC Sampling entry that takes no struct.
+pub type RegisterComputeCrcCallbackFn = unsafe extern "C" fn(ComputeCrcCallbackFn) -> CuptiResult;
 
 /// `CUpti_ProfilerType`.
 pub const PROFILER_TYPE_RANGE_PROFILER: c_int = 0;
@@ -54,6 +58,30 @@ pub const PM_SAMPLING_DECODE_STOP_END_OF_RECORDS: c_int = 2;
 /// `CUpti_PmSampling_HardwareBuffer_AppendMode`.
 pub const PM_SAMPLING_APPEND_KEEP_OLDEST: c_int = 0;
 pub const PM_SAMPLING_APPEND_KEEP_LATEST: c_int = 1;
+
+/// `CUpti_PCSamplingCollectionMode` (cupti_pcsampling.h). The header: continuous mode, "Kernels
+/// are not serialized in this mode"; kernel-serialized mode, "Kernels are serialized in this
+/// mode".
+pub const PC_SAMPLING_COLLECTION_MODE_CONTINUOUS: c_int = 1;
+pub const PC_SAMPLING_COLLECTION_MODE_KERNEL_SERIALIZED: c_int = 2;
+/// `CUpti_PCSamplingOutputDataFormat`: PARSED, the one format (`CUpti_PCSamplingData`).
+pub const PC_SAMPLING_OUTPUT_DATA_FORMAT_PARSED: c_int = 1;
+/// `CUpti_PCSamplingConfigurationAttributeType`.
+pub const PC_SAMPLING_ATTR_SAMPLING_PERIOD: c_int = 1;
+pub const PC_SAMPLING_ATTR_STALL_REASON: c_int = 2;
+pub const PC_SAMPLING_ATTR_SCRATCH_BUFFER_SIZE: c_int = 3;
+pub const PC_SAMPLING_ATTR_HARDWARE_BUFFER_SIZE: c_int = 4;
+pub const PC_SAMPLING_ATTR_COLLECTION_MODE: c_int = 5;
+pub const PC_SAMPLING_ATTR_ENABLE_START_STOP_CONTROL: c_int = 6;
+pub const PC_SAMPLING_ATTR_OUTPUT_DATA_FORMAT: c_int = 7;
+pub const PC_SAMPLING_ATTR_SAMPLING_DATA_BUFFER: c_int = 8;
+pub const PC_SAMPLING_ATTR_WORKER_THREAD_PERIODIC_SLEEP_SPAN: c_int = 9;
+/// The sampling period attribute is an exponent: 2^N cycles between samples, N in 5..=31.
+pub const PC_SAMPLING_PERIOD_MIN: u32 = 5;
+pub const PC_SAMPLING_PERIOD_MAX: u32 = 31;
+/// `CUPTI_STALL_REASON_STRING_SIZE`: the bytes the caller gives each stall-reason name
+/// `cuptiPCSamplingGetStallReasons` writes.
+pub const STALL_REASON_STRING_SIZE: usize = 128;
 
 /// The all-zero value of a field type: what the headers ask for every field not set ("assign to
 /// NULL"). A trait, not `mem::zeroed`, so only types for which zero is valid can be fields.
@@ -126,6 +154,70 @@ macro_rules! params {
 
         const _: () = {
             assert!($name::STRUCT_SIZE == $size, concat!(stringify!($name), ": size differs from the CUDA 13.0 header"));
+            $($(assert!(offset_of!($name, $f) == $off, concat!(stringify!($name), ".", stringify!($f), ": offset differs from the CUDA 13.0 header"));)?)*
+        };
+    )*};
+}
+
+/// Declares a struct field for field as its header lists it, nothing implied (PC Sampling's data
+/// structs and its source-correlation params have no `pPriv`, and some no size field): `new()`
+/// zeroes every field and, with `tells end` or `tells sizeof`, sets `size` to where the last
+/// field ends (the header's `...ParamsSize` macro) or to the C `sizeof` (what NVIDIA's samples
+/// put in a struct the header gives no size macro). Asserts the header's
+/// `CUPTI_PCSAMPLING_STRUCT_SIZE`, `sizeof`, alignment and offsets at compile time.
+macro_rules! c_struct {
+    (@told end) => { Self::STRUCT_SIZE };
+    (@told sizeof) => { size_of::<Self>() };
+    ($(
+        $(#[$doc:meta])*
+        $name:ident $(align $align:literal)? size $size:literal sizeof $sizeof:literal
+            $(tells $told:ident)? { $($f:ident : $t:ty $(= $off:literal)?),* $(,)? }
+    )*) => {$(
+        $(#[$doc])*
+        #[repr(C)]
+        $(#[repr(align($align))])?
+        #[derive(Debug, Clone, Copy)]
+        pub struct $name {
+            $(pub $f: $t,)*
+        }
+
+        impl $name {
+            /// `CUPTI_PCSAMPLING_STRUCT_SIZE(type, lastField)`: where the last field ends.
+            pub const STRUCT_SIZE: usize = {
+                let mut end = 0;
+                $(
+                    let e = offset_of!($name, $f) + size_of::<$t>();
+                    if e > end {
+                        end = e;
+                    }
+                )*
+                end
+            };
+
+            /// Every field with its offset, for the header cross-check test.
+            pub const FIELDS: &'static [(&'static str, usize)] =
+                &[$((stringify!($f), offset_of!($name, $f))),*];
+
+            pub const fn new() -> Self {
+                #[allow(unused_mut)]
+                let mut s = $name {
+                    $($f: <$t as Zero>::ZERO,)*
+                };
+                $(s.size = c_struct!(@told $told);)?
+                s
+            }
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        const _: () = {
+            assert!($name::STRUCT_SIZE == $size, concat!(stringify!($name), ": size differs from the CUDA 13.0 header"));
+            assert!(size_of::<$name>() == $sizeof, concat!(stringify!($name), ": sizeof differs from the CUDA 13.0 header"));
+            $(assert!(std::mem::align_of::<$name>() == $align, concat!(stringify!($name), ": alignment differs from the CUDA 13.0 header"));)?
             $($(assert!(offset_of!($name, $f) == $off, concat!(stringify!($name), ".", stringify!($f), ": offset differs from the CUDA 13.0 header"));)?)*
         };
     )*};
@@ -380,6 +472,178 @@ params! {
     }
 }
 
+// PC Sampling (cupti_pcsampling.h). The parameter structs have the profiler headers' shape
+// (`size`, the header's name for `structSize`, then `pPriv`); their `...ParamsSize` macros are
+// `CUPTI_PCSAMPLING_STRUCT_SIZE(type, lastField)`, which `params!` computes.
+params! {
+    /// `CUpti_PCSamplingConfigurationInfoParams`: an array of attributes, each with its own
+    /// status CUPTI writes back.
+    PcSamplingConfigurationInfoParams size 40 {
+        ctx: CUcontext = 16,
+        num_attributes: usize = 24,
+        p_pc_sampling_configuration_info: *mut PcSamplingConfigurationInfo = 32,
+    }
+    /// `CUpti_PCSamplingGetDataParams`; `pcSamplingData` points to a [`PcSamplingData`].
+    PcSamplingGetDataParams size 32 {
+        ctx: CUcontext = 16,
+        pc_sampling_data: *mut c_void = 24,
+    }
+    /// `CUpti_PCSamplingEnableParams`: per context.
+    PcSamplingEnableParams size 24 {
+        ctx: CUcontext = 16,
+    }
+    /// `CUpti_PCSamplingDisableParams`.
+    PcSamplingDisableParams size 24 {
+        ctx: CUcontext = 16,
+    }
+    /// `CUpti_PCSamplingStartParams`.
+    PcSamplingStartParams size 24 {
+        ctx: CUcontext = 16,
+    }
+    /// `CUpti_PCSamplingStopParams`.
+    PcSamplingStopParams size 24 {
+        ctx: CUcontext = 16,
+    }
+    /// `CUpti_PCSamplingGetNumStallReasonsParams`: `numStallReasons` is an out-pointer.
+    PcSamplingGetNumStallReasonsParams size 32 {
+        ctx: CUcontext = 16,
+        num_stall_reasons: *mut usize = 24,
+    }
+    /// `CUpti_PCSamplingGetStallReasonsParams`: the caller gives `numStallReasons` indices and
+    /// as many name buffers of [`STALL_REASON_STRING_SIZE`] bytes; CUPTI fills both.
+    PcSamplingGetStallReasonsParams size 48 {
+        ctx: CUcontext = 16,
+        num_stall_reasons: usize = 24,
+        stall_reason_index: *mut u32 = 32,
+        stall_reasons: *mut *mut c_char = 40,
+    }
+}
+
+/// `CUpti_PCSamplingConfigurationInfo.attributeData`: one member per attribute type, 24 bytes
+/// (`invalidData`'s three words). Made with `invalid_data` zeroed, then one member written.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union PcSamplingAttributeData {
+    pub invalid_data: [u64; 3],
+    pub sampling_period: u32,
+    pub stall_reason: PcSamplingStallReasonData,
+    pub scratch_buffer_size: usize,
+    pub hardware_buffer_size: usize,
+    pub collection_mode: c_int,
+    pub enable_start_stop_control: u32,
+    pub output_data_format: c_int,
+    pub sampling_data_buffer: *mut c_void,
+    pub worker_thread_periodic_sleep_span: u32,
+}
+
+impl Zero for PcSamplingAttributeData {
+    const ZERO: Self = PcSamplingAttributeData {
+        invalid_data: [0; 3],
+    };
+}
+
+impl std::fmt::Debug for PcSamplingAttributeData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Which member is live depends on the attribute type beside it.
+        f.write_str("PcSamplingAttributeData { .. }")
+    }
+}
+
+/// `attributeData.stallReasonData`: the stall reasons to collect, by CUPTI's index.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct PcSamplingStallReasonData {
+    pub stall_reason_count: usize,
+    pub p_stall_reason_index: *mut u32,
+}
+
+const _: () = {
+    assert!(size_of::<PcSamplingAttributeData>() == 24);
+    assert!(std::mem::align_of::<PcSamplingAttributeData>() == 8);
+    assert!(offset_of!(PcSamplingStallReasonData, p_stall_reason_index) == 8);
+};
+
+// The data structs are `PACKED_ALIGNMENT` in the header: with GCC, which builds libcupti,
+// `__attribute__((packed, aligned(8)))`. Their fields fall on natural boundaries, so packing
+// changes nothing inside them; the alignment of 8 rounds `sizeof` up (PC data 60 → 64, sampling
+// data 73 → 80) and makes a stall-reason pair 8-aligned. `sizeof` is the array stride CUPTI
+// walks, so it is asserted too.
+c_struct! {
+    /// `CUpti_PCSamplingStallReason`: one stall reason's samples at one PC.
+    PcSamplingStallReason align 8 size 8 sizeof 8 {
+        pc_sampling_stall_reason_index: u32 = 0,
+        samples: u32 = 4,
+    }
+    /// `CUpti_PCSamplingPCData`: one PC. The caller allocates `stallReason` (as many pairs as
+    /// stall reasons are collected); CUPTI writes the rest. `correlationId` is "Only valid for
+    /// serialized mode of pc sampling collection. For continous mode of collection the
+    /// correlationId will be set to 0" (the header). `functionName` is CUPTI's allocation, "might
+    /// be shared across all the records including records from activity APIs representing the
+    /// same function".
+    PcSamplingPcData align 8 size 60 sizeof 64 tells sizeof {
+        size: usize = 0,
+        cubin_crc: u64 = 8,
+        pc_offset: u64 = 16,
+        function_index: u32 = 24,
+        pad: u32 = 28,
+        function_name: *mut c_char = 32,
+        stall_reason_count: usize = 40,
+        stall_reason: *mut PcSamplingStallReason = 48,
+        correlation_id: u32 = 56,
+    }
+    /// `CUpti_PCSamplingData`: a buffer of `collectNumPcs` PC records. The header has no size
+    /// macro for it; NVIDIA's samples set `size` to `sizeof`, as `new()` does.
+    PcSamplingData align 8 size 73 sizeof 80 tells sizeof {
+        size: usize = 0,
+        collect_num_pcs: usize = 8,
+        total_samples: u64 = 16,
+        dropped_samples: u64 = 24,
+        total_num_pcs: usize = 32,
+        remaining_num_pcs: usize = 40,
+        range_id: u64 = 48,
+        p_pc_data: *mut PcSamplingPcData = 56,
+        non_usr_kernels_total_samples: u64 = 64,
+        hardware_buffer_full: u8 = 72,
+    }
+    /// `CUpti_PCSamplingConfigurationInfo`: one attribute to set or get (no size field; an
+    /// array of them hangs off [`PcSamplingConfigurationInfoParams`]).
+    PcSamplingConfigurationInfo align 8 size 32 sizeof 32 {
+        attribute_type: c_int = 0,
+        attribute_status: CuptiResult = 4,
+        attribute_data: PcSamplingAttributeData = 8,
+    }
+    /// `CUpti_GetSassToSourceCorrelationParams`: a PC offset of a function in a cubin to its
+    /// source line. `fileName` and `dirName` are CUPTI's allocations, for the caller to free.
+    GetSassToSourceCorrelationParams size 64 sizeof 64 tells end {
+        size: usize = 0,
+        cubin: *const c_void = 8,
+        function_name: *const c_char = 16,
+        cubin_size: usize = 24,
+        line_number: u32 = 32,
+        pc_offset: u64 = 40,
+        file_name: *mut c_char = 48,
+        dir_name: *mut c_char = 56,
+    }
+    /// `CUpti_GetCubinCrcParams`: the CRC CUPTI puts in `cubinCrc` of PC records.
+    GetCubinCrcParams size 32 sizeof 32 tells end {
+        size: usize = 0,
+        cubin_size: usize = 8,
+        cubin: *const c_void = 16,
+        cubin_crc: u64 = 24,
+    }
+}
+
+impl PcSamplingConfigurationInfo {
+    /// An attribute of `attribute_type` whose data is `data` (status zero: CUPTI writes it).
+    pub const fn with(attribute_type: c_int, data: PcSamplingAttributeData) -> Self {
+        PcSamplingConfigurationInfo {
+            attribute_type,
+            attribute_status: 0,
+            attribute_data: data,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,5 +657,22 @@ mod tests {
         // The size CUPTI is told is where the last field ends, not the padded Rust size.
         assert_eq!(RangeProfilerStopParams::STRUCT_SIZE, 41);
         assert_eq!(size_of::<RangeProfilerStopParams>(), 48);
+    }
+
+    #[test]
+    fn pc_sampling_structs_tell_the_size_the_header_asks_for() {
+        // Parameter structs: the header's `...ParamsSize`, where the last field ends.
+        assert_eq!(PcSamplingGetDataParams::new().struct_size, 32);
+        assert_eq!(GetSassToSourceCorrelationParams::new().size, 64);
+        assert_eq!(GetCubinCrcParams::new().size, 32);
+        // Data structs: the C sizeof, the stride of the arrays CUPTI walks.
+        assert_eq!(PcSamplingData::new().size, 80);
+        assert_eq!(PcSamplingPcData::new().size, 64);
+        let d = PcSamplingData::new();
+        assert!(d.p_pc_data.is_null());
+        assert_eq!((d.total_num_pcs, d.hardware_buffer_full), (0, 0));
+        let c = PcSamplingConfigurationInfo::new();
+        // SAFETY: new() writes the union through `invalid_data`.
+        assert_eq!(unsafe { c.attribute_data.invalid_data }, [0; 3]);
     }
 }

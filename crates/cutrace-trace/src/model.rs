@@ -201,6 +201,101 @@ impl PmSamplingInfo {
     }
 }
 
+/// One PC Sampling count (`cutrace profile --pc-sampling`): how often CUPTI's sampler found a
+/// warp at one instruction (a PC offset in a function of a module) stalled for one reason. It
+/// has no time: CUPTI's PC records carry none. A (PC, reason) may have several rows, one per
+/// buffer the recorder read; their samples add.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PcSample {
+    pub device: u32,
+    pub process: u32,
+    /// CUPTI's correlation id of the launch; 0 in continuous mode, the mode cutrace samples in
+    /// (CUPTI ties no record to a launch then; the function names the code).
+    pub correlation_id: u64,
+    /// The function holding the PC, as CUPTI names it (mangled): the kernel itself, or a device
+    /// function it calls that was not inlined.
+    pub function: StrId,
+    /// CUPTI's index of that function's symbol in its module.
+    pub function_index: u32,
+    /// The instruction's offset in the function (bytes of SASS).
+    pub pc_offset: u64,
+    /// CUPTI's CRC of the module (cubin) the function is in: with the function and the offset,
+    /// it names the instruction.
+    pub cubin_crc: u64,
+    /// CUPTI's name of the stall reason (`smsp__pcsamp_warps_issue_stalled_long_scoreboard`).
+    pub stall_reason: StrId,
+    pub samples: u64,
+    /// The source file of the PC, from the cubin's line information; `None` when it has none.
+    pub source_file: Option<StrId>,
+    /// The source line; 0 when unknown.
+    pub source_line: u32,
+}
+
+/// How a trace's PC samples were collected (`cutrace profile --pc-sampling`), from its parts'
+/// `META` chunks. Every sample CUPTI counted but the trace does not hold is counted here.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct PcSamplingInfo {
+    /// The stall reasons collected (every one the GPU names), CUPTI's names in its order.
+    pub stall_reasons: Vec<String>,
+    /// CUPTI's sampling period exponent: a sample every 2^N cycles per SM; `None` when CUPTI's
+    /// default (chosen by SM count) was kept.
+    pub sampling_period: Option<u32>,
+    /// `continuous` (kernels run as they would, correlation ids are 0) or `kernel_serialized`.
+    pub collection_mode: String,
+    /// Devices sampled.
+    pub devices: Vec<u32>,
+    /// CUPTI's `totalSamples` over every buffer read: all samples, dropped and non-user ones
+    /// included.
+    pub samples_total: u64,
+    /// CUPTI's `droppedSamples`: dropped by the hardware (backpressure, overflow).
+    pub samples_dropped: u64,
+    /// CUPTI's `nonUsrKernelsTotalSamples`: samples in kernels CUPTI gives no PC records for.
+    pub samples_non_user: u64,
+    /// Buffers read while the hardware buffer was full (its PC data then reads as 0).
+    pub hardware_buffer_full: u64,
+    /// PC records CUPTI had that no buffer held (beyond its capacity, or discarded at Disable).
+    pub pcs_lost: u64,
+    /// PC records read with something odd (a stall count past its array, no array, a name cut
+    /// or missing, a stall reason CUPTI did not name).
+    pub records_odd: u64,
+    /// Rows left out because the recorder's queue was full.
+    pub rows_dropped_queue: u64,
+    /// Why sampling did not start or stopped, with the fix (the first failure).
+    pub error: Option<String>,
+}
+
+impl PcSamplingInfo {
+    /// Two parts' facts as one: counts add, lists are unioned in order, the first period, mode
+    /// and error are kept.
+    pub fn merge(&mut self, o: &PcSamplingInfo) {
+        for r in &o.stall_reasons {
+            if !self.stall_reasons.contains(r) {
+                self.stall_reasons.push(r.clone());
+            }
+        }
+        for d in &o.devices {
+            if !self.devices.contains(d) {
+                self.devices.push(*d);
+            }
+        }
+        self.sampling_period = self.sampling_period.or(o.sampling_period);
+        if self.collection_mode.is_empty() {
+            self.collection_mode = o.collection_mode.clone();
+        }
+        self.samples_total += o.samples_total;
+        self.samples_dropped += o.samples_dropped;
+        self.samples_non_user += o.samples_non_user;
+        self.hardware_buffer_full += o.hardware_buffer_full;
+        self.pcs_lost += o.pcs_lost;
+        self.records_odd += o.records_odd;
+        self.rows_dropped_queue += o.rows_dropped_queue;
+        if self.error.is_none() {
+            self.error = o.error.clone();
+        }
+    }
+}
+
 /// One communication call (all-reduce, all-gather, send, …) as the trace annotates it, joined to
 /// the kernel that carried it out by its correlation id. Fields the source did not write are
 /// `None`.
@@ -634,6 +729,8 @@ pub struct TraceMeta {
     pub counters: Option<CounterInfo>,
     /// How PM samples were collected, for a trace recorded with `cutrace sample`.
     pub pm_sampling: Option<PmSamplingInfo>,
+    /// How PC samples were collected, for a trace recorded with `cutrace profile --pc-sampling`.
+    pub pc_sampling: Option<PcSamplingInfo>,
     /// A trace merged from several parts: the pid of the process behind each part number N, by
     /// N. A process's CUPTI correlation and stream ids are its own (each process counts from
     /// 1), so the merge adds N·2³² to those of part N (N ≥ 1, in read order) to keep processes
@@ -731,6 +828,8 @@ pub struct Trace {
     pub kernel_metrics: Vec<KernelMetric>,
     /// PM Sampling time series (`cutrace sample`), one row per sample and metric.
     pub pm_samples: Vec<PmSample>,
+    /// PC Sampling stall counts (`cutrace profile --pc-sampling`), per instruction and reason.
+    pub pc_samples: Vec<PcSample>,
     /// Collective and point-to-point communication calls as the source annotated them (torch's
     /// `record_param_comms`), each joined to the kernel that ran it.
     pub collectives: Vec<Collective>,

@@ -91,10 +91,11 @@ pub enum Table {
     Overhead = 7,
     KernelMetric = 8,
     PmSample = 9,
+    PcSample = 10,
 }
 
 impl Table {
-    pub const ALL: [Table; 9] = [
+    pub const ALL: [Table; 10] = [
         Table::Kernel,
         Table::Memcpy,
         Table::Memset,
@@ -104,6 +105,7 @@ impl Table {
         Table::Overhead,
         Table::KernelMetric,
         Table::PmSample,
+        Table::PcSample,
     ];
 
     pub fn from_id(id: u8) -> Option<Table> {
@@ -192,6 +194,19 @@ impl Table {
                 "metric",
                 "value_bits",
             ],
+            Table::PcSample => &[
+                "device",
+                "process",
+                "correlation_id",
+                "function",
+                "pc_offset",
+                "cubin_crc",
+                "stall_reason",
+                "samples",
+                "function_index",
+                "source_file_plus_1",
+                "source_line",
+            ],
         }
     }
 
@@ -210,6 +225,7 @@ impl Table {
             Table::Overhead => "overhead",
             Table::KernelMetric => "kernel_metric",
             Table::PmSample => "pm_sample",
+            Table::PcSample => "pc_sample",
         }
     }
 }
@@ -254,6 +270,9 @@ pub struct Meta {
     pub counters: Option<crate::model::CounterInfo>,
     /// PM Sampling so far (`cutrace sample`); cumulative, superseded by later chunks.
     pub pm_sampling: Option<crate::model::PmSamplingInfo>,
+    /// PC Sampling so far (`cutrace profile --pc-sampling`); cumulative, superseded by later
+    /// chunks.
+    pub pc_sampling: Option<crate::model::PcSamplingInfo>,
 }
 
 /// The `TAIL` chunk: written last, it marks the file complete.

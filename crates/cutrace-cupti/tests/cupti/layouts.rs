@@ -1,17 +1,30 @@
-//! Cross-checks every parameter struct of `sys` against NVIDIA's headers by running
-//! layouts/check.sh (a C++ compiler over the headers). The const asserts in sys.rs already fail
-//! the build on a wrong size or offset; this test shows those numbers are the headers' own.
+//! Cross-checks every struct of `sys` against NVIDIA's headers by running layouts/check.sh (a C++
+//! compiler over the headers). The const asserts in sys.rs already fail the build on a wrong
+//! size, offset or alignment; this test shows those numbers are the headers' own.
 //! Ignored by default: it needs the CUDA 13.0 CUPTI headers (the `nvidia-cuda-cupti==13.0.*`
 //! wheel's include/) in CUTRACE_CUPTI_INCLUDE and a C++ compiler.
 
 use cutrace_cupti::sys::*;
 
-/// C struct name → (STRUCT_SIZE, fields) of the Rust declaration.
-fn rust_layout(c_name: &str) -> Option<(usize, &'static [(&'static str, usize)])> {
+/// The layout of a Rust declaration: `STRUCT_SIZE`, its fields' offsets, `sizeof`, alignment.
+struct Layout {
+    size: usize,
+    fields: &'static [(&'static str, usize)],
+    size_of: usize,
+    align: usize,
+}
+
+/// C struct name → the layout of its Rust declaration.
+fn rust_layout(c_name: &str) -> Option<Layout> {
     macro_rules! table {
         ($($c:literal => $r:ident),* $(,)?) => {
             match c_name {
-                $($c => Some(($r::STRUCT_SIZE, $r::FIELDS)),)*
+                $($c => Some(Layout {
+                    size: $r::STRUCT_SIZE,
+                    fields: $r::FIELDS,
+                    size_of: std::mem::size_of::<$r>(),
+                    align: std::mem::align_of::<$r>(),
+                }),)*
                 _ => None,
             }
         };
@@ -55,19 +68,37 @@ fn rust_layout(c_name: &str) -> Option<(usize, &'static [(&'static str, usize)])
         "CUpti_PmSampling_CounterDataImage_Initialize_Params" => PmSamplingCounterDataImageInitializeParams,
         "CUpti_PmSampling_GetCounterDataInfo_Params" => PmSamplingGetCounterDataInfoParams,
         "CUpti_PmSampling_CounterData_GetSampleInfo_Params" => PmSamplingCounterDataGetSampleInfoParams,
+        "CUpti_PCSamplingConfigurationInfoParams" => PcSamplingConfigurationInfoParams,
+        "CUpti_PCSamplingGetDataParams" => PcSamplingGetDataParams,
+        "CUpti_PCSamplingEnableParams" => PcSamplingEnableParams,
+        "CUpti_PCSamplingDisableParams" => PcSamplingDisableParams,
+        "CUpti_PCSamplingStartParams" => PcSamplingStartParams,
+        "CUpti_PCSamplingStopParams" => PcSamplingStopParams,
+        "CUpti_PCSamplingGetNumStallReasonsParams" => PcSamplingGetNumStallReasonsParams,
+        "CUpti_PCSamplingGetStallReasonsParams" => PcSamplingGetStallReasonsParams,
+        "CUpti_PCSamplingStallReason" => PcSamplingStallReason,
+        "CUpti_PCSamplingPCData" => PcSamplingPcData,
+        "CUpti_PCSamplingData" => PcSamplingData,
+        "CUpti_PCSamplingConfigurationInfo" => PcSamplingConfigurationInfo,
+        "CUpti_GetSassToSourceCorrelationParams" => GetSassToSourceCorrelationParams,
+        "CUpti_GetCubinCrcParams" => GetCubinCrcParams,
     }
 }
 
-/// `pCounterDataImage` → `p_counter_data_image`, `vGpu` → `v_gpu`.
+/// `pCounterDataImage` → `p_counter_data_image`, `vGpu` → `v_gpu`; a run of capitals is one
+/// word (`pPCSamplingConfigurationInfo` → `p_pc_sampling_configuration_info`).
 fn snake(c: &str) -> String {
+    let ch: Vec<char> = c.chars().collect();
     let mut out = String::new();
-    for ch in c.chars() {
-        if ch.is_ascii_uppercase() {
-            out.push('_');
-            out.push(ch.to_ascii_lowercase());
-        } else {
-            out.push(ch);
+    for (i, &x) in ch.iter().enumerate() {
+        if x.is_ascii_uppercase() && i > 0 {
+            let prev_lower = !ch[i - 1].is_ascii_uppercase();
+            let next_lower = ch.get(i + 1).is_some_and(|n| n.is_ascii_lowercase());
+            if prev_lower || next_lower {
+                out.push('_');
+            }
         }
+        out.push(x.to_ascii_lowercase());
     }
     out
 }
@@ -76,6 +107,16 @@ fn snake(c: &str) -> String {
 fn snake_case_of_header_fields() {
     assert_eq!(snake("pCounterDataImage"), "p_counter_data_image");
     assert_eq!(snake("cuDevice"), "cu_device");
+    assert_eq!(snake("vGpu"), "v_gpu");
+    assert_eq!(
+        snake("pPCSamplingConfigurationInfo"),
+        "p_pc_sampling_configuration_info"
+    );
+    assert_eq!(snake("pPcData"), "p_pc_data");
+    assert_eq!(
+        snake("nonUsrKernelsTotalSamples"),
+        "non_usr_kernels_total_samples"
+    );
 }
 
 #[test]
@@ -100,15 +141,20 @@ fn every_struct_matches_the_headers() {
     for line in text.lines().filter(|l| l.starts_with("CUpti_")) {
         let mut parts = line.split_whitespace();
         let name = parts.next().unwrap();
-        let (size, fields) = rust_layout(name).unwrap_or_else(|| panic!("{name} not declared"));
+        let layout = rust_layout(name).unwrap_or_else(|| panic!("{name} not declared"));
         for kv in parts {
             let (k, v) = kv.split_once('=').unwrap();
             let v: usize = v.parse().unwrap();
             if k == "size" {
-                assert_eq!(size, v, "{name} STRUCT_SIZE");
+                assert_eq!(layout.size, v, "{name} STRUCT_SIZE");
+            } else if k == "sizeof" {
+                assert_eq!(layout.size_of, v, "{name} sizeof");
+            } else if k == "align" {
+                assert_eq!(layout.align, v, "{name} alignment");
             } else {
                 let field = snake(k);
-                let off = fields
+                let off = layout
+                    .fields
                     .iter()
                     .find(|(f, _)| *f == field)
                     .unwrap_or_else(|| panic!("{name}.{k}: no field {field}"))
@@ -118,5 +164,5 @@ fn every_struct_matches_the_headers() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 38, "{text}");
+    assert_eq!(checked, 52, "{text}");
 }

@@ -523,6 +523,9 @@ impl PartBuilder {
                 if m.pm_sampling.is_some() {
                     self.meta.pm_sampling = m.pm_sampling;
                 }
+                if m.pc_sampling.is_some() {
+                    self.meta.pc_sampling = m.pc_sampling;
+                }
             }
             tag::TAIL => {
                 let t: Tail =
@@ -663,6 +666,7 @@ impl PartBuilder {
                 Table::Overhead => t.overheads.push(overhead_row(&row)),
                 Table::KernelMetric => t.kernel_metrics.push(kernel_metric_row(&row)),
                 Table::PmSample => t.pm_samples.push(pm_sample_row(&row)),
+                Table::PcSample => t.pc_samples.push(pc_sample_row(&row)),
             }
         }
         Ok(())
@@ -702,6 +706,7 @@ impl PartBuilder {
         m.devices = self.meta.devices.clone();
         m.counters = self.meta.counters.take();
         m.pm_sampling = self.meta.pm_sampling.take();
+        m.pc_sampling = self.meta.pc_sampling.take();
         let (cupti_drops, rec_drops) = match &self.tail {
             Some(t) => (t.dropped_by_cupti, t.dropped_by_recorder),
             None => (
@@ -985,6 +990,24 @@ fn pm_sample_row(v: &[u64; MAX_COLUMNS]) -> PmSample {
     }
 }
 
+/// A `pc_sample` row (table 10). The source file is stored as its string id + 1, 0 for none.
+#[inline]
+fn pc_sample_row(v: &[u64; MAX_COLUMNS]) -> PcSample {
+    PcSample {
+        device: v[0] as u32,
+        process: v[1] as u32,
+        correlation_id: v[2],
+        function: v[3] as StrId,
+        pc_offset: v[4],
+        cubin_crc: v[5],
+        stall_reason: v[6] as StrId,
+        samples: v[7],
+        function_index: v[8] as u32,
+        source_file: v[9].checked_sub(1).map(|f| f as StrId),
+        source_line: v[10] as u32,
+    }
+}
+
 fn copy_kind_from_code(c: u64) -> CopyKind {
     match c {
         1 => CopyKind::HtoD,
@@ -1123,6 +1146,9 @@ impl Merger {
         adopt!(kernel_metrics, r => r.metric = re(r.metric);
             r.correlation_id = corr(r.correlation_id); r.device = dev(r.device));
         adopt!(pm_samples, r => r.metric = re(r.metric); r.device = dev(r.device));
+        adopt!(pc_samples, r => r.function = re(r.function);
+            r.stall_reason = re(r.stall_reason); r.source_file = r.source_file.map(re);
+            r.correlation_id = corr(r.correlation_id); r.device = dev(r.device));
         adopt!(memcpys, r => r.correlation_id = corr(r.correlation_id);
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(memsets, r => r.correlation_id = corr(r.correlation_id);
@@ -1161,6 +1187,16 @@ impl Merger {
             }
             out.meta
                 .pm_sampling
+                .get_or_insert_with(Default::default)
+                .merge(&p);
+        }
+        if let Some(p) = &m.pc_sampling {
+            let mut p = p.clone();
+            for d in &mut p.devices {
+                *d = dev(*d);
+            }
+            out.meta
+                .pc_sampling
                 .get_or_insert_with(Default::default)
                 .merge(&p);
         }

@@ -228,6 +228,27 @@ impl<W: Write> Writer<W> {
         );
     }
 
+    /// A PC's samples for one stall reason; an unknown source file is stored as 0, a known one
+    /// as its string id + 1.
+    pub fn push_pc_sample(&mut self, p: &PcSample) {
+        self.push(
+            Table::PcSample,
+            &[
+                p.device.into(),
+                p.process.into(),
+                p.correlation_id,
+                p.function.into(),
+                p.pc_offset,
+                p.cubin_crc,
+                p.stall_reason.into(),
+                p.samples,
+                p.function_index.into(),
+                p.source_file.map_or(0, |f| u64::from(f) + 1),
+                p.source_line.into(),
+            ],
+        );
+    }
+
     /// Writes new strings and every buffered row as chunks, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
         let strings = self.strings.as_slice();

@@ -173,7 +173,7 @@ fn parts_merge_with_their_own_correlation_ids_and_counter_facts_add_up() {
 
 /// Rewrites every RECS chunk of table `from` to table `to`, CRC fixed: what a reader that does
 /// not know `from` sees is a table it does not know.
-fn retable(bytes: &[u8], from: u8, to: u8) -> (Vec<u8>, usize) {
+pub(crate) fn retable(bytes: &[u8], from: u8, to: u8) -> (Vec<u8>, usize) {
     use std::io::{Read, Write};
     let hl = native::CHUNK_HEADER_LEN;
     let mut out = bytes[..12].to_vec();

@@ -11,3 +11,4 @@ mod kineto_variants;
 mod native_fixtures;
 mod native_format;
 mod native_ranks;
+mod pc_samples;
