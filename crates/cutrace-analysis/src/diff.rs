@@ -268,6 +268,10 @@ pub struct DiffOptions {
     pub base_window: Option<Window>,
     /// Only this part of the new trace.
     pub new_window: Option<Window>,
+    /// Each side's report keeps its `top` rows (gaps, kernel and API names, ranges), for a page
+    /// that shows them; else it keeps none (the diff's own rows are made from every name
+    /// whatever this says), so a large `top` costs only the rows the diff shows.
+    pub page: bool,
 }
 
 impl Default for DiffOptions {
@@ -277,6 +281,7 @@ impl Default for DiffOptions {
             steps: StepMatch::profiler_steps(),
             base_window: None,
             new_window: None,
+            page: false,
         }
     }
 }
@@ -305,9 +310,13 @@ pub fn diff_side(
         t,
         &Options {
             window,
-            top: opts.top,
+            top: if opts.page { opts.top } else { 0 },
+            orphan_list: if opts.page {
+                Options::default().orphan_list
+            } else {
+                0
+            },
             steps: Some(opts.steps.clone()),
-            ..Options::default()
         },
     )?;
     Ok(DiffSide {

@@ -55,7 +55,7 @@ pub struct JobReport {
 pub enum JobNote {
     /// Found while reading the inputs (parts left out, files that are not traces), in the
     /// reader's words.
-    Input { text: String },
+    Input { note: String },
     /// A trace states a world size beyond any job: missing ranks are not listed.
     WorldTooLarge { world_size: u32 },
     /// Two summaries of one rank: one is left out.

@@ -602,7 +602,7 @@ pub fn job_report(
         0..0,
         notes
             .into_iter()
-            .map(|text| cutrace_analysis::JobNote::Input { text }),
+            .map(|note| cutrace_analysis::JobNote::Input { note }),
     );
     Ok(report)
 }

@@ -158,7 +158,8 @@ impl Config {
             api_mode,
             device_buffer_bytes,
             record_cmdline: s.record_cmdline,
-            exit_deadline_ms: k.exit_deadline_ms.unwrap_or(10_000),
+            // At most ten minutes: a program's exit must not hang on its trace for ever.
+            exit_deadline_ms: k.exit_deadline_ms.unwrap_or(10_000).min(600_000),
             flush_period_ms: k.flush_period_ms.unwrap_or(1_000).max(10),
             notes,
             distributed,

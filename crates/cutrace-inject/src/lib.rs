@@ -430,8 +430,11 @@ fn enable_kinds(
     let api_on = enabled.contains(&kind::RUNTIME) || enabled.contains(&kind::DRIVER);
     let left_out = |o: &Option<Outcome>| o.as_ref().map_or(0, |o| o.dropped as u64);
     let applied = api_on.then(|| cutrace_trace::ApiRecords {
-        // A mode that could not be applied anywhere recorded every call.
-        mode: if filtered.iter().any(Option::is_some) {
+        // Runtime records only for the callback ids a benchmark named: `custom`. A mode that
+        // could not be applied anywhere recorded every call.
+        mode: if runtime_cbids.is_some() && enabled.contains(&kind::RUNTIME) {
+            "custom"
+        } else if filtered.iter().any(Option::is_some) {
             api_mode.as_str()
         } else {
             ApiMode::All.as_str()

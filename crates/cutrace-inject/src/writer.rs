@@ -105,7 +105,15 @@ fn write_counter_images(o: &Out) {
     let Some(dir) = o.path.parent() else { return };
     for (corr, image) in c.take_images() {
         let p = dir.join(format!("counterdata-{}-{corr}.bin", std::process::id()));
-        if let Err(e) = std::fs::write(&p, image) {
+        // A new file of the user's, as the part is: never through a link planted there.
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&p)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, &image));
+        if let Err(e) = written {
             eprintln!("cutrace: writing {} failed ({e})", p.display());
         }
     }

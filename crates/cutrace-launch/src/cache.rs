@@ -133,12 +133,13 @@ fn private_dir(dir: &Path, uid: u32) -> Result<(), CacheError> {
 }
 
 /// Whether `path` is a regular file of `uid`'s holding exactly `bytes` (opened without
-/// following a link; read at most one byte past `bytes`).
+/// following a link, and without blocking on a FIFO planted there; read at most one byte past
+/// `bytes`).
 fn holds(path: &Path, uid: u32, bytes: &[u8]) -> bool {
     use std::os::unix::fs::OpenOptionsExt;
     let Ok(f) = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
     else {
         return false;
@@ -160,13 +161,15 @@ pub fn unpack(base: &Path, id: &str, name: &str, bytes: &[u8]) -> Result<PathBuf
         .mode(0o700)
         .create(base)
         .map_err(io_err("creating", base))?;
+    // Resolved once: the path checked is the path used (a link on the way, swapped between two
+    // resolutions, could otherwise point the checks at one directory and the cache at another).
+    let base = std::fs::canonicalize(base).map_err(io_err("resolving", base))?;
     // Every directory above the cache too: one that someone else can rename entries in lets
     // them swap the whole cache after the checks, while the program runs (the library's path
     // is in its environment for its whole life).
-    if let Some((dir, why)) = others_can_replace(base, uid) {
+    if let Some((dir, why)) = others_can_replace(&base, uid) {
         return Err(CacheError::Unsafe { dir, why });
     }
-    let base = std::fs::canonicalize(base).map_err(io_err("resolving", base))?;
     let top = base.join("cutrace");
     private_dir(&top, uid)?;
     let dir = top.join(id);
@@ -226,6 +229,34 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn a_fifo_at_the_librarys_name_is_replaced_without_waiting_on_it() {
+        let s = scratch();
+        let dir = s.path().join("base/cutrace/id");
+        std::fs::create_dir_all(&dir).unwrap();
+        for d in ["base/cutrace", "base/cutrace/id"] {
+            std::fs::set_permissions(s.path().join(d), std::fs::Permissions::from_mode(0o700))
+                .unwrap();
+        }
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("lib.so"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        // Opening the FIFO for reading would wait for a writer for ever.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let base = s.path().join("base");
+        std::thread::spawn(move || {
+            let _ = tx.send(unpack(&base, "id", "lib.so", b"ELF"));
+        });
+        let p = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("unpack returned")
+            .unwrap();
+        assert!(std::fs::symlink_metadata(&p).unwrap().is_file());
+        assert_eq!(std::fs::read(&p).unwrap(), b"ELF");
     }
 
     #[test]

@@ -588,7 +588,10 @@ fn each_page_allows_only_its_own_script_and_style_by_hash() {
         load("kineto/two_streams.json.gz"),
         load("kineto/profiler_steps.json.gz"),
     );
-    let opts = cutrace_analysis::DiffOptions::default();
+    let opts = cutrace_analysis::DiffOptions {
+        page: true,
+        ..Default::default()
+    };
     let (b, n) = (
         cutrace_analysis::diff_side(&base, None, &opts).unwrap(),
         cutrace_analysis::diff_side(&new, None, &opts).unwrap(),

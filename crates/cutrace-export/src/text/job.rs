@@ -69,7 +69,7 @@ pub fn clock_text(c: &ClockInfo) -> String {
 /// A job note in words.
 pub fn note_text(n: &JobNote) -> String {
     match n {
-        JobNote::Input { text } => text.clone(),
+        JobNote::Input { note } => note.clone(),
         JobNote::WorldTooLarge { world_size } => format!(
             "a trace states a world size of {world_size}: no job is that large, so missing \
              ranks are not listed"
@@ -570,7 +570,7 @@ mod said {
         .contains("world size of 4294967295"));
         assert_eq!(
             note_text(&JobNote::Input {
-                text: "a.json: not a trace".into()
+                note: "a.json: not a trace".into()
             }),
             "a.json: not a trace"
         );
@@ -580,6 +580,24 @@ mod said {
             missing: 2
         })
         .starts_with("the new job has 1 dead and 2 missing rank(s)"));
+    }
+
+    /// A note's facts and its words are separate members: an input note's own words are its
+    /// `note`, beside the `text` every note has (the JSON once had `text` twice).
+    #[test]
+    fn a_note_in_json_has_each_member_once() {
+        let n = JobNote::Input {
+            note: "a.json: not a trace".into(),
+        };
+        let json = serde_json::to_string(&Said {
+            facts: &n,
+            text: note_text(&n),
+        })
+        .unwrap();
+        assert_eq!(
+            json,
+            r#"{"kind":"input","note":"a.json: not a trace","text":"a.json: not a trace"}"#
+        );
     }
 
     #[test]

@@ -961,15 +961,23 @@ fn render_api(o: &mut String, r: &Report) {
         .iter()
         .find_map(cutrace_analysis::diff::left_out_by)
     {
-        let what = if mode == "lean" {
-            "state queries (cudaGetDevice, cudaGetLastError, ...)"
-        } else {
-            "calls that launch or move nothing"
+        let what = match mode {
+            "lean" => "state queries (cudaGetDevice, cudaGetLastError, ...) were not recorded: \
+                       `--api lean`"
+                .to_owned(),
+            "launches" => {
+                "calls that launch or move nothing were not recorded: `--api launches`".to_owned()
+            }
+            // `custom` (runtime records for chosen callback ids), or a mode this build does
+            // not know: said as the header names it, cut short.
+            other => format!(
+                "some calls were not recorded (API records: {})",
+                super::short_name(other, 40)
+            ),
         };
         let _ = writeln!(
             o,
-            "  ({what} were not recorded: `--api {mode}`, see the notes; `cutrace record --api all` \
-             records every call)"
+            "  ({what}, see the notes; `cutrace record --api all` records every call)"
         );
     }
 }

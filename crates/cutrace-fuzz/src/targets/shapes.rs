@@ -321,8 +321,29 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
                 what.clone(),
             ));
             out.push(case(
-                vec![os("diff"), d.clone(), d, os("--html"), html.clone().into()],
+                vec![
+                    os("diff"),
+                    d.clone(),
+                    d.clone(),
+                    os("--html"),
+                    html.clone().into(),
+                ],
                 vec![html],
+                what.clone(),
+            ));
+            // Many rows asked for: the sides' reports keep none of theirs (stdout is not
+            // counted as output here, so the shape asks for 100,000 rows, not all).
+            out.push(case(
+                vec![
+                    os("diff"),
+                    d.clone(),
+                    d,
+                    os("--top"),
+                    os("100000"),
+                    os("--format"),
+                    os("json"),
+                ],
+                vec![],
                 what,
             ));
         }

@@ -370,6 +370,10 @@ fn read_part(
 /// Reads the chunk at the cursor and hands it to the builder; returns its length with header.
 /// While searching (after damage), only a header of a known tag and codec is tried, and the
 /// bytes it costs come out of the search's budget.
+/// The most a `HEAD`, `META` or `TAIL` chunk may inflate to per byte stored: cutrace writes
+/// them uncompressed, and JSON deflates about 4 to 1.
+const JSON_BYTES_PER_STORED_BYTE: u64 = 8;
+
 fn read_chunk<R: Read>(
     r: &mut Source<R>,
     index: u64,
@@ -402,6 +406,18 @@ fn read_chunk<R: Read>(
             "{at} claims {} bytes, over the chunk-bytes limit of {max} (damaged, or larger than \
              any recorder writes: `--limit chunk-bytes=N` reads it)",
             stored.max(raw_len)
+        ))));
+    }
+    // A JSON chunk (HEAD, META, TAIL) is written stored, not deflated: one that inflates past
+    // a few bytes per stored byte is a bomb (a 61 KB part once held a 60 MiB HEAD, and eight of
+    // them took a report to 989 MB).
+    if [tag::HEAD, tag::META, tag::TAIL].contains(&ctag)
+        && u64::from(raw_len) > JSON_BYTES_PER_STORED_BYTE * u64::from(stored) + 64
+    {
+        return Ok(Err(Bad::Damaged(format!(
+            "{at} ({}) claims {raw_len} bytes of JSON in {stored} stored, over \
+             {JSON_BYTES_PER_STORED_BYTE} per stored byte (cutrace writes them uncompressed)",
+            String::from_utf8_lossy(&ctag)
         ))));
     }
     let payload = r.take(stored as usize)?;

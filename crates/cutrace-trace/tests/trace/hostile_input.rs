@@ -479,3 +479,37 @@ fn overlapping_fake_chunks_do_not_make_the_search_quadratic() {
     assert!(why.contains("gave up"), "{why}");
     assert_eq!(t.meta.damaged_regions, 1);
 }
+
+#[test]
+fn a_json_chunk_that_inflates_far_past_its_bytes_is_damaged() {
+    // A HEAD of 60 MiB of one letter deflates to about 60 KB: eight such parts once took a
+    // report to 989 MB. cutrace writes HEAD, META and TAIL uncompressed.
+    let mode = "A".repeat(60 << 20);
+    let head = format!(r#"{{"format_version":1,"api_records":{{"mode":"{mode}"}}}}"#);
+    let c = chunk(tag::HEAD, head.as_bytes(), true);
+    assert!(c.len() < 200_000, "{}", c.len());
+    let note = format!(r#"{{"notes":["{mode}"]}}"#);
+    let d = TempDir::new("jsonbomb");
+    let p = d.write(
+        "a.cutrace",
+        &part_with(&[c, chunk(tag::META, note.as_bytes(), true)]),
+    );
+    let t = read(&p).unwrap();
+    assert!(t.meta.parts[0].header.api_records.is_none());
+    assert!(t.meta.notes.is_empty());
+    assert!(
+        t.meta.damaged_regions >= 1,
+        "{:?}",
+        t.meta.incomplete_reason
+    );
+    let why = t.meta.incomplete_reason.unwrap();
+    assert!(why.contains("bytes of JSON"), "{why}");
+    // A small deflated HEAD (as another writer might make) still reads.
+    let head = r#"{"format_version":1,"host":"h","api_records":{"mode":"lean"}}"#;
+    let p = d.write(
+        "b.cutrace",
+        &part_with(&[chunk(tag::HEAD, head.as_bytes(), true)]),
+    );
+    let t = read(&p).unwrap();
+    assert_eq!(t.meta.parts[0].header.host.as_deref(), Some("h"));
+}

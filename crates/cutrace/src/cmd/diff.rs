@@ -123,6 +123,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         steps: which.clone(),
         base_window: None,
         new_window: None,
+        page: args.html.is_some(),
     };
     // One trace at a time: each is read, reduced to what the diff needs (and its timeline, for
     // the page), and dropped before the other is read.
@@ -170,12 +171,18 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             .with_context(|| format!("writing {}", dest.display()))?;
         return Ok(0);
     }
+    // Without a page the sides' reports and names are done with: only the diff's rows are
+    // written.
+    drop((base, new));
     match args.format {
         Format::Json => {
-            let mut json = serde_json::to_vec(&cutrace_export::text::diff::json(&d))
-                .context("serializing the diff")?;
-            json.push(b'\n');
-            out.write_all(&json).context("writing the diff to stdout")?;
+            // Written as it serializes: the rows are not held twice.
+            let mut w = std::io::BufWriter::new(&mut *out);
+            serde_json::to_writer(&mut w, &cutrace_export::text::diff::json(&d))
+                .map_err(std::io::Error::from)
+                .and_then(|()| w.write_all(b"\n"))
+                .and_then(|()| w.flush())
+                .context("writing the diff to stdout")?;
         }
         Format::Text => {
             let mut text = String::from("cutrace diff\n");

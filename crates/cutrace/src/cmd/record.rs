@@ -196,6 +196,13 @@ fn check_kinds(args: &mut Args) -> anyhow::Result<()> {
         .map(|k| k.trim().to_string())
         .filter(|k| !k.is_empty())
         .collect();
+    if args.kinds.is_empty() {
+        let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
+        bail!(
+            "--kinds names no activity kind; name at least one of: {}",
+            names.join(", ")
+        );
+    }
     for k in &args.kinds {
         if !KINDS.iter().any(|(n, _)| n == k) {
             let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
@@ -280,6 +287,22 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         pm_sampling: sessions.pm_sampling,
         counter_access: sessions.counter_access,
     };
+    let inherited = Settings {
+        knobs: settings.knobs.clone(),
+        ..Settings::default()
+    }
+    .to_env();
+    if !inherited.is_empty() && !args.quiet {
+        let list: Vec<String> = inherited
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.to_string_lossy()))
+            .collect();
+        eprintln!(
+            "cutrace: note: benchmark settings passed on from the environment: {} (they change \
+             how the trace is recorded; unset them for a plain trace)",
+            list.join(" ")
+        );
+    }
     let mut env = injection_env(&inject, &settings);
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {

@@ -507,3 +507,33 @@ fn the_program_gets_records_settings_and_no_others() {
     );
     assert!(s.run_id.is_some());
 }
+
+/// `--kinds ""` once recorded every kind (an empty list reads as unset): it is refused. A
+/// benchmark knob inherited from the environment is said, not passed on silently.
+#[test]
+fn no_kinds_is_refused_and_inherited_knobs_are_said() {
+    let (dir, lib) = setup("kinds-empty");
+    for kinds in ["", " , "] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+            .env(var::INJECT_LIB, &lib)
+            .args(["record", "--kinds", kinds, "-o"])
+            .arg(dir.join("trace"))
+            .args(["--", "true"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(125), "{kinds:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--kinds names no activity kind"), "{err}");
+    }
+    let out = record(&dir, &lib, "true")
+        .env(var::FLUSH_PERIOD_MS, "250")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("benchmark settings passed on from the environment")
+            && err.contains(&format!("{}=250", var::FLUSH_PERIOD_MS)),
+        "{err}"
+    );
+}
