@@ -16,6 +16,7 @@
 #                     sample (gpu/sample.sh: `cutrace sample` checked on sleeps and FMA kernels)
 #                     bench_ab (configurations alternated inside one process: AB_CONFIGS, AB_ROUNDS,
 #                     AB_DISCARD) peers others
+#                     pc_probe (gpu/pc_sampling_probe.cu: the PC Sampling API's layouts and samples)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -258,6 +259,26 @@ if rc_bad != 125 or "CUTRACE_INJECT_LIB=/nonexistent" not in open(w + "/logs/emb
 if os.path.exists(w + "/cache2"): fails.append("a bad CUTRACE_INJECT_LIB still unpacked the embedded library")
 if rc_open != 125 or "can be written by others" not in open(w + "/logs/emb3.err").read(): fails.append(f"a cache others can write: exit {rc_open}")
 print(json.dumps({"mode": "embedded library", "ok": not fails, "rc": [rc_ok, rc_bad, rc_open], "fails": fails}))
+EOF
+fi
+
+if has pc_probe; then
+  # The PC Sampling API of cupti_pcsampling.h on this GPU (gpu/pc_sampling_probe.cu): the
+  # structs as nvcc lays them out, the stall reasons, and per-PC samples of a dependent load
+  # chain and an FMA chain, which tests/fixtures/pc_sampling/ keeps for CI.
+  log "pc sampling probe"
+  nvcc -O2 -lineinfo -arch=sm_90 -o "$W/pc_probe" "$G/pc_sampling_probe.cu" -lcupti -lcuda > "$W/logs/pc_probe.build" 2>&1
+  timeout 120 "$W/pc_probe" > "$OUT/pc_probe.jsonl" 2> "$W/logs/pc_probe.err"; rc=$?
+  python3 - "$rc" "$OUT/pc_probe.jsonl" >> "$R" <<'EOF'
+import json, sys
+rc, path = int(sys.argv[1]), sys.argv[2]
+lines = [json.loads(l) for l in open(path) if l.strip()]
+pcs = [l for l in lines if l.get("kind") == "pc"]
+last = [l for l in lines if l.get("kind") == "get_data"][-1:] or [{}]
+fails = [] if rc == 0 else [f"the probe exited {rc}"]
+if not pcs: fails.append("no PC records")
+print(json.dumps({"mode": "pc sampling probe", "ok": not fails, "pcs": len(pcs),
+                  "total_samples": last[0].get("total_samples"), "fails": fails}))
 EOF
 fi
 

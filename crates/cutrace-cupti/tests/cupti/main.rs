@@ -3,3 +3,4 @@
 
 mod decode_fuzz;
 mod layouts;
+mod pc_probe;
