@@ -25,8 +25,11 @@ fn probe() -> Vec<Value> {
         .collect()
 }
 
-/// (size, align, field → offset) of a binding, by the header's struct name.
-fn ours(name: &str) -> Option<(usize, usize, Vec<(&'static str, usize)>)> {
+/// A binding's size, alignment and (header field, offset) pairs.
+type Layout = (usize, usize, Vec<(&'static str, usize)>);
+
+/// The layout of a binding, by the header's struct name.
+fn ours(name: &str) -> Option<Layout> {
     Some(match name {
         "CUpti_PCSamplingStallReason" => (
             size_of::<PcSamplingStallReason>(),
@@ -210,7 +213,7 @@ fn the_gpu_run_saw_what_the_design_assumes() {
         long_scoreboard_at_load * 100 > chain * 45,
         "{long_scoreboard_at_load} of {chain}"
     );
-    let last = of("get_data").last().unwrap();
+    let last = of("get_data").next_back().unwrap();
     assert_eq!(last["total_num_pcs"], 137);
     assert_eq!(last["dropped_samples"], 0);
 }
