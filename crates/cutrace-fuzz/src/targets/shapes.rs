@@ -214,6 +214,45 @@ pub fn distinct_names_part() -> io::Result<Vec<u8>> {
     kernels_part((0..1_000_000u32).map(|i| (0, format!("k{i}"))))
 }
 
+/// `diff` of the distinct-names part with itself: as text, as a page, and with 100,000 rows
+/// asked for as JSON (the sides' reports keep none of theirs; stdout is not counted as output
+/// here, so the shape asks for 100,000 rows, not all).
+fn distinct_names_diffs(dir: &Path, name: &str, what: &str) -> Vec<Case> {
+    let d = dir.join(name).into_os_string();
+    let html = dir.join("distinct-names-diff.html");
+    vec![
+        case(
+            vec![os("diff"), d.clone(), d.clone()],
+            vec![],
+            what.to_owned(),
+        ),
+        case(
+            vec![
+                os("diff"),
+                d.clone(),
+                d.clone(),
+                os("--html"),
+                html.clone().into(),
+            ],
+            vec![html],
+            what.to_owned(),
+        ),
+        case(
+            vec![
+                os("diff"),
+                d.clone(),
+                d,
+                os("--top"),
+                os("100000"),
+                os("--format"),
+                os("json"),
+            ],
+            vec![],
+            what.to_owned(),
+        ),
+    ]
+}
+
 /// Every shape's cases, their inputs written under `dir`.
 pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
     let mut out = Vec::new();
@@ -313,39 +352,7 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
         let what = format!("{what} ({} bytes)", part.len());
         out.push(case(a, outputs, what.clone()));
         if name == "distinct-names" {
-            let d = dir.join(name).into_os_string();
-            let html = dir.join("distinct-names-diff.html");
-            out.push(case(
-                vec![os("diff"), d.clone(), d.clone()],
-                vec![],
-                what.clone(),
-            ));
-            out.push(case(
-                vec![
-                    os("diff"),
-                    d.clone(),
-                    d.clone(),
-                    os("--html"),
-                    html.clone().into(),
-                ],
-                vec![html],
-                what.clone(),
-            ));
-            // Many rows asked for: the sides' reports keep none of theirs (stdout is not
-            // counted as output here, so the shape asks for 100,000 rows, not all).
-            out.push(case(
-                vec![
-                    os("diff"),
-                    d.clone(),
-                    d,
-                    os("--top"),
-                    os("100000"),
-                    os("--format"),
-                    os("json"),
-                ],
-                vec![],
-                what,
-            ));
+            out.extend(distinct_names_diffs(dir, name, &what));
         }
     }
 
