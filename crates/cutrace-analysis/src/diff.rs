@@ -34,7 +34,9 @@ pub const DIFF_SCHEMA_VERSION: u32 = 1;
 /// Kernel counts further apart than this (relative to the larger) make totals incomparable.
 const SAME_WORK_TOLERANCE: f64 = 0.10;
 
-/// The whole comparison; `cutrace diff --format json` prints it as is.
+/// The whole comparison. `cutrace diff --format json` prints `cutrace_export::text::diff::json`
+/// of it, which adds each caveat's words (`text`) to what this serializes: the documented
+/// schema (docs/DIFF.md) is that one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Diff {
     pub schema_version: u32,
@@ -264,9 +266,11 @@ pub struct DiffOptions {
     pub top: usize,
     /// The host ranges that mark steps (default: torch.profiler's `ProfilerStep#*`).
     pub steps: StepMatch,
-    /// Only this part of the base trace (its own clock), as `cutrace report --from/--to`.
+    /// Only this part of the base trace (its own clock), as `cutrace report --from/--to`: read
+    /// by [`diff`]; [`diff_side`] takes each side's window as its own argument (a side is
+    /// taken before the other trace is read).
     pub base_window: Option<Window>,
-    /// Only this part of the new trace.
+    /// Only this part of the new trace (likewise).
     pub new_window: Option<Window>,
     /// Each side's report keeps its `top` rows (gaps, kernel and API names, ranges), for a page
     /// that shows them; else it keeps none (the diff's own rows are made from every name
@@ -291,8 +295,9 @@ impl Default for DiffOptions {
 /// distinct names each once held both, with every name of each, three times over).
 #[derive(Debug, Clone)]
 pub struct DiffSide {
-    /// The trace's report over its window, with `top` rows and its steps, as `cutrace report`
-    /// gives it (the diff page shows it beside the other side's).
+    /// The trace's report over its window, with its steps; with `top` rows when
+    /// [`DiffOptions::page`] is set (the diff page shows it beside the other side's), else with
+    /// none.
     pub report: Report,
     kernel_names: KeyedNames,
     api_names: KeyedNames,

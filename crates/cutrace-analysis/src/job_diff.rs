@@ -9,6 +9,8 @@ use crate::job_reduce::{JobRank, JobReport};
 /// The JSON version of [`JobDiff`].
 pub const JOB_DIFF_SCHEMA_VERSION: u32 = 2;
 
+/// Two jobs compared. `cutrace diff --format json` prints `cutrace_export::text::job::diff_json`
+/// of it, which adds each caveat's words (`text`): the documented schema is that one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobDiff {
     pub schema_version: u32,

@@ -26,6 +26,9 @@ use crate::summary::pct;
 /// The job report's JSON version; rises when a field is renamed, removed or changes meaning.
 pub const JOB_SCHEMA_VERSION: u32 = 2;
 
+/// A distributed job's report. `cutrace report JOB --format json` prints
+/// `cutrace_export::text::job::report_json` of it, which adds the words of each note (`text`)
+/// and of the clock (`note`): the documented schema (docs/REPORT.md) is that one.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobReport {
     pub schema_version: u32,

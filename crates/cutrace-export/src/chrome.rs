@@ -5,7 +5,7 @@
 //! Written as a stream, one event per line (millions of records never become one JSON value).
 //! `ts` and `dur` are microseconds with exactly three decimals, printed from the integer
 //! nanoseconds by integer arithmetic: the importer parses them back to the same nanoseconds.
-//! The mapping is documented in docs/FORMAT.md ("Exporting").
+//! The mapping is documented in docs/EXPORTS.md ("Chrome Trace Event JSON").
 
 use std::collections::BTreeSet;
 use std::io::{self, Write};

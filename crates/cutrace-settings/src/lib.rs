@@ -78,7 +78,8 @@ pub struct Settings {
     /// Directory the parts go into; the working directory when unset.
     pub output_dir: Option<PathBuf>,
     /// Activity kinds by [`KINDS`] names; [`default_kinds`] when unset. Names that are not
-    /// kinds are kept, for the library to report.
+    /// kinds are kept, for the library to report. An empty list cannot be said (it reads back
+    /// as unset: every kind), nor can a name holding a comma: `record` refuses both.
     pub kinds: Option<Vec<String>>,
     /// The id of one `cutrace record` run, which every process it starts inherits.
     pub run_id: Option<String>,

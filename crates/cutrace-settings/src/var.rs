@@ -1,6 +1,7 @@
-//! The name of every `CUTRACE_*` environment variable, and the only place they are spelled in
-//! cutrace's Rust code: everything else refers to these constants (and the typed settings of
-//! this crate encode and decode them).
+//! The name of every `CUTRACE_*` environment variable cutrace reads, and the only place they
+//! are spelled in its production Rust code: everything else refers to these constants (and the
+//! typed settings of this crate encode and decode them). Test harnesses have a few of their own
+//! (`CUTRACE_BLESS`, `CUTRACE_FUZZ_*`, `CUTRACE_CUPTI_INCLUDE`), which the product never reads.
 
 // What `cutrace record` tells the injected library.
 /// Directory the parts are written into.

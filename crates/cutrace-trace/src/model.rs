@@ -168,30 +168,40 @@ pub struct PmSamplingInfo {
     pub left_out: Vec<String>,
 }
 
+/// The most entries a merged list of a part's facts keeps (metric names, devices, stall
+/// reasons): far above any recording; a hostile part's longer lists are cut there.
+pub const MAX_LISTED: usize = 4096;
+
+/// Adds the entries of `src` that `dst` lacks, in order, up to [`MAX_LISTED`]: linear in both
+/// (two parts of 100,000 names once took 15 s here).
+fn union_into<T: Eq + std::hash::Hash + Clone>(dst: &mut Vec<T>, src: &[T]) {
+    let mut seen: std::collections::HashSet<T> = dst.iter().cloned().collect();
+    for x in src {
+        if dst.len() >= MAX_LISTED {
+            break;
+        }
+        if seen.insert(x.clone()) {
+            dst.push(x.clone());
+        }
+    }
+}
+
 impl PmSamplingInfo {
     /// Two parts' facts as one: counts add, lists are unioned in order, the first error is kept.
     pub fn merge(&mut self, o: &PmSamplingInfo) {
-        for m in &o.metrics {
-            if !self.metrics.contains(m) {
-                self.metrics.push(m.clone());
-            }
-        }
-        for d in &o.devices {
-            if !self.devices.contains(d) {
-                self.devices.push(*d);
-            }
-        }
-        for m in &o.left_out {
-            if !self.left_out.contains(m) {
-                self.left_out.push(m.clone());
-            }
-        }
+        union_into(&mut self.metrics, &o.metrics);
+        union_into(&mut self.devices, &o.devices);
+        union_into(&mut self.left_out, &o.left_out);
         self.interval_ns = self.interval_ns.max(o.interval_ns);
-        self.samples += o.samples;
-        self.first_samples_dropped += o.first_samples_dropped;
-        self.overflows += o.overflows;
-        self.samples_lost += o.samples_lost;
-        self.samples_dropped_queue += o.samples_dropped_queue;
+        self.samples = self.samples.saturating_add(o.samples);
+        self.first_samples_dropped = self
+            .first_samples_dropped
+            .saturating_add(o.first_samples_dropped);
+        self.overflows = self.overflows.saturating_add(o.overflows);
+        self.samples_lost = self.samples_lost.saturating_add(o.samples_lost);
+        self.samples_dropped_queue = self
+            .samples_dropped_queue
+            .saturating_add(o.samples_dropped_queue);
         if self.clock_offset_ns == 0 {
             self.clock_offset_ns = o.clock_offset_ns;
         }
@@ -269,27 +279,21 @@ impl PcSamplingInfo {
     /// Two parts' facts as one: counts add, lists are unioned in order, the first period, mode
     /// and error are kept.
     pub fn merge(&mut self, o: &PcSamplingInfo) {
-        for r in &o.stall_reasons {
-            if !self.stall_reasons.contains(r) {
-                self.stall_reasons.push(r.clone());
-            }
-        }
-        for d in &o.devices {
-            if !self.devices.contains(d) {
-                self.devices.push(*d);
-            }
-        }
+        union_into(&mut self.stall_reasons, &o.stall_reasons);
+        union_into(&mut self.devices, &o.devices);
         self.sampling_period = self.sampling_period.or(o.sampling_period);
         if self.collection_mode.is_empty() {
             self.collection_mode = o.collection_mode.clone();
         }
-        self.samples_total += o.samples_total;
-        self.samples_dropped += o.samples_dropped;
-        self.samples_non_user += o.samples_non_user;
-        self.hardware_buffer_full += o.hardware_buffer_full;
-        self.pcs_lost += o.pcs_lost;
-        self.records_odd += o.records_odd;
-        self.rows_dropped_queue += o.rows_dropped_queue;
+        self.samples_total = self.samples_total.saturating_add(o.samples_total);
+        self.samples_dropped = self.samples_dropped.saturating_add(o.samples_dropped);
+        self.samples_non_user = self.samples_non_user.saturating_add(o.samples_non_user);
+        self.hardware_buffer_full = self
+            .hardware_buffer_full
+            .saturating_add(o.hardware_buffer_full);
+        self.pcs_lost = self.pcs_lost.saturating_add(o.pcs_lost);
+        self.records_odd = self.records_odd.saturating_add(o.records_odd);
+        self.rows_dropped_queue = self.rows_dropped_queue.saturating_add(o.rows_dropped_queue);
         if self.error.is_none() {
             self.error = o.error.clone();
         }
@@ -361,17 +365,13 @@ impl CounterInfo {
     /// Two parts' counter facts as one: counts add, metrics are unioned in order, the larger
     /// pass count and the first error are kept.
     pub fn merge(&mut self, o: &CounterInfo) {
-        for m in &o.metrics {
-            if !self.metrics.contains(m) {
-                self.metrics.push(m.clone());
-            }
-        }
+        union_into(&mut self.metrics, &o.metrics);
         self.passes = self.passes.max(o.passes);
-        self.kernels_profiled += o.kernels_profiled;
-        self.kernels_skipped += o.kernels_skipped;
-        self.graph_launches += o.graph_launches;
-        self.launches_captured += o.launches_captured;
-        self.ranges_dropped += o.ranges_dropped;
+        self.kernels_profiled = self.kernels_profiled.saturating_add(o.kernels_profiled);
+        self.kernels_skipped = self.kernels_skipped.saturating_add(o.kernels_skipped);
+        self.graph_launches = self.graph_launches.saturating_add(o.graph_launches);
+        self.launches_captured = self.launches_captured.saturating_add(o.launches_captured);
+        self.ranges_dropped = self.ranges_dropped.saturating_add(o.ranges_dropped);
         if self.error.is_none() {
             self.error = o.error.clone();
         }
@@ -628,8 +628,10 @@ pub struct Header {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct ApiRecords {
-    /// `all`, `lean` (state queries left out) or `launches` (only calls that launch work or
-    /// move memory). `all` also where a mode could not be applied and every call was recorded.
+    /// `all`, `lean` (state queries left out), `launches` (only calls that launch work or
+    /// move memory) or `custom` (runtime records for the callback ids a benchmark named). `all`
+    /// also where a mode could not be applied and every call was recorded. Read as written:
+    /// any other text is a mode this build does not know, said as it is.
     pub mode: String,
     /// Runtime and driver callback ids whose calls were left out by choice (absent in parts
     /// whose header did not say, whose note named the mode alone).
@@ -1159,5 +1161,51 @@ impl ExportMeta {
         if self.distributed.is_some() {
             m.distributed = self.distributed.clone();
         }
+    }
+}
+
+#[cfg(test)]
+mod merge_tests {
+    use super::*;
+
+    /// Merging parts' facts is linear and bounded: lists keep their order and at most
+    /// `MAX_LISTED` entries, counts saturate (two parts of 100,000 stall reasons once took
+    /// 15 s, and a count near 2^64 from a file could overflow).
+    #[test]
+    fn merged_lists_are_bounded_and_counts_saturate() {
+        let names = |from: usize, n: usize| (from..from + n).map(|i| format!("r{i}")).collect();
+        let mut a = PcSamplingInfo {
+            stall_reasons: names(0, 100_000),
+            samples_total: u64::MAX - 1,
+            ..PcSamplingInfo::default()
+        };
+        let b = PcSamplingInfo {
+            stall_reasons: names(50_000, 100_000),
+            samples_total: 5,
+            ..PcSamplingInfo::default()
+        };
+        a.merge(&b);
+        assert_eq!(
+            a.stall_reasons.len(),
+            100_000,
+            "the first part's own list is kept"
+        );
+        assert_eq!(a.samples_total, u64::MAX);
+        let mut c = PmSamplingInfo {
+            metrics: vec!["x".into(), "y".into()],
+            ..PmSamplingInfo::default()
+        };
+        c.merge(&PmSamplingInfo {
+            metrics: names(0, 10_000),
+            samples: u64::MAX,
+            ..PmSamplingInfo::default()
+        });
+        c.merge(&PmSamplingInfo {
+            samples: 1,
+            ..PmSamplingInfo::default()
+        });
+        assert_eq!(c.metrics.len(), MAX_LISTED);
+        assert_eq!(&c.metrics[..3], ["x", "y", "r0"]);
+        assert_eq!(c.samples, u64::MAX);
     }
 }

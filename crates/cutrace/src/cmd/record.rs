@@ -23,6 +23,16 @@ use cutrace_launch::{
 pub use cutrace_settings::KINDS;
 use cutrace_settings::{var, ApiMode, CounterAccess, Counters, PmSampling, Settings};
 
+/// The benchmark knobs of cutrace's own environment, to pass on; a library variable there whose
+/// value does not parse is named, since record does not pass it on.
+fn inherited_knobs() -> cutrace_settings::Knobs {
+    let (own, problems) = Settings::from_process_env();
+    for p in problems {
+        eprintln!("cutrace: warning: {p}: not passed on to the program");
+    }
+    own.knobs
+}
+
 /// `--kinds`' default as the flag takes it: every kind, comma-separated.
 fn default_kinds_text() -> &'static str {
     static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -282,7 +292,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         record_cmdline: args.record_cmdline,
         discard: args.discard,
         // Benchmark knobs pass through from cutrace's own environment.
-        knobs: Settings::from_process_env().0.knobs,
+        knobs: inherited_knobs(),
         counters: sessions.counters,
         pm_sampling: sessions.pm_sampling,
         counter_access: sessions.counter_access,

@@ -527,6 +527,7 @@ fn no_kinds_is_refused_and_inherited_knobs_are_said() {
     }
     let out = record(&dir, &lib, "true")
         .env(var::FLUSH_PERIOD_MS, "250")
+        .env(var::MAX_BUFFERS, "many")
         .output()
         .unwrap();
     assert!(out.status.success());
@@ -534,6 +535,14 @@ fn no_kinds_is_refused_and_inherited_knobs_are_said() {
     assert!(
         err.contains("benchmark settings passed on from the environment")
             && err.contains(&format!("{}=250", var::FLUSH_PERIOD_MS)),
+        "{err}"
+    );
+    // One that does not parse is named, not dropped without a word.
+    assert!(
+        err.contains(&format!(
+            "{}=\"many\" is not a number: not passed on",
+            var::MAX_BUFFERS
+        )),
         "{err}"
     );
 }
