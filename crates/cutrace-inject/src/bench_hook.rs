@@ -66,7 +66,7 @@ static STATE: Mutex<Option<State>> = Mutex::new(None);
 /// The request as cutrace understands it: activity kinds (cutrace's names, comma-separated; ""
 /// turns every record off) and an API mode (`all`, `lean`, `launches`; absent means `all`).
 pub fn parse_request(kinds: &str, api: Option<&str>) -> Result<(Vec<u32>, ApiMode), String> {
-    let (kinds, unknown) = parse_kinds(kinds, false);
+    let (kinds, unknown) = parse_kinds(kinds.split(','), false);
     if !unknown.is_empty() {
         return Err(format!("unknown activity kinds: {}", unknown.join(", ")));
     }

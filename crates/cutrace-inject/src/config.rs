@@ -57,10 +57,13 @@ pub struct Config {
 /// Activity kinds from a comma-separated list of cutrace's names (`kernel,runtime,...`), in
 /// order, without repeats; `kernel` means CONCURRENT_KERNEL, or the serializing KERNEL kind with
 /// `serialize_kernels`. The second list holds the names that are not kinds.
-pub fn parse_kinds(text: &str, serialize_kernels: bool) -> (Vec<u32>, Vec<String>) {
+pub fn parse_kinds<'a>(
+    names: impl IntoIterator<Item = &'a str>,
+    serialize_kernels: bool,
+) -> (Vec<u32>, Vec<String>) {
     let mut kinds = Vec::new();
     let mut unknown = Vec::new();
-    for name in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+    for name in names.into_iter().map(str::trim).filter(|s| !s.is_empty()) {
         match KIND_NAMES.iter().find(|(n, _)| *n == name) {
             Some(&(_, k)) => {
                 let k = if k == kind::CONCURRENT_KERNEL && serialize_kernels {
@@ -107,7 +110,8 @@ impl Config {
             })
             .collect();
         let kind_names = s.kinds.clone().unwrap_or_else(default_kinds);
-        let (kinds, unknown) = parse_kinds(&kind_names.join(","), s.serialize_kernels);
+        let (kinds, unknown) =
+            parse_kinds(kind_names.iter().map(String::as_str), s.serialize_kernels);
         notes.extend(
             unknown
                 .into_iter()

@@ -13,7 +13,7 @@
 //! What the settings mean (ranges, defaults, what a bad value falls back to) belongs to the code
 //! that applies them: this crate only says what was asked for.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 pub mod var;
@@ -413,15 +413,6 @@ pub fn counter_run(entry: &[u8]) -> Option<CounterRun> {
             .is_some_and(|value| !value.is_empty())
     })
     .map(|(_, run)| run)
-}
-
-/// The value of `var` in `env` as `std::env::var_os` gives it, for tests and callers holding a
-/// list of pairs.
-pub fn lookup<'a>(env: &'a [(&str, OsString)], var: &str) -> Option<&'a OsStr> {
-    env.iter()
-        .rev()
-        .find(|(k, _)| *k == var)
-        .map(|(_, v)| v.as_os_str())
 }
 
 #[cfg(test)]

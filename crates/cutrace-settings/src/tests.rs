@@ -1,6 +1,16 @@
 use proptest::prelude::*;
 
+use std::ffi::OsStr;
+
 use super::*;
+
+/// The value of `var` in `env` as `std::env::var_os` gives it (the last one set).
+fn lookup<'a>(env: &'a [(&str, OsString)], var: &str) -> Option<&'a OsStr> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| *k == var)
+        .map(|(_, v)| v.as_os_str())
+}
 
 /// A list item as the encoding carries it: no commas, no surrounding blanks, not empty.
 fn item() -> impl Strategy<Value = String> {
