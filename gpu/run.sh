@@ -17,6 +17,8 @@
 #                     bench_ab (configurations alternated inside one process: AB_CONFIGS, AB_ROUNDS,
 #                     AB_DISCARD) peers others
 #                     pc_probe (gpu/pc_sampling_probe.cu: the PC Sampling API's layouts and samples)
+#                     pc_sampling (profile --pc-sampling on gpu/pc_kernels.cu beside ncu, and a
+#                     PyTorch step)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -282,6 +284,47 @@ print(json.dumps({"mode": "pc sampling probe", "ok": not fails, "pcs": len(pcs),
 EOF
 fi
 
+if has pc_sampling; then
+  # cutrace profile --pc-sampling on three kernels whose stalls are known by construction
+  # (gpu/pc_kernels.cu), beside Nsight Compute's warp-state counters for the same kernels, and a
+  # PyTorch step; timings alternate untraced / cutrace / ncu. gpu/check_pc.py compares them.
+  log "pc sampling"
+  nvcc -O2 -lineinfo -arch=sm_90 -o "$W/pc_kernels" "$G/pc_kernels.cu" > "$W/logs/pc_kernels.build" 2>&1 || cat "$W/logs/pc_kernels.build"
+  NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  : > "$W/pc_times.txt"
+  for rep in 1 2 3; do
+    for v in untraced cutrace ncu; do
+      [ $v = cutrace ] && rm -rf "$W/pc_run"
+      t0=$(date +%s.%N)
+      case $v in
+        untraced) taskset -c 2 "$W/pc_kernels" 5 > /dev/null 2>> "$W/logs/pc_untraced.err" ;;
+        cutrace) taskset -c 2 "$CT" profile --pc-sampling -q -o "$W/pc_run" -- "$W/pc_kernels" 5 > /dev/null 2>> "$W/logs/pc_cutrace.err" ;;
+        ncu) taskset -c 2 "$NCU" --csv --page raw --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+               -k 'regex:load_chain|barrier_wait|fma_dense' "$W/pc_kernels" 5 > "$W/ncu_stalls.csv" 2>> "$W/logs/pc_ncu.err" ;;
+      esac
+      echo "$v $rep $? $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')" >> "$W/pc_times.txt"
+    done
+  done
+  mkdir -p "$W/fix/pc_kernels"; cp "$W"/pc_run/*.cutrace "$W/fix/pc_kernels/" 2>/dev/null
+  "$CT" report "$W/pc_run" --format json > "$OUT/pc_report.json" 2> "$W/logs/pc_report.err"
+  "$CT" report "$W/pc_run" > "$OUT/pc_report.txt" 2>&1
+  cp "$W/ncu_stalls.csv" "$W/pc_times.txt" "$OUT/" 2>/dev/null
+  # A PyTorch step (gpu/torch_steps.py's model) under --pc-sampling, and untraced.
+  : > "$W/pc_torch_times.txt"
+  for rep in 1 2 3; do
+    for v in untraced cutrace; do
+      rm -rf "$W/pc_torch"; t0=$(date +%s.%N)
+      if [ $v = untraced ]; then timeout 300 taskset -c 2 python3 "$G/torch_steps.py" > /dev/null 2>> "$W/logs/pc_torch.err"
+      else timeout 300 taskset -c 2 "$CT" profile --pc-sampling -q -o "$W/pc_torch" -- python3 "$G/torch_steps.py" > /dev/null 2>> "$W/logs/pc_torch.err"; fi
+      echo "$v $rep $? $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')" >> "$W/pc_torch_times.txt"
+    done
+  done
+  "$CT" report "$W/pc_torch" --format json > "$OUT/pc_torch_report.json" 2>> "$W/logs/pc_report.err"
+  mkdir -p "$W/fix/pc_torch"; cp "$W"/pc_torch/*.cutrace "$W/fix/pc_torch/" 2>/dev/null
+  cp "$W/pc_torch_times.txt" "$OUT/" 2>/dev/null
+  python3 "$G/check_pc.py" "$OUT" >> "$R"
+fi
+
 if has others; then
   [ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; BIN="$BIN" OUT="$OUT" timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
   [ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" "$W/torch" > "$W/logs/capture_torch.txt" 2>&1; tar -czf "$OUT/torch.tar.gz" -C "$W/torch" . 2>/dev/null; }
@@ -299,7 +342,7 @@ tar -czf "$OUT/logs-$tag.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

@@ -19,6 +19,7 @@ pub mod job_diff;
 pub mod job_reduce;
 pub mod names;
 pub mod parts;
+pub mod pc;
 pub mod percentile;
 pub mod pm;
 pub mod ranges;

@@ -198,6 +198,11 @@ pub struct Report {
     /// PM samples (`cutrace sample` traces): the layered answer per device; absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pm_samples: Option<crate::pm::PmReport>,
+    /// Where kernels stall (`cutrace profile --pc-sampling` traces): samples per function,
+    /// source line and stall reason, over the whole trace (PC records carry no time); absent
+    /// otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pc_samples: Option<crate::pc::PcReport>,
 }
 
 /// The whole report of one trace: every analysis, and the steps with the counters and PM
@@ -342,6 +347,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
         steps: None,
         counters: crate::counters::counter_report(trace, window, opts.top),
         pm_samples: crate::pm::pm_report(trace, window),
+        pc_samples: crate::pc::pc_report(trace, opts.top),
     })
 }
 

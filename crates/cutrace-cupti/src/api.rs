@@ -48,6 +48,8 @@ pub const CB_DOMAIN_RESOURCE: u32 = 3;
 /// `CUpti_CallbackIdResource` values (cupti_callbacks.h).
 pub const CBID_RESOURCE_CONTEXT_CREATED: u32 = 1;
 pub const CBID_RESOURCE_CONTEXT_DESTROY_STARTING: u32 = 2;
+pub const CBID_RESOURCE_MODULE_LOADED: u32 = 6;
+pub const CBID_RESOURCE_MODULE_UNLOAD_STARTING: u32 = 7;
 /// `CUpti_ApiCallbackSite`.
 pub const API_ENTER: u32 = 0;
 pub const API_EXIT: u32 = 1;
@@ -78,6 +80,16 @@ pub struct ResourceData {
     pub resource_descriptor: *mut c_void,
 }
 
+/// `CUpti_ModuleResourceData` (cupti_callbacks.h): a module's cubin, which
+/// `ResourceData::resource_descriptor` points to in MODULE_LOADED and MODULE_UNLOAD_STARTING
+/// callbacks.
+#[repr(C)]
+pub struct ModuleResourceData {
+    pub module_id: u32,
+    pub cubin_size: usize,
+    pub cubin: *const c_char,
+}
+
 // Layouts checked against cupti_callbacks.h of CUDA 13.0 (x86-64).
 const _: () = {
     assert!(std::mem::size_of::<CallbackData>() == 72);
@@ -85,6 +97,9 @@ const _: () = {
     assert!(std::mem::offset_of!(CallbackData, context) == 40);
     assert!(std::mem::offset_of!(CallbackData, correlation_id) == 64);
     assert!(std::mem::size_of::<ResourceData>() == 24);
+    assert!(std::mem::size_of::<ModuleResourceData>() == 24);
+    assert!(std::mem::offset_of!(ModuleResourceData, cubin_size) == 8);
+    assert!(std::mem::offset_of!(ModuleResourceData, cubin) == 16);
 };
 
 /// A loaded libcupti. Dropping it unloads nothing that CUPTI still uses only if the caller

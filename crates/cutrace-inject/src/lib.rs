@@ -18,6 +18,7 @@ pub mod counters;
 pub mod decode;
 mod interpose;
 mod lifecycle;
+pub mod pc_sampling;
 pub mod pool;
 pub mod sampling;
 mod writer;
@@ -145,6 +146,16 @@ fn init() -> Result<(), String> {
     let (settings, problems) = cutrace_settings::Settings::from_process_env();
     let config = Config::from_settings(&settings, &problems, &|k| std::env::var(k).ok());
     let (counter_config, sample_config) = session_configs(&settings, &problems);
+    let pc_config = match pc_sampling::PcConfig::from_settings(&settings, &problems) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!(
+                "cutrace: pid {}: PC sampling is off: {e}",
+                std::process::id()
+            );
+            None
+        }
+    };
     let cupti = load_cupti()?;
     let version = cupti
         .version()
@@ -253,6 +264,14 @@ fn init() -> Result<(), String> {
         let r = match claim.0.as_ref() {
             Some(sub) => sampling::start(&g.cupti, sub, sc),
             None => Err(no_subscription("PM sampling needs")),
+        };
+        session_started(r, require);
+    }
+    if let Some(pc) = pc_config {
+        let require = pc.require;
+        let r = match claim.0.as_ref() {
+            Some(sub) => pc_sampling::start(&g.cupti, sub, pc),
+            None => Err(no_subscription("PC sampling needs")),
         };
         session_started(r, require);
     }
@@ -613,7 +632,9 @@ unsafe extern "C" fn callback(_: *mut c_void, domain: u32, cbid: u32, data: *con
         // SAFETY: CUPTI passes the callback data of `domain`, valid for this call.
         unsafe { counters::on_callback(domain, cbid, data) };
         // SAFETY: as above.
-        unsafe { sampling::on_callback(domain, cbid, data) }
+        unsafe { sampling::on_callback(domain, cbid, data) };
+        // SAFETY: as above.
+        unsafe { pc_sampling::on_callback(domain, cbid, data) }
     }));
 }
 
@@ -694,6 +715,7 @@ extern "C" fn at_exit() {
         let Some(g) = GLOBAL.get() else { return };
         // The last samples are decoded while the contexts still exist.
         sampling::finish();
+        pc_sampling::finish();
         // Deliver every buffer, including records not yet complete, unless they belong to
         // another tool now.
         if !LIFECYCLE.callbacks_taken() {

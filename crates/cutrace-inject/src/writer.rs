@@ -48,6 +48,61 @@ struct Out {
     pm_metric_ids: Option<Vec<cutrace_trace::StrId>>,
     /// `Sampling::info`'s version last written to a META chunk.
     pm_written: u64,
+    /// `PcSampling::names` as string ids in this file, by index.
+    pc_names: Vec<cutrace_trace::StrId>,
+    /// `PcSampling::info`'s version last written to a META chunk.
+    pc_written: u64,
+}
+
+/// Hands the PC sampling rows queued by the decode thread to the writer, and, with `meta`,
+/// writes the PC sampling facts (META `pc_sampling`) if they changed since the last time.
+fn write_pc_samples(o: &mut Out, meta: bool) -> std::io::Result<()> {
+    let Some(s) = crate::pc_sampling::get() else {
+        return Ok(());
+    };
+    let rows = s.take_rows();
+    if !rows.is_empty() {
+        if let Ok(names) = s.names.lock() {
+            for n in names.since(o.pc_names.len()) {
+                let id = o.w.intern(n);
+                o.pc_names.push(id);
+            }
+        }
+        let pid = std::process::id();
+        let name = |i: u32| o.pc_names.get(i as usize).copied();
+        let mut samples = Vec::with_capacity(rows.len());
+        for r in rows {
+            let (Some(function), Some(stall_reason)) = (name(r.function), name(r.reason)) else {
+                continue;
+            };
+            samples.push(cutrace_trace::PcSample {
+                device: r.device,
+                process: pid,
+                correlation_id: 0,
+                function,
+                function_index: r.function_index,
+                pc_offset: r.pc_offset,
+                cubin_crc: r.cubin_crc,
+                stall_reason,
+                samples: r.samples,
+                source_file: r.file.and_then(name),
+                source_line: r.line,
+            });
+        }
+        for p in &samples {
+            o.w.push_pc_sample(p);
+        }
+    }
+    let version = s.info.version();
+    if meta && version != o.pc_written {
+        o.w.flush()?;
+        o.w.write_meta(&Meta {
+            pc_sampling: Some(s.info.get()),
+            ..Meta::default()
+        })?;
+        o.pc_written = version;
+    }
+    Ok(())
 }
 
 /// Hands the PM samples queued by the decode thread to the writer, and, with `meta`, writes the
@@ -200,6 +255,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         if let Some(o) = out.as_mut() {
             let _ = write_counters(o, false);
             let _ = write_samples(o, false);
+            let _ = write_pc_samples(o, false);
             let due = last_write.elapsed() >= period || o.w.pending_rows() >= ROWS_PER_FLUSH;
             let mut pending = 0;
             let mut r = Ok(());
@@ -233,6 +289,9 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             if r.is_ok() && (due || stopping) {
                 r = write_samples(o, true);
             }
+            if r.is_ok() && (due || stopping) {
+                r = write_pc_samples(o, true);
+            }
             if let Err(e) = r {
                 eprintln!(
                     "cutrace: pid {}: writing {} failed ({e}); recording stops here, the \
@@ -257,6 +316,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         let _ = write_new_notes(g, &mut o);
         let _ = write_counters(&mut o, true);
         let _ = write_samples(&mut o, true);
+        let _ = write_pc_samples(&mut o, true);
         write_counter_images(&o);
         let tail = Tail {
             records: 0,
@@ -451,5 +511,7 @@ fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
         counters_written: 0,
         pm_metric_ids: None,
         pm_written: 0,
+        pc_names: Vec::new(),
+        pc_written: 0,
     })
 }

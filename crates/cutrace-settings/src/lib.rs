@@ -97,6 +97,8 @@ pub struct Settings {
     pub counters: Option<Counters>,
     /// PM sampling (`cutrace sample`).
     pub pm_sampling: Option<PmSampling>,
+    /// PC sampling (`cutrace profile --pc-sampling`).
+    pub pc_sampling: Option<PcSampling>,
     /// How `profile` and `sample` fail, and what their failures say.
     pub counter_access: CounterAccess,
 }
@@ -164,7 +166,14 @@ pub struct PmSampling {
     pub optional: Vec<String>,
 }
 
-/// Shared by `profile` and `sample`.
+/// `cutrace profile --pc-sampling`'s request.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PcSampling {
+    /// CUPTI's period exponent (a sample every 2^N cycles per SM); CUPTI's default when unset.
+    pub period: Option<u32>,
+}
+
+/// Shared by `profile`, `sample` and PC sampling.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct CounterAccess {
     /// The program fails when counters cannot be read.
@@ -316,6 +325,9 @@ impl Settings {
             },
             counters: (!counters.metrics.is_empty()).then_some(counters),
             pm_sampling: (!pm_sampling.metrics.is_empty()).then_some(pm_sampling),
+            pc_sampling: r.flag(var::PC_SAMPLING).then(|| PcSampling {
+                period: r.parsed(var::PC_PERIOD, "a number", |s| s.parse().ok()),
+            }),
             counter_access: CounterAccess {
                 require: r.flag(var::COUNTERS_REQUIRE),
                 access_hint: r.text(var::COUNTERS_ACCESS_HINT),
@@ -374,6 +386,10 @@ impl Settings {
                 var::PM_OPTIONAL,
                 (!p.optional.is_empty()).then(|| join(&p.optional)),
             );
+        }
+        if let Some(p) = &self.pc_sampling {
+            put(var::PC_SAMPLING, flag(true));
+            put(var::PC_PERIOD, p.period.map(|n| n.to_string().into()));
         }
         let a = &self.counter_access;
         put(var::COUNTERS_REQUIRE, flag(a.require));

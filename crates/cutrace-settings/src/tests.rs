@@ -79,6 +79,7 @@ fn settings() -> impl Strategy<Value = Settings> {
             devices,
             optional,
         }));
+    let pc = opt(opt(any::<u32>()).prop_map(|period| PcSampling { period }));
     let access =
         (any::<bool>(), opt(text()), opt(text())).prop_map(|(require, a, h)| CounterAccess {
             require,
@@ -96,11 +97,17 @@ fn settings() -> impl Strategy<Value = Settings> {
         ),
         knobs(),
         counters,
-        pm,
+        (pm, pc),
         access,
     )
         .prop_map(
-            |((dir, kinds, run_id, buffer, api, (ser, cmd, disc)), knobs, counters, pm, access)| {
+            |(
+                (dir, kinds, run_id, buffer, api, (ser, cmd, disc)),
+                knobs,
+                counters,
+                (pm, pc),
+                access,
+            )| {
                 Settings {
                     output_dir: dir.map(PathBuf::from),
                     kinds,
@@ -113,6 +120,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     knobs,
                     counters,
                     pm_sampling: pm,
+                    pc_sampling: pc,
                     counter_access: access,
                 }
             },

@@ -67,6 +67,12 @@ pub const PM_DEVICES: &str = "CUTRACE_PM_DEVICES";
 /// Metrics that may be left out where the device lacks them.
 pub const PM_OPTIONAL: &str = "CUTRACE_PM_OPTIONAL";
 
+// `cutrace profile --pc-sampling`: PC sampling.
+/// `1`: PC sampling (stall reasons per instruction) on every context.
+pub const PC_SAMPLING: &str = "CUTRACE_PC_SAMPLING";
+/// CUPTI's sampling period exponent: a sample every 2^N cycles per SM (5 to 31).
+pub const PC_PERIOD: &str = "CUTRACE_PC_PERIOD";
+
 // Read by cutrace itself, from the user.
 /// The injection library to load instead of the one found.
 pub const INJECT_LIB: &str = "CUTRACE_INJECT_LIB";
@@ -90,7 +96,7 @@ pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 /// Every variable the injected library reads: `cutrace record` sets those it means and removes
 /// the rest from the program's environment, so one left there from elsewhere does not choose
 /// for the user.
-pub const INJECTION: [&str; 29] = [
+pub const INJECTION: [&str; 31] = [
     OUTPUT_DIR,
     KINDS,
     RUN_ID,
@@ -120,4 +126,6 @@ pub const INJECTION: [&str; 29] = [
     PM_INTERVAL_NS,
     PM_DEVICES,
     PM_OPTIONAL,
+    PC_SAMPLING,
+    PC_PERIOD,
 ];

@@ -271,6 +271,9 @@ pub struct PcSamplingInfo {
     pub records_odd: u64,
     /// Rows left out because the recorder's queue was full.
     pub rows_dropped_queue: u64,
+    /// Loaded modules whose cubin the recorder did not keep (past its bound): their PCs have no
+    /// source line.
+    pub cubins_not_kept: u64,
     /// Why sampling did not start or stopped, with the fix (the first failure).
     pub error: Option<String>,
 }
@@ -294,6 +297,7 @@ impl PcSamplingInfo {
         self.pcs_lost = self.pcs_lost.saturating_add(o.pcs_lost);
         self.records_odd = self.records_odd.saturating_add(o.records_odd);
         self.rows_dropped_queue = self.rows_dropped_queue.saturating_add(o.rows_dropped_queue);
+        self.cubins_not_kept = self.cubins_not_kept.saturating_add(o.cubins_not_kept);
         if self.error.is_none() {
             self.error = o.error.clone();
         }

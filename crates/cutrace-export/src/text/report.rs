@@ -125,6 +125,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     render_kernels(o, r);
     super::counters::render(o, r, top);
     super::pm::render(o, r);
+    super::pc::render(o, r, top);
     render_api(o, r);
     render_transfers(o, r);
     render_ranges(o, r);

@@ -44,6 +44,7 @@ fn info(device: u32, total: u64) -> PcSamplingInfo {
         pcs_lost: 2,
         records_odd: 1,
         rows_dropped_queue: 0,
+        cubins_not_kept: 0,
         error: None,
     }
 }

@@ -26,6 +26,7 @@ fn after_help() -> String {
   cutrace profile -o run1 -- ./my_app                         the basic set (one pass on GH100)
   cutrace profile --set sol --kernels 'gemm|conv' -o run1 -- python3 train.py
   cutrace profile --pause-dcgm -o run1 -- ./my_app            DCGM paused while it runs, then resumed
+  cutrace profile --pc-sampling -o run2 -- ./my_app           where warps stall, per kernel and line
   cutrace report run1                                         counters per kernel name, GPU and step
 
 Sets: basic (one pass on GH100): gpu__time_duration.sum, sm__ctas_launched.sum,
@@ -112,6 +113,18 @@ pub struct Args {
     /// (CUPTI_ERROR_HARDWARE_BUSY; `cutrace doctor`'s counter-holders check names it).
     #[arg(long)]
     pause_dcgm: bool,
+    /// Sample where warps stall instead of reading counters (CUPTI PC Sampling, continuous mode):
+    /// every kernel runs as it would, not serialized and not replayed, and `cutrace report`
+    /// shows the stall reasons per kernel and the hottest source lines (from the cubin's line
+    /// information: build with `nvcc -lineinfo`).
+    #[arg(long, conflicts_with_all = ["set", "metrics", "kernels", "max_kernels", "every"])]
+    pc_sampling: bool,
+    /// PC sampling period: one sample every 2^N cycles per SM, N from 5 to 31 (default: CUPTI's,
+    /// chosen by the GPU's SM count). Smaller N gives more samples and more cost; too small
+    /// overflows the hardware buffer, which the report counts as dropped samples.
+    #[arg(long, value_name = "N", requires = "pc_sampling",
+          value_parser = clap::value_parser!(u32).range(5..=31))]
+    pc_interval: Option<u32>,
     /// Trace directory (created if missing), as for `cutrace record`.
     #[arg(short, long, default_value = "cutrace-trace")]
     output: PathBuf,
@@ -183,13 +196,16 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         return run_paused(&args);
     }
     let sessions = record::Sessions {
-        counters: Some(Counters {
+        counters: (!args.pc_sampling).then(|| Counters {
             metrics,
             kernels: args.kernels.clone(),
             max_kernels: args.max_kernels,
             every: args.every,
         }),
         pm_sampling: None,
+        pc_sampling: args.pc_sampling.then_some(cutrace_settings::PcSampling {
+            period: args.pc_interval,
+        }),
         counter_access: doctor_hints(args.require_counters, args.quiet),
     };
     let rec = record::Args {
@@ -271,6 +287,12 @@ fn child_args(args: &Args) -> Vec<OsString> {
     }
     if let Some(n) = args.every {
         v.push(opt("every", n.to_string().as_ref()));
+    }
+    if args.pc_sampling {
+        v.push("--pc-sampling".into());
+    }
+    if let Some(n) = args.pc_interval {
+        v.push(opt("pc-interval", n.to_string().as_ref()));
     }
     if args.require_counters {
         v.push("--require-counters".into());

@@ -45,6 +45,7 @@ fn default_kinds_text() -> &'static str {
 pub struct Sessions {
     pub counters: Option<Counters>,
     pub pm_sampling: Option<PmSampling>,
+    pub pc_sampling: Option<cutrace_settings::PcSampling>,
     pub counter_access: CounterAccess,
 }
 
@@ -295,6 +296,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         knobs: inherited_knobs(),
         counters: sessions.counters,
         pm_sampling: sessions.pm_sampling,
+        pc_sampling: sessions.pc_sampling,
         counter_access: sessions.counter_access,
     };
     let inherited = Settings {

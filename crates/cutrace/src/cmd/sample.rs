@@ -97,6 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             devices: (!args.devices.is_empty()).then(|| args.devices.clone()),
             optional,
         }),
+        pc_sampling: None,
         counter_access: profile::doctor_hints(args.require_counters, args.quiet),
     };
     let rec = record::Args {

@@ -32,6 +32,7 @@ mod output_safety;
 mod parquet_export;
 mod parquet_job;
 mod parts_cli;
+mod pc_fixture;
 mod perfetto_export;
 mod profile_cli;
 mod record_cli;

@@ -96,6 +96,7 @@ fn every_report_field_is_documented_in_docs_report_md() {
             "pm samples",
             report(&fixture("native/sample_pm"), &["--steps", "cycle*"]),
         ),
+        ("pc samples", report(&fixture("native/pc_kernels"), &[])),
     ];
 
     // Each fixture still shows what it is here for, so the key set stays complete.
@@ -119,6 +120,11 @@ fn every_report_field_is_documented_in_docs_report_md() {
         by("pm samples")["pm_samples"]["devices"][0]["steps"][0]["layers"]["sm_active_pct"]
             .is_f64()
     );
+
+    assert!(
+        by("pc samples")["pc_samples"]["functions"][0]["lines"][0]["reasons"][0]["pct"].is_f64()
+    );
+    assert!(by("pc samples")["pc_samples"]["collection"]["samples_total"].is_u64());
 
     let mut keys = BTreeMap::new();
     for (_, v) in &runs {

@@ -1,0 +1,363 @@
+//! Where kernels stall (`cutrace profile --pc-sampling` traces): CUPTI's PC samples summed per
+//! function (a kernel, or a device function it calls that was not inlined), per source line and
+//! per stall reason.
+//!
+//! CUPTI names two counters per reason (CUDA 13.0 on an H200, `gpu/pc_sampling_probe.cu`):
+//! `smsp__pcsamp_warps_issue_stalled_<reason>`, every sample that found a warp in that state,
+//! and `…_<reason>_not_issued`, those of them taken in a cycle where the scheduler issued no
+//! instruction. A sample has exactly one state, so the first kind adds up to the samples taken
+//! (Nsight Compute's "all samples"); the second is a subset of it, reported on its own
+//! (`samples_not_issued`), never added in. Two more names are counts, not states
+//! (`smsp__pcsamp_sample_count`, `smsp__pcsamp_samples_data_dropped`), and are left out of the
+//! reasons. `selected` (the warp issued) and `not_selected` (eligible, another warp issued) are
+//! not stalls: a kernel mostly in them keeps its schedulers busy.
+//!
+//! PC records carry no time, so the figures are the whole trace's, whatever window the report
+//! has (said in the report).
+
+use std::collections::HashMap;
+
+use cutrace_trace::{PcSamplingInfo, Trace};
+use serde::Serialize;
+
+use crate::names::name_pair;
+use crate::summary::pct;
+
+/// The prefix of CUPTI's stall-reason counters.
+pub const REASON_PREFIX: &str = "smsp__pcsamp_warps_issue_stalled_";
+/// The suffix of the not-issued subset of a reason.
+pub const NOT_ISSUED_SUFFIX: &str = "_not_issued";
+
+/// Reasons per function, lines per function and lines over the trace that are listed.
+const TOP_REASONS: usize = 8;
+const TOP_LINES_PER_FUNCTION: usize = 5;
+const TOP_LINES: usize = 20;
+
+/// What a CUPTI counter name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReasonKind<'a> {
+    /// A warp state (`long_scoreboard`, `selected`, …): samples add up.
+    State(&'a str),
+    /// The not-issued subset of a state.
+    NotIssued(&'a str),
+    /// A count that is not a state (`smsp__pcsamp_sample_count`), or a name of another form.
+    Other,
+}
+
+/// Tells a counter name's kind, with the reason's short name.
+pub fn reason_kind(name: &str) -> ReasonKind<'_> {
+    match name.strip_prefix(REASON_PREFIX) {
+        Some(r) => match r.strip_suffix(NOT_ISSUED_SUFFIX) {
+            Some(base) => ReasonKind::NotIssued(base),
+            None => ReasonKind::State(r),
+        },
+        None => ReasonKind::Other,
+    }
+}
+
+/// `selected` and `not_selected`: the warp was eligible to issue, not stalled.
+pub fn is_eligible(reason: &str) -> bool {
+    matches!(reason, "selected" | "not_selected")
+}
+
+/// One reason's samples and their share of the samples of what holds them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReasonShare {
+    /// The short name (`long_scoreboard`): CUPTI's counter without `smsp__pcsamp_warps_issue_stalled_`.
+    pub reason: String,
+    pub samples: u64,
+    pub pct: f64,
+}
+
+/// One source line's samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LineStalls {
+    pub file: String,
+    pub line: u32,
+    /// The function holding the line (display name).
+    pub function: String,
+    pub samples: u64,
+    /// Share of the samples of its function (in a function's list) or of the trace (in the
+    /// trace's list).
+    pub pct: f64,
+    pub reasons: Vec<ReasonShare>,
+}
+
+/// One function's samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionStalls {
+    /// Demangled when it demangles.
+    pub name: String,
+    /// The mangled name, when it differs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_name: Option<String>,
+    /// A kernel of the trace has this name; else a device function the kernels call.
+    pub is_kernel: bool,
+    pub samples: u64,
+    /// Share of every sample of the trace.
+    pub pct: f64,
+    /// Samples taken in a cycle where the warp's scheduler issued nothing (a subset).
+    pub samples_not_issued: u64,
+    /// Samples in `selected` or `not_selected`: the warp could issue.
+    pub samples_eligible: u64,
+    /// The largest reasons first, at most [`TOP_REASONS`].
+    pub reasons: Vec<ReasonShare>,
+    /// The instructions sampled, and how many have a source line.
+    pub pcs: u64,
+    pub pcs_with_line: u64,
+    /// The hottest lines, at most [`TOP_LINES_PER_FUNCTION`].
+    pub lines: Vec<LineStalls>,
+}
+
+/// The PC samples of a trace.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PcReport {
+    /// Samples in the trace's rows (every warp state; the not-issued subsets not added).
+    pub samples: u64,
+    /// Over every function, the largest reasons first (all of them).
+    pub reasons: Vec<ReasonShare>,
+    /// Distinct functions sampled (the list below is capped by `--top`).
+    pub function_count: u64,
+    pub functions: Vec<FunctionStalls>,
+    /// The hottest source lines of the trace.
+    pub lines: Vec<LineStalls>,
+    /// How the samples were taken and what CUPTI counted but the trace lacks (META
+    /// `pc_sampling`); `None` for a trace whose parts did not say.
+    pub collection: Option<PcSamplingInfo>,
+}
+
+#[derive(Default)]
+struct Acc {
+    reasons: HashMap<u32, u64>,
+    not_issued: u64,
+    pcs: HashMap<(u64, u64), bool>,
+    /// (file id, line) → reasons.
+    lines: HashMap<(u32, u32), HashMap<u32, u64>>,
+}
+
+fn shares(counts: &HashMap<u32, u64>, trace: &Trace, whole: u64, top: usize) -> Vec<ReasonShare> {
+    let mut v: Vec<ReasonShare> = counts
+        .iter()
+        .filter(|(_, &n)| n > 0)
+        .map(|(&r, &n)| ReasonShare {
+            reason: short(trace.str(r)).to_owned(),
+            samples: n,
+            pct: pct(n, whole),
+        })
+        .collect();
+    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.reason.cmp(&b.reason)));
+    v.truncate(top);
+    v
+}
+
+fn short(name: &str) -> &str {
+    match reason_kind(name) {
+        ReasonKind::State(r) | ReasonKind::NotIssued(r) => r,
+        ReasonKind::Other => name,
+    }
+}
+
+fn lines_of(
+    lines: &HashMap<(u32, u32), HashMap<u32, u64>>,
+    function: &str,
+    trace: &Trace,
+    whole: u64,
+    top: usize,
+) -> Vec<(u64, LineStalls)> {
+    let mut v: Vec<(u64, LineStalls)> = lines
+        .iter()
+        .map(|(&(file, line), reasons)| {
+            let samples: u64 = reasons.values().sum();
+            let l = LineStalls {
+                file: trace.str(file).to_owned(),
+                line,
+                function: function.to_owned(),
+                samples,
+                pct: pct(samples, whole),
+                reasons: shares(reasons, trace, samples, 3),
+            };
+            (samples, l)
+        })
+        .collect();
+    v.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(a.1.file.cmp(&b.1.file))
+            .then(a.1.line.cmp(&b.1.line))
+    });
+    v.truncate(top);
+    v
+}
+
+/// The PC samples per function, line and reason; `None` for a trace without any (and without
+/// PC sampling facts).
+pub fn pc_report(trace: &Trace, top: usize) -> Option<PcReport> {
+    let collection = trace.meta.pc_sampling.clone();
+    if trace.pc_samples.is_empty() && collection.is_none() {
+        return None;
+    }
+    let kernel_names: std::collections::HashSet<u32> =
+        trace.kernels.iter().map(|k| k.name).collect();
+    let mut by_function: HashMap<u32, Acc> = HashMap::new();
+    let mut total: HashMap<u32, u64> = HashMap::new();
+    for s in &trace.pc_samples {
+        let kind = reason_kind(trace.str(s.stall_reason));
+        let a = by_function.entry(s.function).or_default();
+        let has_line = s.source_file.is_some() && s.source_line > 0;
+        let seen = a.pcs.entry((s.cubin_crc, s.pc_offset)).or_insert(false);
+        *seen |= has_line;
+        match kind {
+            ReasonKind::State(_) => {
+                *a.reasons.entry(s.stall_reason).or_default() += s.samples;
+                *total.entry(s.stall_reason).or_default() += s.samples;
+                if let (true, Some(f)) = (has_line, s.source_file) {
+                    *a.lines
+                        .entry((f, s.source_line))
+                        .or_default()
+                        .entry(s.stall_reason)
+                        .or_default() += s.samples;
+                }
+            }
+            ReasonKind::NotIssued(_) => a.not_issued += s.samples,
+            ReasonKind::Other => {}
+        }
+    }
+    let samples: u64 = total.values().sum();
+    let mut all_lines: Vec<(u64, LineStalls)> = Vec::new();
+    let mut functions: Vec<FunctionStalls> = by_function
+        .iter()
+        .map(|(&f, a)| {
+            let fs: u64 = a.reasons.values().sum();
+            let (name, raw_name) = name_pair(trace.str(f));
+            all_lines.extend(lines_of(&a.lines, &name, trace, samples, TOP_LINES));
+            let eligible = a
+                .reasons
+                .iter()
+                .filter(|(&r, _)| is_eligible(short(trace.str(r))))
+                .map(|(_, &n)| n)
+                .sum();
+            FunctionStalls {
+                lines: lines_of(&a.lines, &name, trace, fs, TOP_LINES_PER_FUNCTION)
+                    .into_iter()
+                    .map(|x| x.1)
+                    .collect(),
+                name,
+                raw_name,
+                is_kernel: kernel_names.contains(&f),
+                samples: fs,
+                pct: pct(fs, samples),
+                samples_not_issued: a.not_issued,
+                samples_eligible: eligible,
+                reasons: shares(&a.reasons, trace, fs, TOP_REASONS),
+                pcs: a.pcs.len() as u64,
+                pcs_with_line: a.pcs.values().filter(|&&l| l).count() as u64,
+            }
+        })
+        .collect();
+    functions.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
+    let function_count = functions.len() as u64;
+    functions.truncate(top.max(1));
+    all_lines.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(a.1.file.cmp(&b.1.file))
+            .then(a.1.line.cmp(&b.1.line))
+    });
+    all_lines.truncate(TOP_LINES);
+    Some(PcReport {
+        samples,
+        reasons: shares(&total, trace, samples, usize::MAX),
+        function_count,
+        functions,
+        lines: all_lines.into_iter().map(|x| x.1).collect(),
+        collection,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cutrace_trace::PcSample;
+
+    /// (function, reason, samples, source line).
+    type Row<'a> = (&'a str, &'a str, u64, Option<(&'a str, u32)>);
+
+    fn trace(rows: &[Row]) -> Trace {
+        let mut t = Trace::default();
+        let id = |t: &mut Trace, s: &str| -> u32 {
+            if let Some(i) = t.strings.iter().position(|x| x == s) {
+                return i as u32;
+            }
+            t.strings.push(s.to_owned());
+            (t.strings.len() - 1) as u32
+        };
+        for (i, &(f, r, n, src)) in rows.iter().enumerate() {
+            let function = id(&mut t, f);
+            let stall_reason = id(&mut t, r);
+            let source_file = src.map(|(file, _)| id(&mut t, file));
+            t.pc_samples.push(PcSample {
+                device: 0,
+                process: 1,
+                correlation_id: 0,
+                function,
+                function_index: 0,
+                pc_offset: (i as u64 % 3) * 16,
+                cubin_crc: 7,
+                stall_reason,
+                samples: n,
+                source_file,
+                source_line: src.map_or(0, |x| x.1),
+            });
+        }
+        t
+    }
+
+    #[test]
+    fn names_tell_states_from_subsets_and_counts() {
+        assert_eq!(
+            reason_kind("smsp__pcsamp_warps_issue_stalled_long_scoreboard"),
+            ReasonKind::State("long_scoreboard")
+        );
+        assert_eq!(
+            reason_kind("smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued"),
+            ReasonKind::NotIssued("long_scoreboard")
+        );
+        assert_eq!(reason_kind("smsp__pcsamp_sample_count"), ReasonKind::Other);
+        assert!(is_eligible("not_selected") && !is_eligible("barrier"));
+    }
+
+    #[test]
+    fn samples_add_per_function_reason_and_line_without_the_subsets() {
+        let ls = "smsp__pcsamp_warps_issue_stalled_long_scoreboard";
+        let ls_ni = "smsp__pcsamp_warps_issue_stalled_long_scoreboard_not_issued";
+        let sel = "smsp__pcsamp_warps_issue_stalled_selected";
+        let t = trace(&[
+            ("_Z5chainPKjPji", ls, 90, Some(("a.cu", 52))),
+            ("_Z5chainPKjPji", ls_ni, 89, Some(("a.cu", 52))),
+            ("_Z5chainPKjPji", sel, 10, Some(("a.cu", 53))),
+            ("_Z5chainPKjPji", "smsp__pcsamp_sample_count", 1000, None),
+            ("helper", sel, 100, None),
+        ]);
+        let r = pc_report(&t, 10).unwrap();
+        assert_eq!(r.samples, 200);
+        assert_eq!(r.function_count, 2);
+        let chain = r.functions.iter().find(|f| f.raw_name.is_some()).unwrap();
+        assert_eq!(chain.name, "chain(unsigned int const*, unsigned int*, int)");
+        assert_eq!(chain.samples, 100);
+        assert_eq!(chain.samples_not_issued, 89);
+        assert_eq!(chain.samples_eligible, 10);
+        assert_eq!(chain.reasons[0].reason, "long_scoreboard");
+        assert_eq!(chain.reasons[0].pct, 90.0);
+        assert_eq!((chain.lines[0].line, chain.lines[0].samples), (52, 90));
+        assert!(!chain.is_kernel);
+        let helper = r.functions.iter().find(|f| f.name == "helper").unwrap();
+        assert_eq!((helper.samples, helper.pcs_with_line), (100, 0));
+        assert_eq!(r.reasons[0].reason, "selected");
+        assert_eq!(r.reasons[0].samples, 110);
+        assert_eq!(r.lines.len(), 2);
+        assert_eq!(r.lines[0].pct, 45.0);
+    }
+
+    #[test]
+    fn no_samples_and_no_facts_is_no_report() {
+        assert!(pc_report(&Trace::default(), 10).is_none());
+    }
+}

@@ -1,0 +1,98 @@
+//! `cutrace profile --pc-sampling` traces recorded on the H200 (CUDA 13.0, driver 580,
+//! 2026-12-02, `gpu/run.sh` phase pc_sampling): `tests/fixtures/native/pc_kernels` holds
+//! gpu/pc_kernels.cu's three kernels, built with `-lineinfo`, each made to stall one way;
+//! `pc_torch` a PyTorch training step (gpu/torch_steps.py), whose library kernels have no line
+//! information. The report must name each kernel's stall as the kernel was built to show it (and
+//! as Nsight Compute's warp-state counters named it on the same run: long_scoreboard, barrier,
+//! not_selected), map the loads to their source line, and account for every sample CUPTI counted.
+
+use serde_json::Value;
+
+fn report(fixture: &str) -> Value {
+    crate::util::cutrace_json(&["report", fixture])
+}
+
+fn function<'a>(pc: &'a Value, name: &str) -> &'a Value {
+    pc["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"].as_str().unwrap().starts_with(name))
+        .unwrap_or_else(|| panic!("no function {name} in {pc}"))
+}
+
+#[test]
+fn each_kernel_stalls_as_it_was_built_to_at_its_source_line() {
+    let v = report("tests/fixtures/native/pc_kernels");
+    let pc = &v["pc_samples"];
+    assert_eq!(pc["function_count"], 3);
+    let chain = function(pc, "load_chain(");
+    assert_eq!(chain["raw_name"], "_Z10load_chainPKjPji");
+    assert_eq!(chain["is_kernel"], true);
+    assert_eq!(chain["reasons"][0]["reason"], "long_scoreboard");
+    assert!(chain["reasons"][0]["pct"].as_f64().unwrap() > 95.0);
+    // `i = next[i];` is line 21 of gpu/pc_kernels.cu.
+    assert_eq!(chain["lines"][0]["line"], 21);
+    assert!(chain["lines"][0]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("pc_kernels.cu"));
+    assert_eq!(chain["pcs_with_line"], chain["pcs"]);
+    let barrier = function(pc, "barrier_wait(");
+    assert_eq!(barrier["reasons"][0]["reason"], "barrier");
+    // The cubin's line table puts the barrier instruction on line 28, the loop's `for`, not on
+    // line 32's `__syncthreads()` (nvcc -O2 placed it at the loop head); Nsight Compute's
+    // source view reads the same table.
+    assert_eq!(barrier["lines"][0]["line"], 28);
+    assert_eq!(barrier["lines"][0]["reasons"][0]["reason"], "barrier");
+    let fma = function(pc, "fma_dense(");
+    let eligible = fma["samples_eligible"].as_u64().unwrap() as f64;
+    assert!(eligible / fma["samples"].as_u64().unwrap() as f64 > 0.8);
+    assert_eq!(fma["reasons"][0]["reason"], "not_selected");
+}
+
+#[test]
+fn every_sample_cupti_counted_is_in_the_rows_or_accounted_for() {
+    for fixture in [
+        "tests/fixtures/native/pc_kernels",
+        "tests/fixtures/native/pc_torch",
+    ] {
+        let v = report(fixture);
+        let pc = &v["pc_samples"];
+        let c = &pc["collection"];
+        let n = |k: &str| c[k].as_u64().unwrap();
+        assert_eq!(c["collection_mode"], "continuous", "{fixture}");
+        assert_eq!(
+            n("samples_dropped") + n("pcs_lost") + n("rows_dropped_queue"),
+            0
+        );
+        assert_eq!(
+            pc["samples"].as_u64().unwrap(),
+            n("samples_total") - n("samples_non_user"),
+            "{fixture}"
+        );
+        // The states' samples add up to the functions'.
+        let by_fn: u64 = pc["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["samples"].as_u64().unwrap())
+            .sum();
+        assert!(by_fn <= pc["samples"].as_u64().unwrap());
+    }
+}
+
+#[test]
+fn a_library_without_line_information_says_so_and_still_has_reasons() {
+    let v = report("tests/fixtures/native/pc_torch");
+    let pc = &v["pc_samples"];
+    assert!(pc["function_count"].as_u64().unwrap() > 10);
+    for f in pc["functions"].as_array().unwrap() {
+        assert!(!f["reasons"].as_array().unwrap().is_empty(), "{f}");
+        assert_eq!(f["pcs_with_line"], 0);
+    }
+    let text = crate::util::cutrace(&["report", "tests/fixtures/native/pc_torch"]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("Where kernels stall (PC sampling"), "{text}");
+    assert!(text.contains("source lines: unavailable"), "{text}");
+}
