@@ -11,8 +11,8 @@ pub struct Programs {
     pub fake_cupti: PathBuf,
     /// The same fake without cuptiActivityEnableRuntimeApi/DriverApi (`-DFAKE_NO_API_FILTER`).
     pub fake_cupti_no_filter: PathBuf,
-    /// The fake with the profiler half (`fake_profiler.c`, `fake_pm.c`): callbacks, Range
-    /// Profiler and PM Sampling.
+    /// The fake with the profiler half (`fake_profiler.c`, `fake_pm.c`, `fake_pc.c`): callbacks,
+    /// Range Profiler, PM Sampling and PC Sampling.
     pub fake_cupti_profiler: PathBuf,
     pub tool: PathBuf,
     pub host: PathBuf,
@@ -78,6 +78,7 @@ fn build_once() -> Option<Programs> {
         src("fake_cupti.c").as_os_str(),
         src("fake_profiler.c").as_os_str(),
         src("fake_pm.c").as_os_str(),
+        src("fake_pc.c").as_os_str(),
         "-lm".as_ref(),
     ]) && cc(&[
         "-shared".as_ref(),
