@@ -39,6 +39,8 @@ pub struct Request {
     pub chrome: Option<PathBuf>,
     /// `--perfetto FILE`: Perfetto's protobuf (`-`: stdout).
     pub perfetto: Option<PathBuf>,
+    /// `--pprof FILE`: the PC samples as a pprof profile (`-`: stdout).
+    pub pprof: Option<PathBuf>,
     /// `--force`: replace an export file, and the tables an earlier export left in a directory.
     pub force: bool,
     /// `--allow-damaged`: convert a trace with damaged chunks.
@@ -178,6 +180,12 @@ pub enum ConvertError {
         /// The trace's own account of its damage (may be empty).
         reason: String,
     },
+    #[error(
+        "{}: the trace has no PC samples, so --pprof has nothing to write (nothing written for \
+         it); record them with `cutrace profile --pc-sampling -o DIR -- CMD`",
+        .path.display()
+    )]
+    NoPcSamples { path: PathBuf },
     #[error("creating {}", .path.display())]
     Create {
         path: PathBuf,
@@ -226,8 +234,9 @@ impl ConvertPlan {
                 Ok(ConvertPlan::Trace(TracePlan { req, trace, groups }))
             }
             Inputs::Job { units, notes } => {
-                let dir = match (&req.parquet, &req.csv, &req.chrome, &req.perfetto) {
-                    (Some(dir), None, None, None) => dir.clone(),
+                let others = (&req.csv, &req.chrome, &req.perfetto, &req.pprof);
+                let dir = match (&req.parquet, others) {
+                    (Some(dir), (None, None, None, None)) => dir.clone(),
                     _ => return Err(JobError::NotParquet(units.len()).into()),
                 };
                 job::check_job(&dir, &units, req.force)?;
@@ -279,6 +288,12 @@ impl TracePlan {
                 reason: t.meta.incomplete_reason.clone().unwrap_or_default(),
             });
         }
+        // Checked before anything is written: a refused conversion writes nothing.
+        if self.req.pprof.is_some() && t.pc_samples.is_empty() && t.meta.pc_sampling.is_none() {
+            return Err(ConvertError::NoPcSamples {
+                path: self.trace.clone(),
+            });
+        }
         // Exports are as private as the trace: the most restrictive mode of the files read.
         let mode = files::mode_of_inputs(
             std::iter::once(self.trace.as_path()).chain(t.meta.paths.iter().map(Path::new)),
@@ -300,6 +315,15 @@ impl TracePlan {
                 file,
                 trace: TraceSummary::of(&t),
                 counter_lines: counter_timeline(&t).summary(".pftrace"),
+            });
+        }
+        if let Some(out) = &self.req.pprof {
+            let file = export_file(out, "--pprof", self.req.force, mode, |w| {
+                crate::pprof::write_pprof(w, &t)
+            })?;
+            done(Written::Pprof {
+                out: out.clone(),
+                file,
             });
         }
         if let Some(out) = &self.req.chrome {

@@ -15,6 +15,7 @@ pub mod meta;
 pub mod outputs;
 pub mod parquet;
 pub mod perfetto;
+pub mod pprof;
 mod rows;
 pub mod staged;
 pub mod tables;

@@ -15,7 +15,7 @@
 
 mod order;
 mod tracks;
-mod wire;
+pub(crate) mod wire;
 
 use std::io::{self, Write};
 

@@ -64,7 +64,7 @@ impl Staged {
 
     /// Stages every table of `t` as CSV.
     pub fn csv_tables(&mut self, t: &Trace) -> Result<(), StageError> {
-        for &name in tables::names_for(t) {
+        for name in tables::names_for(t) {
             let (p, mut f) = self.create(&format!("{name}.csv"))?;
             csv::write(&mut f, &tables::build(t, name))
                 .and_then(|()| f.flush())
@@ -75,7 +75,7 @@ impl Staged {
 
     /// Stages every table of `t` as a Parquet file, each carrying `meta` (meta.json's text).
     pub fn parquet_tables(&mut self, t: &Trace, meta: &str) -> Result<(), StageError> {
-        for &name in tables::names_for(t) {
+        for name in tables::names_for(t) {
             let (p, mut f) = self.create(&format!("{name}.parquet"))?;
             parquet::write(&mut f, &tables::build(t, name), meta)
                 .and_then(|()| f.flush())

@@ -124,8 +124,13 @@ pub const COUNTERS: &str = "kernel_metrics";
 /// The table of PM samples (`cutrace sample`), written only for traces that have them.
 pub const PM_SAMPLES: &str = "pm_samples";
 
-/// Every table a trace may be exported to, [`NAMES`] then [`COUNTERS`] and [`PM_SAMPLES`].
-pub const ALL_NAMES: [&str; 10] = [
+/// The table of PC samples (`cutrace profile --pc-sampling`), written only for traces that
+/// have them.
+pub const PC_SAMPLES: &str = "pc_samples";
+
+/// Every table a trace may be exported to: [`NAMES`], then [`COUNTERS`], [`PM_SAMPLES`] and
+/// [`PC_SAMPLES`].
+pub const ALL_NAMES: [&str; 11] = [
     "kernels",
     "api_calls",
     "memcpys",
@@ -136,32 +141,24 @@ pub const ALL_NAMES: [&str; 10] = [
     "overheads",
     COUNTERS,
     PM_SAMPLES,
+    PC_SAMPLES,
 ];
 
-/// [`NAMES`] and [`PM_SAMPLES`], for a trace with PM samples and no per-kernel counters.
-const WITH_PM: [&str; 9] = [
-    "kernels",
-    "api_calls",
-    "memcpys",
-    "memsets",
-    "syncs",
-    "ranges",
-    "marks",
-    "overheads",
-    PM_SAMPLES,
-];
-
-/// The tables `t` is exported to: [`NAMES`], [`COUNTERS`] when it has counters, and
-/// [`PM_SAMPLES`] when it has PM samples (or says it was sampled).
-pub fn names_for(t: &Trace) -> &'static [&'static str] {
-    let counters = !t.kernel_metrics.is_empty() || t.meta.counters.is_some();
-    let pm = !t.pm_samples.is_empty() || t.meta.pm_sampling.is_some();
-    match (counters, pm) {
-        (false, false) => &ALL_NAMES[..NAMES.len()],
-        (true, false) => &ALL_NAMES[..NAMES.len() + 1],
-        (false, true) => &WITH_PM,
-        (true, true) => &ALL_NAMES,
+/// The tables `t` is exported to, in [`ALL_NAMES`] order: [`NAMES`], [`COUNTERS`] when it has
+/// counters, [`PM_SAMPLES`] when it has PM samples and [`PC_SAMPLES`] when it has PC samples (or
+/// says it was sampled), so other traces' exports keep exactly the files they had.
+pub fn names_for(t: &Trace) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = NAMES.to_vec();
+    if !t.kernel_metrics.is_empty() || t.meta.counters.is_some() {
+        v.push(COUNTERS);
     }
+    if !t.pm_samples.is_empty() || t.meta.pm_sampling.is_some() {
+        v.push(PM_SAMPLES);
+    }
+    if !t.pc_samples.is_empty() || t.meta.pc_sampling.is_some() {
+        v.push(PC_SAMPLES);
+    }
+    v
 }
 
 /// One column of `recs`: `name`, of values `Values::$ty`, each made from a record by `$e`.
@@ -188,6 +185,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         "overheads" => (overhead_columns(t), t.overheads.len()),
         COUNTERS => (counter_columns(t), t.kernel_metrics.len()),
         PM_SAMPLES => (pm_sample_columns(t), t.pm_samples.len()),
+        PC_SAMPLES => (pc_sample_columns(t), t.pc_samples.len()),
         other => unreachable!("no table named {other}"),
     };
     Table {
@@ -416,5 +414,27 @@ fn pm_sample_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
         // evaluated: never 0.
         col!(p, OptF64, "value", |r| (!r.value.is_nan())
             .then_some(r.value)),
+    ]
+}
+
+/// One row per instruction and stall reason (and buffer read: rows of one PC and reason add).
+fn pc_sample_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let p = &t.pc_samples;
+    vec![
+        col!(p, U32, "device", |r| r.device),
+        col!(p, U32, "process", |r| r.process),
+        col!(p, U64, "correlation_id", |r| r.correlation_id),
+        col!(p, Str, "function", |r| s(r.function)),
+        col!(p, U32, "function_index", |r| r.function_index),
+        col!(p, U64, "pc_offset", |r| r.pc_offset),
+        col!(p, U64, "cubin_crc", |r| r.cubin_crc),
+        col!(p, Str, "stall_reason", |r| s(r.stall_reason)),
+        col!(p, U64, "samples", |r| r.samples),
+        // Null without line information; the line is null where the file is.
+        col!(p, OptStr, "source_file", |r| r.source_file.map(s)),
+        col!(p, OptU32, "source_line", |r| r
+            .source_file
+            .map(|_| r.source_line)),
     ]
 }

@@ -35,10 +35,19 @@ pub(super) fn table_dirs(req: &Request) -> Result<(), PlanError> {
     Ok(())
 }
 
-/// `--chrome` and `--perfetto` each name a file that can be created (its folder exists, it is
+/// The export files asked for, by flag.
+fn export_flags(req: &Request) -> [(&'static str, &Option<PathBuf>); 3] {
+    [
+        ("--chrome", &req.chrome),
+        ("--perfetto", &req.perfetto),
+        ("--pprof", &req.pprof),
+    ]
+}
+
+/// `--chrome`, `--perfetto` and `--pprof` each name a file that can be created (its folder exists, it is
 /// not a directory, nothing is there without `--force`), or `-` with stdout not a terminal.
 pub(super) fn export_files(req: &Request) -> Result<(), PlanError> {
-    for (flag, out) in [("--chrome", &req.chrome), ("--perfetto", &req.perfetto)] {
+    for (flag, out) in export_flags(req) {
         let Some(out) = out else { continue };
         if is_stdout(out) {
             if req.stdout_is_terminal {
@@ -76,12 +85,15 @@ pub(super) fn export_files(req: &Request) -> Result<(), PlanError> {
 /// table file's name inside a table directory. --csv and --parquet may share a directory: their
 /// files have different names, and meta.json is the same for both.
 pub(super) fn distinct(req: &Request, trace: &Path) -> Result<(), PlanError> {
-    let files: Vec<(&'static str, &PathBuf)> =
-        [("--chrome", &req.chrome), ("--perfetto", &req.perfetto)]
-            .into_iter()
-            .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
-            .collect();
-    if let [(fa, a), (fb, b)] = files[..] {
+    let files: Vec<(&'static str, &PathBuf)> = export_flags(req)
+        .into_iter()
+        .filter_map(|(f, p)| p.as_ref().map(|p| (f, p)))
+        .collect();
+    let pairs = files
+        .iter()
+        .enumerate()
+        .flat_map(|(i, a)| files[i + 1..].iter().map(move |b| (*a, *b)));
+    for ((fa, a), (fb, b)) in pairs {
         if is_stdout(a) && is_stdout(b) {
             return Err(PlanError::BothToStdout {
                 flag: fa,

@@ -310,6 +310,7 @@ fn a_plan_writes_each_output_and_says_so_in_order() {
             Written::Tables { .. } => "tables",
             Written::Perfetto { .. } => "perfetto",
             Written::Chrome { .. } => "chrome",
+            Written::Pprof { .. } => "pprof",
         })
         .collect();
     assert_eq!(kinds, ["tables", "perfetto", "chrome"]);

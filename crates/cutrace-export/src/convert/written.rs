@@ -103,6 +103,11 @@ pub enum Written {
         /// What the file made of the trace's counters, in words.
         counter_lines: Vec<String>,
     },
+    /// The `--pprof` file (`-`: stdout): the PC samples as a pprof profile.
+    Pprof {
+        out: PathBuf,
+        file: crate::pprof::Written,
+    },
     /// The `--chrome` file (`-`: stdout).
     Chrome {
         out: PathBuf,
@@ -137,6 +142,14 @@ impl Written {
                 trace,
                 counter_lines,
             } => chrome_lines(out, file, trace, counter_lines),
+            Written::Pprof { out, file } => vec![format!(
+                "wrote {} of PC samples ({}, {}) to {} (go tool pprof, speedscope; label \
+                 stall_reason)",
+                count(file.samples as usize, "sample", "samples"),
+                count(file.locations as usize, "instruction", "instructions"),
+                count(file.functions as usize, "function", "functions"),
+                shown(out)
+            )],
         }
     }
 }

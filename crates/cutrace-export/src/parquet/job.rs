@@ -217,7 +217,7 @@ pub enum JobError {
 struct Staged {
     index: usize,
     written: RankWritten,
-    tables: &'static [&'static str],
+    tables: Vec<&'static str>,
 }
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> JobError + '_ {
@@ -289,7 +289,7 @@ fn stage_one(
         meta::meta_json_text(&t, opts.with_cmdline).map_err(|e| JobError::Meta(path.into(), e))?;
     let names = tables::names_for(&t);
     let mut rows = 0;
-    for &name in names {
+    for &name in &names {
         let table = tables::build(&t, name);
         rows += table.rows();
         let dest = dir.join(format!("{name}.parquet"));
@@ -481,7 +481,7 @@ pub fn write_job(
             files::create_dir_all(parent, files::dir_mode(mode)).map_err(io(parent))?;
             std::fs::rename(from.join(&name), &to).map_err(io(&to))?;
         }
-        for &n in s.tables {
+        for &n in &s.tables {
             if !written.contains(&n) {
                 written.push(n);
             }

@@ -6,29 +6,29 @@ use cutrace_trace::varint;
 
 use super::HashMap;
 
-pub(super) fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
+pub(crate) fn uint(b: &mut Vec<u8>, field: u32, v: u64) {
     varint::put(b, u64::from(field) << 3);
     varint::put(b, v);
 }
 
 /// int32/int64 fields: negative values as ten-byte two's complement, as protobuf does.
-pub(super) fn int(b: &mut Vec<u8>, field: u32, v: i64) {
+pub(crate) fn int(b: &mut Vec<u8>, field: u32, v: i64) {
     uint(b, field, v as u64);
 }
 
-pub(super) fn fixed64(b: &mut Vec<u8>, field: u32, v: u64) {
+pub(crate) fn fixed64(b: &mut Vec<u8>, field: u32, v: u64) {
     varint::put(b, (u64::from(field) << 3) | 1);
     b.extend(v.to_le_bytes());
 }
 
-pub(super) fn bytes(b: &mut Vec<u8>, field: u32, v: &[u8]) {
+pub(crate) fn bytes(b: &mut Vec<u8>, field: u32, v: &[u8]) {
     varint::put(b, (u64::from(field) << 3) | 2);
     varint::put(b, v.len() as u64);
     b.extend_from_slice(v);
 }
 
 /// A length-delimited sub-message built by `f`.
-pub(super) fn msg(b: &mut Vec<u8>, field: u32, f: impl FnOnce(&mut Vec<u8>)) {
+pub(crate) fn msg(b: &mut Vec<u8>, field: u32, f: impl FnOnce(&mut Vec<u8>)) {
     let mut sub = Vec::new();
     f(&mut sub);
     bytes(b, field, &sub);

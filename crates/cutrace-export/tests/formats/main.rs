@@ -3,4 +3,5 @@
 
 mod chrome;
 mod perfetto;
+mod pprof;
 mod tables;

@@ -25,12 +25,13 @@ use cutrace_export::convert::{ConvertPlan, JobPlan, Request};
 /// recorder did not finish is converted as far as it was recovered, and said to be incomplete.
 #[derive(clap::Args)]
 #[command(
-    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome", "perfetto"])),
+    group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome", "perfetto", "pprof"])),
     after_help = "Examples:\n  \
         cutrace convert trace/ --csv tables/              CSV tables + meta.json in tables/\n  \
         cutrace convert trace/ --parquet tables/          kernels.parquet, api_calls.parquet, …\n  \
         cutrace convert trace/ --chrome trace.json.gz     for Perfetto / chrome://tracing / HTA\n  \
         cutrace convert trace/ --perfetto trace.pftrace   Perfetto's own format: big traces, small file\n  \
+        cutrace convert pcs/ --pprof stalls.pb.gz         PC samples for go tool pprof / speedscope\n  \
         cutrace convert trace/ --chrome - | gzip > t.json.gz   `-`: to stdout\n  \
         cutrace convert trace/ --csv t/ --parquet t/ --force   replace the tables already in t/\n  \
         cutrace convert job/ --parquet pq/                a job: pq/kernels/rank=0/part.parquet, …"
@@ -62,6 +63,13 @@ pub struct Args {
     /// Timestamps are CUPTI's integer nanoseconds.
     #[arg(long, value_name = "OUT.pftrace")]
     perfetto: Option<PathBuf>,
+    /// Output file for the PC samples of a `cutrace profile --pc-sampling` trace as a pprof
+    /// profile (`go tool pprof`, speedscope, Pyroscope): one location per sampled instruction
+    /// with its source line, the stall reason, device and pid as labels, values `samples` and
+    /// `samples_not_issued`; gzip-compressed when the name ends in `.gz` (as pprof's tools
+    /// expect: name it `.pb.gz`); `-` writes it to stdout (not a terminal).
+    #[arg(long, value_name = "OUT.pb.gz")]
+    pprof: Option<PathBuf>,
     /// Overwrite the --chrome / --perfetto file if it exists, and replace the tables in a
     /// --csv / --parquet directory that holds some: the tables of the format not written this
     /// time are removed from it, so a directory never mixes two exports.
@@ -94,6 +102,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         parquet: args.parquet,
         chrome: args.chrome,
         perfetto: args.perfetto,
+        pprof: args.pprof,
         force: args.force,
         allow_damaged: args.allow_damaged,
         with_cmdline: args.with_cmdline,

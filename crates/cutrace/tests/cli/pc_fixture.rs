@@ -96,3 +96,99 @@ fn a_library_without_line_information_says_so_and_still_has_reasons() {
     assert!(text.contains("Where kernels stall (PC sampling"), "{text}");
     assert!(text.contains("source lines: unavailable"), "{text}");
 }
+
+#[test]
+fn pc_samples_convert_to_a_table_and_a_pprof_profile() {
+    let d = cutrace_testkit::Dir::new("pc-convert");
+    let prof = d.path("stalls.pb.gz");
+    let csv = d.path("tables");
+    let o = crate::util::cutrace(&[
+        "convert",
+        "tests/fixtures/native/pc_kernels",
+        "--pprof",
+        prof.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("of PC samples"), "{err}");
+    // gzip, as pprof's tools read it.
+    let bytes = std::fs::read(&prof).unwrap();
+    assert_eq!(&bytes[..2], &[0x1f, 0x8b]);
+    let table = std::fs::read_to_string(csv.join("pc_samples.csv")).unwrap();
+    let mut lines = table.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "device,process,correlation_id,function,function_index,pc_offset,cubin_crc,\
+         stall_reason,samples,source_file,source_line"
+    );
+    let v = report("tests/fixtures/native/pc_kernels");
+    let total: u64 = lines
+        .filter(|l| !l.contains("_not_issued,") && l.contains(",smsp__pcsamp_warps_issue_stalled_"))
+        .map(|l| l.split(',').nth(8).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total, v["pc_samples"]["samples"].as_u64().unwrap());
+}
+
+#[test]
+fn pprof_of_a_trace_without_pc_samples_is_refused_and_nothing_is_written() {
+    let d = cutrace_testkit::Dir::new("pc-convert-none");
+    let prof = d.path("p.pb.gz");
+    let csv = d.path("tables");
+    let o = crate::util::cutrace(&[
+        "convert",
+        "tests/fixtures/native/two_streams",
+        "--csv",
+        csv.to_str().unwrap(),
+        "--pprof",
+        prof.to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(err.contains("has no PC samples"), "{err}");
+    assert!(err.contains("cutrace profile --pc-sampling"), "{err}");
+    assert!(!prof.exists() && !csv.join("kernels.csv").exists());
+}
+
+#[test]
+fn pc_sampling_options_that_cannot_go_together_are_refused() {
+    for args in [
+        &["profile", "--pc-sampling", "--set", "basic", "--", "true"][..],
+        &[
+            "profile",
+            "--pc-sampling",
+            "--kernels",
+            "gemm",
+            "--",
+            "true",
+        ],
+        &["profile", "--pc-interval", "8", "--", "true"],
+        &[
+            "profile",
+            "--pc-sampling",
+            "--pc-interval",
+            "4",
+            "--",
+            "true",
+        ],
+        &[
+            "profile",
+            "--pc-sampling",
+            "--pc-interval",
+            "32",
+            "--",
+            "true",
+        ],
+    ] {
+        let o = crate::util::cutrace(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot be used with")
+                || err.contains("required")
+                || err.contains("not in 5..=31"),
+            "{args:?}: {err}"
+        );
+    }
+}
