@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use cutrace_analysis::{RankSummary, StepMatch};
+use cutrace_trace::classify::{self, Inputs};
 use cutrace_trace::{Limits, TraceError};
 
-use crate::input::{self, Inputs};
+use crate::input;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -100,7 +101,7 @@ pub fn report(
     req: &Request<'_>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report, JobError> {
-    let (units, notes) = match input::classify(files, &req.limits)? {
+    let (units, notes) = match classify::classify(files, &req.limits)? {
         Inputs::Trace(p) => return Ok(Report::OneTrace(p)),
         Inputs::Job { units, notes } => (units, notes),
     };
@@ -203,8 +204,8 @@ pub fn write_rank_summary(
 /// `cutrace diff BASE NEW` when either is a job (one trace counts as a job of one rank):
 /// `None` when both are one trace each, for the one-trace diff.
 pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>>, JobError> {
-    let b = input::classify(&[base.to_path_buf()], &req.limits)?;
-    let n = input::classify(&[new.to_path_buf()], &req.limits)?;
+    let b = classify::classify(&[base.to_path_buf()], &req.limits)?;
+    let n = classify::classify(&[new.to_path_buf()], &req.limits)?;
     if !matches!(b, Inputs::Job { .. }) && !matches!(n, Inputs::Job { .. }) {
         return Ok(None);
     }
