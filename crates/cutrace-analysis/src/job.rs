@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::AnalysisError;
 use crate::intervals::{intersection_ns, merged_runs};
 use crate::report::{analyze, Options};
-use crate::steps::{steps, StepMatch};
+use crate::steps::StepMatch;
 
 /// The version of [`RankSummary`]'s JSON; rises when a field is renamed, removed or changes
 /// meaning (new fields do not raise it).
@@ -283,13 +283,14 @@ impl RankSummary {
             s.dead = Some("the trace holds no timed GPU kernel".into());
             return Ok(s);
         }
+        // The one report pipeline, steps included: a rank's figures are its report's.
         let opts = Options {
             window: None,
             top: 0,
             orphan_list: 0,
-            steps: None,
+            steps: Some(which.clone()),
         };
-        let report = analyze(trace, &opts)?;
+        let mut report = analyze(trace, &opts)?;
         s.data_loss = losses(&report.data_loss);
         let comm = comm_by_device(trace);
         for d in report.devices.iter().filter(|d| d.timeline.kernels > 0) {
@@ -318,7 +319,7 @@ impl RankSummary {
             .filter(|k| is_comm_kernel(trace.str(k.name)))
             .count() as u64;
         s.steps_matched = which.text();
-        if let Some(st) = steps(trace, None, which) {
+        if let Some(st) = report.steps.take() {
             s.steps = st
                 .steps
                 .into_iter()
