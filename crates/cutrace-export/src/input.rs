@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use cutrace_analysis::job::rank_from_file_name;
-use cutrace_analysis::{RankFrom, RankSummary, StepMatch};
+use cutrace_analysis::{
+    DeadReason, RankFrom, RankSummary, StepMatch, RANK_SUMMARY_OLDEST_READ, RANK_SUMMARY_VERSION,
+};
 use cutrace_trace::classify::Unit;
 use cutrace_trace::{Limits, Progress, ReadOptions, Trace, TraceError};
 
@@ -57,14 +59,14 @@ pub fn read_summary(path: &Path) -> Result<RankSummary, TraceError> {
     }
     let v: Version = serde_json::from_slice(&bytes)
         .map_err(|e| malformed(format!("not a rank summary cutrace can read ({e})")))?;
-    if v.cutrace_rank_summary != cutrace_analysis::RANK_SUMMARY_VERSION {
+    let (oldest, newest) = (RANK_SUMMARY_OLDEST_READ, RANK_SUMMARY_VERSION);
+    if !(oldest..=newest).contains(&v.cutrace_rank_summary) {
         return Err(TraceError::Unsupported {
             path: path.into(),
             what: format!(
-                "a rank summary of version {}, this cutrace reads version {}: write it again \
-                 with this cutrace's `report --rank-summary`",
+                "a rank summary of version {}, this cutrace reads versions {oldest} to {newest}: \
+                 write it again with this cutrace's `report --rank-summary`",
                 v.cutrace_rank_summary,
-                cutrace_analysis::RANK_SUMMARY_VERSION
             ),
         });
     }
@@ -91,12 +93,14 @@ pub fn summarize_unit(
             cutrace_trace::native::read_parts_with(paths, &opts.limits, &mut |_, _| {})
         }
     };
-    let dead = |why: String| RankSummary::dead(fallback.0, fallback.1, unit.paths(), why);
+    let dead = |why: DeadReason| RankSummary::dead(fallback.0, fallback.1, unit.paths(), why);
     Ok(match read {
         Ok(trace) => {
             let mut s = match RankSummary::from_trace(&trace, fallback, which) {
                 Ok(s) => s,
-                Err(e) => dead(e.to_string()),
+                Err(e) => dead(DeadReason::AnalysisFailed {
+                    error: e.to_string(),
+                }),
             };
             if s.paths.is_empty() {
                 s.paths = unit.paths();
@@ -107,10 +111,10 @@ pub fn summarize_unit(
             // The dead rank lists its paths: the reason need not repeat the first.
             let why = error_chain(&e);
             let first = unit.paths().first().map(|p| format!("{p}: "));
-            let why = first
+            let error = first
                 .and_then(|p| why.strip_prefix(&p).map(str::to_owned))
                 .unwrap_or(why);
-            dead(why)
+            dead(DeadReason::Unreadable { error })
         }
     })
 }
@@ -233,7 +237,9 @@ mod tests {
             Some(3),
             cutrace_analysis::RankFrom::Trace,
             vec!["r3.json".into()],
-            "empty".into(),
+            cutrace_analysis::DeadReason::Unreadable {
+                error: "empty".into(),
+            },
         ))
         .unwrap();
         let as_written = write("r3.json", &serde_json::to_vec(&v).unwrap());
@@ -257,5 +263,57 @@ mod tests {
         // Not an object (a native part starts with its magic): not a summary.
         let part = write("p.cutrace", b"CUTRACE\0{\"cutrace_rank_summary\": 1}");
         assert!(!is_rank_summary(&part));
+    }
+
+    /// A version-2 summary, whose `dead` was a string, still reads; versions outside those read
+    /// are refused with the command that writes them again.
+    #[test]
+    fn a_version_2_summary_reads_with_its_reason() {
+        use super::{read_summary, DeadReason, RankFrom, RankSummary};
+        let dir = cutrace_testkit::Dir::new("summary-v2");
+        let write = |name: &str, version: u32, dead: serde_json::Value| {
+            let why = DeadReason::NoTimedKernel;
+            let s = RankSummary::dead(Some(1), RankFrom::FileName, vec!["r1.json".into()], why);
+            let mut v = serde_json::to_value(s).unwrap();
+            v["cutrace_rank_summary"] = version.into();
+            v["dead"] = dead;
+            let p = dir.path(name);
+            std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+            p
+        };
+        let read = |p: &std::path::Path| read_summary(p).unwrap().dead;
+        let empty = write("empty.json", 2, "the file is empty".into());
+        assert_eq!(
+            read(&empty),
+            Some(DeadReason::Unreadable {
+                error: "the file is empty".into()
+            })
+        );
+        let no_kernel = write("k.json", 2, "the trace holds no timed GPU kernel".into());
+        assert_eq!(read(&no_kernel), Some(DeadReason::NoTimedKernel));
+        let live = write("live.json", 2, serde_json::Value::Null);
+        assert_eq!(read(&live), None);
+        let typed = write(
+            "typed.json",
+            super::RANK_SUMMARY_VERSION,
+            serde_json::json!({"kind": "analysis_failed", "error": "too many"}),
+        );
+        assert_eq!(
+            read(&typed),
+            Some(DeadReason::AnalysisFailed {
+                error: "too many".into()
+            })
+        );
+        let (oldest, newest) = (super::RANK_SUMMARY_OLDEST_READ, super::RANK_SUMMARY_VERSION);
+        for v in [oldest - 1, newest + 1] {
+            let p = write(&format!("v{v}.json"), v, serde_json::Value::Null);
+            let e = read_summary(&p).unwrap_err().to_string();
+            let want = format!("version {v}, this cutrace reads versions {oldest} to {newest}");
+            assert!(e.contains(&want), "{e}");
+        }
+        let tired = serde_json::json!({"kind": "tired"});
+        let bad = write("bad.json", super::RANK_SUMMARY_VERSION, tired);
+        let e = read_summary(&bad).unwrap_err().to_string();
+        assert!(e.contains("not a rank summary cutrace can read"), "{e}");
     }
 }

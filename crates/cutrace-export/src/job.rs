@@ -141,7 +141,10 @@ fn require_live(report: &cutrace_analysis::JobReport) -> Result<(), JobError> {
         .dead_ranks
         .iter()
         .take(3)
-        .map(|d| format!("rank {} ({}): {}", d.rank, d.paths.join(", "), d.reason))
+        .map(|d| {
+            let why = crate::text::job::dead_text(&d.reason);
+            format!("rank {} ({}): {why}", d.rank, d.paths.join(", "))
+        })
         .collect();
     let more = report.dead_ranks.len().saturating_sub(why.len());
     Err(JobError::Refused(format!(
@@ -178,8 +181,9 @@ pub fn rank_summary(
     let s: RankSummary = input::summarize_trace(file, which, limits)?;
     let warning = s.dead.as_ref().map(|why| {
         format!(
-            "{}: no figures for this rank: {why}",
-            crate::text::escape_controls(&file.display().to_string())
+            "{}: no figures for this rank: {}",
+            crate::text::escape_controls(&file.display().to_string()),
+            crate::text::job::dead_text(why)
         )
     });
     Ok((json(&s, "summary")?, warning))
