@@ -170,14 +170,7 @@ fn top_level_says_summary(r: impl Read) -> bool {
 
 /// First members that mark a Chrome/Kineto trace: torch.profiler and cutrace's `--chrome` write
 /// `schemaVersion` first; the others are the top-level members of such traces.
-const TRACE_FIRST_KEYS: [&str; 6] = [
-    "schemaVersion",
-    "traceEvents",
-    "deviceProperties",
-    "distributedInfo",
-    "displayTimeUnit",
-    "baseTimeNanoseconds",
-];
+const TRACE_FIRST_KEYS: [&str; 6] = crate::kineto::vocab::top::TRACE_FIRST;
 
 /// The first member's name of the JSON object that `head` starts, where it is a plain string
 /// (no escapes) within `head`.
