@@ -18,7 +18,6 @@ use cutrace_trace::{Limits, Trace, TraceError};
 
 use crate::counter_tracks::counter_timeline;
 use crate::files;
-use crate::input;
 use crate::outputs::{shown, table_groups, Output, TableGroup};
 use crate::parquet::job::{self, JobError, JobOptions};
 use crate::staged::{StageError, Staged};
@@ -371,7 +370,7 @@ impl JobPlan {
             allow_damaged: self.req.allow_damaged,
             with_cmdline: self.req.with_cmdline,
             replace: self.req.force,
-            workers: input::default_threads(),
+            workers: cutrace_trace::limits::cores(),
         };
         let written = job::write_job(&self.dir, &self.units, &opts, done)?;
         Ok(JobConverted {

@@ -159,9 +159,12 @@ pub fn summarize(
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<RankSummary>, TraceError> {
     // Ranks are read in parallel; each import gets its share of the threads (one each when
-    // there are more ranks than threads), so the cores are used and not oversubscribed.
+    // there are more ranks than threads), so the cores are used and not oversubscribed, and no
+    // more than one import takes on its own.
+    let share =
+        (threads / units.len().max(1)).clamp(1, cutrace_trace::limits::import_threads(None));
     let opts = ReadOptions {
-        import_threads: Some((threads / units.len().max(1)).max(1)),
+        import_threads: Some(share),
         limits: *limits,
     };
     let finished = AtomicUsize::new(0);
@@ -204,11 +207,6 @@ pub fn job_report(
             .map(|note| cutrace_analysis::JobNote::Input { note }),
     );
     Ok(report)
-}
-
-/// One thread per core.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 #[cfg(test)]

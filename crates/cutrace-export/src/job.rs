@@ -58,7 +58,7 @@ impl<'a> Request<'a> {
     }
 
     fn threads(&self) -> usize {
-        self.threads.unwrap_or_else(input::default_threads)
+        self.threads.unwrap_or_else(cutrace_trace::limits::cores)
     }
 
     fn refuse_one_trace_options(&self, what: &str) -> Result<(), JobError> {

@@ -42,13 +42,13 @@ const CHUNK: usize = 4 << 20;
 const PARALLEL_MIN: usize = 256 << 10;
 const PROGRESS_EVERY: u64 = 16 << 20;
 
-/// Imports a Kineto JSON trace (`.json` or gzip-compressed) with the default [`Limits`], on up
-/// to 8 threads (one per core).
+/// Imports a Kineto JSON trace (`.json` or gzip-compressed) with the default [`Limits`], on one
+/// thread per core, up to 8 ([`crate::limits::import_threads`]).
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
     import_on_threads(path, progress, None)
 }
 
-/// [`import`] on `threads` threads (1 = sequential; `None`: up to 8, one per core).
+/// [`import`] on `threads` threads (1 = sequential; `None`: one per core, up to 8).
 pub fn import_on_threads(
     path: &Path,
     progress: Progress<'_>,
@@ -102,11 +102,7 @@ pub fn import_stream(
     } else {
         Box::new(&mut counting)
     };
-    let threads = opts
-        .import_threads
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
-        .min(crate::limits::MAX_THREADS);
+    let threads = crate::limits::import_threads(opts.import_threads);
     let mut imp = Importer::new(path, reader, CHUNK, threads);
     imp.limits = *limits;
     // A refill may hold a whole chunk of events not yet consumed: the limit is never below that.
