@@ -24,11 +24,15 @@ use serde::{Deserialize, Serialize};
 use crate::error::AnalysisError;
 use crate::intervals::{intersection_ns, merged_runs};
 use crate::report::{analyze, Options};
-use crate::steps::{steps, StepMatch};
+use crate::steps::StepMatch;
 
 /// The version of [`RankSummary`]'s JSON; rises when a field is renamed, removed or changes
-/// meaning (new fields do not raise it).
-pub const RANK_SUMMARY_VERSION: u32 = 2;
+/// meaning (new fields do not raise it). 3: `dead` is a [`DeadReason`], no longer a string.
+pub const RANK_SUMMARY_VERSION: u32 = 3;
+
+/// The oldest version of [`RankSummary`]'s JSON that still reads as this one: version 2 differs
+/// only in `dead`, a string then, which [`DeadReason`] reads.
+pub const RANK_SUMMARY_OLDEST_READ: u32 = 2;
 
 pub use cutrace_trace::comm::{is_comm_kernel, COMM_PREFIXES};
 
@@ -80,7 +84,7 @@ pub struct RankSummary {
     pub paths: Vec<String>,
     /// Why the rank has no numbers: its trace could not be read, or holds no kernel. `null` for
     /// a live rank.
-    pub dead: Option<String>,
+    pub dead: Option<DeadReason>,
     pub complete: bool,
     pub incomplete_reason: Option<String>,
     /// What the trace says it lost: records dropped by the recorder or CUPTI, damaged bytes,
@@ -112,6 +116,60 @@ pub struct RankSummary {
     pub collectives_without_kernel: u64,
     /// The rank's arrival at every collective, in (group, start) order.
     pub collectives: Vec<Arrival>,
+}
+
+/// Why a rank has no figures. The words are the renderers' (`cutrace_export::text::job`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DeadReason {
+    /// Its trace could not be read (empty, truncated, not a trace): the reader's error.
+    Unreadable { error: String },
+    /// Its trace was read and the analysis could not run on it: the analysis's error.
+    AnalysisFailed { error: String },
+    /// Its trace holds no timed GPU kernel.
+    NoTimedKernel,
+}
+
+/// What a version-2 summary's `dead` string said when its trace held no timed kernel.
+const NO_TIMED_KERNEL_V2: &str = "the trace holds no timed GPU kernel";
+
+/// A [`DeadReason`] as written (`{"kind": …}`), or a version-2 summary's string: its words for
+/// [`DeadReason::NoTimedKernel`] read as that, any other as [`DeadReason::Unreadable`] (the
+/// reason it gave but for an analysis that failed, which version 2 did not tell apart).
+impl<'de> Deserialize<'de> for DeadReason {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{MapAccess, Visitor};
+        #[derive(Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        enum Typed {
+            Unreadable { error: String },
+            AnalysisFailed { error: String },
+            NoTimedKernel,
+        }
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = DeadReason;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an object with a `kind`, or a version-2 summary's string")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DeadReason, E> {
+                Ok(if v == NO_TIMED_KERNEL_V2 {
+                    DeadReason::NoTimedKernel
+                } else {
+                    DeadReason::Unreadable { error: v.into() }
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<DeadReason, A::Error> {
+                let t = Typed::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                Ok(match t {
+                    Typed::Unreadable { error } => DeadReason::Unreadable { error },
+                    Typed::AnalysisFailed { error } => DeadReason::AnalysisFailed { error },
+                    Typed::NoTimedKernel => DeadReason::NoTimedKernel,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// One GPU of a rank.
@@ -159,7 +217,20 @@ pub struct Arrival {
 
 impl RankSummary {
     /// The summary of a rank whose trace could not be used: no numbers, the reason.
-    pub fn dead(rank: Option<u32>, rank_from: RankFrom, paths: Vec<String>, why: String) -> Self {
+    pub fn dead(
+        rank: Option<u32>,
+        rank_from: RankFrom,
+        paths: Vec<String>,
+        why: DeadReason,
+    ) -> Self {
+        RankSummary {
+            dead: Some(why),
+            ..RankSummary::blank(rank, rank_from, paths)
+        }
+    }
+
+    /// A live rank's summary before its trace's figures are added: every figure 0.
+    fn blank(rank: Option<u32>, rank_from: RankFrom, paths: Vec<String>) -> Self {
         RankSummary {
             cutrace_rank_summary: RANK_SUMMARY_VERSION,
             rank,
@@ -172,7 +243,7 @@ impl RankSummary {
             pid: None,
             source: None,
             paths,
-            dead: Some(why),
+            dead: None,
             complete: false,
             incomplete_reason: None,
             data_loss: RankLosses::default(),
@@ -258,8 +329,7 @@ impl RankSummary {
             Some(r) => (Some(r), RankFrom::Trace),
             None => fallback,
         };
-        let mut s = RankSummary::dead(rank, rank_from, trace.meta.paths.clone(), String::new());
-        s.dead = None;
+        let mut s = RankSummary::blank(rank, rank_from, trace.meta.paths.clone());
         s.local_rank = dist.local_rank;
         s.world_size = dist.world_size;
         s.backend = dist.backend;
@@ -280,16 +350,17 @@ impl RankSummary {
         s.last_ns = bounds.map(|b| b.1);
         s.kernels = trace.kernels.len() as u64;
         if trace.kernels.iter().all(Kernel::untimed) {
-            s.dead = Some("the trace holds no timed GPU kernel".into());
+            s.dead = Some(DeadReason::NoTimedKernel);
             return Ok(s);
         }
+        // The one report pipeline, steps included: a rank's figures are its report's.
         let opts = Options {
             window: None,
             top: 0,
             orphan_list: 0,
-            steps: None,
+            steps: Some(which.clone()),
         };
-        let report = analyze(trace, &opts)?;
+        let mut report = analyze(trace, &opts)?;
         s.data_loss = losses(&report.data_loss);
         let comm = comm_by_device(trace);
         for d in report.devices.iter().filter(|d| d.timeline.kernels > 0) {
@@ -318,7 +389,7 @@ impl RankSummary {
             .filter(|k| is_comm_kernel(trace.str(k.name)))
             .count() as u64;
         s.steps_matched = which.text();
-        if let Some(st) = steps(trace, None, which) {
+        if let Some(st) = report.steps.take() {
             s.steps = st
                 .steps
                 .into_iter()

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cutrace_trace::Ns;
 use serde::Serialize;
 
-use crate::job::{RankFrom, RankLosses, RankStep, RankSummary};
+use crate::job::{DeadReason, RankFrom, RankLosses, RankStep, RankSummary};
 use crate::percentile::nearest_rank;
 use crate::summary::pct;
 
@@ -104,11 +104,12 @@ impl JobNote {
     }
 }
 
+/// A rank with a trace and no figures, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DeadRank {
     pub rank: u32,
     pub paths: Vec<String>,
-    pub reason: String,
+    pub reason: DeadReason,
 }
 
 /// How the ranks' clocks relate.
@@ -863,7 +864,9 @@ mod tests {
             Some(2),
             RankFrom::FileName,
             vec!["rank2.json".into()],
-            "the file is empty".into(),
+            DeadReason::Unreadable {
+                error: "the file is empty".into(),
+            },
         ));
         s.push(summary(&rank(0, 10, None, true)));
         let mut anon = rank(9, 0, None, true);
@@ -891,7 +894,9 @@ mod tests {
             Some(5),
             RankFrom::FileName,
             vec!["rank5.json".into()],
-            "the file is empty".into(),
+            DeadReason::Unreadable {
+                error: "the file is empty".into(),
+            },
         );
         let k = from_summaries(&[dead, live], 10);
         assert_eq!(k.ranks.len(), 1);
@@ -904,7 +909,7 @@ mod tests {
         assert!(j.missing_ranks.is_empty());
         // A summary survives JSON both ways.
         let text = serde_json::to_string(&s[0]).unwrap();
-        assert!(text.starts_with("{\"cutrace_rank_summary\":2,"));
+        assert!(text.starts_with("{\"cutrace_rank_summary\":3,"));
         let back: RankSummary = serde_json::from_str(&text).unwrap();
         assert_eq!(back, s[0]);
     }

@@ -38,7 +38,10 @@ pub use diff::{diff, diff_side, diff_sides, Diff, DiffOptions, DiffSide, DIFF_SC
 pub use error::AnalysisError;
 pub use gap_reading::GapReading;
 pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
-pub use job::{is_comm_kernel, RankFrom, RankLosses, RankSummary, RANK_SUMMARY_VERSION};
+pub use job::{
+    is_comm_kernel, DeadReason, RankFrom, RankLosses, RankSummary, RANK_SUMMARY_OLDEST_READ,
+    RANK_SUMMARY_VERSION,
+};
 pub use job_diff::{diff_jobs, JobCaveat, JobDiff};
 pub use job_reduce::{from_summaries, JobNote, JobReport};
 pub use names::display_name;

@@ -11,7 +11,9 @@
 //!
 //! Every CUPTI call a [`Profiler`] makes is appended to its call log ([`Profiler::calls`]), with
 //! its result, so a caller can show exactly what CUPTI answered, step by step (the doctor's
-//! probe does). Teardown in `Drop` is not logged: its failure changes nothing for the caller.
+//! probe does). The log keeps the last [`CALL_LOG_LEN`] calls and counts the older ones it let
+//! go ([`Profiler::dropped_calls`]), so a process that profiles for hours holds it in bounded
+//! memory. Teardown in `Drop` is not logged: its failure changes nothing for the caller.
 //!
 //! The host calls need `libnvperf_host.so`, which libcupti opens by soname; without a GPU
 //! [`preload_nvperf_host`] makes the copy beside libcupti findable.
@@ -26,6 +28,7 @@ pub mod pm;
 pub mod sets;
 
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::{c_char, CStr, CString};
 
 use cutrace_cupti::driver::Context;
@@ -293,17 +296,57 @@ pub fn preload_nvperf_host(cupti_path: &std::path::Path) -> bool {
     }
 }
 
-/// The profiler API of one loaded libcupti, with the log of every call made through it.
+/// The most calls a [`Profiler`]'s log keeps. Setting up a session takes a few dozen calls; a
+/// process that profiles for hours makes some with every pass or decode, and a caller that
+/// never takes the log must not grow it without end.
+pub const CALL_LOG_LEN: usize = 1024;
+
+/// The last calls made, at most `len` of them, and how many older ones were let go.
+#[derive(Debug)]
+struct CallLog {
+    calls: VecDeque<Call>,
+    len: usize,
+    dropped: u64,
+}
+
+impl CallLog {
+    fn new(len: usize) -> Self {
+        CallLog {
+            calls: VecDeque::new(),
+            len,
+            dropped: 0,
+        }
+    }
+
+    /// Appends `c`, letting the oldest call go (and counting it) when the log is full.
+    fn push(&mut self, c: Call) {
+        if self.calls.len() >= self.len {
+            self.calls.pop_front();
+            self.dropped = self.dropped.saturating_add(1);
+            if self.len == 0 {
+                // A log of length 0 keeps nothing: the call itself is the one let go.
+                return;
+            }
+        }
+        self.calls.push_back(c);
+    }
+
+    fn take(&mut self) -> Vec<Call> {
+        std::mem::take(&mut self.calls).into()
+    }
+}
+
+/// The profiler API of one loaded libcupti, with the log of the calls made through it.
 pub struct Profiler<'c> {
     cupti: &'c Cupti,
-    log: RefCell<Vec<Call>>,
+    log: RefCell<CallLog>,
 }
 
 impl<'c> Profiler<'c> {
     pub fn new(cupti: &'c Cupti) -> Self {
         Profiler {
             cupti,
-            log: RefCell::new(Vec::new()),
+            log: RefCell::new(CallLog::new(CALL_LOG_LEN)),
         }
     }
 
@@ -311,14 +354,20 @@ impl<'c> Profiler<'c> {
         self.cupti
     }
 
-    /// Every CUPTI call made so far, in order.
+    /// The CUPTI calls made so far, in order: the last [`CALL_LOG_LEN`] of them.
     pub fn calls(&self) -> Vec<Call> {
-        self.log.borrow().clone()
+        self.log.borrow().calls.iter().cloned().collect()
     }
 
-    /// The calls made so far, leaving the log empty.
+    /// The calls the log holds ([`Profiler::calls`]), leaving it empty.
     pub fn take_calls(&self) -> Vec<Call> {
-        std::mem::take(&mut self.log.borrow_mut())
+        self.log.borrow_mut().take()
+    }
+
+    /// How many calls, since this profiler was made, are no longer in the log because
+    /// [`CALL_LOG_LEN`] later ones followed them before it was taken.
+    pub fn dropped_calls(&self) -> u64 {
+        self.log.borrow().dropped
     }
 
     /// Calls `f(p)`, logs it, and turns the code into a `Result`.
@@ -973,6 +1022,37 @@ mod tests {
         assert_eq!(refusal(15), Refusal::NotInitialized);
         assert_eq!(refusal(1), Refusal::Other);
         assert_eq!(CountersError::MissingSymbol("x").refusal(), Refusal::Other);
+    }
+
+    #[test]
+    fn the_call_log_keeps_the_last_calls_and_counts_the_rest() {
+        let call = |code| Call {
+            call: "cuptiRangeProfilerDecodeData",
+            code,
+        };
+        let mut log = CallLog::new(3);
+        for code in 0..10 {
+            log.push(call(code));
+        }
+        assert_eq!(log.calls.len(), 3);
+        assert_eq!(log.dropped, 7);
+        assert_eq!(log.take(), vec![call(7), call(8), call(9)]);
+        // Taking empties it; what was dropped stays counted.
+        assert!(log.calls.is_empty());
+        log.push(call(10));
+        assert_eq!((log.calls.len(), log.dropped), (1, 7));
+        // A million calls without a take hold the log at its length.
+        let mut long = CallLog::new(CALL_LOG_LEN);
+        for code in 0..1_000_000 {
+            long.push(call(code));
+        }
+        assert_eq!(long.calls.len(), CALL_LOG_LEN);
+        assert_eq!(long.dropped, 1_000_000 - CALL_LOG_LEN as u64);
+        assert_eq!(long.calls.back(), Some(&call(999_999)));
+        // A log of length 0 keeps none and counts each.
+        let mut none = CallLog::new(0);
+        none.push(call(1));
+        assert_eq!((none.calls.len(), none.dropped), (0, 1));
     }
 
     #[test]

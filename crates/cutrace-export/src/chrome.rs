@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use cutrace_trace::kineto::vocab::cat;
+use cutrace_trace::kineto::vocab::{cat, device, dist, top};
 use cutrace_trace::{ExportMeta, Ns, SourceFormat, StrId, Trace, TraceMeta};
 
 use crate::timeline_model::{self as model, ArgSink, Lane, Name, Rec, StreamLabel, Timeline};
@@ -387,20 +387,20 @@ fn device_properties(m: &TraceMeta) -> serde_json::Value {
         .iter()
         .map(|d| {
             let mut o = serde_json::Map::new();
-            o.insert("id".into(), d.device.into());
-            o.insert("name".into(), d.name.clone().into());
+            o.insert(device::ID.into(), d.device.into());
+            o.insert(device::NAME.into(), d.name.clone().into());
             if let Some(b) = d.global_memory_bytes {
-                o.insert("totalGlobalMem".into(), b.into());
+                o.insert(device::TOTAL_GLOBAL_MEM.into(), b.into());
             }
             if let Some((major, minor)) = d.compute_capability {
-                o.insert("computeMajor".into(), major.into());
-                o.insert("computeMinor".into(), minor.into());
+                o.insert(device::COMPUTE_MAJOR.into(), major.into());
+                o.insert(device::COMPUTE_MINOR.into(), minor.into());
             }
             if let Some(n) = d.sm_count {
-                o.insert("numSms".into(), n.into());
+                o.insert(device::NUM_SMS.into(), n.into());
             }
             if let Some(u) = &d.uuid {
-                o.insert("uuid".into(), u.clone().into());
+                o.insert(device::UUID.into(), u.clone().into());
             }
             serde_json::Value::Object(o)
         })
@@ -480,9 +480,9 @@ fn distributed_info(m: &TraceMeta) -> Option<String> {
             members.push((k, v));
         }
     };
-    put("backend", d.backend.clone().map(Value::from));
-    put("rank", d.rank.map(Value::from));
-    put("world_size", d.world_size.map(Value::from));
+    put(dist::BACKEND, d.backend.clone().map(Value::from));
+    put(dist::RANK, d.rank.map(Value::from));
+    put(dist::WORLD_SIZE, d.world_size.map(Value::from));
     if !d.process_groups.is_empty() {
         let groups: Vec<Value> = d
             .process_groups
@@ -494,18 +494,21 @@ fn distributed_info(m: &TraceMeta) -> Option<String> {
                         x.insert(k.into(), v);
                     }
                 };
-                opt("pg_name", g.name.clone().map(Value::from));
-                opt("pg_desc", g.desc.clone().map(Value::from));
-                opt("backend_config", g.backend_config.clone().map(Value::from));
-                opt("pg_size", g.size.map(Value::from));
-                x.insert("ranks".into(), Value::from(g.ranks.clone()));
+                opt(dist::PG_NAME, g.name.clone().map(Value::from));
+                opt(dist::PG_DESC, g.desc.clone().map(Value::from));
+                opt(
+                    dist::BACKEND_CONFIG,
+                    g.backend_config.clone().map(Value::from),
+                );
+                opt(dist::PG_SIZE, g.size.map(Value::from));
+                x.insert(dist::RANKS.into(), Value::from(g.ranks.clone()));
                 Value::Object(x)
             })
             .collect();
-        put("pg_count", Some(Value::from(groups.len())));
-        put("pg_config", Some(Value::Array(groups)));
+        put(dist::PG_COUNT, Some(Value::from(groups.len())));
+        put(dist::PG_CONFIG, Some(Value::Array(groups)));
     }
-    put("nccl_version", d.nccl_version.clone().map(Value::from));
+    put(dist::NCCL_VERSION, d.nccl_version.clone().map(Value::from));
     let body: Vec<String> = members
         .iter()
         .map(|(k, v)| format!("\"{k}\": {v}"))
@@ -548,24 +551,26 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
 /// The top-level members before `traceEvents`, and its opening bracket.
 fn write_header<W: Write>(w: &mut W, tl: &Timeline<'_>, base_ns: Ns) -> io::Result<()> {
     let m = &tl.t.meta;
-    w.write_all(b"{\n\"schemaVersion\": 1,\n\"deviceProperties\": ")?;
+    write!(w, "{{\n\"{}\": 1", top::SCHEMA_VERSION)?;
+    write!(w, ",\n\"{}\": ", top::DEVICE_PROPERTIES)?;
     serde_json::to_writer(&mut *w, &device_properties(m)).map_err(io::Error::other)?;
     if let Some(v) = m.cupti_version {
-        write!(w, ",\n\"cupti_version\": {v}")?;
+        write!(w, ",\n\"{}\": {v}", top::CUPTI_VERSION)?;
     }
     if let Some(v) = m.cuda_driver_version {
-        write!(w, ",\n\"cuda_driver_version\": {v}")?;
+        write!(w, ",\n\"{}\": {v}", top::CUDA_DRIVER_VERSION)?;
     }
     if let Some(d) = distributed_info(m) {
-        write!(w, ",\n\"distributedInfo\": {d}")?;
+        write!(w, ",\n\"{}\": {d}", top::DISTRIBUTED_INFO)?;
     }
-    write!(w, ",\n\"baseTimeNanoseconds\": {base_ns}")?;
-    w.write_all(b",\n\"displayTimeUnit\": \"ns\",\n\"cutrace\": ")?;
+    write!(w, ",\n\"{}\": {base_ns}", top::BASE_TIME_NANOSECONDS)?;
+    write!(w, ",\n\"{}\": \"ns\"", top::DISPLAY_TIME_UNIT)?;
+    write!(w, ",\n\"{}\": ", top::CUTRACE)?;
     // Through a `Value`, whose members are sorted: the member's text does not depend on the
     // order of the type's fields.
     let member = serde_json::to_value(cutrace_member(tl, base_ns)).map_err(io::Error::other)?;
     serde_json::to_writer(&mut *w, &member).map_err(io::Error::other)?;
-    w.write_all(b",\n\"traceEvents\": [")
+    write!(w, ",\n\"{}\": [", top::TRACE_EVENTS)
 }
 
 /// Hardware counters as `"ph":"C"` events: a counter track per metric on each GPU's process

@@ -13,11 +13,11 @@ mod written;
 
 use std::path::{Path, PathBuf};
 
+use cutrace_trace::classify::{self, Inputs, Unit};
 use cutrace_trace::{Limits, Trace, TraceError};
 
 use crate::counter_tracks::counter_timeline;
 use crate::files;
-use crate::input::{self, Inputs, Unit};
 use crate::outputs::{shown, table_groups, Output, TableGroup};
 use crate::parquet::job::{self, JobError, JobOptions};
 use crate::staged::{StageError, Staged};
@@ -29,7 +29,7 @@ pub use written::{Counts, JobConverted, TraceSummary, Written};
 #[derive(Debug, Clone, Default)]
 pub struct Request {
     /// One trace (a directory of native parts, a part, a torch.profiler JSON) or a job's traces
-    /// (as [`input::classify`] reads them).
+    /// (as [`classify::classify`] reads them).
     pub traces: Vec<PathBuf>,
     /// `--csv DIR`: the tables as CSV, and meta.json.
     pub csv: Option<PathBuf>,
@@ -218,11 +218,11 @@ impl ConvertPlan {
     /// Checks `req` before the (possibly long) read: each output path can be what its flag
     /// writes, no two outputs (or an output and the trace) name one file, an export file is not
     /// there already and a table directory holds no earlier export (both unless `--force`), a
-    /// job asks for `--parquet` alone. The inputs are listed ([`input::classify`]), not read.
+    /// job asks for `--parquet` alone. The inputs are listed ([`classify::classify`]), not read.
     pub fn new(req: Request) -> Result<ConvertPlan, PlanError> {
         checks::table_dirs(&req)?;
         checks::export_files(&req)?;
-        match input::classify(&req.traces, &req.limits)? {
+        match classify::classify(&req.traces, &req.limits)? {
             Inputs::Trace(trace) => {
                 checks::distinct(&req, &trace)?;
                 let groups = table_groups(req.csv.as_ref(), req.parquet.as_ref());
@@ -394,7 +394,7 @@ impl JobPlan {
             allow_damaged: self.req.allow_damaged,
             with_cmdline: self.req.with_cmdline,
             replace: self.req.force,
-            workers: input::default_threads(),
+            workers: cutrace_trace::limits::cores(),
         };
         let written = job::write_job(&self.dir, &self.units, &opts, done)?;
         Ok(JobConverted {

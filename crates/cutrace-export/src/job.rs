@@ -6,9 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use cutrace_analysis::{RankSummary, StepMatch};
+use cutrace_trace::classify::{self, Inputs};
 use cutrace_trace::{Limits, TraceError};
 
-use crate::input::{self, Inputs};
+use crate::input;
 
 #[derive(Debug, thiserror::Error)]
 pub enum JobError {
@@ -57,7 +58,7 @@ impl<'a> Request<'a> {
     }
 
     fn threads(&self) -> usize {
-        self.threads.unwrap_or_else(input::default_threads)
+        self.threads.unwrap_or_else(cutrace_trace::limits::cores)
     }
 
     fn refuse_one_trace_options(&self, what: &str) -> Result<(), JobError> {
@@ -100,7 +101,7 @@ pub fn report(
     req: &Request<'_>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<Report, JobError> {
-    let (units, notes) = match input::classify(files, &req.limits)? {
+    let (units, notes) = match classify::classify(files, &req.limits)? {
         Inputs::Trace(p) => return Ok(Report::OneTrace(p)),
         Inputs::Job { units, notes } => (units, notes),
     };
@@ -140,7 +141,10 @@ fn require_live(report: &cutrace_analysis::JobReport) -> Result<(), JobError> {
         .dead_ranks
         .iter()
         .take(3)
-        .map(|d| format!("rank {} ({}): {}", d.rank, d.paths.join(", "), d.reason))
+        .map(|d| {
+            let why = crate::text::job::dead_text(&d.reason);
+            format!("rank {} ({}): {why}", d.rank, d.paths.join(", "))
+        })
         .collect();
     let more = report.dead_ranks.len().saturating_sub(why.len());
     Err(JobError::Refused(format!(
@@ -177,8 +181,9 @@ pub fn rank_summary(
     let s: RankSummary = input::summarize_trace(file, which, limits)?;
     let warning = s.dead.as_ref().map(|why| {
         format!(
-            "{}: no figures for this rank: {why}",
-            crate::text::escape_controls(&file.display().to_string())
+            "{}: no figures for this rank: {}",
+            crate::text::escape_controls(&file.display().to_string()),
+            crate::text::job::dead_text(why)
         )
     });
     Ok((json(&s, "summary")?, warning))
@@ -203,8 +208,8 @@ pub fn write_rank_summary(
 /// `cutrace diff BASE NEW` when either is a job (one trace counts as a job of one rank):
 /// `None` when both are one trace each, for the one-trace diff.
 pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>>, JobError> {
-    let b = input::classify(&[base.to_path_buf()], &req.limits)?;
-    let n = input::classify(&[new.to_path_buf()], &req.limits)?;
+    let b = classify::classify(&[base.to_path_buf()], &req.limits)?;
+    let n = classify::classify(&[new.to_path_buf()], &req.limits)?;
     if !matches!(b, Inputs::Job { .. }) && !matches!(n, Inputs::Job { .. }) {
         return Ok(None);
     }

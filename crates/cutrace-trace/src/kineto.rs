@@ -42,13 +42,13 @@ const CHUNK: usize = 4 << 20;
 const PARALLEL_MIN: usize = 256 << 10;
 const PROGRESS_EVERY: u64 = 16 << 20;
 
-/// Imports a Kineto JSON trace (`.json` or gzip-compressed) with the default [`Limits`], on up
-/// to 8 threads (one per core).
+/// Imports a Kineto JSON trace (`.json` or gzip-compressed) with the default [`Limits`], on one
+/// thread per core, up to 8 ([`crate::limits::import_threads`]).
 pub fn import(path: &Path, progress: Progress<'_>) -> Result<Trace, TraceError> {
     import_on_threads(path, progress, None)
 }
 
-/// [`import`] on `threads` threads (1 = sequential; `None`: up to 8, one per core).
+/// [`import`] on `threads` threads (1 = sequential; `None`: one per core, up to 8).
 pub fn import_on_threads(
     path: &Path,
     progress: Progress<'_>,
@@ -102,11 +102,7 @@ pub fn import_stream(
     } else {
         Box::new(&mut counting)
     };
-    let threads = opts
-        .import_threads
-        .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get().min(8)))
-        .min(crate::limits::MAX_THREADS);
+    let threads = crate::limits::import_threads(opts.import_threads);
     let mut imp = Importer::new(path, reader, CHUNK, threads);
     imp.limits = *limits;
     // A refill may hold a whole chunk of events not yet consumed: the limit is never below that.
@@ -433,7 +429,7 @@ impl<R: Read> Importer<R> {
                         let key: String = self.parse_owned("reading a top-level key")?;
                         self.expect(b':', "after a top-level key")?;
                         self.top_level_value(&key)?;
-                        saw_events |= key == "traceEvents";
+                        saw_events |= key == vocab::top::TRACE_EVENTS;
                         match self.peek()? {
                             Some(b',') => self.input.pos += 1,
                             Some(b'}') => {
@@ -481,36 +477,40 @@ impl<R: Read> Importer<R> {
     }
 
     fn top_level_value(&mut self, key: &str) -> Result<(), TraceError> {
+        use vocab::top::{
+            CUDA_DRIVER_VERSION, CUPTI_VERSION, CUTRACE, DEVICE_PROPERTIES, DISTRIBUTED_INFO,
+            LOG_ERROR, LOG_INFO, LOG_WARNING, TRACE_EVENTS,
+        };
         match key {
-            "traceEvents" => self.events_array(),
-            "deviceProperties" => {
+            TRACE_EVENTS => self.events_array(),
+            DEVICE_PROPERTIES => {
                 let v: serde_json::Value = self.parse_owned("reading \"deviceProperties\"")?;
                 self.sink.trace.meta.devices = top::devices(&v, &mut self.sink);
                 Ok(())
             }
-            "cupti_version" | "cuda_driver_version" => {
+            CUPTI_VERSION | CUDA_DRIVER_VERSION => {
                 let v: serde_json::Value = self.parse_owned("reading a version")?;
                 let n = top::version(&v, key, &mut self.sink);
                 let m = &mut self.sink.trace.meta;
-                if key == "cupti_version" {
+                if key == CUPTI_VERSION {
                     m.cupti_version = n;
                 } else {
                     m.cuda_driver_version = n;
                 }
                 Ok(())
             }
-            "distributedInfo" => {
+            DISTRIBUTED_INFO => {
                 let v: serde_json::Value = self.parse_owned("reading \"distributedInfo\"")?;
                 self.sink.trace.meta.distributed = top::distributed(&v, &mut self.sink);
                 Ok(())
             }
-            "INFO" | "WARNING" | "ERROR" => {
+            LOG_INFO | LOG_WARNING | LOG_ERROR => {
                 // Kineto's own log lines for the capture (written when it logs to the trace).
                 let v: serde_json::Value = self.parse_owned("reading Kineto's log lines")?;
                 top::log_lines(&v, key, &mut self.sink);
                 Ok(())
             }
-            "cutrace" => {
+            CUTRACE => {
                 self.time_base_at = self.input.offset();
                 let v: crate::model::ExportMeta = self.parse_owned("reading \"cutrace\"")?;
                 v.restore(&mut self.sink.trace.meta);

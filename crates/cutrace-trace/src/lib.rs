@@ -1,6 +1,7 @@
 //! cutrace-trace owns the record model, the native on-disk trace format, and importers.
 //! It knows nothing about CUDA: everything here builds and is tested on a machine without a GPU.
 
+pub mod classify;
 pub mod comm;
 pub mod error;
 pub mod kineto;

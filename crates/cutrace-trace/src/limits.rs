@@ -13,6 +13,25 @@ pub const STRING_BYTES_PER_STORED_BYTE: u64 = 64;
 /// few enough that the work of cutting an input into one piece per thread stays small.
 pub const MAX_THREADS: usize = 256;
 
+/// The most threads one import runs on when not told how many: the Kineto importer's default
+/// since it first scanned on several threads (BENCHMARKS.md measures it on 2 cores only).
+pub const DEFAULT_IMPORT_THREADS_MAX: usize = 8;
+
+/// The cores this process may run on (1 when that is unknown).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+}
+
+/// The threads one import runs on: `asked` (0 counts as not asked), else one per core up to
+/// [`DEFAULT_IMPORT_THREADS_MAX`]; never more than [`MAX_THREADS`]. Every reader that picks an
+/// import's threads asks here: the Kineto importer for `None`, a job for each rank's share.
+pub fn import_threads(asked: Option<usize>) -> usize {
+    asked
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| cores().min(DEFAULT_IMPORT_THREADS_MAX))
+        .min(MAX_THREADS)
+}
+
 /// Caps on what one piece of input may claim. Memory is then bounded by the records a trace
 /// really holds, not by the counts it states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -141,6 +160,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_import_runs_on_the_threads_asked_else_one_per_core_up_to_8() {
+        assert_eq!(import_threads(Some(3)), 3);
+        assert_eq!(import_threads(Some(MAX_THREADS + 1)), MAX_THREADS);
+        let default = cores().min(DEFAULT_IMPORT_THREADS_MAX);
+        assert_eq!(import_threads(None), default);
+        assert_eq!(import_threads(Some(0)), default);
+    }
+
+    #[test]
     fn settings_parse_and_bad_ones_are_refused() {
         let l: Limits = "string-bytes=16M, chunk-rows=5".parse().unwrap();
         assert_eq!((l.string_bytes, l.chunk_rows), (16 << 20, 5));
@@ -167,8 +195,8 @@ mod tests {
 /// How to read a trace; the default suits every caller but a benchmark or a user raising a limit.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ReadOptions {
-    /// Threads the Kineto importer scans a block on (1 = sequential; `None`: up to 8, one per
-    /// core).
+    /// Threads the Kineto importer scans a block on (1 = sequential; `None`: one per core, up
+    /// to 8, as [`import_threads`] decides).
     pub import_threads: Option<usize>,
     /// What a reader accepts before it calls the input hostile (docs/FORMAT.md, "Limits").
     pub limits: Limits,

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
+use cutrace_trace::classify::Unit;
 use cutrace_trace::{Limits, ReadOptions, Trace};
 
 use crate::files::{self, OutFile, PlaceError, Placement, StagingDir};
-use crate::input::Unit;
 use crate::{meta, outputs, parquet, tables};
 
 pub use crate::outputs::{partition_names, META_DIR};
@@ -400,7 +400,7 @@ pub fn check_job(dir: &Path, units: &[Unit], replace: bool) -> Result<(), JobErr
     Ok(())
 }
 
-/// Writes the tables of the job `units` (each one rank's trace: `crate::input::classify`) under `dir` as hive-style
+/// Writes the tables of the job `units` (each one rank's trace: `cutrace_trace::classify::classify`) under `dir` as hive-style
 /// partitions (module docs), ranks numbered as [`number_ranks`] says. A trace that cannot be read
 /// is left out and listed ([`JobWritten::unread`]). `done` is called with the number of traces
 /// read so far.

@@ -5,9 +5,17 @@ use std::fmt::Write as _;
 
 use cutrace_analysis::job_diff::Pair;
 use cutrace_analysis::job_reduce::{ClockInfo, DeadRank, JobCollectives, JobRank, JobSteps};
-use cutrace_analysis::{JobCaveat, JobDiff, JobNote, JobReport, RankLosses};
+use cutrace_analysis::{DeadReason, JobCaveat, JobDiff, JobNote, JobReport, RankLosses};
 
 use super::{count, escape_from, fmt_ns, short_name};
+
+/// Why a rank has no figures, in words: the reader's or the analysis's error as it said it.
+pub fn dead_text(why: &DeadReason) -> &str {
+    match why {
+        DeadReason::Unreadable { error } | DeadReason::AnalysisFailed { error } => error,
+        DeadReason::NoTimedKernel => "the trace holds no timed GPU kernel",
+    }
+}
 
 /// What a rank's trace says it lost, one phrase per kind of loss.
 pub fn losses_text(l: &RankLosses) -> Vec<String> {
@@ -163,7 +171,7 @@ pub struct ReportJson<'a> {
     world_size: Option<u32>,
     ranks_found: u64,
     missing_ranks: &'a [u32],
-    dead_ranks: &'a [DeadRank],
+    dead_ranks: Vec<DeadJson<'a>>,
     clock: ClockJson<'a>,
     ranks: &'a [JobRank],
     steps: &'a JobSteps,
@@ -171,11 +179,30 @@ pub struct ReportJson<'a> {
     notes: Vec<Said<'a, JobNote>>,
 }
 
+/// A dead rank: its `rank` and `paths`, the reason's `kind` and facts, and `reason` in words.
+#[derive(serde::Serialize)]
+struct DeadJson<'a> {
+    rank: u32,
+    paths: &'a [String],
+    #[serde(flatten)]
+    kind: &'a DeadReason,
+    reason: &'a str,
+}
+
 #[derive(serde::Serialize)]
 struct ClockJson<'a> {
     #[serde(flatten)]
     facts: &'a ClockInfo,
     note: String,
+}
+
+fn dead_json(d: &DeadRank) -> DeadJson<'_> {
+    DeadJson {
+        rank: d.rank,
+        paths: &d.paths,
+        kind: &d.reason,
+        reason: dead_text(&d.reason),
+    }
 }
 
 /// See [`ReportJson`].
@@ -186,7 +213,7 @@ pub fn report_json(j: &JobReport) -> ReportJson<'_> {
         world_size: j.world_size,
         ranks_found: j.ranks_found,
         missing_ranks: &j.missing_ranks,
-        dead_ranks: &j.dead_ranks,
+        dead_ranks: j.dead_ranks.iter().map(dead_json).collect(),
         clock: ClockJson {
             facts: &j.clock,
             note: clock_text(&j.clock),
@@ -283,7 +310,7 @@ fn render_header(o: &mut String, inputs: &str, j: &JobReport) {
             "DEAD: rank {} ({}): {}",
             d.rank,
             d.paths.join(", "),
-            d.reason
+            dead_text(&d.reason)
         );
     }
     let _ = writeln!(o, "clocks: {}", clock_text(&j.clock));

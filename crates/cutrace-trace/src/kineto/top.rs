@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 
+use super::vocab::{device, dist, top};
 use super::Sink;
 use crate::model::{DeviceProps, Distributed, ProcessGroup, TraceNote};
 
@@ -53,29 +54,29 @@ fn field<T>(
 
 /// `deviceProperties`: one entry per GPU.
 pub(super) fn devices(v: &Value, sink: &mut Sink) -> Vec<DeviceProps> {
+    const W: &str = top::DEVICE_PROPERTIES;
     let Some(list) = v.as_array() else {
-        sink.unread(TOP, "deviceProperties", &raw(v));
+        sink.unread(TOP, W, &raw(v));
         return Vec::new();
     };
-    const W: &str = "deviceProperties";
     let mut out = Vec::new();
     for d in list {
         if !d.is_object() {
-            sink.unread(TOP, "deviceProperties", &raw(d));
+            sink.unread(TOP, W, &raw(d));
             continue;
         }
         out.push(DeviceProps {
-            device: field(d, "id", W, sink, uint).unwrap_or(0),
-            name: field(d, "name", W, sink, text).unwrap_or_default(),
-            compute_capability: field(d, "computeMajor", W, sink, uint).zip(field(
+            device: field(d, device::ID, W, sink, uint).unwrap_or(0),
+            name: field(d, device::NAME, W, sink, text).unwrap_or_default(),
+            compute_capability: field(d, device::COMPUTE_MAJOR, W, sink, uint).zip(field(
                 d,
-                "computeMinor",
+                device::COMPUTE_MINOR,
                 W,
                 sink,
                 uint,
             )),
-            sm_count: field(d, "numSms", W, sink, uint),
-            global_memory_bytes: field(d, "totalGlobalMem", W, sink, uint),
+            sm_count: field(d, device::NUM_SMS, W, sink, uint),
+            global_memory_bytes: field(d, device::TOTAL_GLOBAL_MEM, W, sink, uint),
             uuid: None,
         });
     }
@@ -98,37 +99,37 @@ pub(super) fn version(v: &Value, key: &str, sink: &mut Sink) -> Option<u32> {
 /// "pg_desc", "backend_config", "pg_size", "ranks"}], "nccl_version"}` as torch 2.x writes it
 /// (on-demand traces have written strings for the numbers).
 pub(super) fn distributed(v: &Value, sink: &mut Sink) -> Option<Distributed> {
-    const W: &str = "distributedInfo";
+    const W: &str = top::DISTRIBUTED_INFO;
     if !v.is_object() {
         if !v.is_null() {
             sink.unread(TOP, W, &raw(v));
         }
         return None;
     }
-    let groups = match v.get("pg_config") {
+    let groups = match v.get(dist::PG_CONFIG) {
         Some(Value::Array(list)) => list
             .iter()
             .map(|g| ProcessGroup {
-                name: field(g, "pg_name", W, sink, text),
-                desc: field(g, "pg_desc", W, sink, text),
-                backend_config: field(g, "backend_config", W, sink, text),
-                size: field(g, "pg_size", W, sink, uint),
-                ranks: field(g, "ranks", W, sink, ranks).unwrap_or_default(),
+                name: field(g, dist::PG_NAME, W, sink, text),
+                desc: field(g, dist::PG_DESC, W, sink, text),
+                backend_config: field(g, dist::BACKEND_CONFIG, W, sink, text),
+                size: field(g, dist::PG_SIZE, W, sink, uint),
+                ranks: field(g, dist::RANKS, W, sink, ranks).unwrap_or_default(),
             })
             .collect(),
         Some(Value::Null) | None => Vec::new(),
         Some(other) => {
-            sink.unread(W, "pg_config", &raw(other));
+            sink.unread(W, dist::PG_CONFIG, &raw(other));
             Vec::new()
         }
     };
     Some(Distributed {
-        rank: field(v, "rank", W, sink, uint),
+        rank: field(v, dist::RANK, W, sink, uint),
         local_rank: None,
-        world_size: field(v, "world_size", W, sink, uint),
-        backend: field(v, "backend", W, sink, text),
+        world_size: field(v, dist::WORLD_SIZE, W, sink, uint),
+        backend: field(v, dist::BACKEND, W, sink, text),
         run_id: None,
-        nccl_version: field(v, "nccl_version", W, sink, text),
+        nccl_version: field(v, dist::NCCL_VERSION, W, sink, text),
         process_groups: groups,
     })
 }
@@ -165,7 +166,7 @@ pub(super) fn log_lines(v: &Value, level: &str, sink: &mut Sink) {
             sink.trace.meta.source_drops = counts;
             continue;
         }
-        if level == "INFO" {
+        if level == top::LOG_INFO {
             continue;
         }
         kept += 1;

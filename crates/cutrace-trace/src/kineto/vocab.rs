@@ -1,13 +1,74 @@
-//! The words of torch.profiler's (Kineto's) trace format that cutrace reads and writes: event
-//! categories, argument names and the names of copies and synchronizations. The Kineto importer
-//! reads them and `cutrace convert --chrome` writes them (through
-//! `cutrace-export`'s timeline model), so an export reads back to the records it came from, and
-//! HTA and TensorBoard read it as a torch.profiler trace.
+//! The words of torch.profiler's (Kineto's) trace format that cutrace reads and writes: the
+//! top-level members and the members inside them, event categories, argument names and the
+//! names of copies and synchronizations. The Kineto importer reads them and `cutrace convert
+//! --chrome` writes them (the events through `cutrace-export`'s timeline model, the top-level
+//! members in its `chrome.rs`), so an export reads back to the records it came from, and HTA and
+//! TensorBoard read it as a torch.profiler trace.
 //!
 //! Names marked *cutrace* are not Kineto's: cutrace writes them where the model holds more than
 //! a torch.profiler trace does, and the importer reads those it needs back.
 
 use crate::model::{CopyKind, SyncKind};
+
+/// The top-level members of a trace.
+pub mod top {
+    /// torch.profiler and cutrace write it first.
+    pub const SCHEMA_VERSION: &str = "schemaVersion";
+    /// The events: the one member a trace must have.
+    pub const TRACE_EVENTS: &str = "traceEvents";
+    /// One entry per GPU ([`super::device`]).
+    pub const DEVICE_PROPERTIES: &str = "deviceProperties";
+    pub const CUPTI_VERSION: &str = "cupti_version";
+    pub const CUDA_DRIVER_VERSION: &str = "cuda_driver_version";
+    /// The distributed job ([`super::dist`]).
+    pub const DISTRIBUTED_INFO: &str = "distributedInfo";
+    /// What every `ts` counts from, in nanoseconds.
+    pub const BASE_TIME_NANOSECONDS: &str = "baseTimeNanoseconds";
+    pub const DISPLAY_TIME_UNIT: &str = "displayTimeUnit";
+    /// Kineto's log lines of each level, when it logs to the trace.
+    pub const LOG_INFO: &str = "INFO";
+    pub const LOG_WARNING: &str = "WARNING";
+    pub const LOG_ERROR: &str = "ERROR";
+    /// *cutrace*: what an export says about itself (`ExportMeta`).
+    pub const CUTRACE: &str = "cutrace";
+    /// The members that mark a Chrome/Kineto trace when one comes first in an object: the
+    /// members torch.profiler's and cutrace's traces start with.
+    pub const TRACE_FIRST: [&str; 6] = [
+        SCHEMA_VERSION,
+        TRACE_EVENTS,
+        DEVICE_PROPERTIES,
+        DISTRIBUTED_INFO,
+        DISPLAY_TIME_UNIT,
+        BASE_TIME_NANOSECONDS,
+    ];
+}
+
+/// Members of one `deviceProperties` entry.
+pub mod device {
+    pub const ID: &str = "id";
+    pub const NAME: &str = "name";
+    pub const TOTAL_GLOBAL_MEM: &str = "totalGlobalMem";
+    pub const COMPUTE_MAJOR: &str = "computeMajor";
+    pub const COMPUTE_MINOR: &str = "computeMinor";
+    pub const NUM_SMS: &str = "numSms";
+    /// *cutrace*: the GPU's UUID, where the trace knows it.
+    pub const UUID: &str = "uuid";
+}
+
+/// Members of `distributedInfo`, and of each process group in its `pg_config`.
+pub mod dist {
+    pub const BACKEND: &str = "backend";
+    pub const RANK: &str = "rank";
+    pub const WORLD_SIZE: &str = "world_size";
+    pub const PG_COUNT: &str = "pg_count";
+    pub const PG_CONFIG: &str = "pg_config";
+    pub const NCCL_VERSION: &str = "nccl_version";
+    pub const PG_NAME: &str = "pg_name";
+    pub const PG_DESC: &str = "pg_desc";
+    pub const BACKEND_CONFIG: &str = "backend_config";
+    pub const PG_SIZE: &str = "pg_size";
+    pub const RANKS: &str = "ranks";
+}
 
 /// Values of an event's `cat`.
 pub mod cat {

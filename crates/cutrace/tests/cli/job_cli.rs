@@ -527,12 +527,13 @@ fn job_input_mistakes_are_named() {
         &text.replace(&exposed, &format!("\"exposed_comm_ns\":{}", comm + 1)),
         "exposed_comm_ns above comm_ns",
     );
+    let version = format!(
+        "\"cutrace_rank_summary\":{}",
+        cutrace_analysis::RANK_SUMMARY_VERSION
+    );
+    assert!(text.starts_with(&format!("{{{version},")));
     let other = text
-        .replacen(
-            "\"cutrace_rank_summary\":2",
-            "\"cutrace_rank_summary\":99",
-            1,
-        )
+        .replacen(&version, "\"cutrace_rank_summary\":99", 1)
         .replace("\"busy_ns\":", "\"busy_ns_renamed\":");
     refused(&other, "version 99");
 
