@@ -62,6 +62,9 @@ pub struct Diff {
     /// PM-sample layers per GPU (window and idle gaps), when either trace has PM samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pm_samples: Option<crate::pm::PmDiff>,
+    /// Stall-reason mixes per function, when either trace has PC samples.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pc_samples: Option<crate::pc::PcDiff>,
 }
 
 /// The steps of both traces (see [`crate::steps`]).
@@ -303,6 +306,8 @@ pub struct DiffSide {
     api_names: KeyedNames,
     /// Counters of every kernel name (not only the top ones: the diff matches them by name).
     counters: Option<crate::counters::CounterReport>,
+    /// PC samples of every function, with every reason (the diff matches them by name).
+    pc: Option<crate::pc::PcReport>,
 }
 
 /// One trace's [`DiffSide`]: `window` on its own clock; `opts` gives the rows and the steps.
@@ -329,6 +334,7 @@ pub fn diff_side(
         kernel_names: KeyedNames::of(t, kernel_items(t, window.as_ref())),
         api_names: KeyedNames::of(t, api_items(t, window.as_ref())),
         counters: crate::counters::counter_report(t, window.as_ref(), usize::MAX),
+        pc: crate::pc::pc_report_all(t),
     })
 }
 
@@ -390,6 +396,7 @@ pub fn diff_sides(b: &DiffSide, n: &DiffSide, opts: &DiffOptions) -> Diff {
         match_key,
     );
     let pm_samples = crate::pm::pm_diff_of(rb.pm_samples.as_ref(), rn.pm_samples.as_ref());
+    let pc_samples = crate::pc::pc_diff_of(b.pc.as_ref(), n.pc.as_ref(), opts.top);
     let (base, new) = (side(rb, &b.api_names), side(rn, &n.api_names));
     let caveats = caveats(&base, &new, rb, rn, &devices);
     Diff {
@@ -409,6 +416,7 @@ pub fn diff_sides(b: &DiffSide, n: &DiffSide, opts: &DiffOptions) -> Diff {
         steps,
         counters,
         pm_samples,
+        pc_samples,
     }
 }
 

@@ -188,9 +188,18 @@ fn lines_of(
     v
 }
 
-/// The PC samples per function, line and reason; `None` for a trace without any (and without
-/// PC sampling facts).
+/// The PC samples per function, line and reason, with the `top` functions; `None` for a trace
+/// without any (and without PC sampling facts).
 pub fn pc_report(trace: &Trace, top: usize) -> Option<PcReport> {
+    pc_report_with(trace, top, TOP_REASONS)
+}
+
+/// [`pc_report`] with every function and every reason of each (what a diff matches).
+pub fn pc_report_all(trace: &Trace) -> Option<PcReport> {
+    pc_report_with(trace, usize::MAX, usize::MAX)
+}
+
+fn pc_report_with(trace: &Trace, top: usize, top_reasons: usize) -> Option<PcReport> {
     let collection = trace.meta.pc_sampling.clone();
     if trace.pc_samples.is_empty() && collection.is_none() {
         return None;
@@ -247,7 +256,7 @@ pub fn pc_report(trace: &Trace, top: usize) -> Option<PcReport> {
                 pct: pct(fs, samples),
                 samples_not_issued: a.not_issued,
                 samples_eligible: eligible,
-                reasons: shares(&a.reasons, trace, fs, TOP_REASONS),
+                reasons: shares(&a.reasons, trace, fs, top_reasons),
                 pcs: a.pcs.len() as u64,
                 pcs_with_line: a.pcs.values().filter(|&&l| l).count() as u64,
             }
@@ -269,6 +278,153 @@ pub fn pc_report(trace: &Trace, top: usize) -> Option<PcReport> {
         functions,
         lines: all_lines.into_iter().map(|x| x.1).collect(),
         collection,
+    })
+}
+
+/// One reason's share on each side (`None`: that side has no samples where this is read).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReasonChange {
+    pub reason: String,
+    pub base_pct: Option<f64>,
+    pub new_pct: Option<f64>,
+    /// `new_pct - base_pct`, a reason missing on a side with samples counting as 0 %; `None`
+    /// when either side has no samples.
+    pub pct_points: Option<f64>,
+}
+
+/// One function's stall mix on each side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FunctionPcDiff {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub raw_name: Option<String>,
+    pub base_samples: Option<u64>,
+    pub new_samples: Option<u64>,
+    /// The reasons of either side, by the size of their change, largest first (at most 8).
+    pub reasons: Vec<ReasonChange>,
+    /// The largest change of one reason's share, in points (0 when one side lacks the
+    /// function).
+    pub largest_change_points: f64,
+}
+
+/// Two traces' stall mixes (`cutrace diff`), when either has PC samples.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PcDiff {
+    pub base_samples: u64,
+    pub new_samples: u64,
+    /// Over every function, each reason of either side, largest change first.
+    pub reasons: Vec<ReasonChange>,
+    /// Functions of either side (matched by their mangled name, else their name), those whose
+    /// mix changed most first, then those of one side only by samples; at most `top`.
+    pub function_count: u64,
+    pub functions: Vec<FunctionPcDiff>,
+}
+
+/// A function's (or the trace's) reasons and samples.
+fn side(f: Option<&FunctionStalls>) -> Option<(&[ReasonShare], u64)> {
+    f.map(|f| (f.reasons.as_slice(), f.samples))
+}
+
+fn changes(
+    b: Option<(&[ReasonShare], u64)>,
+    n: Option<(&[ReasonShare], u64)>,
+) -> Vec<ReasonChange> {
+    let mut names: Vec<&str> = Vec::new();
+    for (list, _) in b.iter().chain(n.iter()) {
+        for r in *list {
+            if !names.contains(&r.reason.as_str()) {
+                names.push(&r.reason);
+            }
+        }
+    }
+    let pct_of = |side: Option<(&[ReasonShare], u64)>, name: &str| -> Option<f64> {
+        let (list, samples) = side?;
+        if samples == 0 {
+            return None;
+        }
+        Some(
+            list.iter()
+                .find(|r| r.reason == name)
+                .map_or(0.0, |r| r.pct),
+        )
+    };
+    let mut v: Vec<ReasonChange> = names
+        .into_iter()
+        .map(|name| {
+            let (x, y) = (pct_of(b, name), pct_of(n, name));
+            ReasonChange {
+                reason: name.to_owned(),
+                base_pct: x,
+                new_pct: y,
+                pct_points: x.zip(y).map(|(x, y)| y - x),
+            }
+        })
+        .collect();
+    let size = |c: &ReasonChange| {
+        c.pct_points
+            .map_or(c.base_pct.or(c.new_pct).unwrap_or(0.0), f64::abs)
+    };
+    v.sort_by(|a, c| size(c).total_cmp(&size(a)).then(a.reason.cmp(&c.reason)));
+    v
+}
+
+/// Compares the stall mixes of two traces' reports (built with [`pc_report_all`]).
+pub fn pc_diff_of<'a>(
+    b: Option<&'a PcReport>,
+    n: Option<&'a PcReport>,
+    top: usize,
+) -> Option<PcDiff> {
+    if b.is_none() && n.is_none() {
+        return None;
+    }
+    let key = |f: &FunctionStalls| f.raw_name.clone().unwrap_or_else(|| f.name.clone());
+    let mut by: HashMap<String, (Option<&FunctionStalls>, Option<&FunctionStalls>)> =
+        HashMap::new();
+    for f in b.iter().flat_map(|r| &r.functions) {
+        by.entry(key(f)).or_default().0 = Some(f);
+    }
+    for f in n.iter().flat_map(|r| &r.functions) {
+        by.entry(key(f)).or_default().1 = Some(f);
+    }
+    let mut functions: Vec<FunctionPcDiff> = by
+        .into_values()
+        .map(|(x, y)| {
+            let f = x.or(y).expect("one side has it");
+            let mut reasons = changes(side(x), side(y));
+            let largest = reasons
+                .iter()
+                .filter_map(|r| r.pct_points)
+                .map(f64::abs)
+                .fold(0.0, f64::max);
+            reasons.truncate(TOP_REASONS);
+            FunctionPcDiff {
+                name: f.name.clone(),
+                raw_name: f.raw_name.clone(),
+                base_samples: x.map(|f| f.samples),
+                new_samples: y.map(|f| f.samples),
+                reasons,
+                largest_change_points: largest,
+            }
+        })
+        .collect();
+    let both = |f: &FunctionPcDiff| f.base_samples.is_some() && f.new_samples.is_some();
+    let samples = |f: &FunctionPcDiff| f.base_samples.unwrap_or(0) + f.new_samples.unwrap_or(0);
+    functions.sort_by(|a, c| {
+        both(c)
+            .cmp(&both(a))
+            .then(c.largest_change_points.total_cmp(&a.largest_change_points))
+            .then(samples(c).cmp(&samples(a)))
+            .then(a.name.cmp(&c.name))
+    });
+    let function_count = functions.len() as u64;
+    functions.truncate(top);
+    let whole = |r: Option<&'a PcReport>| r.map(|r| (r.reasons.as_slice(), r.samples));
+    Some(PcDiff {
+        base_samples: b.map_or(0, |r| r.samples),
+        new_samples: n.map_or(0, |r| r.samples),
+        reasons: changes(whole(b), whole(n)),
+        function_count,
+        functions,
     })
 }
 
@@ -354,6 +510,37 @@ mod tests {
         assert_eq!(r.reasons[0].samples, 110);
         assert_eq!(r.lines.len(), 2);
         assert_eq!(r.lines[0].pct, 45.0);
+    }
+
+    #[test]
+    fn a_diff_says_how_each_functions_mix_moved() {
+        let ls = "smsp__pcsamp_warps_issue_stalled_long_scoreboard";
+        let sel = "smsp__pcsamp_warps_issue_stalled_selected";
+        let b = trace(&[
+            ("k", ls, 90, None),
+            ("k", sel, 10, None),
+            ("old", sel, 5, None),
+        ]);
+        let n = trace(&[("k", ls, 30, None), ("k", sel, 70, None)]);
+        let d = pc_diff_of(pc_report_all(&b).as_ref(), pc_report_all(&n).as_ref(), 10).unwrap();
+        assert_eq!((d.base_samples, d.new_samples), (105, 100));
+        assert_eq!(d.function_count, 2);
+        let k = &d.functions[0];
+        assert_eq!(
+            (k.name.as_str(), k.base_samples, k.new_samples),
+            ("k", Some(100), Some(100))
+        );
+        assert_eq!(k.largest_change_points, 60.0);
+        // Both moved 60 points; the names break the tie.
+        assert_eq!(k.reasons[0].reason, "long_scoreboard");
+        assert_eq!(k.reasons[0].pct_points, Some(-60.0));
+        assert_eq!(k.reasons[1].pct_points, Some(60.0));
+        // A function on one side only comes after, with no change to compare.
+        let old = &d.functions[1];
+        assert_eq!((old.base_samples, old.new_samples), (Some(5), None));
+        assert_eq!(old.reasons[0].new_pct, None);
+        assert_eq!(old.reasons[0].pct_points, None);
+        assert!(pc_diff_of(None, None, 10).is_none());
     }
 
     #[test]

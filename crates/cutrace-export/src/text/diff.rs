@@ -117,6 +117,8 @@ pub struct Json<'a> {
     counters: Option<&'a cutrace_analysis::counters::CountersDiff>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pm_samples: Option<&'a cutrace_analysis::pm::PmDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pc_samples: Option<&'a cutrace_analysis::pc::PcDiff>,
 }
 
 #[derive(serde::Serialize)]
@@ -149,6 +151,7 @@ pub fn json(d: &Diff) -> Json<'_> {
         steps: d.steps.as_ref(),
         counters: d.counters.as_ref(),
         pm_samples: d.pm_samples.as_ref(),
+        pc_samples: d.pc_samples.as_ref(),
     }
 }
 
@@ -254,6 +257,9 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     }
     if let Some(p) = &d.pm_samples {
         super::diff_pm::render_diff(o, p);
+    }
+    if let Some(p) = &d.pc_samples {
+        super::pc::render_diff(o, p);
     }
 }
 

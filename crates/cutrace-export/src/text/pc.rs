@@ -146,3 +146,62 @@ fn render_pc(o: &mut String, pc: &PcReport, top: usize) {
         );
     }
 }
+
+fn pct(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.1} %"))
+}
+
+fn change(c: &cutrace_analysis::pc::ReasonChange) -> String {
+    // Rounded first, so that a change below 0.05 reads +0.0, never -0.0.
+    c.pct_points.map_or_else(
+        || "-".into(),
+        |p| format!("{:+.1} points", (p * 10.0).round() / 10.0 + 0.0),
+    )
+}
+
+/// `cutrace diff`'s PC-sample part: the stall mix over every function, then per function,
+/// those whose mix moved most first.
+pub fn render_diff(o: &mut String, d: &cutrace_analysis::pc::PcDiff) {
+    let _ = writeln!(
+        o,
+        "\nStall reasons (PC sampling, whole traces): {} samples → {} samples",
+        d.base_samples, d.new_samples
+    );
+    for c in d.reasons.iter().take(6) {
+        let _ = writeln!(
+            o,
+            "    {:<20} {:>8} {:>8}  {}",
+            c.reason,
+            pct(c.base_pct),
+            pct(c.new_pct),
+            change(c)
+        );
+    }
+    for f in &d.functions {
+        let samples = |s: Option<u64>| s.map_or("absent".to_string(), |n| format!("{n} samples"));
+        let _ = writeln!(
+            o,
+            "  {}: {} → {}",
+            super::escape_controls(&f.name),
+            samples(f.base_samples),
+            samples(f.new_samples)
+        );
+        for c in f.reasons.iter().take(3) {
+            let _ = writeln!(
+                o,
+                "    {:<20} {:>8} {:>8}  {}",
+                c.reason,
+                pct(c.base_pct),
+                pct(c.new_pct),
+                change(c)
+            );
+        }
+    }
+    if d.functions.len() < d.function_count as usize {
+        let _ = writeln!(
+            o,
+            "  … {} more functions (--top N shows more)",
+            d.function_count as usize - d.functions.len()
+        );
+    }
+}

@@ -150,6 +150,16 @@ fn every_json_field_is_documented() {
         &mut seen,
     );
     assert!(seen.contains("change_points"));
+    // PC samples fill theirs: the H200's three kernels against a PyTorch step.
+    keys(
+        &json(&[
+            "diff",
+            "tests/fixtures/native/pc_kernels",
+            "tests/fixtures/native/pc_torch",
+        ]),
+        &mut seen,
+    );
+    assert!(seen.contains("largest_change_points"));
     let doc = std::fs::read_to_string(repo().join("docs/DIFF.md")).unwrap();
     let missing: Vec<&String> = seen
         .iter()

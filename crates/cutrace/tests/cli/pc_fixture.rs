@@ -192,3 +192,51 @@ fn pc_sampling_options_that_cannot_go_together_are_refused() {
         );
     }
 }
+
+#[test]
+fn diff_compares_stall_mixes_per_function() {
+    // The same kernels against themselves: every change is 0; against a PyTorch step, no
+    // function is shared and each side's stand alone.
+    let same = crate::util::cutrace_json(&[
+        "diff",
+        "tests/fixtures/native/pc_kernels",
+        "tests/fixtures/native/pc_kernels",
+    ]);
+    let pc = &same["pc_samples"];
+    assert_eq!(pc["base_samples"], pc["new_samples"]);
+    assert_eq!(pc["function_count"], 3);
+    for f in pc["functions"].as_array().unwrap() {
+        assert_eq!(f["largest_change_points"], 0.0, "{f}");
+    }
+    let other = crate::util::cutrace_json(&[
+        "diff",
+        "tests/fixtures/native/pc_kernels",
+        "tests/fixtures/native/pc_torch",
+    ]);
+    let pc = &other["pc_samples"];
+    let chain = pc["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["raw_name"] == "_Z10load_chainPKjPji")
+        .unwrap();
+    assert!(chain["new_samples"].is_null());
+    let ls = pc["reasons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["reason"] == "long_scoreboard")
+        .unwrap();
+    let (b, n) = (
+        ls["base_pct"].as_f64().unwrap(),
+        ls["new_pct"].as_f64().unwrap(),
+    );
+    assert!((ls["pct_points"].as_f64().unwrap() - (n - b)).abs() < 1e-9);
+    let text = crate::util::cutrace(&[
+        "diff",
+        "tests/fixtures/native/pc_kernels",
+        "tests/fixtures/native/pc_torch",
+    ]);
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("Stall reasons (PC sampling"), "{text}");
+}
