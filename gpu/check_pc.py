@@ -25,15 +25,19 @@ def load_json(name):
         return {}
 
 
-def times(name):
+def times(name, key):
+    """Median of `key` per variant (and repeats, when given) from a JSON-lines file of
+    {variant, repeats?, rep, rc, key}."""
     by = {}
     try:
         for line in open(os.path.join(out, name)):
-            v, _, rc, t = line.split()
-            if rc != "0":
-                fails.append(f"{name}: {v} exited {rc}")
-            by.setdefault(v, []).append(float(t))
-    except OSError as e:
+            r = json.loads(line)
+            v = r["variant"] + (f"_{r['repeats']}" if "repeats" in r else "")
+            if r["rc"] != 0:
+                fails.append(f"{name}: {v} run {r['rep']} exited {r['rc']}")
+            if r.get(key) is not None:
+                by.setdefault(v, []).append(float(r[key]))
+    except (OSError, ValueError, KeyError) as e:
         fails.append(f"{name}: {e}")
     return {v: statistics.median(ts) for v, ts in by.items()}
 
@@ -88,8 +92,24 @@ for k in KERNELS:
     if not o.get("pcs_with_line"):
         fails.append(f"{k}: no source line (built with -lineinfo)")
 
-t = times("pc_times.txt")
-tt = times("pc_torch_times.txt")
+t = times("pc_times.jsonl", "loop_s")
+tt = times("pc_torch_times.jsonl", "step_ms")
+for v in ("untraced_5", "cutrace_5", "ncu_5", "untraced_50", "cutrace_50"):
+    if v not in t:
+        fails.append(f"no loop time for {v}")
+# Per repeat (3 kernels), from the 5- and 50-repeat runs; the start is what the 5-repeat run
+# spent beyond 5 repeats.
+per = lambda v: (t[f"{v}_50"] - t[f"{v}_5"]) / 45 if f"{v}_50" in t and f"{v}_5" in t else None
+per_u, per_c = per("untraced"), per("cutrace")
+start_c = t["cutrace_5"] - 5 * per_c if per_c is not None else None
+per_ncu = t["ncu_5"] / 5 if "ncu_5" in t else None
+mps = ""
+try:
+    mps = open(os.path.join(out, "mps_out.txt")).read().strip().splitlines()[-1]
+    mps_pc = (json.load(open(os.path.join(out, "pc_mps_report.json"))).get("pc_samples") or {})
+    mps += f"; samples {mps_pc.get('samples')}; error {(mps_pc.get('collection') or {}).get('error')}"
+except (OSError, ValueError, IndexError) as e:
+    mps += f" ({e})"
 torch = load_json("pc_torch_report.json").get("pc_samples") or {}
 tk = torch.get("functions", [])
 if not tk:
@@ -101,9 +121,10 @@ coll = pc.get("collection") or {}
 ratio = lambda a, b: round(a / b, 3) if a and b else None
 print(json.dumps({
     "mode": "pc sampling", "ok": not fails, "cutrace": ours, "ncu": ncu,
-    "kernels_s": t, "slowdown_cutrace": ratio(t.get("cutrace"), t.get("untraced")),
-    "slowdown_ncu": ratio(t.get("ncu"), t.get("untraced")),
+    "kernels_s": t, "per_repeat_s": {"untraced": per_u, "cutrace": per_c, "ncu": per_ncu},
+    "cutrace_start_s": start_c, "slowdown_cutrace": ratio(per_c, per_u),
+    "slowdown_ncu": ratio(per_ncu, per_u),
     "torch_s": tt, "torch_slowdown": ratio(tt.get("cutrace"), tt.get("untraced")),
     "torch_functions": torch.get("function_count"), "torch_samples": torch.get("samples"),
     "samples_total": coll.get("samples_total"), "samples_dropped": coll.get("samples_dropped"),
-    "pcs_lost": coll.get("pcs_lost"), "error": coll.get("error"), "fails": fails}))
+    "pcs_lost": coll.get("pcs_lost"), "error": coll.get("error"), "mps": mps, "fails": fails}))

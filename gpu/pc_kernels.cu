@@ -8,6 +8,7 @@
 //                eligible, picked (selected) or ready but not picked (not_selected).
 // Built with -lineinfo so cutrace maps PCs to these lines. usage: pc_kernels [repeats, default 20]
 #include <cuda_runtime.h>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -60,12 +61,15 @@ int main(int argc, char **argv) {
     CK(cudaMalloc(&out, 1 << 24));
     CK(cudaMalloc(&f, 1 << 24));
     CK(cudaMemcpy(next, h.data(), n * sizeof(unsigned), cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize());
+    auto t0 = std::chrono::steady_clock::now();
     for (int r = 0; r < repeats; ++r) {
         load_chain<<<528, 256>>>(next, out, 2000);
         barrier_wait<<<528, 256>>>(f, 200, 200);
         fma_dense<<<528 * 4, 256>>>(f, 20000);
     }
     CK(cudaDeviceSynchronize());
-    std::printf("pc_kernels: %d repeats done\n", repeats);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("{\"repeats\":%d,\"loop_s\":%.6f}\n", repeats, s);
     return 0;
 }

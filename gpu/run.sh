@@ -287,42 +287,63 @@ fi
 if has pc_sampling; then
   # cutrace profile --pc-sampling on three kernels whose stalls are known by construction
   # (gpu/pc_kernels.cu), beside Nsight Compute's warp-state counters for the same kernels, and a
-  # PyTorch step; timings alternate untraced / cutrace / ncu. gpu/check_pc.py compares them.
+  # PyTorch training step (gpu/bench_torch.py); pinned to a core, the variants alternated.
+  # gpu/check_pc.py compares them. Last, the kernels under MPS. Everything lands in pc.tar.gz.
   log "pc sampling"
+  P="$W/pc"; mkdir -p "$P"
   nvcc -O2 -lineinfo -arch=sm_90 -o "$W/pc_kernels" "$G/pc_kernels.cu" > "$W/logs/pc_kernels.build" 2>&1 || cat "$W/logs/pc_kernels.build"
   NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
-  : > "$W/pc_times.txt"
+  # Each variant at 5 and (but ncu, 0.2 s a kernel) 50 repeats: the difference is the cost per
+  # repeat, what is left of the 5-repeat time the cost of starting.
+  : > "$P/pc_times.jsonl"
   for rep in 1 2 3; do
-    for v in untraced cutrace ncu; do
-      [ $v = cutrace ] && rm -rf "$W/pc_run"
-      t0=$(date +%s.%N)
+    for vn in untraced:5 cutrace:5 ncu:5 untraced:50 cutrace:50; do
+      v=${vn%:*}; n=${vn#*:}
       case $v in
-        untraced) taskset -c 2 "$W/pc_kernels" 5 > /dev/null 2>> "$W/logs/pc_untraced.err" ;;
-        cutrace) taskset -c 2 "$CT" profile --pc-sampling -q -o "$W/pc_run" -- "$W/pc_kernels" 5 > /dev/null 2>> "$W/logs/pc_cutrace.err" ;;
+        untraced) taskset -c 2 "$W/pc_kernels" $n > "$W/pc_out.txt" 2>> "$W/logs/pc_untraced.err" ;;
+        cutrace) rm -rf "$W/pc_run"
+                 taskset -c 2 "$CT" profile --pc-sampling -q -o "$W/pc_run" -- "$W/pc_kernels" $n > "$W/pc_out.txt" 2>> "$W/logs/pc_cutrace.err" ;;
         ncu) taskset -c 2 "$NCU" --csv --page raw --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
-               -k 'regex:load_chain|barrier_wait|fma_dense' "$W/pc_kernels" 5 > "$W/ncu_stalls.csv" 2>> "$W/logs/pc_ncu.err" ;;
+               -k 'regex:load_chain|barrier_wait|fma_dense' "$W/pc_kernels" $n > "$P/ncu_stalls.csv" 2>> "$W/logs/pc_ncu.err" ;;
       esac
-      echo "$v $rep $? $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')" >> "$W/pc_times.txt"
+      rc=$?
+      src="$W/pc_out.txt"; [ $v = ncu ] && src="$P/ncu_stalls.csv"
+      loop=$(grep -o '"loop_s":[0-9.]*' "$src" 2>/dev/null | tail -1 | cut -d: -f2); rm -f "$W/pc_out.txt"
+      echo "{\"variant\":\"$v\",\"repeats\":$n,\"rep\":$rep,\"rc\":$rc,\"loop_s\":${loop:-null}}" >> "$P/pc_times.jsonl"
+      # The trace the report and the fixture come from: the 5-repeat one.
+      [ $vn = cutrace:5 ] && { rm -rf "$W/pc_keep"; cp -r "$W/pc_run" "$W/pc_keep"; }
     done
   done
+  rm -rf "$W/pc_run"; mv "$W/pc_keep" "$W/pc_run"
   mkdir -p "$W/fix/pc_kernels"; cp "$W"/pc_run/*.cutrace "$W/fix/pc_kernels/" 2>/dev/null
-  "$CT" report "$W/pc_run" --format json > "$OUT/pc_report.json" 2> "$W/logs/pc_report.err"
-  "$CT" report "$W/pc_run" > "$OUT/pc_report.txt" 2>&1
-  cp "$W/ncu_stalls.csv" "$W/pc_times.txt" "$OUT/" 2>/dev/null
-  # A PyTorch step (gpu/torch_steps.py's model) under --pc-sampling, and untraced.
-  : > "$W/pc_torch_times.txt"
+  "$CT" report "$W/pc_run" --format json > "$P/pc_report.json" 2> "$W/logs/pc_report.err"
+  "$CT" report "$W/pc_run" > "$P/pc_report.txt" 2>&1
+  : > "$P/pc_torch_times.jsonl"
   for rep in 1 2 3; do
     for v in untraced cutrace; do
-      rm -rf "$W/pc_torch"; t0=$(date +%s.%N)
-      if [ $v = untraced ]; then timeout 300 taskset -c 2 python3 "$G/torch_steps.py" > /dev/null 2>> "$W/logs/pc_torch.err"
-      else timeout 300 taskset -c 2 "$CT" profile --pc-sampling -q -o "$W/pc_torch" -- python3 "$G/torch_steps.py" > /dev/null 2>> "$W/logs/pc_torch.err"; fi
-      echo "$v $rep $? $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{print a-b}')" >> "$W/pc_torch_times.txt"
+      rm -f "$W/bt.json"
+      if [ $v = untraced ]; then EAGER_BATCHES=0 timeout 300 taskset -c 2 python3 "$G/bench_torch.py" --json "$W/bt.json" > /dev/null 2>> "$W/logs/pc_torch.err"
+      else rm -rf "$W/pc_torch"
+           EAGER_BATCHES=0 timeout 300 taskset -c 2 "$CT" profile --pc-sampling -q -o "$W/pc_torch" -- python3 "$G/bench_torch.py" --json "$W/bt.json" > /dev/null 2>> "$W/logs/pc_torch.err"; fi
+      rc=$?
+      ms=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["train_ms_per_step"])' "$W/bt.json" 2>/dev/null)
+      echo "{\"variant\":\"$v\",\"rep\":$rep,\"rc\":$rc,\"step_ms\":${ms:-null}}" >> "$P/pc_torch_times.jsonl"
     done
   done
-  "$CT" report "$W/pc_torch" --format json > "$OUT/pc_torch_report.json" 2>> "$W/logs/pc_report.err"
+  "$CT" report "$W/pc_torch" --format json > "$P/pc_torch_report.json" 2>> "$W/logs/pc_report.err"
   mkdir -p "$W/fix/pc_torch"; cp "$W"/pc_torch/*.cutrace "$W/fix/pc_torch/" 2>/dev/null
-  cp "$W/pc_torch_times.txt" "$OUT/" 2>/dev/null
-  python3 "$G/check_pc.py" "$OUT" >> "$R"
+  # Under MPS: what CUPTI's PC sampling does for an MPS client.
+  export CUDA_MPS_PIPE_DIRECTORY=$W/mps_pipe CUDA_MPS_LOG_DIRECTORY=$W/mps_log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    timeout 120 "$CT" profile --pc-sampling -o "$W/pc_mps" -- "$W/pc_kernels" 2 > "$P/mps_out.txt" 2> "$P/mps_err.txt"; echo "rc=$?" >> "$P/mps_out.txt"
+    "$CT" report "$W/pc_mps" --format json > "$P/pc_mps_report.json" 2>> "$P/mps_err.txt"
+    echo quit | nvidia-cuda-mps-control
+  else echo "no MPS daemon" > "$P/mps_out.txt"; fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+  cp "$W"/logs/pc_*.err "$P/" 2>/dev/null
+  python3 "$G/check_pc.py" "$P" | tee "$P/check.json" >> "$R"
+  tar -czf "$OUT/pc.tar.gz" -C "$W" pc
 fi
 
 if has others; then

@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 22] = [
+const NATIVE: [&str; 24] = [
     "api_header/copy_overlap",
     "sigkill",
     "multiproc",
@@ -40,6 +40,8 @@ const NATIVE: [&str; 22] = [
     "spawn_run_id",
     "sample_pm",
     "torchrun_gloo",
+    "pc_kernels",
+    "pc_torch",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
@@ -250,6 +252,12 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
     if let Some(pm) = x.as_object_mut().and_then(|o| o.remove("pm_samples")) {
         assert!(pm["samples"].as_u64() > Some(0), "{}", src.display());
         assert!(y.get("pm_samples").is_none(), "{}", src.display());
+    }
+    // PC samples have no time: the timeline exports leave them out (the pc_samples table and
+    // --pprof carry them), so the export's report has no pc_samples section.
+    if let Some(pc) = x.as_object_mut().and_then(|o| o.remove("pc_samples")) {
+        assert!(pc["samples"].as_u64() > Some(0), "{}", src.display());
+        assert!(y.get("pc_samples").is_none(), "{}", src.display());
     }
     if let Some(d) = first_difference(&x, &y, "report") {
         panic!("{}: the reports differ at {d}", src.display());

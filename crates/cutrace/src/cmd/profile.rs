@@ -54,6 +54,19 @@ names the likely holder (the doctor's counter-holders check). Under MPS, Range P
 exact counters on an H200 (gpu/mps.sh), but a kernel's counters may include other MPS clients'
 work beside it; a note says so when an MPS daemon is active. (`cutrace sample` refuses MPS.)
 
+PC sampling (--pc-sampling): CUPTI's PC Sampling API in continuous mode samples each SM's warps
+every 2^N cycles (--pc-interval N; default CUPTI's, by SM count) and counts, per instruction,
+the warp state it found (long_scoreboard: waiting on global memory; barrier; selected: issuing;
+not_selected: eligible, another warp issued; …). Kernels are not serialized or replayed, so the
+program runs as it would: on an H200 a PyTorch training step took 1.10x its untraced time, and
+three test kernels about 13x at this default period plus 0.3 s to start, against Nsight
+Compute's 118x on the same kernels (BENCHMARKS.md). `cutrace report` gives each kernel's stall
+mix and hottest source lines (build with `nvcc -lineinfo` for lines); `cutrace convert --pprof`
+writes a pprof profile. Continuous mode cannot name the launch a sample came from, so samples
+are per kernel name, not per launch, and PC samples carry no time (the whole run, whatever
+--from/--to say). PC sampling worked under MPS on the H200; it needs the same profiling
+permission as counters, and fails with the same messages when another profiler holds the GPU.
+
 Exit status: the program's own; 125 when cutrace itself fails before the program starts (a bad
 option or set, --list-metrics errors), as for `cutrace record`. A metric the GPU does not have is
 refused when the program creates its first CUDA context: one line names it and tracing carries

@@ -1,7 +1,7 @@
 //! `cutrace profile --pc-sampling` traces recorded on the H200 (CUDA 13.0, driver 580,
 //! 2026-12-02, `gpu/run.sh` phase pc_sampling): `tests/fixtures/native/pc_kernels` holds
 //! gpu/pc_kernels.cu's three kernels, built with `-lineinfo`, each made to stall one way;
-//! `pc_torch` a PyTorch training step (gpu/torch_steps.py), whose library kernels have no line
+//! `pc_torch` 100 PyTorch training steps (gpu/bench_torch.py), whose library kernels have no line
 //! information. The report must name each kernel's stall as the kernel was built to show it (and
 //! as Nsight Compute's warp-state counters named it on the same run: long_scoreboard, barrier,
 //! not_selected), map the loads to their source line, and account for every sample CUPTI counted.
@@ -31,8 +31,8 @@ fn each_kernel_stalls_as_it_was_built_to_at_its_source_line() {
     assert_eq!(chain["is_kernel"], true);
     assert_eq!(chain["reasons"][0]["reason"], "long_scoreboard");
     assert!(chain["reasons"][0]["pct"].as_f64().unwrap() > 95.0);
-    // `i = next[i];` is line 21 of gpu/pc_kernels.cu.
-    assert_eq!(chain["lines"][0]["line"], 21);
+    // `i = next[i];` is line 22 of gpu/pc_kernels.cu.
+    assert_eq!(chain["lines"][0]["line"], 22);
     assert!(chain["lines"][0]["file"]
         .as_str()
         .unwrap()
@@ -40,10 +40,10 @@ fn each_kernel_stalls_as_it_was_built_to_at_its_source_line() {
     assert_eq!(chain["pcs_with_line"], chain["pcs"]);
     let barrier = function(pc, "barrier_wait(");
     assert_eq!(barrier["reasons"][0]["reason"], "barrier");
-    // The cubin's line table puts the barrier instruction on line 28, the loop's `for`, not on
-    // line 32's `__syncthreads()` (nvcc -O2 placed it at the loop head); Nsight Compute's
+    // The cubin's line table puts the barrier instruction on line 29, the loop's `for`, not on
+    // line 33's `__syncthreads()` (nvcc -O2 placed it at the loop head); Nsight Compute's
     // source view reads the same table.
-    assert_eq!(barrier["lines"][0]["line"], 28);
+    assert_eq!(barrier["lines"][0]["line"], 29);
     assert_eq!(barrier["lines"][0]["reasons"][0]["reason"], "barrier");
     let fma = function(pc, "fma_dense(");
     let eligible = fma["samples_eligible"].as_u64().unwrap() as f64;
