@@ -29,6 +29,7 @@ pub mod summary;
 pub mod timeline;
 pub mod transfers;
 pub mod units;
+pub mod verdict;
 pub mod window;
 
 pub use correlate::{

@@ -168,6 +168,9 @@ pub const SCHEMA_VERSION: u32 = 1;
 pub struct Report {
     /// [`SCHEMA_VERSION`].
     pub schema_version: u32,
+    /// The first answer, per GPU ([`crate::verdict`]): busy, compute and communication apart,
+    /// what the idle time waited on, the largest gaps, the step time.
+    pub summary: crate::verdict::Summary,
     pub trace: TraceInfo,
     /// The time window, when one was given.
     pub window: Option<WindowInfo>,
@@ -223,6 +226,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             }
         }
     }
+    report.summary = crate::verdict::summary(trace, &report);
     Ok(report)
 }
 
@@ -310,6 +314,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
     let (bounds, inverted) = record_facts(trace);
     Ok(Report {
         schema_version: SCHEMA_VERSION,
+        summary: crate::verdict::Summary::default(),
         trace: TraceInfo {
             source: match trace.meta.source {
                 SourceFormat::Native => "native",

@@ -40,6 +40,7 @@ pub(super) fn body<'a>(
     lod: &'a TimelineLod,
     id: &str,
 ) -> TimelineData<'a> {
+    verdict(o, r);
     trace_line(o, r);
     data_loss(o, r);
     o.push_str("<h2>GPUs</h2>");
@@ -88,6 +89,31 @@ fn trace_line(o: &mut String, r: &Report) {
         );
     }
     o.push_str(".</p>\n");
+}
+
+/// The first answer, as the text report's first lines say it (`summary` in the JSON).
+fn verdict(o: &mut String, r: &Report) {
+    let mut lines: Vec<String> = r
+        .summary
+        .devices
+        .iter()
+        .map(crate::text::verdict::device_line)
+        .collect();
+    if let Some(m) = r.summary.step_median_ns {
+        lines.push(format!(
+            "steps: {}, median {}",
+            r.summary.steps,
+            crate::text::verdict::short_ns(m)
+        ));
+    }
+    if lines.is_empty() {
+        return;
+    }
+    o.push_str("<section id=\"verdict\" class=\"box\">");
+    for l in lines {
+        let _ = write!(o, "<p class=\"verdict\">{}</p>", escape(&l));
+    }
+    o.push_str("</section>");
 }
 
 /// Data loss and the recorder's notes: always shown, at the top, red when anything was lost.

@@ -8,6 +8,7 @@ pub mod job;
 pub mod pc;
 pub mod pm;
 pub mod report;
+pub mod verdict;
 
 use std::borrow::Cow;
 use std::fmt::Write as _;

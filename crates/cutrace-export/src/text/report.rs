@@ -57,6 +57,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
         path.display(),
         r.trace.source
     );
+    super::verdict::render(o, &r.summary);
     let _ = writeln!(
         o,
         "records: {} kernels, {} memcpys, {} memsets, {} API calls, {} annotation ranges",

@@ -1,0 +1,101 @@
+//! The first lines of `cutrace report`'s text: the verdict per GPU ([`cutrace_analysis::verdict`]),
+//! in words and with one unit per figure chosen from its size.
+
+use std::fmt::Write;
+
+use cutrace_analysis::verdict::{DeviceVerdict, Summary};
+use cutrace_trace::Ns;
+
+/// A duration for a sentence: ns below 1 µs, then µs, ms or s with three significant digits at
+/// most (`648 µs`, `3.51 ms`, `12.3 s`).
+pub fn short_ns(ns: Ns) -> String {
+    let (v, unit) = match ns {
+        0..=999 => return format!("{ns} ns"),
+        1_000..=999_999 => (ns as f64 / 1e3, "µs"),
+        1_000_000..=999_999_999 => (ns as f64 / 1e6, "ms"),
+        _ => (ns as f64 / 1e9, "s"),
+    };
+    let digits = if v >= 100.0 {
+        0
+    } else if v >= 10.0 {
+        1
+    } else {
+        2
+    };
+    format!("{v:.digits$} {unit}")
+}
+
+/// One GPU's verdict: "GPU 0: busy 77.7 % of 3.51 ms (compute 77.7 %, communication 0.0 %);
+/// idle 22.3 %, 99.2 % of it waiting for the host: 2 gaps of 124 µs–648 µs hold 99.0 % of it".
+pub fn device_line(d: &DeviceVerdict) -> String {
+    let mut s = format!(
+        "GPU {}: busy {:.1} % of {} (compute {:.1} %, communication {:.1} %",
+        d.device,
+        d.busy_pct,
+        short_ns(d.window_ns),
+        d.compute_pct,
+        d.communication_pct
+    );
+    if d.communication_ns > 0 {
+        let _ = write!(
+            s,
+            ", {} of it exposed",
+            short_ns(d.exposed_communication_ns)
+        );
+    }
+    s.push(')');
+    if d.idle_ns == 0 {
+        s.push_str("; no idle time");
+        return s;
+    }
+    let _ = write!(s, "; idle {:.1} %", d.idle_pct);
+    if let Some(p) = d.idle_waiting_for_host_pct {
+        let _ = write!(s, ", {p:.1} % of it waiting for the host");
+    }
+    match d.largest_gaps {
+        0 => {}
+        1 => {
+            let _ = write!(
+                s,
+                ": 1 gap of {} holds {:.1} % of it",
+                short_ns(d.largest_gaps_max_ns),
+                d.largest_gaps_idle_pct
+            );
+        }
+        n => {
+            let _ = write!(
+                s,
+                ": {n} gaps of {}–{} hold {:.1} % of it",
+                short_ns(d.largest_gaps_min_ns),
+                short_ns(d.largest_gaps_max_ns),
+                d.largest_gaps_idle_pct
+            );
+        }
+    }
+    s
+}
+
+/// The verdict lines: one per GPU, then the steps' median when there are steps.
+pub fn render(o: &mut String, s: &Summary) {
+    for d in &s.devices {
+        let _ = writeln!(o, "{}", device_line(d));
+    }
+    if let Some(m) = s.step_median_ns {
+        let _ = writeln!(o, "steps: {}, median {}", s.steps, short_ns(m));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_one_unit_with_three_digits() {
+        assert_eq!(short_ns(999), "999 ns");
+        assert_eq!(short_ns(1_500), "1.50 µs");
+        assert_eq!(short_ns(647_930), "648 µs");
+        assert_eq!(short_ns(3_508_382), "3.51 ms");
+        assert_eq!(short_ns(50_000_000), "50.0 ms");
+        assert_eq!(short_ns(12_345_000_000), "12.3 s");
+    }
+}
