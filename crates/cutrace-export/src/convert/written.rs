@@ -143,9 +143,9 @@ impl Written {
                 counter_lines,
             } => chrome_lines(out, file, trace, counter_lines),
             Written::Pprof { out, file } => vec![format!(
-                "wrote {} of PC samples ({}, {}) to {} (go tool pprof, speedscope; label \
-                 stall_reason)",
-                count(file.samples as usize, "sample", "samples"),
+                "wrote {} (one per instruction and warp state, label stall_reason; {}, {}) to \
+                 {} for go tool pprof or speedscope",
+                count(file.samples as usize, "pprof sample", "pprof samples"),
                 count(file.locations as usize, "instruction", "instructions"),
                 count(file.functions as usize, "function", "functions"),
                 shown(out)

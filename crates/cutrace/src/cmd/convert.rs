@@ -20,7 +20,9 @@ use cutrace_export::convert::{ConvertPlan, JobPlan, Request};
 /// shape torch.profiler (Kineto) exports: ui.perfetto.dev, chrome://tracing, Holistic Trace
 /// Analysis and TensorBoard open it, and `cutrace report` reads it back to the same numbers.
 /// --perfetto writes Perfetto's protobuf format: a quarter of the JSON's size, for traces too
-/// big for the JSON importers. Give any of --csv, --parquet, --chrome, --perfetto, each its own
+/// big for the JSON importers. --pprof writes the PC samples of a `cutrace profile
+/// --pc-sampling` trace as a pprof profile. Give any of --csv, --parquet, --chrome, --perfetto,
+/// --pprof, each its own
 /// path (--csv and --parquet may share a directory: their file names differ). A trace the
 /// recorder did not finish is converted as far as it was recovered, and said to be incomplete.
 #[derive(clap::Args)]
@@ -70,7 +72,7 @@ pub struct Args {
     /// expect: name it `.pb.gz`); `-` writes it to stdout (not a terminal).
     #[arg(long, value_name = "OUT.pb.gz")]
     pprof: Option<PathBuf>,
-    /// Overwrite the --chrome / --perfetto file if it exists, and replace the tables in a
+    /// Overwrite the --chrome / --perfetto / --pprof file if it exists, and replace the tables in a
     /// --csv / --parquet directory that holds some: the tables of the format not written this
     /// time are removed from it, so a directory never mixes two exports.
     #[arg(long)]

@@ -75,7 +75,8 @@ on, or, with --require-counters, the program stops with exit 125."#,
     )
 }
 
-/// Per-kernel hardware counters beside the trace (Range Profiling), or the metrics a chip has.
+/// Per-kernel hardware counters beside the trace (Range Profiling), where warps stall
+/// (--pc-sampling), or the metrics a chip has.
 ///
 /// Runs CMD as `cutrace record` does, and reads the chosen metrics for each kernel: one range per
 /// kernel, with kernel replay, started and stopped in the kernel's launch callback, so each
@@ -85,6 +86,9 @@ on, or, with --require-counters, the program stops with exit 125."#,
 /// (`cutrace doctor` says whether this machine has it) and no other counter user (DCGM's
 /// profiling metrics, Nsight Compute, another profiler). Without them tracing carries on and the
 /// trace says why the counters are missing; --require-counters makes that fatal instead.
+/// With --pc-sampling no counter is read and nothing is serialized or replayed: CUPTI samples
+/// where each warp is and why it waits (see below); --set, --metrics, --kernels, --max-kernels
+/// and --every do not apply and are refused beside it.
 #[derive(clap::Args)]
 #[command(after_long_help = after_help())]
 pub struct Args {
@@ -116,8 +120,8 @@ pub struct Args {
     /// Profile every Nth matching kernel (1 = all).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     every: Option<u64>,
-    /// Stop the program (exit 125 from the injection's first failure) when counters cannot be
-    /// read, instead of tracing without them.
+    /// Stop the program (exit 125 from the injection's first failure) when counters (or, with
+    /// --pc-sampling, PC samples) cannot be read, instead of tracing without them.
     #[arg(long)]
     require_counters: bool,
     /// Pause DCGM's profiling metrics (`dcgmi profile --pause`) while the program runs and

@@ -112,7 +112,7 @@ fn pc_samples_convert_to_a_table_and_a_pprof_profile() {
     ]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{err}");
-    assert!(err.contains("of PC samples"), "{err}");
+    assert!(err.contains("pprof samples"), "{err}");
     // gzip, as pprof's tools read it.
     let bytes = std::fs::read(&prof).unwrap();
     assert_eq!(&bytes[..2], &[0x1f, 0x8b]);
