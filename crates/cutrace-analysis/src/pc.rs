@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use cutrace_trace::{PcSamplingInfo, Trace};
 use serde::Serialize;
 
-use crate::names::name_pair;
+use crate::names::{held, name_pair};
 use crate::summary::pct;
 
 /// The prefix of CUPTI's stall-reason counters.
@@ -126,28 +126,56 @@ pub struct PcReport {
     pub collection: Option<PcSamplingInfo>,
 }
 
+/// The longest stall-reason name a report holds (CUPTI's own are under
+/// `CUPTI_STALL_REASON_STRING_SIZE`, 128 bytes); a longer one from a hostile trace is cut.
+const REASON_BYTES: usize = 128;
+
+/// One function's samples, by string ids (names are made only for what is listed).
 #[derive(Default)]
 struct Acc {
+    samples: u64,
     reasons: HashMap<u32, u64>,
     not_issued: u64,
+    eligible: u64,
+    /// (cubin CRC, PC offset) → has a source line.
     pcs: HashMap<(u64, u64), bool>,
     /// (file id, line) → reasons.
     lines: HashMap<(u32, u32), HashMap<u32, u64>>,
 }
 
+fn add(a: &mut u64, n: u64) {
+    *a = a.saturating_add(n);
+}
+
+/// A reason's short name as a report holds it.
+fn reason_name(trace: &Trace, r: u32) -> String {
+    let s = short(trace.str(r));
+    let mut end = s.len().min(REASON_BYTES);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_owned()
+}
+
 fn shares(counts: &HashMap<u32, u64>, trace: &Trace, whole: u64, top: usize) -> Vec<ReasonShare> {
-    let mut v: Vec<ReasonShare> = counts
+    let mut v: Vec<(u64, u32)> = counts
         .iter()
         .filter(|(_, &n)| n > 0)
-        .map(|(&r, &n)| ReasonShare {
-            reason: short(trace.str(r)).to_owned(),
+        .map(|(&r, &n)| (n, r))
+        .collect();
+    // Largest first; ties by the name, so the order is the trace's whatever its string ids.
+    v.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then_with(|| short(trace.str(a.1)).cmp(short(trace.str(b.1))))
+    });
+    v.truncate(top);
+    v.into_iter()
+        .map(|(n, r)| ReasonShare {
+            reason: reason_name(trace, r),
             samples: n,
             pct: pct(n, whole),
         })
-        .collect();
-    v.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.reason.cmp(&b.reason)));
-    v.truncate(top);
-    v
+        .collect()
 }
 
 fn short(name: &str) -> &str {
@@ -157,126 +185,158 @@ fn short(name: &str) -> &str {
     }
 }
 
-fn lines_of(
-    lines: &HashMap<(u32, u32), HashMap<u32, u64>>,
-    function: &str,
-    trace: &Trace,
-    whole: u64,
-    top: usize,
-) -> Vec<(u64, LineStalls)> {
-    let mut v: Vec<(u64, LineStalls)> = lines
-        .iter()
-        .map(|(&(file, line), reasons)| {
-            let samples: u64 = reasons.values().sum();
-            let l = LineStalls {
-                file: trace.str(file).to_owned(),
-                line,
-                function: function.to_owned(),
-                samples,
-                pct: pct(samples, whole),
-                reasons: shares(reasons, trace, samples, 3),
-            };
-            (samples, l)
-        })
-        .collect();
-    v.sort_by(|a, b| {
+/// A line's samples, by ids: (samples, function id, file id, line, its reasons).
+type LineAcc<'a> = (u64, u32, u32, u32, &'a HashMap<u32, u64>);
+
+fn line_sum(reasons: &HashMap<u32, u64>) -> u64 {
+    reasons.values().fold(0u64, |a, &n| a.saturating_add(n))
+}
+
+/// The `top` largest lines of `lines`, by samples, then file, line and function.
+fn top_lines<'a>(trace: &Trace, mut lines: Vec<LineAcc<'a>>, top: usize) -> Vec<LineAcc<'a>> {
+    lines.sort_by(|a, b| {
         b.0.cmp(&a.0)
-            .then(a.1.file.cmp(&b.1.file))
-            .then(a.1.line.cmp(&b.1.line))
+            .then_with(|| trace.str(a.2).cmp(trace.str(b.2)))
+            .then(a.3.cmp(&b.3))
+            .then_with(|| trace.str(a.1).cmp(trace.str(b.1)))
     });
-    v.truncate(top);
-    v
+    lines.truncate(top);
+    lines
+}
+
+fn line_stalls(trace: &Trace, l: &LineAcc, whole: u64) -> LineStalls {
+    LineStalls {
+        file: held(trace.str(l.2)),
+        line: l.3,
+        function: name_pair(trace.str(l.1)).0,
+        samples: l.0,
+        pct: pct(l.0, whole),
+        reasons: shares(l.4, trace, l.0, 3),
+    }
 }
 
 /// The PC samples per function, line and reason, with the `top` functions; `None` for a trace
 /// without any (and without PC sampling facts).
 pub fn pc_report(trace: &Trace, top: usize) -> Option<PcReport> {
-    pc_report_with(trace, top, TOP_REASONS)
+    pc_report_with(trace, top, TOP_REASONS, true)
 }
 
-/// [`pc_report`] with every function and every reason of each (what a diff matches).
+/// [`pc_report`] with every function and every reason of each, and no lines (what a diff
+/// matches).
 pub fn pc_report_all(trace: &Trace) -> Option<PcReport> {
-    pc_report_with(trace, usize::MAX, usize::MAX)
+    pc_report_with(trace, usize::MAX, usize::MAX, false)
 }
 
-fn pc_report_with(trace: &Trace, top: usize, top_reasons: usize) -> Option<PcReport> {
+/// What a counter name is, once per distinct name: 0 not a state, 1 a stall, 2 an eligible
+/// state (selected, not_selected), 3 a not-issued subset.
+fn kind_code(name: &str) -> u8 {
+    match reason_kind(name) {
+        ReasonKind::State(r) if is_eligible(r) => 2,
+        ReasonKind::State(_) => 1,
+        ReasonKind::NotIssued(_) => 3,
+        ReasonKind::Other => 0,
+    }
+}
+
+/// Every function's samples, by ids, and the trace's per reason.
+fn accumulate(trace: &Trace, with_lines: bool) -> (HashMap<u32, Acc>, HashMap<u32, u64>) {
+    let mut kinds: HashMap<u32, u8> = HashMap::new();
+    let mut by_function: HashMap<u32, Acc> = HashMap::new();
+    let mut total: HashMap<u32, u64> = HashMap::new();
+    for s in &trace.pc_samples {
+        let kind = *kinds
+            .entry(s.stall_reason)
+            .or_insert_with(|| kind_code(trace.str(s.stall_reason)));
+        let a = by_function.entry(s.function).or_default();
+        let has_line = s.source_file.is_some() && s.source_line > 0;
+        *a.pcs.entry((s.cubin_crc, s.pc_offset)).or_insert(false) |= has_line;
+        match kind {
+            1 | 2 => {
+                add(&mut a.samples, s.samples);
+                add(a.reasons.entry(s.stall_reason).or_default(), s.samples);
+                add(total.entry(s.stall_reason).or_default(), s.samples);
+                if kind == 2 {
+                    add(&mut a.eligible, s.samples);
+                }
+                if let (true, true, Some(f)) = (with_lines, has_line, s.source_file) {
+                    let l = a.lines.entry((f, s.source_line)).or_default();
+                    add(l.entry(s.stall_reason).or_default(), s.samples);
+                }
+            }
+            3 => add(&mut a.not_issued, s.samples),
+            _ => {}
+        }
+    }
+    (by_function, total)
+}
+
+fn pc_report_with(
+    trace: &Trace,
+    top: usize,
+    top_reasons: usize,
+    with_lines: bool,
+) -> Option<PcReport> {
     let collection = trace.meta.pc_sampling.clone();
     if trace.pc_samples.is_empty() && collection.is_none() {
         return None;
     }
     let kernel_names: std::collections::HashSet<u32> =
         trace.kernels.iter().map(|k| k.name).collect();
-    let mut by_function: HashMap<u32, Acc> = HashMap::new();
-    let mut total: HashMap<u32, u64> = HashMap::new();
-    for s in &trace.pc_samples {
-        let kind = reason_kind(trace.str(s.stall_reason));
-        let a = by_function.entry(s.function).or_default();
-        let has_line = s.source_file.is_some() && s.source_line > 0;
-        let seen = a.pcs.entry((s.cubin_crc, s.pc_offset)).or_insert(false);
-        *seen |= has_line;
-        match kind {
-            ReasonKind::State(_) => {
-                *a.reasons.entry(s.stall_reason).or_default() += s.samples;
-                *total.entry(s.stall_reason).or_default() += s.samples;
-                if let (true, Some(f)) = (has_line, s.source_file) {
-                    *a.lines
-                        .entry((f, s.source_line))
-                        .or_default()
-                        .entry(s.stall_reason)
-                        .or_default() += s.samples;
-                }
-            }
-            ReasonKind::NotIssued(_) => a.not_issued += s.samples,
-            ReasonKind::Other => {}
-        }
-    }
-    let samples: u64 = total.values().sum();
-    let mut all_lines: Vec<(u64, LineStalls)> = Vec::new();
-    let mut functions: Vec<FunctionStalls> = by_function
+    let (by_function, total) = accumulate(trace, with_lines);
+    let samples = total.values().fold(0u64, |a, &n| a.saturating_add(n));
+    let mut order: Vec<(&u32, &Acc)> = by_function.iter().collect();
+    order.sort_by(|a, b| {
+        b.1.samples
+            .cmp(&a.1.samples)
+            .then_with(|| trace.str(*a.0).cmp(trace.str(*b.0)))
+    });
+    let function_count = order.len() as u64;
+    let all_lines: Vec<LineAcc> = order
         .iter()
-        .map(|(&f, a)| {
-            let fs: u64 = a.reasons.values().sum();
-            let (name, raw_name) = name_pair(trace.str(f));
-            all_lines.extend(lines_of(&a.lines, &name, trace, samples, TOP_LINES));
-            let eligible = a
-                .reasons
+        .flat_map(|(&f, a)| {
+            a.lines
                 .iter()
-                .filter(|(&r, _)| is_eligible(short(trace.str(r))))
-                .map(|(_, &n)| n)
-                .sum();
+                .map(move |(&(file, line), r)| (line_sum(r), f, file, line, r))
+        })
+        .collect();
+    let all_lines = top_lines(trace, all_lines, TOP_LINES);
+    order.truncate(top.max(1));
+    let functions = order
+        .into_iter()
+        .map(|(&f, a)| {
+            let (name, raw_name) = name_pair(trace.str(f));
+            let own: Vec<LineAcc> = a
+                .lines
+                .iter()
+                .map(|(&(file, line), r)| (line_sum(r), f, file, line, r))
+                .collect();
             FunctionStalls {
-                lines: lines_of(&a.lines, &name, trace, fs, TOP_LINES_PER_FUNCTION)
-                    .into_iter()
-                    .map(|x| x.1)
+                lines: top_lines(trace, own, TOP_LINES_PER_FUNCTION)
+                    .iter()
+                    .map(|l| line_stalls(trace, l, a.samples))
                     .collect(),
                 name,
                 raw_name,
                 is_kernel: kernel_names.contains(&f),
-                samples: fs,
-                pct: pct(fs, samples),
+                samples: a.samples,
+                pct: pct(a.samples, samples),
                 samples_not_issued: a.not_issued,
-                samples_eligible: eligible,
-                reasons: shares(&a.reasons, trace, fs, top_reasons),
+                samples_eligible: a.eligible,
+                reasons: shares(&a.reasons, trace, a.samples, top_reasons),
                 pcs: a.pcs.len() as u64,
                 pcs_with_line: a.pcs.values().filter(|&&l| l).count() as u64,
             }
         })
         .collect();
-    functions.sort_by(|a, b| b.samples.cmp(&a.samples).then(a.name.cmp(&b.name)));
-    let function_count = functions.len() as u64;
-    functions.truncate(top.max(1));
-    all_lines.sort_by(|a, b| {
-        b.0.cmp(&a.0)
-            .then(a.1.file.cmp(&b.1.file))
-            .then(a.1.line.cmp(&b.1.line))
-    });
-    all_lines.truncate(TOP_LINES);
     Some(PcReport {
         samples,
         reasons: shares(&total, trace, samples, usize::MAX),
         function_count,
         functions,
-        lines: all_lines.into_iter().map(|x| x.1).collect(),
+        lines: all_lines
+            .iter()
+            .map(|l| line_stalls(trace, l, samples))
+            .collect(),
         collection,
     })
 }
@@ -329,29 +389,27 @@ fn changes(
     b: Option<(&[ReasonShare], u64)>,
     n: Option<(&[ReasonShare], u64)>,
 ) -> Vec<ReasonChange> {
-    let mut names: Vec<&str> = Vec::new();
-    for (list, _) in b.iter().chain(n.iter()) {
-        for r in *list {
-            if !names.contains(&r.reason.as_str()) {
-                names.push(&r.reason);
+    // reason → (share on the base side, share on the new side), each side's list once.
+    let mut by: HashMap<&str, (Option<f64>, Option<f64>)> = HashMap::new();
+    for (first, s) in [(true, b), (false, n)] {
+        let Some((list, _)) = s else { continue };
+        for r in list {
+            let e = by.entry(r.reason.as_str()).or_default();
+            if first {
+                e.0 = Some(r.pct);
+            } else {
+                e.1 = Some(r.pct);
             }
         }
     }
-    let pct_of = |side: Option<(&[ReasonShare], u64)>, name: &str| -> Option<f64> {
-        let (list, samples) = side?;
-        if samples == 0 {
-            return None;
-        }
-        Some(
-            list.iter()
-                .find(|r| r.reason == name)
-                .map_or(0.0, |r| r.pct),
-        )
-    };
-    let mut v: Vec<ReasonChange> = names
+    // A side with samples and no such reason has it at 0 %; a side without samples has none.
+    let has = |s: Option<(&[ReasonShare], u64)>| s.is_some_and(|(_, n)| n > 0);
+    let (hb, hn) = (has(b), has(n));
+    let mut v: Vec<ReasonChange> = by
         .into_iter()
-        .map(|name| {
-            let (x, y) = (pct_of(b, name), pct_of(n, name));
+        .map(|(name, (x, y))| {
+            let x = hb.then(|| x.unwrap_or(0.0));
+            let y = hn.then(|| y.unwrap_or(0.0));
             ReasonChange {
                 reason: name.to_owned(),
                 base_pct: x,
@@ -360,11 +418,15 @@ fn changes(
             }
         })
         .collect();
-    let size = |c: &ReasonChange| {
-        c.pct_points
-            .map_or(c.base_pct.or(c.new_pct).unwrap_or(0.0), f64::abs)
-    };
-    v.sort_by(|a, c| size(c).total_cmp(&size(a)).then(a.reason.cmp(&c.reason)));
+    // Largest change first; then the larger share (a self-diff lists the main reasons first).
+    let size = |c: &ReasonChange| c.pct_points.map_or(0.0, f64::abs);
+    let share = |c: &ReasonChange| c.base_pct.unwrap_or(0.0).max(c.new_pct.unwrap_or(0.0));
+    v.sort_by(|a, c| {
+        size(c)
+            .total_cmp(&size(a))
+            .then(share(c).total_cmp(&share(a)))
+            .then(a.reason.cmp(&c.reason))
+    });
     v
 }
 
@@ -408,7 +470,11 @@ pub fn pc_diff_of<'a>(
         })
         .collect();
     let both = |f: &FunctionPcDiff| f.base_samples.is_some() && f.new_samples.is_some();
-    let samples = |f: &FunctionPcDiff| f.base_samples.unwrap_or(0) + f.new_samples.unwrap_or(0);
+    let samples = |f: &FunctionPcDiff| {
+        f.base_samples
+            .unwrap_or(0)
+            .saturating_add(f.new_samples.unwrap_or(0))
+    };
     functions.sort_by(|a, c| {
         both(c)
             .cmp(&both(a))

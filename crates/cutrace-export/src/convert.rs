@@ -324,6 +324,7 @@ impl TracePlan {
             done(Written::Pprof {
                 out: out.clone(),
                 file,
+                error: t.meta.pc_sampling.as_ref().and_then(|c| c.error.clone()),
             });
         }
         if let Some(out) = &self.req.chrome {

@@ -113,8 +113,12 @@ fn value_type(b: &mut Vec<u8>, field: u32, s: &mut Strings, ty: &str, unit: &str
     });
 }
 
-/// (device, process, location id, stall-reason short name) → [samples, not issued].
-type SampleKey = (u32, u32, u64, String);
+/// (device, process, location id, the stall reason's short name as a string-table index) →
+/// [samples, not issued].
+type SampleKey = (u32, u32, u64, i64);
+
+/// The longest stall-reason name written (CUPTI's are under 128 bytes).
+const REASON_BYTES: usize = 128;
 
 /// Writes `t`'s PC samples as an uncompressed pprof profile (gzip it, as pprof's tools do,
 /// through the output's `.gz` name).
@@ -191,18 +195,22 @@ pub fn write_pprof<W: Write>(mut w: W, t: &Trace) -> io::Result<Written> {
                 });
             });
         }
+        let mut end = state.len().min(REASON_BYTES);
+        while !state.is_char_boundary(end) {
+            end -= 1;
+        }
+        let reason = s.id(&state[..end]);
         let v = samples
-            .entry((p.device, p.process, location, state.to_owned()))
+            .entry((p.device, p.process, location, reason))
             .or_default();
         v[slot] = v[slot].saturating_add(p.samples);
     }
     let mut keys: Vec<(&SampleKey, &[u64; 2])> = samples.iter().collect();
     keys.sort();
     let (k_reason, k_device, k_process) = (s.id("stall_reason"), s.id("device"), s.id("pid"));
-    for ((device, process, location, reason), v) in keys {
-        let r = s.id(reason);
+    for (&(device, process, location, r), v) in keys {
         msg(&mut out, P_SAMPLE, |m| {
-            packed(m, S_LOCATION_ID, &[*location]);
+            packed(m, S_LOCATION_ID, &[location]);
             packed(m, S_VALUE, v);
             msg(m, S_LABEL, |l| {
                 int(l, L_KEY, k_reason);
@@ -210,11 +218,11 @@ pub fn write_pprof<W: Write>(mut w: W, t: &Trace) -> io::Result<Written> {
             });
             msg(m, S_LABEL, |l| {
                 int(l, L_KEY, k_device);
-                int(l, L_NUM, i64::from(*device));
+                int(l, L_NUM, i64::from(device));
             });
             msg(m, S_LABEL, |l| {
                 int(l, L_KEY, k_process);
-                int(l, L_NUM, i64::from(*process));
+                int(l, L_NUM, i64::from(process));
             });
         });
     }

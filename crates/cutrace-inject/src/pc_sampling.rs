@@ -4,8 +4,18 @@
 //!
 //! A session is enabled and configured when a context is created
 //! (`CUPTI_CBID_RESOURCE_CONTEXT_CREATED`, on that application thread, before the context runs
-//! a kernel); that and copying each loaded module's cubin (`CUPTI_CBID_RESOURCE_MODULE_LOADED`)
-//! are the only work done on the application's threads. Continuous mode does not serialize
+//! a kernel); that, the CRC and (once per CRC) a copy of each loaded module's cubin
+//! (`CUPTI_CBID_RESOURCE_MODULE_LOADED`), and the reads CUPTI asks for before a module unloads
+//! or a context goes are the only work done on the application's threads: what those reads
+//! return is queued raw, and turned into rows (names, source lines) on the decode thread.
+//!
+//! Locks: `sessions` (the CUPTI sessions) is held only for CUPTI's enable, configure, read and
+//! disable calls; `sources` (the cubins and the lines looked up) only for one CRC or one line
+//! lookup at a time; `pending`, `names` and `rows` only to move values. None is held while
+//! another is taken except `names` with `sources` inside it, and none while the program is
+//! stopped for `--require-counters` (the message is said after the locks are released). A
+//! thread already inside one of these sections (CUPTI calling back into us from a call we
+//! made) is not let in again. Continuous mode does not serialize
 //! kernels (the header: "Kernels are not serialized in this mode"), so the program runs as it
 //! would, at the cost of correlation ids (0) and of a flush "after every module
 //! load-unload-load" to keep PCs unique, done in `CUPTI_CBID_RESOURCE_MODULE_UNLOAD_STARTING`.
@@ -40,13 +50,16 @@ const DECODE_PERIOD: Duration = Duration::from_millis(100);
 const RECORDS_PER_BUFFER: usize = 8192;
 /// GetData calls per session and drain at most (each empties up to a buffer's worth).
 const MAX_READS_PER_DRAIN: usize = 64;
-/// Cubin bytes kept for source lines, over every module; past it a module's PCs have no line.
-const MAX_CUBIN_BYTES: usize = 512 << 20;
+/// Cubin bytes kept for source lines, over every module (one copy per CRC); past it a module's
+/// PCs have no line.
+const MAX_CUBIN_BYTES: usize = 256 << 20;
 /// Rows waiting for the writer, at most; past it rows are dropped and counted.
-const MAX_PENDING_ROWS: usize = 1 << 22;
+const MAX_PENDING_ROWS: usize = 1 << 21;
+/// PC records read and waiting for the decode thread, at most; past it they are counted lost.
+const MAX_PENDING_PCS: usize = 1 << 20;
 /// Distinct names (functions, source files) at most, and instructions whose line is looked up.
 const MAX_NAMES: usize = 1 << 20;
-const MAX_LINES: usize = 1 << 22;
+const MAX_LINES: usize = 1 << 20;
 
 /// What `cutrace profile --pc-sampling` asked for (`Settings::pc_sampling`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,34 +157,70 @@ struct Session {
     sampler: PcSampler<'static, 'static>,
 }
 
-/// A loaded module's cubin, copied at load; its CRC is computed when a PC record needs it.
+/// A loaded module's cubin, copied at load, once per CRC.
 struct Cubin {
+    crc: u64,
     bytes: Vec<u8>,
-    crc: Option<u64>,
 }
 
 /// An instruction: (cubin CRC, function name id, PC offset).
 type Pc = (u64, u32, u64);
 
-struct State {
+/// The CUPTI sessions, with the profiler whose calls they make.
+struct Sessions {
     profiler: &'static Profiler<'static>,
-    sessions: Vec<Session>,
+    list: Vec<Session>,
+    off: bool,
+}
+
+/// What source lines are found from: the cubins, the lines looked up, and a profiler of their
+/// own for CUPTI's host-only calls (a `Profiler` is used by one thread at a time).
+struct Sources {
+    profiler: &'static Profiler<'static>,
     cubins: Vec<Cubin>,
     cubin_bytes: usize,
     /// Source lines looked up: (file name id, line), `None` when the cubin gave none.
     lines: HashMap<Pc, Option<(u32, u32)>>,
-    off: bool,
 }
 
-// SAFETY: the CUPTI objects inside (the PC sampling sessions, the profiler's call log) are used
-// only while the `PcSampling::state` mutex is held, one thread at a time; CUPTI's PC sampling
+/// One read's records, waiting for the decode thread.
+struct Read {
+    device: u32,
+    reasons: std::sync::Arc<StallReasons>,
+    batch: PcBatch,
+    /// PC records CUPTI said it discarded (a Disable buffer's remainder).
+    lost: u64,
+}
+
+// SAFETY: the CUPTI objects inside (the PC sampling sessions, each profiler's call log) are
+// used only while the mutex holding them is held, one thread at a time; CUPTI's PC sampling
 // calls take the context as an argument and are not bound to the thread that enabled it.
-unsafe impl Send for State {}
+unsafe impl Send for Sessions {}
+// SAFETY: as above, for the sources' profiler.
+unsafe impl Send for Sources {}
+
+thread_local! {
+    /// This thread is inside a locked section of this module: a CUPTI callback it causes
+    /// returns at once instead of taking a lock this thread may hold.
+    static INSIDE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `f` marked as inside; `None` when this thread already is.
+fn guarded<T>(f: impl FnOnce() -> T) -> Option<T> {
+    if INSIDE.with(|c| c.replace(true)) {
+        return None;
+    }
+    let r = f();
+    INSIDE.with(|c| c.set(false));
+    Some(r)
+}
 
 pub struct PcSampling {
     pub config: PcConfig,
     cupti: &'static Cupti,
-    state: Mutex<State>,
+    sessions: Mutex<Sessions>,
+    sources: Mutex<Sources>,
+    pending: Mutex<(Vec<Read>, usize)>,
     pub names: Mutex<Names>,
     rows: Mutex<Vec<Row>>,
     /// The sampling facts, for the writer's META chunks.
@@ -189,7 +238,7 @@ pub fn get() -> Option<&'static PcSampling> {
 /// Sets PC sampling up for this process: context and module callbacks on `sub`, and the decode
 /// thread.
 pub fn start(cupti: &'static Cupti, sub: &Subscription, config: PcConfig) -> Result<(), String> {
-    let profiler: &'static Profiler<'static> = Box::leak(Box::new(Profiler::new(cupti)));
+    let profiler = |c| -> &'static Profiler<'static> { Box::leak(Box::new(Profiler::new(c))) };
     let info = PcSamplingInfo {
         sampling_period: config.period.map(PcPeriod::exponent),
         collection_mode: "continuous".into(),
@@ -198,14 +247,18 @@ pub fn start(cupti: &'static Cupti, sub: &Subscription, config: PcConfig) -> Res
     let s = PcSampling {
         config,
         cupti,
-        state: Mutex::new(State {
-            profiler,
-            sessions: Vec::new(),
+        sessions: Mutex::new(Sessions {
+            profiler: profiler(cupti),
+            list: Vec::new(),
+            off: false,
+        }),
+        sources: Mutex::new(Sources {
+            profiler: profiler(cupti),
             cubins: Vec::new(),
             cubin_bytes: 0,
             lines: HashMap::new(),
-            off: false,
         }),
+        pending: Mutex::new((Vec::new(), 0)),
         names: Mutex::new(Names::default()),
         rows: Mutex::new(Vec::new()),
         info: Versioned::new(info),
@@ -243,9 +296,12 @@ pub unsafe fn on_callback(domain: u32, cbid: u32, data: *const c_void) {
     }
     // SAFETY: CUPTI passes a CUpti_ResourceData for the resource domain.
     let rd = unsafe { &*(data as *const ResourceData) };
-    match cbid {
+    let failed = guarded(|| match cbid {
         api::CBID_RESOURCE_CONTEXT_CREATED => s.context_created(rd.context),
-        api::CBID_RESOURCE_CONTEXT_DESTROY_STARTING => s.context_destroyed(rd.context),
+        api::CBID_RESOURCE_CONTEXT_DESTROY_STARTING => {
+            s.context_destroyed(rd.context);
+            None
+        }
         api::CBID_RESOURCE_MODULE_LOADED if !rd.resource_descriptor.is_null() => {
             // SAFETY: for module callbacks the descriptor is a CUpti_ModuleResourceData.
             let m = unsafe { &*(rd.resource_descriptor as *const ModuleResourceData) };
@@ -255,112 +311,122 @@ pub unsafe fn on_callback(domain: u32, cbid: u32, data: *const c_void) {
                     unsafe { std::slice::from_raw_parts(m.cubin.cast::<u8>(), m.cubin_size) };
                 s.module_loaded(bytes);
             }
+            None
         }
         api::CBID_RESOURCE_MODULE_UNLOAD_STARTING => s.module_unloading(rd.context),
-        _ => {}
+        _ => None,
+    });
+    // Said with no lock held: with --require-counters it ends the program.
+    if let Some(Some(msg)) = failed {
+        s.say(&msg);
     }
 }
 
-/// Disables every session, taking its last records (at exit, before the writer's last chunk).
+/// Disables every session and turns what is left into rows (at exit, before the writer's last
+/// chunk).
 pub fn finish() {
     let Some(s) = get() else { return };
     s.stop.store(true, Ordering::SeqCst);
-    // Not `lock()`: `--require-counters` exits from inside `fail`, with a thread holding the
-    // lock, and the exit handler comes here. The decode thread holds it for one drain at most.
+    // Not `lock()`: the decode thread holds it for one read at most, and a thread that exits
+    // from inside this module (it should not: messages are said unlocked) must not wait forever.
     let deadline = std::time::Instant::now() + Duration::from_secs(2);
-    let mut st = loop {
-        match s.state.try_lock() {
-            Ok(st) => break st,
-            Err(_) if std::time::Instant::now() < deadline => {
+    let closed = guarded(|| loop {
+        match s.sessions.try_lock() {
+            Ok(mut st) => {
+                let list = std::mem::take(&mut st.list);
+                for sess in list {
+                    s.close(sess);
+                }
+                st.profiler.take_calls();
+                return true;
+            }
+            Err(std::sync::TryLockError::WouldBlock) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(1));
             }
-            Err(_) => return,
+            Err(_) => return false,
         }
-    };
-    let sessions = std::mem::take(&mut st.sessions);
-    for sess in sessions {
-        s.close(&mut st, sess);
+    });
+    if closed != Some(true) {
+        s.info.update(|i| {
+            i.error.get_or_insert(
+                "PC sampling: the sessions could not be closed at exit (busy for 2 s); the \
+                 records CUPTI held then are not in the trace"
+                    .into(),
+            );
+        });
     }
-    st.profiler.take_calls();
+    s.absorb_pending();
 }
 
 fn decode_loop() {
     let Some(s) = get() else { return };
     while !s.stop.load(Ordering::SeqCst) {
         std::thread::sleep(DECODE_PERIOD);
-        let Ok(mut st) = s.state.lock() else { return };
         if s.stop.load(Ordering::SeqCst) {
             return;
         }
-        let mut failed = None;
-        for i in 0..st.sessions.len() {
-            if let Err(e) = s.drain(&mut st, i) {
-                failed = Some(e);
-                break;
-            }
-        }
-        st.profiler.take_calls();
-        if let Some(e) = failed {
-            let msg = failure_message(&e, &s.config.hints());
-            let sessions = std::mem::take(&mut st.sessions);
-            for sess in sessions {
-                s.close(&mut st, sess);
-            }
-            s.fail(&mut st, msg);
+        let failed = guarded(|| s.read_sessions()).flatten();
+        s.absorb_pending();
+        if let Some(msg) = failed {
+            s.say(&msg);
         }
     }
-}
-
-/// The source line of an instruction, looked up in the first kept cubin with its CRC (computed
-/// on first need). `None` when no kept cubin has that CRC or it has no line information.
-fn source_line(
-    st: &mut State,
-    names: &mut Names,
-    crc: u64,
-    function: &str,
-    pc_offset: u64,
-) -> Option<(u32, u32)> {
-    let p = st.profiler;
-    for c in st.cubins.iter_mut().filter(|c| c.crc.is_none()) {
-        c.crc = Some(p.cubin_crc(&c.bytes).unwrap_or(0));
-    }
-    let cubin = st.cubins.iter().find(|c| c.crc == Some(crc))?;
-    let line = p.sass_to_source(&cubin.bytes, function, pc_offset).ok()??;
-    let file = if line.dir.is_empty() {
-        line.file
-    } else {
-        format!("{}/{}", line.dir.trim_end_matches('/'), line.file)
-    };
-    Some((names.id(&file)?, line.line))
 }
 
 impl PcSampling {
-    /// PC sampling stops for this run: says why once (and exits with `--require-counters`).
-    fn fail(&self, st: &mut State, msg: String) {
+    /// Says once that PC sampling is off (and exits with `--require-counters`). Called with
+    /// no lock of this module held.
+    fn say(&self, msg: &str) {
+        crate::counters::say_off(&self.told, self.config.require, msg);
+    }
+
+    /// PC sampling stops for this run: the facts say why; returns the message for [`say`]
+    /// (after the caller's locks are released).
+    fn fail(&self, st: &mut Sessions, msg: String) -> String {
         st.off = true;
         let shown = format!("PC sampling is off: {msg}");
         self.info.update(|i| {
             i.error.get_or_insert(shown.clone());
         });
-        crate::counters::say_off(&self.told, self.config.require, &shown);
+        shown
     }
 
-    fn context_created(&self, ctx: *mut c_void) {
-        let Ok(mut st) = self.state.lock() else {
-            return;
-        };
+    /// The decode thread's read of every session; a failure closes them all.
+    fn read_sessions(&self) -> Option<String> {
+        let mut st = self.sessions.lock().ok()?;
+        let mut failed = None;
+        for sess in st.list.iter_mut() {
+            if let Err(e) = self.read_all(sess) {
+                failed = Some(e);
+                break;
+            }
+        }
+        st.profiler.take_calls();
+        let e = failed?;
+        let msg = failure_message(&e, &self.config.hints());
+        let list = std::mem::take(&mut st.list);
+        for sess in list {
+            self.close(sess);
+        }
+        Some(self.fail(&mut st, msg))
+    }
+
+    fn context_created(&self, ctx: *mut c_void) -> Option<String> {
+        let mut st = self.sessions.lock().ok()?;
         if st.off {
-            return;
+            return None;
         }
         // SAFETY: the context CUPTI just reported created.
         let device = match unsafe { self.cupti.device_of(ctx) } {
             Ok(d) => d,
             Err(e) => {
-                self.fail(&mut st, format!("the new context's device is unknown: {e}"));
-                return;
+                let msg = format!("the new context's device is unknown: {e}");
+                return Some(self.fail(&mut st, msg));
             }
         };
-        match self.open(&st, ctx) {
+        let opened = self.open(&st, ctx);
+        st.profiler.take_calls();
+        match opened {
             Ok(sampler) => {
                 let reasons: Vec<String> = sampler
                     .stall_reasons()
@@ -377,26 +443,26 @@ impl PcSampling {
                         }
                     }
                 });
-                st.sessions.push(Session {
+                st.list.push(Session {
                     device,
                     ctx: ctx as usize,
                     sampler,
                 });
+                None
             }
             Err(e) => {
                 let msg = format!(
                     "GPU {device}: {}",
                     failure_message(&e, &self.config.hints())
                 );
-                self.fail(&mut st, msg);
+                Some(self.fail(&mut st, msg))
             }
         }
-        st.profiler.take_calls();
     }
 
     fn open(
         &self,
-        st: &State,
+        st: &Sessions,
         ctx: *mut c_void,
     ) -> Result<PcSampler<'static, 'static>, CountersError> {
         let mut sampler = st.profiler.pc_enable(Context::from_raw(ctx.cast()))?;
@@ -406,63 +472,71 @@ impl PcSampling {
         Ok(sampler)
     }
 
+    /// A module's cubin is kept once per CRC, within [`MAX_CUBIN_BYTES`].
     fn module_loaded(&self, cubin: &[u8]) {
-        let Ok(mut st) = self.state.lock() else {
+        let Ok(mut src) = self.sources.lock() else {
             return;
         };
-        if st.off {
+        let crc = src.profiler.cubin_crc(cubin);
+        src.profiler.take_calls();
+        let Ok(crc) = crc else {
+            self.info.update(|i| i.cubins_not_kept += 1);
+            return;
+        };
+        if src.cubins.iter().any(|c| c.crc == crc) {
             return;
         }
-        if st.cubin_bytes + cubin.len() > MAX_CUBIN_BYTES {
+        if src.cubin_bytes + cubin.len() > MAX_CUBIN_BYTES {
             self.info.update(|i| i.cubins_not_kept += 1);
             return;
         }
-        st.cubin_bytes += cubin.len();
-        st.cubins.push(Cubin {
+        src.cubin_bytes += cubin.len();
+        src.cubins.push(Cubin {
+            crc,
             bytes: cubin.to_vec(),
-            crc: None,
         });
     }
 
-    /// Before a module goes, its PCs are read (continuous mode's flush).
-    fn module_unloading(&self, ctx: *mut c_void) {
-        let Ok(mut st) = self.state.lock() else {
-            return;
-        };
-        if let Some(i) = st.sessions.iter().position(|s| s.ctx == ctx as usize) {
-            if let Err(e) = self.drain(&mut st, i) {
-                let msg = failure_message(&e, &self.config.hints());
-                let sess = st.sessions.swap_remove(i);
-                self.close(&mut st, sess);
-                self.fail(&mut st, msg);
-            }
-        }
+    /// Before a module goes, its context's PCs are read (continuous mode's flush).
+    fn module_unloading(&self, ctx: *mut c_void) -> Option<String> {
+        let mut st = self.sessions.lock().ok()?;
+        let i = st.list.iter().position(|s| s.ctx == ctx as usize)?;
+        let r = self.read_all(&mut st.list[i]);
         st.profiler.take_calls();
+        let e = r.err()?;
+        let msg = failure_message(&e, &self.config.hints());
+        let sess = st.list.swap_remove(i);
+        self.close(sess);
+        Some(self.fail(&mut st, msg))
     }
 
     fn context_destroyed(&self, ctx: *mut c_void) {
-        let Ok(mut st) = self.state.lock() else {
+        let Ok(mut st) = self.sessions.lock() else {
             return;
         };
-        if let Some(i) = st.sessions.iter().position(|s| s.ctx == ctx as usize) {
-            let sess = st.sessions.swap_remove(i);
-            self.close(&mut st, sess);
+        if let Some(i) = st.list.iter().position(|s| s.ctx == ctx as usize) {
+            let sess = st.list.swap_remove(i);
+            self.close(sess);
         }
         st.profiler.take_calls();
     }
 
-    /// Last read, then Disable, whose buffer holds what was left.
-    fn close(&self, st: &mut State, sess: Session) {
-        let device = sess.device;
+    /// Last read, then Disable, whose buffer holds what was left; both queued.
+    fn close(&self, sess: Session) {
         let mut sess = sess;
-        let _ = self.read_all(st, &mut sess.sampler, device);
-        let reasons = sess.sampler.stall_reasons().clone();
+        let _ = self.read_all(&mut sess);
+        let reasons = std::sync::Arc::new(sess.sampler.stall_reasons().clone());
+        let device = sess.device;
         match sess.sampler.disable() {
-            Ok(b) => {
+            Ok(batch) => {
                 // What Disable could not fit is lost (the header: "discarded").
-                let lost = b.totals.pcs_remaining;
-                self.absorb(st, device, &reasons, &b);
-                self.info.update(|i| i.pcs_lost += lost);
+                let lost = batch.totals.pcs_remaining;
+                self.queue(Read {
+                    device,
+                    reasons,
+                    batch,
+                    lost,
+                });
             }
             Err(e) => {
                 let msg = failure_message(&e, &self.config.hints());
@@ -473,37 +547,58 @@ impl PcSampling {
         }
     }
 
-    /// Reads session `i` until CUPTI has nothing left (or `MAX_READS_PER_DRAIN` reads).
-    fn drain(&self, st: &mut State, i: usize) -> Result<(), CountersError> {
-        // The sampler is moved out for the reads, so that `absorb` may borrow the state.
-        let Some(mut sess) = (i < st.sessions.len()).then(|| st.sessions.swap_remove(i)) else {
-            return Ok(());
-        };
-        let r = self.read_all(st, &mut sess.sampler, sess.device);
-        st.sessions.push(sess);
-        let last = st.sessions.len() - 1;
-        st.sessions.swap(i, last);
-        r
-    }
-
-    fn read_all(
-        &self,
-        st: &mut State,
-        sampler: &mut PcSampler<'static, 'static>,
-        device: u32,
-    ) -> Result<(), CountersError> {
+    /// Reads a session until CUPTI has nothing left (or `MAX_READS_PER_DRAIN` reads), queueing
+    /// each read.
+    fn read_all(&self, sess: &mut Session) -> Result<(), CountersError> {
+        let reasons = std::sync::Arc::new(sess.sampler.stall_reasons().clone());
         for _ in 0..MAX_READS_PER_DRAIN {
-            let b = sampler.get_data()?;
-            self.absorb(st, device, sampler.stall_reasons(), &b);
-            if b.totals.pcs_remaining == 0 || b.records.is_empty() {
+            let batch = sess.sampler.get_data()?;
+            let more = batch.totals.pcs_remaining > 0 && !batch.records.is_empty();
+            self.queue(Read {
+                device: sess.device,
+                reasons: reasons.clone(),
+                batch,
+                lost: 0,
+            });
+            if !more {
                 break;
             }
         }
         Ok(())
     }
 
-    /// One buffer's totals into the facts and its records into rows for the writer.
-    fn absorb(&self, st: &mut State, device: u32, reasons: &StallReasons, b: &PcBatch) {
+    /// Queues a read for the decode thread; past [`MAX_PENDING_PCS`] its records are counted
+    /// lost and only its totals kept.
+    fn queue(&self, mut r: Read) {
+        let Ok(mut q) = self.pending.lock() else {
+            return;
+        };
+        let n = r.batch.records.len();
+        if q.1 + n > MAX_PENDING_PCS {
+            r.lost = r.lost.saturating_add(n as u64);
+            r.batch.records.clear();
+        }
+        q.1 += r.batch.records.len();
+        q.0.push(r);
+    }
+
+    /// Turns every queued read into rows (the decode thread, and the exit).
+    fn absorb_pending(&self) {
+        let reads = match self.pending.lock() {
+            Ok(mut q) => {
+                q.1 = 0;
+                std::mem::take(&mut q.0)
+            }
+            Err(_) => return,
+        };
+        for r in reads {
+            self.absorb(&r);
+        }
+    }
+
+    /// One read's totals into the facts and its records into rows for the writer.
+    fn absorb(&self, read: &Read) {
+        let (b, reasons, device) = (&read.batch, &*read.reasons, read.device);
         let t = b.totals;
         let p = b.problems;
         let odd = p.stall_counts_clamped
@@ -519,21 +614,12 @@ impl PcSampling {
             };
             for r in &b.records {
                 let fname = b.function_name(r).unwrap_or("");
+                let live = r.stalls.iter().filter(|s| s.samples > 0).count() as u64;
                 let Some(function) = names.id(fname) else {
-                    left_out += r.stalls.len() as u64;
+                    left_out += live;
                     continue;
                 };
-                let key = (r.cubin_crc, function, r.pc_offset);
-                let src = match st.lines.get(&key) {
-                    Some(&l) => l,
-                    None => {
-                        let l = source_line(st, &mut names, r.cubin_crc, fname, r.pc_offset);
-                        if st.lines.len() < MAX_LINES {
-                            st.lines.insert(key, l);
-                        }
-                        l
-                    }
-                };
+                let src = self.source_line(&mut names, (r.cubin_crc, function, r.pc_offset), fname);
                 for s in r.stalls.iter().filter(|s| s.samples > 0) {
                     // An index CUPTI did not name keeps its number (and is counted as odd).
                     let reason = match reasons.name(s.index) {
@@ -561,14 +647,47 @@ impl PcSampling {
         let queued = rows.len() as u64;
         let pushed = self.push(rows);
         self.info.update(|i| {
-            i.samples_total += t.total_samples;
-            i.samples_dropped += t.dropped_samples;
-            i.samples_non_user += t.non_user_kernel_samples;
+            i.samples_total = i.samples_total.saturating_add(t.total_samples);
+            i.samples_dropped = i.samples_dropped.saturating_add(t.dropped_samples);
+            i.samples_non_user = i.samples_non_user.saturating_add(t.non_user_kernel_samples);
             i.hardware_buffer_full += u64::from(t.hardware_buffer_full);
-            i.pcs_lost += p.pcs_beyond_capacity;
-            i.records_odd += odd;
+            i.pcs_lost = i
+                .pcs_lost
+                .saturating_add(p.pcs_beyond_capacity)
+                .saturating_add(read.lost);
+            i.records_odd = i.records_odd.saturating_add(odd);
             i.rows_dropped_queue += left_out + if pushed { 0 } else { queued };
         });
+    }
+
+    /// The source line of an instruction, looked up once (the first time it is seen, while
+    /// the cache has room) in the kept cubin with its CRC. `None` when no kept cubin has that
+    /// CRC or it has no line information.
+    fn source_line(&self, names: &mut Names, pc: Pc, function: &str) -> Option<(u32, u32)> {
+        let mut src = self.sources.lock().ok()?;
+        if let Some(&l) = src.lines.get(&pc) {
+            return l;
+        }
+        if src.lines.len() >= MAX_LINES {
+            return None;
+        }
+        let found = src.cubins.iter().find(|c| c.crc == pc.0).and_then(|c| {
+            src.profiler
+                .sass_to_source(&c.bytes, function, pc.2)
+                .ok()
+                .flatten()
+        });
+        src.profiler.take_calls();
+        let l = found.and_then(|line| {
+            let file = if line.dir.is_empty() {
+                line.file
+            } else {
+                format!("{}/{}", line.dir.trim_end_matches('/'), line.file)
+            };
+            Some((names.id(&file)?, line.line))
+        });
+        src.lines.insert(pc, l);
+        l
     }
 
     /// Queues rows for the writer; `false` (nothing queued) when the queue is full.

@@ -62,17 +62,26 @@ fn write_pc_samples(o: &mut Out, meta: bool) -> std::io::Result<()> {
     };
     let rows = s.take_rows();
     if !rows.is_empty() {
-        if let Ok(names) = s.names.lock() {
-            for n in names.since(o.pc_names.len()) {
-                let id = o.w.intern(n);
-                o.pc_names.push(id);
+        match s.names.lock() {
+            Ok(names) => {
+                for n in names.since(o.pc_names.len()) {
+                    let id = o.w.intern(n);
+                    o.pc_names.push(id);
+                }
+            }
+            Err(_) => {
+                let n = rows.len() as u64;
+                s.info.update(|i| i.rows_dropped_queue += n);
+                return Ok(());
             }
         }
         let pid = std::process::id();
         let name = |i: u32| o.pc_names.get(i as usize).copied();
         let mut samples = Vec::with_capacity(rows.len());
+        let mut unnamed = 0u64;
         for r in rows {
             let (Some(function), Some(stall_reason)) = (name(r.function), name(r.reason)) else {
+                unnamed += 1;
                 continue;
             };
             samples.push(cutrace_trace::PcSample {
@@ -91,6 +100,9 @@ fn write_pc_samples(o: &mut Out, meta: bool) -> std::io::Result<()> {
         }
         for p in &samples {
             o.w.push_pc_sample(p);
+        }
+        if unnamed > 0 {
+            s.info.update(|i| i.rows_dropped_queue += unnamed);
         }
     }
     let version = s.info.version();

@@ -261,7 +261,7 @@ fn a_job_converts_to_parquet_alone_into_a_directory_without_an_earlier_export() 
         assert_eq!(
             refusal(req),
             "a job (2 ranks) converts with --parquet DIR alone (hive-style partitions, one per \
-             rank); for --csv, --chrome or --perfetto, convert each rank's trace on its own",
+             rank); for --csv, --chrome, --perfetto or --pprof, convert each rank's trace on its own",
             "{flag}"
         );
     }

@@ -107,6 +107,8 @@ pub enum Written {
     Pprof {
         out: PathBuf,
         file: crate::pprof::Written,
+        /// Why the trace has no PC samples, when its recorder said (META `pc_sampling.error`).
+        error: Option<String>,
     },
     /// The `--chrome` file (`-`: stdout).
     Chrome {
@@ -142,14 +144,25 @@ impl Written {
                 trace,
                 counter_lines,
             } => chrome_lines(out, file, trace, counter_lines),
-            Written::Pprof { out, file } => vec![format!(
-                "wrote {} (one per instruction and warp state, label stall_reason; {}, {}) to \
+            Written::Pprof { out, file, error } => {
+                let mut v = vec![format!(
+                    "wrote {} (one per instruction and warp state, label stall_reason; {}, {}) to \
                  {} for go tool pprof or speedscope",
-                count(file.samples as usize, "pprof sample", "pprof samples"),
-                count(file.locations as usize, "instruction", "instructions"),
-                count(file.functions as usize, "function", "functions"),
-                shown(out)
-            )],
+                    count(file.samples as usize, "pprof sample", "pprof samples"),
+                    count(file.locations as usize, "instruction", "instructions"),
+                    count(file.functions as usize, "function", "functions"),
+                    shown(out)
+                )];
+                if file.samples == 0 {
+                    v.push(format!(
+                        "warning: the profile is empty: the trace has no PC samples ({})",
+                        error
+                            .as_deref()
+                            .unwrap_or("sampling found no kernel running")
+                    ));
+                }
+                v
+            }
         }
     }
 }

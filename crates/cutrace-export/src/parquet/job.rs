@@ -208,7 +208,7 @@ pub enum JobError {
     Summary(PathBuf),
     #[error(
         "a job ({0} ranks) converts with --parquet DIR alone (hive-style partitions, one per \
-         rank); for --csv, --chrome or --perfetto, convert each rank's trace on its own"
+         rank); for --csv, --chrome, --perfetto or --pprof, convert each rank's trace on its own"
     )]
     NotParquet(usize),
 }

@@ -78,7 +78,7 @@ fn reasons(v: &[ReasonShare], n: usize) -> String {
         .iter()
         .filter(|r| r.pct >= 0.05)
         .take(n)
-        .map(|r| format!("{} {:.1} %", r.reason, r.pct))
+        .map(|r| format!("{} {:.1} %", super::escape_controls(&r.reason), r.pct))
         .collect();
     shown.join(", ")
 }
@@ -315,7 +315,7 @@ pub fn render_diff(o: &mut String, d: &cutrace_analysis::pc::PcDiff) {
         let _ = writeln!(
             o,
             "    {:<20} {:>8} {:>8}  {}",
-            c.reason,
+            super::escape_controls(&c.reason),
             pct(c.base_pct),
             pct(c.new_pct),
             change(c)
@@ -334,7 +334,7 @@ pub fn render_diff(o: &mut String, d: &cutrace_analysis::pc::PcDiff) {
             let _ = writeln!(
                 o,
                 "    {:<20} {:>8} {:>8}  {}",
-                c.reason,
+                super::escape_controls(&c.reason),
                 pct(c.base_pct),
                 pct(c.new_pct),
                 change(c)

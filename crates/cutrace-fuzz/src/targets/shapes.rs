@@ -69,6 +69,42 @@ fn kernels_part(kernels: impl IntoIterator<Item = (u32, String)>) -> io::Result<
     w.finish(&Default::default())
 }
 
+/// A native part of PC samples (table 10) made to cost: 1,000 functions and 1,000 source lines
+/// sharing one 1 MiB file name and one 1 MiB stall-reason name, and sample counts near 2^64 that
+/// overflow any unchecked sum.
+pub fn hostile_pc_part() -> io::Result<Vec<u8>> {
+    let header = Header {
+        cutrace_version: "fuzz".into(),
+        pid: Some(4242),
+        ..Header::default()
+    };
+    let mut w = Writer::new(Vec::new(), &header)?;
+    let file = w.intern(&"f".repeat(1 << 20));
+    let reason = w.intern(&format!(
+        "smsp__pcsamp_warps_issue_stalled_{}",
+        "r".repeat(1 << 20)
+    ));
+    for i in 0..1_000u32 {
+        let function = w.intern(&format!("k{i}"));
+        for pc in 0..2u64 {
+            w.push_pc_sample(&cutrace_trace::PcSample {
+                device: 0,
+                process: 4242,
+                correlation_id: 0,
+                function,
+                function_index: i,
+                pc_offset: pc * 16,
+                cubin_crc: 7,
+                stall_reason: reason,
+                samples: u64::MAX - 5,
+                source_file: Some(file),
+                source_line: i * 2 + pc as u32 + 1,
+            });
+        }
+    }
+    w.finish(&Default::default())
+}
+
 /// The part of the first shape: `devices` × `per_device` kernels named by one string of
 /// `name_bytes` (held once: the writer interns it).
 pub fn shared_name_part(devices: u32, per_device: u64, name_bytes: usize) -> io::Result<Vec<u8>> {
@@ -355,6 +391,34 @@ pub fn cases(dir: &Path) -> io::Result<Vec<Case>> {
             out.extend(distinct_names_diffs(dir, name, &what));
         }
     }
+
+    let d = dir.join("hostile-pc");
+    std::fs::create_dir_all(&d)?;
+    let part = hostile_pc_part()?;
+    std::fs::write(d.join("fuzz-4242.cutrace"), &part)?;
+    let what = format!(
+        "a native part of {} bytes: PC samples of 1,000 functions sharing one 1 MiB file and one \
+         1 MiB stall reason, counts near 2^64",
+        part.len()
+    );
+    let p = d.into_os_string();
+    out.push(case(vec![os("report"), p.clone()], vec![], what.clone()));
+    out.push(case(
+        vec![os("report"), p.clone(), os("--format"), os("json")],
+        vec![],
+        what.clone(),
+    ));
+    out.push(case(
+        vec![os("diff"), p.clone(), p.clone()],
+        vec![],
+        what.clone(),
+    ));
+    let prof = dir.join("hostile-pc.pb.gz");
+    out.push(case(
+        vec![os("convert"), p, os("--pprof"), prof.clone().into()],
+        vec![prof],
+        what,
+    ));
 
     for (root, what) in doctor_roots(dir)? {
         out.push(case(
