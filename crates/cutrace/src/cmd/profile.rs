@@ -56,11 +56,11 @@ work beside it; a note says so when an MPS daemon is active. (`cutrace sample` r
 
 PC sampling (--pc-sampling): CUPTI's PC Sampling API in continuous mode samples each SM's warps
 every 2^N cycles (--pc-interval N; default CUPTI's, by SM count) and counts, per instruction,
-the warp state it found (long_scoreboard: waiting on global memory; barrier; selected: issuing;
+the warp state it found (long_scoreboard: waiting on an L1TEX load; barrier; selected: issuing;
 not_selected: eligible, another warp issued; …). Kernels are not serialized or replayed, so the
-program runs as it would: on an H200 a PyTorch training step took 1.10x its untraced time, and
-three test kernels about 13x at this default period plus 0.3 s to start, against Nsight
-Compute's 118x on the same kernels (BENCHMARKS.md). `cutrace report` gives each kernel's stall
+program runs as it would: on an H200 three test kernels took 1.005x their untraced time after
+a one-time start of 0.3 s, and a PyTorch training step 1.045x, against Nsight Compute's 118x on
+the same kernels (BENCHMARKS.md). `cutrace report` gives each kernel's stall
 mix and hottest source lines (build with `nvcc -lineinfo` for lines); `cutrace convert --pprof`
 writes a pprof profile. Continuous mode cannot name the launch a sample came from, so samples
 are per kernel name, not per launch, and PC samples carry no time (the whole run, whatever
