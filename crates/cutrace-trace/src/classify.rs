@@ -303,11 +303,76 @@ fn dir_units(
     if !files.is_empty() || depth > 0 {
         return Ok(files);
     }
+    if let Some(runs) = tensorboard_runs(dir, &entries) {
+        return tensorboard_units(dir, runs, limits, notes);
+    }
     // A job directory of per-host or per-rank trace directories.
     let mut units = Vec::new();
     for d in entries.iter().filter(|p| p.is_dir()) {
         units.extend(dir_units(d, limits, notes, depth + 1)?);
     }
+    Ok(units)
+}
+
+/// A TensorBoard log directory (torch.profiler's `tensorboard_trace_handler` writes
+/// `LOGDIR/plugins/profile/RUN/HOST_PID.*.pt.trace.json[.gz]`, one RUN per profiling session,
+/// named by its time): its run directories, in name order, when `dir` is such a log directory or
+/// its `plugins/profile`.
+fn tensorboard_runs(dir: &Path, entries: &[PathBuf]) -> Option<Vec<PathBuf>> {
+    let named = |p: &Path, n: &str| p.file_name().is_some_and(|f| f == n);
+    let profile = if named(dir, "profile") && dir.parent().is_some_and(|p| named(p, "plugins")) {
+        dir.to_path_buf()
+    } else {
+        let p = dir.join("plugins").join("profile");
+        if !entries.iter().any(|e| named(e, "plugins")) || !p.is_dir() {
+            return None;
+        }
+        p
+    };
+    let runs: Vec<PathBuf> = sorted_entries(&profile)
+        .ok()?
+        .into_iter()
+        .filter(|r| r.is_dir())
+        .collect();
+    (!runs.is_empty()).then_some(runs)
+}
+
+/// The traces of a TensorBoard log directory's latest run (its workers are the ranks), with a
+/// note naming the run read and the others.
+fn tensorboard_units(
+    dir: &Path,
+    runs: Vec<PathBuf>,
+    limits: &Limits,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Unit>, TraceError> {
+    let mut with_traces = Vec::new();
+    for r in runs {
+        let units = dir_units(&r, limits, notes, 1)?;
+        if !units.is_empty() {
+            with_traces.push((r, units));
+        }
+    }
+    let Some((run, units)) = with_traces.pop() else {
+        return Ok(Vec::new());
+    };
+    let others: Vec<String> = with_traces
+        .iter()
+        .map(|(r, _)| r.display().to_string())
+        .collect();
+    notes.push(format!(
+        "{}: a TensorBoard log directory; read its latest profile run, {}{}",
+        dir.display(),
+        run.display(),
+        if others.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (not the {} earlier: {}; name one to read it)",
+                others.len(),
+                others.join(", ")
+            )
+        }
+    ));
     Ok(units)
 }
 

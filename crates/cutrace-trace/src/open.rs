@@ -82,11 +82,55 @@ pub fn open_with(
         }),
         Detected::Unknown => Err(TraceError::Unsupported {
             path: path.into(),
-            what: "not a cutrace trace nor a JSON trace (the first bytes are neither); \
-                   expected the output of `cutrace record` or torch.profiler's export_chrome_trace"
-                .into(),
+            what: known_other(path, &head[..n]).unwrap_or_else(|| {
+                "not a cutrace trace nor a JSON trace (the first bytes are neither); expected \
+                 the output of `cutrace record` or torch.profiler's export_chrome_trace"
+                    .into()
+            }),
         }),
     }
+}
+
+/// What a file that is not a trace cutrace reads is, when its name or first bytes say, with
+/// what to do instead.
+fn known_other(path: &Path, head: &[u8]) -> Option<String> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let ends = |s: &str| name.ends_with(s);
+    let instead = "record the program with `cutrace record -o DIR -- CMD` (the same CUPTI \
+                   records), or give a torch.profiler trace (prof.export_chrome_trace(\"t.json\"))";
+    let what = if ends(".nsys-rep") || ends(".qdrep") {
+        format!("an Nsight Systems report, which cutrace does not read (nor its `nsys export --type sqlite` database): {instead}")
+    } else if head.starts_with(b"SQLite format 3\0") {
+        format!("an SQLite database (an `nsys export --type sqlite` export?), which cutrace does not read: {instead}")
+    } else if ends(".ncu-rep") {
+        "an Nsight Compute report, which cutrace does not read: per-kernel counters come from \
+         `cutrace profile -o DIR -- CMD`"
+            .to_string()
+    } else if ends(".pftrace") || ends(".perfetto-trace") {
+        "a Perfetto protobuf trace: cutrace writes these (`convert --perfetto`) but reads only \
+         its own traces and torch.profiler's JSON; open it in ui.perfetto.dev"
+            .to_string()
+    } else if ends(".xplane.pb") {
+        format!("a TensorBoard XPlane profile (JAX or TensorFlow), which cutrace does not read: {instead}")
+    } else if head.starts_with(b"PK\x03\x04")
+        || (head.first() == Some(&0x80) && head.get(1).is_some_and(|v| (2..=5).contains(v)))
+    {
+        if [".pt", ".pth", ".bin", ".ckpt", ".safetensors"]
+            .iter()
+            .any(|e| ends(e))
+            || head[0] == 0x80
+        {
+            format!("a PyTorch model or tensor file (torch.save), not a trace: {instead}")
+        } else {
+            format!("a zip archive, not a trace (unpack it and give the trace inside): {instead}")
+        }
+    } else {
+        return None;
+    };
+    Some(what)
 }
 
 /// Reads until `buf` is full or the input ends; the bytes read.

@@ -135,7 +135,16 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     req.one_trace_options = job::given(args.html.is_some(), args.from.is_some(), args.to.is_some());
     (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
     let file = match job::report(&args.files, &req, &progress)? {
-        job::Report::OneTrace(p) => p,
+        job::Report::OneTrace(p) => {
+            // A directory that held the trace deeper down (a TensorBoard log directory's latest
+            // profile run) says which file was read.
+            if let [given] = &args.files[..] {
+                if given != &p {
+                    eprintln!("cutrace: {}: reading {}", given.display(), p.display());
+                }
+            }
+            p
+        }
         job::Report::Job(bytes) => {
             line.into_inner().ok().map(ProgressLine::finish);
             out.write_all(&bytes)

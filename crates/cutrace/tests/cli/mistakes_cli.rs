@@ -1,0 +1,91 @@
+//! Inputs people give by mistake are answered with what they are and what to give instead (exit
+//! 2, nothing written): an Nsight Systems report or its SQLite export, an Nsight Compute report,
+//! a torch.save file, a Perfetto trace, a zip; and a TensorBoard log directory is read where
+//! torch.profiler's `tensorboard_trace_handler` put the trace.
+
+use cutrace_testkit::Dir;
+
+fn refused(d: &Dir, name: &str, bytes: &[u8], says: &[&str]) {
+    let p = d.path(name);
+    std::fs::write(&p, bytes).unwrap();
+    let o = crate::util::cutrace(&["report", p.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{name}: {err}");
+    assert!(o.stdout.is_empty(), "{name}");
+    for s in says {
+        assert!(err.contains(s), "{name}: wanted {s:?} in {err}");
+    }
+}
+
+#[test]
+fn files_that_are_not_traces_are_named_with_the_fix() {
+    let d = Dir::new("mistakes");
+    let record = "cutrace record -o DIR -- CMD";
+    refused(
+        &d,
+        "run.nsys-rep",
+        b"\x00\x01nsys",
+        &["an Nsight Systems report", record],
+    );
+    refused(&d, "old.qdrep", b"\x00\x01", &["an Nsight Systems report"]);
+    refused(
+        &d,
+        "run.sqlite",
+        b"SQLite format 3\x00\x10\x00",
+        &["an SQLite database", "nsys export --type sqlite", record],
+    );
+    refused(
+        &d,
+        "k.ncu-rep",
+        b"\x00\x01",
+        &["an Nsight Compute report", "cutrace profile"],
+    );
+    refused(
+        &d,
+        "model.pt",
+        b"PK\x03\x04\x14\x00\x00\x00",
+        &["torch.save", "export_chrome_trace"],
+    );
+    refused(&d, "old.pth", b"\x80\x02}q\x00", &["torch.save"]);
+    refused(
+        &d,
+        "t.pftrace",
+        b"\x0a\x05",
+        &["a Perfetto protobuf trace", "ui.perfetto.dev"],
+    );
+    refused(
+        &d,
+        "logs.zip",
+        b"PK\x03\x04\x14\x00",
+        &["a zip archive", "unpack it"],
+    );
+    // Anything else keeps the general answer.
+    refused(
+        &d,
+        "notes.txt",
+        b"hello",
+        &["not a cutrace trace nor a JSON trace"],
+    );
+}
+
+#[test]
+fn a_tensorboard_log_directory_is_read_at_its_latest_profile_run() {
+    let d = Dir::new("tensorboard");
+    let trace = cutrace_testkit::repo().join("tests/fixtures/kineto/two_streams.json.gz");
+    for run in ["2026_01_01_10_00_00", "2026_01_02_10_00_00"] {
+        let r = d.path("plugins/profile").join(run);
+        std::fs::create_dir_all(&r).unwrap();
+        std::fs::copy(&trace, r.join("host_123.1.pt.trace.json.gz")).unwrap();
+    }
+    for given in [d.0.clone(), d.path("plugins/profile")] {
+        let o = crate::util::cutrace(&["report", given.to_str().unwrap()]);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{err}");
+        assert!(
+            err.contains("2026_01_02_10_00_00/host_123.1.pt.trace.json.gz"),
+            "{err}"
+        );
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(out.contains("records: 10 kernels"), "{out}");
+    }
+}
