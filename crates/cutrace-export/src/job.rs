@@ -200,7 +200,7 @@ pub fn write_rank_summary(
 ) -> Result<Option<String>, JobError> {
     let (json, warning) = rank_summary(files, which, limits)?;
     let mode = crate::files::mode_of_inputs(files);
-    crate::html::write_to(dest, &String::from_utf8_lossy(&json), stdout, mode)
+    crate::html::write_to(dest, &String::from_utf8_lossy(&json), stdout, mode, false)
         .map_err(|e| JobError::Write(dest.to_path_buf(), e))?;
     Ok(warning)
 }

@@ -150,18 +150,51 @@ fn page_end(o: &mut String, data: &PageData<'_>) {
 /// Writes `html` to `dest` as every cutrace output is written: a new file beside it (exclusive
 /// create, no link followed, permission bits `mode`), renamed into place once complete. An
 /// existing `dest` is not replaced (`AlreadyExists`).
-pub fn write_file(dest: &Path, html: &str, mode: u32) -> io::Result<()> {
+pub fn write_file(dest: &Path, html: &str, mode: u32, force: bool) -> io::Result<()> {
+    if force {
+        // As `convert --force`: only a regular file is replaced, never a link or a directory.
+        if let Ok(m) = std::fs::symlink_metadata(dest) {
+            if !m.file_type().is_file() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a regular file (a link, a directory or a device); \
+                         --force replaces only regular files: remove it or choose another name",
+                        dest.display()
+                    ),
+                ));
+            }
+        }
+    }
     let mut f = OutFile::create(dest, mode)?;
     f.file().write_all(html.as_bytes())?;
-    f.commit(false)
+    f.commit(force).map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists && !force {
+            io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                format!(
+                    "{} exists: choose a new name, or --force to replace it (nothing written)",
+                    dest.display()
+                ),
+            )
+        } else {
+            e
+        }
+    })
 }
 
 /// `--html DEST`: [`write_file`], or `stdout` when `dest` is `-` (as for every cutrace output).
-pub fn write_to(dest: &Path, html: &str, stdout: &mut dyn io::Write, mode: u32) -> io::Result<()> {
+pub fn write_to(
+    dest: &Path,
+    html: &str,
+    stdout: &mut dyn io::Write,
+    mode: u32,
+    force: bool,
+) -> io::Result<()> {
     if dest.as_os_str() == "-" {
         stdout.write_all(html.as_bytes())
     } else {
-        write_file(dest, html, mode)
+        write_file(dest, html, mode, force)
     }
 }
 

@@ -290,20 +290,35 @@ fn a_large_trace_gives_a_small_page() {
     assert_eq!(longer_left_out.count(), 0);
 }
 
-/// The page goes to a new file; an existing one is left as it is.
+/// The page goes to a new file; an existing one is left as it is, unless --force.
 #[test]
 fn write_file_does_not_replace_a_file() {
     let dir = std::env::temp_dir().join(format!("cutrace-html-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let dest = dir.join("r.html");
-    super::write_file(&dest, "<p>one</p>", 0o644).unwrap();
-    let again = super::write_file(&dest, "<p>two</p>", 0o644);
+    super::write_file(&dest, "<p>one</p>", 0o644, false).unwrap();
+    let again = super::write_file(&dest, "<p>two</p>", 0o644, false);
     let kept = std::fs::read_to_string(&dest).unwrap();
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    // --force replaces a regular file, never a link.
+    super::write_file(&dest, "<p>three</p>", 0o644, true).unwrap();
+    let forced = std::fs::read_to_string(&dest).unwrap();
+    let link = dir.join("l.html");
+    std::os::unix::fs::symlink(&dest, &link).unwrap();
+    let through_link = super::write_file(&link, "<p>four</p>", 0o644, true);
+    let after = std::fs::read_to_string(&dest).unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
-    assert_eq!(again.unwrap_err().kind(), std::io::ErrorKind::AlreadyExists);
+    let e = again.unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+    assert!(e.to_string().contains("--force to replace it"), "{e}");
     assert_eq!(kept, "<p>one</p>");
     assert_eq!(left.len(), 1, "a temporary file was left beside it");
+    assert_eq!(forced, "<p>three</p>");
+    assert!(through_link
+        .unwrap_err()
+        .to_string()
+        .contains("not a regular file"));
+    assert_eq!(after, "<p>three</p>");
 }
 
 /// The `<tr>` rows of the counters table: each row's cell texts.

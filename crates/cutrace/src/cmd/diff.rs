@@ -80,6 +80,10 @@ pub struct Args {
     /// to a new file, or to stdout for `-`.
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+    /// Replace the --html file if it exists (a regular file only, never a link), as
+    /// `convert --force` does; without it an existing file is refused and left as it is.
+    #[arg(long, requires = "html")]
+    pub force: bool,
 }
 
 /// `--from`/`--to` as offsets; an absolute time is refused with the reason.
@@ -167,7 +171,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             &d,
         );
         let mode = cutrace_export::files::mode_of_inputs([&args.base, &args.new]);
-        cutrace_export::html::write_to(dest, &page, out, mode)
+        cutrace_export::html::write_to(dest, &page, out, mode, args.force)
             .with_context(|| format!("writing {}", dest.display()))?;
         return Ok(0);
     }

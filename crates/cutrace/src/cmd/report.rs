@@ -102,6 +102,10 @@ pub struct Args {
     /// sortable tables; nothing fetched when viewed) to a new file, or to stdout for `-`.
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
+    /// Replace the --html file if it exists (a regular file only, never a link), as
+    /// `convert --force` does; without it an existing file is refused and left as it is.
+    #[arg(long, requires = "html")]
+    pub force: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -178,7 +182,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         let title = file.display().to_string();
         let page = html_page(&title, &trace, &report, opts.window.as_ref())?;
         let mode = cutrace_export::files::mode_of_inputs([&file]);
-        html::write_to(dest, &page, out, mode)
+        html::write_to(dest, &page, out, mode, args.force)
             .with_context(|| format!("writing {}", dest.display()))?;
         return Ok(0);
     }
