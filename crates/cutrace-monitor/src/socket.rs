@@ -1,0 +1,218 @@
+//! The monitor's Unix socket: created in a new directory only its user can enter (0700, the
+//! socket 0600), every connection's sender checked with the kernel's peer credentials
+//! (SO_PEERCRED: same user, and a hello only for the sender's own pid), each connection read
+//! on a thread of its own through the bounded frame reader. A connection that sends anything
+//! refused is closed, and the refusal counted in the state.
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::state::State;
+use crate::wire::FrameReader;
+
+/// Connections read at once; more are closed at once (and counted).
+pub const MAX_CONNECTIONS: u64 = 256;
+/// The socket's file name inside its directory.
+pub const SOCKET_NAME: &str = "monitor.sock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("cannot create the monitor's socket directory in {base}: {source}")]
+    Dir {
+        base: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{0} is not a directory private to this user (a link, another user's, or open to \
+         others): refused"
+    )]
+    NotPrivate(PathBuf),
+    #[error(
+        "the socket path {0} is longer than a Unix socket address holds (108 bytes). Fix: set \
+         XDG_RUNTIME_DIR or TMPDIR to a shorter directory"
+    )]
+    TooLong(PathBuf),
+    #[error("cannot create the monitor's socket {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The socket and its private directory, both removed when dropped.
+#[derive(Debug)]
+pub struct PrivateSocket {
+    pub dir: PathBuf,
+    pub path: PathBuf,
+    pub listener: UnixListener,
+}
+
+impl Drop for PrivateSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Whether `dir` is a directory (not a link) of this user that no one else may enter.
+fn is_private(dir: &Path) -> bool {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => {
+            m.is_dir()
+                && m.uid() == rustix::process::getuid().as_raw()
+                && m.permissions().mode() & 0o077 == 0
+        }
+        Err(_) => false,
+    }
+}
+
+/// Creates a new private directory under `base` and the socket in it.
+pub fn create(base: &Path) -> Result<PrivateSocket, SocketError> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut last_err = None;
+    for _ in 0..100 {
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!(
+            "cutrace-monitor-{}-{:08x}{n}",
+            std::process::id(),
+            stamp ^ (n as u32).wrapping_mul(0x9e37_79b9)
+        ));
+        // Exclusive: a name already there (planted or not) is never used.
+        match DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return bind_in(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
+            Err(e) => {
+                return Err(SocketError::Dir {
+                    base: base.into(),
+                    source: e,
+                })
+            }
+        }
+    }
+    Err(SocketError::Dir {
+        base: base.into(),
+        source: last_err.unwrap_or_else(|| std::io::Error::other("no free name")),
+    })
+}
+
+fn bind_in(dir: PathBuf) -> Result<PrivateSocket, SocketError> {
+    let path = dir.join(SOCKET_NAME);
+    let fail = |e| {
+        let _ = std::fs::remove_dir(&dir);
+        e
+    };
+    if !is_private(&dir) {
+        return Err(fail(SocketError::NotPrivate(dir.clone())));
+    }
+    if path.as_os_str().len() >= 108 {
+        return Err(fail(SocketError::TooLong(path.clone())));
+    }
+    let listener = UnixListener::bind(&path).map_err(|e| {
+        fail(SocketError::Bind {
+            path: path.clone(),
+            source: e,
+        })
+    })?;
+    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    Ok(PrivateSocket {
+        dir,
+        path,
+        listener,
+    })
+}
+
+/// Accepts connections for ever, each read on its own thread into `state`.
+pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
+    let me = rustix::process::getuid().as_raw();
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else { continue };
+        let Ok(cred) = rustix::net::sockopt::socket_peercred(&stream) else {
+            reject(&state, "peer_unknown");
+            continue;
+        };
+        if cred.uid.as_raw() != me {
+            reject(&state, "peer_uid");
+            continue;
+        }
+        {
+            let Ok(mut s) = state.lock() else { return };
+            if s.connections_open >= MAX_CONNECTIONS {
+                s.reject("too_many_connections");
+                continue;
+            }
+            s.connections_open += 1;
+            s.connections_total += 1;
+        }
+        let pid = cred.pid.as_raw_pid() as u32;
+        let st = state.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cutrace-monitor-conn".into())
+            .spawn(move || read_connection(stream, pid, &st));
+        if spawned.is_err() {
+            if let Ok(mut s) = state.lock() {
+                s.connections_open -= 1;
+                s.reject("no_thread");
+            }
+        }
+    }
+}
+
+fn reject(state: &Mutex<State>, reason: &'static str) {
+    if let Ok(mut s) = state.lock() {
+        s.reject(reason);
+    }
+}
+
+/// Reads one connection's frames until it ends or sends something refused.
+fn read_connection(mut stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
+    let mut reader = FrameReader::default();
+    let mut hello = None;
+    loop {
+        let m = reader.next(&mut stream);
+        let Ok(mut s) = state.lock() else { return };
+        match m {
+            Ok(Some(m)) => {
+                if let Err(e) = s.apply(peer_pid, &mut hello, m) {
+                    s.reject(e.reason());
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => {
+                s.reject(e.reason());
+                break;
+            }
+        }
+    }
+    if let Ok(mut s) = state.lock() {
+        s.connections_open -= 1;
+        if let Some(pid) = hello {
+            s.ended(pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_socket_is_private_and_goes_away() {
+        let base = std::env::temp_dir();
+        let s = create(&base).unwrap();
+        let dir_mode = std::fs::metadata(&s.dir).unwrap().permissions().mode() & 0o777;
+        let sock_mode = std::fs::metadata(&s.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!((dir_mode, sock_mode), (0o700, 0o600));
+        let (dir, path) = (s.dir.clone(), s.path.clone());
+        drop(s);
+        assert!(!path.exists() && !dir.exists());
+    }
+}
