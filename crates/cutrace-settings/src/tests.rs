@@ -93,6 +93,7 @@ fn settings() -> impl Strategy<Value = Settings> {
             opt(any::<u64>()),
             opt(proptest::sample::select(ApiMode::ALL.to_vec())),
             any::<(bool, bool, bool)>(),
+            opt("/[^\u{0}]{0,30}"),
         ),
         knobs(),
         counters,
@@ -100,7 +101,13 @@ fn settings() -> impl Strategy<Value = Settings> {
         access,
     )
         .prop_map(
-            |((dir, kinds, run_id, buffer, api, (ser, cmd, disc)), knobs, counters, pm, access)| {
+            |(
+                (dir, kinds, run_id, buffer, api, (ser, cmd, disc), monitor),
+                knobs,
+                counters,
+                pm,
+                access,
+            )| {
                 Settings {
                     output_dir: dir.map(PathBuf::from),
                     kinds,
@@ -110,6 +117,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     serialize_kernels: ser,
                     record_cmdline: cmd,
                     discard: disc,
+                    monitor_socket: monitor.map(PathBuf::from),
                     knobs,
                     counters,
                     pm_sampling: pm,
