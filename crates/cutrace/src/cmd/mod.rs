@@ -11,6 +11,7 @@ pub mod convert;
 pub mod dcgm;
 pub mod diff;
 pub mod doctor;
+pub mod monitor;
 pub mod profile;
 mod progress;
 pub mod record;

@@ -25,6 +25,7 @@ mod hta_peer;
 mod input_cli;
 mod job_cli;
 mod kineto_oracle;
+mod monitor_cli;
 mod multiproc_report;
 mod notes_cli;
 mod output_errors;

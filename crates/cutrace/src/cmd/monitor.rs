@@ -1,0 +1,214 @@
+//! `cutrace monitor -- CMD`: runs a program under the injection library, as `record` does, but
+//! instead of writing a trace each CUDA process sends summaries to this command over a private
+//! Unix socket, and this command serves them as Prometheus metrics on `--listen` while the
+//! program runs (docs/MONITOR.md). The program's output passes through untouched (it inherits
+//! stdin, stdout and stderr) and its exit status is this command's.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cutrace_launch::{cleared_vars, injection_env, preload_value, resolve_program};
+use cutrace_monitor::{http, prom, socket, State};
+use cutrace_settings::{ApiMode, Settings};
+
+/// The kinds monitor mode needs: kernels for busy, the launch calls for latency, copies.
+const MONITOR_KINDS: [&str; 4] = ["kernel", "runtime", "driver", "memcpy"];
+/// How long, after the program exits, its processes' last batches may take to arrive.
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// Run a program and serve its GPUs' busy time as Prometheus metrics while it runs.
+///
+/// Every CUDA process the program starts reports, without writing a trace, the union of its
+/// kernels' intervals per GPU (busy, never a sum), communication-kernel time, copies, launch
+/// latency and what was dropped; the metrics are per GPU (one union over all its processes)
+/// and per process. The program's output, stdin and exit status are its own.
+#[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace monitor -- python3 train.py                         metrics on 127.0.0.1:9464/metrics
+  cutrace monitor --listen 127.0.0.1:9500 -- ./my_app        another port
+  cutrace monitor --linger 30 -- python3 bench.py            keep serving 30 s after it exits
+  curl -s 127.0.0.1:9464/metrics | grep cutrace_gpu_busy      read it by hand
+
+Prometheus: add a scrape job for the address (`static_configs: [{targets: ["127.0.0.1:9464"]}]`);
+`rate(cutrace_gpu_busy_seconds_total[1m])` is the fraction of time the GPU ran a kernel.
+docs/MONITOR.md says what each metric measures and how it differs from nvidia-smi's and DCGM's
+GPU_UTIL.
+
+Where nothing can be traced (no CUDA driver, no libcupti, a program that uses no GPU) the
+program still runs, and cutrace_monitor_untraced_info{reason="…"} says why.
+
+Security: the processes report over a Unix socket in a new directory only your user can enter
+(0700, the socket 0600); a sender of another user, or one claiming another pid, is refused.
+/metrics listens on loopback unless --listen names another address: the labels carry pids and
+program names.
+
+Exit status: the program's own (128+N when a signal N ended it). Before the program starts:
+125 when cutrace itself fails (the --listen address taken, no injection library), 126 when the
+program cannot be run, 127 when it is not found."#)]
+pub struct Args {
+    /// Address for the /metrics endpoint (HOST:PORT). Non-loopback addresses expose pids and
+    /// program names to whoever can reach them.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub(crate) listen: SocketAddr,
+    /// Seconds to keep serving /metrics after the program exited, so a scraper gets the final
+    /// values.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub(crate) linger: u64,
+    /// Print nothing of cutrace's own but warnings and errors.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true)]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// This machine's name, for the GPUs' `host` label.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// Where the socket's private directory goes: `XDG_RUNTIME_DIR` when it is an absolute
+/// directory, else the temporary directory.
+fn socket_base() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Why nothing will be traced on this machine, when that is known before the program runs.
+fn untraced_here() -> Option<String> {
+    if cutrace_cupti::api::driver_version().is_none() {
+        return Some(
+            "no CUDA driver on this machine (libcuda.so.1 cannot be loaded): the program runs \
+             untraced"
+                .into(),
+        );
+    }
+    None
+}
+
+/// The program's environment: record's injection, in monitor mode.
+fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
+    let settings = Settings {
+        kinds: Some(MONITOR_KINDS.iter().map(|k| (*k).to_string()).collect()),
+        run_id: Some(cutrace_launch::new_run_id()),
+        // Only the calls that launch work or copy: the others are not summarised.
+        api: Some(ApiMode::Launches),
+        monitor_socket: Some(sock.to_path_buf()),
+        knobs: super::record::inherited_knobs(),
+        ..Settings::default()
+    };
+    let mut env = injection_env(inject, &settings);
+    match preload_value(inject, std::env::var_os("LD_PRELOAD").as_deref()) {
+        Some(v) => env.push(("LD_PRELOAD".into(), v)),
+        None => eprintln!(
+            "cutrace: warning: {} cannot go in LD_PRELOAD (its path holds a space or colon), so \
+             CUPTI entry points are not interposed",
+            inject.display()
+        ),
+    }
+    env
+}
+
+/// The exit status a shell would give: the code, or 128 + the signal.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(125)
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let (prog, rest) = args
+        .command
+        .split_first()
+        .context("no command given: cutrace monitor [OPTIONS] -- CMD ARGS...")?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    if let Err(e) = resolve_program(prog, std::env::var_os("PATH").as_deref(), &cwd) {
+        eprintln!("cutrace: cannot run {}", e.message);
+        return Ok(e.code);
+    }
+    let exe = std::env::current_exe().ok();
+    let inject = super::record::inject_lib(exe.as_deref())?;
+    let listener = http::bind(args.listen)?;
+    let base = socket_base();
+    let sock = socket::create(&base)?;
+    let state = Arc::new(Mutex::new(State {
+        untraced_reason: untraced_here(),
+        ..State::default()
+    }));
+    let units = sock
+        .listener
+        .try_clone()
+        .context("sharing the monitor's socket with its reader thread")?;
+    let st = state.clone();
+    std::thread::spawn(move || socket::serve(&units, st));
+    let (st, host) = (state.clone(), hostname());
+    let render = move || match st.lock() {
+        Ok(s) => prom::render(&s, &host),
+        Err(_) => String::new(),
+    };
+    std::thread::spawn(move || http::serve(listener, Arc::new(render)));
+    if !args.quiet {
+        eprintln!(
+            "cutrace: serving metrics on http://{}/metrics while the program runs",
+            args.listen
+        );
+    }
+    let env = program_env(&inject, &sock.path);
+    let mut command = std::process::Command::new(prog);
+    for var in cleared_vars(&env) {
+        command.env_remove(var);
+    }
+    let spawned = command
+        .args(rest)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cutrace: cannot run {}: {e}", Path::new(prog).display());
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    let status = child.wait().context("waiting for the program")?;
+    drain(&state);
+    if args.linger > 0 {
+        if !args.quiet {
+            eprintln!(
+                "cutrace: the program exited; serving its final metrics for {} s more",
+                args.linger
+            );
+        }
+        std::thread::sleep(Duration::from_secs(args.linger));
+    }
+    drop(sock);
+    Ok(exit_code(status))
+}
+
+/// Waits (at most [`DRAIN`]) for the program's processes to close their connections, so their
+/// last batches are counted.
+fn drain(state: &Mutex<State>) {
+    let start = Instant::now();
+    while start.elapsed() < DRAIN {
+        match state.lock() {
+            Ok(s) if s.connections_open > 0 => {}
+            _ => return,
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
