@@ -26,6 +26,7 @@ mod input_cli;
 mod job_cli;
 mod kineto_oracle;
 mod monitor_cli;
+mod monitor_prometheus;
 mod multiproc_report;
 mod notes_cli;
 mod output_errors;

@@ -21,10 +21,10 @@ use crate::util::bin;
 mod fake;
 
 const UUID_HEX: &str = "00112233445566778899aabbccddeeff";
-const UUID: &str = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+pub(crate) const UUID: &str = "GPU-00112233-4455-6677-8899-aabbccddeeff";
 
 /// A free loopback port (bound, then let go).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -33,7 +33,7 @@ fn free_port() -> u16 {
 }
 
 /// `GET /metrics`; `None` while nothing listens.
-fn metrics(port: u16) -> Option<String> {
+pub(crate) fn metrics(port: u16) -> Option<String> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
     c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
@@ -62,7 +62,7 @@ fn ns(seconds: &str) -> u64 {
 /// A script for the fake libcupti: `groups` flushes of kernels on two streams of one GPU,
 /// overlapping and touching, some of them NCCL's, each with its launch call, and a copy.
 /// Returns the script and its kernel count.
-fn script(seed: u64, groups: u32) -> (String, usize) {
+pub(crate) fn script(seed: u64, groups: u32) -> (String, usize) {
     let mut x = seed | 1;
     let mut next = |m: u64| {
         x ^= x << 13;
@@ -91,8 +91,8 @@ fn script(seed: u64, groups: u32) -> (String, usize) {
     (s, kernels)
 }
 
-struct Setup {
-    dir: cutrace_testkit::Dir,
+pub(crate) struct Setup {
+    pub(crate) dir: cutrace_testkit::Dir,
     fake_cupti: PathBuf,
     host: PathBuf,
     inject: PathBuf,
@@ -100,7 +100,7 @@ struct Setup {
 
 /// The C stand-ins and the injection library cargo built; `None`, after a SKIPPED line, when
 /// either is missing.
-fn setup(name: &str) -> Option<Setup> {
+pub(crate) fn setup(name: &str) -> Option<Setup> {
     let p = fake::programs()?;
     let exe = std::env::current_exe().ok()?;
     let inject = exe.with_file_name("libcutrace_inject.so");
@@ -122,7 +122,7 @@ fn setup(name: &str) -> Option<Setup> {
 impl Setup {
     /// `cutrace ARGS…` with the fake libcupti and the real injection library, the host program
     /// waiting for `wait` before it exits.
-    fn cutrace(&self, args: &[&str], wait: &Path) -> Command {
+    pub(crate) fn cutrace(&self, args: &[&str], wait: &Path) -> Command {
         let mut c = bin();
         c.args(args)
             .env(var::CUPTI_LIB, &self.fake_cupti)
@@ -134,14 +134,14 @@ impl Setup {
         c
     }
 
-    fn write(&self, name: &str, text: &str) -> PathBuf {
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
         let p = self.dir.join(name);
         std::fs::write(&p, text).unwrap();
         p
     }
 
     /// `cutrace report --format json TRACE`'s busy_ns of its one device.
-    fn report_busy(&self, trace: &Path) -> u64 {
+    pub(crate) fn report_busy(&self, trace: &Path) -> u64 {
         let o = bin()
             .args(["report", "--format", "json"])
             .arg(trace)
@@ -154,13 +154,13 @@ impl Setup {
 }
 
 /// A running `cutrace monitor`, stopped (its program let go, then killed) when dropped.
-struct Running {
+pub(crate) struct Running {
     child: Option<Child>,
     wait: PathBuf,
 }
 
 impl Running {
-    fn start(mut c: Command, wait: &Path) -> Running {
+    pub(crate) fn start(mut c: Command, wait: &Path) -> Running {
         let child = c
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -173,7 +173,7 @@ impl Running {
     }
 
     /// Lets the program exit and returns the monitor's output.
-    fn finish(mut self) -> std::process::Output {
+    pub(crate) fn finish(mut self) -> std::process::Output {
         std::fs::write(&self.wait, "").unwrap();
         self.child.take().unwrap().wait_with_output().unwrap()
     }
@@ -190,7 +190,7 @@ impl Drop for Running {
 }
 
 /// Polls /metrics until `done` says so (at most 30 s); the last text.
-fn poll(port: u16, done: &dyn Fn(&str) -> bool) -> String {
+pub(crate) fn poll(port: u16, done: &dyn Fn(&str) -> bool) -> String {
     let start = Instant::now();
     let mut last = String::new();
     while start.elapsed() < Duration::from_secs(30) {
@@ -205,7 +205,7 @@ fn poll(port: u16, done: &dyn Fn(&str) -> bool) -> String {
     panic!("/metrics never got there; last:\n{last}");
 }
 
-fn kernels_seen(t: &str) -> u64 {
+pub(crate) fn kernels_seen(t: &str) -> u64 {
     values(t, "cutrace_process_kernels_total", &[])
         .iter()
         .map(|v| v.parse::<u64>().unwrap())
