@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use cutrace_trace::Ns;
 
 use crate::union::WatermarkUnion;
-use crate::wire::{Batch, Hello, Latency, Message};
+use crate::wire::{Batch, Hello, Latency, Message, MAX_DEVICES};
 
 /// Most processes kept; a hello past this is refused (and counted).
 pub const MAX_PROCESSES: usize = 4096;
@@ -167,7 +167,8 @@ impl State {
             })
             .collect();
         let new = keys.iter().filter(|k| !self.gpus.contains_key(*k)).count();
-        if self.gpus.len() + new > MAX_GPUS {
+        let mine = keys.iter().filter(|k| !p.gpus.contains_key(*k)).count();
+        if self.gpus.len() + new > MAX_GPUS || p.gpus.len() + mine > MAX_DEVICES {
             return Err(Refused::TooManyGpus);
         }
         p.batches_lost += b.seq - p.last_seq - 1;
@@ -203,9 +204,14 @@ impl State {
     }
 
     /// The connection of process `pid` closed.
+    /// Its unions are sealed: their totals stay, their runs are given back.
     pub fn ended(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid) {
             p.ended = true;
+            for g in p.gpus.values_mut() {
+                g.busy.seal();
+                g.comm.seal();
+            }
         }
     }
 }

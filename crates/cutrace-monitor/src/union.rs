@@ -102,6 +102,17 @@ impl WatermarkUnion {
         self.retire();
     }
 
+    /// Retires every open run: nothing more will be added (its process ended), so the total is
+    /// kept and the memory given back.
+    pub fn seal(&mut self) {
+        self.retired_ns += self.open_ns;
+        self.open_ns = 0;
+        if let Some((_, &e)) = self.open.last_key_value() {
+            self.watermark = e;
+        }
+        self.open.clear();
+    }
+
     /// Retires runs that end more than the horizon before the newest end, and the oldest runs
     /// past `max_runs`.
     fn retire(&mut self) {
@@ -138,6 +149,10 @@ mod tests {
         assert_eq!((u.total_ns(), u.open_runs()), (200, 1));
         u.add(50, 400);
         assert_eq!((u.total_ns(), u.open_runs()), (400, 1));
+        u.seal();
+        assert_eq!((u.total_ns(), u.open_runs()), (400, 0));
+        u.add(10, 20);
+        assert_eq!((u.total_ns(), u.late_ns()), (400, 10));
     }
 
     #[test]

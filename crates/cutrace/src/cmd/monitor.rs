@@ -7,6 +7,7 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -45,6 +46,9 @@ Security: the processes report over a Unix socket in a new directory only your u
 (0700, the socket 0600); a sender of another user, or one claiming another pid, is refused.
 /metrics listens on loopback unless --listen names another address: the labels carry pids and
 program names.
+
+Signals: Ctrl-C and Ctrl-\ reach the program from the terminal; SIGTERM, SIGHUP (and SIGINT or
+SIGQUIT sent with kill) sent to cutrace are passed on to it, and cutrace waits for it to exit.
 
 Exit status: the program's own (128+N when a signal N ended it). Before the program starts:
 125 when cutrace itself fails (the --listen address taken, no injection library), 126 when the
@@ -119,6 +123,50 @@ fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
     env
 }
 
+/// The signals the monitor takes instead of dying of them while its program runs: blocked here
+/// (before any thread starts, so every thread has them blocked; the program gets an empty mask)
+/// and read from a signalfd by [`pass_signals_on`].
+fn block_signals() -> Option<nix::sys::signal::SigSet> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    set.thread_block().ok()?;
+    Some(set)
+}
+
+/// Passes the signals someone sent the monitor on to the program (`child`, while it runs; 0
+/// after), and sets `stop` (which ends `--linger`). A signal the terminal sent (Ctrl-C, Ctrl-\)
+/// reached the program's process group already and is not sent twice.
+fn pass_signals_on(set: nix::sys::signal::SigSet, child: Arc<AtomicU32>, stop: Arc<AtomicBool>) {
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let Ok(fd) = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC) else {
+        return;
+    };
+    // The kernel's own signals (from a terminal) carry si_code SI_KERNEL.
+    const SI_KERNEL: i32 = 0x80;
+    let _ = std::thread::Builder::new()
+        .name("cutrace-signals".into())
+        .spawn(move || {
+            while let Ok(Some(info)) = fd.read_signal() {
+                stop.store(true, Ordering::SeqCst);
+                let pid = child.load(Ordering::SeqCst);
+                let Ok(sig) = nix::sys::signal::Signal::try_from(info.ssi_signo as i32) else {
+                    continue;
+                };
+                if pid != 0 && info.ssi_code != SI_KERNEL {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+                }
+            }
+        });
+}
+
 /// The exit status a shell would give: the code, or 128 + the signal.
 fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -141,6 +189,14 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().ok();
     let inject = super::record::inject_lib(exe.as_deref())?;
     let listener = http::bind(args.listen)?;
+    if !args.listen.ip().is_loopback() {
+        eprintln!(
+            "cutrace: warning: --listen {} is not a loopback address: whoever can reach it reads \
+             the metrics' labels (pids, program names, ranks, job ids)",
+            args.listen
+        );
+    }
+    let signals = block_signals();
     let base = socket_base();
     let sock = socket::create(&base)?;
     let state = Arc::new(Mutex::new(State {
@@ -185,16 +241,30 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             });
         }
     };
-    let status = child.wait().context("waiting for the program")?;
+    let (running, stop) = (
+        Arc::new(AtomicU32::new(child.id())),
+        Arc::new(AtomicBool::new(false)),
+    );
+    if let Some(set) = signals {
+        pass_signals_on(set, running.clone(), stop.clone());
+    }
+    let status = child.wait().context("waiting for the program");
+    // Its pid may be reused from here on: no more signals to it.
+    running.store(0, Ordering::SeqCst);
+    let status = status?;
     drain(&state);
-    if args.linger > 0 {
+    if args.linger > 0 && !stop.load(Ordering::SeqCst) {
         if !args.quiet {
             eprintln!(
-                "cutrace: the program exited; serving its final metrics for {} s more",
+                "cutrace: the program exited; serving its final metrics for {} s more (a \
+                 signal ends it sooner)",
                 args.linger
             );
         }
-        std::thread::sleep(Duration::from_secs(args.linger));
+        let until = Instant::now() + Duration::from_secs(args.linger);
+        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
     drop(sock);
     Ok(exit_code(status))

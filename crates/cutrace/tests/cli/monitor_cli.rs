@@ -524,3 +524,41 @@ fn hostile_senders_leave_the_monitor_alive_and_bounded() {
     );
     assert!(!sock.exists() && !sock.parent().unwrap().exists());
 }
+
+#[test]
+fn sigterm_reaches_the_program_and_the_socket_goes_with_the_monitor() {
+    let dir = cutrace_testkit::Dir::new("monitor-sigterm");
+    let said = dir.join("socket-path");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // The program says where the socket is, then waits for a TERM of its own.
+    let script = format!(
+        "trap 'echo got-term; exit 42' TERM; echo \"${}\" > {}; while :; do sleep 0.02; done",
+        var::MONITOR_SOCKET,
+        said.display()
+    );
+    let mut c = bin();
+    c.args([
+        "monitor", "-q", "--listen", &listen, "--", "/bin/sh", "-c", &script,
+    ])
+    .env(var::INJECT_LIB, inject_or_stand_in(&dir));
+    let mut m = Running::start(c, &dir.join("unused"));
+    poll(port, &|_| {
+        std::fs::read(&said).is_ok_and(|b| b.ends_with(b"\n"))
+    });
+    let sock = PathBuf::from(std::fs::read_to_string(&said).unwrap().trim());
+    assert!(sock.exists());
+    let child = m.child.take().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(42),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "got-term\n");
+    assert!(!sock.exists() && !sock.parent().unwrap().exists());
+}
