@@ -24,7 +24,8 @@ fn child() {
     }
     assert_eq!(cutrace_inject::InitializeInjection(), 1);
     // Long enough for the writer's periodic flushes to deliver the script group by group.
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    let ms = std::env::var("CHILD_SLEEP_MS").map_or(300, |v| v.parse().unwrap());
+    std::thread::sleep(std::time::Duration::from_millis(ms));
     println!("HOST OUTPUT");
 }
 
@@ -199,4 +200,104 @@ fn a_monitor_that_is_gone_costs_the_program_nothing() {
     // And it wrote no trace.
     let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
     assert_eq!(left.len(), 1, "{left:?}");
+}
+
+/// A monitor that accepts but never reads: the socket fills, and the program still runs and
+/// exits at its own pace (sends never block; the last batch gets a bounded time at exit).
+#[test]
+fn a_monitor_that_does_not_read_never_blocks_the_program() {
+    let Some(p) = util::programs() else { return };
+    let dir = cutrace_testkit::Dir::new("monitor-stuck");
+    let sock = socket::create(&dir).unwrap();
+    // 20,000 kernels that do not merge: 320 KB of runs, more than a socket buffer holds.
+    let mut text = format!("device 0 {UUID_HEX}\n");
+    let mut corr = 1;
+    for g in 0..10u64 {
+        for i in 0..2_000u64 {
+            let start = 1_000_000 + (g * 2_000 + i) * 100;
+            text += &format!("api {corr} {} {}\n", start - 90, start - 10);
+            text += &format!("kernel 0 7 {start} {} {corr} 0\n", start + 50);
+            corr += 1;
+        }
+        text += "flush\n";
+    }
+    let path = dir.join("script");
+    std::fs::write(&path, text).unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("CUTRACE_MONITOR_CHILD", "1")
+        .env("FAKE_CUPTI_SCRIPT", &path)
+        .env(var::CUPTI_LIB, &p.fake_cupti)
+        .env(var::MONITOR_SOCKET, &sock.path)
+        .env(var::FLUSH_PERIOD_MS, "20")
+        .env(var::KINDS, "kernel,runtime")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Accepted and held, never read.
+    let (held, _) = sock.listener.accept().unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > std::time::Duration::from_secs(20) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the program blocked on a monitor that does not read");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(status.success());
+    // 300 ms of the program's own, and at most a second for the last batch.
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    // The socket really was full: what reached it holds fewer runs than the program folded.
+    let mut got = Vec::new();
+    let mut held = held;
+    std::io::Read::read_to_end(&mut held, &mut got).unwrap();
+    assert!(
+        got.len() < 20_000 * 16,
+        "{} bytes reached the socket",
+        got.len()
+    );
+}
+
+/// A monitor that starts after the program: the summaries folded meanwhile are held, and sent
+/// whole once it is there (the program reconnects once a second).
+#[test]
+fn a_monitor_that_comes_late_gets_everything_held_for_it() {
+    let Some(p) = util::programs() else { return };
+    let dir = cutrace_testkit::Dir::new("monitor-late");
+    let (text, iv) = script(31, 3);
+    let path = dir.join("script");
+    std::fs::write(&path, text).unwrap();
+    let sock_path = dir.join("late.sock");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("CUTRACE_MONITOR_CHILD", "1")
+        .env("CHILD_SLEEP_MS", "2500")
+        .env("FAKE_CUPTI_SCRIPT", &path)
+        .env(var::CUPTI_LIB, &p.fake_cupti)
+        .env(var::MONITOR_SOCKET, &sock_path)
+        .env(var::FLUSH_PERIOD_MS, "20")
+        .env(var::KINDS, "kernel,runtime,memcpy")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Every group is delivered (and folded) before anyone listens.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let listener = std::os::unix::net::UnixListener::bind(&sock_path).unwrap();
+    let state = Arc::new(Mutex::new(State::default()));
+    let st = state.clone();
+    std::thread::spawn(move || socket::serve(&listener, st));
+    assert!(child.wait().unwrap().success());
+    wait_ended(&state, 1);
+    let s = state.lock().unwrap();
+    let proc = s.processes.values().next().unwrap();
+    assert_eq!(proc.gpus[UUID].busy.total_ns(), union(&iv));
+    assert_eq!(proc.dropped_by_cutrace, 0);
 }
