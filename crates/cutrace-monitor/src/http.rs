@@ -123,20 +123,18 @@ fn read_request_line(s: &mut TcpStream) -> Option<String> {
 fn serve_one(mut s: TcpStream, metrics: &dyn Fn() -> String) {
     let _ = s.set_read_timeout(Some(REQUEST_TIMEOUT));
     let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
-    let r = match read_request_line(&mut s) {
-        Some(line) => {
-            let head_only = line.starts_with("HEAD ");
-            let r = answer(&line, metrics);
-            let _ = write_response(&mut s, &r, head_only);
-            return;
-        }
-        None => Response {
-            status: 400,
-            content_type: "text/plain; charset=utf-8",
-            body: "bad request\n".into(),
-        },
+    let (r, head_only) = match read_request_line(&mut s) {
+        Some(line) => (answer(&line, metrics), line.starts_with("HEAD ")),
+        None => (
+            Response {
+                status: 400,
+                content_type: "text/plain; charset=utf-8",
+                body: "bad request\n".into(),
+            },
+            false,
+        ),
     };
-    let _ = write_response(&mut s, &r, false);
+    let _ = write_response(&mut s, &r, head_only);
 }
 
 /// Serves `listener` for ever (until the process exits), each request on a thread of its own.

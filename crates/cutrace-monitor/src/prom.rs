@@ -307,6 +307,17 @@ fn render_monitor(f: &mut Family<'_>, s: &State) {
         &s.processes.len().to_string(),
     );
     f.head(
+        "cutrace_monitor_forgotten_processes_total",
+        "counter",
+        "Processes whose own series were dropped, a while after they ended (--forget-after); \
+         their time stays in cutrace_gpu_busy_seconds_total.",
+    );
+    f.sample(
+        "cutrace_monitor_forgotten_processes_total",
+        "",
+        &s.forgotten.to_string(),
+    );
+    f.head(
         "cutrace_monitor_untraced_info",
         "gauge",
         "Set while nothing is traced, with the reason (no CUDA driver, no process reported).",
@@ -320,7 +331,7 @@ fn render_monitor(f: &mut Family<'_>, s: &State) {
 /// Why nothing is traced, when nothing is: the binary's reason, else the processes' own, else
 /// that none has reported.
 pub fn untraced_reason(s: &State) -> Option<String> {
-    let traced = s.processes.values().any(|p| p.untraced.is_none());
+    let traced = s.processes.values().any(|p| p.untraced.is_none()) || !s.gpus.is_empty();
     if traced {
         return None;
     }

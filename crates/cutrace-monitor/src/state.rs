@@ -3,6 +3,7 @@
 //! the order each connection sends them; the state is bounded (processes, GPUs, open runs).
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use cutrace_trace::Ns;
 
@@ -53,6 +54,8 @@ pub struct Process {
     pub untraced: Option<String>,
     /// Its connection closed (it exited, or stopped sending).
     pub ended: bool,
+    /// When it ended, for [`State::forget_ended`].
+    pub ended_at: Option<Instant>,
 }
 
 /// The monitor's whole view.
@@ -68,6 +71,10 @@ pub struct State {
     pub connections_open: u64,
     /// Why nothing may be traced, set by the binary (no CUDA driver, …).
     pub untraced_reason: Option<String>,
+    /// How long an ended process's own series are kept ([`State::forget_ended`]).
+    pub forget_after: Option<Duration>,
+    /// Processes forgotten so far.
+    pub forgotten: u64,
 }
 
 /// Why a message was not applied.
@@ -101,6 +108,20 @@ impl Refused {
 }
 
 impl State {
+    /// Drops the processes that ended more than [`State::forget_after`] before `now`: their
+    /// own series go (label cardinality stays bounded), their time stays in their GPUs' unions.
+    pub fn forget_ended(&mut self, now: Instant) {
+        let Some(after) = self.forget_after else {
+            return;
+        };
+        let before = self.processes.len();
+        self.processes.retain(|_, p| {
+            p.ended_at
+                .is_none_or(|t| now.saturating_duration_since(t) < after)
+        });
+        self.forgotten += (before - self.processes.len()) as u64;
+    }
+
     pub fn reject(&mut self, reason: &'static str) {
         *self.rejected.entry(reason).or_default() += 1;
     }
@@ -118,6 +139,7 @@ impl State {
                 if hello_pid.is_some() {
                     return Err(Refused::SecondHello);
                 }
+                self.forget_ended(Instant::now());
                 if h.pid != peer_pid {
                     return Err(Refused::PeerPid);
                 }
@@ -208,6 +230,7 @@ impl State {
     pub fn ended(&mut self, pid: u32) {
         if let Some(p) = self.processes.get_mut(&pid) {
             p.ended = true;
+            p.ended_at = Some(Instant::now());
             for g in p.gpus.values_mut() {
                 g.busy.seal();
                 g.comm.seal();
@@ -276,5 +299,23 @@ mod tests {
             Err(Refused::Replay)
         );
         assert_eq!(s.processes[&10].batches_lost, 1);
+    }
+
+    #[test]
+    fn ended_processes_are_forgotten_after_their_time_and_the_gpu_keeps_theirs() {
+        let mut s = State {
+            forget_after: Some(Duration::from_secs(60)),
+            ..State::default()
+        };
+        let mut c = None;
+        s.apply(10, &mut c, hello(10)).unwrap();
+        s.apply(10, &mut c, batch(1, vec![(0, 100)])).unwrap();
+        s.ended(10);
+        let t = s.processes[&10].ended_at.unwrap();
+        s.forget_ended(t + Duration::from_secs(59));
+        assert_eq!(s.processes.len(), 1);
+        s.forget_ended(t + Duration::from_secs(61));
+        assert!(s.processes.is_empty());
+        assert_eq!((s.forgotten, s.gpus["GPU-a"].busy.total_ns()), (1, 100));
     }
 }

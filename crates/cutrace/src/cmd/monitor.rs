@@ -62,6 +62,10 @@ pub struct Args {
     /// values.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     pub(crate) linger: u64,
+    /// Seconds after a process ended before its own series leave /metrics (its time stays in
+    /// its GPUs' busy), so short-lived processes do not pile up labels.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub(crate) forget_after: u64,
     /// Print nothing of cutrace's own but warnings and errors.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -201,6 +205,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let sock = socket::create(&base)?;
     let state = Arc::new(Mutex::new(State {
         untraced_reason: untraced_here(),
+        forget_after: Some(Duration::from_secs(args.forget_after)),
         ..State::default()
     }));
     let units = sock
@@ -211,7 +216,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     std::thread::spawn(move || socket::serve(&units, st));
     let (st, host) = (state.clone(), hostname());
     let render = move || match st.lock() {
-        Ok(s) => prom::render(&s, &host),
+        Ok(mut s) => {
+            s.forget_ended(Instant::now());
+            prom::render(&s, &host)
+        }
         Err(_) => String::new(),
     };
     std::thread::spawn(move || http::serve(listener, Arc::new(render)));

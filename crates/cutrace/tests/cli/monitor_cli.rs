@@ -129,7 +129,10 @@ impl Setup {
             .env(var::INJECT_LIB, &self.inject)
             .env(var::FLUSH_PERIOD_MS, "20")
             .env("FAKE_HOST_WAIT", wait)
-            .env("PATH", self.host.parent().unwrap())
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", self.host.parent().unwrap().display()),
+            )
             .env_remove("FAKE_CUPTI_SCRIPT");
         c
     }
@@ -561,4 +564,63 @@ fn sigterm_reaches_the_program_and_the_socket_goes_with_the_monitor() {
     );
     assert_eq!(String::from_utf8_lossy(&o.stdout), "got-term\n");
     assert!(!sock.exists() && !sock.parent().unwrap().exists());
+}
+
+#[test]
+fn ended_processes_leave_no_labels_after_forget_after_and_their_gpu_keeps_their_time() {
+    let Some(s) = setup("monitor-forget") else {
+        return;
+    };
+    let (text, _) = script(53, 2);
+    let sc = s.write("script", &text);
+    // Three short-lived CUDA processes, one after the other, then a wait.
+    let wait = s.dir.join("monitor-go");
+    let prog = format!(
+        "for i in 1 2 3; do host - local i; done; while [ ! -e {} ]; do sleep 0.02; done",
+        wait.display()
+    );
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(
+        &["monitor", "-q", "--forget-after", "1", "--listen", &listen],
+        &wait,
+    );
+    c.args(["--", "/bin/sh", "-c", &prog])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| {
+        values(t, "cutrace_monitor_forgotten_processes_total", &[]) == ["3"]
+    });
+    assert!(values(&t, "cutrace_process_up", &[]).is_empty(), "{t}");
+    assert!(
+        values(&t, "cutrace_process_gpu_busy_seconds_total", &[]).is_empty(),
+        "{t}"
+    );
+    // The three replayed the same records: the GPU's union is one script's, not three.
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "host", "-", "local", "i"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [s.report_busy(&trace)]
+    );
+    assert!(
+        values(&t, "cutrace_monitor_untraced_info", &[]).is_empty(),
+        "{t}"
+    );
+    assert_eq!(m.finish().status.code(), Some(0));
 }
