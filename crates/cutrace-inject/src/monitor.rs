@@ -3,7 +3,8 @@
 //! records into summaries (`cutrace_monitor::fold`) and sends them to the monitor's Unix socket
 //! about once a flush period.
 //!
-//! The application never waits on the monitor: every send is non-blocking (`MSG_DONTWAIT`,
+//! The application never waits on the monitor: every connect is non-blocking (a monitor whose
+//! backlog is full is tried again later) and every send too (`MSG_DONTWAIT`,
 //! and `MSG_NOSIGNAL`, so a monitor that went away raises no SIGPIPE in the program), and it
 //! happens on the writer thread. A frame the socket did not take whole is finished before the
 //! next; while it is unfinished, new records stay folded, up to [`MAX_HELD_INTERVALS`], past
@@ -98,6 +99,43 @@ fn hello(g: &Global) -> Hello {
     }
 }
 
+/// Connects to the monitor's socket without waiting: a monitor whose queue of pending
+/// connections is full (or that is gone) is an error now, never a wait.
+fn connect_now(path: &Path) -> std::io::Result<UnixStream> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::os::unix::ffi::OsStrExt;
+    let bytes = path.as_os_str().as_bytes();
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid (empty) address.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() || bytes.contains(&0) {
+        return Err(std::io::Error::from(std::io::ErrorKind::InvalidInput));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, &b) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = b as libc::c_char;
+    }
+    // SAFETY: a plain socket(2) call; the result is checked.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: fd is a new socket this function owns from here on (closed on every return).
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = (std::mem::size_of::<libc::sa_family_t>() + bytes.len()) as libc::socklen_t;
+    // SAFETY: addr is a valid sockaddr_un of `len` bytes, alive for the call.
+    let r = unsafe { libc::connect(fd, (&addr as *const libc::sockaddr_un).cast(), len) };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(UnixStream::from(owned))
+}
+
 /// Sends what it can of `bytes` without waiting; how many bytes went, or the error that means
 /// the peer is gone.
 fn send_some(s: &UnixStream, bytes: &[u8]) -> std::io::Result<usize> {
@@ -155,7 +193,7 @@ impl Monitor {
             return;
         }
         self.last_connect = Some(Instant::now());
-        if let Ok(s) = UnixStream::connect(&self.path) {
+        if let Ok(s) = connect_now(&self.path) {
             self.stream = Some(s);
             self.drop_unsent();
             self.unsent = wire::encode(&Message::Hello(self.hello.clone()));
@@ -288,11 +326,12 @@ impl Monitor {
 }
 
 /// Tells the monitor, when there is one, that this process runs untraced and why: a hello and
-/// the reason, sent without waiting, from whatever thread found it (it is called once).
+/// the reason, connected and sent without waiting (this may run on the program's thread that
+/// started CUDA), once.
 pub(crate) fn tell_untraced(why: &str) {
     let (s, _) = cutrace_settings::Settings::from_process_env();
     let Some(path) = s.monitor_socket else { return };
-    let Ok(stream) = UnixStream::connect(&path) else {
+    let Ok(stream) = connect_now(&path) else {
         return;
     };
     let h = Hello {
@@ -308,6 +347,24 @@ pub(crate) fn tell_untraced(why: &str) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn connecting_never_waits_and_names_what_is_missing() {
+        let dir = std::env::temp_dir().join(format!("cutrace-inject-mon-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("m.sock");
+        assert!(super::connect_now(&path).is_err());
+        let l = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let c = super::connect_now(&path).unwrap();
+        let (mut a, _) = l.accept().unwrap();
+        assert_eq!(super::send_some(&c, b"hi").unwrap(), 2);
+        let mut got = [0u8; 2];
+        std::io::Read::read_exact(&mut a, &mut got).unwrap();
+        assert_eq!(&got, b"hi");
+        let long = dir.join("x".repeat(200));
+        assert!(super::connect_now(&long).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn uuids_read_as_nvidia_smi_writes_them() {
         let u: [u8; 16] = std::array::from_fn(|i| i as u8 * 17);
