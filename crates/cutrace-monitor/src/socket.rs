@@ -36,6 +36,11 @@ pub enum SocketError {
          XDG_RUNTIME_DIR or TMPDIR to a shorter directory"
     )]
     TooLong(PathBuf),
+    #[error(
+        "another cutrace agent already serves {0}. Fix: stop it, or give this one another \
+         --socket-dir"
+    )]
+    InUse(PathBuf),
     #[error("cannot create the monitor's socket {path}: {source}")]
     Bind {
         path: PathBuf,
@@ -103,23 +108,68 @@ pub fn create(base: &Path) -> Result<PrivateSocket, SocketError> {
     })
 }
 
+/// The node agent's socket directory: `cutrace-agent` in `XDG_RUNTIME_DIR` when that is an
+/// absolute path, else `cutrace-agent-UID` in the temporary directory. `cutrace agent env`
+/// names the socket in it, so processes started later find the agent there.
+pub fn agent_dir(xdg_runtime_dir: Option<&Path>) -> PathBuf {
+    match xdg_runtime_dir.filter(|p| p.is_absolute()) {
+        Some(x) => x.join("cutrace-agent"),
+        None => std::env::temp_dir().join(format!(
+            "cutrace-agent-{}",
+            rustix::process::getuid().as_raw()
+        )),
+    }
+}
+
+/// The agent's socket in `dir` (made 0700 when missing; refused when it is a link, another
+/// user's or open to others). A socket left there by an agent that died is replaced; one that
+/// still answers is another agent's, and refused.
+pub fn create_at(dir: &Path) -> Result<PrivateSocket, SocketError> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(SocketError::Dir {
+                base: dir.into(),
+                source: e,
+            })
+        }
+    }
+    if !is_private(dir) {
+        return Err(SocketError::NotPrivate(dir.into()));
+    }
+    let path = dir.join(SOCKET_NAME);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        if UnixStream::connect(&path).is_ok() {
+            return Err(SocketError::InUse(path));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    bind_socket(dir.to_path_buf(), path)
+}
+
+/// The socket in the new private directory `dir`; the directory goes again if that fails.
 fn bind_in(dir: PathBuf) -> Result<PrivateSocket, SocketError> {
     let path = dir.join(SOCKET_NAME);
-    let fail = |e| {
-        let _ = std::fs::remove_dir(&dir);
-        e
+    let r = if is_private(&dir) {
+        bind_socket(dir.clone(), path)
+    } else {
+        Err(SocketError::NotPrivate(dir.clone()))
     };
-    if !is_private(&dir) {
-        return Err(fail(SocketError::NotPrivate(dir.clone())));
+    if r.is_err() {
+        let _ = std::fs::remove_dir(&dir);
     }
+    r
+}
+
+/// Binds `path` in the private `dir`, mode 0600.
+fn bind_socket(dir: PathBuf, path: PathBuf) -> Result<PrivateSocket, SocketError> {
     if path.as_os_str().len() >= 108 {
-        return Err(fail(SocketError::TooLong(path.clone())));
+        return Err(SocketError::TooLong(path));
     }
-    let listener = UnixListener::bind(&path).map_err(|e| {
-        fail(SocketError::Bind {
-            path: path.clone(),
-            source: e,
-        })
+    let listener = UnixListener::bind(&path).map_err(|e| SocketError::Bind {
+        path: path.clone(),
+        source: e,
     })?;
     let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
     Ok(PrivateSocket {
@@ -214,5 +264,24 @@ mod tests {
         let (dir, path) = (s.dir.clone(), s.path.clone());
         drop(s);
         assert!(!path.exists() && !dir.exists());
+    }
+
+    #[test]
+    fn the_agent_socket_replaces_a_dead_one_and_refuses_a_live_one() {
+        let dir = std::env::temp_dir().join(format!("cutrace-agent-test-{}", std::process::id()));
+        let a = create_at(&dir).unwrap();
+        assert!(matches!(create_at(&dir), Err(SocketError::InUse(_))));
+        drop(a);
+        // An agent that died leaves its socket: the next one takes the place.
+        DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        drop(UnixListener::bind(dir.join(SOCKET_NAME)).unwrap());
+        let b = create_at(&dir).unwrap();
+        drop(b);
+        assert!(!dir.exists());
+        // A directory others may enter is refused.
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(matches!(create_at(&dir), Err(SocketError::NotPrivate(_))));
+        std::fs::remove_dir(&dir).unwrap();
     }
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use cutrace_trace::{Limits, ReadOptions, Trace};
 
+pub mod agent;
 pub mod audit;
 pub mod convert;
 pub mod dcgm;

@@ -75,7 +75,7 @@ pub struct Args {
 }
 
 /// This machine's name, for the GPUs' `host` label.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|s| s.trim().to_string())
         .ok()
@@ -93,7 +93,7 @@ fn socket_base() -> PathBuf {
 }
 
 /// Why nothing will be traced on this machine, when that is known before the program runs.
-fn untraced_here() -> Option<String> {
+pub(crate) fn untraced_here() -> Option<String> {
     if cutrace_cupti::api::driver_version().is_none() {
         return Some(
             "no CUDA driver on this machine (libcuda.so.1 cannot be loaded): the program runs \
@@ -104,9 +104,9 @@ fn untraced_here() -> Option<String> {
     None
 }
 
-/// The program's environment: record's injection, in monitor mode.
-fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
-    let settings = Settings {
+/// What the injection is told in monitor mode: the kinds it summarises, the socket.
+pub(crate) fn monitor_settings(sock: &Path) -> Settings {
+    Settings {
         kinds: Some(MONITOR_KINDS.iter().map(|k| (*k).to_string()).collect()),
         run_id: Some(cutrace_launch::new_run_id()),
         // Only the calls that launch work or copy: the others are not summarised.
@@ -114,8 +114,47 @@ fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
         monitor_socket: Some(sock.to_path_buf()),
         knobs: super::record::inherited_knobs(),
         ..Settings::default()
+    }
+}
+
+/// Reads the socket into `state` and serves its metrics on `listener`, each on a thread of its
+/// own, for as long as the process lives.
+pub(crate) fn start_serving(
+    sock: &socket::PrivateSocket,
+    listener: std::net::TcpListener,
+    state: &Arc<Mutex<State>>,
+) -> anyhow::Result<()> {
+    let units = sock
+        .listener
+        .try_clone()
+        .context("sharing the monitor's socket with its reader thread")?;
+    let st = state.clone();
+    std::thread::spawn(move || socket::serve(&units, st));
+    let (st, host) = (state.clone(), hostname());
+    let render = move || match st.lock() {
+        Ok(mut s) => {
+            s.forget_ended(Instant::now());
+            prom::render(&s, &host)
+        }
+        Err(_) => String::new(),
     };
-    let mut env = injection_env(inject, &settings);
+    std::thread::spawn(move || http::serve(listener, Arc::new(render)));
+    Ok(())
+}
+
+/// Warns when `addr` is reachable from other machines.
+pub(crate) fn warn_if_not_loopback(addr: SocketAddr) {
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "cutrace: warning: --listen {addr} is not a loopback address: whoever can reach it \
+             reads the metrics' labels (pids, program names, ranks, job ids)"
+        );
+    }
+}
+
+/// The program's environment: record's injection, in monitor mode.
+fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
+    let mut env = injection_env(inject, &monitor_settings(sock));
     match preload_value(inject, std::env::var_os("LD_PRELOAD").as_deref()) {
         Some(v) => env.push(("LD_PRELOAD".into(), v)),
         None => eprintln!(
@@ -130,7 +169,7 @@ fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
 /// The signals the monitor takes instead of dying of them while its program runs: blocked here
 /// (before any thread starts, so every thread has them blocked; the program gets an empty mask)
 /// and read from a signalfd by [`pass_signals_on`].
-fn block_signals() -> Option<nix::sys::signal::SigSet> {
+pub(crate) fn block_signals() -> Option<nix::sys::signal::SigSet> {
     use nix::sys::signal::{SigSet, Signal};
     let mut set = SigSet::empty();
     for s in [
@@ -193,13 +232,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().ok();
     let inject = super::record::inject_lib(exe.as_deref())?;
     let listener = http::bind(args.listen)?;
-    if !args.listen.ip().is_loopback() {
-        eprintln!(
-            "cutrace: warning: --listen {} is not a loopback address: whoever can reach it reads \
-             the metrics' labels (pids, program names, ranks, job ids)",
-            args.listen
-        );
-    }
+    warn_if_not_loopback(args.listen);
     let signals = block_signals();
     let base = socket_base();
     let sock = socket::create(&base)?;
@@ -208,21 +241,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         forget_after: Some(Duration::from_secs(args.forget_after)),
         ..State::default()
     }));
-    let units = sock
-        .listener
-        .try_clone()
-        .context("sharing the monitor's socket with its reader thread")?;
-    let st = state.clone();
-    std::thread::spawn(move || socket::serve(&units, st));
-    let (st, host) = (state.clone(), hostname());
-    let render = move || match st.lock() {
-        Ok(mut s) => {
-            s.forget_ended(Instant::now());
-            prom::render(&s, &host)
-        }
-        Err(_) => String::new(),
-    };
-    std::thread::spawn(move || http::serve(listener, Arc::new(render)));
+    start_serving(&sock, listener, &state)?;
     if !args.quiet {
         eprintln!(
             "cutrace: serving metrics on http://{}/metrics while the program runs",

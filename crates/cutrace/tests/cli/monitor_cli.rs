@@ -624,3 +624,125 @@ fn ended_processes_leave_no_labels_after_forget_after_and_their_gpu_keeps_their_
     );
     assert_eq!(m.finish().status.code(), Some(0));
 }
+
+/// `cutrace agent env`'s lines as (name, value), the values unquoted.
+fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
+    let o = bin()
+        .args(["agent", "env", "--socket-dir"])
+        .arg(socket_dir)
+        .env(var::INJECT_LIB, &s.inject)
+        .env(var::FLUSH_PERIOD_MS, "20")
+        .run_ok();
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.strip_prefix("export ").unwrap().split_once('=').unwrap();
+            (k.to_string(), v.trim_matches('\'').to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn an_agent_merges_three_processes_started_with_its_environment() {
+    let Some(s) = setup("agent-three") else {
+        return;
+    };
+    let scripts: Vec<(PathBuf, usize)> = [61, 67, 71]
+        .iter()
+        .map(|&seed| {
+            let (text, n) = script(seed, 3);
+            (s.write(&format!("script-{seed}"), &text), n)
+        })
+        .collect();
+    let total: usize = scripts.iter().map(|(_, n)| n).sum();
+    // The same three recorded.
+    let both: Vec<String> = scripts
+        .iter()
+        .map(|(p, _)| format!("FAKE_CUPTI_SCRIPT={} host - local i &", p.display()))
+        .collect();
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "/bin/sh", "-c", &format!("{} wait", both.join(" "))])
+        .run_ok();
+    let union = s.report_busy(&trace);
+    let mut each: Vec<u64> = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| s.report_busy(&e.unwrap().path()))
+        .collect();
+    each.sort_unstable();
+    assert!(union < each.iter().sum::<u64>());
+    // The agent, and three programs started with `cutrace agent env`'s environment.
+    let sock_dir = s.dir.join("agent");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = bin();
+    c.args(["agent", "-q", "--listen", &listen, "--socket-dir"])
+        .arg(&sock_dir);
+    let mut agent = Running::start(c, &s.dir.join("unused"));
+    poll(port, &|_| sock_dir.join("monitor.sock").exists());
+    let env = agent_env(&s, &sock_dir);
+    assert!(env.iter().any(|(k, _)| k == var::MONITOR_SOCKET), "{env:?}");
+    let programs: Vec<Child> = scripts
+        .iter()
+        .map(|(p, _)| {
+            Command::new(&s.host)
+                .args(["-", "local", "i"])
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env(var::CUPTI_LIB, &s.fake_cupti)
+                .env("FAKE_CUPTI_SCRIPT", p)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut p in programs {
+        assert_eq!(p.wait().unwrap().code(), Some(3));
+    }
+    let t = poll(port, &|t| kernels_seen(t) == total as u64);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [union],
+        "{t}"
+    );
+    let mut got: Vec<u64> = values(&t, "cutrace_process_gpu_busy_seconds_total", &[UUID])
+        .iter()
+        .map(|v| ns(v))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, each, "{t}");
+    // A second agent on the same socket is refused; SIGTERM stops the first, socket and all.
+    let o = bin()
+        .args(["agent", "--listen", "127.0.0.1:0", "--socket-dir"])
+        .arg(&sock_dir)
+        .run_code(2);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("another cutrace agent already serves"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let child = agent.child.take().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!sock_dir.exists());
+}
