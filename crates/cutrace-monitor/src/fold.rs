@@ -17,6 +17,7 @@ struct DeviceAcc {
     /// Kernel intervals per stream, as they came.
     streams: BTreeMap<u32, Vec<(Ns, Ns)>>,
     comm: Vec<(Ns, Ns)>,
+    compute: Vec<(Ns, Ns)>,
     kernels: u64,
     kernel_sum_ns: Ns,
     copies: u64,
@@ -84,8 +85,10 @@ impl Fold {
             d.streams.entry(stream).or_default().push((start, end));
             if comm {
                 d.comm.push((start, end));
+            } else {
+                d.compute.push((start, end));
             }
-            held = 1 + usize::from(comm);
+            held = 2;
         }
         match launch_end {
             Some(api_end) => d.latency.add(start as i64 - api_end as i64),
@@ -155,6 +158,7 @@ impl Fold {
                 kernels: d.kernels,
                 kernel_sum_ns: d.kernel_sum_ns,
                 comm_runs: cutrace_analysis::merged_runs(&mut d.comm),
+                compute_runs: cutrace_analysis::merged_runs(&mut d.compute),
                 copies: d.copies,
                 copy_bytes: d.copy_bytes,
                 latency: d.latency,
@@ -176,8 +180,9 @@ impl Fold {
 /// runs are cut between runs, and a device's counts go with its first piece. Each part gets its
 /// own sequence number from `next_seq`.
 pub fn split(b: Batch, max_payload: usize, next_seq: &mut dyn FnMut() -> u64) -> Vec<Batch> {
-    // Runs per piece: what fits beside one device's fixed fields.
-    let per_piece = (max_payload.saturating_sub(1024) / 16).max(1);
+    // Runs per list in a piece: the first piece holds two lists (communication and compute),
+    // so each list gets half of what fits beside one device's fixed fields.
+    let per_piece = (max_payload.saturating_sub(1024) / 32).max(1);
     let head = Batch {
         devices: Vec::new(),
         ..b.clone()
@@ -187,22 +192,26 @@ pub fn split(b: Batch, max_payload: usize, next_seq: &mut dyn FnMut() -> u64) ->
     let mut used = empty;
     for d in b.devices {
         let mut pieces: Vec<DeviceBatch> = Vec::new();
-        let bare = |comm_runs: Vec<(Ns, Ns)>| DeviceBatch {
+        let bare = |comm_runs: Vec<(Ns, Ns)>, compute_runs: Vec<(Ns, Ns)>| DeviceBatch {
             device: d.device,
             uuid: d.uuid.clone(),
             comm_runs,
+            compute_runs,
             ..DeviceBatch::default()
         };
         let mut comm = d.comm_runs.chunks(per_piece);
+        let mut compute = d.compute_runs.chunks(per_piece);
         pieces.push(DeviceBatch {
             comm_runs: comm.next().unwrap_or_default().to_vec(),
+            compute_runs: compute.next().unwrap_or_default().to_vec(),
             streams: Vec::new(),
             ..d.clone()
         });
-        pieces.extend(comm.map(|c| bare(c.to_vec())));
+        pieces.extend(comm.map(|c| bare(c.to_vec(), Vec::new())));
+        pieces.extend(compute.map(|c| bare(Vec::new(), c.to_vec())));
         for s in &d.streams {
             for c in s.runs.chunks(per_piece) {
-                let mut p = bare(Vec::new());
+                let mut p = bare(Vec::new(), Vec::new());
                 p.streams.push(StreamRuns {
                     stream: s.stream,
                     runs: c.to_vec(),
@@ -226,7 +235,12 @@ pub fn split(b: Batch, max_payload: usize, next_seq: &mut dyn FnMut() -> u64) ->
             let last = parts.last_mut().expect("never empty");
             // Pieces of one device in one part join.
             match last.devices.last_mut() {
-                Some(x) if x.device == p.device && p.kernels == 0 && p.comm_runs.is_empty() => {
+                Some(x)
+                    if x.device == p.device
+                        && p.kernels == 0
+                        && p.comm_runs.is_empty()
+                        && p.compute_runs.is_empty() =>
+                {
                     x.streams.extend(p.streams)
                 }
                 _ => last.devices.push(p),
@@ -261,6 +275,7 @@ mod tests {
         assert_eq!(d.streams[0].runs, vec![(100, 300)]);
         assert_eq!(d.streams[1].runs, vec![(150, 250)]);
         assert_eq!(d.comm_runs, vec![(150, 250)]);
+        assert_eq!(d.compute_runs, vec![(100, 300)]);
         assert_eq!((d.copies, d.copy_bytes), (1, 4096));
         assert_eq!((d.latency.count(), d.latency.sum_ns), (2, 60));
     }
@@ -299,6 +314,12 @@ mod tests {
             .map(|s| s.runs.len())
             .sum();
         assert_eq!(got, want);
+        let compute: usize = parts
+            .iter()
+            .flat_map(|p| &p.devices)
+            .map(|d| d.compute_runs.len())
+            .sum();
+        assert_eq!(compute, 10_000);
         let kernels: u64 = parts
             .iter()
             .flat_map(|p| &p.devices)

@@ -126,7 +126,7 @@ fn render_gpus(f: &mut Family<'_>, s: &State, host: &str) {
 
 fn render_process_gpus(f: &mut Family<'_>, s: &State) {
     type Get = fn(&crate::state::ProcessGpu) -> String;
-    let families: [(&str, &str, Get); 6] = [
+    let families: [(&str, &str, Get); 7] = [
         (
             "cutrace_process_gpu_busy_seconds_total",
             "Time at least one kernel of this process ran on the GPU (the union over its streams).",
@@ -136,6 +136,12 @@ fn render_process_gpus(f: &mut Family<'_>, s: &State) {
             "cutrace_process_comm_busy_seconds_total",
             "Time at least one communication kernel (NCCL, RCCL, MSCCL) of this process ran.",
             |g| seconds(g.comm.total_ns()),
+        ),
+        (
+            "cutrace_process_exposed_comm_seconds_total",
+            "Communication time of this process during which none of its other kernels ran on \
+             the GPU: the communication nothing overlapped.",
+            |g| seconds(g.exposed_comm_ns()),
         ),
         (
             "cutrace_process_kernels_total",

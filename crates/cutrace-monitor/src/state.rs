@@ -33,11 +33,21 @@ pub struct ProcessGpu {
     pub index: u32,
     pub busy: WatermarkUnion,
     pub comm: WatermarkUnion,
+    /// Every kernel but communication: communication is exposed where none of these ran.
+    pub compute: WatermarkUnion,
     pub kernels: u64,
     pub kernel_sum_ns: Ns,
     pub copies: u64,
     pub copy_bytes: u64,
     pub latency: Latency,
+}
+
+impl ProcessGpu {
+    /// Communication time during which no other kernel of the process ran on the GPU:
+    /// union(all) − union(compute), which is union(comm) − union(comm) ∩ union(compute).
+    pub fn exposed_comm_ns(&self) -> Ns {
+        self.busy.total_ns().saturating_sub(self.compute.total_ns())
+    }
 }
 
 #[derive(Debug, Default, Clone)]
@@ -216,6 +226,9 @@ impl State {
             for &(start, end) in &d.comm_runs {
                 mine.comm.add(start, end);
             }
+            for &(start, end) in &d.compute_runs {
+                mine.compute.add(start, end);
+            }
             mine.kernels = mine.kernels.saturating_add(d.kernels);
             mine.kernel_sum_ns = mine.kernel_sum_ns.saturating_add(d.kernel_sum_ns);
             mine.copies = mine.copies.saturating_add(d.copies);
@@ -234,6 +247,7 @@ impl State {
             for g in p.gpus.values_mut() {
                 g.busy.seal();
                 g.comm.seal();
+                g.compute.seal();
             }
         }
     }

@@ -88,6 +88,9 @@ pub struct DeviceBatch {
     pub kernel_sum_ns: Ns,
     /// Merged intervals of communication kernels (NCCL), across streams.
     pub comm_runs: Vec<(Ns, Ns)>,
+    /// Merged intervals of every other kernel, across streams (communication is exposed where
+    /// none of these runs).
+    pub compute_runs: Vec<(Ns, Ns)>,
     pub copies: u64,
     pub copy_bytes: u64,
     pub latency: Latency,
@@ -259,6 +262,7 @@ fn encode_batch(e: &mut Enc, b: &Batch) {
         e.u64(d.kernels);
         e.u64(d.kernel_sum_ns);
         e.runs(&d.comm_runs);
+        e.runs(&d.compute_runs);
         e.u64(d.copies);
         e.u64(d.copy_bytes);
         for c in d.latency.buckets {
@@ -286,6 +290,7 @@ impl Batch {
                     + d.uuid.as_ref().map_or(0, |u| u.len().min(MAX_STR))
                     + 16
                     + runs(&d.comm_runs)
+                    + runs(&d.compute_runs)
                     + 16
                     + 8 * (LATENCY_BUCKETS + 1)
                     + 4
@@ -413,7 +418,7 @@ fn decode_batch(c: &mut Cur<'_>) -> Result<Batch, WireError> {
     };
     // A device takes at least its fixed fields.
     let n = c.count(
-        4 + 5 + 16 + 4 + 16 + 8 * (LATENCY_BUCKETS + 1) + 4,
+        4 + 5 + 16 + 4 + 4 + 16 + 8 * (LATENCY_BUCKETS + 1) + 4,
         MAX_DEVICES,
     )?;
     for _ in 0..n {
@@ -423,6 +428,7 @@ fn decode_batch(c: &mut Cur<'_>) -> Result<Batch, WireError> {
             kernels: c.u64()?,
             kernel_sum_ns: c.u64()?,
             comm_runs: c.runs()?,
+            compute_runs: c.runs()?,
             copies: c.u64()?,
             copy_bytes: c.u64()?,
             ..DeviceBatch::default()

@@ -18,6 +18,7 @@ fn sample_batch() -> Batch {
             kernels: 4,
             kernel_sum_ns: 900,
             comm_runs: vec![(10, 20)],
+            compute_runs: vec![(0, 10), (20, 300)],
             copies: 1,
             copy_bytes: 4096,
             latency,

@@ -241,6 +241,18 @@ fn metrics_equal_the_report_of_a_recording_of_the_same_records() {
         .run_code(3);
     let want = s.report_busy(&trace);
     assert!(want > 0);
+    // Communication and its exposed part, as the job analysis defines them.
+    let o = bin()
+        .args(["report", "--rank-summary"])
+        .arg(&trace)
+        .args(["-o", "-"])
+        .run_ok();
+    let rank: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (comm, exposed) = (
+        rank["comm_ns"].as_u64().unwrap(),
+        rank["exposed_comm_ns"].as_u64().unwrap(),
+    );
+    assert!(comm > 0 && exposed > 0 && exposed < comm, "{rank}");
     // Monitored.
     let port = free_port();
     let wait = s.dir.join("monitor-go");
@@ -256,6 +268,17 @@ fn metrics_equal_the_report_of_a_recording_of_the_same_records() {
     assert_eq!(proc.len(), 1, "{t}");
     assert_eq!(ns(&gpu[0]), want, "{t}");
     assert_eq!(ns(&proc[0]), want, "{t}");
+    let one = |name: &str| {
+        let v = values(&t, name, &[UUID]);
+        assert_eq!(v.len(), 1, "{name}: {t}");
+        ns(&v[0])
+    };
+    assert_eq!(one("cutrace_process_comm_busy_seconds_total"), comm, "{t}");
+    assert_eq!(
+        one("cutrace_process_exposed_comm_seconds_total"),
+        exposed,
+        "{t}"
+    );
     assert!(
         values(&t, "cutrace_monitor_untraced_info", &[]).is_empty(),
         "{t}"
