@@ -44,7 +44,7 @@ pub(crate) fn metrics(port: u16) -> Option<String> {
 }
 
 /// The values of metric `name` whose labels contain every one of `want`, as written.
-fn values(text: &str, name: &str, want: &[&str]) -> Vec<String> {
+pub(crate) fn values(text: &str, name: &str, want: &[&str]) -> Vec<String> {
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
         .filter(|l| want.iter().all(|w| l.contains(w)))
@@ -93,8 +93,8 @@ pub(crate) fn script(seed: u64, groups: u32) -> (String, usize) {
 
 pub(crate) struct Setup {
     pub(crate) dir: cutrace_testkit::Dir,
-    fake_cupti: PathBuf,
-    host: PathBuf,
+    pub(crate) fake_cupti: PathBuf,
+    pub(crate) host: PathBuf,
     inject: PathBuf,
 }
 
@@ -158,7 +158,7 @@ impl Setup {
 
 /// A running `cutrace monitor`, stopped (its program let go, then killed) when dropped.
 pub(crate) struct Running {
-    child: Option<Child>,
+    pub(crate) child: Option<Child>,
     wait: PathBuf,
 }
 
@@ -649,7 +649,7 @@ fn ended_processes_leave_no_labels_after_forget_after_and_their_gpu_keeps_their_
 }
 
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
-fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
+pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()
         .args(["agent", "env", "--socket-dir"])
         .arg(socket_dir)

@@ -1,7 +1,8 @@
 //! A real Prometheus server scrapes `cutrace monitor` (the fake libcupti playing scripted
 //! records, as in `monitor_cli.rs`), and the last values its HTTP API holds for the GPU's and the
 //! process's busy time equal `cutrace report` of a recording of the same records, to within
-//! 1 ns (Prometheus keeps float64 seconds). Ignored by default: `.ci/run` installs Debian's
+//! 1 ns (Prometheus keeps float64 seconds); and the same for `cutrace agent` with three
+//! processes on one GPU, whose union is not the sum of theirs. Ignored by default: `.ci/run` installs Debian's
 //! `prometheus` package and runs it with `--ignored`, or says SKIPPED when it cannot.
 
 use std::io::{Read, Write};
@@ -149,4 +150,90 @@ fn a_real_prometheus_scrapes_the_monitor_and_holds_the_reports_busy() {
         "Prometheus holds {proc:?} ns for the process, report says {want}"
     );
     assert_eq!(m.finish().status.code(), Some(3));
+}
+
+#[test]
+#[ignore = "needs Prometheus: .ci/run installs Debian's package and runs it"]
+fn a_real_prometheus_scrapes_an_agent_of_three_processes_on_one_gpu() {
+    let Some(s) = setup("agent-prometheus") else {
+        panic!("the C stand-ins or the injection library are missing (see above)");
+    };
+    let scripts: Vec<(std::path::PathBuf, usize)> = [73, 79, 83]
+        .iter()
+        .map(|&seed| {
+            let (text, n) = script(seed, 3);
+            (s.write(&format!("script-{seed}"), &text), n)
+        })
+        .collect();
+    let total: usize = scripts.iter().map(|(_, n)| n).sum();
+    let all: Vec<String> = scripts
+        .iter()
+        .map(|(p, _)| format!("FAKE_CUPTI_SCRIPT={} host - local i &", p.display()))
+        .collect();
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "/bin/sh", "-c", &format!("{} wait", all.join(" "))])
+        .run_ok();
+    let union = s.report_busy(&trace);
+    let sum: u64 = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| s.report_busy(&e.unwrap().path()))
+        .sum();
+    assert!(union < sum);
+    let sock_dir = s.dir.join("agent");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = crate::util::bin();
+    c.args(["agent", "-q", "--listen", &listen, "--socket-dir"])
+        .arg(&sock_dir);
+    let mut agent = Running::start(c, &s.dir.join("unused"));
+    poll(port, &|_| sock_dir.join("monitor.sock").exists());
+    let env = super::monitor_cli::agent_env(&s, &sock_dir);
+    for (p, _) in &scripts {
+        Command::new(&s.host)
+            .args(["-", "local", "i"])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env(cutrace_settings::var::CUPTI_LIB, &s.fake_cupti)
+            .env("FAKE_CUPTI_SCRIPT", p)
+            .run_code(3);
+    }
+    poll(port, &|t| kernels_seen(t) == total as u64);
+    let prom_port = free_port();
+    let _prom = start_prometheus(&s.dir, port, prom_port);
+    let gpu_q = format!("cutrace_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}");
+    let sum_q = format!("sum(cutrace_process_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}})");
+    let start = Instant::now();
+    let (mut gpu, mut procs) = (None, None);
+    while start.elapsed() < Duration::from_secs(60)
+        && !(gpu.is_some_and(|g: u64| g.abs_diff(union) <= 1)
+            && procs.is_some_and(|p: u64| p.abs_diff(sum) <= 3))
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        gpu = query(prom_port, &gpu_q).map(|v| prom_ns(&v));
+        procs = query(prom_port, &sum_q).map(|v| prom_ns(&v));
+    }
+    assert!(
+        gpu.is_some_and(|g| g.abs_diff(union) <= 1),
+        "Prometheus holds {gpu:?} ns for the GPU, the recording's union is {union}"
+    );
+    assert!(
+        procs.is_some_and(|p| p.abs_diff(sum) <= 3),
+        "Prometheus sums the processes to {procs:?} ns, the parts to {sum}"
+    );
+    let child = agent.child.take().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
 }
