@@ -70,7 +70,8 @@ fn process_labels(p: &Process) -> Vec<(&'static str, String)> {
         ("command", h.command.clone()),
         ("rank", num(h.rank)),
         ("local_rank", num(h.local_rank)),
-        ("job", h.job.clone().unwrap_or_default()),
+        // Not `job`: Prometheus sets that label to the scrape job, and would rename this one.
+        ("job_id", h.job.clone().unwrap_or_default()),
     ]
 }
 
@@ -408,7 +409,7 @@ mod tests {
             "cutrace_gpu_busy_seconds_total{gpu_uuid=\"GPU-a\",gpu=\"0\",host=\"n1\"} 1.500000000\n"
         ), "{t}");
         assert!(t.contains("command=\"py\\\"th\\\\on\\n\""), "{t}");
-        assert!(t.contains("rank=\"2\",local_rank=\"\",job=\"\""), "{t}");
+        assert!(t.contains("rank=\"2\",local_rank=\"\",job_id=\"\""), "{t}");
         let mut helps: Vec<&str> = t.lines().filter(|l| l.starts_with("# HELP")).collect();
         let n = helps.len();
         helps.dedup();
