@@ -101,6 +101,8 @@ fn print_env(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
 
 fn serve(args: &Args) -> anyhow::Result<i32> {
     let listener = http::bind(args.listen)?;
+    // The address bound (`--listen 127.0.0.1:0` picks a port).
+    let bound = listener.local_addr().unwrap_or(args.listen);
     warn_if_not_loopback(args.listen);
     // Before any thread starts, so that every thread has them blocked.
     let signals = block_signals().context("blocking SIGINT, SIGTERM and SIGHUP")?;
@@ -115,7 +117,7 @@ fn serve(args: &Args) -> anyhow::Result<i32> {
         eprintln!(
             "cutrace: agent serving metrics on http://{}/metrics for the processes reporting to \
              {}; start them with the environment of `cutrace agent env`",
-            args.listen,
+            bound,
             sock.path.display()
         );
     }

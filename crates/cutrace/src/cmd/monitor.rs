@@ -232,6 +232,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().ok();
     let inject = super::record::inject_lib(exe.as_deref())?;
     let listener = http::bind(args.listen)?;
+    // The address bound (`--listen 127.0.0.1:0` picks a port).
+    let bound = listener.local_addr().unwrap_or(args.listen);
     warn_if_not_loopback(args.listen);
     let signals = block_signals();
     let base = socket_base();
@@ -245,7 +247,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if !args.quiet {
         eprintln!(
             "cutrace: serving metrics on http://{}/metrics while the program runs",
-            args.listen
+            bound
         );
     }
     let env = program_env(&inject, &sock.path);
