@@ -109,7 +109,7 @@ fn monitor_path(recs: &[Vec<u8>]) -> Vec<u8> {
                 });
                 f.kernel(k.device, k.stream, k.start, k.end, c, k.correlation_id);
             }
-            Some(Activity::Api(a)) => f.launch(a.correlation_id, a.end),
+            Some(Activity::Api(a)) => f.launch(a.correlation_id, a.end, a.cbid == 211),
             _ => {}
         }
         if i % BATCH == BATCH - 1 {

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cutrace_cupti::activity::{self, Activity, MAX_RECORD_PREFIX};
+use cutrace_cupti::api::{CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API};
 use cutrace_monitor::fold::{self, Fold};
 use cutrace_monitor::wire::{self, Batch, Hello, Message};
 
@@ -40,6 +41,10 @@ pub(crate) struct Monitor {
     fold: Fold,
     /// Kernel name pointer → whether it is a communication kernel.
     comm_names: HashMap<usize, bool>,
+    /// (driver?, callback id) → whether the call launches a kernel or a graph.
+    kernel_calls: HashMap<(bool, u32), bool>,
+    /// CUPTI's dropped count when pending launches were last trusted.
+    dropped_seen: u64,
     hello: Hello,
     seq: u64,
     started: Instant,
@@ -59,6 +64,23 @@ pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
         h[8..10].concat(),
         h[10..16].concat()
     )
+}
+
+/// Whether a runtime or driver call of this name launches a kernel (or a graph of them), so
+/// that a kernel record is to follow: `cudaLaunchKernel`, `cuLaunchKernelEx`, the cooperative
+/// launches, graph launches, with their `_ptsz` and version suffixes.
+fn launches_kernels(name: &str) -> bool {
+    let base = crate::decode::strip_version_suffix(name);
+    [
+        "cudaLaunchKernel",
+        "cudaLaunchCooperativeKernel",
+        "cudaGraphLaunch",
+        "cuLaunchKernel",
+        "cuLaunchCooperativeKernel",
+        "cuGraphLaunch",
+    ]
+    .iter()
+    .any(|p| base.starts_with(p))
 }
 
 /// This machine's name (`gethostname`), for the hello's `host` label.
@@ -172,6 +194,8 @@ impl Monitor {
             unsent_records: 0,
             fold: Fold::default(),
             comm_names: HashMap::new(),
+            kernel_calls: HashMap::new(),
+            dropped_seen: 0,
             hello: hello(g),
             seq: 0,
             started: now,
@@ -243,13 +267,13 @@ impl Monitor {
             // SAFETY: [at, at+len) lies inside the valid part of the buffer.
             let bytes = unsafe { std::slice::from_raw_parts(rec as *const u8, len) };
             if let Some(a) = activity::decode(bytes) {
-                self.fold_record(&a);
+                self.fold_record(g, &a);
             }
             cur = rec;
         }
     }
 
-    fn fold_record(&mut self, a: &Activity) {
+    fn fold_record(&mut self, g: &Global, a: &Activity) {
         match a {
             Activity::Kernel(k) => {
                 let comm = *self.comm_names.entry(k.name_ptr).or_insert_with(|| {
@@ -264,7 +288,22 @@ impl Monitor {
                 self.fold
                     .kernel(k.device, k.stream, k.start, k.end, comm, k.correlation_id);
             }
-            Activity::Api(r) => self.fold.launch(r.correlation_id, r.end),
+            Activity::Api(r) => {
+                let kernel = *self
+                    .kernel_calls
+                    .entry((r.driver, r.cbid))
+                    .or_insert_with(|| {
+                        let domain = if r.driver {
+                            CB_DOMAIN_DRIVER_API
+                        } else {
+                            CB_DOMAIN_RUNTIME_API
+                        };
+                        g.cupti
+                            .callback_name(domain, r.cbid)
+                            .is_some_and(|n| launches_kernels(&n))
+                    });
+                self.fold.launch(r.correlation_id, r.end, kernel);
+            }
             Activity::Memcpy(m) => self.fold.copy(m.device, m.bytes, m.correlation_id),
             Activity::Device(d) => self.fold.device(d.id, uuid_text(&d.uuid)),
             _ => {}
@@ -289,13 +328,26 @@ impl Monitor {
             return;
         }
         self.last_send = Instant::now();
+        let dropped_by_cupti = g
+            .dropped_by_cupti
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if dropped_by_cupti != self.dropped_seen {
+            // Their kernels may be among what CUPTI dropped: never a stuck kernel for that.
+            self.fold.forget_pending();
+            self.dropped_seen = dropped_by_cupti;
+        }
+        let (launches_pending, oldest) = self.fold.pending_launches();
+        let now = g.cupti.timestamp();
         let head = Batch {
             seq: 0,
             traced_ns: self.started.elapsed().as_nanos() as u64,
-            dropped_by_cupti_total: g
-                .dropped_by_cupti
-                .load(std::sync::atomic::Ordering::Relaxed),
+            dropped_by_cupti_total: dropped_by_cupti,
             dropped_by_cutrace_total: self.dropped_by_cutrace,
+            launches_pending,
+            oldest_pending_ns: match (now, oldest) {
+                (Some(now), Some(end)) => now.saturating_sub(end),
+                _ => 0,
+            },
             devices: Vec::new(),
         };
         let records = self.fold.records();
@@ -363,6 +415,27 @@ mod tests {
         let long = dir.join("x".repeat(200));
         assert!(super::connect_now(&long).is_err());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn kernel_launches_are_told_from_other_calls() {
+        for n in [
+            "cudaLaunchKernel_v7000",
+            "cudaLaunchKernel_ptsz_v7000",
+            "cudaLaunchKernelExC_v11060",
+            "cuLaunchKernel",
+            "cuLaunchKernelEx_ptsz",
+            "cudaGraphLaunch_v10000",
+        ] {
+            assert!(super::launches_kernels(n), "{n}");
+        }
+        for n in [
+            "cudaMemcpyAsync_v3020",
+            "cudaLaunchHostFunc_v10000",
+            "cuMemsetD8Async",
+        ] {
+            assert!(!super::launches_kernels(n), "{n}");
+        }
     }
 
     #[test]

@@ -8,6 +8,10 @@ use cutrace_trace::Ns;
 
 use crate::wire::{Batch, DeviceBatch, Latency, StreamRuns, MAX_DEVICES};
 
+/// Kernel launches kept while their kernel has not completed; past this the newest are not
+/// kept (the oldest, which a stuck kernel is, stay).
+const MAX_PENDING_LAUNCHES: usize = 65_536;
+
 /// Correlation ids kept waiting for their other half (a launch call for its kernel, or the
 /// reverse), per generation; two generations are kept, so at most twice this.
 const PENDING_PER_GENERATION: usize = 32_768;
@@ -53,6 +57,10 @@ pub struct Fold {
     launches: Pending<Ns>,
     /// Kernels' (device, start) by correlation id, waiting for their launch call.
     kernels: Pending<(u32, Ns)>,
+    /// Kernel launch calls whose kernel has not completed: (end of the call, correlation id),
+    /// and the end by correlation id.
+    pending: std::collections::BTreeSet<(Ns, u32)>,
+    pending_by_corr: HashMap<u32, Ns>,
     /// Records folded since the last batch.
     records: u64,
     /// Intervals held since the last batch.
@@ -76,6 +84,9 @@ impl Fold {
     /// communication kernel. Its launch latency is measured once its launch call is seen.
     pub fn kernel(&mut self, device: u32, stream: u32, start: Ns, end: Ns, comm: bool, corr: u32) {
         self.records += 1;
+        if let Some(end) = self.pending_by_corr.remove(&corr) {
+            self.pending.remove(&(end, corr));
+        }
         let launch_end = self.launches.take(corr);
         let Some(d) = self.acc(device) else { return };
         d.kernels += 1;
@@ -97,8 +108,9 @@ impl Fold {
         self.intervals += held;
     }
 
-    /// A launch call (runtime or driver API record) ended at `end`.
-    pub fn launch(&mut self, corr: u32, end: Ns) {
+    /// A launch call (runtime or driver API record) ended at `end`; `kernel` when it launches
+    /// a kernel (or a graph of them), whose completion is then waited for.
+    pub fn launch(&mut self, corr: u32, end: Ns, kernel: bool) {
         self.records += 1;
         match self.kernels.take(corr) {
             Some((device, start)) => {
@@ -106,8 +118,28 @@ impl Fold {
                     d.latency.add(start as i64 - end as i64);
                 }
             }
-            None => self.launches.insert(corr, end),
+            None => {
+                self.launches.insert(corr, end);
+                if kernel && self.pending.len() < MAX_PENDING_LAUNCHES {
+                    self.pending.insert((end, corr));
+                    self.pending_by_corr.insert(corr, end);
+                }
+            }
         }
+    }
+
+    /// Kernel launches whose kernel has not completed, and when the oldest of them returned.
+    pub fn pending_launches(&self) -> (u64, Option<Ns>) {
+        (
+            self.pending.len() as u64,
+            self.pending.first().map(|&(end, _)| end),
+        )
+    }
+
+    /// Forgets the pending launches: CUPTI dropped records, so their kernels may never be seen.
+    pub fn forget_pending(&mut self) {
+        self.pending.clear();
+        self.pending_by_corr.clear();
     }
 
     /// A copy of `bytes` on `device`; its correlation id is not waited for.
@@ -261,10 +293,12 @@ mod tests {
     fn kernels_merge_per_stream_and_latency_joins_either_way() {
         let mut f = Fold::default();
         f.device(0, "GPU-x".into());
-        f.launch(1, 90);
+        f.launch(1, 90, true);
         f.kernel(0, 7, 100, 200, false, 1); // latency 10
         f.kernel(0, 7, 200, 300, false, 2); // touching: one run
-        f.launch(2, 150); // latency 50
+        f.launch(2, 150, true); // latency 50
+        f.launch(5, 400, true); // its kernel never comes
+        assert_eq!(f.pending_launches(), (1, Some(400)));
         f.kernel(0, 9, 150, 250, true, 3);
         f.copy(0, 4096, 4);
         let b = f.take(Batch::default());

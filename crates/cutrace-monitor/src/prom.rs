@@ -238,6 +238,33 @@ fn render_processes(f: &mut Family<'_>, s: &State) {
         }
     }
     f.head(
+        "cutrace_process_launches_pending",
+        "gauge",
+        "Kernel launches of the process whose kernel has not completed (as of its last batch).",
+    );
+    for p in s.processes.values() {
+        let l = with(&process_labels(p), &[]);
+        f.sample(
+            "cutrace_process_launches_pending",
+            &l,
+            &p.launches_pending.to_string(),
+        );
+    }
+    f.head(
+        "cutrace_process_oldest_pending_launch_seconds",
+        "gauge",
+        "How long ago the oldest of those launches returned: a kernel that never ends (a hung \
+         collective) makes it grow. 0 when none is pending.",
+    );
+    for p in s.processes.values() {
+        let l = with(&process_labels(p), &[]);
+        f.sample(
+            "cutrace_process_oldest_pending_launch_seconds",
+            &l,
+            &seconds(p.oldest_pending_ns),
+        );
+    }
+    f.head(
         "cutrace_process_batches_lost_total",
         "counter",
         "Batches the process numbered but the monitor never received.",

@@ -60,6 +60,9 @@ pub struct Process {
     pub traced_ns: Ns,
     pub dropped_by_cupti: u64,
     pub dropped_by_cutrace: u64,
+    /// From its last batch: kernel launches not completed, and the oldest one's age.
+    pub launches_pending: u64,
+    pub oldest_pending_ns: Ns,
     /// Set when the process said it runs untraced.
     pub untraced: Option<String>,
     /// Its connection closed (it exited, or stopped sending).
@@ -208,6 +211,8 @@ impl State {
         p.traced_ns = p.traced_ns.max(b.traced_ns);
         p.dropped_by_cupti = p.dropped_by_cupti.max(b.dropped_by_cupti_total);
         p.dropped_by_cutrace = p.dropped_by_cutrace.max(b.dropped_by_cutrace_total);
+        p.launches_pending = b.launches_pending;
+        p.oldest_pending_ns = b.oldest_pending_ns;
         for (d, key) in b.devices.into_iter().zip(keys) {
             let gpu = self.gpus.entry(key.clone()).or_insert_with(|| Gpu {
                 index: d.device,
@@ -244,6 +249,9 @@ impl State {
         if let Some(p) = self.processes.get_mut(&pid) {
             p.ended = true;
             p.ended_at = Some(Instant::now());
+            // Nothing is pending in a process that is gone.
+            p.launches_pending = 0;
+            p.oldest_pending_ns = 0;
             for g in p.gpus.values_mut() {
                 g.busy.seal();
                 g.comm.seal();

@@ -73,6 +73,11 @@ pub struct Batch {
     pub dropped_by_cupti_total: u64,
     /// Records cutrace folded but could not send (the monitor was slow or gone), in total.
     pub dropped_by_cutrace_total: u64,
+    /// Kernel launches (the calls) whose kernel has not completed, now.
+    pub launches_pending: u64,
+    /// How long ago the oldest of them returned, on CUPTI's clock; 0 when none is pending. A
+    /// kernel that never ends (a hung collective) makes this grow.
+    pub oldest_pending_ns: Ns,
     pub devices: Vec<DeviceBatch>,
 }
 
@@ -255,6 +260,8 @@ fn encode_batch(e: &mut Enc, b: &Batch) {
     e.u64(b.traced_ns);
     e.u64(b.dropped_by_cupti_total);
     e.u64(b.dropped_by_cutrace_total);
+    e.u64(b.launches_pending);
+    e.u64(b.oldest_pending_ns);
     e.u32(b.devices.len() as u32);
     for d in &b.devices {
         e.u32(d.device);
@@ -281,7 +288,7 @@ impl Batch {
     /// Bytes of this batch's payload, without encoding it.
     pub fn encoded_len(&self) -> usize {
         let runs = |r: &[(Ns, Ns)]| 4 + 16 * r.len();
-        let fixed = 8 * 4 + 4;
+        let fixed = 8 * 6 + 4;
         let devices: usize = self
             .devices
             .iter()
@@ -414,6 +421,8 @@ fn decode_batch(c: &mut Cur<'_>) -> Result<Batch, WireError> {
         traced_ns: c.u64()?,
         dropped_by_cupti_total: c.u64()?,
         dropped_by_cutrace_total: c.u64()?,
+        launches_pending: c.u64()?,
+        oldest_pending_ns: c.u64()?,
         devices: Vec::new(),
     };
     // A device takes at least its fixed fields.

@@ -25,7 +25,8 @@
  * separated by a line `flush`; a forced flush (flag 1, at exit) delivers every group left.
  * Record lines: `device ID UUIDHEX32`, `kernel DEVICE STREAM START END CORR NAME` (NAME 0 =
  * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL), `api CORR START END` (a
- * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD).
+ * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD); and
+ * `now T` sets what cuptiGetTimestamp returns from then on (1000 before).
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
 #include <stdint.h>
@@ -114,7 +115,9 @@ int cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t on) {
 #endif
 int cuptiActivityDisable(uint32_t k) { log_line("disable", k, -1); return 0; }
 int cuptiActivitySetAttribute(uint32_t a, size_t *s, void *v) { (void)a; (void)s; (void)v; return 0; }
-int cuptiGetTimestamp(uint64_t *t) { *t = 1000; return 0; }
+/* CUPTI's clock: 1000, or what the script's last `now T` line said. */
+static uint64_t g_now = 1000;
+int cuptiGetTimestamp(uint64_t *t) { *t = g_now; return 0; }
 /* Callback ids as CUDA 13.0's CUPTI numbers them (cuMemAlloc_v2's is made up). */
 static const struct { uint32_t dom, cbid; const char *name; } g_names[] = {
   {2, 10, "cudaGetLastError_v3020"},
@@ -205,6 +208,8 @@ static int deliver_script_group(void) {
     memcpy(one, line, len);
     one[len] = 0;
     if (!strcmp(one, "flush")) break;
+    unsigned long long now;
+    if (sscanf(one, "now %llu", &now) == 1) { g_now = now; continue; }
     if (off + 216 > size) break;
     off += script_record(one, buf + off);
   }

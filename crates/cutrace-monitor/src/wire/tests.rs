@@ -12,6 +12,8 @@ fn sample_batch() -> Batch {
         traced_ns: 5_000_000_000,
         dropped_by_cupti_total: 1,
         dropped_by_cutrace_total: 2,
+        launches_pending: 1,
+        oldest_pending_ns: 61_000_000_000,
         devices: vec![DeviceBatch {
             device: 0,
             uuid: Some("GPU-00112233-4455-6677-8899-aabbccddeeff".into()),

@@ -769,3 +769,36 @@ fn an_agent_merges_three_processes_started_with_its_environment() {
     );
     assert!(!sock_dir.exists());
 }
+
+#[test]
+fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
+    let Some(s) = setup("monitor-stuck") else {
+        return;
+    };
+    // Launch 2's kernel never comes; CUPTI's clock then reads 61 s after that launch returned.
+    let sc = s.write(
+        "script",
+        &format!(
+            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 0\napi 2 1000 1100\n\
+             api 3 1200 1300\nkernel 0 7 1400 1500 3 1\nflush\nnow 61000001100\nflush\n"
+        ),
+    );
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| {
+        values(t, "cutrace_process_oldest_pending_launch_seconds", &[]) == ["61.000000000"]
+    });
+    assert_eq!(
+        values(&t, "cutrace_process_launches_pending", &[]),
+        ["1"],
+        "{t}"
+    );
+    assert_eq!(kernels_seen(&t), 2, "{t}");
+    let o = m.finish();
+    assert_eq!(o.status.code(), Some(3));
+}
