@@ -14,7 +14,7 @@ const MAX_PENDING_LAUNCHES: usize = 65_536;
 
 /// Correlation ids kept waiting for their other half (a launch call for its kernel, or the
 /// reverse), per generation; two generations are kept, so at most twice this.
-const PENDING_PER_GENERATION: usize = 32_768;
+const PENDING_PER_GENERATION: usize = 65_536;
 
 #[derive(Debug, Default)]
 struct DeviceAcc {
