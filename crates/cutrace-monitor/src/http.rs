@@ -141,7 +141,11 @@ fn serve_one(mut s: TcpStream, metrics: &dyn Fn() -> String) {
 pub fn serve(listener: TcpListener, metrics: Arc<dyn Fn() -> String + Send + Sync>) {
     let busy = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
-        let Ok(mut s) = conn else { continue };
+        let Ok(mut s) = conn else {
+            // Out of descriptors (EMFILE) and the like: let them free up rather than spin.
+            std::thread::sleep(Duration::from_millis(10));
+            continue;
+        };
         if busy.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
             busy.fetch_sub(1, Ordering::SeqCst);
             let _ = s.set_write_timeout(Some(Duration::from_millis(200)));

@@ -183,7 +183,11 @@ fn bind_socket(dir: PathBuf, path: PathBuf) -> Result<PrivateSocket, SocketError
 pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
     let me = rustix::process::getuid().as_raw();
     for conn in listener.incoming() {
-        let Ok(stream) = conn else { continue };
+        let Ok(stream) = conn else {
+            // Out of descriptors (EMFILE) and the like: let them free up rather than spin.
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        };
         let Ok(cred) = rustix::net::sockopt::socket_peercred(&stream) else {
             reject(&state, "peer_unknown");
             continue;
