@@ -12,10 +12,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::state::State;
-use crate::wire::FrameReader;
+use crate::wire::{FrameReader, WireError};
 
 /// Connections read at once; more are closed at once (and counted).
 pub const MAX_CONNECTIONS: u64 = 256;
+/// How long a new connection has to say hello before it is closed.
+pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// The socket's file name inside its directory.
 pub const SOCKET_NAME: &str = "monitor.sock";
 
@@ -229,17 +231,28 @@ fn reject(state: &Mutex<State>, reason: &'static str) {
 fn read_connection(mut stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
     let mut reader = FrameReader::default();
     let mut hello = None;
+    // A connection that says nothing does not keep its place: a hello within the time, then
+    // no limit (a process may be quiet for long).
+    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
     loop {
         let m = reader.next(&mut stream);
         let Ok(mut s) = state.lock() else { return };
         match m {
             Ok(Some(m)) => {
+                let first = hello.is_none();
                 if let Err(e) = s.apply(peer_pid, &mut hello, m) {
                     s.reject(e.reason());
                     break;
                 }
+                if first && hello.is_some() {
+                    let _ = stream.set_read_timeout(None);
+                }
             }
             Ok(None) => break,
+            Err(WireError::Io(_)) if hello.is_none() => {
+                s.reject("hello_timeout");
+                break;
+            }
             Err(e) => {
                 s.reject(e.reason());
                 break;
@@ -257,6 +270,30 @@ fn read_connection(mut stream: UnixStream, peer_pid: u32, state: &Mutex<State>) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_that_says_nothing_is_closed_after_the_hello_timeout() {
+        let s = create(&std::env::temp_dir()).unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let l = s.listener.try_clone().unwrap();
+        let st = state.clone();
+        std::thread::spawn(move || serve(&l, st));
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        // Half a frame header, then nothing.
+        std::io::Write::write_all(&mut c, b"CTMN").unwrap();
+        let start = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut rest);
+        let took = start.elapsed();
+        assert!(
+            took >= HELLO_TIMEOUT - std::time::Duration::from_millis(500),
+            "{took:?}"
+        );
+        assert!(took < HELLO_TIMEOUT * 3, "{took:?}");
+        let s = state.lock().unwrap();
+        assert_eq!(s.rejected.get("hello_timeout"), Some(&1));
+        assert_eq!(s.connections_open, 0);
+    }
 
     #[test]
     fn the_socket_is_private_and_goes_away() {
