@@ -362,18 +362,19 @@ fn render_monitor(f: &mut Family<'_>, s: &State) {
     }
 }
 
-/// Why nothing is traced, when nothing is: the binary's reason, else the processes' own, else
-/// that none has reported.
+/// Why nothing is traced, when nothing is: a process's own reason, else the binary's (no CUDA
+/// driver), else that none has reported.
 pub fn untraced_reason(s: &State) -> Option<String> {
     let traced = s.processes.values().any(|p| p.untraced.is_none()) || !s.gpus.is_empty();
     if traced {
         return None;
     }
-    if let Some(r) = &s.untraced_reason {
-        return Some(r.clone());
-    }
+    // A process's own reason is the one that happened; the binary's is a forecast.
     if let Some(why) = s.processes.values().find_map(|p| p.untraced.clone()) {
         return Some(why);
+    }
+    if let Some(r) = &s.untraced_reason {
+        return Some(r.clone());
     }
     Some(
         "no CUDA process has reported to this monitor (the program has not initialised CUDA \

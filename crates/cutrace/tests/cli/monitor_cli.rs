@@ -802,3 +802,37 @@ fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
     let o = m.finish();
     assert_eq!(o.status.code(), Some(3));
 }
+
+#[test]
+fn a_process_that_runs_untraced_says_why_in_the_metrics() {
+    let Some(s) = setup("monitor-untraced") else {
+        return;
+    };
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    // The fake libcupti's mode 1: another CUPTI subscriber holds the slot.
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_MODE", "1");
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| t.contains("cutrace_process_untraced_info{"));
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("cutrace_process_untraced_info{"))
+        .unwrap();
+    assert!(
+        line.contains("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+        "{line}"
+    );
+    let why = values(
+        &t,
+        "cutrace_monitor_untraced_info",
+        &["MULTIPLE_SUBSCRIBERS"],
+    );
+    assert_eq!(why, ["1"], "{t}");
+    let o = m.finish();
+    assert_eq!(o.status.code(), Some(3));
+    // The program's own line on stderr, as under record.
+    assert!(String::from_utf8_lossy(&o.stderr).contains("runs untraced"));
+}
