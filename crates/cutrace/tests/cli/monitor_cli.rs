@@ -183,9 +183,20 @@ impl Running {
 }
 
 impl Drop for Running {
+    /// After a failed test: its program let go, then SIGTERM (the monitor removes its socket's
+    /// directory on it), then SIGKILL if it has not exited within 5 s.
     fn drop(&mut self) {
         let _ = std::fs::write(&self.wait, "");
         if let Some(mut c) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = c.kill();
             let _ = c.wait();
         }
