@@ -36,6 +36,9 @@ fn main() {
             "crates/cutrace-counters",
             "crates/cutrace-trace",
             "crates/cutrace-settings",
+            // Monitor mode's wire message and fold, and the interval helpers they use.
+            "crates/cutrace-monitor",
+            "crates/cutrace-analysis",
             "Cargo.lock",
             "Cargo.toml",
         ] {

@@ -226,8 +226,73 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             }
         }
     }
-    report.summary = crate::verdict::summary(trace, &report);
+    report.summary = verdict_of(trace, &report);
     Ok(report)
+}
+
+/// The verdict of `report`, made over `trace`: the kernels inside each device's window (which
+/// the report's time window already bounds).
+fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
+    use crate::summary::pct;
+    use crate::verdict::{lanes, DeviceVerdict, Summary, MAX_GAPS_NAMED};
+    use std::collections::HashMap;
+    let spans: HashMap<u32, (Ns, Ns)> = report
+        .devices
+        .iter()
+        .filter_map(|d| {
+            let t = &d.timeline;
+            Some((d.device, (t.window_start_ns?, t.window_end_ns?)))
+        })
+        .collect();
+    let lanes = lanes(trace, &spans);
+    let devices = report
+        .devices
+        .iter()
+        .filter(|d| d.timeline.kernels > 0)
+        .map(|d| {
+            let t = &d.timeline;
+            let (compute, comm, exposed) = lanes.get(&d.device).copied().unwrap_or_default();
+            let mut held = 0;
+            let mut named = 0;
+            for g in t.largest_gaps.iter().take(MAX_GAPS_NAMED) {
+                if held * 2 >= t.idle_ns {
+                    break;
+                }
+                held += g.length_ns;
+                named += 1;
+            }
+            let gaps = &t.largest_gaps[..named];
+            let waiting = d
+                .idle_split
+                .filter(|s| s.gaps_before_launch + s.gaps_after_launch > 0)
+                .map(|s| s.before_launch_ns);
+            DeviceVerdict {
+                device: d.device,
+                window_ns: t.window_ns,
+                busy_ns: t.busy_ns,
+                busy_pct: d.busy_pct,
+                compute_ns: compute,
+                compute_pct: pct(compute, t.window_ns),
+                communication_ns: comm,
+                communication_pct: pct(comm, t.window_ns),
+                exposed_communication_ns: exposed,
+                copy_ns: d.copy_busy_ns,
+                idle_ns: t.idle_ns,
+                idle_pct: pct(t.idle_ns, t.window_ns),
+                idle_waiting_for_host_ns: waiting,
+                idle_waiting_for_host_pct: waiting.map(|w| pct(w, t.idle_ns)),
+                largest_gaps: named as u64,
+                largest_gaps_min_ns: gaps.iter().map(|g| g.length_ns).min().unwrap_or(0),
+                largest_gaps_max_ns: gaps.iter().map(|g| g.length_ns).max().unwrap_or(0),
+                largest_gaps_idle_pct: pct(held, t.idle_ns),
+            }
+        })
+        .collect();
+    Summary {
+        devices,
+        step_median_ns: report.steps.as_ref().and_then(|s| s.duration_median_ns),
+        steps: report.steps.as_ref().map_or(0, |s| s.count),
+    }
 }
 
 /// Every analysis but the steps.

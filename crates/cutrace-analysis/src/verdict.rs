@@ -12,12 +12,10 @@ use cutrace_trace::{is_comm_kernel, Ns, Trace};
 use serde::Serialize;
 
 use crate::intervals::{intersection_ns, merged_runs};
-use crate::report::Report;
-use crate::summary::pct;
 
 /// The largest gaps the verdict names: fewest of the largest that hold half the idle time, at
 /// most this many.
-const MAX_GAPS_NAMED: usize = 5;
+pub(crate) const MAX_GAPS_NAMED: usize = 5;
 
 /// The first answer of a report, per GPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -61,8 +59,8 @@ pub struct DeviceVerdict {
     pub largest_gaps_idle_pct: f64,
 }
 
-/// Compute and communication unions per device, of kernels clipped to `[from, to)` per device.
-fn lanes(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> HashMap<u32, (Ns, Ns, Ns)> {
+/// Compute, communication and exposed communication per device (unions), of kernels clipped to `[from, to)` per device.
+pub(crate) fn lanes(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> HashMap<u32, (Ns, Ns, Ns)> {
     let mut is_comm: HashMap<u32, bool> = HashMap::new();
     type Lane = (Vec<(Ns, Ns)>, Vec<(Ns, Ns)>);
     let mut by: HashMap<u32, Lane> = HashMap::new();
@@ -93,66 +91,4 @@ fn lanes(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> HashMap<u32, (Ns, Ns,
             (dev, (c, m, m - intersection_ns(&comm, &compute)))
         })
         .collect()
-}
-
-/// The verdict of `report`, made over `trace`: the kernels inside each device's window (which
-/// the report's time window already bounds).
-pub fn summary(trace: &Trace, report: &Report) -> Summary {
-    let spans: HashMap<u32, (Ns, Ns)> = report
-        .devices
-        .iter()
-        .filter_map(|d| {
-            let t = &d.timeline;
-            Some((d.device, (t.window_start_ns?, t.window_end_ns?)))
-        })
-        .collect();
-    let lanes = lanes(trace, &spans);
-    let devices = report
-        .devices
-        .iter()
-        .filter(|d| d.timeline.kernels > 0)
-        .map(|d| {
-            let t = &d.timeline;
-            let (compute, comm, exposed) = lanes.get(&d.device).copied().unwrap_or_default();
-            let mut held = 0;
-            let mut named = 0;
-            for g in t.largest_gaps.iter().take(MAX_GAPS_NAMED) {
-                if held * 2 >= t.idle_ns {
-                    break;
-                }
-                held += g.length_ns;
-                named += 1;
-            }
-            let gaps = &t.largest_gaps[..named];
-            let waiting = d
-                .idle_split
-                .filter(|s| s.gaps_before_launch + s.gaps_after_launch > 0)
-                .map(|s| s.before_launch_ns);
-            DeviceVerdict {
-                device: d.device,
-                window_ns: t.window_ns,
-                busy_ns: t.busy_ns,
-                busy_pct: d.busy_pct,
-                compute_ns: compute,
-                compute_pct: pct(compute, t.window_ns),
-                communication_ns: comm,
-                communication_pct: pct(comm, t.window_ns),
-                exposed_communication_ns: exposed,
-                copy_ns: d.copy_busy_ns,
-                idle_ns: t.idle_ns,
-                idle_pct: pct(t.idle_ns, t.window_ns),
-                idle_waiting_for_host_ns: waiting,
-                idle_waiting_for_host_pct: waiting.map(|w| pct(w, t.idle_ns)),
-                largest_gaps: named as u64,
-                largest_gaps_min_ns: gaps.iter().map(|g| g.length_ns).min().unwrap_or(0),
-                largest_gaps_max_ns: gaps.iter().map(|g| g.length_ns).max().unwrap_or(0),
-                largest_gaps_idle_pct: pct(held, t.idle_ns),
-            }
-        })
-        .collect();
-    Summary {
-        devices,
-        step_median_ns: report.steps.as_ref().and_then(|s| s.duration_median_ns),
-        steps: report.steps.as_ref().map_or(0, |s| s.count),
-    }
 }

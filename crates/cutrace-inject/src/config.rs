@@ -52,6 +52,10 @@ pub struct Config {
     pub distributed: Option<cutrace_trace::Distributed>,
     /// Hold CUPTI's subscriber slot (off only for benchmarks: `Knobs::subscribe`).
     pub subscribe: bool,
+    /// Send summaries to `cutrace monitor`'s socket instead of writing a part (`monitor.rs`).
+    pub monitor_socket: Option<std::path::PathBuf>,
+    /// The job, for the monitor's labels: `SLURM_JOB_ID`, else torchrun's `TORCHELASTIC_RUN_ID`.
+    pub job: Option<String>,
 }
 
 /// Activity kinds from a comma-separated list of cutrace's names (`kernel,runtime,...`), in
@@ -168,6 +172,8 @@ impl Config {
             notes,
             distributed,
             subscribe: k.subscribe,
+            monitor_socket: s.monitor_socket.clone(),
+            job: env("SLURM_JOB_ID").or_else(|| env("TORCHELASTIC_RUN_ID")),
         }
     }
 }

@@ -18,6 +18,7 @@ pub mod counters;
 pub mod decode;
 mod interpose;
 mod lifecycle;
+mod monitor;
 pub mod pc_sampling;
 pub mod pool;
 pub mod sampling;
@@ -99,6 +100,7 @@ pub extern "C" fn InitializeInjection() -> i32 {
 
 pub(crate) fn untraced(msg: &str) {
     LIFECYCLE.untraced();
+    monitor::tell_untraced(msg);
     let slot = match LIFECYCLE.release() {
         Release::Done => {
             ". cutrace gave its CUPTI subscription back: the program's own CUPTI tools \

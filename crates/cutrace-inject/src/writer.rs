@@ -15,6 +15,7 @@ use cutrace_cupti::api::{CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API};
 use cutrace_trace::native::{self, ClockRef, Header, Meta, Tail, Writer};
 
 use crate::decode::Decoder;
+use crate::monitor::Monitor;
 use crate::{Done, Global, LIFECYCLE};
 
 /// Rows after which the writer writes chunks even before the flush period has passed.
@@ -225,7 +226,7 @@ fn write_counters(o: &mut Out, meta: bool) -> std::io::Result<()> {
 
 fn run_inner(g: &'static Global, kinds: &[u32]) {
     g.pool.prefill(g.config.prealloc_buffers);
-    let mut out = if g.config.discard {
+    let mut out = if g.config.discard || g.config.monitor_socket.is_some() {
         None
     } else {
         match open_part(g, kinds) {
@@ -247,6 +248,7 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
     let mut last_write = Instant::now();
     let mut lost_records = 0u64;
     let mut last_meta = (0u64, 0u64, 0usize);
+    let mut monitor = (g.config.monitor_socket.as_deref()).map(|p| Monitor::new(g, p));
     loop {
         let batch: Vec<Done> = {
             let Ok(q) = g.queue.lock() else { return };
@@ -261,9 +263,15 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             q.drain(..).collect()
         };
         for d in &batch {
+            if let Some(m) = monitor.as_mut() {
+                m.fold_buffer(g, d);
+            }
             process(g, out.as_mut(), &mut dec, d);
         }
         let stopping = g.stop.load(Ordering::SeqCst);
+        if let Some(m) = monitor.as_mut() {
+            m.tick(g, period, stopping);
+        }
         if let Some(o) = out.as_mut() {
             let _ = write_counters(o, false);
             let _ = write_samples(o, false);
@@ -323,6 +331,9 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         if stopping && g.queue.lock().map(|q| q.is_empty()).unwrap_or(true) {
             break;
         }
+    }
+    if let Some(m) = monitor {
+        m.finish(g);
     }
     if let Some(mut o) = out {
         let _ = write_new_notes(g, &mut o);

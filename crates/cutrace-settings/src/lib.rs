@@ -91,6 +91,8 @@ pub struct Settings {
     pub record_cmdline: bool,
     /// Enable the same kinds and discard every record.
     pub discard: bool,
+    /// `cutrace monitor`'s socket: send summaries there instead of writing a part.
+    pub monitor_socket: Option<PathBuf>,
     /// Benchmark knobs, passed through from the user's environment.
     pub knobs: Knobs,
     /// Hardware counters per kernel (`cutrace profile`).
@@ -311,6 +313,7 @@ impl Settings {
             serialize_kernels: r.flag(var::SERIALIZE_KERNELS),
             record_cmdline: r.flag(var::RECORD_CMDLINE),
             discard: r.flag(var::DISCARD),
+            monitor_socket: r.path(var::MONITOR_SOCKET),
             knobs: Knobs {
                 runtime_cbids: r.numbers(var::RUNTIME_CBIDS),
                 device_buffer_bytes: r.number(var::DEVICE_BUFFER_BYTES),
@@ -361,6 +364,12 @@ impl Settings {
         put(var::SERIALIZE_KERNELS, flag(self.serialize_kernels));
         put(var::RECORD_CMDLINE, flag(self.record_cmdline));
         put(var::DISCARD, flag(self.discard));
+        put(
+            var::MONITOR_SOCKET,
+            self.monitor_socket
+                .as_ref()
+                .map(|p| p.as_os_str().to_owned()),
+        );
         let k = &self.knobs;
         put(var::RUNTIME_CBIDS, k.runtime_cbids.as_deref().map(join));
         put(var::DEVICE_BUFFER_BYTES, num(k.device_buffer_bytes));

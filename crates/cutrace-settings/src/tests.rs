@@ -94,6 +94,7 @@ fn settings() -> impl Strategy<Value = Settings> {
             opt(any::<u64>()),
             opt(proptest::sample::select(ApiMode::ALL.to_vec())),
             any::<(bool, bool, bool)>(),
+            opt("/[^\u{0}]{0,30}"),
         ),
         knobs(),
         counters,
@@ -102,7 +103,7 @@ fn settings() -> impl Strategy<Value = Settings> {
     )
         .prop_map(
             |(
-                (dir, kinds, run_id, buffer, api, (ser, cmd, disc)),
+                (dir, kinds, run_id, buffer, api, (ser, cmd, disc), monitor),
                 knobs,
                 counters,
                 (pm, pc),
@@ -117,6 +118,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     serialize_kernels: ser,
                     record_cmdline: cmd,
                     discard: disc,
+                    monitor_socket: monitor.map(PathBuf::from),
                     knobs,
                     counters,
                     pm_sampling: pm,

@@ -20,6 +20,8 @@ pub const SERIALIZE_KERNELS: &str = "CUTRACE_SERIALIZE_KERNELS";
 pub const RECORD_CMDLINE: &str = "CUTRACE_RECORD_CMDLINE";
 /// `1`: enable the same kinds and discard every record (the overhead floor).
 pub const DISCARD: &str = "CUTRACE_DISCARD";
+/// `cutrace monitor`'s Unix socket: summaries go there instead of a trace.
+pub const MONITOR_SOCKET: &str = "CUTRACE_MONITOR_SOCKET";
 /// Runtime callback ids that get records, comma-separated (a benchmark knob).
 pub const RUNTIME_CBIDS: &str = "CUTRACE_RUNTIME_CBIDS";
 /// CUPTI's per-context device buffer for kernel records, in bytes (a benchmark knob).
@@ -96,7 +98,7 @@ pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 /// Every variable the injected library reads: `cutrace record` sets those it means and removes
 /// the rest from the program's environment, so one left there from elsewhere does not choose
 /// for the user.
-pub const INJECTION: [&str; 31] = [
+pub const INJECTION: [&str; 32] = [
     OUTPUT_DIR,
     KINDS,
     RUN_ID,
@@ -105,6 +107,7 @@ pub const INJECTION: [&str; 31] = [
     SERIALIZE_KERNELS,
     RECORD_CMDLINE,
     DISCARD,
+    MONITOR_SOCKET,
     RUNTIME_CBIDS,
     DEVICE_BUFFER_BYTES,
     MAX_BUFFERS,

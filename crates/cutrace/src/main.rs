@@ -51,6 +51,8 @@ enum Command {
     Record(cmd::record::Args),
     Profile(cmd::profile::Args),
     Sample(cmd::sample::Args),
+    Monitor(cmd::monitor::Args),
+    Agent(cmd::agent::Args),
     Convert(cmd::convert::Args),
     Doctor(cmd::doctor::Args),
     Audit(cmd::audit::Args),
@@ -66,7 +68,7 @@ const DOCTOR_FAILED: i32 = 3;
 fn main() {
     let sub = std::env::args_os().nth(1);
     let failed = match sub.as_ref().and_then(|s| s.to_str()) {
-        Some("record" | "profile" | "sample") => RECORD_FAILED,
+        Some("record" | "profile" | "sample" | "monitor") => RECORD_FAILED,
         Some("doctor") => DOCTOR_FAILED,
         _ => 2,
     };
@@ -98,6 +100,8 @@ fn main() {
         Command::Record(a) => cmd::record::run(a),
         Command::Profile(a) => cmd::profile::run(a, &mut out),
         Command::Sample(a) => cmd::sample::run(a),
+        Command::Monitor(a) => cmd::monitor::run(a),
+        Command::Agent(a) => cmd::agent::run(a, &mut out),
         Command::Convert(a) => cmd::convert::run(a),
         Command::Doctor(a) => cmd::doctor::run(a, &mut out),
         Command::Audit(a) => cmd::audit::run(a, &mut out),

@@ -20,12 +20,20 @@
  * -DFAKE_NO_API_FILTER, the per-callback-id enables are absent, as in a CUPTI without them.
  * Record layouts: CUpti_ActivityAPI
  * (40 bytes) and CUpti_ActivityKernel10 (216 bytes), offsets as in the CUPTI 13 headers.
+ * With FAKE_CUPTI_SCRIPT=FILE (any mode that works), the records come from FILE instead, over
+ * time: each cuptiActivityFlushAll delivers the next group of records, one buffer, groups
+ * separated by a line `flush`; a forced flush (flag 1, at exit) delivers every group left.
+ * Record lines: `device ID UUIDHEX32`, `kernel DEVICE STREAM START END CORR NAME` (NAME 0 =
+ * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL), `api CORR START END` (a
+ * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD); and
+ * `now T` sets what cuptiGetTimestamp returns from then on (1000 before).
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef void (*req_t)(uint8_t **, size_t *, size_t *);
 typedef void (*done_t)(void *, uint32_t, uint8_t *, size_t, size_t);
@@ -107,7 +115,9 @@ int cuptiActivityEnableDriverApi(uint32_t cbid, uint8_t on) {
 #endif
 int cuptiActivityDisable(uint32_t k) { log_line("disable", k, -1); return 0; }
 int cuptiActivitySetAttribute(uint32_t a, size_t *s, void *v) { (void)a; (void)s; (void)v; return 0; }
-int cuptiGetTimestamp(uint64_t *t) { *t = 1000; return 0; }
+/* CUPTI's clock: 1000, or what the script's last `now T` line said. */
+static uint64_t g_now = 1000;
+int cuptiGetTimestamp(uint64_t *t) { *t = g_now; return 0; }
 /* Callback ids as CUDA 13.0's CUPTI numbers them (cuMemAlloc_v2's is made up). */
 static const struct { uint32_t dom, cbid; const char *name; } g_names[] = {
   {2, 10, "cudaGetLastError_v3020"},
@@ -131,8 +141,109 @@ int cuptiGetCallbackName(uint32_t dom, uint32_t cbid, const char **n) {
 }
 int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
 
+/* The scripted records (FAKE_CUPTI_SCRIPT): the file's text and where the next group starts. */
+static char *g_script;
+static size_t g_script_at;
+static const char *g_knames[] = {"_Z4fakePf", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"};
+
+static size_t record_size(uint32_t kind) {
+  switch (kind) {
+  case 4: case 5: return 40;   /* CUpti_ActivityAPI */
+  case 1: return 64;           /* CUpti_ActivityMemcpy6's fields cutrace reads */
+  case 8: return 144;          /* CUpti_ActivityDevice5's fields cutrace reads */
+  default: return 216;         /* CUpti_ActivityKernel10 */
+  }
+}
+
+/* Writes one script line's record at buf + off; the bytes it took (0: not a record). */
+static size_t script_record(const char *line, uint8_t *r) {
+  unsigned long long a[7] = {0};
+  char uuid[33] = {0};
+  if (sscanf(line, "kernel %llu %llu %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5]) == 6) {
+    put32(r, 0, 10); put64(r, 16, a[2]); put64(r, 24, a[3]); put32(r, 40, (uint32_t)a[0]);
+    put32(r, 44, 1); put32(r, 48, (uint32_t)a[1]); put32(r, 52, 1); put32(r, 56, 1); put32(r, 60, 1);
+    put32(r, 64, 32); put32(r, 68, 1); put32(r, 72, 1); put32(r, 92, (uint32_t)a[4]);
+    put64(r, 104, (uint64_t)(uintptr_t)g_knames[a[5] ? 1 : 0]);
+    return 216;
+  }
+  if (sscanf(line, "api %llu %llu %llu", &a[0], &a[1], &a[2]) == 3) {
+    put32(r, 0, 5); put32(r, 4, 211); put64(r, 8, a[1]); put64(r, 16, a[2]);
+    put32(r, 24, (uint32_t)getpid()); put32(r, 28, 2); put32(r, 32, (uint32_t)a[0]);
+    return 40;
+  }
+  if (sscanf(line, "memcpy %llu %llu %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5]) == 6) {
+    put32(r, 0, 1); r[4] = 1; put64(r, 8, a[4]); put64(r, 16, a[2]); put64(r, 24, a[3]);
+    put32(r, 32, (uint32_t)a[0]); put32(r, 36, 1); put32(r, 40, (uint32_t)a[1]);
+    put32(r, 44, (uint32_t)a[5]);
+    return 64;
+  }
+  if (sscanf(line, "device %llu %32s", &a[0], uuid) == 2 && strlen(uuid) == 32) {
+    put32(r, 0, 8); put64(r, 16, 80ull << 30); put32(r, 44, 132); put32(r, 104, 9);
+    put32(r, 108, 0); put32(r, 112, (uint32_t)a[0]);
+    for (int i = 0; i < 16; i++) {
+      unsigned v = 0;
+      sscanf(uuid + 2 * i, "%2x", &v);
+      r[120 + i] = (uint8_t)v;
+    }
+    put64(r, 136, (uint64_t)(uintptr_t)"Fake H200");
+    return 144;
+  }
+  return 0;
+}
+
+/* Delivers the script's next group as one buffer; 0 when none is left. */
+static int deliver_script_group(void) {
+  if (!g_script[g_script_at]) return 0;
+  uint8_t *buf = 0;
+  size_t size = 0, maxr = 0, off = 0;
+  g_req(&buf, &size, &maxr);
+  if (!buf) return 0;
+  while (g_script[g_script_at]) {
+    char *line = g_script + g_script_at;
+    char *nl = strchr(line, '\n');
+    size_t len = nl ? (size_t)(nl - line) : strlen(line);
+    g_script_at += len + (nl ? 1 : 0);
+    char one[256];
+    if (len >= sizeof one) continue;
+    memcpy(one, line, len);
+    one[len] = 0;
+    if (!strcmp(one, "flush")) break;
+    unsigned long long now;
+    if (sscanf(one, "now %llu", &now) == 1) { g_now = now; continue; }
+    if (off + 216 > size) break;
+    off += script_record(one, buf + off);
+  }
+  g_done(0, 0, buf, size, off);
+  return 1;
+}
+
+/* Loads FAKE_CUPTI_SCRIPT once; 1 when records come from it. */
+static int scripted(void) {
+  static int loaded;
+  if (!loaded) {
+    loaded = 1;
+    const char *path = getenv("FAKE_CUPTI_SCRIPT");
+    FILE *f = path ? fopen(path, "r") : 0;
+    if (f) {
+      size_t cap = 1 << 16, n = 0, k;
+      g_script = malloc(cap + 1);
+      while (g_script && (k = fread(g_script + n, 1, cap - n, f)) > 0) {
+        n += k;
+        if (n == cap) { cap *= 2; g_script = realloc(g_script, cap + 1); }
+      }
+      if (g_script) g_script[n] = 0;
+      fclose(f);
+    }
+  }
+  return g_script != 0;
+}
+
 int cuptiActivityFlushAll(uint32_t flag) {
   log_line("flush", flag, -1);
+  if (g_req && scripted()) {
+    while (deliver_script_group() && flag == 1) {}
+    return 0;
+  }
   if (g_flushed || !g_req) return 0;
   g_flushed = 1;
   uint8_t *buf = 0;
@@ -160,7 +271,7 @@ int cuptiActivityGetNextRecord(uint8_t *buf, size_t valid, uint8_t **rec) {
   if (*rec) {
     uint32_t kind;
     memcpy(&kind, *rec, 4);
-    next = (size_t)(*rec - buf) + (kind == 5 ? 40 : 216);
+    next = (size_t)(*rec - buf) + record_size(kind);
   }
   if (next >= valid) return 12; /* CUPTI_ERROR_MAX_LIMIT_REACHED */
   *rec = buf + next;

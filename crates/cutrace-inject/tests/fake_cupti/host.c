@@ -7,6 +7,7 @@
  *   r  the tool calls cuptiActivityRegisterCallbacks
  *   b  cuptiSubscribe looked up in the global scope (no libcupti loaded) and called
  *   f  fork: the child goes on with the remaining steps, the parent waits for it and stops
+ *   w  waits (at most 60 s) until the file $FAKE_HOST_WAIT exists, when that is set
  * Prints each result on stdout and exits with status 3 through exit(), so atexit handlers run. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -33,6 +34,11 @@ int main(int argc, char **argv) {
         printf("child exited %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
         break;
       }
+      continue;
+    }
+    if (*s == 'w') {
+      const char *w = getenv("FAKE_HOST_WAIT");
+      for (int i = 0; w && i < 6000 && access(w, F_OK) != 0; i++) usleep(10000);
       continue;
     }
     if (*s == 'i') {

@@ -20,7 +20,7 @@ pub struct Programs {
 
 fn src(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fake_cupti")
+        .join("../cutrace-inject/tests/fake_cupti")
         .join(name)
 }
 

@@ -6,11 +6,13 @@ use std::path::Path;
 
 use cutrace_trace::{Limits, ReadOptions, Trace};
 
+pub mod agent;
 pub mod audit;
 pub mod convert;
 pub mod dcgm;
 pub mod diff;
 pub mod doctor;
+pub mod monitor;
 pub mod profile;
 mod progress;
 pub mod record;

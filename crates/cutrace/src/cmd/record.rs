@@ -25,7 +25,7 @@ use cutrace_settings::{var, ApiMode, CounterAccess, Counters, PmSampling, Settin
 
 /// The benchmark knobs of cutrace's own environment, to pass on; a library variable there whose
 /// value does not parse is named, since record does not pass it on.
-fn inherited_knobs() -> cutrace_settings::Knobs {
+pub(crate) fn inherited_knobs() -> cutrace_settings::Knobs {
     let (own, problems) = Settings::from_process_env();
     for p in problems {
         eprintln!("cutrace: warning: {p}: not passed on to the program");
@@ -164,7 +164,7 @@ fn embedded_inject() -> anyhow::Result<Vec<u8>> {
 /// The injection library to load: the user's [`var::INJECT_LIB`] when set (a path the user named and that
 /// is not a library is an error, never replaced by another), else one installed beside the
 /// binary, else the embedded one, unpacked into the user's cache (`cutrace_launch::cache`).
-fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn inject_lib(exe: Option<&Path>) -> anyhow::Result<PathBuf> {
     let missing = match find_inject_lib(std::env::var_os(var::INJECT_LIB), exe) {
         Ok(p) => return Ok(p),
         Err(e @ LaunchError::InjectMissing { .. }) if !EMBEDDED_INJECT.is_empty() => e,
@@ -292,6 +292,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         serialize_kernels: args.serialize_kernels,
         record_cmdline: args.record_cmdline,
         discard: args.discard,
+        monitor_socket: None,
         // Benchmark knobs pass through from cutrace's own environment.
         knobs: inherited_knobs(),
         counters: sessions.counters,

@@ -16,7 +16,7 @@ fn help(args: &[&str]) -> String {
 #[test]
 fn every_subcommand_has_examples_that_use_real_flags() {
     for sub in [
-        "report", "diff", "record", "profile", "doctor", "audit", "dcgm",
+        "report", "diff", "record", "profile", "doctor", "audit", "dcgm", "monitor", "agent",
     ] {
         let text = help(&[sub]);
         let ex = text

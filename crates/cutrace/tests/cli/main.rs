@@ -26,6 +26,8 @@ mod input_cli;
 mod job_cli;
 mod kineto_oracle;
 mod mistakes_cli;
+mod monitor_cli;
+mod monitor_prometheus;
 mod multiproc_report;
 mod notes_cli;
 mod output_errors;

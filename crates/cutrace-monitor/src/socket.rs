@@ -1,0 +1,328 @@
+//! The monitor's Unix socket: created in a new directory only its user can enter (0700, the
+//! socket 0600), every connection's sender checked with the kernel's peer credentials
+//! (SO_PEERCRED: same user, and a hello only for the sender's own pid), each connection read
+//! on a thread of its own through the bounded frame reader. A connection that sends anything
+//! refused is closed, and the refusal counted in the state.
+
+use std::fs::DirBuilder;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use crate::state::State;
+use crate::wire::{FrameReader, WireError};
+
+/// Connections read at once; more are closed at once (and counted).
+pub const MAX_CONNECTIONS: u64 = 256;
+/// How long a new connection has to say hello before it is closed.
+pub const HELLO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+/// The socket's file name inside its directory.
+pub const SOCKET_NAME: &str = "monitor.sock";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    #[error("cannot create the monitor's socket directory in {base}: {source}")]
+    Dir {
+        base: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{0} is not a directory private to this user (a link, another user's, or open to \
+         others): refused"
+    )]
+    NotPrivate(PathBuf),
+    #[error(
+        "the socket path {0} is longer than a Unix socket address holds (108 bytes). Fix: set \
+         XDG_RUNTIME_DIR or TMPDIR to a shorter directory"
+    )]
+    TooLong(PathBuf),
+    #[error(
+        "another cutrace agent already serves {0}. Fix: stop it, or give this one another \
+         --socket-dir"
+    )]
+    InUse(PathBuf),
+    #[error("cannot create the monitor's socket {path}: {source}")]
+    Bind {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The socket and its private directory, both removed when dropped.
+#[derive(Debug)]
+pub struct PrivateSocket {
+    pub dir: PathBuf,
+    pub path: PathBuf,
+    pub listener: UnixListener,
+}
+
+impl Drop for PrivateSocket {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+/// Whether `dir` is a directory (not a link) of this user that no one else may enter.
+fn is_private(dir: &Path) -> bool {
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => {
+            m.is_dir()
+                && m.uid() == rustix::process::getuid().as_raw()
+                && m.permissions().mode() & 0o077 == 0
+        }
+        Err(_) => false,
+    }
+}
+
+/// Creates a new private directory under `base` and the socket in it.
+pub fn create(base: &Path) -> Result<PrivateSocket, SocketError> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let mut last_err = None;
+    for _ in 0..100 {
+        let n = N.fetch_add(1, Ordering::Relaxed);
+        let dir = base.join(format!(
+            "cutrace-monitor-{}-{:08x}{n}",
+            std::process::id(),
+            stamp ^ (n as u32).wrapping_mul(0x9e37_79b9)
+        ));
+        // Exclusive: a name already there (planted or not) is never used.
+        match DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return bind_in(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last_err = Some(e),
+            Err(e) => {
+                return Err(SocketError::Dir {
+                    base: base.into(),
+                    source: e,
+                })
+            }
+        }
+    }
+    Err(SocketError::Dir {
+        base: base.into(),
+        source: last_err.unwrap_or_else(|| std::io::Error::other("no free name")),
+    })
+}
+
+/// The node agent's socket directory: `cutrace-agent` in `XDG_RUNTIME_DIR` when that is an
+/// absolute path, else `cutrace-agent-UID` in the temporary directory. `cutrace agent env`
+/// names the socket in it, so processes started later find the agent there.
+pub fn agent_dir(xdg_runtime_dir: Option<&Path>) -> PathBuf {
+    match xdg_runtime_dir.filter(|p| p.is_absolute()) {
+        Some(x) => x.join("cutrace-agent"),
+        None => std::env::temp_dir().join(format!(
+            "cutrace-agent-{}",
+            rustix::process::getuid().as_raw()
+        )),
+    }
+}
+
+/// The agent's socket in `dir` (made 0700 when missing; refused when it is a link, another
+/// user's or open to others). A socket left there by an agent that died is replaced; one that
+/// still answers is another agent's, and refused.
+pub fn create_at(dir: &Path) -> Result<PrivateSocket, SocketError> {
+    match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => {
+            return Err(SocketError::Dir {
+                base: dir.into(),
+                source: e,
+            })
+        }
+    }
+    if !is_private(dir) {
+        return Err(SocketError::NotPrivate(dir.into()));
+    }
+    let path = dir.join(SOCKET_NAME);
+    if std::fs::symlink_metadata(&path).is_ok() {
+        if UnixStream::connect(&path).is_ok() {
+            return Err(SocketError::InUse(path));
+        }
+        let _ = std::fs::remove_file(&path);
+    }
+    bind_socket(dir.to_path_buf(), path)
+}
+
+/// The socket in the new private directory `dir`; the directory goes again if that fails.
+fn bind_in(dir: PathBuf) -> Result<PrivateSocket, SocketError> {
+    let path = dir.join(SOCKET_NAME);
+    let r = if is_private(&dir) {
+        bind_socket(dir.clone(), path)
+    } else {
+        Err(SocketError::NotPrivate(dir.clone()))
+    };
+    if r.is_err() {
+        let _ = std::fs::remove_dir(&dir);
+    }
+    r
+}
+
+/// Binds `path` in the private `dir`, mode 0600.
+fn bind_socket(dir: PathBuf, path: PathBuf) -> Result<PrivateSocket, SocketError> {
+    if path.as_os_str().len() >= 108 {
+        return Err(SocketError::TooLong(path));
+    }
+    let listener = UnixListener::bind(&path).map_err(|e| SocketError::Bind {
+        path: path.clone(),
+        source: e,
+    })?;
+    let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600));
+    Ok(PrivateSocket {
+        dir,
+        path,
+        listener,
+    })
+}
+
+/// Accepts connections for ever, each read on its own thread into `state`.
+pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
+    let me = rustix::process::getuid().as_raw();
+    for conn in listener.incoming() {
+        let Ok(stream) = conn else {
+            // Out of descriptors (EMFILE) and the like: let them free up rather than spin.
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            continue;
+        };
+        let Ok(cred) = rustix::net::sockopt::socket_peercred(&stream) else {
+            reject(&state, "peer_unknown");
+            continue;
+        };
+        if cred.uid.as_raw() != me {
+            reject(&state, "peer_uid");
+            continue;
+        }
+        {
+            let Ok(mut s) = state.lock() else { return };
+            if s.connections_open >= MAX_CONNECTIONS {
+                s.reject("too_many_connections");
+                continue;
+            }
+            s.connections_open += 1;
+            s.connections_total += 1;
+        }
+        let pid = cred.pid.as_raw_pid() as u32;
+        let st = state.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cutrace-monitor-conn".into())
+            .spawn(move || read_connection(stream, pid, &st));
+        if spawned.is_err() {
+            if let Ok(mut s) = state.lock() {
+                s.connections_open -= 1;
+                s.reject("no_thread");
+            }
+        }
+    }
+}
+
+fn reject(state: &Mutex<State>, reason: &'static str) {
+    if let Ok(mut s) = state.lock() {
+        s.reject(reason);
+    }
+}
+
+/// Reads one connection's frames until it ends or sends something refused.
+fn read_connection(mut stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
+    let mut reader = FrameReader::default();
+    let mut hello = None;
+    // A connection that says nothing does not keep its place: a hello within the time, then
+    // no limit (a process may be quiet for long).
+    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
+    loop {
+        let m = reader.next(&mut stream);
+        let Ok(mut s) = state.lock() else { return };
+        match m {
+            Ok(Some(m)) => {
+                let first = hello.is_none();
+                if let Err(e) = s.apply(peer_pid, &mut hello, m) {
+                    s.reject(e.reason());
+                    break;
+                }
+                if first && hello.is_some() {
+                    let _ = stream.set_read_timeout(None);
+                }
+            }
+            Ok(None) => break,
+            Err(WireError::Io(_)) if hello.is_none() => {
+                s.reject("hello_timeout");
+                break;
+            }
+            Err(e) => {
+                s.reject(e.reason());
+                break;
+            }
+        }
+    }
+    if let Ok(mut s) = state.lock() {
+        s.connections_open -= 1;
+        if let Some(pid) = hello {
+            s.ended(pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_that_says_nothing_is_closed_after_the_hello_timeout() {
+        let s = create(&std::env::temp_dir()).unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let l = s.listener.try_clone().unwrap();
+        let st = state.clone();
+        std::thread::spawn(move || serve(&l, st));
+        let mut c = UnixStream::connect(&s.path).unwrap();
+        // Half a frame header, then nothing.
+        std::io::Write::write_all(&mut c, b"CTMN").unwrap();
+        let start = std::time::Instant::now();
+        let mut rest = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut c, &mut rest);
+        let took = start.elapsed();
+        assert!(
+            took >= HELLO_TIMEOUT - std::time::Duration::from_millis(500),
+            "{took:?}"
+        );
+        assert!(took < HELLO_TIMEOUT * 3, "{took:?}");
+        let s = state.lock().unwrap();
+        assert_eq!(s.rejected.get("hello_timeout"), Some(&1));
+        assert_eq!(s.connections_open, 0);
+    }
+
+    #[test]
+    fn the_socket_is_private_and_goes_away() {
+        let base = std::env::temp_dir();
+        let s = create(&base).unwrap();
+        let dir_mode = std::fs::metadata(&s.dir).unwrap().permissions().mode() & 0o777;
+        let sock_mode = std::fs::metadata(&s.path).unwrap().permissions().mode() & 0o777;
+        assert_eq!((dir_mode, sock_mode), (0o700, 0o600));
+        let (dir, path) = (s.dir.clone(), s.path.clone());
+        drop(s);
+        assert!(!path.exists() && !dir.exists());
+    }
+
+    #[test]
+    fn the_agent_socket_replaces_a_dead_one_and_refuses_a_live_one() {
+        let dir = std::env::temp_dir().join(format!("cutrace-agent-test-{}", std::process::id()));
+        let a = create_at(&dir).unwrap();
+        assert!(matches!(create_at(&dir), Err(SocketError::InUse(_))));
+        drop(a);
+        // An agent that died leaves its socket: the next one takes the place.
+        DirBuilder::new().mode(0o700).create(&dir).unwrap();
+        drop(UnixListener::bind(dir.join(SOCKET_NAME)).unwrap());
+        let b = create_at(&dir).unwrap();
+        drop(b);
+        assert!(!dir.exists());
+        // A directory others may enter is refused.
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(matches!(create_at(&dir), Err(SocketError::NotPrivate(_))));
+        std::fs::remove_dir(&dir).unwrap();
+    }
+}

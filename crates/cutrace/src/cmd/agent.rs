@@ -1,0 +1,133 @@
+//! `cutrace agent`: the monitor as a node daemon. It serves `/metrics` for every process that
+//! reports to its socket, at a fixed place in the user's runtime directory, until it is
+//! stopped; `cutrace agent env` prints the environment that makes a program report to it (for
+//! a Slurm TaskProlog, a pod spec or a shell). The socket, its checks and the metrics are
+//! `cutrace monitor`'s (docs/MONITOR.md).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::Context;
+use cutrace_launch::{injection_env, shell_quote};
+use cutrace_monitor::{http, socket, State};
+
+use super::monitor::{
+    block_signals, monitor_settings, start_serving, untraced_here, warn_if_not_loopback,
+};
+
+/// Serve every reporting process's GPU busy time as Prometheus metrics, until stopped.
+///
+/// Programs report to the agent when started with the environment `cutrace agent env` prints
+/// (CUDA_INJECTION64_PATH and cutrace's settings); nothing else changes for them. The metrics
+/// are `cutrace monitor`'s: per GPU one union over all its processes, and per process.
+#[derive(clap::Args)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_long_help = r#"Examples:
+  cutrace agent                                         serve on 127.0.0.1:9464 until stopped
+  cutrace agent --listen 127.0.0.1:9500                 another address
+  eval "$(cutrace agent env)"; python3 train.py         a program that reports to it
+  cutrace agent env >> $SLURM_TASK_PROLOG_FILE          the same lines for a TaskProlog
+
+The socket is DIR/monitor.sock, DIR being $XDG_RUNTIME_DIR/cutrace-agent (else
+/tmp/cutrace-agent-UID), 0700 and checked to be your own; --socket-dir chooses another, and
+`cutrace agent env` must be given the same one. Only your user's processes can report, each for
+its own pid only. A second agent on the same socket is refused; one left by an agent that died
+is replaced.
+
+`cutrace agent env` leaves LD_PRELOAD alone: a profiler the program starts itself
+(torch.profiler) then fails without cutrace's one-line explanation (`cutrace record` and
+`cutrace monitor` preload it).
+
+SIGINT, SIGTERM and SIGHUP stop the agent (exit 0); the socket goes with it."#
+)]
+pub struct Args {
+    #[command(subcommand)]
+    action: Option<Action>,
+    /// Address for the /metrics endpoint (HOST:PORT). Non-loopback addresses expose pids and
+    /// program names to whoever can reach them.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    listen: SocketAddr,
+    /// Seconds after a process ended before its own series leave /metrics.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    forget_after: u64,
+    /// The socket's directory [default: $XDG_RUNTIME_DIR/cutrace-agent, else
+    /// /tmp/cutrace-agent-UID].
+    #[arg(long, global = true)]
+    socket_dir: Option<PathBuf>,
+    /// Print nothing of cutrace's own but warnings and errors.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum Action {
+    /// Print, as shell `export` lines, the environment that makes a program report to the agent.
+    Env,
+}
+
+fn socket_dir(args: &Args) -> PathBuf {
+    args.socket_dir.clone().unwrap_or_else(|| {
+        socket::agent_dir(
+            std::env::var_os("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .as_deref(),
+        )
+    })
+}
+
+pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
+    match args.action {
+        Some(Action::Env) => print_env(&args, out),
+        None => serve(&args),
+    }
+}
+
+fn print_env(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
+    let exe = std::env::current_exe().ok();
+    let inject = super::record::inject_lib(exe.as_deref())?;
+    let sock = socket_dir(args).join(socket::SOCKET_NAME);
+    let mut settings = monitor_settings(&sock);
+    // One agent serves many runs: no run id.
+    settings.run_id = None;
+    for (k, v) in injection_env(&inject, &settings) {
+        writeln!(out, "export {k}={}", shell_quote(&v.to_string_lossy()))?;
+    }
+    Ok(0)
+}
+
+fn serve(args: &Args) -> anyhow::Result<i32> {
+    let listener = http::bind(args.listen)?;
+    // The address bound (`--listen 127.0.0.1:0` picks a port).
+    let bound = listener.local_addr().unwrap_or(args.listen);
+    warn_if_not_loopback(args.listen);
+    // Before any thread starts, so that every thread has them blocked.
+    let signals = block_signals().context("blocking SIGINT, SIGTERM and SIGHUP")?;
+    let sock = socket::create_at(&socket_dir(args))?;
+    let state = Arc::new(Mutex::new(State {
+        untraced_reason: untraced_here(),
+        forget_after: Some(Duration::from_secs(args.forget_after)),
+        ..State::default()
+    }));
+    start_serving(&sock, listener, &state)?;
+    if !args.quiet {
+        eprintln!(
+            "cutrace: agent serving metrics on http://{}/metrics for the processes reporting to \
+             {}; start them with the environment of `cutrace agent env`",
+            bound,
+            sock.path.display()
+        );
+    }
+    let fd = nix::sys::signalfd::SignalFd::with_flags(
+        &signals,
+        nix::sys::signalfd::SfdFlags::SFD_CLOEXEC,
+    )
+    .context("reading signals")?;
+    // Any of them stops the agent; the socket goes with it.
+    let _ = fd.read_signal();
+    drop(sock);
+    Ok(0)
+}

@@ -1,0 +1,313 @@
+//! `cutrace monitor -- CMD`: runs a program under the injection library, as `record` does, but
+//! instead of writing a trace each CUDA process sends summaries to this command over a private
+//! Unix socket, and this command serves them as Prometheus metrics on `--listen` while the
+//! program runs (docs/MONITOR.md). The program's output passes through untouched (it inherits
+//! stdin, stdout and stderr) and its exit status is this command's.
+
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use cutrace_launch::{cleared_vars, injection_env, preload_value, resolve_program};
+use cutrace_monitor::{http, prom, socket, State};
+use cutrace_settings::{ApiMode, Settings};
+
+/// The kinds monitor mode needs: kernels for busy, the launch calls for latency, copies.
+const MONITOR_KINDS: [&str; 4] = ["kernel", "runtime", "driver", "memcpy"];
+/// How long, after the program exits, its processes' last batches may take to arrive.
+const DRAIN: Duration = Duration::from_secs(3);
+
+/// Run a program and serve its GPUs' busy time as Prometheus metrics while it runs.
+///
+/// Every CUDA process the program starts reports, without writing a trace, the union of its
+/// kernels' intervals per GPU (busy, never a sum), communication-kernel time, copies, launch
+/// latency and what was dropped; the metrics are per GPU (one union over all its processes)
+/// and per process. The program's output, stdin and exit status are its own.
+#[derive(clap::Args)]
+#[command(after_long_help = r#"Examples:
+  cutrace monitor -- python3 train.py                         metrics on 127.0.0.1:9464/metrics
+  cutrace monitor --listen 127.0.0.1:9500 -- ./my_app        another port
+  cutrace monitor --linger 30 -- python3 bench.py            keep serving 30 s after it exits
+  curl -s 127.0.0.1:9464/metrics | grep cutrace_gpu_busy      read it by hand
+
+Prometheus: add a scrape job for the address (`static_configs: [{targets: ["127.0.0.1:9464"]}]`);
+`rate(cutrace_gpu_busy_seconds_total[1m])` is the fraction of time the GPU ran a kernel.
+docs/MONITOR.md says what each metric measures and how it differs from nvidia-smi's and DCGM's
+GPU_UTIL.
+
+Where nothing can be traced (no CUDA driver, no libcupti, a program that uses no GPU) the
+program still runs, and cutrace_monitor_untraced_info{reason="…"} says why.
+
+Security: the processes report over a Unix socket in a new directory only your user can enter
+(0700, the socket 0600); a sender of another user, or one claiming another pid, is refused.
+/metrics listens on loopback unless --listen names another address: the labels carry pids and
+program names.
+
+Signals: Ctrl-C and Ctrl-\ reach the program from the terminal; SIGTERM, SIGHUP (and SIGINT or
+SIGQUIT sent with kill) sent to cutrace are passed on to it, and cutrace waits for it to exit.
+
+Exit status: the program's own (128+N when a signal N ended it). Before the program starts:
+125 when cutrace itself fails (the --listen address taken, no injection library), 126 when the
+program cannot be run, 127 when it is not found."#)]
+pub struct Args {
+    /// Address for the /metrics endpoint (HOST:PORT). Non-loopback addresses expose pids and
+    /// program names to whoever can reach them.
+    #[arg(long, default_value = "127.0.0.1:9464")]
+    pub(crate) listen: SocketAddr,
+    /// Seconds to keep serving /metrics after the program exited, so a scraper gets the final
+    /// values.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub(crate) linger: u64,
+    /// Seconds after a process ended before its own series leave /metrics (its time stays in
+    /// its GPUs' busy), so short-lived processes do not pile up labels.
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]
+    pub(crate) forget_after: u64,
+    /// Print nothing of cutrace's own but warnings and errors.
+    #[arg(short, long)]
+    pub(crate) quiet: bool,
+    /// The program and its arguments (after `--`).
+    #[arg(required = true, trailing_var_arg = true)]
+    pub(crate) command: Vec<OsString>,
+}
+
+/// This machine's name, for the GPUs' `host` label.
+pub(crate) fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .ok()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// Where the socket's private directory goes: `XDG_RUNTIME_DIR` when it is an absolute
+/// directory, else the temporary directory.
+fn socket_base() -> PathBuf {
+    std::env::var_os("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute() && p.is_dir())
+        .unwrap_or_else(std::env::temp_dir)
+}
+
+/// Why nothing will be traced on this machine, when that is known before the program runs.
+pub(crate) fn untraced_here() -> Option<String> {
+    if cutrace_cupti::api::driver_version().is_none() {
+        return Some(
+            "no CUDA driver on this machine (libcuda.so.1 cannot be loaded): the program runs \
+             untraced"
+                .into(),
+        );
+    }
+    None
+}
+
+/// What the injection is told in monitor mode: the kinds it summarises, the socket.
+pub(crate) fn monitor_settings(sock: &Path) -> Settings {
+    Settings {
+        kinds: Some(MONITOR_KINDS.iter().map(|k| (*k).to_string()).collect()),
+        run_id: Some(cutrace_launch::new_run_id()),
+        // Only the calls that launch work or copy: the others are not summarised.
+        api: Some(ApiMode::Launches),
+        monitor_socket: Some(sock.to_path_buf()),
+        knobs: super::record::inherited_knobs(),
+        ..Settings::default()
+    }
+}
+
+/// Reads the socket into `state` and serves its metrics on `listener`, each on a thread of its
+/// own, for as long as the process lives.
+pub(crate) fn start_serving(
+    sock: &socket::PrivateSocket,
+    listener: std::net::TcpListener,
+    state: &Arc<Mutex<State>>,
+) -> anyhow::Result<()> {
+    let units = sock
+        .listener
+        .try_clone()
+        .context("sharing the monitor's socket with its reader thread")?;
+    let st = state.clone();
+    std::thread::spawn(move || socket::serve(&units, st));
+    let (st, host) = (state.clone(), hostname());
+    let render = move || match st.lock() {
+        Ok(mut s) => {
+            s.forget_ended(Instant::now());
+            prom::render(&s, &host)
+        }
+        Err(_) => String::new(),
+    };
+    std::thread::spawn(move || http::serve(listener, Arc::new(render)));
+    Ok(())
+}
+
+/// Warns when `addr` is reachable from other machines.
+pub(crate) fn warn_if_not_loopback(addr: SocketAddr) {
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "cutrace: warning: --listen {addr} is not a loopback address: whoever can reach it \
+             reads the metrics' labels (pids, program names, ranks, job ids)"
+        );
+    }
+}
+
+/// The program's environment: record's injection, in monitor mode.
+fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
+    let mut env = injection_env(inject, &monitor_settings(sock));
+    match preload_value(inject, std::env::var_os("LD_PRELOAD").as_deref()) {
+        Some(v) => env.push(("LD_PRELOAD".into(), v)),
+        None => eprintln!(
+            "cutrace: warning: {} cannot go in LD_PRELOAD (its path holds a space or colon), so \
+             CUPTI entry points are not interposed",
+            inject.display()
+        ),
+    }
+    env
+}
+
+/// The signals the monitor takes instead of dying of them while its program runs: blocked here
+/// (before any thread starts, so every thread has them blocked; the program gets an empty mask)
+/// and read from a signalfd by [`pass_signals_on`].
+pub(crate) fn block_signals() -> Option<nix::sys::signal::SigSet> {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for s in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+    ] {
+        set.add(s);
+    }
+    set.thread_block().ok()?;
+    Some(set)
+}
+
+/// Passes the signals someone sent the monitor on to the program (`child`, while it runs; 0
+/// after), and sets `stop` (which ends `--linger`). A signal the terminal sent (Ctrl-C, Ctrl-\)
+/// reached the program's process group already and is not sent twice.
+fn pass_signals_on(set: nix::sys::signal::SigSet, child: Arc<AtomicU32>, stop: Arc<AtomicBool>) {
+    use nix::sys::signalfd::{SfdFlags, SignalFd};
+    let Ok(fd) = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC) else {
+        return;
+    };
+    // The kernel's own signals (from a terminal) carry si_code SI_KERNEL.
+    const SI_KERNEL: i32 = 0x80;
+    let _ = std::thread::Builder::new()
+        .name("cutrace-signals".into())
+        .spawn(move || {
+            while let Ok(Some(info)) = fd.read_signal() {
+                stop.store(true, Ordering::SeqCst);
+                let pid = child.load(Ordering::SeqCst);
+                let Ok(sig) = nix::sys::signal::Signal::try_from(info.ssi_signo as i32) else {
+                    continue;
+                };
+                if pid != 0 && info.ssi_code != SI_KERNEL {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+                }
+            }
+        });
+}
+
+/// The exit status a shell would give: the code, or 128 + the signal.
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(125)
+}
+
+pub fn run(args: Args) -> anyhow::Result<i32> {
+    let (prog, rest) = args
+        .command
+        .split_first()
+        .context("no command given: cutrace monitor [OPTIONS] -- CMD ARGS...")?;
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    if let Err(e) = resolve_program(prog, std::env::var_os("PATH").as_deref(), &cwd) {
+        eprintln!("cutrace: cannot run {}", e.message);
+        return Ok(e.code);
+    }
+    let exe = std::env::current_exe().ok();
+    let inject = super::record::inject_lib(exe.as_deref())?;
+    let listener = http::bind(args.listen)?;
+    // The address bound (`--listen 127.0.0.1:0` picks a port).
+    let bound = listener.local_addr().unwrap_or(args.listen);
+    warn_if_not_loopback(args.listen);
+    let signals = block_signals();
+    let base = socket_base();
+    let sock = socket::create(&base)?;
+    let state = Arc::new(Mutex::new(State {
+        untraced_reason: untraced_here(),
+        forget_after: Some(Duration::from_secs(args.forget_after)),
+        ..State::default()
+    }));
+    start_serving(&sock, listener, &state)?;
+    if !args.quiet {
+        eprintln!(
+            "cutrace: serving metrics on http://{}/metrics while the program runs",
+            bound
+        );
+    }
+    let env = program_env(&inject, &sock.path);
+    let mut command = std::process::Command::new(prog);
+    for var in cleared_vars(&env) {
+        command.env_remove(var);
+    }
+    let spawned = command
+        .args(rest)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("cutrace: cannot run {}: {e}", Path::new(prog).display());
+            return Ok(if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            });
+        }
+    };
+    let (running, stop) = (
+        Arc::new(AtomicU32::new(child.id())),
+        Arc::new(AtomicBool::new(false)),
+    );
+    if let Some(set) = signals {
+        pass_signals_on(set, running.clone(), stop.clone());
+    }
+    let status = child.wait().context("waiting for the program");
+    // Its pid may be reused from here on: no more signals to it.
+    running.store(0, Ordering::SeqCst);
+    let status = status?;
+    drain(&state);
+    if args.linger > 0 && !stop.load(Ordering::SeqCst) {
+        if !args.quiet {
+            eprintln!(
+                "cutrace: the program exited; serving its final metrics for {} s more (a \
+                 signal ends it sooner)",
+                args.linger
+            );
+        }
+        let until = Instant::now() + Duration::from_secs(args.linger);
+        while Instant::now() < until && !stop.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    drop(sock);
+    Ok(exit_code(status))
+}
+
+/// Waits (at most [`DRAIN`]) for the program's processes to close their connections, so their
+/// last batches are counted.
+fn drain(state: &Mutex<State>) {
+    let start = Instant::now();
+    while start.elapsed() < DRAIN {
+        match state.lock() {
+            Ok(s) if s.connections_open > 0 => {}
+            _ => return,
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

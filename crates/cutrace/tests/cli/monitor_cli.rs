@@ -1,0 +1,849 @@
+//! `cutrace monitor` end to end, no GPU: the fake libcupti plays scripted kernel, launch and
+//! copy records over time in a host program that starts the injection as the CUDA driver does;
+//! the monitor's /metrics must equal `cutrace report` of a `cutrace record` capture of the same
+//! records, to the nanosecond, per GPU and per process (two processes on one GPU: a union, not
+//! a sum). Without CUDA the program still runs, its output and exit status pass through, and
+//! /metrics says why nothing is traced. Hostile senders leave the monitor alive and bounded.
+//! Tests that need the C stand-ins skip themselves, loudly, without a C compiler.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cutrace_settings::var;
+use cutrace_testkit::{loud, Run};
+
+use crate::util::bin;
+
+#[path = "../../../cutrace-inject/tests/util/mod.rs"]
+mod fake;
+
+const UUID_HEX: &str = "00112233445566778899aabbccddeeff";
+pub(crate) const UUID: &str = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+
+/// A free loopback port (bound, then let go).
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `GET /metrics`; `None` while nothing listens.
+pub(crate) fn metrics(port: u16) -> Option<String> {
+    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").ok()?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+/// The values of metric `name` whose labels contain every one of `want`, as written.
+pub(crate) fn values(text: &str, name: &str, want: &[&str]) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter(|l| want.iter().all(|w| l.contains(w)))
+        .filter_map(|l| l.rsplit_once(' ').map(|(_, v)| v.to_string()))
+        .collect()
+}
+
+/// `12.000000345` → 12000000345 ns, exactly.
+fn ns(seconds: &str) -> u64 {
+    let (s, f) = seconds.split_once('.').unwrap();
+    assert_eq!(f.len(), 9, "{seconds}");
+    s.parse::<u64>().unwrap() * 1_000_000_000 + f.parse::<u64>().unwrap()
+}
+
+/// A script for the fake libcupti: `groups` flushes of kernels on two streams of one GPU,
+/// overlapping and touching, some of them NCCL's, each with its launch call, and a copy.
+/// Returns the script and its kernel count.
+pub(crate) fn script(seed: u64, groups: u32) -> (String, usize) {
+    let mut x = seed | 1;
+    let mut next = |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut s = format!("device 0 {UUID_HEX}\n");
+    let (mut corr, mut kernels) = (1, 0);
+    for g in 0..groups {
+        let base = 5_000_000 + u64::from(g) * 200_000;
+        for _ in 0..30 {
+            let start = base + next(150_000);
+            let len = [0, 800, 2_000, 9_000][next(4) as usize];
+            let stream = 7 + 6 * next(2);
+            let comm = u64::from(next(6) == 0);
+            s += &format!("api {corr} {} {}\n", start - 700, start - 250);
+            s += &format!("kernel 0 {stream} {start} {} {corr} {comm}\n", start + len);
+            corr += 1;
+            kernels += 1;
+        }
+        s += &format!("memcpy 0 7 {base} {} 65536 {corr}\n", base + 300);
+        corr += 1;
+        s += "flush\n";
+    }
+    (s, kernels)
+}
+
+pub(crate) struct Setup {
+    pub(crate) dir: cutrace_testkit::Dir,
+    pub(crate) fake_cupti: PathBuf,
+    pub(crate) host: PathBuf,
+    inject: PathBuf,
+}
+
+/// The C stand-ins and the injection library cargo built; `None`, after a SKIPPED line, when
+/// either is missing.
+pub(crate) fn setup(name: &str) -> Option<Setup> {
+    let p = fake::programs()?;
+    let exe = std::env::current_exe().ok()?;
+    let inject = exe.with_file_name("libcutrace_inject.so");
+    if !inject.is_file() {
+        loud!(
+            "SKIPPED: {} is missing (`cargo test --workspace` builds it)",
+            inject.display()
+        );
+        return None;
+    }
+    Some(Setup {
+        dir: cutrace_testkit::Dir::new(name),
+        fake_cupti: p.fake_cupti.clone(),
+        host: p.host.clone(),
+        inject,
+    })
+}
+
+impl Setup {
+    /// `cutrace ARGS…` with the fake libcupti and the real injection library, the host program
+    /// waiting for `wait` before it exits.
+    pub(crate) fn cutrace(&self, args: &[&str], wait: &Path) -> Command {
+        let mut c = bin();
+        c.args(args)
+            .env(var::CUPTI_LIB, &self.fake_cupti)
+            .env(var::INJECT_LIB, &self.inject)
+            .env(var::FLUSH_PERIOD_MS, "20")
+            .env("FAKE_HOST_WAIT", wait)
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", self.host.parent().unwrap().display()),
+            )
+            .env_remove("FAKE_CUPTI_SCRIPT");
+        c
+    }
+
+    pub(crate) fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// `cutrace report --format json TRACE`'s busy_ns of its one device.
+    pub(crate) fn report_busy(&self, trace: &Path) -> u64 {
+        let o = bin()
+            .args(["report", "--format", "json"])
+            .arg(trace)
+            .run_ok();
+        let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let devices = r["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 1, "{r}");
+        devices[0]["busy_ns"].as_u64().unwrap()
+    }
+}
+
+/// A running `cutrace monitor`, stopped (its program let go, then killed) when dropped.
+pub(crate) struct Running {
+    pub(crate) child: Option<Child>,
+    wait: PathBuf,
+}
+
+impl Running {
+    pub(crate) fn start(mut c: Command, wait: &Path) -> Running {
+        let child = c
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Running {
+            child: Some(child),
+            wait: wait.to_path_buf(),
+        }
+    }
+
+    /// Lets the program exit and returns the monitor's output.
+    pub(crate) fn finish(mut self) -> std::process::Output {
+        std::fs::write(&self.wait, "").unwrap();
+        self.child.take().unwrap().wait_with_output().unwrap()
+    }
+}
+
+impl Drop for Running {
+    /// After a failed test: its program let go, then SIGTERM (the monitor removes its socket's
+    /// directory on it), then SIGKILL if it has not exited within 5 s.
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.wait, "");
+        if let Some(mut c) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls /metrics until `done` says so (at most 30 s); the last text.
+pub(crate) fn poll(port: u16, done: &dyn Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    let mut last = String::new();
+    while start.elapsed() < Duration::from_secs(30) {
+        if let Some(t) = metrics(port) {
+            if done(&t) {
+                return t;
+            }
+            last = t;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("/metrics never got there; last:\n{last}");
+}
+
+pub(crate) fn kernels_seen(t: &str) -> u64 {
+    values(t, "cutrace_process_kernels_total", &[])
+        .iter()
+        .map(|v| v.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn metrics_equal_the_report_of_a_recording_of_the_same_records() {
+    let Some(s) = setup("monitor-vs-report") else {
+        return;
+    };
+    let (text, kernels) = script(5, 6);
+    let sc = s.write("script", &text);
+    // The same records, recorded as a trace.
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
+    let want = s.report_busy(&trace);
+    assert!(want > 0);
+    // Communication and its exposed part, as the job analysis defines them.
+    let o = bin()
+        .args(["report", "--rank-summary"])
+        .arg(&trace)
+        .args(["-o", "-"])
+        .run_ok();
+    let rank: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let (comm, exposed) = (
+        rank["comm_ns"].as_u64().unwrap(),
+        rank["exposed_comm_ns"].as_u64().unwrap(),
+    );
+    assert!(comm > 0 && exposed > 0 && exposed < comm, "{rank}");
+    // Monitored.
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "--listen", &listen], &wait);
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| kernels_seen(t) == kernels as u64);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID, "gpu=\"0\""]);
+    let proc = values(&t, "cutrace_process_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(gpu.len(), 1, "{t}");
+    assert_eq!(proc.len(), 1, "{t}");
+    assert_eq!(ns(&gpu[0]), want, "{t}");
+    assert_eq!(ns(&proc[0]), want, "{t}");
+    let one = |name: &str| {
+        let v = values(&t, name, &[UUID]);
+        assert_eq!(v.len(), 1, "{name}: {t}");
+        ns(&v[0])
+    };
+    assert_eq!(one("cutrace_process_comm_busy_seconds_total"), comm, "{t}");
+    assert_eq!(
+        one("cutrace_process_exposed_comm_seconds_total"),
+        exposed,
+        "{t}"
+    );
+    assert!(
+        values(&t, "cutrace_monitor_untraced_info", &[]).is_empty(),
+        "{t}"
+    );
+    let copies = values(&t, "cutrace_process_copy_bytes_total", &[UUID]);
+    assert_eq!(copies, ["393216"], "{t}");
+    let latency = values(&t, "cutrace_process_launch_latency_seconds_count", &[UUID]);
+    assert_eq!(latency, [kernels.to_string()], "{t}");
+    let o = m.finish();
+    // The host program's own exit status and output.
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("init 1"));
+}
+
+#[test]
+fn two_processes_on_one_gpu_give_the_union_and_each_its_own_busy() {
+    let Some(s) = setup("monitor-two") else {
+        return;
+    };
+    let (ta, ka) = script(17, 4);
+    let (tb, kb) = script(29, 4);
+    let (a, b) = (s.write("a", &ta), s.write("b", &tb));
+    let both = format!(
+        "FAKE_CUPTI_SCRIPT={} host - local iw & FAKE_CUPTI_SCRIPT={} host - local iw & wait",
+        a.display(),
+        b.display()
+    );
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "/bin/sh", "-c", &both])
+        .run_ok();
+    let union = s.report_busy(&trace);
+    let mut each: Vec<u64> = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| s.report_busy(&e.unwrap().path()))
+        .collect();
+    each.sort_unstable();
+    assert_eq!(each.len(), 2);
+    assert!(union < each[0] + each[1], "the scripts overlap in time");
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    c.args(["--", "/bin/sh", "-c", &both]);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| kernels_seen(t) == (ka + kb) as u64);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [union],
+        "{t}"
+    );
+    let mut got: Vec<u64> = values(&t, "cutrace_process_gpu_busy_seconds_total", &[UUID])
+        .iter()
+        .map(|v| ns(v))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, each, "{t}");
+    assert_eq!(m.finish().status.code(), Some(0));
+}
+
+/// The injection library cargo built, else a stand-in with an ELF header (a program that
+/// never starts CUDA never loads it beyond LD_PRELOAD).
+fn inject_or_stand_in(dir: &Path) -> PathBuf {
+    let built = std::env::current_exe()
+        .unwrap()
+        .with_file_name("libcutrace_inject.so");
+    if built.is_file() {
+        return built;
+    }
+    let lib = dir.join("libcutrace_inject.so");
+    std::fs::write(&lib, b"\x7fELF, not really a library").unwrap();
+    lib
+}
+
+#[test]
+fn without_cuda_the_program_runs_and_the_metrics_say_why() {
+    let dir = cutrace_testkit::Dir::new("monitor-nocuda");
+    let wait = dir.join("go");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let script = format!(
+        "echo out; echo err >&2; while [ ! -e {} ]; do sleep 0.02; done; exit 7",
+        wait.display()
+    );
+    let mut c = bin();
+    // No libcupti to find, as on a machine without CUDA.
+    c.args([
+        "monitor", "--listen", &listen, "--", "/bin/sh", "-c", &script,
+    ])
+    .env(var::INJECT_LIB, inject_or_stand_in(&dir))
+    .env(var::CUPTI_LIB, dir.join("no-libcupti.so"));
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| t.contains("cutrace_monitor_untraced_info{"));
+    let why = t
+        .lines()
+        .find(|l| l.starts_with("cutrace_monitor_untraced_info{reason=\""))
+        .unwrap_or_else(|| panic!("{t}"));
+    assert!(why.ends_with(" 1"), "{why}");
+    assert!(
+        why.contains("no CUDA driver") || why.contains("no CUDA process has reported"),
+        "{why}"
+    );
+    let o = m.finish();
+    assert_eq!(o.status.code(), Some(7));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "out\n");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("err\n"), "{err}");
+    assert!(err.contains(&format!("http://{listen}/metrics")), "{err}");
+}
+
+#[test]
+fn a_taken_port_is_named_with_the_fix_and_the_program_does_not_run() {
+    let dir = cutrace_testkit::Dir::new("monitor-port");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let ran = dir.join("ran");
+    let o = bin()
+        .env(var::INJECT_LIB, inject_or_stand_in(&dir))
+        .args(["monitor", "--listen", &addr, "--", "/bin/sh", "-c"])
+        .arg(format!("touch {}", ran.display()))
+        .run_code(125);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&addr) && err.contains("in use") && err.contains("--listen"),
+        "{err}"
+    );
+    assert!(!ran.exists());
+    // A missing program: 127, as record says.
+    let o = bin()
+        .args([
+            "monitor",
+            "--listen",
+            "127.0.0.1:0",
+            "--",
+            "no-such-program-xyz",
+        ])
+        .run_code(127);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no-such-program-xyz"));
+}
+
+/// One frame of the monitor's wire format, as the injected library writes it.
+fn frame(m: &cutrace_monitor::wire::Message) -> Vec<u8> {
+    cutrace_monitor::wire::encode(m)
+}
+
+/// Peak resident memory of `pid`, in kB.
+fn peak_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn send(sock: &Path, bytes: &[u8]) {
+    let mut c = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    // The monitor closes a connection it refuses: a write may then fail, which is the point.
+    let _ = c.write_all(bytes);
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+}
+
+#[test]
+fn hostile_senders_leave_the_monitor_alive_and_bounded() {
+    use cutrace_monitor::wire::{Batch, DeviceBatch, Hello, Message, StreamRuns};
+    let dir = cutrace_testkit::Dir::new("monitor-hostile");
+    let wait = dir.join("go");
+    let said = dir.join("socket-path");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let script = format!(
+        "echo \"${}\" > {}; while [ ! -e {} ]; do sleep 0.02; done",
+        var::MONITOR_SOCKET,
+        said.display(),
+        wait.display()
+    );
+    let mut c = bin();
+    c.args([
+        "monitor", "-q", "--listen", &listen, "--", "/bin/sh", "-c", &script,
+    ])
+    .env(var::INJECT_LIB, inject_or_stand_in(&dir));
+    let m = Running::start(c, &wait);
+    poll(port, &|_| {
+        said.exists() && std::fs::read(&said).is_ok_and(|b| b.ends_with(b"\n"))
+    });
+    let sock = PathBuf::from(std::fs::read_to_string(&said).unwrap().trim());
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!((mode(sock.parent().unwrap()), mode(&sock)), (0o700, 0o600));
+    let monitor_pid = m.child.as_ref().unwrap().id();
+    let before = peak_kb(monitor_pid);
+    // Garbage, a frame claiming 4 GiB, a hello for another pid.
+    send(&sock, &vec![0xa5; 64 << 10]);
+    let mut huge = frame(&Message::Untraced(String::new()));
+    huge[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    send(&sock, &huge);
+    let other = Message::Hello(Hello {
+        pid: 1,
+        ..Hello::default()
+    });
+    send(&sock, &frame(&other));
+    // A flood: one sender, 2,000 batches of 1,000 runs each (32 MB), far past the open runs the
+    // monitor keeps.
+    let me = Message::Hello(Hello {
+        pid: std::process::id(),
+        host: "h".into(),
+        command: "flood".into(),
+        ..Hello::default()
+    });
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    c.write_all(&frame(&me)).unwrap();
+    for seq in 1..=2_000u64 {
+        let base = seq * 10_000_000;
+        let runs = (0..1_000)
+            .map(|i| (base + i * 100, base + i * 100 + 50))
+            .collect();
+        let b = Message::Batch(Batch {
+            seq,
+            devices: vec![DeviceBatch {
+                device: 0,
+                uuid: Some(UUID.into()),
+                kernels: 1_000,
+                streams: vec![StreamRuns { stream: 1, runs }],
+                ..DeviceBatch::default()
+            }],
+            ..Batch::default()
+        });
+        c.write_all(&frame(&b)).unwrap();
+    }
+    drop(c);
+    let t = poll(port, &|t| kernels_seen(t) == 2_000_000);
+    for reason in ["bad_magic", "too_long", "peer_pid"] {
+        let r = format!("reason=\"{reason}\"");
+        assert_eq!(
+            values(&t, "cutrace_monitor_rejected_frames_total", &[&r]),
+            ["1"],
+            "{t}"
+        );
+    }
+    // Exact while within the horizon: 2,000 × 1,000 runs of 50 ns.
+    let busy = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        busy.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [100_000_000]
+    );
+    let grew = peak_kb(monitor_pid).saturating_sub(before);
+    assert!(grew < 64 * 1024, "the monitor grew by {grew} kB");
+    let o = m.finish();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!sock.exists() && !sock.parent().unwrap().exists());
+}
+
+#[test]
+fn sigterm_reaches_the_program_and_the_socket_goes_with_the_monitor() {
+    let dir = cutrace_testkit::Dir::new("monitor-sigterm");
+    let said = dir.join("socket-path");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    // The program says where the socket is, then waits for a TERM of its own.
+    let script = format!(
+        "trap 'echo got-term; exit 42' TERM; echo \"${}\" > {}; while :; do sleep 0.02; done",
+        var::MONITOR_SOCKET,
+        said.display()
+    );
+    let mut c = bin();
+    c.args([
+        "monitor", "-q", "--listen", &listen, "--", "/bin/sh", "-c", &script,
+    ])
+    .env(var::INJECT_LIB, inject_or_stand_in(&dir));
+    let mut m = Running::start(c, &dir.join("unused"));
+    poll(port, &|_| {
+        std::fs::read(&said).is_ok_and(|b| b.ends_with(b"\n"))
+    });
+    let sock = PathBuf::from(std::fs::read_to_string(&said).unwrap().trim());
+    assert!(sock.exists());
+    let child = m.child.take().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(42),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "got-term\n");
+    assert!(!sock.exists() && !sock.parent().unwrap().exists());
+}
+
+#[test]
+fn ended_processes_leave_no_labels_after_forget_after_and_their_gpu_keeps_their_time() {
+    let Some(s) = setup("monitor-forget") else {
+        return;
+    };
+    let (text, _) = script(53, 2);
+    let sc = s.write("script", &text);
+    // Three short-lived CUDA processes, one after the other, then a wait.
+    let wait = s.dir.join("monitor-go");
+    let prog = format!(
+        "for i in 1 2 3; do host - local i; done; while [ ! -e {} ]; do sleep 0.02; done",
+        wait.display()
+    );
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(
+        &["monitor", "-q", "--forget-after", "1", "--listen", &listen],
+        &wait,
+    );
+    c.args(["--", "/bin/sh", "-c", &prog])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| {
+        values(t, "cutrace_monitor_forgotten_processes_total", &[]) == ["3"]
+    });
+    assert!(values(&t, "cutrace_process_up", &[]).is_empty(), "{t}");
+    assert!(
+        values(&t, "cutrace_process_gpu_busy_seconds_total", &[]).is_empty(),
+        "{t}"
+    );
+    // The three replayed the same records: the GPU's union is one script's, not three.
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "host", "-", "local", "i"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [s.report_busy(&trace)]
+    );
+    assert!(
+        values(&t, "cutrace_monitor_untraced_info", &[]).is_empty(),
+        "{t}"
+    );
+    assert_eq!(m.finish().status.code(), Some(0));
+}
+
+/// `cutrace agent env`'s lines as (name, value), the values unquoted.
+pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
+    let o = bin()
+        .args(["agent", "env", "--socket-dir"])
+        .arg(socket_dir)
+        .env(var::INJECT_LIB, &s.inject)
+        .env(var::FLUSH_PERIOD_MS, "20")
+        .run_ok();
+    String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.strip_prefix("export ").unwrap().split_once('=').unwrap();
+            (k.to_string(), v.trim_matches('\'').to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn an_agent_merges_three_processes_started_with_its_environment() {
+    let Some(s) = setup("agent-three") else {
+        return;
+    };
+    let scripts: Vec<(PathBuf, usize)> = [61, 67, 71]
+        .iter()
+        .map(|&seed| {
+            let (text, n) = script(seed, 3);
+            (s.write(&format!("script-{seed}"), &text), n)
+        })
+        .collect();
+    let total: usize = scripts.iter().map(|(_, n)| n).sum();
+    // The same three recorded.
+    let both: Vec<String> = scripts
+        .iter()
+        .map(|(p, _)| format!("FAKE_CUPTI_SCRIPT={} host - local i &", p.display()))
+        .collect();
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "/bin/sh", "-c", &format!("{} wait", both.join(" "))])
+        .run_ok();
+    let union = s.report_busy(&trace);
+    let mut each: Vec<u64> = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| s.report_busy(&e.unwrap().path()))
+        .collect();
+    each.sort_unstable();
+    assert!(union < each.iter().sum::<u64>());
+    // The agent, and three programs started with `cutrace agent env`'s environment.
+    let sock_dir = s.dir.join("agent");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = bin();
+    c.args(["agent", "-q", "--listen", &listen, "--socket-dir"])
+        .arg(&sock_dir);
+    let mut agent = Running::start(c, &s.dir.join("unused"));
+    poll(port, &|_| sock_dir.join("monitor.sock").exists());
+    let env = agent_env(&s, &sock_dir);
+    assert!(env.iter().any(|(k, _)| k == var::MONITOR_SOCKET), "{env:?}");
+    let programs: Vec<Child> = scripts
+        .iter()
+        .map(|(p, _)| {
+            Command::new(&s.host)
+                .args(["-", "local", "i"])
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env(var::CUPTI_LIB, &s.fake_cupti)
+                .env("FAKE_CUPTI_SCRIPT", p)
+                .stdout(Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut p in programs {
+        assert_eq!(p.wait().unwrap().code(), Some(3));
+    }
+    let t = poll(port, &|t| kernels_seen(t) == total as u64);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [union],
+        "{t}"
+    );
+    let mut got: Vec<u64> = values(&t, "cutrace_process_gpu_busy_seconds_total", &[UUID])
+        .iter()
+        .map(|v| ns(v))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, each, "{t}");
+    // A second agent on the same socket is refused; SIGTERM stops the first, socket and all.
+    let o = bin()
+        .args(["agent", "--listen", "127.0.0.1:0", "--socket-dir"])
+        .arg(&sock_dir)
+        .run_code(2);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("another cutrace agent already serves"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let child = agent.child.take().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!sock_dir.exists());
+}
+
+#[test]
+fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
+    let Some(s) = setup("monitor-stuck") else {
+        return;
+    };
+    // Launch 2's kernel never comes; CUPTI's clock then reads 61 s after that launch returned.
+    let sc = s.write(
+        "script",
+        &format!(
+            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 0\napi 2 1000 1100\n\
+             api 3 1200 1300\nkernel 0 7 1400 1500 3 1\nflush\nnow 61000001100\nflush\n"
+        ),
+    );
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| {
+        values(t, "cutrace_process_oldest_pending_launch_seconds", &[]) == ["61.000000000"]
+    });
+    assert_eq!(
+        values(&t, "cutrace_process_launches_pending", &[]),
+        ["1"],
+        "{t}"
+    );
+    assert_eq!(kernels_seen(&t), 2, "{t}");
+    let o = m.finish();
+    assert_eq!(o.status.code(), Some(3));
+}
+
+#[test]
+fn a_process_that_runs_untraced_says_why_in_the_metrics() {
+    let Some(s) = setup("monitor-untraced") else {
+        return;
+    };
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    // The fake libcupti's mode 1: another CUPTI subscriber holds the slot.
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_MODE", "1");
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| t.contains("cutrace_process_untraced_info{"));
+    let line = t
+        .lines()
+        .find(|l| l.starts_with("cutrace_process_untraced_info{"))
+        .unwrap();
+    assert!(
+        line.contains("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"),
+        "{line}"
+    );
+    let why = values(
+        &t,
+        "cutrace_monitor_untraced_info",
+        &["MULTIPLE_SUBSCRIBERS"],
+    );
+    assert_eq!(why, ["1"], "{t}");
+    let o = m.finish();
+    assert_eq!(o.status.code(), Some(3));
+    // The program's own line on stderr, as under record.
+    assert!(String::from_utf8_lossy(&o.stderr).contains("runs untraced"));
+}

@@ -1,0 +1,239 @@
+//! A real Prometheus server scrapes `cutrace monitor` (the fake libcupti playing scripted
+//! records, as in `monitor_cli.rs`), and the last values its HTTP API holds for the GPU's and the
+//! process's busy time equal `cutrace report` of a recording of the same records, to within
+//! 1 ns (Prometheus keeps float64 seconds); and the same for `cutrace agent` with three
+//! processes on one GPU, whose union is not the sum of theirs. Ignored by default: `.ci/run` installs Debian's
+//! `prometheus` package and runs it with `--ignored`, or says SKIPPED when it cannot.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cutrace_testkit::Run;
+
+use super::monitor_cli::{free_port, kernels_seen, metrics, poll, script, setup, Running, UUID};
+
+/// A Prometheus server of our own, killed when dropped.
+struct Prometheus(Child);
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_prometheus(dir: &Path, target: u16, port: u16) -> Prometheus {
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 200ms\n  scrape_timeout: 150ms\nscrape_configs:\n  - \
+             job_name: cutrace\n    static_configs:\n      - targets: [\"127.0.0.1:{target}\"]\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new("prometheus")
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("prometheus is not installed (.ci/run installs Debian's package)");
+    Prometheus(child)
+}
+
+/// The value Prometheus's API gives for an instant query, as its text (`"0.000123456"`).
+fn query(port: u16, promql: &str) -> Option<String> {
+    let q: String = promql
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(c, "GET /api/v1/query?query={q} HTTP/1.0\r\n\r\n").ok()?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).ok()?;
+    let body = text.split_once("\r\n\r\n")?.1;
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let r = v["data"]["result"].as_array()?;
+    (r.len() == 1).then(|| r[0]["value"][1].as_str().map(str::to_string))?
+}
+
+/// Decimal seconds as Prometheus writes a float64 (`12.000000345`, `1.5e-05`), in ns, rounded.
+fn prom_ns(text: &str) -> u64 {
+    let (mant, exp) = match text.split_once(['e', 'E']) {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap()),
+        None => (text, 0),
+    };
+    let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
+    let digits = format!("{int}{frac}");
+    // value = digits × 10^(exp − frac.len()) s = digits × 10^(exp − frac.len() + 9) ns.
+    let shift = exp - frac.len() as i32 + 9;
+    let d: u128 = digits.parse().unwrap();
+    if shift >= 0 {
+        (d * 10u128.pow(shift as u32)) as u64
+    } else {
+        let p = 10u128.pow((-shift) as u32);
+        ((d + p / 2) / p) as u64
+    }
+}
+
+#[test]
+fn prom_ns_reads_prometheus_floats() {
+    assert_eq!(prom_ns("12.000000345"), 12_000_000_345);
+    assert_eq!(prom_ns("1.5e-05"), 15_000);
+    assert_eq!(prom_ns("0"), 0);
+    assert_eq!(prom_ns("0.0000012344999"), 1_234);
+}
+
+#[test]
+#[ignore = "needs Prometheus: .ci/run installs Debian's package and runs it"]
+fn a_real_prometheus_scrapes_the_monitor_and_holds_the_reports_busy() {
+    let Some(s) = setup("monitor-prometheus") else {
+        panic!("the C stand-ins or the injection library are missing (see above)");
+    };
+    let (text, kernels) = script(41, 6);
+    let sc = s.write("script", &text);
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
+    let want = s.report_busy(&trace);
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    poll(port, &|t| kernels_seen(t) == kernels as u64);
+    let prom_port = free_port();
+    let _prom = start_prometheus(&s.dir, port, prom_port);
+    let gpu_q = format!("cutrace_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}");
+    let proc_q = format!("cutrace_process_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}");
+    let start = Instant::now();
+    let (mut gpu, mut proc) = (None, None);
+    while start.elapsed() < Duration::from_secs(60) && (gpu != Some(want) || proc != Some(want)) {
+        std::thread::sleep(Duration::from_millis(200));
+        gpu = query(prom_port, &gpu_q).map(|v| prom_ns(&v));
+        proc = query(prom_port, &proc_q).map(|v| prom_ns(&v));
+    }
+    let last = metrics(port).unwrap_or_default();
+    assert!(
+        gpu.is_some_and(|g| g.abs_diff(want) <= 1),
+        "Prometheus holds {gpu:?} ns for the GPU, report says {want}; /metrics:\n{last}"
+    );
+    assert!(
+        proc.is_some_and(|p| p.abs_diff(want) <= 1),
+        "Prometheus holds {proc:?} ns for the process, report says {want}"
+    );
+    assert_eq!(m.finish().status.code(), Some(3));
+}
+
+#[test]
+#[ignore = "needs Prometheus: .ci/run installs Debian's package and runs it"]
+fn a_real_prometheus_scrapes_an_agent_of_three_processes_on_one_gpu() {
+    let Some(s) = setup("agent-prometheus") else {
+        panic!("the C stand-ins or the injection library are missing (see above)");
+    };
+    let scripts: Vec<(std::path::PathBuf, usize)> = [73, 79, 83]
+        .iter()
+        .map(|&seed| {
+            let (text, n) = script(seed, 3);
+            (s.write(&format!("script-{seed}"), &text), n)
+        })
+        .collect();
+    let total: usize = scripts.iter().map(|(_, n)| n).sum();
+    let all: Vec<String> = scripts
+        .iter()
+        .map(|(p, _)| format!("FAKE_CUPTI_SCRIPT={} host - local i &", p.display()))
+        .collect();
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "/bin/sh", "-c", &format!("{} wait", all.join(" "))])
+        .run_ok();
+    let union = s.report_busy(&trace);
+    let sum: u64 = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| s.report_busy(&e.unwrap().path()))
+        .sum();
+    assert!(union < sum);
+    let sock_dir = s.dir.join("agent");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = crate::util::bin();
+    c.args(["agent", "-q", "--listen", &listen, "--socket-dir"])
+        .arg(&sock_dir);
+    let mut agent = Running::start(c, &s.dir.join("unused"));
+    poll(port, &|_| sock_dir.join("monitor.sock").exists());
+    let env = super::monitor_cli::agent_env(&s, &sock_dir);
+    for (p, _) in &scripts {
+        Command::new(&s.host)
+            .args(["-", "local", "i"])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env(cutrace_settings::var::CUPTI_LIB, &s.fake_cupti)
+            .env("FAKE_CUPTI_SCRIPT", p)
+            .run_code(3);
+    }
+    poll(port, &|t| kernels_seen(t) == total as u64);
+    let prom_port = free_port();
+    let _prom = start_prometheus(&s.dir, port, prom_port);
+    let gpu_q = format!("cutrace_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}");
+    let sum_q = format!("sum(cutrace_process_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}})");
+    let start = Instant::now();
+    let (mut gpu, mut procs) = (None, None);
+    while start.elapsed() < Duration::from_secs(60)
+        && !(gpu.is_some_and(|g: u64| g.abs_diff(union) <= 1)
+            && procs.is_some_and(|p: u64| p.abs_diff(sum) <= 3))
+    {
+        std::thread::sleep(Duration::from_millis(200));
+        gpu = query(prom_port, &gpu_q).map(|v| prom_ns(&v));
+        procs = query(prom_port, &sum_q).map(|v| prom_ns(&v));
+    }
+    assert!(
+        gpu.is_some_and(|g| g.abs_diff(union) <= 1),
+        "Prometheus holds {gpu:?} ns for the GPU, the recording's union is {union}"
+    );
+    assert!(
+        procs.is_some_and(|p| p.abs_diff(sum) <= 3),
+        "Prometheus sums the processes to {procs:?} ns, the parts to {sum}"
+    );
+    let child = agent.child.take().unwrap();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
+}
