@@ -251,7 +251,9 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
         .filter(|d| d.timeline.kernels > 0)
         .map(|d| {
             let t = &d.timeline;
-            let (compute, comm, exposed) = lanes.get(&d.device).copied().unwrap_or_default();
+            // A device without communication kernels: its compute is its busy time.
+            let (compute, comm, exposed) =
+                lanes.get(&d.device).copied().unwrap_or((t.busy_ns, 0, 0));
             let mut held = 0;
             let mut named = 0;
             for g in t.largest_gaps.iter().take(MAX_GAPS_NAMED) {

@@ -59,12 +59,29 @@ pub struct DeviceVerdict {
     pub largest_gaps_idle_pct: f64,
 }
 
-/// Compute, communication and exposed communication per device (unions), of kernels clipped to `[from, to)` per device.
+/// Compute, communication and exposed communication per device (unions), for the devices that
+/// ran communication kernels, of kernels clipped to `[from, to)` per device.
 pub(crate) fn lanes(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> HashMap<u32, (Ns, Ns, Ns)> {
     let mut is_comm: HashMap<u32, bool> = HashMap::new();
+    let mut comm = |name: u32| {
+        *is_comm
+            .entry(name)
+            .or_insert_with(|| is_comm_kernel(trace.str(name)))
+    };
+    // Only a device with communication kernels needs its intervals: elsewhere compute is busy
+    // (and a trace of millions of kernels holds no copy of them here).
+    let mut with_comm: std::collections::HashSet<u32> = std::collections::HashSet::new();
+    for k in trace.kernels.iter().filter(|k| !k.untimed()) {
+        if spans.contains_key(&k.device) && !with_comm.contains(&k.device) && comm(k.name) {
+            with_comm.insert(k.device);
+        }
+    }
     type Lane = (Vec<(Ns, Ns)>, Vec<(Ns, Ns)>);
     let mut by: HashMap<u32, Lane> = HashMap::new();
     for k in trace.kernels.iter().filter(|k| !k.untimed()) {
+        if !with_comm.contains(&k.device) {
+            continue;
+        }
         let Some(&(from, to)) = spans.get(&k.device) else {
             continue;
         };
@@ -72,11 +89,8 @@ pub(crate) fn lanes(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> HashMap<u3
         if a >= b {
             continue;
         }
-        let c = *is_comm
-            .entry(k.name)
-            .or_insert_with(|| is_comm_kernel(trace.str(k.name)));
         let lane = by.entry(k.device).or_default();
-        if c {
+        if comm(k.name) {
             lane.1.push((a, b));
         } else {
             lane.0.push((a, b));
