@@ -648,3 +648,26 @@ fn csp_hashes_are_base64_of_sha256() {
         "'sha256-ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0='"
     );
 }
+
+/// The verdict is the page's first content after its title, and says the JSON summary's
+/// numbers.
+#[test]
+fn the_verdict_comes_first_and_says_the_summary() {
+    let t = load("kineto/two_streams.json.gz");
+    let (json, page) = report_and_page(&t);
+    let body = &page[page.find("</h1>").expect("a title") + 5..];
+    assert!(
+        body.starts_with("<section id=\"verdict\""),
+        "{}",
+        &body[..200]
+    );
+    let d = &json["summary"]["devices"][0];
+    let line = format!(
+        "GPU {}: busy {:.1} % of",
+        d["device"],
+        d["busy_pct"].as_f64().unwrap()
+    );
+    let first_box = &body[..body.find("</section>").unwrap()];
+    assert!(first_box.contains(&line), "{first_box}");
+    assert!(first_box.contains(&format!("idle {:.1} %", d["idle_pct"].as_f64().unwrap())));
+}
