@@ -51,6 +51,8 @@ pub(crate) struct Monitor {
     last_send: Instant,
     last_connect: Option<Instant>,
     dropped_by_cutrace: u64,
+    /// Said already that the socket is another user's.
+    told_foreign: bool,
 }
 
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi writes a UUID.
@@ -158,6 +160,42 @@ fn connect_now(path: &Path) -> std::io::Result<UnixStream> {
     Ok(UnixStream::from(owned))
 }
 
+/// The uid of the process that listens on the other end of `s` (SO_PEERCRED).
+fn listener_uid(s: &UnixStream) -> Option<u32> {
+    // SAFETY: ucred is plain data; all zeroes is valid.
+    let mut cred: libc::ucred = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: cred and len are valid for writes of len bytes; the fd is the open socket `s`.
+    let r = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && len as usize == std::mem::size_of::<libc::ucred>()).then_some(cred.uid)
+}
+
+/// Whether a listener of `uid` may receive the summaries of a process of user `me`: its own
+/// user's, or root's (who can read them anyway).
+fn trusted_listener(uid: u32, me: u32) -> bool {
+    uid == me || uid == 0
+}
+
+fn current_uid() -> u32 {
+    // SAFETY: getuid cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// One line on stderr, written at once.
+fn say(msg: &str) {
+    use std::io::Write;
+    let line = format!("cutrace: pid {}: {msg}\n", std::process::id());
+    let _ = std::io::stderr().write_all(line.as_bytes());
+}
+
 /// Sends what it can of `bytes` without waiting; how many bytes went, or the error that means
 /// the peer is gone.
 fn send_some(s: &UnixStream, bytes: &[u8]) -> std::io::Result<usize> {
@@ -202,6 +240,7 @@ impl Monitor {
             last_send: now,
             last_connect: None,
             dropped_by_cutrace: 0,
+            told_foreign: false,
         };
         m.connect();
         m
@@ -218,6 +257,23 @@ impl Monitor {
         }
         self.last_connect = Some(Instant::now());
         if let Ok(s) = connect_now(&self.path) {
+            // The listener must be this user's (or root's): anyone else who put a socket at
+            // the path (a /tmp directory made before the agent) would read the summaries.
+            match listener_uid(&s) {
+                Some(uid) if trusted_listener(uid, current_uid()) => {}
+                other => {
+                    if !self.told_foreign {
+                        self.told_foreign = true;
+                        let who = other.map_or("an unknown user".into(), |u| format!("uid {u}"));
+                        say(&format!(
+                            "the monitor socket {} is served by {who}, not by this user: \
+                             nothing is sent to it",
+                            self.path.display()
+                        ));
+                    }
+                    return;
+                }
+            }
             self.stream = Some(s);
             self.drop_unsent();
             self.unsent = wire::encode(&Message::Hello(self.hello.clone()));
@@ -399,6 +455,16 @@ pub(crate) fn tell_untraced(why: &str) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn only_this_users_or_roots_listener_is_sent_to() {
+        use super::{current_uid, listener_uid, trusted_listener};
+        assert!(trusted_listener(1000, 1000) && trusted_listener(0, 1000));
+        assert!(!trusted_listener(1001, 1000));
+        let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
+        assert_eq!(listener_uid(&a), Some(current_uid()));
+    }
+
     #[test]
     fn connecting_never_waits_and_names_what_is_missing() {
         let dir = std::env::temp_dir().join(format!("cutrace-inject-mon-{}", std::process::id()));

@@ -1,6 +1,8 @@
 //! A small HTTP/1.0-style server for `GET /metrics`: one short-lived thread per connection, at
 //! most [`MAX_CONNECTIONS`] at once, each request read within [`REQUEST_TIMEOUT`] and
-//! [`MAX_REQUEST_BYTES`]; every response closes its connection.
+//! [`MAX_REQUEST_BYTES`] and its response written within [`RESPONSE_TIMEOUT`] (deadlines for
+//! the whole exchange, not per read); every response closes its connection. On loopback a
+//! request must name an IP address or `localhost` as its host ([`loopback_host_ok`]).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -8,11 +10,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::deadline::Deadline;
+
 /// Connections served at once; more are answered 503 and closed.
 pub const MAX_CONNECTIONS: usize = 32;
 /// Bytes of a request's head read at most.
 pub const MAX_REQUEST_BYTES: usize = 8192;
+/// The time a request's head has to arrive, whole.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The time a response has to be taken, whole.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Why the server could not start.
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +87,7 @@ fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
         400 => "Bad Request",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         503 => "Service Unavailable",
@@ -87,7 +95,7 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn write_response(s: &mut TcpStream, r: &Response, head_only: bool) -> std::io::Result<()> {
+fn write_response(s: &mut impl Write, r: &Response, head_only: bool) -> std::io::Result<()> {
     let head = format!(
         "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         r.status,
@@ -102,8 +110,8 @@ fn write_response(s: &mut TcpStream, r: &Response, head_only: bool) -> std::io::
     s.flush()
 }
 
-/// Reads a request's head (up to the blank line) within the limits; its first line.
-fn read_request_line(s: &mut TcpStream) -> Option<String> {
+/// Reads a request's head (up to the blank line) within the limits.
+fn read_head(s: &mut impl Read) -> Option<String> {
     let mut buf = Vec::with_capacity(512);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") && !buf.windows(2).any(|w| w == b"\n\n") {
@@ -116,30 +124,75 @@ fn read_request_line(s: &mut TcpStream) -> Option<String> {
             Err(_) => return None,
         }
     }
-    let line = buf.split(|&b| b == b'\n').next()?;
-    Some(String::from_utf8_lossy(line).trim_end().to_string())
+    Some(String::from_utf8_lossy(&buf).into_owned())
 }
 
-fn serve_one(mut s: TcpStream, metrics: &dyn Fn() -> String) {
-    let _ = s.set_read_timeout(Some(REQUEST_TIMEOUT));
-    let _ = s.set_write_timeout(Some(REQUEST_TIMEOUT));
-    let (r, head_only) = match read_request_line(&mut s) {
-        Some(line) => (answer(&line, metrics), line.starts_with("HEAD ")),
-        None => (
-            Response {
-                status: 400,
-                content_type: "text/plain; charset=utf-8",
-                body: "bad request\n".into(),
-            },
+/// The value of the head's `Host` header, if it has one.
+fn host_header(head: &str) -> Option<&str> {
+    head.lines().skip(1).find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case("host").then(|| v.trim())
+    })
+}
+
+/// Whether a request naming `host` may read a server on loopback: an IP address or
+/// `localhost`. Any other name reached a loopback server through a DNS answer that points at
+/// 127.0.0.1 (DNS rebinding): a web page a browser on this machine opened, reading the
+/// metrics. Prometheus on the same machine names the address it scrapes, which passes.
+pub fn loopback_host_ok(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(v6) => {
+            return v6
+                .split(']')
+                .next()
+                .is_some_and(|a| a.parse::<std::net::Ipv6Addr>().is_ok())
+        }
+        None => host.rsplit_once(':').map_or(host, |(h, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                h
+            } else {
+                host
+            }
+        }),
+    };
+    let name = name.trim_end_matches('.').to_ascii_lowercase();
+    name.parse::<std::net::Ipv4Addr>().is_ok()
+        || name == "localhost"
+        || name.ends_with(".localhost")
+}
+
+fn serve_one(s: TcpStream, metrics: &dyn Fn() -> String, loopback: bool) {
+    // One deadline for the whole request, however slowly it trickles in, and one for the
+    // response, however slowly it is taken.
+    let head = read_head(&mut Deadline::new(&s, REQUEST_TIMEOUT));
+    let plain = |status, body: &str| Response {
+        status,
+        content_type: "text/plain; charset=utf-8",
+        body: body.to_string(),
+    };
+    let (r, head_only) = match &head {
+        Some(h) if loopback && host_header(h).is_some_and(|v| !loopback_host_ok(v)) => (
+            plain(
+                403,
+                "refused: this server listens on loopback and the request names another host \
+                 (a web page reaching it through DNS rebinding?). Scrape it as \
+                 127.0.0.1:PORT or localhost:PORT\n",
+            ),
             false,
         ),
+        Some(h) => {
+            let line = h.lines().next().unwrap_or("").trim_end();
+            (answer(line, metrics), line.starts_with("HEAD "))
+        }
+        None => (plain(400, "bad request\n"), false),
     };
-    let _ = write_response(&mut s, &r, head_only);
+    let _ = write_response(&mut Deadline::new(&s, RESPONSE_TIMEOUT), &r, head_only);
 }
 
 /// Serves `listener` for ever (until the process exits), each request on a thread of its own.
 pub fn serve(listener: TcpListener, metrics: Arc<dyn Fn() -> String + Send + Sync>) {
     let busy = Arc::new(AtomicUsize::new(0));
+    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     for conn in listener.incoming() {
         let Ok(mut s) = conn else {
             // Out of descriptors (EMFILE) and the like: let them free up rather than spin.
@@ -161,7 +214,7 @@ pub fn serve(listener: TcpListener, metrics: Arc<dyn Fn() -> String + Send + Syn
         let spawned = std::thread::Builder::new()
             .name("cutrace-http".into())
             .spawn(move || {
-                serve_one(s, &*metrics);
+                serve_one(s, &*metrics, loopback);
                 busy2.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {
@@ -201,12 +254,75 @@ mod tests {
         let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = l.local_addr().unwrap();
         std::thread::spawn(move || serve(l, Arc::new(|| "m 2\n".to_string())));
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut got = String::new();
-        c.read_to_string(&mut got).unwrap();
+        let get = |host: &str| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            write!(c, "GET /metrics HTTP/1.1\r\nHost: {host}\r\n\r\n").unwrap();
+            let mut got = String::new();
+            c.read_to_string(&mut got).unwrap();
+            got
+        };
+        let got = get(&addr.to_string());
         assert!(got.starts_with("HTTP/1.1 200 OK\r\n"), "{got}");
         assert!(got.ends_with("\r\n\r\nm 2\n"), "{got}");
+        assert!(get(&format!("localhost:{}", addr.port())).starts_with("HTTP/1.1 200"));
+        // A name that resolved to loopback through someone's DNS: a rebinding web page.
+        let got = get(&format!("attacker.example:{}", addr.port()));
+        assert!(got.starts_with("HTTP/1.1 403 Forbidden\r\n"), "{got}");
+        assert!(!got.contains("m 2"), "{got}");
+    }
+
+    #[test]
+    fn hosts_a_loopback_server_may_be_named_by() {
+        for ok in [
+            "127.0.0.1:9464",
+            "127.0.0.1",
+            "localhost",
+            "LOCALHOST.:1",
+            "a.localhost:9",
+            "[::1]:9464",
+            "10.1.2.3:80",
+        ] {
+            assert!(loopback_host_ok(ok), "{ok}");
+        }
+        for bad in [
+            "evil.com",
+            "evil.com:9464",
+            "127.0.0.1.nip.io",
+            "[evil]:1",
+            "localhost.evil.com",
+        ] {
+            assert!(!loopback_host_ok(bad), "{bad}");
+        }
+    }
+
+    /// A request head trickled a byte at a time is answered (400) when its deadline is up,
+    /// not held open by each byte.
+    #[test]
+    fn a_trickled_request_is_cut_off_at_its_deadline() {
+        let l = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || serve(l, Arc::new(|| "m 2\n".to_string())));
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let start = std::time::Instant::now();
+        let mut got = String::new();
+        while start.elapsed() < REQUEST_TIMEOUT * 3 {
+            if c.write_all(b"G").is_err() {
+                break;
+            }
+            let mut buf = [0u8; 256];
+            match c.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => got.push_str(&String::from_utf8_lossy(&buf[..n])),
+                Err(_) => {}
+            }
+            if !got.is_empty() {
+                break;
+            }
+        }
+        let took = start.elapsed();
+        assert!(got.starts_with("HTTP/1.1 400"), "{got:?} after {took:?}");
+        assert!(took < REQUEST_TIMEOUT * 2, "{took:?}");
     }
 }

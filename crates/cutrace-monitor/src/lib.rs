@@ -8,6 +8,7 @@
 //! which [`http`] serves on `GET /metrics`. Nothing here reads the environment or prints: the
 //! binary (`cutrace monitor`) and the injected library decide that.
 
+pub mod deadline;
 pub mod fold;
 pub mod http;
 pub mod prom;

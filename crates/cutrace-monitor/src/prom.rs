@@ -352,6 +352,29 @@ fn render_monitor(f: &mut Family<'_>, s: &State) {
         &s.forgotten.to_string(),
     );
     f.head(
+        "cutrace_monitor_implausible_runs_total",
+        "counter",
+        "Kernel runs refused for an impossible time (longer than a day, or ending more than 10 \
+         minutes past the GPU's newest end plus the time since): a broken or forged timestamp, \
+         left out of every busy figure.",
+    );
+    f.sample(
+        "cutrace_monitor_implausible_runs_total",
+        "",
+        &s.implausible_runs.to_string(),
+    );
+    f.head(
+        "cutrace_monitor_gpus_dropped_total",
+        "counter",
+        "GPUs dropped from a full table (256) to make room, each one no kept process reported \
+         on; one seen again starts its counters anew.",
+    );
+    f.sample(
+        "cutrace_monitor_gpus_dropped_total",
+        "",
+        &s.gpus_forgotten.to_string(),
+    );
+    f.head(
         "cutrace_monitor_untraced_info",
         "gauge",
         "Set while nothing is traced, with the reason (no CUDA driver, no process reported).",

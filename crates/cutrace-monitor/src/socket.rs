@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::state::State;
+use crate::deadline::Deadline;
+use crate::state::{State, MAX_CONNECTIONS_PER_PEER};
 use crate::wire::{FrameReader, WireError};
 
 /// Connections read at once; more are closed at once (and counted).
@@ -43,6 +44,11 @@ pub enum SocketError {
          --socket-dir"
     )]
     InUse(PathBuf),
+    #[error(
+        "{0} is there and is not a socket: refused, not removed. Fix: move it away, or give \
+         another --socket-dir"
+    )]
+    NotASocket(PathBuf),
     #[error("cannot create the monitor's socket {path}: {source}")]
     Bind {
         path: PathBuf,
@@ -50,18 +56,22 @@ pub enum SocketError {
     },
 }
 
-/// The socket and its private directory, both removed when dropped.
+/// The socket and its private directory: the socket is removed when dropped, and the
+/// directory too when this made it.
 #[derive(Debug)]
 pub struct PrivateSocket {
     pub dir: PathBuf,
     pub path: PathBuf,
     pub listener: UnixListener,
+    made_dir: bool,
 }
 
 impl Drop for PrivateSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
-        let _ = std::fs::remove_dir(&self.dir);
+        if self.made_dir {
+            let _ = std::fs::remove_dir(&self.dir);
+        }
     }
 }
 
@@ -127,34 +137,49 @@ pub fn agent_dir(xdg_runtime_dir: Option<&Path>) -> PathBuf {
 /// user's or open to others). A socket left there by an agent that died is replaced; one that
 /// still answers is another agent's, and refused.
 pub fn create_at(dir: &Path) -> Result<PrivateSocket, SocketError> {
-    match DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+    let made_dir = match DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
         Err(e) => {
             return Err(SocketError::Dir {
                 base: dir.into(),
                 source: e,
             })
         }
-    }
+    };
     if !is_private(dir) {
         return Err(SocketError::NotPrivate(dir.into()));
     }
     let path = dir.join(SOCKET_NAME);
-    if std::fs::symlink_metadata(&path).is_ok() {
+    if let Ok(m) = std::fs::symlink_metadata(&path) {
+        // Only a socket is ours to replace: a file or link planted there is left alone.
+        if !std::os::unix::fs::FileTypeExt::is_socket(&m.file_type()) {
+            return Err(SocketError::NotASocket(path));
+        }
         if UnixStream::connect(&path).is_ok() {
             return Err(SocketError::InUse(path));
         }
         let _ = std::fs::remove_file(&path);
     }
-    bind_socket(dir.to_path_buf(), path)
+    bind_socket(dir.to_path_buf(), path, made_dir)
+}
+
+/// Whether `dir` is fit to hold the agent's socket: a directory (not a link) of this user that
+/// no one else may enter. For `cutrace agent env`, which names the socket before any agent may
+/// have made it.
+pub fn check_agent_dir(dir: &Path) -> Result<(), SocketError> {
+    if is_private(dir) {
+        Ok(())
+    } else {
+        Err(SocketError::NotPrivate(dir.into()))
+    }
 }
 
 /// The socket in the new private directory `dir`; the directory goes again if that fails.
 fn bind_in(dir: PathBuf) -> Result<PrivateSocket, SocketError> {
     let path = dir.join(SOCKET_NAME);
     let r = if is_private(&dir) {
-        bind_socket(dir.clone(), path)
+        bind_socket(dir.clone(), path, true)
     } else {
         Err(SocketError::NotPrivate(dir.clone()))
     };
@@ -165,7 +190,7 @@ fn bind_in(dir: PathBuf) -> Result<PrivateSocket, SocketError> {
 }
 
 /// Binds `path` in the private `dir`, mode 0600.
-fn bind_socket(dir: PathBuf, path: PathBuf) -> Result<PrivateSocket, SocketError> {
+fn bind_socket(dir: PathBuf, path: PathBuf, made_dir: bool) -> Result<PrivateSocket, SocketError> {
     if path.as_os_str().len() >= 108 {
         return Err(SocketError::TooLong(path));
     }
@@ -178,6 +203,7 @@ fn bind_socket(dir: PathBuf, path: PathBuf) -> Result<PrivateSocket, SocketError
         dir,
         path,
         listener,
+        made_dir,
     })
 }
 
@@ -198,23 +224,29 @@ pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
             reject(&state, "peer_uid");
             continue;
         }
+        let pid = cred.pid.as_raw_pid() as u32;
         {
             let Ok(mut s) = state.lock() else { return };
             if s.connections_open >= MAX_CONNECTIONS {
                 s.reject("too_many_connections");
                 continue;
             }
+            let mine = s.connections_by_peer.entry(pid).or_default();
+            if *mine >= MAX_CONNECTIONS_PER_PEER {
+                s.reject("too_many_connections_of_one_process");
+                continue;
+            }
+            *mine += 1;
             s.connections_open += 1;
             s.connections_total += 1;
         }
-        let pid = cred.pid.as_raw_pid() as u32;
         let st = state.clone();
         let spawned = std::thread::Builder::new()
             .name("cutrace-monitor-conn".into())
             .spawn(move || read_connection(stream, pid, &st));
         if spawned.is_err() {
             if let Ok(mut s) = state.lock() {
-                s.connections_open -= 1;
+                s.closed(pid);
                 s.reject("no_thread");
             }
         }
@@ -228,14 +260,18 @@ fn reject(state: &Mutex<State>, reason: &'static str) {
 }
 
 /// Reads one connection's frames until it ends or sends something refused.
-fn read_connection(mut stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
+fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
     let mut reader = FrameReader::default();
     let mut hello = None;
-    // A connection that says nothing does not keep its place: a hello within the time, then
-    // no limit (a process may be quiet for long).
-    let _ = stream.set_read_timeout(Some(HELLO_TIMEOUT));
+    // A connection that says nothing does not keep its place: its hello, whole, within the
+    // time (however it trickles in), then no limit (a process may be quiet for long).
+    let mut before_hello = Deadline::new(&stream, HELLO_TIMEOUT);
     loop {
-        let m = reader.next(&mut stream);
+        let m = if hello.is_none() {
+            reader.next(&mut before_hello)
+        } else {
+            reader.next(&mut &stream)
+        };
         let Ok(mut s) = state.lock() else { return };
         match m {
             Ok(Some(m)) => {
@@ -260,7 +296,7 @@ fn read_connection(mut stream: UnixStream, peer_pid: u32, state: &Mutex<State>) 
         }
     }
     if let Ok(mut s) = state.lock() {
-        s.connections_open -= 1;
+        s.closed(peer_pid);
         if let Some(pid) = hello {
             s.ended(pid);
         }
@@ -318,11 +354,86 @@ mod tests {
         drop(UnixListener::bind(dir.join(SOCKET_NAME)).unwrap());
         let b = create_at(&dir).unwrap();
         drop(b);
+        // The directory was there before this agent: its socket goes, the directory stays.
+        assert!(dir.exists() && !dir.join(SOCKET_NAME).exists());
+        // A file planted in the socket's place is refused and left as it was.
+        std::fs::write(dir.join(SOCKET_NAME), b"keep").unwrap();
+        assert!(matches!(create_at(&dir), Err(SocketError::NotASocket(_))));
+        assert_eq!(std::fs::read(dir.join(SOCKET_NAME)).unwrap(), b"keep");
+        std::fs::remove_file(dir.join(SOCKET_NAME)).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        // Made here, the directory goes with the agent.
+        drop(create_at(&dir).unwrap());
         assert!(!dir.exists());
         // A directory others may enter is refused.
         std::fs::create_dir(&dir).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         assert!(matches!(create_at(&dir), Err(SocketError::NotPrivate(_))));
         std::fs::remove_dir(&dir).unwrap();
+    }
+
+    fn serve_in_background() -> (PrivateSocket, Arc<Mutex<State>>) {
+        let s = create(&std::env::temp_dir()).unwrap();
+        let state = Arc::new(Mutex::new(State::default()));
+        let l = s.listener.try_clone().unwrap();
+        let st = state.clone();
+        std::thread::spawn(move || serve(&l, st));
+        (s, state)
+    }
+
+    /// A hello trickled a byte at a time, each well inside any per-read timeout, is still cut
+    /// off when the hello's time is up.
+    #[test]
+    fn a_trickled_hello_is_cut_off_at_the_hello_deadline() {
+        let (s, state) = serve_in_background();
+        let c = UnixStream::connect(&s.path).unwrap();
+        let start = std::time::Instant::now();
+        let mut w = &c;
+        // A header claiming a 1000-byte hello, then a byte every 200 ms.
+        let mut head = crate::wire::MAGIC.to_vec();
+        head.extend_from_slice(&crate::wire::VERSION.to_le_bytes());
+        head.extend_from_slice(&1u16.to_le_bytes());
+        head.extend_from_slice(&1000u32.to_le_bytes());
+        std::io::Write::write_all(&mut w, &head).unwrap();
+        while std::io::Write::write_all(&mut w, b"x").is_ok() {
+            if start.elapsed() > HELLO_TIMEOUT * 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if state.lock().unwrap().rejected.contains_key("hello_timeout") {
+                break;
+            }
+        }
+        let took = start.elapsed();
+        assert!(took < HELLO_TIMEOUT * 2, "still open after {took:?}");
+        assert_eq!(
+            state.lock().unwrap().rejected.get("hello_timeout"),
+            Some(&1)
+        );
+    }
+
+    #[test]
+    fn one_process_cannot_take_every_connection() {
+        let (s, state) = serve_in_background();
+        let conns: Vec<UnixStream> = (0..MAX_CONNECTIONS_PER_PEER + 2)
+            .map(|_| UnixStream::connect(&s.path).unwrap())
+            .collect();
+        let start = std::time::Instant::now();
+        loop {
+            let st = state.lock().unwrap();
+            let refused = st.rejected.get("too_many_connections_of_one_process");
+            if refused == Some(&2) {
+                assert_eq!(st.connections_open, MAX_CONNECTIONS_PER_PEER as u64);
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "{:?}",
+                st.rejected
+            );
+            drop(st);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(conns);
     }
 }

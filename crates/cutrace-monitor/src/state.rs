@@ -14,6 +14,25 @@ use crate::wire::{Batch, Hello, Latency, Message, MAX_DEVICES};
 pub const MAX_PROCESSES: usize = 4096;
 /// Most GPUs kept, across processes.
 pub const MAX_GPUS: usize = 256;
+/// Most (process, GPU) pairs kept: each is one series per per-process metric family.
+pub const MAX_PROCESS_GPUS: usize = 16_384;
+/// Open runs kept over every union together (about 48 bytes each): past it, the unions a batch
+/// touches are cut to their share ([`WatermarkUnion::shrink_to`]) and what arrives below their
+/// new watermarks is late.
+pub const OPEN_RUN_BUDGET: usize = 1 << 20;
+/// The least a union is cut to.
+const MIN_RUN_SHARE: usize = 64;
+/// Bytes of a label value kept from a hello (host, command, job id); longer ones are cut at a
+/// character boundary.
+pub const MAX_LABEL_BYTES: usize = 128;
+/// Bytes of a process's stated reason for running untraced.
+pub const MAX_REASON_BYTES: usize = 512;
+/// A run longer than this (one day) is not a kernel's: refused as implausible.
+pub const MAX_RUN_NS: Ns = 86_400_000_000_000;
+/// How far past a GPU's newest end (plus the monitor's own time since it rose) a run may end:
+/// further is a broken or hostile timestamp, which would otherwise hold the GPU's watermark
+/// near the end of time and make every later record late.
+pub const MAX_AHEAD_NS: Ns = 600_000_000_000;
 
 /// A GPU: its UUID (`GPU-…`), or `unknown-device-N` before the process saw CUPTI's device
 /// record (N its CUPTI device id). Processes share a GPU by UUID, whatever their device ids.
@@ -24,6 +43,8 @@ pub type GpuKey = String;
 pub struct Gpu {
     pub index: u32,
     pub busy: WatermarkUnion,
+    /// When `busy`'s newest end last rose, by the monitor's clock.
+    pub newest_at: Option<Instant>,
 }
 
 /// One process's figures on one GPU.
@@ -47,6 +68,11 @@ impl ProcessGpu {
     /// union(all) − union(compute), which is union(comm) − union(comm) ∩ union(compute).
     pub fn exposed_comm_ns(&self) -> Ns {
         self.busy.total_ns().saturating_sub(self.compute.total_ns())
+    }
+
+    /// Open runs over its three unions.
+    pub fn open_runs(&self) -> usize {
+        self.busy.open_runs() + self.comm.open_runs() + self.compute.open_runs()
     }
 }
 
@@ -88,6 +114,33 @@ pub struct State {
     pub forget_after: Option<Duration>,
     /// Processes forgotten so far.
     pub forgotten: u64,
+    /// GPUs dropped so far to make room (no kept process reported on them).
+    pub gpus_forgotten: u64,
+    /// Runs refused for an implausible time ([`MAX_RUN_NS`], [`MAX_AHEAD_NS`]).
+    pub implausible_runs: u64,
+    /// Open runs over every union (bounded by about [`OPEN_RUN_BUDGET`]).
+    pub open_runs: usize,
+    /// (process, GPU) pairs kept (at most [`MAX_PROCESS_GPUS`]).
+    pub process_gpus: usize,
+    /// The open run budget when not [`OPEN_RUN_BUDGET`].
+    pub run_budget: Option<usize>,
+    /// Open connections by the sender's pid (at most [`MAX_CONNECTIONS_PER_PEER`] each).
+    pub connections_by_peer: BTreeMap<u32, u32>,
+}
+
+/// Connections one process may hold open at once.
+pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
+
+/// `s` cut to at most `max` bytes, at a character boundary.
+fn cut(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut n = max;
+        while !s.is_char_boundary(n) {
+            n -= 1;
+        }
+        s.truncate(n);
+    }
+    s
 }
 
 /// Why a message was not applied.
@@ -101,8 +154,12 @@ pub enum Refused {
     PeerPid,
     #[error("too many processes")]
     TooManyProcesses,
+    #[error("a hello for a process whose connection is still open")]
+    PidConnected,
     #[error("too many GPUs")]
     TooManyGpus,
+    #[error("too many (process, GPU) pairs")]
+    TooManySeries,
     #[error("a batch sequence number that does not rise")]
     Replay,
 }
@@ -114,7 +171,9 @@ impl Refused {
             Refused::SecondHello => "second_hello",
             Refused::PeerPid => "peer_pid",
             Refused::TooManyProcesses => "too_many_processes",
+            Refused::PidConnected => "pid_connected",
             Refused::TooManyGpus => "too_many_gpus",
+            Refused::TooManySeries => "too_many_series",
             Refused::Replay => "replay",
         }
     }
@@ -128,11 +187,109 @@ impl State {
             return;
         };
         let before = self.processes.len();
+        let mut pairs = 0;
         self.processes.retain(|_, p| {
-            p.ended_at
-                .is_none_or(|t| now.saturating_duration_since(t) < after)
+            let keep = p
+                .ended_at
+                .is_none_or(|t| now.saturating_duration_since(t) < after);
+            if !keep {
+                pairs += p.gpus.len();
+            }
+            keep
         });
+        self.process_gpus -= pairs;
         self.forgotten += (before - self.processes.len()) as u64;
+    }
+
+    /// Makes room for `n` more GPUs when the table is full, by dropping GPUs no kept process
+    /// reports on, those whose time last rose longest ago first (so the table cannot stay full
+    /// of GPUs that are gone, or of names a process made up). A GPU dropped and used again
+    /// starts a new counter, which Prometheus's rate() reads as a reset. Whether room was made.
+    fn make_room_for_gpus(&mut self, n: usize) -> bool {
+        let over = (self.gpus.len() + n).saturating_sub(MAX_GPUS);
+        if over == 0 {
+            return true;
+        }
+        let procs = &self.processes;
+        let mut unused: Vec<(Option<Instant>, GpuKey)> = self
+            .gpus
+            .iter()
+            .filter(|(k, _)| !procs.values().any(|p| p.gpus.contains_key(*k)))
+            .map(|(k, g)| (g.newest_at, k.clone()))
+            .collect();
+        if unused.len() < over {
+            return false;
+        }
+        unused.sort();
+        for (_, k) in unused.into_iter().take(over) {
+            if let Some(g) = self.gpus.remove(&k) {
+                self.open_runs -= g.busy.open_runs();
+                self.gpus_forgotten += 1;
+            }
+        }
+        true
+    }
+
+    /// A copy for reading: every figure, none of the open runs (cheap to take under the lock,
+    /// rendered after it is released).
+    pub fn snapshot(&self) -> State {
+        let processes = self
+            .processes
+            .iter()
+            .map(|(&pid, p)| {
+                let gpus = p
+                    .gpus
+                    .iter()
+                    .map(|(k, g)| {
+                        let g = ProcessGpu {
+                            busy: g.busy.frozen(),
+                            comm: g.comm.frozen(),
+                            compute: g.compute.frozen(),
+                            ..*g
+                        };
+                        (k.clone(), g)
+                    })
+                    .collect();
+                let p = Process {
+                    hello: p.hello.clone(),
+                    gpus,
+                    untraced: p.untraced.clone(),
+                    ..*p
+                };
+                (pid, p)
+            })
+            .collect();
+        let gpus = self
+            .gpus
+            .iter()
+            .map(|(k, g)| {
+                let g = Gpu {
+                    index: g.index,
+                    busy: g.busy.frozen(),
+                    newest_at: g.newest_at,
+                };
+                (k.clone(), g)
+            })
+            .collect();
+        State {
+            processes,
+            gpus,
+            rejected: self.rejected.clone(),
+            untraced_reason: self.untraced_reason.clone(),
+            connections_by_peer: BTreeMap::new(),
+            ..*self
+        }
+    }
+
+    /// A connection of the process `peer_pid` closed.
+    pub fn closed(&mut self, peer_pid: u32) {
+        self.connections_open -= 1;
+        if let Some(n) = self.connections_by_peer.get_mut(&peer_pid) {
+            *n -= 1;
+            if *n == 0 {
+                self.connections_by_peer.remove(&peer_pid);
+            }
+        }
     }
 
     pub fn reject(&mut self, reason: &'static str) {
@@ -156,24 +313,40 @@ impl State {
                 if h.pid != peer_pid {
                     return Err(Refused::PeerPid);
                 }
-                if !self.processes.contains_key(&h.pid) && self.processes.len() >= MAX_PROCESSES {
-                    return Err(Refused::TooManyProcesses);
+                match self.processes.get(&h.pid) {
+                    // Its connection is still open: one voice per process.
+                    Some(p) if !p.ended => return Err(Refused::PidConnected),
+                    Some(_) => {}
+                    None if self.processes.len() >= MAX_PROCESSES => {
+                        return Err(Refused::TooManyProcesses)
+                    }
+                    None => {}
                 }
                 *hello_pid = Some(h.pid);
-                // A pid seen again is a new process (pids are reused): its figures start anew.
-                self.processes.insert(
-                    h.pid,
+                let hello = Hello {
+                    host: cut(h.host, MAX_LABEL_BYTES),
+                    command: cut(h.command, MAX_LABEL_BYTES),
+                    job: h.job.map(|j| cut(j, MAX_LABEL_BYTES)),
+                    ..h
+                };
+                // A pid seen again after it ended is a new process (pids are reused): its
+                // figures start anew (the old one's runs were given back when it ended).
+                let old = self.processes.insert(
+                    hello.pid,
                     Process {
-                        hello: h,
+                        hello,
                         ..Process::default()
                     },
                 );
+                if let Some(old) = old {
+                    self.process_gpus -= old.gpus.len();
+                }
                 Ok(())
             }
             Message::Untraced(why) => {
                 let pid = hello_pid.ok_or(Refused::NoHello)?;
                 if let Some(p) = self.processes.get_mut(&pid) {
-                    p.untraced = Some(why);
+                    p.untraced = Some(cut(why, MAX_REASON_BYTES));
                 }
                 Ok(())
             }
@@ -203,9 +376,19 @@ impl State {
             .collect();
         let new = keys.iter().filter(|k| !self.gpus.contains_key(*k)).count();
         let mine = keys.iter().filter(|k| !p.gpus.contains_key(*k)).count();
-        if self.gpus.len() + new > MAX_GPUS || p.gpus.len() + mine > MAX_DEVICES {
+        if p.gpus.len() + mine > MAX_DEVICES {
             return Err(Refused::TooManyGpus);
         }
+        if self.process_gpus + mine > MAX_PROCESS_GPUS {
+            return Err(Refused::TooManySeries);
+        }
+        if !self.make_room_for_gpus(new) {
+            return Err(Refused::TooManyGpus);
+        }
+        let Some(p) = self.processes.get_mut(&pid) else {
+            return Err(Refused::NoHello);
+        };
+        self.process_gpus += mine;
         p.batches_lost += b.seq - p.last_seq - 1;
         p.last_seq = b.seq;
         p.traced_ns = p.traced_ns.max(b.traced_ns);
@@ -213,34 +396,87 @@ impl State {
         p.dropped_by_cutrace = p.dropped_by_cutrace.max(b.dropped_by_cutrace_total);
         p.launches_pending = b.launches_pending;
         p.oldest_pending_ns = b.oldest_pending_ns;
+        let now = Instant::now();
+        let (mut open, mut implausible) = (0isize, 0u64);
+        let mut touched = Vec::with_capacity(keys.len());
         for (d, key) in b.devices.into_iter().zip(keys) {
             let gpu = self.gpus.entry(key.clone()).or_insert_with(|| Gpu {
                 index: d.device,
-                busy: WatermarkUnion::default(),
+                ..Gpu::default()
             });
-            let mine = p.gpus.entry(key).or_insert_with(|| ProcessGpu {
+            let mine = p.gpus.entry(key.clone()).or_insert_with(|| ProcessGpu {
                 index: d.device,
                 ..ProcessGpu::default()
             });
+            let before = gpu.busy.open_runs() + mine.open_runs();
+            let (newest, at) = (gpu.busy.newest_end(), gpu.newest_at);
+            // Nothing may end further ahead of the GPU's newest end than the time since it rose
+            // (and a margin for records still on their way).
+            let limit = at.map_or(Ns::MAX, |t| {
+                let since = now.saturating_duration_since(t).as_nanos();
+                newest
+                    .saturating_add(Ns::try_from(since).unwrap_or(Ns::MAX))
+                    .saturating_add(MAX_AHEAD_NS)
+            });
+            let plausible = |&&(s, e): &&(Ns, Ns)| e <= limit && e.saturating_sub(s) <= MAX_RUN_NS;
             for s in &d.streams {
-                for &(start, end) in &s.runs {
+                for &(start, end) in s.runs.iter().filter(plausible) {
                     mine.busy.add(start, end);
                     gpu.busy.add(start, end);
                 }
+                implausible += s.runs.iter().filter(|r| !plausible(r)).count() as u64;
             }
-            for &(start, end) in &d.comm_runs {
+            for &(start, end) in d.comm_runs.iter().filter(plausible) {
                 mine.comm.add(start, end);
             }
-            for &(start, end) in &d.compute_runs {
+            for &(start, end) in d.compute_runs.iter().filter(plausible) {
                 mine.compute.add(start, end);
+            }
+            if gpu.busy.newest_end() > newest {
+                gpu.newest_at = Some(now);
             }
             mine.kernels = mine.kernels.saturating_add(d.kernels);
             mine.kernel_sum_ns = mine.kernel_sum_ns.saturating_add(d.kernel_sum_ns);
             mine.copies = mine.copies.saturating_add(d.copies);
             mine.copy_bytes = mine.copy_bytes.saturating_add(d.copy_bytes);
             mine.latency.merge(&d.latency);
+            open += (gpu.busy.open_runs() + mine.open_runs()) as isize - before as isize;
+            touched.push(key);
+        }
+        self.implausible_runs += implausible;
+        self.open_runs = self.open_runs.saturating_add_signed(open);
+        if self.open_runs > self.run_budget.unwrap_or(OPEN_RUN_BUDGET) {
+            self.shrink(pid, &touched);
         }
         Ok(())
+    }
+
+    /// Cuts the unions of `pid`'s GPUs `keys` (and those GPUs' own) to their share of the open
+    /// run budget.
+    fn shrink(&mut self, pid: u32, keys: &[GpuKey]) {
+        let unions = 3 * self.process_gpus + self.gpus.len();
+        let budget = self.run_budget.unwrap_or(OPEN_RUN_BUDGET);
+        let share = (budget / unions.max(1)).max(MIN_RUN_SHARE);
+        let mut freed = 0;
+        for key in keys {
+            if let Some(g) = self.gpus.get_mut(key) {
+                let n = g.busy.open_runs();
+                g.busy.shrink_to(share);
+                freed += n - g.busy.open_runs();
+            }
+            if let Some(g) = self
+                .processes
+                .get_mut(&pid)
+                .and_then(|p| p.gpus.get_mut(key))
+            {
+                let n = g.open_runs();
+                for u in [&mut g.busy, &mut g.comm, &mut g.compute] {
+                    u.shrink_to(share);
+                }
+                freed += n - g.open_runs();
+            }
+        }
+        self.open_runs -= freed;
     }
 
     /// The connection of process `pid` closed.
@@ -252,11 +488,14 @@ impl State {
             // Nothing is pending in a process that is gone.
             p.launches_pending = 0;
             p.oldest_pending_ns = 0;
+            let mut freed = 0;
             for g in p.gpus.values_mut() {
+                freed += g.open_runs();
                 g.busy.seal();
                 g.comm.seal();
                 g.compute.seal();
             }
+            self.open_runs -= freed;
         }
     }
 }
@@ -339,5 +578,179 @@ mod tests {
         s.forget_ended(t + Duration::from_secs(61));
         assert!(s.processes.is_empty());
         assert_eq!((s.forgotten, s.gpus["GPU-a"].busy.total_ns()), (1, 100));
+    }
+
+    fn batch_on(seq: u64, keys: &[String], runs: Vec<(Ns, Ns)>) -> Message {
+        Message::Batch(Batch {
+            seq,
+            devices: keys
+                .iter()
+                .enumerate()
+                .map(|(i, k)| DeviceBatch {
+                    device: i as u32,
+                    uuid: Some(k.clone()),
+                    streams: vec![StreamRuns {
+                        stream: 1,
+                        runs: runs.clone(),
+                    }],
+                    ..DeviceBatch::default()
+                })
+                .collect(),
+            ..Batch::default()
+        })
+    }
+
+    #[test]
+    fn a_live_process_cannot_be_spoken_for_by_a_second_connection() {
+        let mut s = State::default();
+        let (mut a, mut b) = (None, None);
+        s.apply(10, &mut a, hello(10)).unwrap();
+        assert_eq!(s.apply(10, &mut b, hello(10)), Err(Refused::PidConnected));
+        s.apply(10, &mut a, batch(1, vec![(0, 100)])).unwrap();
+        s.ended(10);
+        // Once it ended, its pid may be a new process's.
+        s.apply(10, &mut b, hello(10)).unwrap();
+        assert_eq!(s.processes[&10].gpus.len(), 0);
+        assert_eq!(s.process_gpus, 0);
+    }
+
+    #[test]
+    fn a_timestamp_near_the_end_of_time_cannot_freeze_a_gpu() {
+        let mut s = State::default();
+        let (mut a, mut b) = (None, None);
+        s.apply(10, &mut a, hello(10)).unwrap();
+        s.apply(11, &mut b, hello(11)).unwrap();
+        let t = 1_700_000_000_000_000_000;
+        s.apply(10, &mut a, batch(1, vec![(t, t + 100)])).unwrap();
+        // A broken record far ahead, and one a day and a half long: both refused.
+        s.apply(
+            11,
+            &mut b,
+            batch(1, vec![(Ns::MAX - 10, Ns::MAX), (t, t + 2 * MAX_RUN_NS)]),
+        )
+        .unwrap();
+        assert_eq!(s.implausible_runs, 2);
+        s.apply(10, &mut a, batch(2, vec![(t + 1_000, t + 1_500)]))
+            .unwrap();
+        assert_eq!(s.gpus["GPU-a"].busy.total_ns(), 600);
+        assert_eq!(s.gpus["GPU-a"].busy.late_ns(), 0);
+    }
+
+    #[test]
+    fn labels_are_cut_to_their_bound_at_a_character_boundary() {
+        let mut s = State::default();
+        let mut c = None;
+        let long = "é".repeat(4000);
+        let h = Message::Hello(Hello {
+            pid: 3,
+            host: long.clone(),
+            command: long.clone(),
+            job: Some(long.clone()),
+            ..Hello::default()
+        });
+        s.apply(3, &mut c, h).unwrap();
+        s.apply(3, &mut c, Message::Untraced(long)).unwrap();
+        let p = &s.processes[&3];
+        assert_eq!((p.hello.host.len(), p.hello.command.len()), (128, 128));
+        assert_eq!(p.hello.job.as_deref().map(str::len), Some(128));
+        assert_eq!(p.untraced.as_deref().map(str::len), Some(MAX_REASON_BYTES));
+    }
+
+    #[test]
+    fn the_series_are_bounded_over_all_processes() {
+        let mut s = State::default();
+        let keys: Vec<String> = (0..MAX_DEVICES).map(|i| format!("GPU-{i}")).collect();
+        let procs = (MAX_PROCESS_GPUS / MAX_DEVICES) as u32;
+        for pid in 1..=procs + 1 {
+            let mut c = None;
+            s.apply(pid, &mut c, hello(pid)).unwrap();
+            let r = s.apply(pid, &mut c, batch_on(1, &keys, vec![(0, 10)]));
+            if pid <= procs {
+                r.unwrap();
+            } else {
+                assert_eq!(r, Err(Refused::TooManySeries));
+            }
+        }
+        assert_eq!(s.process_gpus, MAX_PROCESS_GPUS);
+    }
+
+    #[test]
+    fn a_full_gpu_table_makes_room_by_dropping_gpus_no_process_reports_on() {
+        let mut s = State {
+            forget_after: Some(Duration::from_secs(1)),
+            ..State::default()
+        };
+        // Four processes fill the table with 256 made-up GPUs, then end and are forgotten.
+        for pid in 1..=4u32 {
+            let keys: Vec<String> = (0..MAX_DEVICES).map(|i| format!("GPU-{pid}-{i}")).collect();
+            let mut c = None;
+            s.apply(pid, &mut c, hello(pid)).unwrap();
+            s.apply(pid, &mut c, batch_on(1, &keys, vec![(0, 10)]))
+                .unwrap();
+        }
+        assert_eq!(s.gpus.len(), MAX_GPUS);
+        let mut c = None;
+        s.apply(9, &mut c, hello(9)).unwrap();
+        // While they live, their GPUs are theirs: no room.
+        assert_eq!(
+            s.apply(9, &mut c, batch(1, vec![(0, 1)])),
+            Err(Refused::TooManyGpus)
+        );
+        for pid in 1..=4 {
+            s.ended(pid);
+        }
+        s.forget_ended(Instant::now() + Duration::from_secs(2));
+        s.apply(9, &mut c, batch(2, vec![(0, 1)])).unwrap();
+        assert_eq!((s.gpus.len(), s.gpus_forgotten), (MAX_GPUS, 1));
+        assert!(s.gpus.contains_key("GPU-a"));
+    }
+
+    #[test]
+    fn open_runs_stay_within_the_budget() {
+        let mut s = State {
+            run_budget: Some(1_000),
+            ..State::default()
+        };
+        for pid in 1..=8u32 {
+            let mut c = None;
+            s.apply(pid, &mut c, hello(pid)).unwrap();
+            for seq in 1..=10u64 {
+                // 100 disjoint runs a batch, interleaved between processes: nothing merges.
+                let base = seq * 1_000_000 + pid as u64 * 10;
+                let runs = (0..100)
+                    .map(|k| (base + k * 1000, base + k * 1000 + 1))
+                    .collect();
+                s.apply(pid, &mut c, batch(seq, runs)).unwrap();
+                let exact: usize = s.gpus.values().map(|g| g.busy.open_runs()).sum::<usize>()
+                    + s.processes
+                        .values()
+                        .flat_map(|p| p.gpus.values())
+                        .map(|g| g.open_runs())
+                        .sum::<usize>();
+                assert_eq!(s.open_runs, exact);
+                assert!(s.open_runs <= 1_000 + 2 * 100, "{}", s.open_runs);
+            }
+        }
+        // Every process's own busy is still exact: its runs were retired, not lost.
+        assert!(s
+            .processes
+            .values()
+            .all(|p| p.gpus["GPU-a"].busy.total_ns() == 1_000));
+    }
+
+    #[test]
+    fn a_snapshot_renders_as_the_state_does_and_holds_no_runs() {
+        let mut s = State::default();
+        let mut c = None;
+        s.apply(10, &mut c, hello(10)).unwrap();
+        s.apply(10, &mut c, batch(1, vec![(0, 100), (200, 300)]))
+            .unwrap();
+        let snap = s.snapshot();
+        assert_eq!(
+            crate::prom::render(&snap, "h"),
+            crate::prom::render(&s, "h")
+        );
+        assert_eq!(snap.gpus["GPU-a"].busy.open_runs(), 0);
+        assert_eq!(snap.gpus["GPU-a"].busy.total_ns(), 200);
     }
 }

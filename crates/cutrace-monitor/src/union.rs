@@ -54,7 +54,35 @@ impl WatermarkUnion {
 
     /// Time covered by at least one interval added (retired and open runs together).
     pub fn total_ns(&self) -> Ns {
-        self.retired_ns + self.open_ns
+        self.retired_ns.saturating_add(self.open_ns)
+    }
+
+    /// The latest end added so far (0 before any).
+    pub fn newest_end(&self) -> Ns {
+        self.newest_end
+    }
+
+    /// A copy with the same totals and no open runs, for reading (rendering) without the runs.
+    pub fn frozen(&self) -> WatermarkUnion {
+        WatermarkUnion {
+            open: BTreeMap::new(),
+            open_ns: 0,
+            retired_ns: self.total_ns(),
+            ..*self
+        }
+    }
+
+    /// Retires the oldest open runs until at most `n` are open (a budget shared with other
+    /// unions ran out): later records below the new watermark count as late.
+    pub fn shrink_to(&mut self, n: usize) {
+        while self.open.len() > n {
+            let Some((s, e)) = self.open.pop_first() else {
+                break;
+            };
+            self.open_ns -= e - s;
+            self.retired_ns = self.retired_ns.saturating_add(e - s);
+            self.watermark = e;
+        }
     }
 
     /// Interval time that arrived below the watermark and was left out of the total.
@@ -72,12 +100,12 @@ impl WatermarkUnion {
             return;
         }
         if e <= self.watermark {
-            self.late_ns += e - s;
+            self.late_ns = self.late_ns.saturating_add(e - s);
             return;
         }
         let mut s = s;
         if s < self.watermark {
-            self.late_ns += self.watermark - s;
+            self.late_ns = self.late_ns.saturating_add(self.watermark - s);
             s = self.watermark;
         }
         let mut e = e;
@@ -105,7 +133,7 @@ impl WatermarkUnion {
     /// Retires every open run: nothing more will be added (its process ended), so the total is
     /// kept and the memory given back.
     pub fn seal(&mut self) {
-        self.retired_ns += self.open_ns;
+        self.retired_ns = self.retired_ns.saturating_add(self.open_ns);
         self.open_ns = 0;
         if let Some((_, &e)) = self.open.last_key_value() {
             self.watermark = e;
@@ -123,7 +151,7 @@ impl WatermarkUnion {
             }
             self.open.remove(&s);
             self.open_ns -= e - s;
-            self.retired_ns += e - s;
+            self.retired_ns = self.retired_ns.saturating_add(e - s);
             self.watermark = e;
         }
     }
@@ -163,6 +191,26 @@ mod tests {
         assert_eq!(u.total_ns(), 200);
         u.add(50, 150); // 50 ns below the watermark, 50 above
         assert_eq!((u.total_ns(), u.late_ns()), (250, 50));
+    }
+
+    #[test]
+    fn totals_at_the_end_of_time_saturate_rather_than_overflow() {
+        let mut u = WatermarkUnion::new(10, 2);
+        u.add(0, Ns::MAX);
+        u.seal();
+        for _ in 0..3 {
+            u.add(0, Ns::MAX - 1);
+        }
+        assert_eq!((u.total_ns(), u.late_ns()), (Ns::MAX, Ns::MAX));
+        let mut v = WatermarkUnion::new(10, 2);
+        for k in 0..8 {
+            v.add(k * 100, k * 100 + 10);
+        }
+        v.shrink_to(1);
+        assert_eq!(
+            (v.open_runs(), v.total_ns(), v.frozen().total_ns()),
+            (1, 80, 80)
+        );
     }
 
     proptest! {

@@ -89,7 +89,25 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
 fn print_env(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().ok();
     let inject = super::record::inject_lib(exe.as_deref())?;
-    let sock = socket_dir(args).join(socket::SOCKET_NAME);
+    let dir = socket_dir(args);
+    // A directory someone else made (in /tmp, before the agent) would hand them the socket's
+    // place: refused here, as the agent refuses it.
+    if std::fs::symlink_metadata(&dir).is_ok() {
+        socket::check_agent_dir(&dir).with_context(|| {
+            format!(
+                "the agent's socket directory {} is not safe to report to. Fix: remove it and \
+                 start `cutrace agent` (it makes it 0700), or pass --socket-dir DIR",
+                dir.display()
+            )
+        })?;
+    } else if !args.quiet {
+        eprintln!(
+            "cutrace: note: {} does not exist yet: start `cutrace agent` (which makes it, 0700) \
+             before the programs, or they report to no one",
+            dir.display()
+        );
+    }
+    let sock = dir.join(socket::SOCKET_NAME);
     let mut settings = monitor_settings(&sock);
     // One agent serves many runs: no run id.
     settings.run_id = None;

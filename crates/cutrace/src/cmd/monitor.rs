@@ -131,12 +131,17 @@ pub(crate) fn start_serving(
     let st = state.clone();
     std::thread::spawn(move || socket::serve(&units, st));
     let (st, host) = (state.clone(), hostname());
-    let render = move || match st.lock() {
-        Ok(mut s) => {
-            s.forget_ended(Instant::now());
-            prom::render(&s, &host)
-        }
-        Err(_) => String::new(),
+    // The figures are copied under the lock and rendered after it, so a scrape never holds
+    // up the senders for longer than the copy.
+    let render = move || {
+        let snapshot = match st.lock() {
+            Ok(mut s) => {
+                s.forget_ended(Instant::now());
+                s.snapshot()
+            }
+            Err(_) => return String::new(),
+        };
+        prom::render(&snapshot, &host)
     };
     std::thread::spawn(move || http::serve(listener, Arc::new(render)));
     Ok(())
@@ -210,6 +215,17 @@ fn pass_signals_on(set: nix::sys::signal::SigSet, child: Arc<AtomicU32>, stop: A
         });
 }
 
+/// Waits until process `pid` (a child) has exited, without reaping it: its pid stays its own
+/// (a zombie) until `wait`, so a signal passed on before then cannot reach a process that
+/// took the pid over.
+fn wait_unreaped(pid: u32) {
+    use nix::sys::wait::{waitid, Id, WaitPidFlag};
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    while let Err(nix::errno::Errno::EINTR) =
+        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT)
+    {}
+}
+
 /// The exit status a shell would give: the code, or 128 + the signal.
 fn exit_code(status: std::process::ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
@@ -277,10 +293,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     if let Some(set) = signals {
         pass_signals_on(set, running.clone(), stop.clone());
     }
-    let status = child.wait().context("waiting for the program");
-    // Its pid may be reused from here on: no more signals to it.
+    wait_unreaped(child.id());
+    // No more signals to it: once reaped, its pid may be another process's.
     running.store(0, Ordering::SeqCst);
-    let status = status?;
+    let status = child.wait().context("waiting for the program")?;
     drain(&state);
     if args.linger > 0 && !stop.load(Ordering::SeqCst) {
         if !args.quiet {

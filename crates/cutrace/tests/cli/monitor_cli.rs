@@ -678,6 +678,47 @@ pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
 }
 
 #[test]
+fn agent_env_refuses_a_socket_directory_others_could_have_made() {
+    let Some(s) = setup("agent-env-dir") else {
+        return;
+    };
+    use std::os::unix::fs::PermissionsExt;
+    let open = s.dir.join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let link = s.dir.join("link");
+    std::os::unix::fs::symlink(&s.dir, &link).unwrap();
+    for dir in [&open, &link] {
+        let o = bin()
+            .args(["agent", "env", "--socket-dir"])
+            .arg(dir)
+            .env(var::INJECT_LIB, &s.inject)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert!(o.stdout.is_empty(), "nothing to eval on refusal");
+        assert!(
+            err.contains("not safe to report to") && err.contains("Fix:"),
+            "{err}"
+        );
+    }
+    // Not made yet: the lines come, with a note to start the agent first.
+    let o = bin()
+        .args(["agent", "env", "--socket-dir"])
+        .arg(s.dir.join("later"))
+        .env(var::INJECT_LIB, &s.inject)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success() && err.contains("does not exist yet"),
+        "{err}"
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains(var::MONITOR_SOCKET));
+}
+
+#[test]
 fn an_agent_merges_three_processes_started_with_its_environment() {
     let Some(s) = setup("agent-three") else {
         return;
