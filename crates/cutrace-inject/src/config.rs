@@ -52,8 +52,11 @@ pub struct Config {
     pub distributed: Option<cutrace_trace::Distributed>,
     /// Hold CUPTI's subscriber slot (off only for benchmarks: `Knobs::subscribe`).
     pub subscribe: bool,
-    /// Send summaries to `cutrace monitor`'s socket instead of writing a part (`monitor.rs`).
+    /// Send summaries to `cutrace monitor`'s socket (`monitor.rs`): instead of writing a part,
+    /// or as well when an output directory is set too (`cutrace monitor --record DIR`).
     pub monitor_socket: Option<std::path::PathBuf>,
+    /// Whether a part is written: always but in monitor mode without an output directory.
+    pub write_part: bool,
     /// The job, for the monitor's labels: `SLURM_JOB_ID`, else torchrun's `TORCHELASTIC_RUN_ID`.
     pub job: Option<String>,
 }
@@ -173,6 +176,7 @@ impl Config {
             distributed,
             subscribe: k.subscribe,
             monitor_socket: s.monitor_socket.clone(),
+            write_part: s.monitor_socket.is_none() || s.output_dir.is_some(),
             job: env("SLURM_JOB_ID").or_else(|| env("TORCHELASTIC_RUN_ID")),
         }
     }

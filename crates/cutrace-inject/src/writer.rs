@@ -226,7 +226,7 @@ fn write_counters(o: &mut Out, meta: bool) -> std::io::Result<()> {
 
 fn run_inner(g: &'static Global, kinds: &[u32]) {
     g.pool.prefill(g.config.prealloc_buffers);
-    let mut out = if g.config.discard || g.config.monitor_socket.is_some() {
+    let mut out = if g.config.discard || !g.config.write_part {
         None
     } else {
         match open_part(g, kinds) {

@@ -33,6 +33,11 @@ const DRAIN: Duration = Duration::from_secs(3);
   cutrace monitor --listen 127.0.0.1:9500 -- ./my_app        another port
   cutrace monitor --linger 30 -- python3 bench.py            keep serving 30 s after it exits
   curl -s 127.0.0.1:9464/metrics | grep cutrace_gpu_busy      read it by hand
+  cutrace monitor --record run1 -- ./my_app                   metrics, and a trace in run1/
+
+With --record DIR the processes also write the trace `cutrace record -o DIR` would (kernels,
+launch calls and copies), from the same records the metrics are made of: `cutrace report DIR`
+then gives the same busy time per GPU and process as the last scrape.
 
 Prometheus: add a scrape job for the address (`static_configs: [{targets: ["127.0.0.1:9464"]}]`);
 `rate(cutrace_gpu_busy_seconds_total[1m])` is the fraction of time the GPU ran a kernel.
@@ -66,6 +71,10 @@ pub struct Args {
     /// its GPUs' busy), so short-lived processes do not pile up labels.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub(crate) forget_after: u64,
+    /// Also write a trace into DIR (created if missing), as `cutrace record -o DIR` would,
+    /// from the same records as the metrics.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) record: Option<PathBuf>,
     /// Print nothing of cutrace's own but warnings and errors.
     #[arg(short, long)]
     pub(crate) quiet: bool,
@@ -157,9 +166,14 @@ pub(crate) fn warn_if_not_loopback(addr: SocketAddr) {
     }
 }
 
-/// The program's environment: record's injection, in monitor mode.
-fn program_env(inject: &Path, sock: &Path) -> Vec<(String, OsString)> {
-    let mut env = injection_env(inject, &monitor_settings(sock));
+/// The program's environment: record's injection, in monitor mode (writing a trace into
+/// `record` too, when given).
+fn program_env(inject: &Path, sock: &Path, record: Option<&Path>) -> Vec<(String, OsString)> {
+    let settings = Settings {
+        output_dir: record.map(Path::to_path_buf),
+        ..monitor_settings(sock)
+    };
+    let mut env = injection_env(inject, &settings);
     match preload_value(inject, std::env::var_os("LD_PRELOAD").as_deref()) {
         Some(v) => env.push(("LD_PRELOAD".into(), v)),
         None => eprintln!(
@@ -266,7 +280,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             bound
         );
     }
-    let env = program_env(&inject, &sock.path);
+    let record = match &args.record {
+        Some(dir) => Some(cutrace_launch::prepare_output(dir)?.0),
+        None => None,
+    };
+    let env = program_env(&inject, &sock.path, record.as_deref());
     let mut command = std::process::Command::new(prog);
     for var in cleared_vars(&env) {
         command.env_remove(var);
@@ -312,6 +330,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     }
     drop(sock);
+    if let (Some(dir), false) = (&record, args.quiet) {
+        eprintln!(
+            "cutrace: the trace is in {}; `cutrace report {}` reads it",
+            dir.display(),
+            cutrace_launch::shell_quote(&dir.display().to_string())
+        );
+    }
     Ok(exit_code(status))
 }
 

@@ -659,6 +659,45 @@ fn ended_processes_leave_no_labels_after_forget_after_and_their_gpu_keeps_their_
     assert_eq!(m.finish().status.code(), Some(0));
 }
 
+#[test]
+fn monitor_with_record_writes_the_trace_of_the_very_records_it_serves() {
+    let Some(s) = setup("monitor-record") else {
+        return;
+    };
+    let (text, kernels) = script(23, 4);
+    let sc = s.write("script", &text);
+    let port = free_port();
+    let wait = s.dir.join("go");
+    let trace = s.dir.join("both");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "--listen", &listen, "--record"], &wait);
+    c.arg(&trace)
+        .args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc);
+    let m = Running::start(c, &wait);
+    let t = poll(port, &|t| kernels_seen(t) == kernels as u64);
+    let o = m.finish();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("the trace is in"), "{err}");
+    let want = s.report_busy(&trace);
+    assert!(want > 0);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    let proc = values(&t, "cutrace_process_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!((gpu.len(), proc.len()), (1, 1), "{t}");
+    assert_eq!((ns(&gpu[0]), ns(&proc[0])), (want, want), "{t}");
+    let o = bin()
+        .args(["report", "--format", "json"])
+        .arg(&trace)
+        .run_ok();
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        r["devices"][0]["kernels"].as_u64(),
+        Some(kernels as u64),
+        "{r}"
+    );
+}
+
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
 pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()
