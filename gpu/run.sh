@@ -19,6 +19,9 @@
 #                     pc_probe (gpu/pc_sampling_probe.cu: the PC Sampling API's layouts and samples)
 #                     pc_sampling (profile --pc-sampling on gpu/pc_kernels.cu beside ncu, and a
 #                     PyTorch step)
+#                     monitor (gpu/check_monitor.py: /metrics of `cutrace monitor --record` against
+#                     `cutrace report` of the same records, on the launch loop, two processes
+#                     sharing the GPU and a PyTorch step; then its cost beside record's)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -346,6 +349,14 @@ if has pc_sampling; then
   tar -czf "$OUT/pc.tar.gz" -C "$W" pc
 fi
 
+if has monitor; then
+  log "monitor: /metrics against the report of the same records, and the cost"
+  mkdir -p "$W/mon_out"
+  python3 "$G/check_monitor.py" "$CT" "$WL" "$G" "$W" "$W/mon_out" > "$W/monitor.jsonl" 2> "$W/logs/monitor.err"
+  cat "$W/monitor.jsonl" >> "$R"
+  tar -czf "$OUT/monitor.tar.gz" -C "$W" mon_out monitor.jsonl logs $(cd "$W" && ls -d mon_two_processes mon_torch_step 2>/dev/null) 2>/dev/null
+fi
+
 if has others; then
   [ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; BIN="$BIN" OUT="$OUT" timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
   [ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" "$W/torch" > "$W/logs/capture_torch.txt" 2>&1; tar -czf "$OUT/torch.tar.gz" -C "$W/torch" . 2>/dev/null; }
@@ -363,7 +374,7 @@ tar -czf "$OUT/logs-$tag.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped", "gpu_busy_ns", "report_busy_ns", "process_busy_ns", "processes_sum_ns", "scrapes", "ratios")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

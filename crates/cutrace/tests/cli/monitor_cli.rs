@@ -861,6 +861,159 @@ fn an_agent_merges_three_processes_started_with_its_environment() {
     assert!(!sock_dir.exists());
 }
 
+/// `cutrace agent -q --listen 127.0.0.1:PORT --socket-dir DIR ARGS…`, started; with its port.
+fn start_agent(s: &Setup, sock_dir: &Path, args: &[&str]) -> (Running, u16) {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = bin();
+    c.args(["agent", "-q", "--listen", &listen])
+        .args(args)
+        .arg("--socket-dir")
+        .arg(sock_dir);
+    let agent = Running::start(c, &s.dir.join("unused"));
+    poll(port, &|_| sock_dir.join("monitor.sock").exists());
+    (agent, port)
+}
+
+#[test]
+fn a_thousand_short_lived_processes_leave_no_labels_after_the_ageing_time() {
+    let Some(s) = setup("agent-thousand") else {
+        return;
+    };
+    let (text, per) = script(89, 1);
+    let sc = s.write("script", &text);
+    let sock_dir = s.dir.join("agent");
+    let (agent, port) = start_agent(&s, &sock_dir, &["--forget-after", "1"]);
+    let env = agent_env(&s, &sock_dir);
+    let start = Instant::now();
+    // 1,000 CUDA processes, eight at a time, each replaying the same records and exiting.
+    let st = Command::new("/bin/sh")
+        .args([
+            "-c",
+            "seq 1000 | xargs -P 8 -I{} \"$0\" - local i >/dev/null",
+        ])
+        .arg(&s.host)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(var::CUPTI_LIB, &s.fake_cupti)
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .status()
+        .unwrap();
+    // xargs says 123: every host exits with status 3.
+    assert_eq!(st.code(), Some(123));
+    let t = poll(port, &|t| {
+        values(t, "cutrace_monitor_forgotten_processes_total", &[]) == ["1000"]
+    });
+    eprintln!("1,000 processes through the agent in {:?}", start.elapsed());
+    // No process's label is left; the GPU kept every one's time: the same records each, so
+    // one script's union.
+    for family in [
+        "cutrace_process_up",
+        "cutrace_process_gpu_busy_seconds_total",
+        "cutrace_process_kernels_total",
+    ] {
+        assert!(values(&t, family, &[]).is_empty(), "{family}: {t}");
+    }
+    assert_eq!(values(&t, "cutrace_monitor_processes", &[]), ["0"]);
+    assert_eq!(
+        values(&t, "cutrace_monitor_connections_total", &[]),
+        ["1000"]
+    );
+    let rejected: Vec<String> = values(&t, "cutrace_monitor_rejected_frames_total", &[]);
+    assert!(rejected.is_empty(), "{t}");
+    let done = s.write("go", "");
+    let trace = s.dir.join("trace");
+    let mut rec = s.cutrace(
+        &[
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ],
+        &done,
+    );
+    rec.arg(&trace)
+        .args(["--", "host", "-", "local", "i"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
+    let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [s.report_busy(&trace)]
+    );
+    assert!(per > 0);
+    let pid = agent.child.as_ref().unwrap().id();
+    let kb = peak_kb(pid);
+    assert!(kb < 64 * 1024, "the agent peaked at {kb} kB");
+}
+
+#[test]
+fn processes_outlive_a_killed_agent_and_report_to_the_next_one() {
+    let Some(s) = setup("agent-restart") else {
+        return;
+    };
+    // 150 flushes of 30 kernels, one a flush period (20 ms): about 3 s of records.
+    let (text, total) = script(97, 150);
+    let sc = s.write("script", &text);
+    let sock_dir = s.dir.join("agent");
+    let (mut first, port) = start_agent(&s, &sock_dir, &[]);
+    let env = agent_env(&s, &sock_dir);
+    let wait = s.dir.join("go");
+    let prog = Command::new(&s.host)
+        .args(["-", "local", "iw"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(var::CUPTI_LIB, &s.fake_cupti)
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_HOST_WAIT", &wait)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = poll(port, &|t| kernels_seen(t) > 0);
+    let before = kernels_seen(&t);
+    assert!(
+        before < total as u64,
+        "the records came too fast to kill the agent between"
+    );
+    // SIGKILL: the socket is left behind, dead.
+    let mut c = first.child.take().unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    assert!(sock_dir.join("monitor.sock").exists());
+    std::thread::sleep(Duration::from_millis(300));
+    let (second, port2) = start_agent(&s, &sock_dir, &[]);
+    // The program reconnects (once a second) and reports the rest to the new agent.
+    poll(port2, &|t| {
+        values(t, "cutrace_process_up", &[]) == ["1"] && kernels_seen(t) > 0
+    });
+    std::fs::write(&wait, "").unwrap();
+    let o = prog.wait_with_output().unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = poll(port2, &|t| values(t, "cutrace_process_up", &[]) == ["0"]);
+    let after = kernels_seen(&t);
+    let dropped: u64 = values(
+        &t,
+        "cutrace_process_dropped_records_total",
+        &["source=\"cutrace\""],
+    )
+    .iter()
+    .map(|v| v.parse::<u64>().unwrap())
+    .sum();
+    // None counted twice: what the first agent showed, what the second got and what the
+    // program could not send are at most what it ran (the rest went down with the first).
+    assert!(after > 0, "{t}");
+    assert!(
+        before + after + dropped <= total as u64,
+        "{before} + {after} + {dropped} > {total}"
+    );
+    drop(second);
+}
+
 #[test]
 fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
     let Some(s) = setup("monitor-stuck") else {

@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""`cutrace monitor` on a real GPU, checked against `cutrace report` of the same records.
+
+usage: check_monitor.py CUTRACE WORKLOADS GPU_DIR WORK_DIR OUT_DIR
+
+For each workload (the C++ launch loop, two processes sharing the GPU, a PyTorch training step)
+it runs `cutrace monitor --record DIR --linger 20 -- CMD`, scrapes /metrics once a second while
+the program runs, and, once every process has ended, compares the last scrape with
+`cutrace report DIR --format json`: the GPU's busy union and each process's own busy (report of
+its part) must be equal to the nanosecond, as must the kernel counts, and the GPU's busy must not
+be the sum of the processes' where they overlapped. The scrape series is kept (monitor_series.json
+under OUT_DIR) for the fixture. Then the cost: the launch loop and the training step untraced,
+under `cutrace record` and under `cutrace monitor`, pinned to one core, alternated. One JSON line
+per check on stdout, with "ok".
+"""
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+CT, WL, G, W, OUT = sys.argv[1:6]
+SAMPLE = re.compile(r'^([a-z_]+)\{([^}]*)\} (\S+)$')
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def scrape(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def samples(text, name):
+    """[(labels dict, value str)] of metric `name`."""
+    out = []
+    for line in text.splitlines():
+        m = SAMPLE.match(line)
+        if m and m.group(1) == name:
+            labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2)))
+            out.append((labels, m.group(3)))
+    return out
+
+
+def ns(seconds):
+    whole, _, frac = seconds.partition(".")
+    return int(whole) * 10**9 + int((frac + "000000000")[:9])
+
+
+def gauge(text, name):
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    return None
+
+
+def report(path):
+    r = subprocess.run([CT, "report", "--format", "json", path], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"report {path}: {r.stderr[-400:]}")
+    return json.loads(r.stdout)
+
+
+def monitored(name, cmd, env=None):
+    port = free_port()
+    trace = f"{W}/mon_{name}"
+    subprocess.run(["rm", "-rf", trace])
+    log = open(f"{W}/logs/monitor_{name}.err", "w")
+    p = subprocess.Popen([CT, "monitor", "-q", "--listen", f"127.0.0.1:{port}", "--linger", "20",
+                          "--record", trace, "--"] + cmd, stdout=subprocess.DEVNULL, stderr=log,
+                         env={**os.environ, **(env or {})})
+    series, last, t0 = [], None, time.time()
+    while time.time() - t0 < 280:
+        t = scrape(port)
+        if t is not None:
+            last = t
+            gpu = samples(t, "cutrace_gpu_busy_seconds_total")
+            series.append({"t_s": round(time.time() - t0, 3),
+                           "gpu_busy_ns": [ns(v) for _, v in gpu],
+                           "processes": gauge(t, "cutrace_monitor_processes"),
+                           "open": gauge(t, "cutrace_monitor_connections_open")})
+            ups = samples(t, "cutrace_process_up")
+            if ups and all(v == "0" for _, v in ups) and gauge(t, "cutrace_monitor_connections_open") == 0 \
+                    and p.poll() is None and time.time() - t0 > 3:
+                # Every process ended and the monitor lingers: this scrape is final.
+                break
+        if p.poll() is not None:
+            break
+        time.sleep(1.0)
+    p.terminate()
+    rc = p.wait(timeout=30)
+    return trace, last or "", series, rc
+
+
+def check(name, cmd, env=None, processes=1):
+    trace, text, series, rc = monitored(name, cmd, env)
+    fails = []
+    rep = report(trace)
+    devs = rep.get("devices", [])
+    gpu = samples(text, "cutrace_gpu_busy_seconds_total")
+    if len(devs) != 1 or len(gpu) != 1:
+        fails.append(f"{len(devs)} devices in the report, {len(gpu)} GPUs in the metrics")
+        return {"mode": f"monitor {name}", "ok": False, "fails": fails, "rc": rc}
+    want, got = devs[0]["busy_ns"], ns(gpu[0][1])
+    if want != got:
+        fails.append(f"GPU busy: metrics {got} ns, report {want} ns")
+    parts = sorted(f for f in os.listdir(trace) if f.endswith(".cutrace"))
+    each = {}
+    for f in parts:
+        pid = f.rsplit("-", 1)[-1].split(".")[0]
+        d = report(f"{trace}/{f}")["devices"]
+        each[pid] = (d[0]["busy_ns"], d[0]["kernels"]) if d else (0, 0)
+    mine = {l["pid"]: ns(v) for l, v in samples(text, "cutrace_process_gpu_busy_seconds_total")}
+    kern = {l["pid"]: int(v) for l, v in samples(text, "cutrace_process_kernels_total")}
+    with_kernels = {p: v for p, v in each.items() if v[1] > 0}
+    if len(with_kernels) != processes:
+        fails.append(f"{len(with_kernels)} processes ran kernels, {processes} expected")
+    for pid, (busy, k) in with_kernels.items():
+        if mine.get(pid) != busy or kern.get(pid) != k:
+            fails.append(f"pid {pid}: metrics {mine.get(pid)} ns / {kern.get(pid)} kernels, "
+                         f"report {busy} ns / {k} kernels")
+    total = sum(b for b, _ in with_kernels.values())
+    if processes > 1 and not got < total:
+        fails.append(f"the GPU's busy {got} is not below the processes' sum {total}")
+    json.dump({"workload": name, "series": series}, open(f"{OUT}/monitor_series_{name}.json", "w"))
+    return {"mode": f"monitor {name}", "ok": not fails and rc == 0, "rc": rc, "gpu_busy_ns": got,
+            "report_busy_ns": want, "process_busy_ns": sorted(mine.values()), "processes_sum_ns": total,
+            "scrapes": len(series), "kernels": sum(kern.values()), "fails": fails}
+
+
+def cost():
+    """Pinned to core 2, the variants alternated; the launch loop's µs per launch and the
+    training step's ms per step."""
+    res = {}
+    loop = {"untraced": [], "record": [CT, "record", "-q", "-o", f"{W}/cost.trace", "--"],
+            "monitor": [CT, "monitor", "-q", "--listen", "127.0.0.1:0", "--"]}
+    for i in range(int(os.environ.get("MON_REPS", 5))):
+        order = list(loop.items()) if i % 2 == 0 else list(loop.items())[::-1]
+        for k, pre in order:
+            subprocess.run(["rm", "-rf", f"{W}/cost.trace", f"{W}/cost.json"])
+            subprocess.run(["taskset", "-c", "2"] + pre + [WL, "tiny", "100000", "--json", f"{W}/cost.json"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                res.setdefault(f"loop {k}", []).append(json.load(open(f"{W}/cost.json"))["us_per_launch"])
+            except (OSError, ValueError, KeyError):
+                pass
+    env = {**os.environ, "EAGER_BATCHES": "0", "TRAIN_BATCHES": "2"}
+    for i in range(int(os.environ.get("MON_TORCH_REPS", 3))):
+        order = list(loop.items()) if i % 2 == 0 else list(loop.items())[::-1]
+        for k, pre in order:
+            subprocess.run(["rm", "-rf", f"{W}/cost.trace", f"{W}/bt.json"])
+            subprocess.run(["taskset", "-c", "2"] + pre + ["python3", f"{G}/bench_torch.py", "--json", f"{W}/bt.json"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=300)
+            try:
+                res.setdefault(f"step {k}", []).append(json.load(open(f"{W}/bt.json"))["train_ms_per_step"])
+            except (OSError, ValueError, KeyError):
+                pass
+    med = {k: statistics.median(v) for k, v in res.items() if v}
+    ratio = {}
+    for w in ("loop", "step"):
+        base = med.get(f"{w} untraced")
+        for k in ("record", "monitor"):
+            if base and f"{w} {k}" in med:
+                ratio[f"{w} {k} / untraced"] = round(med[f"{w} {k}"] / base, 3)
+    ok = all(f"{w} {k}" in med for w in ("loop", "step") for k in ("untraced", "record", "monitor"))
+    return {"mode": "monitor cost", "ok": ok, "medians": med, "ratios": ratio, "samples": res}
+
+
+if __name__ == "__main__":
+    two = ["/bin/sh", "-c", f"{WL} longrun 6 & {WL} longrun 6 & wait"]
+    torch_env = {"EAGER_BATCHES": "0", "TRAIN_BATCHES": "2"}
+    for name, cmd, env, n in [("launch_loop", [WL, "tiny", "100000"], None, 1),
+                              ("two_processes", two, None, 2),
+                              ("torch_step", ["python3", f"{G}/bench_torch.py"], torch_env, 1)]:
+        try:
+            print(json.dumps(check(name, cmd, env, n)), flush=True)
+        except Exception as e:  # noqa: BLE001 - one workload's failure is a row, not a stop
+            print(json.dumps({"mode": f"monitor {name}", "ok": False, "fails": [repr(e)[:300]]}), flush=True)
+    if os.environ.get("MON_COST", "1") == "1":
+        print(json.dumps(cost()), flush=True)
