@@ -442,6 +442,9 @@ pub(crate) fn tell_untraced(why: &str) {
     let Ok(stream) = connect_now(&path) else {
         return;
     };
+    if !listener_uid(&stream).is_some_and(|u| trusted_listener(u, current_uid())) {
+        return;
+    }
     let h = Hello {
         pid: std::process::id(),
         host: hostname(),

@@ -11,6 +11,7 @@
 pub mod deadline;
 pub mod fold;
 pub mod http;
+pub mod peer;
 pub mod prom;
 pub mod socket;
 pub mod state;

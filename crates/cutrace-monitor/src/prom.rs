@@ -72,6 +72,8 @@ fn process_labels(p: &Process) -> Vec<(&'static str, String)> {
         ("local_rank", num(h.local_rank)),
         // Not `job`: Prometheus sets that label to the scrape job, and would rename this one.
         ("job_id", h.job.clone().unwrap_or_default()),
+        ("container_id", p.container_id.clone().unwrap_or_default()),
+        ("pod_uid", p.pod_uid.clone().unwrap_or_default()),
     ]
 }
 

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::deadline::Deadline;
+use crate::peer::Peer;
 use crate::state::{State, MAX_CONNECTIONS_PER_PEER};
 use crate::wire::{FrameReader, WireError};
 
@@ -261,6 +262,8 @@ fn reject(state: &Mutex<State>, reason: &'static str) {
 
 /// Reads one connection's frames until it ends or sends something refused.
 fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
+    // Read while the sender is surely alive (it just connected), outside the state's lock.
+    let peer = Peer::read(Path::new("/proc"), peer_pid);
     let mut reader = FrameReader::default();
     let mut hello = None;
     // A connection that says nothing does not keep its place: its hello, whole, within the
@@ -276,7 +279,7 @@ fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
         match m {
             Ok(Some(m)) => {
                 let first = hello.is_none();
-                if let Err(e) = s.apply(peer_pid, &mut hello, m) {
+                if let Err(e) = s.apply_from(&peer, &mut hello, m) {
                     s.reject(e.reason());
                     break;
                 }

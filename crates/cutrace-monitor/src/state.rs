@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use cutrace_trace::Ns;
 
+use crate::peer::Peer;
 use crate::union::WatermarkUnion;
 use crate::wire::{Batch, Hello, Latency, Message, MAX_DEVICES};
 
@@ -78,7 +79,13 @@ impl ProcessGpu {
 
 #[derive(Debug, Default, Clone)]
 pub struct Process {
+    /// What it said of itself, but its pid: the monitor's view of it (`SO_PEERCRED`).
     pub hello: Hello,
+    /// Its pid in its own pid namespace, when that is another (`peer::Peer`).
+    pub ns_pid: Option<u32>,
+    /// Its container and pod, from its cgroup (`peer::Peer`).
+    pub container_id: Option<String>,
+    pub pod_uid: Option<String>,
     pub gpus: BTreeMap<GpuKey, ProcessGpu>,
     pub last_seq: u64,
     /// Batches whose sequence numbers never arrived.
@@ -254,6 +261,8 @@ impl State {
                     hello: p.hello.clone(),
                     gpus,
                     untraced: p.untraced.clone(),
+                    container_id: p.container_id.clone(),
+                    pod_uid: p.pod_uid.clone(),
                     ..*p
                 };
                 (pid, p)
@@ -304,15 +313,28 @@ impl State {
         hello_pid: &mut Option<u32>,
         m: Message,
     ) -> Result<(), Refused> {
+        self.apply_from(&Peer::pid_only(peer_pid), hello_pid, m)
+    }
+
+    /// [`State::apply`], the sender known by [`Peer`]: a hello may name its pid in its own pid
+    /// namespace (a container's); the process is kept, and labelled, by its pid here.
+    pub fn apply_from(
+        &mut self,
+        peer: &Peer,
+        hello_pid: &mut Option<u32>,
+        m: Message,
+    ) -> Result<(), Refused> {
+        let peer_pid = peer.pid;
         match m {
             Message::Hello(h) => {
                 if hello_pid.is_some() {
                     return Err(Refused::SecondHello);
                 }
                 self.forget_ended(Instant::now());
-                if h.pid != peer_pid {
+                if !peer.is(h.pid) {
                     return Err(Refused::PeerPid);
                 }
+                let h = Hello { pid: peer_pid, ..h };
                 match self.processes.get(&h.pid) {
                     // Its connection is still open: one voice per process.
                     Some(p) if !p.ended => return Err(Refused::PidConnected),
@@ -335,6 +357,9 @@ impl State {
                     hello.pid,
                     Process {
                         hello,
+                        ns_pid: peer.ns_pid,
+                        container_id: peer.container_id.clone(),
+                        pod_uid: peer.pod_uid.clone(),
                         ..Process::default()
                     },
                 );
@@ -752,5 +777,30 @@ mod tests {
         );
         assert_eq!(snap.gpus["GPU-a"].busy.open_runs(), 0);
         assert_eq!(snap.gpus["GPU-a"].busy.total_ns(), 200);
+    }
+
+    #[test]
+    fn a_process_in_a_container_is_kept_by_its_pid_here_with_its_container_and_pod() {
+        let mut s = State::default();
+        let peer = Peer {
+            pid: 4242,
+            ns_pid: Some(7),
+            container_id: Some("c".repeat(64)),
+            pod_uid: Some("p".into()),
+        };
+        let mut c = None;
+        // It names its own pid, 7, which is not another process's claim.
+        s.apply_from(&peer, &mut c, hello(7)).unwrap();
+        s.apply_from(&peer, &mut c, batch(1, vec![(0, 100)]))
+            .unwrap();
+        let p = &s.processes[&4242];
+        assert_eq!((p.hello.pid, p.ns_pid), (4242, Some(7)));
+        assert_eq!(p.container_id.as_deref(), Some("c".repeat(64).as_str()));
+        let t = crate::prom::render(&s, "h");
+        assert!(t.contains("pid=\"4242\""), "{t}");
+        assert!(t.contains("pod_uid=\"p\""), "{t}");
+        // Any other pid is still refused.
+        let mut d = None;
+        assert_eq!(s.apply_from(&peer, &mut d, hello(8)), Err(Refused::PeerPid));
     }
 }

@@ -947,6 +947,62 @@ fn a_thousand_short_lived_processes_leave_no_labels_after_the_ageing_time() {
     assert!(kb < 64 * 1024, "the agent peaked at {kb} kB");
 }
 
+/// A container's process (here: its own user and pid namespaces, as `unshare` makes them)
+/// says hello with its pid in there; the agent knows it by its pid here, from the kernel.
+#[test]
+fn a_process_in_its_own_pid_namespace_reports_under_its_pid_here() {
+    let Some(s) = setup("agent-pidns") else {
+        return;
+    };
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--pid", "--fork", "true"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        loud!("SKIPPED: unshare cannot make a user and pid namespace here");
+        return;
+    }
+    let (text, kernels) = script(41, 2);
+    let sc = s.write("script", &text);
+    let sock_dir = s.dir.join("agent");
+    let (agent, port) = start_agent(&s, &sock_dir, &[]);
+    let env = agent_env(&s, &sock_dir);
+    let o = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--pid", "--fork"])
+        .arg(&s.host)
+        .args(["-", "local", "i"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(var::CUPTI_LIB, &s.fake_cupti)
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let t = poll(port, &|t| kernels_seen(t) == kernels as u64);
+    assert!(
+        values(&t, "cutrace_monitor_rejected_frames_total", &[]).is_empty(),
+        "{t}"
+    );
+    // Its pid in its namespace is 1; here it is another.
+    let pids: Vec<String> = t
+        .lines()
+        .filter(|l| l.starts_with("cutrace_process_up{"))
+        .filter_map(|l| {
+            l.split("pid=\"")
+                .nth(1)?
+                .split('"')
+                .next()
+                .map(String::from)
+        })
+        .collect();
+    assert_eq!(pids.len(), 1, "{t}");
+    assert_ne!(pids[0], "1", "{t}");
+    drop(agent);
+}
+
 #[test]
 fn processes_outlive_a_killed_agent_and_report_to_the_next_one() {
     let Some(s) = setup("agent-restart") else {
