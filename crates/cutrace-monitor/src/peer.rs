@@ -47,6 +47,22 @@ impl Peer {
     }
 }
 
+/// The supplementary groups of process `pid` (`Groups:` of `/proc/PID/status`); none when it
+/// cannot be read.
+pub fn groups(proc: &Path, pid: u32) -> Vec<u32> {
+    let status =
+        std::fs::read_to_string(proc.join(pid.to_string()).join("status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|x| x.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The last pid of the `NSpid:` line of `/proc/PID/status` (its pid in its innermost pid
 /// namespace), when the line has more than one.
 fn innermost_pid(status: &str) -> Option<u32> {

@@ -78,11 +78,21 @@ impl Drop for PrivateSocket {
 
 /// Whether `dir` is a directory (not a link) of this user that no one else may enter.
 fn is_private(dir: &Path) -> bool {
+    is_fit(dir, None)
+}
+
+/// Whether `dir` may hold the agent's socket: a directory (not a link) of this user that no one
+/// else may enter, or, shared with `group`, of that group, which may enter it but not write in it.
+fn is_fit(dir: &Path, group: Option<u32>) -> bool {
     match std::fs::symlink_metadata(dir) {
         Ok(m) => {
+            let mode = m.permissions().mode();
             m.is_dir()
                 && m.uid() == rustix::process::getuid().as_raw()
-                && m.permissions().mode() & 0o077 == 0
+                && match group {
+                    None => mode & 0o077 == 0,
+                    Some(g) => m.gid() == g && mode & 0o027 == 0,
+                }
         }
         Err(_) => false,
     }
@@ -138,8 +148,23 @@ pub fn agent_dir(xdg_runtime_dir: Option<&Path>) -> PathBuf {
 /// user's or open to others). A socket left there by an agent that died is replaced; one that
 /// still answers is another agent's, and refused.
 pub fn create_at(dir: &Path) -> Result<PrivateSocket, SocketError> {
+    create_shared(dir, None)
+}
+
+/// [`create_at`], the socket shared with `group` when given: the directory is then made 0750
+/// of that group (and must be so when it is there), the socket 0660; [`serve`] takes that
+/// group's members as senders too ([`State::group`]).
+pub fn create_shared(dir: &Path, group: Option<u32>) -> Result<PrivateSocket, SocketError> {
     let made_dir = match DirBuilder::new().mode(0o700).create(dir) {
-        Ok(()) => true,
+        Ok(()) => {
+            if let Some(g) = group {
+                share(dir, g, 0o750).map_err(|e| SocketError::Dir {
+                    base: dir.into(),
+                    source: e,
+                })?;
+            }
+            true
+        }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => false,
         Err(e) => {
             return Err(SocketError::Dir {
@@ -148,7 +173,7 @@ pub fn create_at(dir: &Path) -> Result<PrivateSocket, SocketError> {
             })
         }
     };
-    if !is_private(dir) {
+    if !is_fit(dir, group) {
         return Err(SocketError::NotPrivate(dir.into()));
     }
     let path = dir.join(SOCKET_NAME);
@@ -162,14 +187,27 @@ pub fn create_at(dir: &Path) -> Result<PrivateSocket, SocketError> {
         }
         let _ = std::fs::remove_file(&path);
     }
-    bind_socket(dir.to_path_buf(), path, made_dir)
+    let s = bind_socket(dir.to_path_buf(), path, made_dir)?;
+    if let Some(g) = group {
+        share(&s.path, g, 0o660).map_err(|e| SocketError::Bind {
+            path: s.path.clone(),
+            source: e,
+        })?;
+    }
+    Ok(s)
+}
+
+/// Gives `path` (this user's, in a directory of this user's) to `group` with `mode`.
+fn share(path: &Path, group: u32, mode: u32) -> std::io::Result<()> {
+    std::os::unix::fs::chown(path, None, Some(group))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
 /// Whether `dir` is fit to hold the agent's socket: a directory (not a link) of this user that
 /// no one else may enter. For `cutrace agent env`, which names the socket before any agent may
 /// have made it.
-pub fn check_agent_dir(dir: &Path) -> Result<(), SocketError> {
-    if is_private(dir) {
+pub fn check_agent_dir(dir: &Path, group: Option<u32>) -> Result<(), SocketError> {
+    if is_fit(dir, group) {
         Ok(())
     } else {
         Err(SocketError::NotPrivate(dir.into()))
@@ -221,7 +259,13 @@ pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
             reject(&state, "peer_unknown");
             continue;
         };
-        if cred.uid.as_raw() != me {
+        let group = state.lock().ok().and_then(|s| s.group);
+        let member = |g: u32| {
+            cred.gid.as_raw() == g
+                || crate::peer::groups(Path::new("/proc"), cred.pid.as_raw_pid() as u32)
+                    .contains(&g)
+        };
+        if cred.uid.as_raw() != me && !group.is_some_and(member) {
             reject(&state, "peer_uid");
             continue;
         }
@@ -438,5 +482,27 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         drop(conns);
+    }
+
+    #[test]
+    fn a_socket_shared_with_a_group_lets_it_in_but_never_write() {
+        let gid = rustix::process::getgid().as_raw();
+        let dir = std::env::temp_dir().join(format!("cutrace-agent-group-{}", std::process::id()));
+        let s = create_shared(&dir, Some(gid)).unwrap();
+        let m = std::fs::metadata(&dir).unwrap();
+        assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o750, gid));
+        let m = std::fs::metadata(&s.path).unwrap();
+        assert_eq!((m.permissions().mode() & 0o777, m.gid()), (0o660, gid));
+        assert!(check_agent_dir(&dir, Some(gid)).is_ok());
+        // Not private enough without the group; refused when the group may write.
+        assert!(check_agent_dir(&dir, None).is_err());
+        drop(s);
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o770)).unwrap();
+        assert!(matches!(
+            create_shared(&dir, Some(gid)),
+            Err(SocketError::NotPrivate(_))
+        ));
+        std::fs::remove_dir(&dir).unwrap();
     }
 }

@@ -129,6 +129,9 @@ pub struct State {
     pub open_runs: usize,
     /// (process, GPU) pairs kept (at most [`MAX_PROCESS_GPUS`]).
     pub process_gpus: usize,
+    /// A group whose members' processes may report too (`cutrace agent --group`), besides
+    /// this user's.
+    pub group: Option<u32>,
     /// The open run budget when not [`OPEN_RUN_BUDGET`].
     pub run_budget: Option<usize>,
     /// Open connections by the sender's pid (at most [`MAX_CONNECTIONS_PER_PEER`] each).

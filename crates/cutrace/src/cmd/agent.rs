@@ -31,12 +31,15 @@ use super::monitor::{
   cutrace agent --listen 127.0.0.1:9500                 another address
   eval "$(cutrace agent env)"; python3 train.py         a program that reports to it
   cutrace agent env >> $SLURM_TASK_PROLOG_FILE          the same lines for a TaskProlog
+  sudo cutrace agent --group gpuusers --socket-dir /run/cutrace-agent
+                                                        one agent for every member of gpuusers
 
 The socket is DIR/monitor.sock, DIR being $XDG_RUNTIME_DIR/cutrace-agent (else
 /tmp/cutrace-agent-UID), 0700 and checked to be your own; --socket-dir chooses another, and
 `cutrace agent env` must be given the same one. Only your user's processes can report, each for
-its own pid only. A second agent on the same socket is refused; one left by an agent that died
-is replaced.
+its own pid only; with --group GROUP, that group's members' processes too (the directory is
+then 0750 of the group). A second agent on the same socket is refused; one left by an agent
+that died is replaced.
 
 `cutrace agent env` leaves LD_PRELOAD alone: a profiler the program starts itself
 (torch.profiler) then fails without cutrace's one-line explanation (`cutrace record` and
@@ -58,6 +61,12 @@ pub struct Args {
     /// /tmp/cutrace-agent-UID].
     #[arg(long, global = true)]
     socket_dir: Option<PathBuf>,
+    /// Let the processes of this group's members report too (a name or number): the socket's
+    /// directory is then 0750 of the group and the socket 0660. Run the agent as root (or as
+    /// the user whose processes report): a program sends only to an agent of its own user or
+    /// root's.
+    #[arg(long, global = true, value_name = "GROUP")]
+    group: Option<String>,
     /// Print nothing of cutrace's own but warnings and errors.
     #[arg(short, long)]
     quiet: bool,
@@ -86,14 +95,31 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     }
 }
 
+/// `--group`'s gid: a number, or a name from the group database.
+fn group_id(args: &Args) -> anyhow::Result<Option<u32>> {
+    let Some(g) = &args.group else {
+        return Ok(None);
+    };
+    if let Ok(n) = g.parse::<u32>() {
+        return Ok(Some(n));
+    }
+    match nix::unistd::Group::from_name(g) {
+        Ok(Some(grp)) => Ok(Some(grp.gid.as_raw())),
+        _ => anyhow::bail!(
+            "--group {g}: no such group. Fix: give a group name from `getent group`, or its number"
+        ),
+    }
+}
+
 fn print_env(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let exe = std::env::current_exe().ok();
     let inject = super::record::inject_lib(exe.as_deref())?;
+    let group = group_id(args)?;
     let dir = socket_dir(args);
     // A directory someone else made (in /tmp, before the agent) would hand them the socket's
     // place: refused here, as the agent refuses it.
     if std::fs::symlink_metadata(&dir).is_ok() {
-        socket::check_agent_dir(&dir).with_context(|| {
+        socket::check_agent_dir(&dir, group).with_context(|| {
             format!(
                 "the agent's socket directory {} is not safe to report to. Fix: remove it and \
                  start `cutrace agent` (it makes it 0700), or pass --socket-dir DIR",
@@ -124,8 +150,10 @@ fn serve(args: &Args) -> anyhow::Result<i32> {
     warn_if_not_loopback(args.listen);
     // Before any thread starts, so that every thread has them blocked.
     let signals = block_signals().context("blocking SIGINT, SIGTERM and SIGHUP")?;
-    let sock = socket::create_at(&socket_dir(args))?;
+    let group = group_id(args)?;
+    let sock = socket::create_shared(&socket_dir(args), group)?;
     let state = Arc::new(Mutex::new(State {
+        group,
         untraced_reason: untraced_here(),
         forget_after: Some(Duration::from_secs(args.forget_after)),
         ..State::default()
