@@ -106,6 +106,7 @@ def monitored(name, cmd, env=None):
 
 def check(name, cmd, env=None, processes=1):
     trace, text, series, rc = monitored(name, cmd, env)
+    open(f"{OUT}/last_scrape_{name}.txt", "w").write(text)
     fails = []
     rep = report(trace)
     devs = rep.get("devices", [])
@@ -132,6 +133,9 @@ def check(name, cmd, env=None, processes=1):
             fails.append(f"pid {pid}: metrics {mine.get(pid)} ns / {kern.get(pid)} kernels, "
                          f"report {busy} ns / {k} kernels")
     total = sum(b for b, _ in with_kernels.values())
+    for l, v in samples(text, "cutrace_process_dropped_records_total") + samples(text, "cutrace_monitor_rejected_frames_total"):
+        if v != "0":
+            fails.append(f"{l.get('source') or l.get('reason')}: {v}")
     if processes > 1 and not got < total:
         fails.append(f"the GPU's busy {got} is not below the processes' sum {total}")
     json.dump({"workload": name, "series": series}, open(f"{OUT}/monitor_series_{name}.json", "w"))
@@ -181,9 +185,12 @@ def cost():
 if __name__ == "__main__":
     two = ["/bin/sh", "-c", f"{WL} longrun 6 & {WL} longrun 6 & wait"]
     torch_env = {"EAGER_BATCHES": "0", "TRAIN_BATCHES": "2"}
+    only = os.environ.get("MON_ONLY", "").split()
     for name, cmd, env, n in [("launch_loop", [WL, "tiny", "100000"], None, 1),
                               ("two_processes", two, None, 2),
                               ("torch_step", ["python3", f"{G}/bench_torch.py"], torch_env, 1)]:
+        if only and name not in only:
+            continue
         try:
             print(json.dumps(check(name, cmd, env, n)), flush=True)
         except Exception as e:  # noqa: BLE001 - one workload's failure is a row, not a stop

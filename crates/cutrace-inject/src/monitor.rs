@@ -425,11 +425,17 @@ impl Monitor {
 
     /// At the writer's end: the last batch, given [`FINAL_SEND`] to leave.
     pub(crate) fn finish(mut self, g: &Global) {
-        self.tick(g, Duration::ZERO, true);
         let deadline = Instant::now() + FINAL_SEND;
-        while !self.push() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        let drain = |m: &mut Monitor| {
+            while !m.push() && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        };
+        // The batch the socket is still taking first: the last one is built only once it
+        // went (a tick with frames unsent holds the records folded).
+        drain(&mut self);
+        self.tick(g, Duration::ZERO, true);
+        drain(&mut self);
     }
 }
 

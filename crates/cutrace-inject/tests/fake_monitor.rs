@@ -301,3 +301,65 @@ fn a_monitor_that_comes_late_gets_everything_held_for_it() {
     assert_eq!(proc.gpus[UUID].busy.total_ns(), union(&iv));
     assert_eq!(proc.dropped_by_cutrace, 0);
 }
+
+/// A monitor slow to read when the program exits: the batch before the last still fills the
+/// socket, and the last one (the records of the exit's flush) must follow it, not be lost.
+#[test]
+fn the_last_batch_follows_one_the_socket_was_still_taking() {
+    let Some(p) = util::programs() else { return };
+    let dir = cutrace_testkit::Dir::new("monitor-slow-exit");
+    let sock = socket::create(&dir).unwrap();
+    // 60,000 kernels that do not merge (960 KB of runs), a group of 2,000 a flush: the socket
+    // is full long before the program exits, with records folded behind it.
+    let mut text = format!("device 0 {UUID_HEX}\n");
+    let mut corr = 1;
+    for g in 0..30u64 {
+        for i in 0..2_000u64 {
+            let start = 1_000_000 + (g * 2_000 + i) * 100;
+            text += &format!("api {corr} {} {}\n", start - 90, start - 10);
+            text += &format!("kernel 0 7 {start} {} {corr} 0\n", start + 50);
+            corr += 1;
+        }
+        text += "flush\n";
+    }
+    let path = dir.join("script");
+    std::fs::write(&path, text).unwrap();
+    let child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "child", "--nocapture", "--test-threads=1"])
+        .env("CUTRACE_MONITOR_CHILD", "1")
+        .env("CHILD_SLEEP_MS", "200")
+        // Buffers enough for the groups the exit's flush delivers at once.
+        .env(var::MAX_BUFFERS, "64")
+        .env("FAKE_CUPTI_SCRIPT", &path)
+        .env(var::CUPTI_LIB, &p.fake_cupti)
+        .env(var::MONITOR_SOCKET, &sock.path)
+        .env(var::FLUSH_PERIOD_MS, "20")
+        .env(var::KINDS, "kernel,runtime")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let (conn, _) = sock.listener.accept().unwrap();
+    let pid = child.id();
+    // Not read for 500 ms (the program exits meanwhile), then read to the end.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // Raw bytes first, decoded after: a reader as quick as the monitor's release build.
+    let mut bytes = Vec::new();
+    let mut conn = conn;
+    std::io::Read::read_to_end(&mut conn, &mut bytes).unwrap();
+    let mut state = State::default();
+    let mut reader = cutrace_monitor::wire::FrameReader::default();
+    let mut hello = None;
+    let mut cur = std::io::Cursor::new(bytes);
+    while let Some(m) = reader.next(&mut cur).unwrap() {
+        state.apply(pid, &mut hello, m).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let proc = &state.processes[&pid];
+    let g = &proc.gpus[UUID];
+    assert_eq!(
+        (g.kernels, proc.dropped_by_cutrace, proc.dropped_by_cupti),
+        (60_000, 0, 0)
+    );
+    assert_eq!(g.busy.total_ns(), 60_000 * 50);
+}

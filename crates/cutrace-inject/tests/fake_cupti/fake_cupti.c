@@ -30,6 +30,7 @@
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
 #include <stdint.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,7 +140,10 @@ int cuptiGetCallbackName(uint32_t dom, uint32_t cbid, const char **n) {
   }
   return 1; /* CUPTI_ERROR_INVALID_PARAMETER */
 }
-int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = 0; return 0; }
+/* Records of the script dropped because the tool gave no buffer for their group, as CUPTI
+ * counts what it drops. */
+static size_t g_dropped;
+int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c; (void)s; *d = g_dropped; return 0; }
 
 /* The scripted records (FAKE_CUPTI_SCRIPT): the file's text and where the next group starts. */
 static char *g_script;
@@ -197,7 +201,9 @@ static int deliver_script_group(void) {
   uint8_t *buf = 0;
   size_t size = 0, maxr = 0, off = 0;
   g_req(&buf, &size, &maxr);
-  if (!buf) return 0;
+  /* No buffer: the group's records are dropped and counted, as CUPTI does. */
+  uint8_t scratch[512];
+  int dropping = !buf;
   while (g_script[g_script_at]) {
     char *line = g_script + g_script_at;
     char *nl = strchr(line, '\n');
@@ -210,10 +216,14 @@ static int deliver_script_group(void) {
     if (!strcmp(one, "flush")) break;
     unsigned long long now;
     if (sscanf(one, "now %llu", &now) == 1) { g_now = now; continue; }
+    if (dropping) {
+      if (script_record(one, scratch)) g_dropped++;
+      continue;
+    }
     if (off + 216 > size) break;
     off += script_record(one, buf + off);
   }
-  g_done(0, 0, buf, size, off);
+  if (!dropping) g_done(0, 0, buf, size, off);
   return 1;
 }
 
@@ -238,10 +248,16 @@ static int scripted(void) {
   return g_script != 0;
 }
 
+/* Flushes may come from two threads at once (the tool's periodic one and its exit's), as they
+ * may with CUPTI: the script's groups are handed out under a lock, each once. */
+static pthread_mutex_t g_script_lock = PTHREAD_MUTEX_INITIALIZER;
+
 int cuptiActivityFlushAll(uint32_t flag) {
   log_line("flush", flag, -1);
   if (g_req && scripted()) {
+    pthread_mutex_lock(&g_script_lock);
     while (deliver_script_group() && flag == 1) {}
+    pthread_mutex_unlock(&g_script_lock);
     return 0;
   }
   if (g_flushed || !g_req) return 0;
