@@ -698,6 +698,48 @@ fn monitor_with_record_writes_the_trace_of_the_very_records_it_serves() {
     );
 }
 
+/// The H200's last scrapes (tests/fixtures/monitor_h200/metrics.json) equal `cutrace report` of
+/// the parts written from the same records there: the GPU's union and each process's busy.
+#[test]
+fn the_h200_metrics_equal_the_report_of_their_records() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/monitor_h200");
+    let want: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("metrics.json")).unwrap()).unwrap();
+    let report = |p: &Path| -> serde_json::Value {
+        let o = bin().args(["report", "--format", "json"]).arg(p).run_ok();
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    for (name, m) in want.as_object().unwrap() {
+        let dir = root.join(name);
+        let r = report(&dir);
+        assert_eq!(r["devices"][0]["busy_ns"], m["gpu_busy_ns"], "{name}");
+        assert_eq!(r["devices"][0]["kernels"], m["kernels"], "{name}");
+        let mut each: Vec<u64> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cutrace"))
+            .map(|p| report(&p)["devices"][0]["busy_ns"].as_u64().unwrap())
+            .collect();
+        each.sort_unstable();
+        let got: Vec<u64> = m["process_busy_ns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect();
+        assert_eq!(each, got, "{name}");
+    }
+    // Two processes sharing the GPU: the union is well below their sum.
+    let two = &want["two_processes"];
+    let sum: u64 = two["process_busy_ns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert!(two["gpu_busy_ns"].as_u64().unwrap() < sum);
+}
+
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
 pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()
