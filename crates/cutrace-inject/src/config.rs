@@ -55,6 +55,8 @@ pub struct Config {
     /// Send summaries to `cutrace monitor`'s socket (`monitor.rs`): instead of writing a part,
     /// or as well when an output directory is set too (`cutrace monitor --record DIR`).
     pub monitor_socket: Option<std::path::PathBuf>,
+    /// Monitor mode's duty cycle: records on for part of each period only.
+    pub duty: Option<cutrace_settings::Duty>,
     /// Whether a part is written: always but in monitor mode without an output directory.
     pub write_part: bool,
     /// The job, for the monitor's labels: `SLURM_JOB_ID`, else torchrun's `TORCHELASTIC_RUN_ID`.
@@ -177,6 +179,7 @@ impl Config {
             subscribe: k.subscribe,
             monitor_socket: s.monitor_socket.clone(),
             write_part: s.monitor_socket.is_none() || s.output_dir.is_some(),
+            duty: s.monitor_duty.filter(|_| s.monitor_socket.is_some()),
             job: env("SLURM_JOB_ID").or_else(|| env("TORCHELASTIC_RUN_ID")),
         }
     }

@@ -550,6 +550,11 @@ pub(crate) fn is_tracing() -> bool {
     LIFECYCLE.is_tracing()
 }
 
+/// Another tool took CUPTI's activity buffers from cutrace.
+pub(crate) fn callbacks_taken() -> bool {
+    LIFECYCLE.callbacks_taken()
+}
+
 /// Just before another tool's activity buffer callbacks replace cutrace's: turns off every
 /// activity record cutrace enabled (so that tool receives only what it asks for), then has CUPTI
 /// deliver what it holds for cutrace (`FLUSH_FORCED`, through cutrace's own handle, to cutrace's
@@ -568,7 +573,9 @@ pub(crate) fn take_buffers_back() {
     set_records(g, true);
 }
 
-fn set_records(g: &Global, on: bool) {
+/// Turns every activity record cutrace enabled on or off (a hand-over to another tool, monitor
+/// mode's duty cycle).
+pub(crate) fn set_records(g: &Global, on: bool) {
     for &(driver, cbid) in &g.enabled_api_records {
         let _ = g.cupti.enable_api_record(driver, cbid, on);
     }

@@ -47,7 +47,10 @@ pub(crate) struct Monitor {
     dropped_seen: u64,
     hello: Hello,
     seq: u64,
-    started: Instant,
+    /// The duty cycle's state: records on now, since when, and the on time before.
+    duty_on: bool,
+    duty_since: Instant,
+    traced_before: Duration,
     last_send: Instant,
     last_connect: Option<Instant>,
     dropped_by_cutrace: u64,
@@ -236,7 +239,9 @@ impl Monitor {
             dropped_seen: 0,
             hello: hello(g),
             seq: 0,
-            started: now,
+            duty_on: true,
+            duty_since: now,
+            traced_before: Duration::ZERO,
             last_send: now,
             last_connect: None,
             dropped_by_cutrace: 0,
@@ -368,7 +373,43 @@ impl Monitor {
 
     /// After each round of the writer: sends a batch when a flush period has passed (or
     /// `stopping`), and bounds what is held while the monitor does not keep up.
+    /// How long records were on: since the start, or the duty cycle's on windows.
+    fn traced(&self) -> Duration {
+        if self.duty_on {
+            self.traced_before + self.duty_since.elapsed()
+        } else {
+            self.traced_before
+        }
+    }
+
+    /// Turns the records off at the end of the duty cycle's on window and on again at the
+    /// start of the next period (never once another tool has CUPTI's buffers).
+    fn cycle(&mut self, g: &Global) {
+        let Some(d) = g.config.duty else { return };
+        if crate::callbacks_taken() {
+            return;
+        }
+        let in_phase = self.duty_since.elapsed();
+        let (on, off) = (
+            Duration::from_millis(d.on_ms),
+            Duration::from_millis(d.period_ms - d.on_ms),
+        );
+        if self.duty_on && in_phase >= on {
+            crate::set_records(g, false);
+            self.traced_before += in_phase;
+            self.duty_on = false;
+            self.duty_since = Instant::now();
+        } else if !self.duty_on && in_phase >= off {
+            crate::set_records(g, true);
+            self.duty_on = true;
+            self.duty_since = Instant::now();
+        }
+    }
+
     pub(crate) fn tick(&mut self, g: &Global, period: Duration, stopping: bool) {
+        if !stopping {
+            self.cycle(g);
+        }
         if self.stream.is_none() {
             self.connect();
         }
@@ -396,7 +437,7 @@ impl Monitor {
         let now = g.cupti.timestamp();
         let head = Batch {
             seq: 0,
-            traced_ns: self.started.elapsed().as_nanos() as u64,
+            traced_ns: self.traced().as_nanos() as u64,
             dropped_by_cupti_total: dropped_by_cupti,
             dropped_by_cutrace_total: self.dropped_by_cutrace,
             launches_pending,

@@ -93,6 +93,8 @@ pub struct Settings {
     pub discard: bool,
     /// `cutrace monitor`'s socket: send summaries there instead of writing a part.
     pub monitor_socket: Option<PathBuf>,
+    /// Monitor mode's duty cycle: records on for part of each period only.
+    pub monitor_duty: Option<Duty>,
     /// Benchmark knobs, passed through from the user's environment.
     pub knobs: Knobs,
     /// Hardware counters per kernel (`cutrace profile`).
@@ -166,6 +168,42 @@ pub struct PmSampling {
     pub devices: Option<Vec<u32>>,
     /// Metrics that may be left out where the device lacks them.
     pub optional: Vec<String>,
+}
+
+/// A duty cycle: on for the first `on_ms` of every `period_ms` (`ON_MS/PERIOD_MS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Duty {
+    pub on_ms: u64,
+    pub period_ms: u64,
+}
+
+impl Duty {
+    /// `ON/PERIOD`, each a number with `ms` or `s` (bare: ms), the on time shorter than the
+    /// period and neither 0: `2s/20s`, `500ms/10s`, `2000/20000`.
+    pub fn parse(text: &str) -> Option<Duty> {
+        let ms = |t: &str| -> Option<u64> {
+            let t = t.trim();
+            let (n, scale) = if let Some(n) = t.strip_suffix("ms") {
+                (n, 1)
+            } else if let Some(n) = t.strip_suffix('s') {
+                (n, 1000)
+            } else {
+                (t, 1)
+            };
+            n.trim().parse::<u64>().ok()?.checked_mul(scale)
+        };
+        let (on, period) = text.split_once('/')?;
+        let d = Duty {
+            on_ms: ms(on)?,
+            period_ms: ms(period)?,
+        };
+        (d.on_ms > 0 && d.on_ms < d.period_ms).then_some(d)
+    }
+
+    /// The form [`Duty::parse`] reads, in ms.
+    pub fn text(&self) -> String {
+        format!("{}/{}", self.on_ms, self.period_ms)
+    }
 }
 
 /// `cutrace profile --pc-sampling`'s request.
@@ -314,6 +352,11 @@ impl Settings {
             record_cmdline: r.flag(var::RECORD_CMDLINE),
             discard: r.flag(var::DISCARD),
             monitor_socket: r.path(var::MONITOR_SOCKET),
+            monitor_duty: r.parsed(
+                var::MONITOR_DUTY,
+                "ON_MS/PERIOD_MS, on shorter than the period",
+                Duty::parse,
+            ),
             knobs: Knobs {
                 runtime_cbids: r.numbers(var::RUNTIME_CBIDS),
                 device_buffer_bytes: r.number(var::DEVICE_BUFFER_BYTES),
@@ -369,6 +412,10 @@ impl Settings {
             self.monitor_socket
                 .as_ref()
                 .map(|p| p.as_os_str().to_owned()),
+        );
+        put(
+            var::MONITOR_DUTY,
+            self.monitor_duty.map(|d| d.text().into()),
         );
         let k = &self.knobs;
         put(var::RUNTIME_CBIDS, k.runtime_cbids.as_deref().map(join));

@@ -100,6 +100,12 @@ fn settings() -> impl Strategy<Value = Settings> {
         counters,
         (pm, pc),
         access,
+        opt(
+            (1u64..1_000_000, 1u64..1_000_000).prop_map(|(on, extra)| Duty {
+                on_ms: on,
+                period_ms: on + extra,
+            }),
+        ),
     )
         .prop_map(
             |(
@@ -108,6 +114,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 counters,
                 (pm, pc),
                 access,
+                duty,
             )| {
                 Settings {
                     output_dir: dir.map(PathBuf::from),
@@ -119,6 +126,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     record_cmdline: cmd,
                     discard: disc,
                     monitor_socket: monitor.map(PathBuf::from),
+                    monitor_duty: duty,
                     knobs,
                     counters,
                     pm_sampling: pm,
@@ -131,6 +139,30 @@ fn settings() -> impl Strategy<Value = Settings> {
 
 fn read(env: &[(&'static str, OsString)]) -> (Settings, Vec<Problem>) {
     Settings::from_env(&|k| lookup(env, k).map(OsStr::to_owned))
+}
+
+#[test]
+fn duty_cycles_read_as_users_write_them() {
+    let d = |on, period| {
+        Some(Duty {
+            on_ms: on,
+            period_ms: period,
+        })
+    };
+    assert_eq!(Duty::parse("2s/20s"), d(2_000, 20_000));
+    assert_eq!(Duty::parse("500ms/10s"), d(500, 10_000));
+    assert_eq!(Duty::parse(" 2000 / 20000 "), d(2_000, 20_000));
+    for bad in [
+        "",
+        "2s",
+        "20s/2s",
+        "0/10",
+        "5s/5s",
+        "x/10",
+        "1s/99999999999999999999s",
+    ] {
+        assert_eq!(Duty::parse(bad), None, "{bad}");
+    }
 }
 
 proptest! {

@@ -22,6 +22,8 @@ pub const RECORD_CMDLINE: &str = "CUTRACE_RECORD_CMDLINE";
 pub const DISCARD: &str = "CUTRACE_DISCARD";
 /// `cutrace monitor`'s Unix socket: summaries go there instead of a trace.
 pub const MONITOR_SOCKET: &str = "CUTRACE_MONITOR_SOCKET";
+/// Monitor mode's duty cycle, `ON_MS/PERIOD_MS`: records on for the first ON_MS of each period.
+pub const MONITOR_DUTY: &str = "CUTRACE_MONITOR_DUTY";
 /// Runtime callback ids that get records, comma-separated (a benchmark knob).
 pub const RUNTIME_CBIDS: &str = "CUTRACE_RUNTIME_CBIDS";
 /// CUPTI's per-context device buffer for kernel records, in bytes (a benchmark knob).
@@ -98,7 +100,7 @@ pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 /// Every variable the injected library reads: `cutrace record` sets those it means and removes
 /// the rest from the program's environment, so one left there from elsewhere does not choose
 /// for the user.
-pub const INJECTION: [&str; 32] = [
+pub const INJECTION: [&str; 33] = [
     OUTPUT_DIR,
     KINDS,
     RUN_ID,
@@ -108,6 +110,7 @@ pub const INJECTION: [&str; 32] = [
     RECORD_CMDLINE,
     DISCARD,
     MONITOR_SOCKET,
+    MONITOR_DUTY,
     RUNTIME_CBIDS,
     DEVICE_BUFFER_BYTES,
     MAX_BUFFERS,

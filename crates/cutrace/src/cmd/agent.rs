@@ -61,6 +61,10 @@ pub struct Args {
     /// /tmp/cutrace-agent-UID].
     #[arg(long, global = true)]
     socket_dir: Option<PathBuf>,
+    /// For `agent env`: the programs trace only part of the time, ON/PERIOD (e.g. 2s/20s), as
+    /// `cutrace monitor --duty`.
+    #[arg(long, global = true, value_name = "ON/PERIOD", value_parser = super::monitor::parse_duty)]
+    duty: Option<cutrace_settings::Duty>,
     /// Let the processes of this group's members report too (a name or number): the socket's
     /// directory is then 0750 of the group and the socket 0660. Run the agent as root (or as
     /// the user whose processes report): a program sends only to an agent of its own user or
@@ -134,7 +138,7 @@ fn print_env(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         );
     }
     let sock = dir.join(socket::SOCKET_NAME);
-    let mut settings = monitor_settings(&sock);
+    let mut settings = monitor_settings(&sock, args.duty);
     // One agent serves many runs: no run id.
     settings.run_id = None;
     for (k, v) in injection_env(&inject, &settings) {

@@ -34,6 +34,7 @@ const DRAIN: Duration = Duration::from_secs(3);
   cutrace monitor --linger 30 -- python3 bench.py            keep serving 30 s after it exits
   curl -s 127.0.0.1:9464/metrics | grep cutrace_gpu_busy      read it by hand
   cutrace monitor --record run1 -- ./my_app                   metrics, and a trace in run1/
+  cutrace monitor --duty 2s/20s -- python3 train.py           traced 2 s of every 20 s
 
 With --record DIR the processes also write the trace `cutrace record -o DIR` would (kernels,
 launch calls and copies), from the same records the metrics are made of: `cutrace report DIR`
@@ -71,6 +72,11 @@ pub struct Args {
     /// its GPUs' busy), so short-lived processes do not pile up labels.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]
     pub(crate) forget_after: u64,
+    /// Trace only part of the time, to cut the cost: ON/PERIOD (e.g. 2s/20s: records on for
+    /// the first 2 s of every 20 s). Busy then counts the on windows only, and
+    /// cutrace_process_traced_seconds_total says how long they were.
+    #[arg(long, value_name = "ON/PERIOD", value_parser = parse_duty)]
+    pub(crate) duty: Option<cutrace_settings::Duty>,
     /// Also write a trace into DIR (created if missing), as `cutrace record -o DIR` would,
     /// from the same records as the metrics.
     #[arg(long, value_name = "DIR")]
@@ -114,8 +120,19 @@ pub(crate) fn untraced_here() -> Option<String> {
 }
 
 /// What the injection is told in monitor mode: the kinds it summarises, the socket.
-pub(crate) fn monitor_settings(sock: &Path) -> Settings {
+/// `--duty ON/PERIOD`.
+pub(crate) fn parse_duty(text: &str) -> Result<cutrace_settings::Duty, String> {
+    cutrace_settings::Duty::parse(text).ok_or_else(|| {
+        format!(
+            "'{text}' is not a duty cycle: give ON/PERIOD with ON shorter than PERIOD, each in \
+             ms or s (e.g. 2s/20s or 500ms/10s)"
+        )
+    })
+}
+
+pub(crate) fn monitor_settings(sock: &Path, duty: Option<cutrace_settings::Duty>) -> Settings {
     Settings {
+        monitor_duty: duty,
         kinds: Some(MONITOR_KINDS.iter().map(|k| (*k).to_string()).collect()),
         run_id: Some(cutrace_launch::new_run_id()),
         // Only the calls that launch work or copy: the others are not summarised.
@@ -168,10 +185,15 @@ pub(crate) fn warn_if_not_loopback(addr: SocketAddr) {
 
 /// The program's environment: record's injection, in monitor mode (writing a trace into
 /// `record` too, when given).
-fn program_env(inject: &Path, sock: &Path, record: Option<&Path>) -> Vec<(String, OsString)> {
+fn program_env(
+    inject: &Path,
+    sock: &Path,
+    record: Option<&Path>,
+    duty: Option<cutrace_settings::Duty>,
+) -> Vec<(String, OsString)> {
     let settings = Settings {
         output_dir: record.map(Path::to_path_buf),
-        ..monitor_settings(sock)
+        ..monitor_settings(sock, duty)
     };
     let mut env = injection_env(inject, &settings);
     match preload_value(inject, std::env::var_os("LD_PRELOAD").as_deref()) {
@@ -284,7 +306,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Some(dir) => Some(cutrace_launch::prepare_output(dir)?.0),
         None => None,
     };
-    let env = program_env(&inject, &sock.path, record.as_deref());
+    let env = program_env(&inject, &sock.path, record.as_deref(), args.duty);
     let mut command = std::process::Command::new(prog);
     for var in cleared_vars(&env) {
         command.env_remove(var);

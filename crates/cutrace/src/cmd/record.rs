@@ -293,6 +293,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         record_cmdline: args.record_cmdline,
         discard: args.discard,
         monitor_socket: None,
+        monitor_duty: None,
         // Benchmark knobs pass through from cutrace's own environment.
         knobs: inherited_knobs(),
         counters: sessions.counters,

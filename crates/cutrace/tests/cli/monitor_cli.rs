@@ -740,6 +740,64 @@ fn the_h200_metrics_equal_the_report_of_their_records() {
     assert!(two["gpu_busy_ns"].as_u64().unwrap() < sum);
 }
 
+#[test]
+fn a_duty_cycle_turns_the_records_off_and_on_and_counts_only_the_on_time() {
+    let Some(s) = setup("monitor-duty") else {
+        return;
+    };
+    let (text, _) = script(29, 2);
+    let sc = s.write("script", &text);
+    let log = s.dir.join("cupti.log");
+    let port = free_port();
+    let wait = s.dir.join("go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(
+        &[
+            "monitor",
+            "-q",
+            "--duty",
+            "100ms/400ms",
+            "--listen",
+            &listen,
+        ],
+        &wait,
+    );
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_CUPTI_LOG", &log);
+    let m = Running::start(c, &wait);
+    let start = Instant::now();
+    poll(port, &|t| kernels_seen(t) > 0);
+    std::thread::sleep(Duration::from_millis(1_800));
+    let t = metrics(port).unwrap();
+    let wall = start.elapsed().as_secs_f64();
+    let o = m.finish();
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The kernel kind (10) went off and on again, alternating, several times.
+    let calls: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| *l == "enable 10" || *l == "disable 10")
+        .map(String::from)
+        .collect();
+    let offs = calls.iter().filter(|l| l.starts_with("disable")).count();
+    assert!(offs >= 3, "{calls:?}");
+    assert!(calls.windows(2).all(|w| w[0] != w[1]), "{calls:?}");
+    // Traced a quarter of the time, about.
+    let traced: f64 = values(&t, "cutrace_process_traced_seconds_total", &[])[0]
+        .parse()
+        .unwrap();
+    assert!(
+        traced < 0.5 * wall && traced > 0.1 * wall,
+        "traced {traced} s of {wall} s"
+    );
+}
+
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
 pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()
