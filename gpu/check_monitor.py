@@ -145,41 +145,45 @@ def check(name, cmd, env=None, processes=1):
 
 
 def cost():
-    """Pinned to core 2, the variants alternated; the launch loop's µs per launch and the
-    training step's ms per step."""
+    """Pinned to core 2, the variants alternated: the launch loop's µs per launch
+    (MON_LOOP_BATCHES batches of 100,000 launches) and the training step's ms per step
+    (MON_TRAIN_BATCHES batches of 25 steps), untraced, recorded, monitored, and monitored with
+    the duty cycle MON_DUTY (default 200ms/2s: a tenth of the time, the period short enough that
+    the runs hold several)."""
+    duty = os.environ.get("MON_DUTY", "200ms/2s")
     res = {}
-    loop = {"untraced": [], "record": [CT, "record", "-q", "-o", f"{W}/cost.trace", "--"],
-            "monitor": [CT, "monitor", "-q", "--listen", "127.0.0.1:0", "--"]}
-    for i in range(int(os.environ.get("MON_REPS", 5))):
-        order = list(loop.items()) if i % 2 == 0 else list(loop.items())[::-1]
-        for k, pre in order:
-            subprocess.run(["rm", "-rf", f"{W}/cost.trace", f"{W}/cost.json"])
-            subprocess.run(["taskset", "-c", "2"] + pre + [WL, "tiny", "100000", "--json", f"{W}/cost.json"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                res.setdefault(f"loop {k}", []).append(json.load(open(f"{W}/cost.json"))["us_per_launch"])
-            except (OSError, ValueError, KeyError):
-                pass
-    env = {**os.environ, "EAGER_BATCHES": "0", "TRAIN_BATCHES": "2"}
-    for i in range(int(os.environ.get("MON_TORCH_REPS", 3))):
-        order = list(loop.items()) if i % 2 == 0 else list(loop.items())[::-1]
-        for k, pre in order:
-            subprocess.run(["rm", "-rf", f"{W}/cost.trace", f"{W}/bt.json"])
-            subprocess.run(["taskset", "-c", "2"] + pre + ["python3", f"{G}/bench_torch.py", "--json", f"{W}/bt.json"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, timeout=300)
-            try:
-                res.setdefault(f"step {k}", []).append(json.load(open(f"{W}/bt.json"))["train_ms_per_step"])
-            except (OSError, ValueError, KeyError):
-                pass
+    variants = {"untraced": [], "record": [CT, "record", "-q", "-o", f"{W}/cost.trace", "--"],
+                "monitor": [CT, "monitor", "-q", "--listen", "127.0.0.1:0", "--"],
+                "monitor duty": [CT, "monitor", "-q", "--listen", "127.0.0.1:0", "--duty", duty, "--"]}
+    def alternate(reps, what, cmd, out, key, env=None):
+        for i in range(reps):
+            order = list(variants.items()) if i % 2 == 0 else list(variants.items())[::-1]
+            for k, pre in order:
+                subprocess.run(["rm", "-rf", f"{W}/cost.trace", out])
+                subprocess.run(["taskset", "-c", "2"] + pre + cmd, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=env, timeout=600)
+                try:
+                    res.setdefault(f"{what} {k}", []).append(json.load(open(out))[key])
+                except (OSError, ValueError, KeyError):
+                    pass
+    if os.environ.get("MON_LOOP_REPS", "3") != "0":
+        alternate(int(os.environ.get("MON_LOOP_REPS", 3)), "loop",
+                  [WL, "tiny", "100000", "--batches", os.environ.get("MON_LOOP_BATCHES", "30"),
+                   "--json", f"{W}/cost.json"], f"{W}/cost.json", "us_per_launch")
+    if os.environ.get("MON_TORCH_REPS", "3") != "0":
+        env = {**os.environ, "EAGER_BATCHES": "0", "TRAIN_BATCHES": os.environ.get("MON_TRAIN_BATCHES", "40")}
+        alternate(int(os.environ.get("MON_TORCH_REPS", 3)), "step",
+                  ["python3", f"{G}/bench_torch.py", "--json", f"{W}/bt.json"], f"{W}/bt.json",
+                  "train_ms_per_step", env)
     med = {k: statistics.median(v) for k, v in res.items() if v}
     ratio = {}
     for w in ("loop", "step"):
         base = med.get(f"{w} untraced")
-        for k in ("record", "monitor"):
+        for k in ("record", "monitor", "monitor duty"):
             if base and f"{w} {k}" in med:
-                ratio[f"{w} {k} / untraced"] = round(med[f"{w} {k}"] / base, 3)
-    ok = all(f"{w} {k}" in med for w in ("loop", "step") for k in ("untraced", "record", "monitor"))
-    return {"mode": "monitor cost", "ok": ok, "medians": med, "ratios": ratio, "samples": res}
+                ratio[f"{w} {k} / untraced"] = round(med[f"{w} {k}"] / base, 4)
+    ok = bool(ratio) and all(len(v) >= 1 for v in res.values())
+    return {"mode": "monitor cost", "ok": ok, "duty": duty, "medians": med, "ratios": ratio, "samples": res}
 
 
 if __name__ == "__main__":
