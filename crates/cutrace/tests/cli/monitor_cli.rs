@@ -798,6 +798,114 @@ fn a_duty_cycle_turns_the_records_off_and_on_and_counts_only_the_on_time() {
     );
 }
 
+pub(crate) fn repo_file(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(rel)
+}
+
+/// The Grafana dashboard's PromQL expressions, `$__rate_interval` as `1m`.
+pub(crate) fn dashboard_exprs() -> Vec<String> {
+    let d: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(repo_file("deploy/grafana/cutrace-dashboard.json")).unwrap(),
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    for p in d["panels"].as_array().unwrap() {
+        for t in p["targets"].as_array().unwrap() {
+            let e = t["expr"].as_str().unwrap();
+            out.push(
+                e.replace("$__rate_interval", "1m")
+                    .replace("$instance", ".*"),
+            );
+        }
+    }
+    out
+}
+
+/// Every metric the dashboard plots is one cutrace exports (histograms by their series).
+#[test]
+fn the_dashboard_plots_only_metrics_cutrace_exports() {
+    let mut s = cutrace_monitor::State::default();
+    let mut c = None;
+    s.apply(
+        1,
+        &mut c,
+        cutrace_monitor::wire::Message::Hello(cutrace_monitor::wire::Hello {
+            pid: 1,
+            ..Default::default()
+        }),
+    )
+    .unwrap();
+    let text = cutrace_monitor::prom::render(&s, "h");
+    let mut known = std::collections::BTreeSet::new();
+    for l in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+        let (name, kind) = l.split_once(' ').unwrap();
+        known.insert(name.to_string());
+        if kind == "histogram" {
+            for suffix in ["_bucket", "_sum", "_count"] {
+                known.insert(format!("{name}{suffix}"));
+            }
+        }
+    }
+    let exprs = dashboard_exprs();
+    assert!(exprs.len() >= 6);
+    for e in &exprs {
+        let names: Vec<&str> = e
+            .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .filter(|w| w.starts_with("cutrace_"))
+            .collect();
+        assert!(!names.is_empty(), "{e}");
+        for n in names {
+            assert!(
+                known.contains(n),
+                "the dashboard plots {n}, which cutrace does not export: {e}"
+            );
+        }
+    }
+}
+
+/// The DaemonSet's agent arguments start a real agent (the paths, address and group swapped
+/// for a test's own), so the example cannot drift from the command line.
+#[test]
+fn the_daemonset_example_starts_an_agent() {
+    let Some(s) = setup("agent-daemonset") else {
+        return;
+    };
+    let yaml = std::fs::read_to_string(repo_file("deploy/kubernetes/cutrace-agent.yaml")).unwrap();
+    let args: Vec<String> = yaml
+        .lines()
+        .skip_while(|l| l.trim() != "args:")
+        .skip(1)
+        .take_while(|l| l.trim_start().starts_with("- "))
+        .map(|l| l.trim_start()[2..].trim().trim_matches('"').to_string())
+        .collect();
+    assert_eq!(args.first().map(String::as_str), Some("agent"), "{yaml}");
+    let port = free_port();
+    let sock_dir = s.dir.join("run/cutrace/agent");
+    std::fs::create_dir_all(sock_dir.parent().unwrap()).unwrap();
+    let gid = nix::unistd::getgid().as_raw().to_string();
+    let mut c = bin();
+    for a in &args {
+        c.arg(match a.as_str() {
+            "0.0.0.0:9464" => format!("127.0.0.1:{port}"),
+            "/run/cutrace/agent" => sock_dir.display().to_string(),
+            "2000" => gid.clone(),
+            other => other.to_string(),
+        });
+    }
+    let agent = Running::start(c, &s.dir.join("unused"));
+    let t = poll(port, &|_| sock_dir.join("monitor.sock").exists());
+    assert!(t.contains("cutrace_monitor_connections_total 0"), "{t}");
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = std::fs::metadata(&sock_dir).unwrap();
+    assert_eq!(
+        (m.permissions().mode() & 0o777, m.gid().to_string()),
+        (0o750, gid)
+    );
+    drop(agent);
+}
+
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
 pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()

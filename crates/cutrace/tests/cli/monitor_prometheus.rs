@@ -49,6 +49,23 @@ fn start_prometheus(dir: &Path, target: u16, port: u16) -> Prometheus {
     Prometheus(child)
 }
 
+/// The whole answer of Prometheus's API to an instant query.
+fn query_json(port: u16, promql: &str) -> Option<serde_json::Value> {
+    let q: String = promql
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect();
+    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(c, "GET /api/v1/query?query={q} HTTP/1.0\r\n\r\n").ok()?;
+    let mut text = String::new();
+    c.read_to_string(&mut text).ok()?;
+    serde_json::from_str(text.split_once("\r\n\r\n")?.1).ok()
+}
+
 /// The value Prometheus's API gives for an instant query, as its text (`"0.000123456"`).
 fn query(port: u16, promql: &str) -> Option<String> {
     let q: String = promql
@@ -149,6 +166,31 @@ fn a_real_prometheus_scrapes_the_monitor_and_holds_the_reports_busy() {
         proc.is_some_and(|p| p.abs_diff(want) <= 1),
         "Prometheus holds {proc:?} ns for the process, report says {want}"
     );
+    // Every expression of the Grafana dashboard is valid PromQL over these series, and the
+    // busy panels have data.
+    for e in super::monitor_cli::dashboard_exprs() {
+        // A rate needs two scrapes in its window: wait for them (at most 20 s).
+        let wants_data = e.contains("busy_seconds_total") && !e.contains("exposed");
+        let start = Instant::now();
+        let v = loop {
+            let v = query_json(prom_port, &e).unwrap_or_default();
+            let has = v["data"]["result"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty());
+            let done = v["status"] != "success" || has || !wants_data;
+            if done || start.elapsed() > Duration::from_secs(20) {
+                break v;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        assert_eq!(v["status"], "success", "{e}: {v}");
+        if wants_data {
+            assert!(
+                !v["data"]["result"].as_array().unwrap().is_empty(),
+                "{e}: {v}"
+            );
+        }
+    }
     assert_eq!(m.finish().status.code(), Some(3));
 }
 
