@@ -39,6 +39,16 @@ pub fn strip_version_suffix(name: &str) -> &str {
 }
 
 impl Decoder {
+    /// A decoder for a new part, knowing `devices` already (their META goes in at its first
+    /// flush).
+    pub(crate) fn with_devices(devices: Vec<DeviceInfo>) -> Decoder {
+        Decoder {
+            devices_changed: !devices.is_empty(),
+            devices,
+            ..Decoder::default()
+        }
+    }
+
     fn name<W: Write>(&mut self, w: &mut Writer<W>, ptr: usize) -> StrId {
         if let Some(&id) = self.names.get(&ptr) {
             return id;
@@ -146,7 +156,7 @@ impl Decoder {
 
     /// Records a device the first time it is seen (name, compute capability, SMs, memory and
     /// UUID), and marks the devices changed.
-    fn add_device(&mut self, d: &DeviceRec) {
+    pub(crate) fn add_device(&mut self, d: &DeviceRec) {
         if self.devices.iter().any(|x| x.device == d.id) {
             return;
         }

@@ -56,7 +56,16 @@ pub(crate) struct Monitor {
     dropped_by_cutrace: u64,
     /// Said already that the socket is another user's.
     told_foreign: bool,
+    /// The devices seen, for the header of a captured part.
+    devices: crate::decode::Decoder,
+    /// Bytes read from the monitor (its capture requests), not yet a whole frame.
+    inbox: Vec<u8>,
+    /// A capture the monitor asked for, not yet started.
+    capture: Option<wire::Capture>,
 }
+
+/// Most bytes of unread requests kept from the monitor.
+const MAX_INBOX: usize = 64 << 10;
 
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi writes a UUID.
 pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
@@ -246,6 +255,9 @@ impl Monitor {
             last_connect: None,
             dropped_by_cutrace: 0,
             told_foreign: false,
+            devices: crate::decode::Decoder::default(),
+            inbox: Vec::new(),
+            capture: None,
         };
         m.connect();
         m
@@ -366,13 +378,65 @@ impl Monitor {
                 self.fold.launch(r.correlation_id, r.end, kernel);
             }
             Activity::Memcpy(m) => self.fold.copy(m.device, m.bytes, m.correlation_id),
-            Activity::Device(d) => self.fold.device(d.id, uuid_text(&d.uuid)),
+            Activity::Device(d) => {
+                self.devices.add_device(d);
+                self.fold.device(d.id, uuid_text(&d.uuid))
+            }
             _ => {}
         }
     }
 
     /// After each round of the writer: sends a batch when a flush period has passed (or
     /// `stopping`), and bounds what is held while the monitor does not keep up.
+    /// Reads what the monitor sent (capture requests) without waiting.
+    fn read_requests(&mut self) {
+        let Some(s) = &self.stream else { return };
+        let mut buf = [0u8; 4096];
+        loop {
+            // SAFETY: buf is writable for its length; the fd is the open socket `s` owns.
+            let n = unsafe {
+                libc::recv(
+                    s.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_DONTWAIT,
+                )
+            };
+            if n <= 0 {
+                break;
+            }
+            self.inbox.extend_from_slice(&buf[..n as usize]);
+            if self.inbox.len() > MAX_INBOX {
+                // Not a monitor of ours: stop listening to it.
+                self.inbox.clear();
+                return;
+            }
+        }
+        while let Some(r) = wire::split_frame(&self.inbox) {
+            match r {
+                Ok((m, used)) => {
+                    self.inbox.drain(..used);
+                    if let Message::Capture(c) = m {
+                        self.capture = Some(c);
+                    }
+                }
+                Err(_) => {
+                    self.inbox.clear();
+                    break;
+                }
+            }
+        }
+    }
+
+    /// A capture asked for: where, for how long, and the devices seen so far for its header.
+    pub(crate) fn take_capture(
+        &mut self,
+    ) -> Option<(wire::Capture, Vec<cutrace_trace::native::DeviceInfo>)> {
+        self.read_requests();
+        let c = self.capture.take()?;
+        Some((c, self.devices.devices.clone()))
+    }
+
     /// How long records were on: since the start, or the duty cycle's on windows.
     fn traced(&self) -> Duration {
         if self.duty_on {

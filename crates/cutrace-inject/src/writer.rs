@@ -249,6 +249,8 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
     let mut lost_records = 0u64;
     let mut last_meta = (0u64, 0u64, 0usize);
     let mut monitor = (g.config.monitor_socket.as_deref()).map(|p| Monitor::new(g, p));
+    // When the part an on-demand capture opened is to be finished.
+    let mut capture_until: Option<Instant> = None;
     loop {
         let batch: Vec<Done> = {
             let Ok(q) = g.queue.lock() else { return };
@@ -271,6 +273,9 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
         let stopping = g.stop.load(Ordering::SeqCst);
         if let Some(m) = monitor.as_mut() {
             m.tick(g, period, stopping);
+            if !stopping {
+                capture_step(g, kinds, m, &mut out, &mut dec, &mut capture_until);
+            }
         }
         if let Some(o) = out.as_mut() {
             let _ = write_counters(o, false);
@@ -335,34 +340,75 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
     if let Some(m) = monitor {
         m.finish(g);
     }
-    if let Some(mut o) = out {
-        let _ = write_new_notes(g, &mut o);
-        let _ = write_counters(&mut o, true);
-        let _ = write_samples(&mut o, true);
-        let _ = write_pc_samples(&mut o, true);
-        write_counter_images(&o);
-        let tail = Tail {
-            records: 0,
-            dropped_by_cupti: g.dropped_by_cupti.load(Ordering::Relaxed),
-            dropped_by_recorder: lost_records,
-            buffers_refused: g.pool.refused.load(Ordering::Relaxed),
-            buffers_completed: g.buffers_completed.load(Ordering::Relaxed),
-            incomplete_reason: None,
-        };
-        let mut w = o.w;
-        if dec.devices_changed {
-            let _ = w.write_meta(&Meta {
-                devices: dec.devices.clone(),
-                ..Meta::default()
-            });
+    if let Some(o) = out {
+        finish_part(g, o, &dec, lost_records);
+    }
+}
+
+/// Monitor mode's on-demand captures (`cutrace capture`): a part opened in the directory the
+/// monitor names when it asks, finished when its time is up. Refused while a part is written
+/// already (`cutrace monitor --record`, or a capture still running).
+fn capture_step(
+    g: &Global,
+    kinds: &[u32],
+    m: &mut Monitor,
+    out: &mut Option<Out>,
+    dec: &mut Decoder,
+    until: &mut Option<Instant>,
+) {
+    if until.is_some_and(|t| Instant::now() >= t) {
+        if let Some(o) = out.take() {
+            finish_part(g, o, dec, 0);
         }
-        if let Err(e) = w.finish(&tail) {
-            eprintln!(
-                "cutrace: pid {}: finishing {} failed ({e}); the trace is incomplete",
-                std::process::id(),
-                o.path.display()
-            );
+        *until = None;
+    }
+    let Some((c, devices)) = m.take_capture() else {
+        return;
+    };
+    if out.is_some() {
+        return;
+    }
+    match open_part_in(g, kinds, std::path::Path::new(&c.dir)) {
+        Ok(o) => {
+            *out = Some(o);
+            *dec = Decoder::with_devices(devices);
+            *until = Some(Instant::now() + Duration::from_secs(c.seconds.into()));
         }
+        Err(msg) => eprintln!(
+            "cutrace: pid {}: the capture asked for could not start: {msg}",
+            std::process::id()
+        ),
+    }
+}
+
+/// Writes a part's last chunks and its tail.
+fn finish_part(g: &Global, mut o: Out, dec: &Decoder, lost_records: u64) {
+    let _ = write_new_notes(g, &mut o);
+    let _ = write_counters(&mut o, true);
+    let _ = write_samples(&mut o, true);
+    let _ = write_pc_samples(&mut o, true);
+    write_counter_images(&o);
+    let tail = Tail {
+        records: 0,
+        dropped_by_cupti: g.dropped_by_cupti.load(Ordering::Relaxed),
+        dropped_by_recorder: lost_records,
+        buffers_refused: g.pool.refused.load(Ordering::Relaxed),
+        buffers_completed: g.buffers_completed.load(Ordering::Relaxed),
+        incomplete_reason: None,
+    };
+    let mut w = o.w;
+    if dec.devices_changed {
+        let _ = w.write_meta(&Meta {
+            devices: dec.devices.clone(),
+            ..Meta::default()
+        });
+    }
+    if let Err(e) = w.finish(&tail) {
+        eprintln!(
+            "cutrace: pid {}: finishing {} failed ({e}); the trace is incomplete",
+            std::process::id(),
+            o.path.display()
+        );
     }
 }
 
@@ -449,7 +495,11 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
 }
 
 fn open_part(g: &Global, kinds: &[u32]) -> Result<Out, String> {
-    let dir = &g.config.output_dir;
+    open_part_in(g, kinds, &g.config.output_dir)
+}
+
+/// A new part in `dir` (made 0700 when missing), created exclusively and never through a link.
+fn open_part_in(g: &Global, kinds: &[u32], dir: &std::path::Path) -> Result<Out, String> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)

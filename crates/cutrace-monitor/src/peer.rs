@@ -9,6 +9,8 @@ use std::path::Path;
 pub struct Peer {
     /// Its pid in the monitor's pid namespace.
     pub pid: u32,
+    /// Its uid (`SO_PEERCRED`).
+    pub uid: u32,
     /// Its pid in its own, innermost pid namespace, when that is another one (a container's).
     pub ns_pid: Option<u32>,
     /// Its container's id (64 hex digits, as Docker, containerd, CRI-O and Podman name them).
@@ -22,18 +24,20 @@ impl Peer {
     pub fn pid_only(pid: u32) -> Peer {
         Peer {
             pid,
+            uid: rustix::process::getuid().as_raw(),
             ..Peer::default()
         }
     }
 
     /// Reads `proc` (`/proc`) for `pid`; what cannot be read stays unknown.
-    pub fn read(proc: &Path, pid: u32) -> Peer {
+    pub fn read(proc: &Path, pid: u32, uid: u32) -> Peer {
         let dir = proc.join(pid.to_string());
         let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
         let cgroup = std::fs::read_to_string(dir.join("cgroup")).unwrap_or_default();
         let (container_id, pod_uid) = container_of(&cgroup);
         Peer {
             pid,
+            uid,
             ns_pid: innermost_pid(&status).filter(|&p| p != pid),
             container_id,
             pod_uid,
@@ -179,7 +183,7 @@ mod tests {
         assert_eq!(innermost_pid("NSpid:\t4242\n"), None);
         assert_eq!(innermost_pid("NSpid:\tx 1\n"), None);
         assert_eq!(innermost_pid(""), None);
-        let me = Peer::read(Path::new("/proc"), std::process::id());
+        let me = Peer::read(Path::new("/proc"), std::process::id(), 0);
         assert_eq!(me.pid, std::process::id());
         assert!(me.is(std::process::id()));
         assert!(!Peer::pid_only(5).is(6));

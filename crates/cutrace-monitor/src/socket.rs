@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use crate::deadline::Deadline;
 use crate::peer::Peer;
 use crate::state::{State, MAX_CONNECTIONS_PER_PEER};
-use crate::wire::{FrameReader, WireError};
+use crate::wire::{FrameReader, Message, WireError};
 
 /// Connections read at once; more are closed at once (and counted).
 pub const MAX_CONNECTIONS: u64 = 256;
@@ -246,6 +246,25 @@ fn bind_socket(dir: PathBuf, path: PathBuf, made_dir: bool) -> Result<PrivateSoc
     })
 }
 
+/// Connects to a monitor's socket at `path` (blocking), refused unless the listener is this
+/// user's or root's: what is sent there (a capture's directory) is for no one else.
+pub fn connect_checked(path: &Path) -> std::io::Result<UnixStream> {
+    let s = UnixStream::connect(path)?;
+    let me = rustix::process::getuid().as_raw();
+    match rustix::net::sockopt::socket_peercred(&s) {
+        Ok(c) if c.uid.as_raw() == me || c.uid.as_raw() == 0 => Ok(s),
+        Ok(c) => Err(std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is served by uid {}, not by this user",
+                path.display(),
+                c.uid.as_raw()
+            ),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Accepts connections for ever, each read on its own thread into `state`.
 pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
     let me = rustix::process::getuid().as_raw();
@@ -288,7 +307,7 @@ pub fn serve(listener: &UnixListener, state: Arc<Mutex<State>>) {
         let st = state.clone();
         let spawned = std::thread::Builder::new()
             .name("cutrace-monitor-conn".into())
-            .spawn(move || read_connection(stream, pid, &st));
+            .spawn(move || read_connection(stream, pid, cred.uid.as_raw(), &st));
         if spawned.is_err() {
             if let Ok(mut s) = state.lock() {
                 s.closed(pid);
@@ -305,9 +324,9 @@ fn reject(state: &Mutex<State>, reason: &'static str) {
 }
 
 /// Reads one connection's frames until it ends or sends something refused.
-fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
+fn read_connection(stream: UnixStream, peer_pid: u32, uid: u32, state: &Mutex<State>) {
     // Read while the sender is surely alive (it just connected), outside the state's lock.
-    let peer = Peer::read(Path::new("/proc"), peer_pid);
+    let peer = Peer::read(Path::new("/proc"), peer_pid, uid);
     let mut reader = FrameReader::default();
     let mut hello = None;
     // A connection that says nothing does not keep its place: its hello, whole, within the
@@ -321,6 +340,15 @@ fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
         };
         let Ok(mut s) = state.lock() else { return };
         match m {
+            // `cutrace capture`, first and alone: answered, then closed.
+            Ok(Some(Message::CaptureRequest(r))) if hello.is_none() => {
+                let reply = s.capture(&peer, &r);
+                drop(s);
+                let frame = crate::wire::encode(&Message::CaptureReply(reply));
+                let _ =
+                    std::io::Write::write_all(&mut Deadline::new(&stream, HELLO_TIMEOUT), &frame);
+                break;
+            }
             Ok(Some(m)) => {
                 let first = hello.is_none();
                 if let Err(e) = s.apply_from(&peer, &mut hello, m) {
@@ -329,6 +357,9 @@ fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
                 }
                 if first && hello.is_some() {
                     let _ = stream.set_read_timeout(None);
+                    if let (Some(pid), Ok(w)) = (hello, stream.try_clone()) {
+                        s.writers.insert(pid, w);
+                    }
                 }
             }
             Ok(None) => break,
@@ -345,6 +376,7 @@ fn read_connection(stream: UnixStream, peer_pid: u32, state: &Mutex<State>) {
     if let Ok(mut s) = state.lock() {
         s.closed(peer_pid);
         if let Some(pid) = hello {
+            s.writers.remove(&pid);
             s.ended(pid);
         }
     }

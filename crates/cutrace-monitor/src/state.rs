@@ -9,7 +9,9 @@ use cutrace_trace::Ns;
 
 use crate::peer::Peer;
 use crate::union::WatermarkUnion;
-use crate::wire::{Batch, Hello, Latency, Message, MAX_DEVICES};
+use crate::wire::{
+    Batch, CaptureReply, CaptureRequest, Hello, Latency, Message, MAX_CAPTURE_SECONDS, MAX_DEVICES,
+};
 
 /// Most processes kept; a hello past this is refused (and counted).
 pub const MAX_PROCESSES: usize = 4096;
@@ -83,6 +85,8 @@ pub struct Process {
     pub hello: Hello,
     /// Its pid in its own pid namespace, when that is another (`peer::Peer`).
     pub ns_pid: Option<u32>,
+    /// Its uid, by the kernel's word.
+    pub uid: u32,
     /// Its container and pod, from its cgroup (`peer::Peer`).
     pub container_id: Option<String>,
     pub pod_uid: Option<String>,
@@ -134,6 +138,9 @@ pub struct State {
     pub group: Option<u32>,
     /// The open run budget when not [`OPEN_RUN_BUDGET`].
     pub run_budget: Option<usize>,
+    /// Each connected process's connection, to send it a capture request
+    /// ([`State::capture`]).
+    pub writers: BTreeMap<u32, std::os::unix::net::UnixStream>,
     /// Open connections by the sender's pid (at most [`MAX_CONNECTIONS_PER_PEER`] each).
     pub connections_by_peer: BTreeMap<u32, u32>,
 }
@@ -172,6 +179,8 @@ pub enum Refused {
     TooManySeries,
     #[error("a batch sequence number that does not rise")]
     Replay,
+    #[error("a message a process does not send")]
+    Unexpected,
 }
 
 impl Refused {
@@ -185,6 +194,7 @@ impl Refused {
             Refused::TooManyGpus => "too_many_gpus",
             Refused::TooManySeries => "too_many_series",
             Refused::Replay => "replay",
+            Refused::Unexpected => "unexpected_message",
         }
     }
 }
@@ -289,8 +299,57 @@ impl State {
             rejected: self.rejected.clone(),
             untraced_reason: self.untraced_reason.clone(),
             connections_by_peer: BTreeMap::new(),
+            writers: BTreeMap::new(),
             ..*self
         }
+    }
+
+    /// Asks the processes `r` names to capture, those of `requester`'s own user only (a capture
+    /// makes them write files: no one may have another user's processes write); the told and
+    /// why none were. Sent without waiting (a process whose socket is full is not told).
+    pub fn capture(&mut self, requester: &Peer, r: &CaptureRequest) -> CaptureReply {
+        let c = &r.capture;
+        let refuse = |why: String| CaptureReply {
+            told: Vec::new(),
+            refused: Some(why),
+        };
+        if !(1..=MAX_CAPTURE_SECONDS).contains(&c.seconds) {
+            return refuse(format!("seconds must be 1 to {MAX_CAPTURE_SECONDS}"));
+        }
+        if !c.dir.starts_with('/') {
+            return refuse("the directory must be an absolute path".into());
+        }
+        let targets: Vec<u32> = self
+            .processes
+            .iter()
+            .filter(|(pid, p)| !p.ended && r.pid.is_none_or(|want| want == **pid))
+            .filter(|(_, p)| p.uid == requester.uid)
+            .map(|(&pid, _)| pid)
+            .collect();
+        let frame = crate::wire::encode(&Message::Capture(c.clone()));
+        let mut told = Vec::new();
+        for pid in targets {
+            let Some(w) = self.writers.get(&pid) else {
+                continue;
+            };
+            let flags = rustix::net::SendFlags::DONTWAIT | rustix::net::SendFlags::NOSIGNAL;
+            if rustix::net::send(w, &frame, flags).is_ok_and(|n| n == frame.len()) {
+                told.push(pid);
+            }
+        }
+        let refused = told.is_empty().then(|| match r.pid {
+            Some(p)
+                if self
+                    .processes
+                    .get(&p)
+                    .is_some_and(|x| x.uid != requester.uid) =>
+            {
+                format!("process {p} is another user's")
+            }
+            Some(p) => format!("no process {p} is reporting here now"),
+            None => "no process of yours is reporting here now".into(),
+        });
+        CaptureReply { told, refused }
     }
 
     /// A connection of the process `peer_pid` closed.
@@ -361,6 +420,7 @@ impl State {
                     Process {
                         hello,
                         ns_pid: peer.ns_pid,
+                        uid: peer.uid,
                         container_id: peer.container_id.clone(),
                         pod_uid: peer.pod_uid.clone(),
                         ..Process::default()
@@ -381,6 +441,9 @@ impl State {
             Message::Batch(b) => {
                 let pid = hello_pid.ok_or(Refused::NoHello)?;
                 self.apply_batch(pid, b)
+            }
+            Message::Capture(_) | Message::CaptureRequest(_) | Message::CaptureReply(_) => {
+                Err(Refused::Unexpected)
             }
         }
     }
@@ -787,6 +850,7 @@ mod tests {
         let mut s = State::default();
         let peer = Peer {
             pid: 4242,
+            uid: 1000,
             ns_pid: Some(7),
             container_id: Some("c".repeat(64)),
             pod_uid: Some("p".into()),
@@ -805,5 +869,61 @@ mod tests {
         // Any other pid is still refused.
         let mut d = None;
         assert_eq!(s.apply_from(&peer, &mut d, hello(8)), Err(Refused::PeerPid));
+    }
+
+    #[test]
+    fn a_capture_reaches_only_the_requesters_own_live_processes() {
+        let mut s = State::default();
+        let mine = Peer {
+            pid: 10,
+            uid: 1000,
+            ..Peer::default()
+        };
+        let theirs = Peer {
+            pid: 11,
+            uid: 1001,
+            ..Peer::default()
+        };
+        let (mut a, mut b) = (None, None);
+        s.apply_from(&mine, &mut a, hello(10)).unwrap();
+        s.apply_from(&theirs, &mut b, hello(11)).unwrap();
+        let (ours, mut ours_far) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (other, mut other_far) = std::os::unix::net::UnixStream::pair().unwrap();
+        s.writers.insert(10, ours);
+        s.writers.insert(11, other);
+        let req = |pid, dir: &str, seconds| CaptureRequest {
+            pid,
+            capture: crate::wire::Capture {
+                dir: dir.into(),
+                seconds,
+            },
+        };
+        let me = Peer {
+            pid: 99,
+            uid: 1000,
+            ..Peer::default()
+        };
+        let r = s.capture(&me, &req(None, "/cap", 5));
+        assert_eq!((r.told, r.refused), (vec![10], None));
+        let r = s.capture(&me, &req(Some(11), "/cap", 5));
+        assert!(r.told.is_empty() && r.refused.unwrap().contains("another user's"));
+        for bad in [
+            req(None, "relative", 5),
+            req(None, "/cap", 0),
+            req(None, "/cap", 3601),
+        ] {
+            assert!(s.capture(&me, &bad).told.is_empty());
+        }
+        // Process 10 got one capture frame, process 11 none.
+        ours_far.set_nonblocking(true).unwrap();
+        other_far.set_nonblocking(true).unwrap();
+        let mut got = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut ours_far, &mut got);
+        let (m, used) = crate::wire::split_frame(&got).unwrap().unwrap();
+        assert_eq!(used, got.len());
+        assert!(matches!(m, Message::Capture(c) if c.dir == "/cap" && c.seconds == 5));
+        let mut none = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut other_far, &mut none);
+        assert!(none.is_empty());
     }
 }

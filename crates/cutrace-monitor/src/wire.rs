@@ -46,6 +46,34 @@ pub const LATENCY_BUCKETS: usize = LATENCY_BOUNDS_NS.len() + 1;
 const KIND_HELLO: u16 = 1;
 const KIND_BATCH: u16 = 2;
 const KIND_UNTRACED: u16 = 3;
+const KIND_CAPTURE: u16 = 4;
+const KIND_CAPTURE_REQUEST: u16 = 5;
+const KIND_CAPTURE_REPLY: u16 = 6;
+
+/// Most seconds one capture may last.
+pub const MAX_CAPTURE_SECONDS: u32 = 3600;
+
+/// Monitor → process: write an ordinary trace part into `dir` for the next `seconds`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capture {
+    pub dir: String,
+    pub seconds: u32,
+}
+
+/// `cutrace capture` → monitor: have process `pid` (every process of the requester's user, when
+/// `None`) capture.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CaptureRequest {
+    pub pid: Option<u32>,
+    pub capture: Capture,
+}
+
+/// Monitor → `cutrace capture`: the processes told, and why the others (named) were not.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CaptureReply {
+    pub told: Vec<u32>,
+    pub refused: Option<String>,
+}
 
 /// Who a process is, sent once, first.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -149,6 +177,9 @@ pub enum Message {
     Batch(Batch),
     /// The process runs untraced, and why (CUPTI missing, another tool holds it).
     Untraced(String),
+    Capture(Capture),
+    CaptureRequest(CaptureRequest),
+    CaptureReply(CaptureReply),
 }
 
 /// Why a frame was refused.
@@ -235,6 +266,9 @@ pub fn encode(m: &Message) -> Vec<u8> {
         Message::Hello(_) => KIND_HELLO,
         Message::Batch(_) => KIND_BATCH,
         Message::Untraced(_) => KIND_UNTRACED,
+        Message::Capture(_) => KIND_CAPTURE,
+        Message::CaptureRequest(_) => KIND_CAPTURE_REQUEST,
+        Message::CaptureReply(_) => KIND_CAPTURE_REPLY,
     };
     e.0.extend_from_slice(&kind.to_le_bytes());
     e.u32(0);
@@ -249,6 +283,22 @@ pub fn encode(m: &Message) -> Vec<u8> {
         }
         Message::Batch(b) => encode_batch(&mut e, b),
         Message::Untraced(why) => e.str(why),
+        Message::Capture(c) => {
+            e.str(&c.dir);
+            e.u32(c.seconds);
+        }
+        Message::CaptureRequest(r) => {
+            e.opt_u32(r.pid);
+            e.str(&r.capture.dir);
+            e.u32(r.capture.seconds);
+        }
+        Message::CaptureReply(r) => {
+            e.u32(r.told.len() as u32);
+            for &p in &r.told {
+                e.u32(p);
+            }
+            e.opt_str(r.refused.as_deref());
+        }
     }
     let len = (e.0.len() - HEADER_LEN) as u32;
     e.0[8..12].copy_from_slice(&len.to_le_bytes());
@@ -407,6 +457,31 @@ pub fn decode_payload(kind: u16, payload: &[u8]) -> Result<Message, WireError> {
         }),
         KIND_BATCH => Message::Batch(decode_batch(&mut c)?),
         KIND_UNTRACED => Message::Untraced(c.str()?),
+        KIND_CAPTURE => Message::Capture(Capture {
+            dir: c.str()?,
+            seconds: c.u32()?,
+        }),
+        KIND_CAPTURE_REQUEST => Message::CaptureRequest(CaptureRequest {
+            pid: c.opt_u32()?,
+            capture: Capture {
+                dir: c.str()?,
+                seconds: c.u32()?,
+            },
+        }),
+        KIND_CAPTURE_REPLY => {
+            let n = c.u32()? as usize;
+            if n > payload.len() / 4 {
+                return Err(WireError::Malformed("more pids than bytes"));
+            }
+            let mut told = Vec::with_capacity(n);
+            for _ in 0..n {
+                told.push(c.u32()?);
+            }
+            Message::CaptureReply(CaptureReply {
+                told,
+                refused: c.opt_str()?,
+            })
+        }
         k => return Err(WireError::Kind(k)),
     };
     if c.at != payload.len() {
@@ -457,6 +532,31 @@ fn decode_batch(c: &mut Cur<'_>) -> Result<Batch, WireError> {
         b.devices.push(d);
     }
     Ok(b)
+}
+
+/// The first whole frame at the start of `buf` and the bytes it took; `None` while `buf` holds
+/// less than a frame (a non-blocking reader keeps the bytes and waits for more).
+pub fn split_frame(buf: &[u8]) -> Option<Result<(Message, usize), WireError>> {
+    if buf.len() < HEADER_LEN {
+        return None;
+    }
+    if buf[0..4] != MAGIC {
+        return Some(Err(WireError::BadMagic));
+    }
+    let version = u16::from_le_bytes([buf[4], buf[5]]);
+    if version != VERSION {
+        return Some(Err(WireError::Version(version)));
+    }
+    let kind = u16::from_le_bytes([buf[6], buf[7]]);
+    let len = u32::from_le_bytes([buf[8], buf[9], buf[10], buf[11]]) as usize;
+    if len > MAX_PAYLOAD {
+        return Some(Err(WireError::TooLong(len as u64)));
+    }
+    let end = HEADER_LEN + len;
+    if buf.len() < end {
+        return None;
+    }
+    Some(decode_payload(kind, &buf[HEADER_LEN..end]).map(|m| (m, end)))
 }
 
 /// Reads frames from a stream, one at a time, into a buffer it reuses (at most

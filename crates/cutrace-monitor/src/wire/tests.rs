@@ -150,3 +150,31 @@ proptest! {
         let _ = read_all(&bytes);
     }
 }
+
+#[test]
+fn split_frame_waits_for_a_whole_frame_and_refuses_garbage() {
+    let c = Message::Capture(Capture {
+        dir: "/tmp/x".into(),
+        seconds: 3,
+    });
+    let bytes = encode(&c);
+    for n in 0..bytes.len() {
+        assert!(split_frame(&bytes[..n]).is_none(), "{n} bytes");
+    }
+    let (m, used) = split_frame(&bytes).unwrap().unwrap();
+    assert_eq!((m, used), (c, bytes.len()));
+    assert!(split_frame(b"GARBAGEGARBAGE").unwrap().is_err());
+    let mut long = bytes.clone();
+    long[8..12].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(matches!(
+        split_frame(&long),
+        Some(Err(WireError::TooLong(_)))
+    ));
+    // A reply claiming more pids than its bytes hold.
+    let mut r = encode(&Message::CaptureReply(CaptureReply {
+        told: vec![1, 2],
+        refused: None,
+    }));
+    r[HEADER_LEN..HEADER_LEN + 4].copy_from_slice(&1_000_000u32.to_le_bytes());
+    assert!(split_frame(&r).unwrap().is_err());
+}

@@ -8,6 +8,7 @@ use cutrace_trace::{Limits, ReadOptions, Trace};
 
 pub mod agent;
 pub mod audit;
+pub mod capture;
 pub mod convert;
 pub mod dcgm;
 pub mod diff;

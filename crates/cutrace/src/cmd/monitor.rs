@@ -298,8 +298,10 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     start_serving(&sock, listener, &state)?;
     if !args.quiet {
         eprintln!(
-            "cutrace: serving metrics on http://{}/metrics while the program runs",
-            bound
+            "cutrace: serving metrics on http://{}/metrics while the program runs (`cutrace \
+             capture --socket {} --all -o DIR` has it write a trace)",
+            bound,
+            sock.path.display()
         );
     }
     let record = match &args.record {

@@ -906,6 +906,92 @@ fn the_daemonset_example_starts_an_agent() {
     drop(agent);
 }
 
+#[test]
+fn capture_has_a_running_process_write_a_part_that_report_reads() {
+    let Some(s) = setup("agent-capture") else {
+        return;
+    };
+    // 200 flushes of 30 kernels, one each flush period (20 ms): about 4 s of records.
+    let (text, total) = script(101, 200);
+    let sc = s.write("script", &text);
+    let starts: std::collections::BTreeSet<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("kernel "))
+        .map(|l| l.split(' ').nth(2).unwrap().parse().unwrap())
+        .collect();
+    let sock_dir = s.dir.join("agent");
+    let (agent, port) = start_agent(&s, &sock_dir, &[]);
+    let env = agent_env(&s, &sock_dir);
+    let wait = s.dir.join("go");
+    let prog = Command::new(&s.host)
+        .args(["-", "local", "iw"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(var::CUPTI_LIB, &s.fake_cupti)
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_HOST_WAIT", &wait)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    poll(port, &|t| kernels_seen(t) > 0);
+    let cap = s.dir.join("cap");
+    let o = bin()
+        .args(["capture", "--pid"])
+        .arg(prog.id().to_string())
+        .args(["--seconds", "1", "-o"])
+        .arg(&cap)
+        .arg("--socket-dir")
+        .arg(&sock_dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(err.contains("1 part(s)"), "{err}");
+    // The part holds some of the scripted kernels, each exactly as scripted, not all of them.
+    let r: serde_json::Value = serde_json::from_slice(
+        &bin()
+            .args(["report", "--format", "json"])
+            .arg(&cap)
+            .run_ok()
+            .stdout,
+    )
+    .unwrap();
+    let k = r["devices"][0]["kernels"].as_u64().unwrap();
+    assert!(k > 0 && k < total as u64, "{k} of {total}: {r}");
+    let csv = s.dir.join("csv");
+    bin()
+        .args(["convert"])
+        .arg(&cap)
+        .arg("--csv")
+        .arg(&csv)
+        .run_ok();
+    let kernels = std::fs::read_to_string(csv.join("kernels.csv")).unwrap();
+    let mut rows = kernels.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = head.iter().position(|h| *h == "start_ns").unwrap();
+    for row in rows {
+        let start: u64 = row.split(',').nth(col).unwrap().parse().unwrap();
+        assert!(
+            starts.contains(&start),
+            "a kernel at {start} that the script does not hold"
+        );
+    }
+    // Another user's pid, or one that does not report: refused with the reason, exit 1.
+    let o = bin()
+        .args(["capture", "--pid", "1", "--seconds", "1", "-o"])
+        .arg(s.dir.join("cap2"))
+        .arg("--socket-dir")
+        .arg(&sock_dir)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("nothing captured"), "{err}");
+    std::fs::write(&wait, "").unwrap();
+    let o = prog.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    drop(agent);
+}
+
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
 pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()
