@@ -62,7 +62,14 @@ pub(crate) struct Monitor {
     inbox: Vec<u8>,
     /// A capture the monitor asked for, not yet started.
     capture: Option<wire::Capture>,
+    /// The flight recorder: the last [`RING_RECORDS`] records (kernels, launch calls, copies),
+    /// written out by `cutrace capture --last`.
+    ring: std::collections::VecDeque<Activity>,
 }
+
+/// Records the flight recorder keeps (a few MB; at 100,000 kernels a second, the last second or
+/// so, and minutes of a program that launches little).
+pub const RING_RECORDS: usize = 65_536;
 
 /// Most bytes of unread requests kept from the monitor.
 const MAX_INBOX: usize = 64 << 10;
@@ -258,6 +265,7 @@ impl Monitor {
             devices: crate::decode::Decoder::default(),
             inbox: Vec::new(),
             capture: None,
+            ring: std::collections::VecDeque::new(),
         };
         m.connect();
         m
@@ -347,6 +355,12 @@ impl Monitor {
     }
 
     fn fold_record(&mut self, g: &Global, a: &Activity) {
+        if !matches!(a, Activity::Device(_) | Activity::Other(_)) {
+            if self.ring.len() >= RING_RECORDS {
+                self.ring.pop_front();
+            }
+            self.ring.push_back(a.clone());
+        }
         match a {
             Activity::Kernel(k) => {
                 let comm = *self.comm_names.entry(k.name_ptr).or_insert_with(|| {
@@ -426,6 +440,11 @@ impl Monitor {
                 }
             }
         }
+    }
+
+    /// The flight recorder's records, oldest first.
+    pub(crate) fn ring(&self) -> impl Iterator<Item = &Activity> {
+        self.ring.iter()
     }
 
     /// A capture asked for: where, for how long, and the devices seen so far for its header.

@@ -369,6 +369,23 @@ fn capture_step(
         return;
     }
     match open_part_in(g, kinds, std::path::Path::new(&c.dir)) {
+        Ok(mut o) if c.last => {
+            // The flight recorder's records, written and finished at once.
+            let mut d = Decoder::with_devices(devices);
+            let namer = |driver: bool, cbid: u32| {
+                let domain = if driver {
+                    CB_DOMAIN_DRIVER_API
+                } else {
+                    CB_DOMAIN_RUNTIME_API
+                };
+                g.cupti.callback_name(domain, cbid)
+            };
+            for a in m.ring() {
+                d.add(&mut o.w, a, &namer);
+            }
+            let _ = o.w.flush();
+            finish_part(g, o, &d, 0);
+        }
         Ok(o) => {
             *out = Some(o);
             *dec = Decoder::with_devices(devices);

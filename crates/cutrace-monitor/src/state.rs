@@ -313,7 +313,7 @@ impl State {
             told: Vec::new(),
             refused: Some(why),
         };
-        if !(1..=MAX_CAPTURE_SECONDS).contains(&c.seconds) {
+        if !c.last && !(1..=MAX_CAPTURE_SECONDS).contains(&c.seconds) {
             return refuse(format!("seconds must be 1 to {MAX_CAPTURE_SECONDS}"));
         }
         if !c.dir.starts_with('/') {
@@ -896,6 +896,7 @@ mod tests {
             capture: crate::wire::Capture {
                 dir: dir.into(),
                 seconds,
+                last: false,
             },
         };
         let me = Peer {

@@ -53,11 +53,13 @@ const KIND_CAPTURE_REPLY: u16 = 6;
 /// Most seconds one capture may last.
 pub const MAX_CAPTURE_SECONDS: u32 = 3600;
 
-/// Monitor → process: write an ordinary trace part into `dir` for the next `seconds`.
+/// Monitor → process: write an ordinary trace part into `dir` for the next `seconds`, or, with
+/// `last`, of the records it kept from just before (its flight recorder).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Capture {
     pub dir: String,
     pub seconds: u32,
+    pub last: bool,
 }
 
 /// `cutrace capture` → monitor: have process `pid` (every process of the requester's user, when
@@ -283,14 +285,10 @@ pub fn encode(m: &Message) -> Vec<u8> {
         }
         Message::Batch(b) => encode_batch(&mut e, b),
         Message::Untraced(why) => e.str(why),
-        Message::Capture(c) => {
-            e.str(&c.dir);
-            e.u32(c.seconds);
-        }
+        Message::Capture(c) => encode_capture(&mut e, c),
         Message::CaptureRequest(r) => {
             e.opt_u32(r.pid);
-            e.str(&r.capture.dir);
-            e.u32(r.capture.seconds);
+            encode_capture(&mut e, &r.capture);
         }
         Message::CaptureReply(r) => {
             e.u32(r.told.len() as u32);
@@ -303,6 +301,24 @@ pub fn encode(m: &Message) -> Vec<u8> {
     let len = (e.0.len() - HEADER_LEN) as u32;
     e.0[8..12].copy_from_slice(&len.to_le_bytes());
     e.0
+}
+
+fn encode_capture(e: &mut Enc, c: &Capture) {
+    e.str(&c.dir);
+    e.u32(c.seconds);
+    e.u32(u32::from(c.last));
+}
+
+fn decode_capture(c: &mut Cur<'_>) -> Result<Capture, WireError> {
+    Ok(Capture {
+        dir: c.str()?,
+        seconds: c.u32()?,
+        last: match c.u32()? {
+            0 => false,
+            1 => true,
+            _ => return Err(WireError::Malformed("a flag that is neither 0 nor 1")),
+        },
+    })
 }
 
 fn encode_batch(e: &mut Enc, b: &Batch) {
@@ -457,16 +473,10 @@ pub fn decode_payload(kind: u16, payload: &[u8]) -> Result<Message, WireError> {
         }),
         KIND_BATCH => Message::Batch(decode_batch(&mut c)?),
         KIND_UNTRACED => Message::Untraced(c.str()?),
-        KIND_CAPTURE => Message::Capture(Capture {
-            dir: c.str()?,
-            seconds: c.u32()?,
-        }),
+        KIND_CAPTURE => Message::Capture(decode_capture(&mut c)?),
         KIND_CAPTURE_REQUEST => Message::CaptureRequest(CaptureRequest {
             pid: c.opt_u32()?,
-            capture: Capture {
-                dir: c.str()?,
-                seconds: c.u32()?,
-            },
+            capture: decode_capture(&mut c)?,
         }),
         KIND_CAPTURE_REPLY => {
             let n = c.u32()? as usize;

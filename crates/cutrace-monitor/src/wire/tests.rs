@@ -156,6 +156,7 @@ fn split_frame_waits_for_a_whole_frame_and_refuses_garbage() {
     let c = Message::Capture(Capture {
         dir: "/tmp/x".into(),
         seconds: 3,
+        last: true,
     });
     let bytes = encode(&c);
     for n in 0..bytes.len() {

@@ -20,7 +20,11 @@ use cutrace_monitor::wire::{self, Capture, CaptureRequest, Message, MAX_CAPTURE_
 #[command(after_long_help = r#"Examples:
   cutrace capture --all --seconds 10 -o cap1          every process of yours reporting to the agent
   cutrace capture --pid 4242 --seconds 30 -o cap2     one process (the pid label of /metrics)
+  cutrace capture --pid 4242 --last -o cap3           what it did just before (flight recorder)
   cutrace report cap1                                  then read it
+
+--last writes at once what each process kept of its last records (its flight recorder: the
+last 65,536 kernels, launch calls and copies), instead of capturing from now on.
 
 The agent's socket is found as `cutrace agent` places it (--socket-dir to say another); for a
 `cutrace monitor`, pass the socket it printed with --socket. A process already writing a trace
@@ -35,6 +39,9 @@ pub struct Args {
     /// Every process of yours that reports.
     #[arg(long)]
     all: bool,
+    /// Write the records each process kept from just before (its flight recorder), at once.
+    #[arg(long, conflicts_with = "seconds")]
+    last: bool,
     /// How long to capture.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=MAX_CAPTURE_SECONDS as i64))]
     seconds: u32,
@@ -115,6 +122,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         capture: Capture {
             dir: dir.to_string_lossy().into_owned(),
             seconds: args.seconds,
+            last: args.last,
         },
     };
     let reply = ask(&path, req)?;

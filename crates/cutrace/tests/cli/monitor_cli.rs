@@ -975,6 +975,38 @@ fn capture_has_a_running_process_write_a_part_that_report_reads() {
             "a kernel at {start} that the script does not hold"
         );
     }
+    // The flight recorder: what it kept from before, at once; every record folded before the
+    // request is there (fewer than it keeps), each as scripted.
+    let seen = kernels_seen(&metrics(port).unwrap());
+    let last = s.dir.join("last");
+    let o = bin()
+        .args(["capture", "--last", "--pid"])
+        .arg(prog.id().to_string())
+        .arg("-o")
+        .arg(&last)
+        .arg("--socket-dir")
+        .arg(&sock_dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let r: serde_json::Value = serde_json::from_slice(
+        &bin()
+            .args(["report", "--format", "json"])
+            .arg(&last)
+            .run_ok()
+            .stdout,
+    )
+    .unwrap();
+    let k = r["devices"][0]["kernels"].as_u64().unwrap();
+    assert!(
+        k >= seen && k <= total as u64,
+        "{k}: {seen} seen before, {total} in all"
+    );
     // Another user's pid, or one that does not report: refused with the reason, exit 1.
     let o = bin()
         .args(["capture", "--pid", "1", "--seconds", "1", "-o"])
