@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use cutrace_trace::Ns;
 
 use crate::state::{Process, State};
+use crate::union::GAP_BOUNDS_NS;
 use crate::wire::LATENCY_BOUNDS_NS;
 
 /// The `Content-Type` of [`render`]'s text.
@@ -88,6 +89,7 @@ pub fn render(s: &State, host: &str) -> String {
     let mut out = String::new();
     let mut f = Family { out: &mut out };
     render_gpus(&mut f, s, host);
+    render_gaps(&mut f, s, host);
     render_process_gpus(&mut f, s);
     render_processes(&mut f, s);
     render_monitor(&mut f, s);
@@ -124,6 +126,33 @@ fn render_gpus(f: &mut Family<'_>, s: &State, host: &str) {
             &l,
             &seconds(g.busy.late_ns()),
         );
+    }
+}
+
+fn render_gaps(f: &mut Family<'_>, s: &State, host: &str) {
+    let name = "cutrace_gpu_idle_gap_seconds";
+    f.head(
+        name,
+        "histogram",
+        "The idle gaps between the GPU's busy runs (its union over processes), each counted once \
+         nothing more can arrive inside it: it trails the GPU's newest record by the monitor's \
+         horizon (120 s of GPU time).",
+    );
+    for (uuid, g) in &s.gpus {
+        let i = g.index.to_string();
+        let gaps = g.busy.gaps();
+        let mut cum = 0u64;
+        for (k, &c) in gaps.buckets.iter().enumerate() {
+            cum = cum.saturating_add(c);
+            let le = GAP_BOUNDS_NS
+                .get(k)
+                .map_or_else(|| "+Inf".to_string(), |&b| bound(b));
+            let l = labels(&[("gpu_uuid", uuid), ("gpu", &i), ("host", host), ("le", &le)]);
+            f.sample(&format!("{name}_bucket"), &l, &cum.to_string());
+        }
+        let l = labels(&[("gpu_uuid", uuid), ("gpu", &i), ("host", host)]);
+        f.sample(&format!("{name}_sum"), &l, &seconds(gaps.sum_ns));
+        f.sample(&format!("{name}_count"), &l, &cum.to_string());
     }
 }
 

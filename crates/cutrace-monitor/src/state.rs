@@ -927,4 +927,38 @@ mod tests {
         let _ = std::io::Read::read_to_end(&mut other_far, &mut none);
         assert!(none.is_empty());
     }
+
+    #[test]
+    fn the_gpus_idle_gaps_count_once_they_are_final() {
+        let mut s = State::default();
+        let mut c = None;
+        s.apply(10, &mut c, hello(10)).unwrap();
+        let t0 = 1_700_000_000_000_000_000;
+        let s_ = 1_000_000_000;
+        // Runs of 1 s with gaps of 2 s, 50 µs and 30 s, then one 200 s later.
+        let runs = vec![
+            (t0, t0 + s_),
+            (t0 + 3 * s_, t0 + 4 * s_),
+            (t0 + 4 * s_ + 50_000, t0 + 5 * s_),
+            (t0 + 35 * s_, t0 + 36 * s_),
+        ];
+        s.apply(10, &mut c, batch(1, runs)).unwrap();
+        // Nothing is final yet: the newest end is within the horizon of every run.
+        assert_eq!(s.gpus["GPU-a"].busy.gaps().buckets.iter().sum::<u64>(), 0);
+        s.apply(10, &mut c, batch(2, vec![(t0 + 236 * s_, t0 + 237 * s_)]))
+            .unwrap();
+        // Every run ending 120 s before the newest is retired: the three gaps between them.
+        let g = s.gpus["GPU-a"].busy.gaps();
+        assert_eq!(g.sum_ns, 2 * s_ + 50_000 + 30 * s_);
+        assert_eq!(g.buckets[2], 1); // 50 µs: ≤ 100 µs
+        assert_eq!(g.buckets[7], 1); // 2 s: ≤ 10 s
+        assert_eq!(g.buckets[8], 1); // 30 s: ≤ 100 s
+        let t = crate::prom::render(&s, "h");
+        assert!(
+            t.contains(
+                "cutrace_gpu_idle_gap_seconds_count{gpu_uuid=\"GPU-a\",gpu=\"0\",host=\"h\"} 3"
+            ),
+            "{t}"
+        );
+    }
 }

@@ -17,6 +17,37 @@ use cutrace_trace::Ns;
 pub const DEFAULT_HORIZON_NS: Ns = 120_000_000_000;
 /// Open runs kept before the oldest are retired early.
 pub const DEFAULT_MAX_RUNS: usize = 65_536;
+/// Upper bounds (ns) of the idle-gap histogram's buckets; `+Inf` is implied.
+pub const GAP_BOUNDS_NS: [Ns; 9] = [
+    1_000,
+    10_000,
+    100_000,
+    1_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+    10_000_000_000,
+    100_000_000_000,
+];
+
+/// The idle gaps between a union's final runs, as a histogram over [`GAP_BOUNDS_NS`]: a gap is
+/// counted once both runs around it are retired (nothing can arrive inside it any more).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Gaps {
+    pub buckets: [u64; GAP_BOUNDS_NS.len() + 1],
+    pub sum_ns: Ns,
+}
+
+impl Gaps {
+    fn add(&mut self, gap: Ns) {
+        let k = GAP_BOUNDS_NS
+            .iter()
+            .position(|&b| gap <= b)
+            .unwrap_or(GAP_BOUNDS_NS.len());
+        self.buckets[k] = self.buckets[k].saturating_add(1);
+        self.sum_ns = self.sum_ns.saturating_add(gap);
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct WatermarkUnion {
@@ -28,6 +59,9 @@ pub struct WatermarkUnion {
     watermark: Ns,
     newest_end: Ns,
     late_ns: Ns,
+    /// The end of the last run retired (0 before any), where the next gap starts.
+    last_retired_end: Ns,
+    gaps: Gaps,
     pub horizon_ns: Ns,
     pub max_runs: usize,
 }
@@ -47,6 +81,8 @@ impl WatermarkUnion {
             watermark: 0,
             newest_end: 0,
             late_ns: 0,
+            last_retired_end: 0,
+            gaps: Gaps::default(),
             horizon_ns,
             max_runs: max_runs.max(1),
         }
@@ -80,9 +116,23 @@ impl WatermarkUnion {
                 break;
             };
             self.open_ns -= e - s;
-            self.retired_ns = self.retired_ns.saturating_add(e - s);
-            self.watermark = e;
+            self.retired(s, e);
         }
+    }
+
+    /// The idle gaps between the runs retired so far.
+    pub fn gaps(&self) -> Gaps {
+        self.gaps
+    }
+
+    /// Counts the gap before a run `[s, e)` that retires now, in start order.
+    fn retired(&mut self, s: Ns, e: Ns) {
+        if self.last_retired_end > 0 && s > self.last_retired_end {
+            self.gaps.add(s - self.last_retired_end);
+        }
+        self.last_retired_end = self.last_retired_end.max(e);
+        self.retired_ns = self.retired_ns.saturating_add(e - s);
+        self.watermark = e;
     }
 
     /// Interval time that arrived below the watermark and was left out of the total.
@@ -133,12 +183,10 @@ impl WatermarkUnion {
     /// Retires every open run: nothing more will be added (its process ended), so the total is
     /// kept and the memory given back.
     pub fn seal(&mut self) {
-        self.retired_ns = self.retired_ns.saturating_add(self.open_ns);
-        self.open_ns = 0;
-        if let Some((_, &e)) = self.open.last_key_value() {
-            self.watermark = e;
+        while let Some((s, e)) = self.open.pop_first() {
+            self.retired(s, e);
         }
-        self.open.clear();
+        self.open_ns = 0;
     }
 
     /// Retires runs that end more than the horizon before the newest end, and the oldest runs
@@ -151,8 +199,7 @@ impl WatermarkUnion {
             }
             self.open.remove(&s);
             self.open_ns -= e - s;
-            self.retired_ns = self.retired_ns.saturating_add(e - s);
-            self.watermark = e;
+            self.retired(s, e);
         }
     }
 }
@@ -234,6 +281,32 @@ mod tests {
             }
             prop_assert_eq!(u.total_ns(), oracle(&iv));
             prop_assert_eq!(u.late_ns(), 0);
+        }
+
+        /// Sealed, the gaps counted are exactly the gaps between the oracle's merged runs.
+        #[test]
+        fn sealed_gaps_are_the_oracles(
+            mut iv in proptest::collection::vec((0u64..100_000, 1u64..3_000), 1..100),
+        ) {
+            let iv: Vec<(Ns, Ns)> = iv.drain(..).map(|(s, l)| (s, s + l)).collect();
+            let mut u = WatermarkUnion::default();
+            for &(s, e) in &iv {
+                u.add(s, e);
+            }
+            u.seal();
+            let mut v = iv.clone();
+            v.sort_unstable();
+            let mut merged: Vec<(Ns, Ns)> = Vec::new();
+            for (s, e) in v {
+                match merged.last_mut() {
+                    Some(last) if s <= last.1 => last.1 = last.1.max(e),
+                    _ => merged.push((s, e)),
+                }
+            }
+            let gaps: Vec<Ns> = merged.windows(2).map(|w| w[1].0 - w[0].1).collect();
+            let g = u.gaps();
+            prop_assert_eq!(g.buckets.iter().sum::<u64>(), gaps.len() as u64);
+            prop_assert_eq!(g.sum_ns, gaps.iter().sum::<Ns>());
         }
 
         /// With few runs kept, the total plus what was late covers the union, and the total
