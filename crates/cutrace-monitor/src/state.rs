@@ -100,6 +100,8 @@ pub struct Process {
     /// From its last batch: kernel launches not completed, and the oldest one's age.
     pub launches_pending: u64,
     pub oldest_pending_ns: Ns,
+    /// Said already that its oldest launch is stuck (until it completes).
+    pub stuck_told: bool,
     /// Set when the process said it runs untraced.
     pub untraced: Option<String>,
     /// Its connection closed (it exited, or stopped sending).
@@ -136,6 +138,11 @@ pub struct State {
     /// A group whose members' processes may report too (`cutrace agent --group`), besides
     /// this user's.
     pub group: Option<u32>,
+    /// A launch pending this long is a stuck kernel: told once per hang in [`State::stuck`].
+    pub stuck_after_ns: Option<Ns>,
+    /// Stuck kernels seen and not yet taken by the binary (to log, and to dump the flight
+    /// recorder); at most [`MAX_STUCK_EVENTS`].
+    pub stuck: Vec<Stuck>,
     /// The open run budget when not [`OPEN_RUN_BUDGET`].
     pub run_budget: Option<usize>,
     /// Each connected process's connection, to send it a capture request
@@ -144,6 +151,18 @@ pub struct State {
     /// Open connections by the sender's pid (at most [`MAX_CONNECTIONS_PER_PEER`] each).
     pub connections_by_peer: BTreeMap<u32, u32>,
 }
+
+/// A process whose oldest kernel launch has gone unanswered past the threshold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stuck {
+    pub pid: u32,
+    pub command: String,
+    pub rank: Option<u32>,
+    pub age_ns: Ns,
+}
+
+/// Stuck-kernel events kept until the binary takes them.
+pub const MAX_STUCK_EVENTS: usize = 1024;
 
 /// Connections one process may hold open at once.
 pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
@@ -300,6 +319,7 @@ impl State {
             untraced_reason: self.untraced_reason.clone(),
             connections_by_peer: BTreeMap::new(),
             writers: BTreeMap::new(),
+            stuck: Vec::new(),
             ..*self
         }
     }
@@ -487,6 +507,22 @@ impl State {
         p.dropped_by_cutrace = p.dropped_by_cutrace.max(b.dropped_by_cutrace_total);
         p.launches_pending = b.launches_pending;
         p.oldest_pending_ns = b.oldest_pending_ns;
+        if let Some(after) = self.stuck_after_ns {
+            if b.oldest_pending_ns >= after && !p.stuck_told && self.stuck.len() < MAX_STUCK_EVENTS
+            {
+                p.stuck_told = true;
+                self.stuck.push(Stuck {
+                    pid,
+                    command: p.hello.command.clone(),
+                    rank: p.hello.rank,
+                    age_ns: b.oldest_pending_ns,
+                });
+            }
+            if b.oldest_pending_ns < after {
+                // It completed: a later hang is told again.
+                p.stuck_told = false;
+            }
+        }
         let now = Instant::now();
         let (mut open, mut implausible) = (0isize, 0u64);
         let mut touched = Vec::with_capacity(keys.len());

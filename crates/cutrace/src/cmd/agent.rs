@@ -71,6 +71,14 @@ pub struct Args {
     /// root's.
     #[arg(long, global = true, value_name = "GROUP")]
     group: Option<String>,
+    /// Seconds a kernel launch may go without completing before it is a stuck kernel: logged
+    /// once, and its process's flight recorder written to --dump-stuck.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    stuck_after: u64,
+    /// Where a process with a stuck kernel writes its last records (a part, as `cutrace
+    /// capture --last`), created if missing. Only processes of the agent's own user can write.
+    #[arg(long, value_name = "DIR")]
+    dump_stuck: Option<PathBuf>,
     /// Print nothing of cutrace's own but warnings and errors.
     #[arg(short, long)]
     quiet: bool,
@@ -157,12 +165,17 @@ fn serve(args: &Args) -> anyhow::Result<i32> {
     let group = group_id(args)?;
     let sock = socket::create_shared(&socket_dir(args), group)?;
     let state = Arc::new(Mutex::new(State {
+        stuck_after_ns: Some(args.stuck_after * 1_000_000_000),
         group,
         untraced_reason: untraced_here(),
         forget_after: Some(Duration::from_secs(args.forget_after)),
         ..State::default()
     }));
     start_serving(&sock, listener, &state)?;
+    super::monitor::watch_stuck(
+        &state,
+        super::monitor::dump_dir(args.dump_stuck.as_deref())?,
+    );
     if !args.quiet {
         eprintln!(
             "cutrace: agent serving metrics on http://{}/metrics for the processes reporting to \

@@ -77,6 +77,14 @@ pub struct Args {
     /// cutrace_process_traced_seconds_total says how long they were.
     #[arg(long, value_name = "ON/PERIOD", value_parser = parse_duty)]
     pub(crate) duty: Option<cutrace_settings::Duty>,
+    /// Seconds a kernel launch may go without completing before it is a stuck kernel: logged
+    /// once, and its process's flight recorder written to --dump-stuck.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub(crate) stuck_after: u64,
+    /// Where a process with a stuck kernel writes its last records (a part, as `cutrace
+    /// capture --last`), created if missing.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) dump_stuck: Option<PathBuf>,
     /// Also write a trace into DIR (created if missing), as `cutrace record -o DIR` would,
     /// from the same records as the metrics.
     #[arg(long, value_name = "DIR")]
@@ -171,6 +179,52 @@ pub(crate) fn start_serving(
     };
     std::thread::spawn(move || http::serve(listener, Arc::new(render)));
     Ok(())
+}
+
+/// Logs each stuck kernel once (a launch pending past `--stuck-after`), and, with a dump
+/// directory, has that process write its flight recorder there (`cutrace capture --last`).
+pub(crate) fn watch_stuck(state: &Arc<Mutex<State>>, dump: Option<PathBuf>) {
+    let st = state.clone();
+    let _ = std::thread::Builder::new()
+        .name("cutrace-stuck".into())
+        .spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(500));
+            let Ok(mut s) = st.lock() else { return };
+            for k in std::mem::take(&mut s.stuck) {
+                let rank = k.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
+                let mut line = format!(
+                    "cutrace: stuck kernel: {} (pid {}{rank}) has had a kernel launched {:.0} s \
+                     ago that has not completed",
+                    k.command,
+                    k.pid,
+                    k.age_ns as f64 / 1e9
+                );
+                if let Some(dir) = &dump {
+                    let req = cutrace_monitor::wire::CaptureRequest {
+                        pid: Some(k.pid),
+                        capture: cutrace_monitor::wire::Capture {
+                            dir: dir.to_string_lossy().into_owned(),
+                            seconds: 0,
+                            last: true,
+                        },
+                    };
+                    let me = cutrace_monitor::peer::Peer::pid_only(std::process::id());
+                    if !s.capture(&me, &req).told.is_empty() {
+                        line += &format!("; its last records go to {}", dir.display());
+                    }
+                }
+                eprintln!("{line}");
+            }
+        });
+}
+
+/// `--dump-stuck DIR`, made (0700) and absolute.
+pub(crate) fn dump_dir(dir: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+    let Some(d) = dir else { return Ok(None) };
+    let (d, _) = cutrace_launch::prepare_output(d)?;
+    Ok(Some(
+        std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?,
+    ))
 }
 
 /// Warns when `addr` is reachable from other machines.
@@ -293,9 +347,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     let state = Arc::new(Mutex::new(State {
         untraced_reason: untraced_here(),
         forget_after: Some(Duration::from_secs(args.forget_after)),
+        stuck_after_ns: Some(args.stuck_after * 1_000_000_000),
         ..State::default()
     }));
     start_serving(&sock, listener, &state)?;
+    watch_stuck(&state, dump_dir(args.dump_stuck.as_deref())?);
     if !args.quiet {
         eprintln!(
             "cutrace: serving metrics on http://{}/metrics while the program runs (`cutrace \

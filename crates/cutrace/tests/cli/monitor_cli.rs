@@ -1412,8 +1412,13 @@ fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
     let port = free_port();
     let wait = s.dir.join("monitor-go");
     let listen = format!("127.0.0.1:{port}");
-    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
-    c.args(["--", "host", "-", "local", "iw"])
+    let dump = s.dir.join("dump");
+    let mut c = s.cutrace(
+        &["monitor", "-q", "--listen", &listen, "--dump-stuck"],
+        &wait,
+    );
+    c.arg(&dump)
+        .args(["--", "host", "-", "local", "iw"])
         .env("FAKE_CUPTI_SCRIPT", &sc);
     let m = Running::start(c, &wait);
     let t = poll(port, &|t| {
@@ -1425,8 +1430,27 @@ fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
         "{t}"
     );
     assert_eq!(kernels_seen(&t), 2, "{t}");
+    // Past the default 60 s: logged once, and the flight recorder written to the dump.
+    let start = Instant::now();
+    while std::fs::read_dir(&dump).map_or(0, |d| d.count()) == 0 {
+        assert!(start.elapsed() < Duration::from_secs(10), "no dump");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     let o = m.finish();
     assert_eq!(o.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("stuck kernel: host").count(), 1, "{err}");
+    assert!(err.contains("has had a kernel launched 61 s ago"), "{err}");
+    let r: serde_json::Value = serde_json::from_slice(
+        &bin()
+            .args(["report", "--format", "json"])
+            .arg(&dump)
+            .run_ok()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(r["devices"][0]["kernels"], 2, "{r}");
 }
 
 #[test]
