@@ -186,6 +186,48 @@ def cost():
     return {"mode": "monitor cost", "ok": ok, "duty": duty, "medians": med, "ratios": ratio, "samples": res}
 
 
+def stuck():
+    """A kernel that hangs (spinning on a pinned host flag, released after MON_HANG_S seconds)
+    beside a process that goes on launching: the hang is logged once past --stuck-after, its
+    flight recorder lands in --dump-stuck, and the other process's kernels keep rising."""
+    hang_s, after = int(os.environ.get("MON_HANG_S", 40)), int(os.environ.get("MON_STUCK_AFTER", 15))
+    port, dump = free_port(), f"{W}/stuck_dump"
+    subprocess.run(["rm", "-rf", dump])
+    err_path = f"{W}/logs/monitor_stuck.err"
+    prog = f"{WL} hang {hang_s} & {WL} longrun {hang_s - 5} & wait"
+    p = subprocess.Popen([CT, "monitor", "-q", "--listen", f"127.0.0.1:{port}", "--stuck-after", str(after),
+                          "--dump-stuck", dump, "--", "/bin/sh", "-c", prog],
+                         stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
+    series, t0 = [], time.time()
+    while p.poll() is None and time.time() - t0 < hang_s + 60:
+        t = scrape(port)
+        if t:
+            pend = {l["pid"]: ns(v) for l, v in samples(t, "cutrace_process_oldest_pending_launch_seconds")}
+            kern = {l["pid"]: int(v) for l, v in samples(t, "cutrace_process_kernels_total")}
+            series.append({"t_s": round(time.time() - t0, 1), "pending_ns": pend, "kernels": kern})
+        time.sleep(1.0)
+    rc = p.wait(timeout=60)
+    err = open(err_path).read()
+    json.dump(series, open(f"{OUT}/stuck_series.json", "w"))
+    fails = []
+    told = [l for l in err.splitlines() if "stuck kernel:" in l]
+    if len(told) != 1:
+        fails.append(f"{len(told)} stuck-kernel lines: {told[:3]}")
+    hung = {pid for s_ in series for pid, a in s_["pending_ns"].items() if a >= after * 10**9}
+    if len(hung) != 1:
+        fails.append(f"processes pending past {after} s: {sorted(hung)}")
+    others = [s_["kernels"].get(pid) for s_ in series for pid in s_["kernels"] if pid not in hung]
+    rising = len([k for k in others if k]) >= 2 and max(k for k in others if k) > min(k for k in others if k)
+    if not rising:
+        fails.append("the other process's kernels did not rise while the first hung")
+    parts = [f for f in os.listdir(dump)] if os.path.isdir(dump) else []
+    dumped = report(dump)["devices"][0]["kernels"] if parts else 0
+    if dumped < 100:
+        fails.append(f"the flight recorder dump holds {dumped} kernels, not the 100 before the hang")
+    return {"mode": "monitor stuck", "ok": not fails and rc == 0, "rc": rc, "stuck_lines": told,
+            "dump_kernels": dumped, "scrapes": len(series), "fails": fails}
+
+
 if __name__ == "__main__":
     two = ["/bin/sh", "-c", f"{WL} longrun 6 & {WL} longrun 6 & wait"]
     torch_env = {"EAGER_BATCHES": "0", "TRAIN_BATCHES": "2"}
@@ -199,5 +241,10 @@ if __name__ == "__main__":
             print(json.dumps(check(name, cmd, env, n)), flush=True)
         except Exception as e:  # noqa: BLE001 - one workload's failure is a row, not a stop
             print(json.dumps({"mode": f"monitor {name}", "ok": False, "fails": [repr(e)[:300]]}), flush=True)
+    if os.environ.get("MON_STUCK", "1") == "1":
+        try:
+            print(json.dumps(stuck()), flush=True)
+        except Exception as e:  # noqa: BLE001
+            print(json.dumps({"mode": "monitor stuck", "ok": False, "fails": [repr(e)[:300]]}), flush=True)
     if os.environ.get("MON_COST", "1") == "1":
         print(json.dumps(cost()), flush=True)

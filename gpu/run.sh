@@ -21,7 +21,8 @@
 #                     PyTorch step)
 #                     monitor (gpu/check_monitor.py: /metrics of `cutrace monitor --record` against
 #                     `cutrace report` of the same records, on the launch loop, two processes
-#                     sharing the GPU and a PyTorch step; then its cost beside record's)
+#                     sharing the GPU and a PyTorch step; a kernel that hangs beside one that
+#                     goes on; then its cost beside record's)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -374,7 +375,7 @@ tar -czf "$OUT/logs-$tag.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped", "gpu_busy_ns", "report_busy_ns", "process_busy_ns", "processes_sum_ns", "scrapes", "ratios")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped", "gpu_busy_ns", "report_busy_ns", "process_busy_ns", "processes_sum_ns", "scrapes", "ratios", "stuck_lines", "dump_kernels")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

@@ -6,7 +6,9 @@
 // the program's own account. Build: nvcc -O2 -arch=sm_90 -o workloads workloads.cu
 //
 // Modes: two_streams, tiny, copy_overlap, graph, threads8, nvtx, longrun SECONDS,
-//        multiproc K (K child processes, each a traced CUDA process of its own)
+//        multiproc K (K child processes, each a traced CUDA process of its own),
+//        hang SECONDS (100 short kernels, then one that spins on a flag in pinned host memory
+//        until the host sets it SECONDS later: a kernel that hangs, then completes)
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -51,6 +53,12 @@ __global__ void spin(unsigned long long ns, int *out) {
 }
 
 __global__ void empty_kernel() {}
+
+// Spins until the host writes a non-zero value to *flag (pinned, mapped host memory).
+__global__ void wait_for_host(volatile int *flag) {
+  while (*flag == 0) {
+  }
+}
 
 __global__ void scale(float *x, int n, float a) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -400,6 +408,29 @@ static void nvtx(Report &r) {
   r.add_api("cudaStreamSynchronize", 10);
 }
 
+// 100 short kernels, then one that hangs until the host lets it go after `seconds`.
+static void hang(Report &r, double seconds) {
+  cudaStream_t s;
+  CK(cudaStreamCreate(&s));
+  for (int k = 0; k < 100; k++) spin<<<1, 32, 0, s>>>(10000ULL, nullptr);
+  CK(cudaStreamSynchronize(s));
+  int *flag = nullptr, *dflag = nullptr;
+  CK(cudaHostAlloc(&flag, sizeof(int), cudaHostAllocMapped));
+  *flag = 0;
+  CK(cudaHostGetDevicePointer(&dflag, flag, 0));
+  wait_for_host<<<1, 1, 0, s>>>(dflag);
+  printf("hang started\n");
+  fflush(stdout);
+  std::this_thread::sleep_for(std::chrono::milliseconds((long)(seconds * 1000)));
+  *(volatile int *)flag = 1;
+  CK(cudaStreamSynchronize(s));
+  printf("hang released\n");
+  fflush(stdout);
+  r.kernels = 101;
+  r.add_api("cudaLaunchKernel", 101);
+  CK(cudaFreeHost(flag));
+}
+
 static std::atomic<int> g_signal{0};
 static void on_signal(int sig) { g_signal.store(sig); }
 
@@ -508,6 +539,7 @@ int main(int argc, char **argv) {
   else if (r.mode == "threads8") threads8(r);
   else if (r.mode == "nvtx") nvtx(r);
   else if (r.mode == "longrun") rc = longrun(r, args.size() > 1 ? atof(args[1].c_str()) : 10.0);
+  else if (r.mode == "hang") hang(r, args.size() > 1 ? atof(args[1].c_str()) : 90.0);
   else if (r.mode == "tiny_ab") {
     if (args.size() < 4) {
       fprintf(stderr, "usage: tiny_ab N ROUNDS 'KINDS|API' ... (at least one configuration)\n");
