@@ -240,12 +240,12 @@ def tables(
     ``cutrace convert`` flags as in :func:`report` (``limit=...``, ``allow_damaged=True``).
 
     Raises:
-        ImportError: pandas or pyarrow is missing (``pip install 'cutrace[pandas]'``).
+        ImportError: pandas or pyarrow is missing (``pip install pandas pyarrow``).
         CutraceError: the command failed.
     """
     missing = (
         "cutrace.tables() needs pandas and pyarrow, which are optional: "
-        "pip install 'cutrace[pandas]'"
+        "pip install pandas pyarrow (or, in cutrace's checkout, pip install '.[pandas]')"
     )
     try:
         import pandas as pd

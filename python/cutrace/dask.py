@@ -17,7 +17,7 @@ Example::
         job = cutrace.dask.analyze_job(["traces/"], client)
     job["ranks"][0]["exposed_comm_ns"]
 
-Needs ``dask`` and ``distributed`` (``pip install 'cutrace[dask]'``) where the client runs, and on
+Needs ``dask`` and ``distributed`` (``pip install dask distributed``, or ``pip install '.[dask]'`` in cutrace's checkout) where the client runs, and on
 every worker the ``cutrace`` package (or a ``cutrace`` binary: ``binary=``) and the traces at the
 same paths (a shared filesystem).
 """
