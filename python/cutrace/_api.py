@@ -236,7 +236,8 @@ def tables(
     ``memcpys``, ``memsets``, ``syncs``, ``ranges``, ``marks``, ``overheads``).
 
     They come through ``cutrace convert --parquet`` into a temporary directory, removed before
-    returning; the columns are those of docs/EXPORTS.md's Parquet export. Options become
+    returning; the columns are those of docs/EXPORTS.md's Parquet export. For a distributed job
+    (a directory of ranks' traces) each table holds every rank's rows, with a ``rank`` column. Options become
     ``cutrace convert`` flags as in :func:`report` (``limit=...``, ``allow_damaged=True``).
 
     Raises:
@@ -260,7 +261,13 @@ def tables(
             ["convert", "--parquet", out_dir, *_flags(options), *_paths([path])],
             progress=progress,
         )
-        return {p.stem: pd.read_parquet(p) for p in sorted(out_dir.glob("*.parquet"))}
+        frames = {p.stem: pd.read_parquet(p) for p in sorted(out_dir.glob("*.parquet"))}
+        # A distributed job: each table is a directory of rank=N partitions, read whole with
+        # its `rank` column (docs/EXPORTS.md); `meta` holds JSON, not a table.
+        for d in sorted(p for p in out_dir.iterdir() if p.is_dir() and p.name != "meta"):
+            if any(d.glob("rank=*/*.parquet")):
+                frames[d.name] = pd.read_parquet(d)
+        return frames
 
 
 class Report:
