@@ -57,6 +57,8 @@ pub struct Config {
     pub monitor_socket: Option<std::path::PathBuf>,
     /// Monitor mode's duty cycle: records on for part of each period only.
     pub duty: Option<cutrace_settings::Duty>,
+    /// The uid the monitor's socket must be served by, when pinned.
+    pub monitor_uid: Option<u32>,
     /// Whether a part is written: always but in monitor mode without an output directory.
     pub write_part: bool,
     /// The job, for the monitor's labels: `SLURM_JOB_ID`, else torchrun's `TORCHELASTIC_RUN_ID`.
@@ -180,6 +182,7 @@ impl Config {
             monitor_socket: s.monitor_socket.clone(),
             write_part: s.monitor_socket.is_none() || s.output_dir.is_some(),
             duty: s.monitor_duty.filter(|_| s.monitor_socket.is_some()),
+            monitor_uid: s.monitor_uid,
             job: env("SLURM_JOB_ID").or_else(|| env("TORCHELASTIC_RUN_ID")),
         }
     }

@@ -56,12 +56,17 @@ pub(crate) struct Monitor {
     dropped_by_cutrace: u64,
     /// Said already that the socket is another user's.
     told_foreign: bool,
+    /// The uid the listener must have, when the environment pins it.
+    listener_uid: Option<u32>,
     /// The devices seen, for the header of a captured part.
     devices: crate::decode::Decoder,
     /// Bytes read from the monitor (its capture requests), not yet a whole frame.
     inbox: Vec<u8>,
-    /// A capture the monitor asked for, not yet started.
+    /// A capture the monitor asked for, not yet started, and when the last one was taken.
     capture: Option<wire::Capture>,
+    last_capture: Option<Instant>,
+    /// Stopped listening to the monitor (it sent something unreadable).
+    deaf: bool,
     /// The flight recorder: the last [`RING_RECORDS`] records (kernels, launch calls, copies),
     /// written out by `cutrace capture --last`.
     ring: std::collections::VecDeque<Activity>,
@@ -73,6 +78,17 @@ pub const RING_RECORDS: usize = 65_536;
 
 /// Most bytes of unread requests kept from the monitor.
 const MAX_INBOX: usize = 64 << 10;
+/// Captures start at most this often (a flood of requests cannot stall the writer or fill the
+/// disk).
+const MIN_CAPTURE_GAP: Duration = Duration::from_secs(2);
+
+/// A capture the library will act on, whatever the monitor checked: an absolute directory and
+/// at most [`wire::MAX_CAPTURE_SECONDS`].
+fn capture_is_sane(c: &wire::Capture) -> bool {
+    c.dir.starts_with('/')
+        && !c.dir.contains('\0')
+        && (c.last || (1..=wire::MAX_CAPTURE_SECONDS).contains(&c.seconds))
+}
 
 /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as nvidia-smi writes a UUID.
 pub(crate) fn uuid_text(u: &[u8; 16]) -> String {
@@ -197,10 +213,14 @@ fn listener_uid(s: &UnixStream) -> Option<u32> {
     (r == 0 && len as usize == std::mem::size_of::<libc::ucred>()).then_some(cred.uid)
 }
 
-/// Whether a listener of `uid` may receive the summaries of a process of user `me`: its own
-/// user's, or root's (who can read them anyway).
-fn trusted_listener(uid: u32, me: u32) -> bool {
-    uid == me || uid == 0
+/// Whether a listener of `uid` may receive the summaries of a process of user `me`: the uid the
+/// agent's environment names (`CUTRACE_MONITOR_UID`, `agent env` prints its own) when set, else
+/// its own user's or root's. Root in a container is uid 0 too: the agent's environment pins it.
+fn trusted_listener(uid: u32, me: u32, want: Option<u32>) -> bool {
+    match want {
+        Some(want) => uid == want,
+        None => uid == me || uid == 0,
+    }
 }
 
 fn current_uid() -> u32 {
@@ -262,9 +282,12 @@ impl Monitor {
             last_connect: None,
             dropped_by_cutrace: 0,
             told_foreign: false,
+            listener_uid: g.config.monitor_uid,
             devices: crate::decode::Decoder::default(),
             inbox: Vec::new(),
             capture: None,
+            last_capture: None,
+            deaf: false,
             ring: std::collections::VecDeque::new(),
         };
         m.connect();
@@ -285,7 +308,7 @@ impl Monitor {
             // The listener must be this user's (or root's): anyone else who put a socket at
             // the path (a /tmp directory made before the agent) would read the summaries.
             match listener_uid(&s) {
-                Some(uid) if trusted_listener(uid, current_uid()) => {}
+                Some(uid) if trusted_listener(uid, current_uid(), self.listener_uid) => {}
                 other => {
                     if !self.told_foreign {
                         self.told_foreign = true;
@@ -402,8 +425,12 @@ impl Monitor {
 
     /// After each round of the writer: sends a batch when a flush period has passed (or
     /// `stopping`), and bounds what is held while the monitor does not keep up.
-    /// Reads what the monitor sent (capture requests) without waiting.
+    /// Reads what the monitor sent (capture requests) without waiting. The first thing that
+    /// is not a well-formed capture request ends the listening for good.
     fn read_requests(&mut self) {
+        if self.deaf {
+            return;
+        }
         let Some(s) = &self.stream else { return };
         let mut buf = [0u8; 4096];
         loop {
@@ -422,24 +449,33 @@ impl Monitor {
             self.inbox.extend_from_slice(&buf[..n as usize]);
             if self.inbox.len() > MAX_INBOX {
                 // Not a monitor of ours: stop listening to it.
-                self.inbox.clear();
+                self.stop_listening();
                 return;
             }
         }
         while let Some(r) = wire::split_frame(&self.inbox) {
             match r {
-                Ok((m, used)) => {
+                Ok((Message::Capture(c), used)) if capture_is_sane(&c) => {
                     self.inbox.drain(..used);
-                    if let Message::Capture(c) = m {
+                    let due = self
+                        .last_capture
+                        .is_none_or(|t| t.elapsed() >= MIN_CAPTURE_GAP);
+                    if due {
+                        self.last_capture = Some(Instant::now());
                         self.capture = Some(c);
                     }
                 }
-                Err(_) => {
-                    self.inbox.clear();
-                    break;
+                _ => {
+                    self.stop_listening();
+                    return;
                 }
             }
         }
+    }
+
+    fn stop_listening(&mut self) {
+        self.inbox = Vec::new();
+        self.deaf = true;
     }
 
     /// The flight recorder's records, oldest first.
@@ -572,7 +608,7 @@ pub(crate) fn tell_untraced(why: &str) {
     let Ok(stream) = connect_now(&path) else {
         return;
     };
-    if !listener_uid(&stream).is_some_and(|u| trusted_listener(u, current_uid())) {
+    if !listener_uid(&stream).is_some_and(|u| trusted_listener(u, current_uid(), s.monitor_uid)) {
         return;
     }
     let h = Hello {
@@ -592,8 +628,11 @@ mod tests {
     #[test]
     fn only_this_users_or_roots_listener_is_sent_to() {
         use super::{current_uid, listener_uid, trusted_listener};
-        assert!(trusted_listener(1000, 1000) && trusted_listener(0, 1000));
-        assert!(!trusted_listener(1001, 1000));
+        assert!(trusted_listener(1000, 1000, None) && trusted_listener(0, 1000, None));
+        assert!(!trusted_listener(1001, 1000, None));
+        // Pinned by the agent's environment: that uid only, root's neither.
+        assert!(trusted_listener(999, 1000, Some(999)));
+        assert!(!trusted_listener(0, 1000, Some(999)) && !trusted_listener(1000, 1000, Some(999)));
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
         assert_eq!(listener_uid(&a), Some(current_uid()));
     }

@@ -161,7 +161,10 @@ pub fn loopback_host_ok(host: &str) -> bool {
         || name.ends_with(".localhost")
 }
 
-fn serve_one(s: TcpStream, metrics: &dyn Fn() -> String, loopback: bool) {
+fn serve_one(s: TcpStream, metrics: &dyn Fn() -> String) {
+    // Reached through loopback (also on a server bound to every address): a local browser
+    // could be the client, so the Host must be one that names this machine.
+    let loopback = s.local_addr().is_ok_and(|a| a.ip().is_loopback());
     // One deadline for the whole request, however slowly it trickles in, and one for the
     // response, however slowly it is taken.
     let head = read_head(&mut Deadline::new(&s, REQUEST_TIMEOUT));
@@ -192,7 +195,6 @@ fn serve_one(s: TcpStream, metrics: &dyn Fn() -> String, loopback: bool) {
 /// Serves `listener` for ever (until the process exits), each request on a thread of its own.
 pub fn serve(listener: TcpListener, metrics: Arc<dyn Fn() -> String + Send + Sync>) {
     let busy = Arc::new(AtomicUsize::new(0));
-    let loopback = listener.local_addr().is_ok_and(|a| a.ip().is_loopback());
     for conn in listener.incoming() {
         let Ok(mut s) = conn else {
             // Out of descriptors (EMFILE) and the like: let them free up rather than spin.
@@ -214,7 +216,7 @@ pub fn serve(listener: TcpListener, metrics: Arc<dyn Fn() -> String + Send + Syn
         let spawned = std::thread::Builder::new()
             .name("cutrace-http".into())
             .spawn(move || {
-                serve_one(s, &*metrics, loopback);
+                serve_one(s, &*metrics);
                 busy2.fetch_sub(1, Ordering::SeqCst);
             });
         if spawned.is_err() {

@@ -17,6 +17,16 @@ pub struct Peer {
     pub container_id: Option<String>,
     /// Its Kubernetes pod's uid.
     pub pod_uid: Option<String>,
+    /// Its mount namespace (`/proc/PID/ns/mnt`, as `mnt:[INODE]`): where a path it is given
+    /// resolves.
+    pub mnt_ns: Option<String>,
+}
+
+/// The mount namespace of process `pid` (`self` for this one) in `proc`.
+fn mnt_ns(proc: &Path, pid: &str) -> Option<String> {
+    std::fs::read_link(proc.join(pid).join("ns/mnt"))
+        .ok()
+        .map(|l| l.to_string_lossy().into_owned())
 }
 
 impl Peer {
@@ -25,6 +35,7 @@ impl Peer {
         Peer {
             pid,
             uid: rustix::process::getuid().as_raw(),
+            mnt_ns: mnt_ns(Path::new("/proc"), "self"),
             ..Peer::default()
         }
     }
@@ -41,6 +52,7 @@ impl Peer {
             ns_pid: innermost_pid(&status).filter(|&p| p != pid),
             container_id,
             pod_uid,
+            mnt_ns: mnt_ns(proc, &pid.to_string()),
         }
     }
 

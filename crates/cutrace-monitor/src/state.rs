@@ -87,6 +87,8 @@ pub struct Process {
     pub ns_pid: Option<u32>,
     /// Its uid, by the kernel's word.
     pub uid: u32,
+    /// Its mount namespace, when it could be read (`peer::Peer::mnt_ns`).
+    pub mnt_ns: Option<String>,
     /// Its container and pod, from its cgroup (`peer::Peer`).
     pub container_id: Option<String>,
     pub pod_uid: Option<String>,
@@ -100,8 +102,9 @@ pub struct Process {
     /// From its last batch: kernel launches not completed, and the oldest one's age.
     pub launches_pending: u64,
     pub oldest_pending_ns: Ns,
-    /// Said already that its oldest launch is stuck (until it completes).
+    /// Said already that its oldest launch is stuck (until it completes), and when it last did.
     pub stuck_told: bool,
+    pub stuck_at: Option<Instant>,
     /// Set when the process said it runs untraced.
     pub untraced: Option<String>,
     /// Its connection closed (it exited, or stopped sending).
@@ -161,11 +164,31 @@ pub struct Stuck {
     pub age_ns: Ns,
 }
 
+/// At most one stuck-kernel event per process this often (a sender toggling its pending age
+/// cannot flood the log).
+pub const STUCK_EVENT_EVERY: Duration = Duration::from_secs(60);
+
 /// Stuck-kernel events kept until the binary takes them.
 pub const MAX_STUCK_EVENTS: usize = 1024;
 
 /// Connections one process may hold open at once.
 pub const MAX_CONNECTIONS_PER_PEER: u32 = 4;
+
+/// Whether process `p` resolves paths as `requester` does: the same mount namespace, both
+/// known. A uid alone is not enough: containers share uids (root is 0 in each), and a directory
+/// named by one would be created inside another's file system.
+fn same_mounts(p: &Process, requester: &Peer) -> bool {
+    matches!((&p.mnt_ns, &requester.mnt_ns), (Some(a), Some(b)) if a == b)
+}
+
+/// Whether `u` reads as a GPU's UUID as nvidia-smi writes it (`GPU-…` or `MIG-…`, hex digits
+/// and dashes, at most 64 bytes): anything else is kept as `unknown-device-N`, so a label value
+/// stays short whatever a sender says.
+fn is_uuid(u: &str) -> bool {
+    (u.starts_with("GPU-") || u.starts_with("MIG-"))
+        && u.len() <= 64
+        && u[4..].bytes().all(|b| b.is_ascii_hexdigit() || b == b'-')
+}
 
 /// `s` cut to at most `max` bytes, at a character boundary.
 fn cut(mut s: String, max: usize) -> String {
@@ -295,6 +318,7 @@ impl State {
                     untraced: p.untraced.clone(),
                     container_id: p.container_id.clone(),
                     pod_uid: p.pod_uid.clone(),
+                    mnt_ns: p.mnt_ns.clone(),
                     ..*p
                 };
                 (pid, p)
@@ -343,7 +367,7 @@ impl State {
             .processes
             .iter()
             .filter(|(pid, p)| !p.ended && r.pid.is_none_or(|want| want == **pid))
-            .filter(|(_, p)| p.uid == requester.uid)
+            .filter(|(_, p)| p.uid == requester.uid && same_mounts(p, requester))
             .map(|(&pid, _)| pid)
             .collect();
         let frame = crate::wire::encode(&Message::Capture(c.clone()));
@@ -357,19 +381,24 @@ impl State {
                 told.push(pid);
             }
         }
-        let refused = told.is_empty().then(|| match r.pid {
-            Some(p)
-                if self
-                    .processes
-                    .get(&p)
-                    .is_some_and(|x| x.uid != requester.uid) =>
-            {
-                format!("process {p} is another user's")
-            }
-            Some(p) => format!("no process {p} is reporting here now"),
-            None => "no process of yours is reporting here now".into(),
-        });
+        let refused = told.is_empty().then(|| self.why_not(requester, r.pid));
         CaptureReply { told, refused }
+    }
+
+    /// Why a capture for `pid` (or all) asked nothing.
+    fn why_not(&self, requester: &Peer, pid: Option<u32>) -> String {
+        let Some(p) = pid else {
+            return "no process of yours (in your mount namespace) is reporting here now".into();
+        };
+        match self.processes.get(&p) {
+            Some(x) if x.uid != requester.uid => format!("process {p} is another user's"),
+            Some(x) if !same_mounts(x, requester) => format!(
+                "process {p} sees other mounts than yours (another container): the directory \
+                 would not be the one you name"
+            ),
+            Some(x) if !x.ended => format!("process {p} could not be told (its socket is full)"),
+            _ => format!("no process {p} is reporting here now"),
+        }
     }
 
     /// A connection of the process `peer_pid` closed.
@@ -441,6 +470,7 @@ impl State {
                         hello,
                         ns_pid: peer.ns_pid,
                         uid: peer.uid,
+                        mnt_ns: peer.mnt_ns.clone(),
                         container_id: peer.container_id.clone(),
                         pod_uid: peer.pod_uid.clone(),
                         ..Process::default()
@@ -479,14 +509,22 @@ impl State {
         let keys: Vec<GpuKey> = b
             .devices
             .iter()
-            .map(|d| {
-                d.uuid
-                    .clone()
-                    .unwrap_or_else(|| format!("unknown-device-{}", d.device))
+            .map(|d| match &d.uuid {
+                Some(u) if is_uuid(u) => u.clone(),
+                _ => format!("unknown-device-{}", d.device),
             })
             .collect();
-        let new = keys.iter().filter(|k| !self.gpus.contains_key(*k)).count();
-        let mine = keys.iter().filter(|k| !p.gpus.contains_key(*k)).count();
+        // A GPU named twice in one batch (the sender's devices can repeat a UUID) is one GPU:
+        // the counts below are of distinct names.
+        let distinct: std::collections::BTreeSet<&GpuKey> = keys.iter().collect();
+        let new = distinct
+            .iter()
+            .filter(|k| !self.gpus.contains_key(**k))
+            .count();
+        let mine = distinct
+            .iter()
+            .filter(|k| !p.gpus.contains_key(**k))
+            .count();
         if p.gpus.len() + mine > MAX_DEVICES {
             return Err(Refused::TooManyGpus);
         }
@@ -887,6 +925,7 @@ mod tests {
         let peer = Peer {
             pid: 4242,
             uid: 1000,
+            mnt_ns: None,
             ns_pid: Some(7),
             container_id: Some("c".repeat(64)),
             pod_uid: Some("p".into()),
@@ -910,19 +949,32 @@ mod tests {
     #[test]
     fn a_capture_reaches_only_the_requesters_own_live_processes() {
         let mut s = State::default();
+        let ns = |n: &str| Some(format!("mnt:[{n}]"));
         let mine = Peer {
             pid: 10,
             uid: 1000,
+            mnt_ns: ns("1"),
             ..Peer::default()
         };
         let theirs = Peer {
             pid: 11,
             uid: 1001,
+            mnt_ns: ns("1"),
             ..Peer::default()
         };
-        let (mut a, mut b) = (None, None);
+        // Same user, another container.
+        let elsewhere = Peer {
+            pid: 12,
+            uid: 1000,
+            mnt_ns: ns("2"),
+            ..Peer::default()
+        };
+        let (mut a, mut b, mut e) = (None, None, None);
         s.apply_from(&mine, &mut a, hello(10)).unwrap();
         s.apply_from(&theirs, &mut b, hello(11)).unwrap();
+        s.apply_from(&elsewhere, &mut e, hello(12)).unwrap();
+        let (far_away, _keep) = std::os::unix::net::UnixStream::pair().unwrap();
+        s.writers.insert(12, far_away);
         let (ours, mut ours_far) = std::os::unix::net::UnixStream::pair().unwrap();
         let (other, mut other_far) = std::os::unix::net::UnixStream::pair().unwrap();
         s.writers.insert(10, ours);
@@ -938,10 +990,13 @@ mod tests {
         let me = Peer {
             pid: 99,
             uid: 1000,
+            mnt_ns: ns("1"),
             ..Peer::default()
         };
         let r = s.capture(&me, &req(None, "/cap", 5));
         assert_eq!((r.told, r.refused), (vec![10], None));
+        let r = s.capture(&me, &req(Some(12), "/cap", 5));
+        assert!(r.told.is_empty() && r.refused.unwrap().contains("other mounts"));
         let r = s.capture(&me, &req(Some(11), "/cap", 5));
         assert!(r.told.is_empty() && r.refused.unwrap().contains("another user's"));
         for bad in [

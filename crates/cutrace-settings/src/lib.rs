@@ -95,6 +95,8 @@ pub struct Settings {
     pub monitor_socket: Option<PathBuf>,
     /// Monitor mode's duty cycle: records on for part of each period only.
     pub monitor_duty: Option<Duty>,
+    /// The uid the monitor's socket must be served by (the agent's), when pinned.
+    pub monitor_uid: Option<u32>,
     /// Benchmark knobs, passed through from the user's environment.
     pub knobs: Knobs,
     /// Hardware counters per kernel (`cutrace profile`).
@@ -352,6 +354,9 @@ impl Settings {
             record_cmdline: r.flag(var::RECORD_CMDLINE),
             discard: r.flag(var::DISCARD),
             monitor_socket: r.path(var::MONITOR_SOCKET),
+            monitor_uid: r
+                .number(var::MONITOR_UID)
+                .and_then(|n| u32::try_from(n).ok()),
             monitor_duty: r.parsed(
                 var::MONITOR_DUTY,
                 "ON_MS/PERIOD_MS, on shorter than the period",
@@ -416,6 +421,10 @@ impl Settings {
         put(
             var::MONITOR_DUTY,
             self.monitor_duty.map(|d| d.text().into()),
+        );
+        put(
+            var::MONITOR_UID,
+            self.monitor_uid.map(|u| u.to_string().into()),
         );
         let k = &self.knobs;
         put(var::RUNTIME_CBIDS, k.runtime_cbids.as_deref().map(join));

@@ -100,11 +100,14 @@ fn settings() -> impl Strategy<Value = Settings> {
         counters,
         (pm, pc),
         access,
-        opt(
-            (1u64..1_000_000, 1u64..1_000_000).prop_map(|(on, extra)| Duty {
-                on_ms: on,
-                period_ms: on + extra,
-            }),
+        (
+            opt(
+                (1u64..1_000_000, 1u64..1_000_000).prop_map(|(on, extra)| Duty {
+                    on_ms: on,
+                    period_ms: on + extra,
+                }),
+            ),
+            opt(any::<u32>()),
         ),
     )
         .prop_map(
@@ -114,7 +117,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 counters,
                 (pm, pc),
                 access,
-                duty,
+                (duty, uid),
             )| {
                 Settings {
                     output_dir: dir.map(PathBuf::from),
@@ -127,6 +130,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     discard: disc,
                     monitor_socket: monitor.map(PathBuf::from),
                     monitor_duty: duty,
+                    monitor_uid: uid,
                     knobs,
                     counters,
                     pm_sampling: pm,

@@ -22,6 +22,9 @@ pub const RECORD_CMDLINE: &str = "CUTRACE_RECORD_CMDLINE";
 pub const DISCARD: &str = "CUTRACE_DISCARD";
 /// `cutrace monitor`'s Unix socket: summaries go there instead of a trace.
 pub const MONITOR_SOCKET: &str = "CUTRACE_MONITOR_SOCKET";
+/// The uid the monitor's socket must be served by (`cutrace agent env` prints the agent's):
+/// the injected library sends to no other listener.
+pub const MONITOR_UID: &str = "CUTRACE_MONITOR_UID";
 /// Monitor mode's duty cycle, `ON_MS/PERIOD_MS`: records on for the first ON_MS of each period.
 pub const MONITOR_DUTY: &str = "CUTRACE_MONITOR_DUTY";
 /// Runtime callback ids that get records, comma-separated (a benchmark knob).
@@ -100,7 +103,7 @@ pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 /// Every variable the injected library reads: `cutrace record` sets those it means and removes
 /// the rest from the program's environment, so one left there from elsewhere does not choose
 /// for the user.
-pub const INJECTION: [&str; 33] = [
+pub const INJECTION: [&str; 34] = [
     OUTPUT_DIR,
     KINDS,
     RUN_ID,
@@ -111,6 +114,7 @@ pub const INJECTION: [&str; 33] = [
     DISCARD,
     MONITOR_SOCKET,
     MONITOR_DUTY,
+    MONITOR_UID,
     RUNTIME_CBIDS,
     DEVICE_BUFFER_BYTES,
     MAX_BUFFERS,

@@ -95,20 +95,15 @@ fn ask(path: &Path, req: CaptureRequest) -> anyhow::Result<wire::CaptureReply> {
     }
 }
 
-/// The parts in `dir` of the processes `pids`.
-fn parts_of(dir: &Path, pids: &[u32]) -> Vec<PathBuf> {
+/// The parts in `dir` (a process in a container names its part by its pid in there, so they
+/// are counted whatever their pid).
+fn parts_in(dir: &Path) -> Vec<PathBuf> {
     let Ok(rd) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
     rd.filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            name.ends_with(".cutrace")
-                && pids.iter().any(|pid| {
-                    name.contains(&format!("-{pid}.cutrace")) || name.contains(&format!("-{pid}-"))
-                })
-        })
+        .filter(|p| p.extension().is_some_and(|x| x == "cutrace"))
         .collect()
 }
 
@@ -137,28 +132,31 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         let _ = std::fs::remove_dir(&dir);
         return Ok(1);
     }
+    let pids = reply
+        .told
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let (what, secs) = if args.last {
+        ("the last records of".to_string(), 0)
+    } else {
+        (format!("{} s of", args.seconds), u64::from(args.seconds))
+    };
     if !args.quiet {
         eprintln!(
-            "cutrace: capturing {} process(es) ({}) for {} s into {}",
+            "cutrace: capturing {what} {} process(es) ({pids}) into {}",
             reply.told.len(),
-            reply
-                .told
-                .iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", "),
-            args.seconds,
             dir.display()
         );
     }
     // Each finishes its part at the end of its time, at its writer's next turn (within about a
     // flush period); a little more for the last chunks.
-    let until =
-        Instant::now() + Duration::from_secs(args.seconds.into()) + Duration::from_millis(1500);
+    let until = Instant::now() + Duration::from_secs(secs) + Duration::from_millis(1500);
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(100));
     }
-    let parts = parts_of(&dir, &reply.told);
+    let parts = parts_in(&dir);
     if !args.quiet {
         eprintln!(
             "cutrace: {} part(s) in {}; `cutrace report {}` reads them",

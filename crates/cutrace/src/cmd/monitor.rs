@@ -7,7 +7,7 @@
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -141,6 +141,8 @@ pub(crate) fn parse_duty(text: &str) -> Result<cutrace_settings::Duty, String> {
 pub(crate) fn monitor_settings(sock: &Path, duty: Option<cutrace_settings::Duty>) -> Settings {
     Settings {
         monitor_duty: duty,
+        // The programs send to no listener but this user's (root in a container is uid 0 too).
+        monitor_uid: Some(nix::unistd::getuid().as_raw()),
         kinds: Some(MONITOR_KINDS.iter().map(|k| (*k).to_string()).collect()),
         run_id: Some(cutrace_launch::new_run_id()),
         // Only the calls that launch work or copy: the others are not summarised.
@@ -282,7 +284,7 @@ pub(crate) fn block_signals() -> Option<nix::sys::signal::SigSet> {
 /// Passes the signals someone sent the monitor on to the program (`child`, while it runs; 0
 /// after), and sets `stop` (which ends `--linger`). A signal the terminal sent (Ctrl-C, Ctrl-\)
 /// reached the program's process group already and is not sent twice.
-fn pass_signals_on(set: nix::sys::signal::SigSet, child: Arc<AtomicU32>, stop: Arc<AtomicBool>) {
+fn pass_signals_on(set: nix::sys::signal::SigSet, child: Arc<Mutex<u32>>, stop: Arc<AtomicBool>) {
     use nix::sys::signalfd::{SfdFlags, SignalFd};
     let Ok(fd) = SignalFd::with_flags(&set, SfdFlags::SFD_CLOEXEC) else {
         return;
@@ -294,12 +296,14 @@ fn pass_signals_on(set: nix::sys::signal::SigSet, child: Arc<AtomicU32>, stop: A
         .spawn(move || {
             while let Ok(Some(info)) = fd.read_signal() {
                 stop.store(true, Ordering::SeqCst);
-                let pid = child.load(Ordering::SeqCst);
                 let Ok(sig) = nix::sys::signal::Signal::try_from(info.ssi_signo as i32) else {
                     continue;
                 };
-                if pid != 0 && info.ssi_code != SI_KERNEL {
-                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), sig);
+                // Held from reading the pid to sending: the main thread takes it to say the
+                // program is reaped, so no signal can land on a pid taken over since.
+                let Ok(pid) = child.lock() else { return };
+                if *pid != 0 && info.ssi_code != SI_KERNEL {
+                    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*pid as i32), sig);
                 }
             }
         });
@@ -385,16 +389,20 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     };
     let (running, stop) = (
-        Arc::new(AtomicU32::new(child.id())),
+        Arc::new(Mutex::new(child.id())),
         Arc::new(AtomicBool::new(false)),
     );
     if let Some(set) = signals {
         pass_signals_on(set, running.clone(), stop.clone());
     }
     wait_unreaped(child.id());
-    // No more signals to it: once reaped, its pid may be another process's.
-    running.store(0, Ordering::SeqCst);
-    let status = child.wait().context("waiting for the program")?;
+    // No more signals to it: once reaped, its pid may be another process's. Reaped with the
+    // lock held, so a signal being passed on finishes first.
+    let status = {
+        let mut pid = running.lock().unwrap_or_else(|e| e.into_inner());
+        *pid = 0;
+        child.wait().context("waiting for the program")?
+    };
     drain(&state);
     if args.linger > 0 && !stop.load(Ordering::SeqCst) {
         if !args.quiet {

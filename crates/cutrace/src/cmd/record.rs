@@ -294,6 +294,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         discard: args.discard,
         monitor_socket: None,
         monitor_duty: None,
+        monitor_uid: None,
         // Benchmark knobs pass through from cutrace's own environment.
         knobs: inherited_knobs(),
         counters: sessions.counters,
