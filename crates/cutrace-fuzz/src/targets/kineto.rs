@@ -106,8 +106,12 @@ fn bomb(rng: &mut Rng) -> io::Result<Vec<u8>> {
         }
     } else {
         e.write_all(br#"{"traceEvents": ["#)?;
-        let ev =
-            br#"{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1},"#;
+        // Events that are skipped, or allocations at one address that are all kept.
+        let ev: &[u8] = if rng.chance(0.5) {
+            br#"{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1},"#
+        } else {
+            br#"{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1, "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1}},"#
+        };
         let per_mb = (1 << 20) / ev.len();
         let block: Vec<u8> = ev.iter().copied().cycle().take(per_mb * ev.len()).collect();
         for _ in 0..mb {
@@ -136,6 +140,11 @@ fn number(rng: &mut Rng, b: &mut Vec<u8>) -> String {
         b"\"pid\": ",
         b"\"tid\": ",
         b"\"device\": ",
+        // A `[memory]` event's size, address, totals and device.
+        b"\"Bytes\": ",
+        b"\"Addr\": ",
+        b"\"Total Allocated\": ",
+        b"\"Device Id\": ",
     ]);
     let spots = after(b, key);
     if spots.is_empty() {
