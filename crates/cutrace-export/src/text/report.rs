@@ -127,6 +127,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     super::counters::render(o, r, top);
     super::pm::render(o, r);
     super::pc::render(o, r, top);
+    super::memory::render(o, r, top);
     render_api(o, r);
     render_transfers(o, r);
     render_ranges(o, r);

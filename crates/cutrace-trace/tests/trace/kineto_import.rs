@@ -104,8 +104,17 @@ fn real_traces_import_every_gpu_event_exactly() {
             trace.meta.cupti_version,
             v["cupti_version"].as_u64().map(|x| x as u32)
         );
-        assert_eq!(trace.meta.devices.len(), 1);
-        assert_eq!(trace.meta.devices[0].sm_count, Some(132));
+        // The H200 captures have one GPU; a fixture from elsewhere has its own.
+        let props = v["deviceProperties"].as_array().unwrap();
+        assert_eq!(trace.meta.devices.len(), props.len());
+        let sms = props[0]["numSms"].as_u64().map(|n| n as u32);
+        assert_eq!(trace.meta.devices[0].sm_count, sms);
+        if props[0]["name"].as_str().is_some_and(|n| n.contains("H200")) {
+            assert_eq!((props.len(), sms), (1, Some(132)));
+        }
+        // Every `[memory]` event is an allocation or free of the model.
+        let memory = events.iter().filter(|e| e["name"] == "[memory]").count();
+        assert_eq!(trace.memory.len(), memory, "{}", path.display());
         assert!(trace.meta.complete);
         let skipped: u64 = trace.meta.skipped_events.iter().map(|(_, n)| n).sum();
         let modelled = trace.kernels.len()
@@ -114,7 +123,8 @@ fn real_traces_import_every_gpu_event_exactly() {
             + trace.api_calls.len()
             + trace.syncs.len()
             + trace.ranges.len()
-            + trace.overheads.len();
+            + trace.overheads.len()
+            + trace.memory.len();
         // torch's collective annotations are read into the collectives (or counted in a note).
         let annotations = events
             .iter()
