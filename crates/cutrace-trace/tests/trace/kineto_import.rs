@@ -109,7 +109,10 @@ fn real_traces_import_every_gpu_event_exactly() {
         assert_eq!(trace.meta.devices.len(), props.len());
         let sms = props[0]["numSms"].as_u64().map(|n| n as u32);
         assert_eq!(trace.meta.devices[0].sm_count, sms);
-        if props[0]["name"].as_str().is_some_and(|n| n.contains("H200")) {
+        if props[0]["name"]
+            .as_str()
+            .is_some_and(|n| n.contains("H200"))
+        {
             assert_eq!((props.len(), sms), (1, Some(132)));
         }
         // Every `[memory]` event is an allocation or free of the model.
