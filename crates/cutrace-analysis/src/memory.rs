@@ -724,3 +724,150 @@ pub fn memory_series(trace: &Trace) -> Vec<PoolSeries> {
         })
         .collect()
 }
+
+/// Two traces' memory (`cutrace diff`): per (level, CPU or GPU, device), the peaks and the
+/// churn of each side, and the churn of CUDA's allocation calls. Processes differ from run to
+/// run, so a side's pools of one (level, place, device) are taken together: counts add, and a
+/// peak is the highest of its processes'.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryDiff {
+    pub pools: Vec<PoolDiff>,
+    pub api_churn_base: Option<ChurnSide>,
+    pub api_churn_new: Option<ChurnSide>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolDiff {
+    pub level: &'static str,
+    pub place: &'static str,
+    pub device: u32,
+    /// Null for a side without such a pool.
+    pub base: Option<PoolSide>,
+    pub new: Option<PoolSide>,
+    /// `new − base` of `peak_bytes` and of `reported_peak_bytes`, null unless both are known.
+    pub peak_change_bytes: Option<i64>,
+    pub reported_peak_change_bytes: Option<i64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolSide {
+    /// The replay's peak (the report's `peak.bytes`), and the allocator's (`reported_peak`).
+    pub peak_bytes: Option<u64>,
+    pub reported_peak_bytes: Option<u64>,
+    pub reserved_minus_allocated_bytes: Option<u64>,
+    pub allocs: u64,
+    pub frees: u64,
+    pub live_at_end_bytes: u64,
+    /// Steps with events of the pool, and the median (nearest-rank) of allocations per step.
+    pub steps: u64,
+    pub allocs_per_step_median: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ChurnSide {
+    pub alloc_calls: u64,
+    pub free_calls: u64,
+    pub summed_host_ns: Ns,
+}
+
+/// The diff of two reports' memory sections; `None` when neither has one.
+pub fn memory_diff(base: Option<&MemoryReport>, new: Option<&MemoryReport>) -> Option<MemoryDiff> {
+    if base.is_none() && new.is_none() {
+        return None;
+    }
+    type Key = (&'static str, &'static str, u32);
+    let mut by: BTreeMap<Key, (Option<PoolSide>, Option<PoolSide>)> = BTreeMap::new();
+    for (side, r) in [(0, base), (1, new)] {
+        let mut sides: BTreeMap<Key, (PoolSide, Vec<u64>)> = BTreeMap::new();
+        for p in r.map_or(&[][..], |r| &r.pools[..]) {
+            let (s, per_step) = sides
+                .entry((p.level, p.place, p.device))
+                .or_insert_with(|| (empty_side(), Vec::new()));
+            merge_side(s, p);
+            per_step.extend(p.steps.iter().map(|x| x.allocs));
+        }
+        for (k, (mut s, mut per_step)) in sides {
+            per_step.sort_unstable();
+            s.steps = per_step.len() as u64;
+            s.allocs_per_step_median = (!per_step.is_empty())
+                .then(|| per_step[crate::percentile::nearest_rank(per_step.len(), 500) - 1]);
+            let e = by.entry(k).or_default();
+            if side == 0 {
+                e.0 = Some(s);
+            } else {
+                e.1 = Some(s);
+            }
+        }
+    }
+    let change = |b: Option<u64>, n: Option<u64>| match (b, n) {
+        (Some(b), Some(n)) => Some(clamp_i64(i128::from(n) - i128::from(b))),
+        _ => None,
+    };
+    let pools = by
+        .into_iter()
+        .map(|((level, place, device), (b, n))| PoolDiff {
+            level,
+            place,
+            device,
+            peak_change_bytes: change(
+                b.as_ref().and_then(|s| s.peak_bytes),
+                n.as_ref().and_then(|s| s.peak_bytes),
+            ),
+            reported_peak_change_bytes: change(
+                b.as_ref().and_then(|s| s.reported_peak_bytes),
+                n.as_ref().and_then(|s| s.reported_peak_bytes),
+            ),
+            base: b,
+            new: n,
+        })
+        .collect();
+    let churn = |r: Option<&MemoryReport>| {
+        r.filter(|r| !r.api_churn.is_empty()).map(|r| ChurnSide {
+            alloc_calls: r.api_churn.iter().map(|c| c.alloc_calls).sum(),
+            free_calls: r.api_churn.iter().map(|c| c.free_calls).sum(),
+            summed_host_ns: r
+                .api_churn
+                .iter()
+                .fold(0, |a: Ns, c| a.saturating_add(c.summed_host_ns)),
+        })
+    };
+    Some(MemoryDiff {
+        pools,
+        api_churn_base: churn(base),
+        api_churn_new: churn(new),
+    })
+}
+
+fn clamp_i64(v: i128) -> i64 {
+    i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX })
+}
+
+fn empty_side() -> PoolSide {
+    PoolSide {
+        peak_bytes: None,
+        reported_peak_bytes: None,
+        reserved_minus_allocated_bytes: None,
+        allocs: 0,
+        frees: 0,
+        live_at_end_bytes: 0,
+        steps: 0,
+        allocs_per_step_median: None,
+    }
+}
+
+/// Adds one process's pool to a side: counts add, the highest peak is kept (with its
+/// reserved-minus-allocated).
+fn merge_side(s: &mut PoolSide, p: &MemoryPool) {
+    s.allocs += p.allocs;
+    s.frees += p.frees;
+    s.live_at_end_bytes = s.live_at_end_bytes.saturating_add(p.live_at_end.bytes);
+    if let Some(k) = &p.peak {
+        s.peak_bytes = Some(s.peak_bytes.map_or(k.bytes, |b| b.max(k.bytes)));
+    }
+    if let Some(rp) = &p.reported_peak {
+        if s.reported_peak_bytes.is_none_or(|b| rp.allocated_bytes > b) {
+            s.reported_peak_bytes = Some(rp.allocated_bytes);
+            s.reserved_minus_allocated_bytes = rp.reserved_minus_allocated_bytes;
+        }
+    }
+}

@@ -329,3 +329,43 @@ proptest! {
         prop_assert_eq!(p.unknown_events, of(MemoryOp::Unknown).count() as u64);
     }
 }
+
+/// `diff` compares peaks and churn: the new trace's fourth allocation is 2,000 B larger and one
+/// more allocation call is made.
+#[test]
+fn diff_compares_peaks_and_churn() {
+    use cutrace_analysis::memory::memory_diff;
+    let base = planted();
+    let mut new = planted();
+    new.memory[5].bytes = Some(6_000);
+    new.memory[8].bytes = Some(6_000);
+    for e in &mut new.memory[5..10] {
+        e.total_allocated = e.total_allocated.map(|t| t + 2_000);
+    }
+    new.memory[8].total_allocated = Some(10_500);
+    let mut i = Interner::from_strings(new.strings.clone());
+    new.api_calls
+        .push(call(&mut i, "cudaMalloc", ApiKind::Runtime, 1_800, 1_820));
+    new.strings = i.into_strings();
+    let (b, n) = (report_of(&base, None), report_of(&new, None));
+    let d = memory_diff(Some(&b), Some(&n)).unwrap();
+    let gpu = d.pools.iter().find(|p| p.place == "gpu").unwrap();
+    assert_eq!((gpu.level, gpu.device), ("framework", 0));
+    assert_eq!(gpu.peak_change_bytes, Some(2_000));
+    assert_eq!(gpu.reported_peak_change_bytes, Some(2_000));
+    let (bs, ns) = (gpu.base.as_ref().unwrap(), gpu.new.as_ref().unwrap());
+    assert_eq!((bs.peak_bytes, ns.peak_bytes), (Some(7_500), Some(9_500)));
+    assert_eq!(ns.reserved_minus_allocated_bytes, Some(500));
+    assert_eq!((ns.allocs, ns.frees, ns.steps), (6, 4, 2));
+    assert_eq!(ns.allocs_per_step_median, Some(3));
+    let (cb, cn) = (d.api_churn_base.unwrap(), d.api_churn_new.unwrap());
+    assert_eq!((cb.alloc_calls, cn.alloc_calls), (1, 2));
+    assert_eq!(cn.summed_host_ns - cb.summed_host_ns, 20);
+    // A side without memory: its pools are absent, its changes unknown.
+    let none = memory_diff(Some(&b), None).unwrap();
+    assert!(none
+        .pools
+        .iter()
+        .all(|p| p.new.is_none() && p.peak_change_bytes.is_none()));
+    assert!(memory_diff(None, None).is_none());
+}

@@ -228,6 +228,94 @@ fn render_calls(o: &mut String, m: &MemoryReport) {
     }
 }
 
+/// The memory part of `cutrace diff`'s text.
+pub fn render_diff(o: &mut String, d: &cutrace_analysis::memory::MemoryDiff) {
+    use cutrace_analysis::memory::PoolSide;
+    let _ = writeln!(
+        o,
+        "\nMemory (base → new{}):",
+        if d.pools.is_empty() {
+            ""
+        } else {
+            "; a device's processes together, peaks the highest of them"
+        }
+    );
+    let opt = |v: Option<u64>| v.map_or_else(|| "-".to_owned(), fmt_bytes);
+    let signed = |v: Option<i64>| match v {
+        Some(c) if c < 0 => format!(" (−{})", fmt_bytes(c.unsigned_abs())),
+        Some(c) => format!(" (+{})", fmt_bytes(c as u64)),
+        None => String::new(),
+    };
+    for p in &d.pools {
+        let place = match p.place {
+            "gpu" => format!("GPU {}", p.device),
+            "cpu" => "CPU".to_owned(),
+            _ => format!("device #{} (other type)", p.device),
+        };
+        let side = |s: Option<&PoolSide>, f: &dyn Fn(&PoolSide) -> String| {
+            s.map_or_else(|| "absent".to_owned(), f)
+        };
+        let (b, n) = (p.base.as_ref(), p.new.as_ref());
+        let peak = |s: &PoolSide| opt(s.peak_bytes);
+        let reported = |s: &PoolSide| opt(s.reported_peak_bytes);
+        let churn = |s: &PoolSide| {
+            format!(
+                "{} allocations, {} frees, median {} per step",
+                s.allocs,
+                s.frees,
+                s.allocs_per_step_median
+                    .map_or_else(|| "-".to_owned(), |m| m.to_string())
+            )
+        };
+        let _ = writeln!(o, "  {place} ({} allocator):", p.level);
+        let _ = writeln!(
+            o,
+            "    peak live      {} → {}{}",
+            side(b, &peak),
+            side(n, &peak),
+            signed(p.peak_change_bytes)
+        );
+        if b.is_some_and(|s| s.reported_peak_bytes.is_some())
+            || n.is_some_and(|s| s.reported_peak_bytes.is_some())
+        {
+            let _ = writeln!(
+                o,
+                "    allocator peak {} → {}{}",
+                side(b, &reported),
+                side(n, &reported),
+                signed(p.reported_peak_change_bytes)
+            );
+        }
+        let _ = writeln!(
+            o,
+            "    churn          {} → {}",
+            side(b, &churn),
+            side(n, &churn)
+        );
+    }
+    let calls = |c: Option<&cutrace_analysis::memory::ChurnSide>| {
+        c.map_or_else(
+            || "none".to_owned(),
+            |c| {
+                format!(
+                    "{}+{} calls, {} summed",
+                    c.alloc_calls,
+                    c.free_calls,
+                    fmt_ns(c.summed_host_ns)
+                )
+            },
+        )
+    };
+    if d.api_churn_base.is_some() || d.api_churn_new.is_some() {
+        let _ = writeln!(
+            o,
+            "  CUDA allocation+free calls: {} → {}",
+            calls(d.api_churn_base.as_ref()),
+            calls(d.api_churn_new.as_ref())
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
