@@ -10,7 +10,9 @@ with `Total Reserved` then, and what was still live at the end.
 
 Replay rules (docs/REPORT.md, "memory"): events in time order, ties in file order; `Bytes` > 0
 allocates at `Addr` (ending an allocation still live there), `Bytes` < 0 frees the allocation
-live at `Addr` or, when none is, is a free without its allocation.
+live at `Addr` or, when none is, is a free without its allocation. An event without `Addr`
+(torch 1.8) counts by its size alone: a free takes back as many bytes of such allocations if
+that many are live, else it is a free without its allocation.
 """
 
 import decimal
@@ -51,19 +53,29 @@ def main(path):
         peak = None
         reported = None
         allocs = frees = orphans = 0
+        bare = 0  # live bytes of allocations without an address (torch 1.8 wrote no Addr)
         for t, _, a in evs:
             size = int(a["Bytes"])
-            addr = int(a["Addr"])
+            addr = int(a["Addr"]) if "Addr" in a else None
             if size >= 0:
                 allocs += 1
-                now -= live.pop(addr, 0)
-                live[addr] = size
+                if addr is None:
+                    bare += size
+                else:
+                    now -= live.pop(addr, 0)
+                    live[addr] = size
                 now += size
                 if peak is None or now > peak[0]:
                     peak = (now, t)
             else:
                 frees += 1
-                if addr in live:
+                if addr is None:
+                    if 0 < -size <= bare:
+                        bare += size
+                        now += size
+                    else:
+                        orphans += 1
+                elif addr in live:
                     now -= live.pop(addr)
                 else:
                     orphans += 1
@@ -85,7 +97,7 @@ def main(path):
                 "reported_at_ns": reported[1] if reported else None,
                 "reported_reserved_bytes": reported[2] if reported else None,
                 "live_at_end_allocations": len(live),
-                "live_at_end_bytes": sum(live.values()),
+                "live_at_end_bytes": sum(live.values()) + bare,
             }
         )
     json.dump({"pools": out}, sys.stdout, indent=1)

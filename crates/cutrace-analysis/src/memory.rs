@@ -110,9 +110,13 @@ pub struct ReportedPeak {
 /// A set of live allocations: how many, their bytes, the largest, and the bytes per site.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveSet {
+    /// Allocations with an address (those of unknown size included).
     pub allocations: u64,
-    /// Known bytes (allocations of unknown size are in `allocations` only).
+    /// Known bytes, `unaddressed_bytes` included.
     pub bytes: u64,
+    /// Bytes of allocations the source gave no address for (torch 1.8), live by the sizes of
+    /// their allocations and frees alone: in `bytes`, not in the lists below.
+    pub unaddressed_bytes: u64,
     /// The largest allocations (top N, by bytes then time).
     pub largest: Vec<LiveAllocation>,
     /// Bytes per site, largest first (top N).
@@ -237,34 +241,51 @@ struct Ctx<'a> {
     top: usize,
 }
 
-/// A live allocation in the replay: its bytes (None: unknown) and its event.
+/// The live allocations with an address, by address: bytes (None: unknown) and event.
 type Live = HashMap<u64, (Option<u64>, u32)>;
 
 /// The state of one replay.
 #[derive(Default)]
 struct Replay {
     live: Live,
-    /// Known live bytes; u128 so that hostile sizes cannot overflow it.
+    /// Known live bytes, those of allocations without an address included; u128 so that
+    /// hostile sizes cannot overflow it.
     bytes: u128,
+    /// Live bytes of allocations without an address, by their sizes alone.
+    unaddressed: u128,
 }
 
 impl Replay {
     /// Applies one event; returns what it was for the counts.
     fn apply(&mut self, e: &MemoryEvent, i: u32) -> Applied {
-        match e.op {
-            MemoryOp::Unknown => Applied::Unknown,
-            MemoryOp::Alloc => {
-                let replaced = self.end(e.address).is_some();
-                self.bytes += u128::from(e.bytes.unwrap_or(0));
-                self.live.insert(e.address, (e.bytes, i));
+        let size = u128::from(e.bytes.unwrap_or(0));
+        match (e.op, e.address) {
+            (MemoryOp::Unknown, _) => Applied::Unknown,
+            (MemoryOp::Alloc, Some(addr)) => {
+                let replaced = self.end(addr).is_some();
+                self.bytes += size;
+                self.live.insert(addr, (e.bytes, i));
                 Applied::Alloc { replaced }
             }
-            MemoryOp::Free => match self.end(e.address) {
-                Some(size) => Applied::Free {
-                    mismatch: matches!((size, e.bytes), (Some(a), Some(b)) if a != b),
+            (MemoryOp::Free, Some(addr)) => match self.end(addr) {
+                Some(known) => Applied::Free {
+                    mismatch: matches!((known, e.bytes), (Some(a), Some(b)) if a != b),
                 },
                 None => Applied::Orphan,
             },
+            (MemoryOp::Alloc, None) => {
+                self.unaddressed += size;
+                self.bytes += size;
+                Applied::Alloc { replaced: false }
+            }
+            // Without an address, a free pairs with as many unaddressed bytes still live, or
+            // is one whose allocation the trace did not see.
+            (MemoryOp::Free, None) if size > 0 && size <= self.unaddressed => {
+                self.unaddressed -= size;
+                self.bytes -= size;
+                Applied::Free { mismatch: false }
+            }
+            (MemoryOp::Free, None) => Applied::Orphan,
         }
     }
 
@@ -344,7 +365,7 @@ impl Ctx<'_> {
                 st.peak_bytes = st.peak_bytes.max(now);
             }
         }
-        p.live_at_end = self.live_set(&r.live);
+        p.live_at_end = self.live_set(&r);
         p.peak = peak
             .filter(|&(b, _, _)| b > 0)
             .map(|(bytes, at, upto)| Peak {
@@ -371,8 +392,8 @@ impl Ctx<'_> {
         p
     }
 
-    /// The live set after event `upto` (None: before the first event in the window).
-    fn replay_to(&self, idx: &[u32], upto: Option<u32>) -> Live {
+    /// The replay after event `upto` (None: before the first event in the window).
+    fn replay_to(&self, idx: &[u32], upto: Option<u32>) -> Replay {
         let mut r = Replay::default();
         for &i in idx {
             let e = &self.trace.memory[i as usize];
@@ -384,7 +405,7 @@ impl Ctx<'_> {
                 break;
             }
         }
-        r.live
+        r
     }
 
     fn site(&self, i: u32) -> String {
@@ -394,8 +415,9 @@ impl Ctx<'_> {
         }
     }
 
-    fn live_set(&self, live: &Live) -> LiveSet {
-        let mut all: Vec<(Option<u64>, Ns, u64, u32)> = live
+    fn live_set(&self, r: &Replay) -> LiveSet {
+        let mut all: Vec<(Option<u64>, Ns, u64, u32)> = r
+            .live
             .iter()
             .map(|(&addr, &(b, i))| (b, self.trace.memory[i as usize].ts_ns, addr, i))
             .collect();
@@ -417,13 +439,10 @@ impl Ctx<'_> {
             .collect();
         by_site.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.site.cmp(&b.site)));
         by_site.truncate(self.top);
-        let bytes = all
-            .iter()
-            .map(|a| u128::from(a.0.unwrap_or(0)))
-            .sum::<u128>();
         LiveSet {
             allocations: all.len() as u64,
-            bytes: u64::try_from(bytes).unwrap_or(u64::MAX),
+            bytes: r.bytes(),
+            unaddressed_bytes: u64::try_from(r.unaddressed).unwrap_or(u64::MAX),
             largest: all
                 .iter()
                 .take(self.top)

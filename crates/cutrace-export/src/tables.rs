@@ -477,7 +477,7 @@ fn memory_columns(t: &Trace) -> Vec<Column<'_>> {
             MemoryOp::Free => "free",
             MemoryOp::Unknown => "unknown",
         })),
-        col!(m, U64, "address", |r| r.address),
+        col!(m, OptU64, "address", |r| r.address),
         col!(m, OptU64, "bytes", |r| r.bytes),
         col!(m, OptU64, "total_allocated", |r| r.total_allocated),
         col!(m, OptU64, "total_reserved", |r| r.total_reserved),

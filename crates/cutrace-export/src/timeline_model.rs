@@ -434,7 +434,9 @@ impl<'t> Timeline<'t> {
         };
         out.uint(arg::DEVICE_TYPE, kind);
         out.int(arg::DEVICE_ID, device);
-        out.uint(arg::ADDR, m.address);
+        if let Some(a) = m.address {
+            out.uint(arg::ADDR, a);
+        }
         let bytes = m.bytes.and_then(|b| i64::try_from(b).ok());
         match (m.op, bytes) {
             (MemoryOp::Alloc, Some(b)) => out.int(arg::MEM_BYTES, b),

@@ -941,7 +941,7 @@ mod tests {
         assert_eq!(
             (a.address, a.bytes, a.total_allocated, a.total_reserved),
             (
-                139926520725504,
+                Some(139926520725504),
                 Some(5242880),
                 Some(5435638784),
                 Some(12782141440)

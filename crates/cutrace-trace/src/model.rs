@@ -162,7 +162,9 @@ pub struct MemoryEvent {
     pub device: u32,
     pub level: MemoryLevel,
     pub op: MemoryOp,
-    pub address: u64,
+    /// The block's address; `None` where the source did not give one (torch 1.8's `[memory]`
+    /// events have no `Addr`): such events are replayed by their sizes alone.
+    pub address: Option<u64>,
     /// The block's size (for a free, the size given back).
     pub bytes: Option<u64>,
     /// What the allocator reported in use and held after this event (torch's `Total

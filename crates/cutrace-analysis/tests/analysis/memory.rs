@@ -19,7 +19,7 @@ fn ev(ts_ns: Ns, op: MemoryOp, address: u64, bytes: Option<u64>) -> MemoryEvent 
         device: 0,
         level: MemoryLevel::Framework,
         op,
-        address,
+        address: Some(address),
         bytes,
         total_allocated: None,
         total_reserved: None,
@@ -256,7 +256,7 @@ fn live_after(evs: &[MemoryEvent], k: usize) -> Vec<(u64, Option<u64>)> {
         let ended =
             (a + 1..=k).any(|e| evs[e].address == evs[a].address && evs[e].op != MemoryOp::Unknown);
         if !ended {
-            out.push((evs[a].address, evs[a].bytes));
+            out.push((evs[a].address.expect("addressed"), evs[a].bytes));
         }
     }
     out.sort();
@@ -328,6 +328,44 @@ proptest! {
         prop_assert_eq!(p.allocs, of(MemoryOp::Alloc).count() as u64);
         prop_assert_eq!(p.unknown_events, of(MemoryOp::Unknown).count() as u64);
     }
+}
+
+/// torch 1.8 wrote no `Addr`: such events replay by their sizes alone (a free takes back as
+/// many live unaddressed bytes, or is one whose allocation came before the trace), beside
+/// addressed ones in the same pool.
+#[test]
+fn events_without_an_address_replay_by_size() {
+    use MemoryOp::{Alloc, Free};
+    let bare = |ts, op, bytes| MemoryEvent {
+        address: None,
+        ..ev(ts, op, 0, Some(bytes))
+    };
+    let memory = vec![
+        bare(10, Free, 8),
+        bare(20, Alloc, 100),
+        ev(25, Alloc, 0x40, Some(50)),
+        bare(30, Alloc, 30),
+        bare(40, Free, 100),
+        bare(50, Free, 40),
+        bare(60, Alloc, 5),
+    ];
+    let t = Trace {
+        memory,
+        ..Trace::default()
+    };
+    let r = memory_report(&t, None, None, 10).unwrap();
+    let p = &r.pools[0];
+    assert_eq!((p.allocs, p.frees, p.frees_without_alloc), (4, 3, 2));
+    assert_eq!(p.frees_without_alloc_bytes, 48);
+    let peak = p.peak.as_ref().unwrap();
+    assert_eq!((peak.bytes, peak.at_ns), (180, 30));
+    assert_eq!(
+        (peak.live.unaddressed_bytes, peak.live.allocations),
+        (130, 1)
+    );
+    assert_eq!(peak.live.largest[0].bytes, Some(50));
+    let end = &p.live_at_end;
+    assert_eq!((end.bytes, end.unaddressed_bytes), (85, 35));
 }
 
 /// `diff` compares peaks and churn: the new trace's fourth allocation is 2,000 B larger and one

@@ -35,14 +35,17 @@ pub fn fmt_bytes(b: u64) -> String {
 
 /// `in step 3 (ProfilerStep#4)`: the step's place in the list and its name.
 fn step_text(steps: Option<&Steps>, step: Option<u64>) -> String {
+    if steps.is_none_or(|s| s.steps.is_empty()) {
+        return String::new();
+    }
     let Some(i) = step else {
-        return "outside every step".into();
+        return ", outside every step".into();
     };
     let name = steps
         .and_then(|st| st.steps.iter().find(|s| s.index == i))
         .map(|s| format!(" ({})", short_name(&s.name, 40)))
         .unwrap_or_default();
-    format!("in step {i}{name}")
+    format!(", in step {i}{name}")
 }
 
 /// Renders the section, when the report has one.
@@ -89,7 +92,7 @@ fn render_pool(o: &mut String, p: &MemoryPool, steps: Option<&Steps>, top: usize
         Some(k) => {
             let _ = writeln!(
                 o,
-                "    peak {} live at +{}, {}",
+                "    peak {} live at +{}{}",
                 fmt_bytes(k.bytes),
                 fmt_ns(k.at_offset_ns),
                 step_text(steps, k.step)
@@ -112,7 +115,7 @@ fn render_pool(o: &mut String, p: &MemoryPool, steps: Option<&Steps>, top: usize
         let _ = writeln!(
             o,
             "    the allocator's own peak (Total Allocated, with memory allocated before the \
-             trace): {} at +{}, {}{held}",
+             trace): {} at +{}{}{held}",
             fmt_bytes(rp.allocated_bytes),
             fmt_ns(rp.at_offset_ns),
             step_text(steps, rp.step)
@@ -164,9 +167,17 @@ fn render_pool(o: &mut String, p: &MemoryPool, steps: Option<&Steps>, top: usize
 }
 
 fn render_live(o: &mut String, what: &str, l: &LiveSet, top: usize) {
+    let bare = if l.unaddressed_bytes > 0 {
+        format!(
+            "; {} of it allocated without an address (the source gave sizes only)",
+            fmt_bytes(l.unaddressed_bytes)
+        )
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         o,
-        "    {what}: {} allocations, {}",
+        "    {what}: {} allocations, {}{bare}",
         l.allocations,
         fmt_bytes(l.bytes)
     );

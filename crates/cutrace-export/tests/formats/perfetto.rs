@@ -576,19 +576,24 @@ fn want_memory(t: &Trace, want: &mut Vec<(String, String, u64, u64)>) -> usize {
         let gpu = format!("GPU {device}");
         let name = |what: &str| format!("memory {what} ({level}, pid {pid})");
         let mut live: HashMap<u64, u64> = HashMap::new();
+        // Without an address, bytes by size alone: a free takes back what is live, if it can.
+        let mut unaddressed = 0u64;
         let (mut has_alloc, mut has_res) = (false, false);
         for i in idx {
             let m = &t.memory[i];
-            match m.op {
-                MemoryOp::Alloc => {
-                    live.insert(m.address, m.bytes.unwrap_or(0));
+            let size = m.bytes.unwrap_or(0);
+            match (m.op, m.address) {
+                (MemoryOp::Alloc, Some(a)) => {
+                    live.insert(a, size);
                 }
-                MemoryOp::Free => {
-                    live.remove(&m.address);
+                (MemoryOp::Free, Some(a)) => {
+                    live.remove(&a);
                 }
-                MemoryOp::Unknown => {}
+                (MemoryOp::Alloc, None) => unaddressed += size,
+                (MemoryOp::Free, None) if size > 0 && size <= unaddressed => unaddressed -= size,
+                _ => {}
             }
-            let bytes: u64 = live.values().sum();
+            let bytes: u64 = live.values().sum::<u64>() + unaddressed;
             want.push((
                 gpu.clone(),
                 name("live bytes"),

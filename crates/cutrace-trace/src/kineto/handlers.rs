@@ -87,7 +87,9 @@ impl Sink {
     /// read (keys in another order) is labelled by its category.
     fn not_complete(&mut self, ev: &Event<'_>, cat: &str, at: u64) -> Result<(), TraceError> {
         let instant = ev.ph.is_some_and(|p| p.bytes_eq("i"));
-        if instant && cat == c::CPU_INSTANT_EVENT && ev.name.is_some_and(|n| n.bytes_eq(MEMORY)) {
+        // torch 1.8 wrote `[memory]` events without a `cat`.
+        let memory_cat = cat == c::CPU_INSTANT_EVENT || ev.cat.is_none();
+        if instant && memory_cat && ev.name.is_some_and(|n| n.bytes_eq(MEMORY)) {
             self.memory(ev);
             return Ok(());
         }
@@ -348,12 +350,12 @@ impl Sink {
         let total_allocated = total(m.total_allocated, arg::TOTAL_ALLOCATED);
         let total_reserved = total(m.total_reserved, arg::TOTAL_RESERVED);
         let address = match m.addr.map(|r| (lenient_uint::<u64>(r), r)) {
-            Some((Ok(Some(a)), _)) => a,
+            Some((Ok(Some(a)), _)) => Some(a),
             Some((_, raw)) => {
                 self.unread(label, arg::ADDR, raw);
-                0
+                None
             }
-            None => 0,
+            None => None,
         };
         self.trace.memory.push(MemoryEvent {
             ts_ns,
