@@ -14,7 +14,8 @@
 //! Attribution ("site"): torch.profiler writes no op into a `[memory]` event and the model keeps
 //! no CPU ops, so each event is attributed to the innermost host range (`record_function`,
 //! NVTX, `ProfilerStep#N`) of its process and thread that encloses its time (start inclusive,
-//! end exclusive), or to no range.
+//! end exclusive), or to no range. CUPTI's memory records name no thread: theirs is the thread
+//! of the API call their correlation id joins.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -569,11 +570,20 @@ type Thread = (u32, u64);
 fn sites(trace: &Trace) -> Vec<Option<StrId>> {
     let mut out = vec![None; trace.memory.len()];
     let mut events: HashMap<Thread, Vec<u32>> = HashMap::new();
+    // CUPTI's memory records name no thread: the call they point back to does.
+    let calls = trace
+        .memory
+        .iter()
+        .any(|e| e.thread == 0 && e.correlation_id != 0)
+        .then(|| crate::correlate::ApiIndex::build(&trace.api_calls));
     for (i, e) in trace.memory.iter().enumerate() {
-        events
-            .entry((e.process, e.thread))
-            .or_default()
-            .push(i as u32);
+        let call = calls
+            .as_ref()
+            .filter(|_| e.thread == 0 && e.correlation_id != 0)
+            .and_then(|c| c.get(e.correlation_id))
+            .map(|k| &trace.api_calls[k]);
+        let thread = call.map_or((e.process, e.thread), |a| (a.process, a.thread));
+        events.entry(thread).or_default().push(i as u32);
     }
     let mut ranges: HashMap<Thread, Vec<(Ns, Ns, StrId)>> = HashMap::new();
     for r in &trace.ranges {

@@ -407,3 +407,23 @@ fn diff_compares_peaks_and_churn() {
         .all(|p| p.new.is_none() && p.peak_change_bytes.is_none()));
     assert!(memory_diff(None, None).is_none());
 }
+
+/// A CUDA driver allocation (CUPTI's record names no thread) is attributed through the call its
+/// correlation id joins: that call's thread's innermost range.
+#[test]
+fn driver_allocations_are_attributed_through_their_call() {
+    let mut t = planted();
+    let corr = 99;
+    t.api_calls[0].correlation_id = corr;
+    let mut e = ev(1_060, MemoryOp::Alloc, 0x9000, Some(1 << 20));
+    e.thread = 0;
+    e.process = 1;
+    e.level = MemoryLevel::Driver;
+    e.correlation_id = corr;
+    t.memory.push(e);
+    let r = report_of(&t, None);
+    let p = r.pools.iter().find(|p| p.level == "driver").unwrap();
+    let live = &p.live_at_end;
+    assert_eq!((live.allocations, live.bytes), (1, 1 << 20));
+    assert_eq!(live.largest[0].site, "ProfilerStep#2");
+}

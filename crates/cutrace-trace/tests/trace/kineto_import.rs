@@ -65,7 +65,9 @@ fn real_traces_import_every_gpu_event_exactly() {
         let events = v["traceEvents"].as_array().unwrap();
         // Categories in any ASCII case: torch 1.8 wrote `Kernel`.
         let is = |e: &serde_json::Value, cat: &str| {
-            e["cat"].as_str().is_some_and(|c| c.eq_ignore_ascii_case(cat))
+            e["cat"]
+                .as_str()
+                .is_some_and(|c| c.eq_ignore_ascii_case(cat))
         };
         let count = |cat: &str| events.iter().filter(|e| is(e, cat)).count();
         assert_eq!(trace.kernels.len(), count("kernel"), "{}", path.display());

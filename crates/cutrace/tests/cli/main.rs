@@ -40,6 +40,7 @@ mod pc_fixture;
 mod perfetto_export;
 mod profile_cli;
 mod record_cli;
+mod record_memory;
 mod report_cli;
 mod report_schema_doc;
 mod report_text_cli;
