@@ -279,15 +279,24 @@ fn write_record<W: Write>(
         b.extend_from_slice(b",\"dur\":");
         push_us(b, end - start);
     }
+    close_with_args(b, names, |a| tl.args(rec, a));
+    ev.end()
+}
+
+/// An event's `args` (`,"args":{…}`, nothing when `fill` adds none), then its closing brace.
+fn close_with_args<'t>(
+    b: &mut Vec<u8>,
+    names: &mut Names<'t>,
+    fill: impl FnOnce(&mut JsonArgs<'_, 't>),
+) {
     let mut args = JsonArgs {
-        b,
+        b: &mut *b,
         names,
         open: false,
     };
-    tl.args(rec, &mut args);
+    fill(&mut args);
     args.close();
     b.push(b'}');
-    ev.end()
 }
 
 /// The flow events of a record: the `"s"` start on a call that launched device records (one
@@ -596,14 +605,7 @@ fn write_memory_events<W: Write>(
         b.extend_from_slice(b",\"ts\":");
         push_us(b, m.ts_ns);
         b.extend_from_slice(b",\"s\":\"t\"");
-        let mut args = JsonArgs {
-            b,
-            names,
-            open: false,
-        };
-        tl.memory_args(i, &mut args);
-        args.close();
-        b.push(b'}');
+        close_with_args(b, names, |a| tl.memory_args(i, a));
         ev.end()?;
     }
     Ok(())

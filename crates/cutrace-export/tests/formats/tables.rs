@@ -39,6 +39,23 @@ fn export_tables(src: &Path, dir: &Path) {
     }
 }
 
+/// Every table `t` is exported to and meta.json into `dir`, as `convert --csv DIR --parquet
+/// DIR` writes them; meta.json's text.
+fn write_every_table(t: &Trace, dir: &Dir) -> String {
+    let meta = meta::meta_json_text(t, false).unwrap();
+    std::fs::write(dir.path("meta.json"), &meta).unwrap();
+    for name in tables::names_for(t) {
+        let tb = tables::build(t, name);
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
+        csv::write(&mut f, &tb).unwrap();
+        f.flush().unwrap();
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
+        parquet::write(&mut f, &tb, &meta).unwrap();
+        f.flush().unwrap();
+    }
+    meta
+}
+
 /// The fields of one CSV line (RFC 4180 quoting, as the export writes it).
 fn fields(line: &str) -> Vec<String> {
     let (mut out, mut cur, mut quoted, mut chars) =
@@ -382,17 +399,7 @@ fn pm_samples_reach_their_table_with_nan_as_null() {
     assert!(!tables::names_for(&Trace::default()).contains(&tables::PM_SAMPLES));
     t.pm_samples[3].value = f64::NAN;
     // Every table of the trace and meta.json, as `convert --csv DIR --parquet DIR` writes them.
-    let meta = meta::meta_json_text(&t, false).unwrap();
-    std::fs::write(dir.path("meta.json"), &meta).unwrap();
-    for name in tables::names_for(&t) {
-        let tb = tables::build(&t, name);
-        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
-        csv::write(&mut f, &tb).unwrap();
-        f.flush().unwrap();
-        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
-        parquet::write(&mut f, &tb, &meta).unwrap();
-        f.flush().unwrap();
-    }
+    let meta = write_every_table(&t, &dir);
 
     let rows = read_csv(&dir.path(""), "pm_samples");
     assert_eq!(rows.len(), t.pm_samples.len());
@@ -432,17 +439,7 @@ fn memory_events_reach_their_table_with_unknowns_as_null() {
     t.memory[5].op = MemoryOp::Unknown;
     t.memory[5].bytes = None;
     t.memory[6].total_reserved = None;
-    let meta = meta::meta_json_text(&t, false).unwrap();
-    std::fs::write(dir.path("meta.json"), &meta).unwrap();
-    for name in tables::names_for(&t) {
-        let tb = tables::build(&t, name);
-        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
-        csv::write(&mut f, &tb).unwrap();
-        f.flush().unwrap();
-        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
-        parquet::write(&mut f, &tb, &meta).unwrap();
-        f.flush().unwrap();
-    }
+    write_every_table(&t, &dir);
     let rows = read_csv(&dir.path(""), "memory");
     assert_eq!(rows.len(), t.memory.len());
     let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
