@@ -10,8 +10,8 @@ use cutrace_analysis::{Report, Steps};
 
 use super::{fmt_ns, short_name};
 
-/// `1,234,567 B`, exact, with a short figure beside it from a kilobyte up (`(1.2 MB)`).
-pub fn fmt_bytes(b: u64) -> String {
+/// `1,234,567`: an integer with its thousands marked, exact.
+pub fn grouped(b: u64) -> String {
     let digits = b.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 16);
     for (i, c) in digits.chars().enumerate() {
@@ -20,6 +20,12 @@ pub fn fmt_bytes(b: u64) -> String {
         }
         out.push(c);
     }
+    out
+}
+
+/// `1,234,567 B`, exact, with a short figure beside it from a kilobyte up (`(1.2 MB)`).
+pub fn fmt_bytes(b: u64) -> String {
+    let mut out = grouped(b);
     out.push_str(" B");
     const UNITS: [(u64, &str); 4] = [
         (1_000_000_000_000, "TB"),
@@ -237,6 +243,22 @@ fn render_calls(o: &mut String, m: &MemoryReport) {
             let _ = writeln!(o, "    per step (alloc+free calls): {}", per.join(", "));
         }
     }
+}
+
+/// Per step, the highest peak of the GPU pools (any allocator, any process of the step's),
+/// for the step table; empty when no GPU pool has steps.
+pub fn gpu_step_peaks(m: Option<&MemoryReport>) -> std::collections::HashMap<u64, u64> {
+    let mut out = std::collections::HashMap::new();
+    for p in m.map_or(&[][..], |m| &m.pools[..]) {
+        if p.place != "gpu" {
+            continue;
+        }
+        for s in &p.steps {
+            let e = out.entry(s.step).or_insert(0);
+            *e = s.peak_bytes.max(*e);
+        }
+    }
+    out
 }
 
 /// The memory part of `cutrace diff`'s text.
