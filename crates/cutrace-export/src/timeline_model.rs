@@ -41,7 +41,8 @@ use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
 use cutrace_trace::kineto::vocab::{self, arg, cat};
 use cutrace_trace::{
-    ApiKind, Collective, FxHasher, MemoryOp, MemoryPlace, Ns, RangeDomain, StrId, Trace,
+    ApiKind, Collective, FxHasher, MemoryLevel, MemoryOp, MemoryPlace, Ns, RangeDomain, StrId,
+    Trace,
 };
 
 use crate::rows::{gpu_rows, GpuRows};
@@ -448,6 +449,12 @@ impl<'t> Timeline<'t> {
         }
         if let Some(v) = m.total_reserved {
             out.uint(arg::TOTAL_RESERVED, v);
+        }
+        if m.level == MemoryLevel::Driver {
+            out.text(arg::MEMORY_LEVEL, arg::DRIVER_LEVEL);
+        }
+        if m.correlation_id != 0 {
+            out.uint(arg::CORRELATION, m.correlation_id);
         }
     }
 

@@ -991,3 +991,39 @@ fn the_rank_and_the_collectives_survive_the_chrome_export() {
     let want: Vec<String> = want.iter().map(|c| text(&original, c)).collect();
     assert_eq!(got, want);
 }
+
+/// CUDA's allocations and frees (`record --memory`: the driver's level, the call's correlation
+/// id, no thread) come back from the Chrome export as they were, beside torch-shaped ones.
+#[test]
+fn driver_memory_events_round_trip() {
+    use cutrace_trace::{MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace};
+    let dir = Dir::new("chrome-memory");
+    let mut t = load(&repo().join("tests/fixtures/native/two_streams"));
+    let base = t.kernels[0].start_ns;
+    let ev = |i: u64, op, level| MemoryEvent {
+        ts_ns: base + i * 1_001,
+        process: t.meta.pid.unwrap_or(1),
+        thread: 0,
+        place: MemoryPlace::Gpu,
+        device: 0,
+        level,
+        op,
+        address: Some(0x7f00_0000_0000 + i * 4096),
+        bytes: Some(4096 * (i + 1)),
+        total_allocated: None,
+        total_reserved: None,
+        correlation_id: 40 + i,
+    };
+    t.memory = vec![
+        ev(0, MemoryOp::Alloc, MemoryLevel::Driver),
+        ev(1, MemoryOp::Alloc, MemoryLevel::Framework),
+        ev(2, MemoryOp::Free, MemoryLevel::Driver),
+    ];
+    let want = t.memory.clone();
+    let out = dir.path("m.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
+    chrome::write_trace(&mut f, &mut t).unwrap();
+    f.flush().unwrap();
+    drop(f);
+    assert_eq!(load(&out).memory, want);
+}

@@ -363,13 +363,17 @@ impl Sink {
             thread: raw_u64(ev.tid).unwrap_or(0),
             place,
             device,
-            level: MemoryLevel::Framework,
+            level: match m.level.map(unquote_b) {
+                Some(l) if l == arg::DRIVER_LEVEL.as_bytes() => MemoryLevel::Driver,
+                _ => MemoryLevel::Framework,
+            },
             op,
             address,
             bytes,
             total_allocated,
             total_reserved,
-            correlation_id: 0,
+            // cutrace's export writes the call's; torch's events have none.
+            correlation_id: ev.args.and_then(|a| raw_u64(a.correlation)).unwrap_or(0),
         });
     }
 

@@ -42,6 +42,7 @@ mod key {
     pub const TOTAL_RESERVED: &[u8] = arg::TOTAL_RESERVED.as_bytes();
     pub const DEVICE_ID: &[u8] = arg::DEVICE_ID.as_bytes();
     pub const DEVICE_TYPE: &[u8] = arg::DEVICE_TYPE.as_bytes();
+    pub const MEMORY_LEVEL: &[u8] = arg::MEMORY_LEVEL.as_bytes();
 }
 
 /// Why a scan stopped.
@@ -229,6 +230,8 @@ pub struct MemArgs<'a> {
     /// "Device Id" (-1 for the CPU), "Device Type" (0 CPU, 1 CUDA)
     pub device_id: Option<&'a [u8]>,
     pub device_type: Option<&'a [u8]>,
+    /// *cutrace*'s "level", raw (`"driver"` with its quotes).
+    pub level: Option<&'a [u8]>,
 }
 
 /// The raw `record_param_comms` args cutrace reads (torch's names in the comments).
@@ -476,6 +479,7 @@ impl<'a> Scanner<'a> {
                 key::TOTAL_RESERVED => &mut a.mem.total_reserved,
                 key::DEVICE_ID => &mut a.mem.device_id,
                 key::DEVICE_TYPE => &mut a.mem.device_type,
+                key::MEMORY_LEVEL => &mut a.mem.level,
                 key::MANGLED => {
                     // A value that is not a string is ignored, as an unknown key is.
                     if s.ws()? == b'"' {

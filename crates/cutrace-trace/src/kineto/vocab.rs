@@ -142,6 +142,11 @@ pub mod arg {
     pub const DEVICE_ID: &str = "Device Id";
     /// c10's device type: 0 CPU, 1 CUDA.
     pub const DEVICE_TYPE: &str = "Device Type";
+    /// *cutrace*: `driver` on a `[memory]` event of CUDA's allocator (`record --memory`); torch's
+    /// are the framework's and carry none.
+    pub const MEMORY_LEVEL: &str = "level";
+    /// The value of [`MEMORY_LEVEL`] for CUDA's allocator.
+    pub const DRIVER_LEVEL: &str = "driver";
 }
 
 /// The `cpu_op` that carries a collective's facts.
