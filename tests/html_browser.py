@@ -26,6 +26,7 @@ REPORTS = [
     "tests/fixtures/kineto/profiler_steps.json.gz",
     "tests/fixtures/kineto/copy_overlap.json.gz",
     "tests/fixtures/native/multiproc",
+    "tests/fixtures/kineto/hta_memory.json.gz",
 ]
 # A real `cutrace profile --set basic` trace. Only its counters are checked here: the profiler
 # replays kernels and CUPTI writes 0 timestamps for most of them, so its timeline spans 736 ns
@@ -130,7 +131,8 @@ class Page:
         return self.d.execute_script("""
             return Array.from(document.querySelectorAll('[data-check]')).map(function (e) {
               return {what: e.getAttribute('data-check'), device: e.getAttribute('data-device'),
-                      step: e.getAttribute('data-step'), value: e.getAttribute('data-value'),
+                      step: e.getAttribute('data-step'), pool: e.getAttribute('data-pool'),
+                      value: e.getAttribute('data-value'),
                       text: e.textContent}; });""")
 
     def check_zoom(self):
@@ -218,7 +220,7 @@ def check_report(d, binary, tmp, rel):
     p = Page(d, path)
     p.check_console_and_network()
     svgs = p.check_charts()
-    seen = {(c["what"], c["device"] or c["step"]): c for c in p.checks()}
+    seen = {(c["what"], c["device"] or c["step"] or c["pool"]): c for c in p.checks()}
     want = 0
     for dev in rep["devices"]:
         key = str(dev["device"])
@@ -246,6 +248,16 @@ def check_report(d, binary, tmp, rel):
         if not c or c["text"] != fmt_ns(ns):
             p.fail(f"step duration {what}: page {c and c['text']}, JSON {fmt_ns(ns)}")
         want += 1
+    pools = rep.get("memory", {}).get("pools", [])
+    for i, pool in enumerate(pools):
+        if pool["peak"] is None:
+            continue
+        c = seen.get(("memory_peak_bytes", str(i)))
+        if not c or int(c["value"]) != pool["peak"]["bytes"]:
+            p.fail(f"memory pool {i} peak: page {c and c['value']}, JSON {pool['peak']['bytes']}")
+        want += 1
+    if pools and not any("memory" in (s["cls"] or "") for s in svgs):
+        p.fail("no memory plot")
     if len(seen) != want or want == 0:
         p.fail(f"{len(seen)} numbers marked on the page, {want} checked")
     if rep.get("steps") and not any("steps" in (s["cls"] or "") for s in svgs):

@@ -106,8 +106,12 @@ def main(path):
     # correlation id -> (rank, end) of the call the join prefers: a runtime call, then the
     # earliest start, then the earliest end (cutrace's rule for ids two calls share).
     calls = {}
+    # Categories in any case, and the torch 1.8 names (`Kernel`, `Runtime`), as FORMAT.md says.
+    legacy = {"runtime": "cuda_runtime", "memcpy": "gpu_memcpy", "memset": "gpu_memset"}
     for e in events:
         cat = e.get("cat")
+        if isinstance(cat, str):
+            cat = legacy.get(cat.lower(), cat.lower())
         if e.get("ph") != "X":
             continue
         args = e.get("args", {})

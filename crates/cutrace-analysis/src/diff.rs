@@ -65,6 +65,9 @@ pub struct Diff {
     /// Stall-reason mixes per function, when either trace has PC samples.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pc_samples: Option<crate::pc::PcDiff>,
+    /// Memory peaks and churn, when either trace has a memory section.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::MemoryDiff>,
 }
 
 /// The steps of both traces (see [`crate::steps`]).
@@ -417,6 +420,7 @@ pub fn diff_sides(b: &DiffSide, n: &DiffSide, opts: &DiffOptions) -> Diff {
         counters,
         pm_samples,
         pc_samples,
+        memory: crate::memory::memory_diff(rb.memory.as_ref(), rn.memory.as_ref()),
     }
 }
 

@@ -206,6 +206,10 @@ pub struct Report {
     /// otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pc_samples: Option<crate::pc::PcReport>,
+    /// Memory over time ([`crate::memory`]): peaks, what was live, leaks, churn; absent when the
+    /// trace has no memory events and no allocation calls.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::MemoryReport>,
 }
 
 /// The whole report of one trace: every analysis, and the steps with the counters and PM
@@ -226,6 +230,8 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             }
         }
     }
+    report.memory =
+        crate::memory::memory_report(trace, opts.window.as_ref(), report.steps.as_ref(), opts.top);
     report.summary = verdict_of(trace, &report);
     Ok(report)
 }
@@ -420,6 +426,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
         counters: crate::counters::counter_report(trace, window, opts.top),
         pm_samples: crate::pm::pm_report(trace, window),
         pc_samples: crate::pc::pc_report(trace, opts.top),
+        memory: None,
     })
 }
 
@@ -760,6 +767,7 @@ fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
         &mut rest,
     );
     scan(trace.marks.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
+    scan(trace.memory.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
     let bounds = (rest.0 != Ns::MAX).then_some((rest.0, rest.1));
     debug_assert_eq!(bounds, trace_bounds(trace));
     (bounds, inverted)

@@ -2,7 +2,8 @@
 //!
 //! Offsets are those of the CUPTI 13.x headers (`CUpti_ActivityKernel10`, `CUpti_ActivityAPI`,
 //! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`, `CUpti_ActivitySynchronization2`,
-//! `CUpti_ActivityMarker2`, `CUpti_ActivityOverhead3`, `CUpti_ActivityDevice5`; all
+//! `CUpti_ActivityMarker2`, `CUpti_ActivityOverhead3`, `CUpti_ActivityDevice5`,
+//! `CUpti_ActivityMemory4`; all
 //! `#pragma pack(8)`). Later 13.x versions only append fields, so the prefix read here is
 //! stable across CUPTI 13; `crate::version` refuses any other major version. Tests build
 //! records by hand (the idea of Kineto's MockCuptiActivityBuffer): no GPU needed.
@@ -19,6 +20,8 @@ pub mod kind {
     pub const MARKER: u32 = 12;
     pub const OVERHEAD: u32 = 17;
     pub const SYNCHRONIZATION: u32 = 38;
+    /// Allocations and frees (`CUpti_ActivityMemory4`); `record --memory` enables it.
+    pub const MEMORY2: u32 = 49;
 
     /// The header's name of a kind (for trace headers and messages).
     pub fn name(k: u32) -> &'static str {
@@ -33,6 +36,7 @@ pub mod kind {
             MARKER => "CUPTI_ACTIVITY_KIND_MARKER",
             OVERHEAD => "CUPTI_ACTIVITY_KIND_OVERHEAD",
             SYNCHRONIZATION => "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+            MEMORY2 => "CUPTI_ACTIVITY_KIND_MEMORY2",
             _ => "CUPTI_ACTIVITY_KIND_(other)",
         }
     }
@@ -111,6 +115,29 @@ pub struct MemsetRec {
     pub correlation_id: u32,
 }
 
+/// One allocation or free (`CUpti_ActivityMemory4`, CUDA 13.0 headers, LP64: kind 0,
+/// memoryOperationType 4, memoryKind 8, correlationId 12, address 16, bytes 24, timestamp 32,
+/// PC 40, processId 48, deviceId 52, contextId 56, streamId 60, name 64, isAsync 72,
+/// memoryPoolConfig 80, source 120; 128 bytes), as `offsetof` gives them against the
+/// `nvidia-cuda-cupti==13.0.85` headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryRec {
+    /// `CUpti_ActivityMemoryOperationType`: 1 allocation, 2 release.
+    pub operation: u32,
+    /// `CUpti_ActivityMemoryKind`: 1 pageable, 2 pinned, 3 device, 4 array, 5 managed, 6
+    /// device static, 7 managed static.
+    pub memory_kind: u32,
+    pub correlation_id: u32,
+    pub address: u64,
+    pub bytes: u64,
+    pub timestamp: u64,
+    pub process: u32,
+    pub device: u32,
+    pub context: u32,
+    pub stream: u32,
+    pub is_async: u32,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SyncRec {
     pub sync_type: u32,
@@ -168,6 +195,7 @@ pub enum Activity {
     Marker(MarkerRec),
     Overhead(OverheadRec),
     Device(DeviceRec),
+    Memory(MemoryRec),
     /// A kind this decoder does not model (its `CUpti_ActivityKind`).
     Other(u32),
 }
@@ -276,6 +304,19 @@ pub fn decode(b: &[u8]) -> Option<Activity> {
             uuid: b.get(120..136)?.try_into().ok()?,
             name_ptr: ptr_at(b, 136)?,
         }),
+        kind::MEMORY2 => Activity::Memory(MemoryRec {
+            operation: u32_at(b, 4)?,
+            memory_kind: u32_at(b, 8)?,
+            correlation_id: u32_at(b, 12)?,
+            address: u64_at(b, 16)?,
+            bytes: u64_at(b, 24)?,
+            timestamp: u64_at(b, 32)?,
+            process: u32_at(b, 48)?,
+            device: u32_at(b, 52)?,
+            context: u32_at(b, 56)?,
+            stream: u32_at(b, 60)?,
+            is_async: u32_at(b, 72)?,
+        }),
         other => Activity::Other(other),
     })
 }
@@ -310,6 +351,22 @@ pub mod mock {
     }
     pub fn put_u64(b: &mut [u8], o: usize, v: u64) {
         b[o..o + 8].copy_from_slice(&v.to_le_bytes());
+    }
+
+    /// A CUpti_ActivityMemory4 (MEMORY2) with the fields cutrace reads.
+    pub fn memory(operation: u32, address: u64, bytes: u64, timestamp: u64, corr: u32) -> Vec<u8> {
+        let mut b = record(super::kind::MEMORY2, 128);
+        put_u32(&mut b, 4, operation);
+        put_u32(&mut b, 8, 3);
+        put_u32(&mut b, 12, corr);
+        put_u64(&mut b, 16, address);
+        put_u64(&mut b, 24, bytes);
+        put_u64(&mut b, 32, timestamp);
+        put_u32(&mut b, 48, 4242);
+        put_u32(&mut b, 52, 0);
+        put_u32(&mut b, 56, 1);
+        put_u32(&mut b, 60, 7);
+        b
     }
 
     /// A CUpti_ActivityKernel10 (CONCURRENT_KERNEL) with the fields cutrace reads.
@@ -379,6 +436,21 @@ mod tests {
         // Too short for its kind: no decode, no panic.
         assert_eq!(decode(&b[..100]), None);
         assert_eq!(decode(&b[..3]), None);
+    }
+
+    #[test]
+    fn memory_record_decodes() {
+        let b = memory(1, 0x7f00_0000_0000, 1 << 20, 5_000, 77);
+        let Some(Activity::Memory(m)) = decode(&b) else {
+            panic!()
+        };
+        assert_eq!((m.operation, m.memory_kind, m.correlation_id), (1, 3, 77));
+        assert_eq!(
+            (m.address, m.bytes, m.timestamp),
+            (0x7f00_0000_0000, 1 << 20, 5_000)
+        );
+        assert_eq!((m.process, m.device, m.context, m.stream), (4242, 0, 1, 7));
+        assert_eq!(decode(&b[..70]), None);
     }
 
     #[test]

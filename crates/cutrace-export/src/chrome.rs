@@ -10,7 +10,7 @@
 use std::collections::BTreeSet;
 use std::io::{self, Write};
 
-use cutrace_trace::kineto::vocab::{cat, device, dist, top};
+use cutrace_trace::kineto::vocab::{self, cat, device, dist, top};
 use cutrace_trace::{ExportMeta, Ns, SourceFormat, StrId, Trace, TraceMeta};
 
 use crate::timeline_model::{self as model, ArgSink, Lane, Name, Rec, StreamLabel, Timeline};
@@ -279,15 +279,24 @@ fn write_record<W: Write>(
         b.extend_from_slice(b",\"dur\":");
         push_us(b, end - start);
     }
+    close_with_args(b, names, |a| tl.args(rec, a));
+    ev.end()
+}
+
+/// An event's `args` (`,"args":{…}`, nothing when `fill` adds none), then its closing brace.
+fn close_with_args<'t>(
+    b: &mut Vec<u8>,
+    names: &mut Names<'t>,
+    fill: impl FnOnce(&mut JsonArgs<'_, 't>),
+) {
     let mut args = JsonArgs {
-        b,
+        b: &mut *b,
         names,
         open: false,
     };
-    tl.args(rec, &mut args);
+    fill(&mut args);
     args.close();
     b.push(b'}');
-    ev.end()
 }
 
 /// The flow events of a record: the `"s"` start on a call that launched device records (one
@@ -536,6 +545,7 @@ pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<W
         write_record(&mut ev, &tl, &mut names, rec)?;
         flows += write_flow(&mut ev, &tl, rec)?;
     }
+    write_memory_events(&mut ev, &tl, &mut names)?;
     write_counter_events(&mut ev, t)?;
 
     let events = ev.n;
@@ -573,6 +583,34 @@ fn write_header<W: Write>(w: &mut W, tl: &Timeline<'_>, base_ns: Ns) -> io::Resu
     write!(w, ",\n\"{}\": [", top::TRACE_EVENTS)
 }
 
+/// Allocations and frees as torch.profiler writes them (`"ph":"i"`, `cpu_instant_event`,
+/// `[memory]`, on the host thread that made them), so the export reads back to the same events
+/// and HTA and TensorBoard read its memory as a torch trace's.
+fn write_memory_events<W: Write>(
+    ev: &mut Events<'_, W>,
+    tl: &Timeline<'_>,
+    names: &mut Names<'_>,
+) -> io::Result<()> {
+    for (i, m) in tl.t.memory.iter().enumerate() {
+        let b = ev.begin();
+        b.extend_from_slice(b"{\"ph\":\"i\",\"cat\":\"");
+        b.extend_from_slice(cat::CPU_INSTANT_EVENT.as_bytes());
+        b.extend_from_slice(b"\",\"name\":");
+        b.extend_from_slice(&quoted(vocab::MEMORY));
+        let lane = Lane::Host {
+            process: m.process,
+            thread: m.thread,
+        };
+        push_lane(b, tl, lane);
+        b.extend_from_slice(b",\"ts\":");
+        push_us(b, m.ts_ns);
+        b.extend_from_slice(b",\"s\":\"t\"");
+        close_with_args(b, names, |a| tl.memory_args(i, a));
+        ev.end()?;
+    }
+    Ok(())
+}
+
 /// Hardware counters as `"ph":"C"` events: a counter track per metric on each GPU's process
 /// (`pid` = the device, `name` = the track's name, the value in `args.value`), one sample per
 /// profiled kernel (`cat` `gpu_counter`) and one per PM sample (`cat` `gpu_pm_sample`, at the
@@ -588,6 +626,7 @@ fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Resu
             let cat: &[u8] = match k.source {
                 Source::Kernel => b"gpu_counter",
                 Source::PmSample => b"gpu_pm_sample",
+                Source::Memory { .. } => b"gpu_memory",
             };
             let mut b = b"{\"ph\":\"C\",\"cat\":\"".to_vec();
             b.extend_from_slice(cat);

@@ -1,6 +1,7 @@
 //! Hardware counters on a timeline, for `convert --chrome` and `--perfetto`: one counter track
 //! per metric per GPU, for the per-kernel counters of `cutrace profile` and for the PM samples
-//! of `cutrace sample` (separate tracks, named apart, even for the same metric).
+//! of `cutrace sample` (separate tracks, named apart, even for the same metric); and GPU memory
+//! over time, per allocator and process ([`add_memory`]).
 //!
 //! Per-kernel counters: a sample sits at the kernel's start when its record has timestamps.
 //! CUPTI writes none for a kernel it profiles with kernel replay, and such a kernel ran inside
@@ -18,7 +19,7 @@
 //! and Parquet tables (`kernel_metrics`, `pm_samples`) keep it (empty / null).
 
 use cutrace_analysis::counters::counter_samples;
-use cutrace_trace::{Ns, StrId, Trace};
+use cutrace_trace::{MemoryLevel, MemoryPlace, Ns, StrId, Trace};
 
 /// One value on a counter track.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -36,6 +37,23 @@ pub enum Source {
     Kernel,
     /// `cutrace sample`: a value per PM sample.
     PmSample,
+    /// Memory on a GPU over time ([`cutrace_analysis::memory::memory_series`]): a value after
+    /// every allocation and free of one process's allocator.
+    Memory {
+        series: MemorySeries,
+        level: MemoryLevel,
+        pid: u32,
+    },
+}
+
+/// Which memory figure a track draws.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MemorySeries {
+    /// The replay's live bytes (the report's `peak` is its highest point).
+    Live,
+    /// torch's `Total Allocated` and `Total Reserved`, where the events report them.
+    Allocated,
+    Reserved,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +70,18 @@ impl Track {
         match self.source {
             Source::Kernel => t.str(self.metric).to_owned(),
             Source::PmSample => format!("{} (PM sampling)", t.str(self.metric)),
+            Source::Memory { series, level, pid } => {
+                let level = match level {
+                    MemoryLevel::Framework => "framework",
+                    MemoryLevel::Driver => "driver",
+                };
+                let what = match series {
+                    MemorySeries::Live => "live bytes",
+                    MemorySeries::Allocated => "Total Allocated",
+                    MemorySeries::Reserved => "Total Reserved",
+                };
+                format!("memory {what} ({level}, pid {pid})")
+            }
         }
     }
 }
@@ -73,6 +103,8 @@ pub struct CounterTimeline {
     /// PM samples placed, and PM values left out as unavailable (NaN).
     pub pm_samples: u64,
     pub pm_unavailable: u64,
+    /// Memory points placed.
+    pub memory_samples: u64,
 }
 
 /// Metric ids in order: those of `asked` (names) as asked, then the others by first appearance.
@@ -140,6 +172,7 @@ pub fn counter_timeline(t: &Trace) -> CounterTimeline {
         });
     }
     add_pm_samples(&mut out, t);
+    add_memory(&mut out, t);
     out.samples.sort_by_key(|s| (s.at_ns, s.track));
     out
 }
@@ -178,6 +211,58 @@ fn add_pm_samples(out: &mut CounterTimeline, t: &Trace) {
     }
 }
 
+/// GPU memory over time (after the PM sample tracks): per pool on a GPU, its live bytes, and
+/// torch's two totals where its events report them. Values are bytes as doubles (counter
+/// tracks hold doubles): exact up to 2^53 bytes; the CSV and Parquet `memory` table has every
+/// integer. CPU memory has no GPU to sit under and no track.
+fn add_memory(out: &mut CounterTimeline, t: &Trace) {
+    for p in cutrace_analysis::memory::memory_series(t) {
+        if p.place != MemoryPlace::Gpu {
+            continue;
+        }
+        let mut track = |series| {
+            out.tracks.push(Track {
+                device: p.device,
+                metric: 0,
+                source: Source::Memory {
+                    series,
+                    level: p.level,
+                    pid: p.pid,
+                },
+            });
+            (out.tracks.len() - 1) as u32
+        };
+        let live = track(MemorySeries::Live);
+        let allocated = p
+            .points
+            .iter()
+            .any(|x| x.total_allocated.is_some())
+            .then(|| track(MemorySeries::Allocated));
+        let reserved = p
+            .points
+            .iter()
+            .any(|x| x.total_reserved.is_some())
+            .then(|| track(MemorySeries::Reserved));
+        for x in &p.points {
+            let values = [
+                (Some(live), Some(x.live_bytes)),
+                (allocated, x.total_allocated),
+                (reserved, x.total_reserved),
+            ];
+            for (track, v) in values {
+                if let (Some(track), Some(v)) = (track, v) {
+                    out.memory_samples += 1;
+                    out.samples.push(Sample {
+                        at_ns: x.at_ns,
+                        track,
+                        value: v as f64,
+                    });
+                }
+            }
+        }
+    }
+}
+
 impl CounterTimeline {
     /// What a timeline export did with the counters, in words for the command's summary: a
     /// line for the per-kernel counters and one for the PM samples, each only when the trace
@@ -189,7 +274,12 @@ impl CounterTimeline {
             .iter()
             .filter(|k| k.source == Source::Kernel)
             .count();
-        let pm_tracks = self.tracks.len() - kernel_tracks;
+        let pm_tracks = self
+            .tracks
+            .iter()
+            .filter(|k| k.source == Source::PmSample)
+            .count();
+        let memory_tracks = self.tracks.len() - kernel_tracks - pm_tracks;
         if kernel_tracks > 0 {
             let mut left = Vec::new();
             if self.unavailable > 0 {
@@ -213,7 +303,7 @@ impl CounterTimeline {
                 "hardware counters in the {format}: {} values on {kernel_tracks} counter tracks \
                  (one per metric per GPU), {} of them at the launch call of a kernel CUPTI wrote \
                  no timestamps for{left}",
-                self.samples.len() as u64 - self.pm_samples,
+                self.samples.len() as u64 - self.pm_samples - self.memory_samples,
                 self.at_launch_call
             ));
         }
@@ -231,6 +321,14 @@ impl CounterTimeline {
                 "PM samples in the {format}: {} values on {pm_tracks} counter tracks (one per \
                  metric per GPU), each at its sample's start{left}",
                 self.pm_samples
+            ));
+        }
+        if memory_tracks > 0 {
+            out.push(format!(
+                "GPU memory in the {format}: {} values on {memory_tracks} counter tracks (live \
+                 bytes per allocator and process, and torch's Total Allocated and Total \
+                 Reserved where reported)",
+                self.memory_samples
             ));
         }
         out

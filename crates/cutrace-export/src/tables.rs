@@ -128,9 +128,13 @@ pub const PM_SAMPLES: &str = "pm_samples";
 /// have them.
 pub const PC_SAMPLES: &str = "pc_samples";
 
-/// Every table a trace may be exported to: [`NAMES`], then [`COUNTERS`], [`PM_SAMPLES`] and
-/// [`PC_SAMPLES`].
-pub const ALL_NAMES: [&str; 11] = [
+/// The table of allocations and frees (torch.profiler's `[memory]` events), written only for
+/// traces that have them.
+pub const MEMORY: &str = "memory";
+
+/// Every table a trace may be exported to: [`NAMES`], then [`COUNTERS`], [`PM_SAMPLES`],
+/// [`PC_SAMPLES`] and [`MEMORY`].
+pub const ALL_NAMES: [&str; 12] = [
     "kernels",
     "api_calls",
     "memcpys",
@@ -142,11 +146,13 @@ pub const ALL_NAMES: [&str; 11] = [
     COUNTERS,
     PM_SAMPLES,
     PC_SAMPLES,
+    MEMORY,
 ];
 
 /// The tables `t` is exported to, in [`ALL_NAMES`] order: [`NAMES`], [`COUNTERS`] when it has
-/// counters, [`PM_SAMPLES`] when it has PM samples and [`PC_SAMPLES`] when it has PC samples (or
-/// says it was sampled), so other traces' exports keep exactly the files they had.
+/// counters, [`PM_SAMPLES`] when it has PM samples, [`PC_SAMPLES`] when it has PC samples (or
+/// says it was sampled) and [`MEMORY`] when it has memory events, so other traces' exports keep
+/// exactly the files they had.
 pub fn names_for(t: &Trace) -> Vec<&'static str> {
     let mut v: Vec<&'static str> = NAMES.to_vec();
     if !t.kernel_metrics.is_empty() || t.meta.counters.is_some() {
@@ -157,6 +163,9 @@ pub fn names_for(t: &Trace) -> Vec<&'static str> {
     }
     if !t.pc_samples.is_empty() || t.meta.pc_sampling.is_some() {
         v.push(PC_SAMPLES);
+    }
+    if !t.memory.is_empty() {
+        v.push(MEMORY);
     }
     v
 }
@@ -186,6 +195,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         COUNTERS => (counter_columns(t), t.kernel_metrics.len()),
         PM_SAMPLES => (pm_sample_columns(t), t.pm_samples.len()),
         PC_SAMPLES => (pc_sample_columns(t), t.pc_samples.len()),
+        MEMORY => (memory_columns(t), t.memory.len()),
         other => unreachable!("no table named {other}"),
     };
     Table {
@@ -436,5 +446,41 @@ fn pc_sample_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
         col!(p, OptU32, "source_line", |r| r
             .source_file
             .map(|_| r.source_line)),
+    ]
+}
+
+/// One row per allocation or free, in the trace's order. `bytes` is the block's size (a free's
+/// too: `op` says which); null where the source gave no size, as the totals where it gave none.
+fn memory_columns(t: &Trace) -> Vec<Column<'_>> {
+    use cutrace_trace::{MemoryLevel, MemoryOp, MemoryPlace};
+    let m = &t.memory;
+    vec![
+        col!(m, U64, "ts_ns", |r| r.ts_ns),
+        col!(m, U32, "process", |r| r.process),
+        col!(m, U64, "thread", |r| r.thread),
+        col!(m, Str, "place", |r| Cow::Borrowed(match r.place {
+            MemoryPlace::Gpu => "gpu",
+            MemoryPlace::Cpu => "cpu",
+            MemoryPlace::Other(_) => "other",
+        })),
+        col!(m, OptU32, "device_type", |r| match r.place {
+            MemoryPlace::Other(n) => Some(u32::from(n)),
+            _ => None,
+        }),
+        col!(m, U32, "device", |r| r.device),
+        col!(m, Str, "level", |r| Cow::Borrowed(match r.level {
+            MemoryLevel::Framework => "framework",
+            MemoryLevel::Driver => "driver",
+        })),
+        col!(m, Str, "op", |r| Cow::Borrowed(match r.op {
+            MemoryOp::Alloc => "alloc",
+            MemoryOp::Free => "free",
+            MemoryOp::Unknown => "unknown",
+        })),
+        col!(m, OptU64, "address", |r| r.address),
+        col!(m, OptU64, "bytes", |r| r.bytes),
+        col!(m, OptU64, "total_allocated", |r| r.total_allocated),
+        col!(m, OptU64, "total_reserved", |r| r.total_reserved),
+        col!(m, U64, "correlation_id", |r| r.correlation_id),
     ]
 }

@@ -18,6 +18,7 @@
 //! | `user_annotation` | NVTX ranges and marks | the range's or mark's |
 //! | `gpu_user_annotation` | GPU annotation ranges (Kineto input) | the range's |
 //! | `overhead` | CUPTI overhead | its kind |
+//! | `cpu_instant_event` | allocations and frees (Chrome only: Perfetto draws counter tracks) | `[memory]` |
 //!
 //! Where the two formats must differ, and why:
 //!
@@ -39,7 +40,10 @@ use std::fmt::Write as _;
 use cutrace_analysis::correlate::ApiIndex;
 use cutrace_analysis::display_name;
 use cutrace_trace::kineto::vocab::{self, arg, cat};
-use cutrace_trace::{ApiKind, Collective, FxHasher, Ns, RangeDomain, StrId, Trace};
+use cutrace_trace::{
+    ApiKind, Collective, FxHasher, MemoryLevel, MemoryOp, MemoryPlace, Ns, RangeDomain, StrId,
+    Trace,
+};
 
 use crate::rows::{gpu_rows, GpuRows};
 
@@ -418,6 +422,42 @@ impl<'t> Timeline<'t> {
         }
     }
 
+    /// A memory event's arguments, as torch.profiler writes a `[memory]` event's (the Chrome
+    /// export writes each as one, `cpu_instant_event` on its host thread; Perfetto draws memory
+    /// as counter tracks instead, `counter_tracks.rs`). A free's `Bytes` is negative; an event
+    /// of unknown size has none.
+    pub(crate) fn memory_args(&self, i: usize, out: &mut impl ArgSink) {
+        let m = &self.t.memory[i];
+        let (kind, device) = match m.place {
+            MemoryPlace::Cpu => (0, -1),
+            MemoryPlace::Gpu => (1, i64::from(m.device)),
+            MemoryPlace::Other(n) => (u64::from(n), i64::from(m.device)),
+        };
+        out.uint(arg::DEVICE_TYPE, kind);
+        out.int(arg::DEVICE_ID, device);
+        if let Some(a) = m.address {
+            out.uint(arg::ADDR, a);
+        }
+        let bytes = m.bytes.and_then(|b| i64::try_from(b).ok());
+        match (m.op, bytes) {
+            (MemoryOp::Alloc, Some(b)) => out.int(arg::MEM_BYTES, b),
+            (MemoryOp::Free, Some(b)) => out.int(arg::MEM_BYTES, -b),
+            _ => {}
+        }
+        if let Some(v) = m.total_allocated {
+            out.uint(arg::TOTAL_ALLOCATED, v);
+        }
+        if let Some(v) = m.total_reserved {
+            out.uint(arg::TOTAL_RESERVED, v);
+        }
+        if m.level == MemoryLevel::Driver {
+            out.text(arg::MEMORY_LEVEL, arg::DRIVER_LEVEL);
+        }
+        if m.correlation_id != 0 {
+            out.uint(arg::CORRELATION, m.correlation_id);
+        }
+    }
+
     fn kernel_args(&self, i: usize, out: &mut impl ArgSink) {
         let k = &self.t.kernels[i];
         gpu_args(out, k.device, k.context, Some(k.stream), k.correlation_id);
@@ -548,6 +588,9 @@ fn survey(t: &Trace) -> (BTreeSet<(u32, u64)>, u64) {
     for o in &t.overheads {
         host.insert((o.process, o.thread));
         span(o.start_ns, o.end_ns);
+    }
+    for m in &t.memory {
+        host.insert((m.process, m.thread));
     }
     (host, inverted)
 }

@@ -14,6 +14,7 @@ pub const KIND_NAMES: &[(&str, u32)] = &[
     ("sync", kind::SYNCHRONIZATION),
     ("nvtx", kind::MARKER),
     ("overhead", kind::OVERHEAD),
+    ("memory", kind::MEMORY2),
 ];
 
 pub const DEFAULT_BUFFER_BYTES: usize = 8 << 20;

@@ -72,6 +72,7 @@ impl Decoder {
             Activity::Marker(m) => add_marker(w, m),
             Activity::Overhead(o) => self.add_overhead(w, o),
             Activity::Device(d) => self.add_device(d),
+            Activity::Memory(m) => w.push_memory(&memory(m)),
             Activity::Other(_) => self.unknown += 1,
         }
     }
@@ -254,6 +255,35 @@ fn add_marker<W: Write>(w: &mut Writer<W>, m: &MarkerRec) {
         process: m.object_a,
         thread: m.object_b.into(),
     });
+}
+
+/// An allocation or free of CUDA's (the driver's level): device memory, arrays and managed
+/// memory on the GPU, pageable and pinned host memory on the CPU. CUPTI's record names no
+/// thread: the report reaches the calling thread through the correlation id.
+pub fn memory(m: &activity::MemoryRec) -> MemoryEvent {
+    let host = matches!(m.memory_kind, 1 | 2);
+    MemoryEvent {
+        ts_ns: m.timestamp,
+        process: m.process,
+        thread: 0,
+        place: if host {
+            MemoryPlace::Cpu
+        } else {
+            MemoryPlace::Gpu
+        },
+        device: if host { 0 } else { m.device },
+        level: MemoryLevel::Driver,
+        op: match m.operation {
+            1 => MemoryOp::Alloc,
+            2 => MemoryOp::Free,
+            _ => MemoryOp::Unknown,
+        },
+        address: Some(m.address),
+        bytes: Some(m.bytes),
+        total_allocated: None,
+        total_reserved: None,
+        correlation_id: m.correlation_id.into(),
+    }
 }
 
 #[cfg(test)]

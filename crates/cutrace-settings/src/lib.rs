@@ -34,13 +34,25 @@ pub const KINDS: &[(&str, &str)] = &[
     ("sync", "synchronizations (stream/event/context)"),
     ("nvtx", "NVTX ranges and marks"),
     ("overhead", "time CUPTI itself spent"),
+    (
+        "memory",
+        "CUDA allocations and frees (MEMORY2; off unless named or --memory)",
+    ),
 ];
 
-/// The kinds recorded when none are named: every one of [`KINDS`]. DRIVER is among them because
-/// libraries (cuBLAS, Triton) launch kernels with the driver API: without it those kernels are
-/// orphans (docs/ARCHITECTURE.md).
+/// Kinds of [`KINDS`] recorded only when asked for: their cost has not been measured to be in
+/// the noise (`cutrace record --memory`).
+pub const OPT_IN_KINDS: &[&str] = &["memory"];
+
+/// The kinds recorded when none are named: every one of [`KINDS`] but [`OPT_IN_KINDS`]. DRIVER
+/// is among them because libraries (cuBLAS, Triton) launch kernels with the driver API: without
+/// it those kernels are orphans (docs/ARCHITECTURE.md).
 pub fn default_kinds() -> Vec<String> {
-    KINDS.iter().map(|(k, _)| (*k).to_owned()).collect()
+    KINDS
+        .iter()
+        .filter(|(k, _)| !OPT_IN_KINDS.contains(k))
+        .map(|(k, _)| (*k).to_owned())
+        .collect()
 }
 
 /// Which CUDA runtime and driver API calls get a record (`cutrace record --api`).

@@ -192,7 +192,8 @@ fn the_defaults_write_nothing_and_an_empty_environment_reads_as_them() {
     assert_eq!(s, Settings::default());
     assert!(problems.is_empty());
     assert!(s.knobs.subscribe);
-    assert_eq!(default_kinds().len(), KINDS.len());
+    assert_eq!(default_kinds().len(), KINDS.len() - OPT_IN_KINDS.len());
+    assert!(!default_kinds().iter().any(|k| k == "memory"));
 }
 
 #[test]

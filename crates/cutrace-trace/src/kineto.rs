@@ -910,6 +910,88 @@ mod tests {
             assert_eq!(t, whole, "chunk size {chunk}");
         }
     }
+    /// torch.profiler's `[memory]` events (`profile_memory=True`) become allocations and frees
+    /// with the allocator's totals; CPU memory (`Device Id` -1) is device 0 of the CPU; a value
+    /// that does not read is left unknown and counted; other instant events are still skipped.
+    #[test]
+    fn memory_events_read_as_allocations_and_frees() {
+        let json = r#"{"traceEvents": [
+          {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 5,
+           "tid": 6, "ts": 10.5, "args": {"Ev Idx": 1, "Device Type": 1, "Device Id": 2,
+           "Addr": 139926520725504, "Bytes": 5242880, "Total Allocated": 5435638784,
+           "Total Reserved": 12782141440}},
+          {"name": "[memory]", "ph": "i", "cat": "cpu_instant_event", "pid": 5, "tid": 6,
+           "ts": 11.0001, "args": {"Device Type": 1, "Device Id": 2, "Addr": 139926520725504,
+           "Bytes": -5242880, "Total Allocated": 5430395904, "Total Reserved": 12782141440}},
+          {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 5,
+           "tid": 7, "ts": 12, "args": {"Device Type": 0, "Device Id": -1, "Addr": 64,
+           "Bytes": "x", "Total Allocated": -3}},
+          {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 5,
+           "tid": 7, "ts": 13, "args": {"Device Type": "cuda", "Bytes": 4}},
+          {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[OutOfMemory]", "pid": 5,
+           "tid": 7, "ts": 14, "args": {"Bytes": 4}}
+        ]}"#;
+        let t = import_with(json.as_bytes(), 1 << 20, 1).unwrap();
+        assert_eq!(t.memory.len(), 3, "{:?}", t.memory);
+        let a = t.memory[0];
+        assert_eq!(
+            (a.ts_ns, a.process, a.thread, a.place, a.device, a.op),
+            (10_500, 5, 6, MemoryPlace::Gpu, 2, MemoryOp::Alloc)
+        );
+        assert_eq!(
+            (a.address, a.bytes, a.total_allocated, a.total_reserved),
+            (
+                Some(139926520725504),
+                Some(5242880),
+                Some(5435638784),
+                Some(12782141440)
+            )
+        );
+        assert_eq!(a.level, MemoryLevel::Framework);
+        let f = t.memory[1];
+        assert_eq!(
+            (f.ts_ns, f.op, f.bytes),
+            (11_000, MemoryOp::Free, Some(5242880))
+        );
+        let u = t.memory[2];
+        assert_eq!(
+            (u.place, u.device, u.op, u.bytes, u.total_allocated),
+            (MemoryPlace::Cpu, 0, MemoryOp::Unknown, None, None)
+        );
+        assert_eq!(
+            t.meta.unread_values,
+            vec![
+                ("cpu_instant_event \"Bytes\"".to_owned(), 1),
+                ("cpu_instant_event \"Total Allocated\"".to_owned(), 1)
+            ]
+        );
+        assert_eq!(
+            t.meta.skipped_events,
+            vec![
+                ("[memory] with unreadable Device Type".to_owned(), 1),
+                ("ph=i".to_owned(), 1)
+            ]
+        );
+        // The rounded ts (11.0001 µs) is counted as any other.
+        assert!(t.meta.notes.iter().any(|n| n.text.contains("rounded")));
+        // Parts scanned on other threads give the same events in the same order.
+        let mut events = String::new();
+        for i in 0..600u64 {
+            let bytes = if i % 3 == 2 { -512 } else { 512 };
+            events.push_str(&format!(
+                ",\n{{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"s\": \"t\", \
+                 \"name\": \"[memory]\", \"pid\": 1, \"tid\": {}, \"ts\": {i}, \"args\": \
+                 {{\"Device Type\": 1, \"Device Id\": 0, \"Addr\": {}, \"Bytes\": {bytes}}}}}",
+                i % 4,
+                i / 3
+            ));
+        }
+        let json = format!("{{\"traceEvents\": [{}]}}", &events[1..]);
+        let seq = import_with(json.as_bytes(), 1 << 20, 1).unwrap();
+        let par = import_with(json.as_bytes(), 1 << 12, 4).unwrap();
+        assert_eq!(seq.memory.len(), 600);
+        assert_eq!(seq.memory, par.memory);
+    }
 }
 
 #[cfg(test)]

@@ -123,6 +123,58 @@ pub struct PmSample {
     pub value: f64,
 }
 
+/// Whether a memory event took memory or gave it back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryOp {
+    Alloc,
+    Free,
+    /// The source did not say (a torch `[memory]` event whose `Bytes` did not read): counted,
+    /// never replayed.
+    Unknown,
+}
+
+/// What kind of memory an event is about (torch's `Device Type`: 0 CPU, 1 CUDA).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryPlace {
+    Cpu,
+    Gpu,
+    /// Another device type (torch's number for it).
+    Other(u8),
+}
+
+/// Which allocator made an allocation: the framework's (torch's caching allocator, as its
+/// `[memory]` events say) or the CUDA driver's (CUPTI's memory activity).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MemoryLevel {
+    Framework,
+    Driver,
+}
+
+/// One allocation or free (torch.profiler's `[memory]` instant event). Sizes are integer
+/// bytes; `None` is a value the source did not give (or that did not read), never a guess.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryEvent {
+    pub ts_ns: Ns,
+    pub process: u32,
+    /// The host thread that allocated or freed (attribution to host ranges goes through it).
+    pub thread: u64,
+    pub place: MemoryPlace,
+    pub device: u32,
+    pub level: MemoryLevel,
+    pub op: MemoryOp,
+    /// The block's address; `None` where the source did not give one (torch 1.8's `[memory]`
+    /// events have no `Addr`): such events are replayed by their sizes alone.
+    pub address: Option<u64>,
+    /// The block's size (for a free, the size given back).
+    pub bytes: Option<u64>,
+    /// What the allocator reported in use and held after this event (torch's `Total
+    /// Allocated` and `Total Reserved`), over the whole process, not just what the trace saw.
+    pub total_allocated: Option<u64>,
+    pub total_reserved: Option<u64>,
+    /// The call that made it, where the source links one (CUPTI's correlation id; 0 = none).
+    pub correlation_id: u64,
+}
+
 /// Bitwise, so that a NaN ("unavailable") equals itself and traces compare as written.
 impl PartialEq for PmSample {
     fn eq(&self, o: &Self) -> bool {
@@ -839,6 +891,9 @@ pub struct Trace {
     /// Collective and point-to-point communication calls as the source annotated them (torch's
     /// `record_param_comms`), each joined to the kernel that ran it.
     pub collectives: Vec<Collective>,
+    /// Allocations and frees, in the order the source listed them (the order a replay uses
+    /// for events at the same nanosecond).
+    pub memory: Vec<MemoryEvent>,
 }
 
 impl Trace {
@@ -853,6 +908,7 @@ impl Trace {
         let starts = starts.chain(self.ranges.iter().map(|r| r.start_ns));
         let starts = starts.chain(self.marks.iter().map(|r| r.ts_ns));
         let starts = starts.chain(self.overheads.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.memory.iter().map(|r| r.ts_ns));
         starts.filter(|&t| t != 0).min()
     }
 
@@ -872,7 +928,8 @@ impl Trace {
             .chain(self.syncs.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.ranges.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.overheads.iter().map(|r| (r.start_ns, r.end_ns)))
-            .chain(self.marks.iter().map(|r| (r.ts_ns, r.ts_ns)));
+            .chain(self.marks.iter().map(|r| (r.ts_ns, r.ts_ns)))
+            .chain(self.memory.iter().map(|r| (r.ts_ns, r.ts_ns)));
         spans.fold(None, |acc, (s, e)| {
             let e = e.max(s);
             Some(match acc {
@@ -902,6 +959,9 @@ impl Trace {
         both!(self.overheads);
         both!(self.pm_samples);
         for m in self.marks.iter_mut() {
+            m.ts_ns = f(m.ts_ns);
+        }
+        for m in self.memory.iter_mut() {
             m.ts_ns = f(m.ts_ns);
         }
     }

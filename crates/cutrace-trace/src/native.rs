@@ -92,10 +92,11 @@ pub enum Table {
     KernelMetric = 8,
     PmSample = 9,
     PcSample = 10,
+    Memory = 11,
 }
 
 impl Table {
-    pub const ALL: [Table; 10] = [
+    pub const ALL: [Table; 11] = [
         Table::Kernel,
         Table::Memcpy,
         Table::Memset,
@@ -106,6 +107,7 @@ impl Table {
         Table::KernelMetric,
         Table::PmSample,
         Table::PcSample,
+        Table::Memory,
     ];
 
     pub fn from_id(id: u8) -> Option<Table> {
@@ -207,6 +209,21 @@ impl Table {
                 "source_file_plus_1",
                 "source_line",
             ],
+            Table::Memory => &[
+                "ts_ns",
+                "process",
+                "thread",
+                "device",
+                "place",
+                "level",
+                "op",
+                "address",
+                "bytes",
+                "total_allocated",
+                "total_reserved",
+                "known",
+                "correlation_id",
+            ],
         }
     }
 
@@ -226,7 +243,31 @@ impl Table {
             Table::KernelMetric => "kernel_metric",
             Table::PmSample => "pm_sample",
             Table::PcSample => "pc_sample",
+            Table::Memory => "memory",
         }
+    }
+}
+
+/// A memory event's place as table 11 stores it: 0 CPU, 1 GPU, 256 + n for torch's device type
+/// n.
+pub fn memory_place_code(p: crate::model::MemoryPlace) -> u64 {
+    use crate::model::MemoryPlace;
+    match p {
+        MemoryPlace::Cpu => 0,
+        MemoryPlace::Gpu => 1,
+        MemoryPlace::Other(n) => 256 + u64::from(n),
+    }
+}
+
+/// The inverse of [`memory_place_code`]; a code it never writes reads as another device type
+/// (255), not as a CPU or GPU.
+pub fn memory_place_from_code(c: u64) -> crate::model::MemoryPlace {
+    use crate::model::MemoryPlace;
+    match c {
+        0 => MemoryPlace::Cpu,
+        1 => MemoryPlace::Gpu,
+        256..=511 => MemoryPlace::Other((c - 256) as u8),
+        _ => MemoryPlace::Other(255),
     }
 }
 

@@ -4,6 +4,7 @@
 mod diff;
 mod edges;
 mod gap_host;
+mod memory;
 mod properties;
 mod seed_example;
 mod steps;

@@ -18,6 +18,8 @@ pub struct Counts {
     pub memsets: usize,
     pub syncs: usize,
     pub ranges: usize,
+    /// Allocations and frees; said only when there are any (other traces' lines are as before).
+    pub memory: usize,
 }
 
 impl Counts {
@@ -29,12 +31,14 @@ impl Counts {
             memsets: t.memsets.len(),
             syncs: t.syncs.len(),
             ranges: t.ranges.len(),
+            memory: t.memory.len(),
         }
     }
 }
 
 impl std::fmt::Display for Counts {
-    /// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges" (singular for 1).
+    /// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges" (singular for 1), and
+    /// ", N memory events" when there are any.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let all = [
             count(self.kernels, "kernel", "kernels"),
@@ -44,7 +48,15 @@ impl std::fmt::Display for Counts {
             count(self.syncs, "sync", "syncs"),
             count(self.ranges, "range", "ranges"),
         ];
-        f.write_str(&all.join(", "))
+        f.write_str(&all.join(", "))?;
+        if self.memory > 0 {
+            write!(
+                f,
+                ", {}",
+                count(self.memory, "memory event", "memory events")
+            )?;
+        }
+        Ok(())
     }
 }
 

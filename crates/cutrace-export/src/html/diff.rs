@@ -39,10 +39,10 @@ pub fn page(base: &PageSide<'_>, new: &PageSide<'_>, d: &Diff) -> String {
         "<h2 class=\"sidehead\">base: {}</h2>",
         escape(base_title)
     );
-    let tb = report::body(&mut o, &base.side.report, base.timeline, "tl-base");
+    let tb = report::body(&mut o, &base.side.report, base.timeline, "tl-base", None);
     o.push_str("</div><div class=\"side\">");
     let _ = write!(o, "<h2 class=\"sidehead\">new: {}</h2>", escape(new_title));
-    let tn = report::body(&mut o, &new.side.report, new.timeline, "tl-new");
+    let tn = report::body(&mut o, &new.side.report, new.timeline, "tl-new", None);
     o.push_str("</div></div>\n");
     page_end(
         &mut o,

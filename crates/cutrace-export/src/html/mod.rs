@@ -8,6 +8,7 @@
 
 pub mod diff;
 pub mod lod;
+pub mod memory;
 pub mod report;
 #[cfg(test)]
 mod tests;

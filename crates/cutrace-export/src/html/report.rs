@@ -23,7 +23,8 @@ pub fn page(
     let mut o = String::with_capacity(64 * 1024);
     page_start(&mut o, &format!("cutrace report: {title}"));
     let _ = write!(o, "<h1>cutrace report: {}</h1>", escape(title));
-    let tl = body(&mut o, report, &lod, "tl");
+    let memory = super::memory::memory_plots(trace, window);
+    let tl = body(&mut o, report, &lod, "tl", Some(&memory));
     page_end(
         &mut o,
         &PageData {
@@ -39,6 +40,7 @@ pub(super) fn body<'a>(
     r: &Report,
     lod: &'a TimelineLod,
     id: &str,
+    memory: Option<&super::memory::MemoryPlots>,
 ) -> TimelineData<'a> {
     verdict(o, r);
     trace_line(o, r);
@@ -47,6 +49,9 @@ pub(super) fn body<'a>(
     devices(o, r);
     o.push_str("<h2>Timeline</h2>");
     timeline_frame(o, id, lod);
+    if let Some(plots) = memory {
+        super::memory::section(o, r, plots);
+    }
     gaps(o, r);
     histograms(o, r);
     if let Some(st) = &r.steps {

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use cutrace_analysis::{analyze, fmt_ns, Options, StepMatch};
+use cutrace_analysis::{analyze, fmt_ns, Options, StepMatch, Window};
 use cutrace_trace::{
     ApiCall, ApiKind, Kernel, NvtxRange, RangeDomain, ReadOptions, Trace, TraceNote,
 };
@@ -83,10 +83,21 @@ fn numbers_equal_the_json_report() {
         "kineto/copy_overlap.json.gz",
         "native/multiproc",
         "native/steps_lean",
+        "kineto/hta_memory.json.gz",
     ] {
         let (json, page) = report_and_page(&load(rel));
         let cs = checks(&page);
         let mut expected = 0;
+        let no_pools = Vec::new();
+        let pools = json["memory"]["pools"].as_array().unwrap_or(&no_pools);
+        for (i, p) in pools.iter().enumerate() {
+            if let Some(peak) = p["peak"]["bytes"].as_u64() {
+                let c = find(&cs, "memory_peak_bytes", "data-pool", i as u64);
+                assert_eq!(c.value, peak.to_string(), "{rel}");
+                assert_eq!(c.text, crate::text::memory::fmt_bytes(peak));
+                expected += 1;
+            }
+        }
         for d in json["devices"].as_array().unwrap() {
             let dev = d["device"].as_u64().unwrap();
             let busy = d["busy_pct"].as_f64().unwrap();
@@ -138,6 +149,38 @@ fn numbers_equal_the_json_report() {
         }
         assert!(expected > 0, "{rel}: nothing checked");
         assert_eq!(cs.len(), expected, "{rel}: marks the test does not know");
+    }
+}
+
+/// The memory plot's highest point is the JSON's peak (the plot keeps each bucket's highest
+/// value), whole trace and windowed.
+#[test]
+fn the_memory_plot_peaks_at_the_reports_peak() {
+    let t = load("kineto/hta_memory.json.gz");
+    let (lo, hi) = t.bounds_ns().unwrap();
+    for window in [
+        None,
+        Some(Window {
+            from_ns: lo + (hi - lo) / 3,
+            to_ns: lo + (hi - lo) / 2,
+        }),
+    ] {
+        let opts = Options {
+            window,
+            ..Options::default()
+        };
+        let r = analyze(&t, &opts).unwrap();
+        let plots = super::memory::memory_plots(&t, window.as_ref());
+        let pools = &r.memory.as_ref().unwrap().pools;
+        assert_eq!(pools.len(), plots.pools.len());
+        let mut peaks = 0;
+        for (p, plot) in pools.iter().zip(&plots.pools) {
+            let top = plot.live.iter().map(|x| x.1).max().filter(|&b| b > 0);
+            assert_eq!(top, p.peak.as_ref().map(|k| k.bytes), "{window:?}");
+            assert!(plot.live.len() <= super::memory::BUCKETS + 1);
+            peaks += usize::from(top.is_some());
+        }
+        assert!(peaks > 0);
     }
 }
 

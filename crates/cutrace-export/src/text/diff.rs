@@ -119,6 +119,8 @@ pub struct Json<'a> {
     pm_samples: Option<&'a cutrace_analysis::pm::PmDiff>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pc_samples: Option<&'a cutrace_analysis::pc::PcDiff>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<&'a cutrace_analysis::memory::MemoryDiff>,
 }
 
 #[derive(serde::Serialize)]
@@ -152,6 +154,7 @@ pub fn json(d: &Diff) -> Json<'_> {
         counters: d.counters.as_ref(),
         pm_samples: d.pm_samples.as_ref(),
         pc_samples: d.pc_samples.as_ref(),
+        memory: d.memory.as_ref(),
     }
 }
 
@@ -260,6 +263,9 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     }
     if let Some(p) = &d.pc_samples {
         super::pc::render_diff(o, p);
+    }
+    if let Some(m) = &d.memory {
+        super::memory::render_diff(o, m);
     }
 }
 

@@ -5,6 +5,7 @@ pub mod counters;
 pub mod diff;
 mod diff_pm;
 pub mod job;
+pub mod memory;
 pub mod pc;
 pub mod pm;
 pub mod report;

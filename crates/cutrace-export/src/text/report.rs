@@ -120,13 +120,14 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
         );
     }
     if let Some(st) = &r.steps {
-        render_steps(o, st, top, r.trace.first_ns);
+        render_steps(o, st, top, r.trace.first_ns, r.memory.as_ref());
     }
     render_correlation(o, r);
     render_kernels(o, r);
     super::counters::render(o, r, top);
     super::pm::render(o, r);
     super::pc::render(o, r, top);
+    super::memory::render(o, r, top);
     render_api(o, r);
     render_transfers(o, r);
     render_ranges(o, r);
@@ -191,7 +192,13 @@ pub fn host_range_names(trace: &Trace) -> String {
 
 /// The steps: their durations, each GPU's busy share during them, and the longest ones (with
 /// their place in the list and their start as an offset from the trace's start).
-fn render_steps(o: &mut String, st: &Steps, top: usize, trace_start: Option<u64>) {
+fn render_steps(
+    o: &mut String,
+    st: &Steps,
+    top: usize,
+    trace_start: Option<u64>,
+    memory: Option<&cutrace_analysis::MemoryReport>,
+) {
     let _ = writeln!(
         o,
         "\nSteps (host ranges \"{}\": {} in {})",
@@ -260,10 +267,11 @@ fn render_steps(o: &mut String, st: &Steps, top: usize, trace_start: Option<u64>
     });
     longest.truncate(top.max(1).min(longest.len()));
     let many = st.processes > 1;
+    let mem = super::memory::gpu_step_peaks(memory);
     let _ = writeln!(
         o,
         "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start):\n  \
-         {:>6} {:>12} {:>12} {:>8}  {:<24}{}  name",
+         {:>6} {:>12} {:>12} {:>8}  {:<24}{}{}  name",
         longest.len(),
         st.count,
         "#",
@@ -271,6 +279,11 @@ fn render_steps(o: &mut String, st: &Steps, top: usize, trace_start: Option<u64>
         "duration",
         "kernels",
         "GPU busy in the step",
+        if mem.is_empty() {
+            ""
+        } else {
+            "  GPU memory peak (B)"
+        },
         if many { "      pid" } else { "" }
     );
     for s in longest {
@@ -283,14 +296,20 @@ fn render_steps(o: &mut String, st: &Steps, top: usize, trace_start: Option<u64>
                 .collect::<Vec<_>>()
                 .join(", ")
         };
+        let peak = match (mem.is_empty(), mem.get(&s.index)) {
+            (true, _) => String::new(),
+            (false, Some(&b)) => format!("  {:>19}", super::memory::grouped(b)),
+            (false, None) => format!("  {:>19}", "-"),
+        };
         let _ = writeln!(
             o,
-            "  {:>6} {:>12} {:>12} {:>8}  {:<24}{}  {}",
+            "  {:>6} {:>12} {:>12} {:>8}  {:<24}{}{}  {}",
             s.index,
             fmt_ns(s.start_ns.saturating_sub(trace_start.unwrap_or(s.start_ns))),
             fmt_ns(s.duration_ns),
             s.kernels,
             busy,
+            peak,
             if many {
                 format!(" {:>8}", s.pid)
             } else {

@@ -349,18 +349,20 @@ fn every_kineto_fixture_round_trips_exactly() {
         export(src, &out);
         let member = cutrace_member(&std::fs::read(&out).unwrap());
         assert_eq!(member["source"], "kineto");
-        // The events the importer does not model (cpu_op, …) are said to be left out.
+        // The events the importer does not model (cpu_op, …) are said to be left out; metadata
+        // and flows are written anew.
         let notes = member["export_notes"].to_string();
-        assert!(
+        let skipped = load(src).meta.skipped_events;
+        let lost = skipped
+            .iter()
+            .any(|(c, _)| !matches!(c.as_str(), "ph=M" | "ph=s" | "ph=f"));
+        assert_eq!(
             notes.contains("not in this file"),
+            lost,
             "{}: {notes}",
             src.display()
         );
-        let has_cpu_ops = load(src)
-            .meta
-            .skipped_events
-            .iter()
-            .any(|(c, _)| c == "cpu_op");
+        let has_cpu_ops = skipped.iter().any(|(c, _)| c == "cpu_op");
         assert_eq!(notes.contains("cpu_op: "), has_cpu_ops, "{notes}");
         assert_round_trip(src, &out);
     }
@@ -988,4 +990,40 @@ fn the_rank_and_the_collectives_survive_the_chrome_export() {
     let got: Vec<String> = back.collectives.iter().map(|c| text(&back, c)).collect();
     let want: Vec<String> = want.iter().map(|c| text(&original, c)).collect();
     assert_eq!(got, want);
+}
+
+/// CUDA's allocations and frees (`record --memory`: the driver's level, the call's correlation
+/// id, no thread) come back from the Chrome export as they were, beside torch-shaped ones.
+#[test]
+fn driver_memory_events_round_trip() {
+    use cutrace_trace::{MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace};
+    let dir = Dir::new("chrome-memory");
+    let mut t = load(&repo().join("tests/fixtures/native/two_streams"));
+    let base = t.kernels[0].start_ns;
+    let ev = |i: u64, op, level| MemoryEvent {
+        ts_ns: base + i * 1_001,
+        process: t.meta.pid.unwrap_or(1),
+        thread: 0,
+        place: MemoryPlace::Gpu,
+        device: 0,
+        level,
+        op,
+        address: Some(0x7f00_0000_0000 + i * 4096),
+        bytes: Some(4096 * (i + 1)),
+        total_allocated: None,
+        total_reserved: None,
+        correlation_id: 40 + i,
+    };
+    t.memory = vec![
+        ev(0, MemoryOp::Alloc, MemoryLevel::Driver),
+        ev(1, MemoryOp::Alloc, MemoryLevel::Framework),
+        ev(2, MemoryOp::Free, MemoryLevel::Driver),
+    ];
+    let want = t.memory.clone();
+    let out = dir.path("m.json");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&out).unwrap());
+    chrome::write_trace(&mut f, &mut t).unwrap();
+    f.flush().unwrap();
+    drop(f);
+    assert_eq!(load(&out).memory, want);
 }

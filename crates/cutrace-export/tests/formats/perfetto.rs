@@ -518,6 +518,7 @@ fn check_counters(src: &str, d: &Decoded, t: &Trace) {
             p.value.to_bits(),
         ));
     }
+    let memory_tracks = want_memory(t, &mut want);
     let mut got: Vec<(String, String, u64, u64)> = d
         .counters
         .iter()
@@ -544,9 +545,74 @@ fn check_counters(src: &str, d: &Decoded, t: &Trace) {
     pm_pairs.dedup();
     assert_eq!(
         tracks,
-        pairs.len() + pm_pairs.len(),
-        "{src}: one counter track per metric per GPU"
+        pairs.len() + pm_pairs.len() + memory_tracks,
+        "{src}: one counter track per metric per GPU, and per GPU memory series"
     );
+}
+
+/// GPU memory, replayed here apart from the exporter: per (level, pid, GPU), after each event in
+/// time order (ties in the trace's order), the live bytes (an allocation ends at a free or
+/// another allocation at its address; one of unknown size adds 0) on `memory live bytes
+/// (LEVEL, pid P)`, and torch's totals on `memory Total Allocated …` / `… Total Reserved …`.
+/// Returns the tracks expected.
+fn want_memory(t: &Trace, want: &mut Vec<(String, String, u64, u64)>) -> usize {
+    use cutrace_trace::{MemoryLevel, MemoryOp, MemoryPlace};
+    let mut pools: BTreeMap<(String, u32, u32), Vec<usize>> = BTreeMap::new();
+    for (i, m) in t.memory.iter().enumerate() {
+        if m.place == MemoryPlace::Gpu {
+            let level = match m.level {
+                MemoryLevel::Framework => "framework",
+                MemoryLevel::Driver => "driver",
+            };
+            pools
+                .entry((level.to_owned(), m.process, m.device))
+                .or_default()
+                .push(i);
+        }
+    }
+    let mut tracks = 0;
+    for ((level, pid, device), mut idx) in pools {
+        idx.sort_by_key(|&i| t.memory[i].ts_ns);
+        let gpu = format!("GPU {device}");
+        let name = |what: &str| format!("memory {what} ({level}, pid {pid})");
+        let mut live: HashMap<u64, u64> = HashMap::new();
+        // Without an address, bytes by size alone: a free takes back what is live, if it can.
+        let mut unaddressed = 0u64;
+        let (mut has_alloc, mut has_res) = (false, false);
+        for i in idx {
+            let m = &t.memory[i];
+            let size = m.bytes.unwrap_or(0);
+            match (m.op, m.address) {
+                (MemoryOp::Alloc, Some(a)) => {
+                    live.insert(a, size);
+                }
+                (MemoryOp::Free, Some(a)) => {
+                    live.remove(&a);
+                }
+                (MemoryOp::Alloc, None) => unaddressed += size,
+                (MemoryOp::Free, None) if size > 0 && size <= unaddressed => unaddressed -= size,
+                _ => {}
+            }
+            let bytes: u64 = live.values().sum::<u64>() + unaddressed;
+            want.push((
+                gpu.clone(),
+                name("live bytes"),
+                m.ts_ns,
+                (bytes as f64).to_bits(),
+            ));
+            for (v, what, seen) in [
+                (m.total_allocated, "Total Allocated", &mut has_alloc),
+                (m.total_reserved, "Total Reserved", &mut has_res),
+            ] {
+                if let Some(v) = v {
+                    *seen = true;
+                    want.push((gpu.clone(), name(what), m.ts_ns, (v as f64).to_bits()));
+                }
+            }
+        }
+        tracks += 1 + usize::from(has_alloc) + usize::from(has_res);
+    }
+    tracks
 }
 
 #[test]

@@ -39,6 +39,23 @@ fn export_tables(src: &Path, dir: &Path) {
     }
 }
 
+/// Every table `t` is exported to and meta.json into `dir`, as `convert --csv DIR --parquet
+/// DIR` writes them; meta.json's text.
+fn write_every_table(t: &Trace, dir: &Dir) -> String {
+    let meta = meta::meta_json_text(t, false).unwrap();
+    std::fs::write(dir.path("meta.json"), &meta).unwrap();
+    for name in tables::names_for(t) {
+        let tb = tables::build(t, name);
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
+        csv::write(&mut f, &tb).unwrap();
+        f.flush().unwrap();
+        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
+        parquet::write(&mut f, &tb, &meta).unwrap();
+        f.flush().unwrap();
+    }
+    meta
+}
+
 /// The fields of one CSV line (RFC 4180 quoting, as the export writes it).
 fn fields(line: &str) -> Vec<String> {
     let (mut out, mut cur, mut quoted, mut chars) =
@@ -382,17 +399,7 @@ fn pm_samples_reach_their_table_with_nan_as_null() {
     assert!(!tables::names_for(&Trace::default()).contains(&tables::PM_SAMPLES));
     t.pm_samples[3].value = f64::NAN;
     // Every table of the trace and meta.json, as `convert --csv DIR --parquet DIR` writes them.
-    let meta = meta::meta_json_text(&t, false).unwrap();
-    std::fs::write(dir.path("meta.json"), &meta).unwrap();
-    for name in tables::names_for(&t) {
-        let tb = tables::build(&t, name);
-        let mut f = std::fs::File::create(dir.path(&format!("{name}.csv"))).unwrap();
-        csv::write(&mut f, &tb).unwrap();
-        f.flush().unwrap();
-        let mut f = std::fs::File::create(dir.path(&format!("{name}.parquet"))).unwrap();
-        parquet::write(&mut f, &tb, &meta).unwrap();
-        f.flush().unwrap();
-    }
+    let meta = write_every_table(&t, &dir);
 
     let rows = read_csv(&dir.path(""), "pm_samples");
     assert_eq!(rows.len(), t.pm_samples.len());
@@ -416,5 +423,56 @@ fn pm_samples_reach_their_table_with_nan_as_null() {
     let info = t.meta.pm_sampling.as_ref().unwrap();
     assert_eq!(m["pm_sampling"]["samples"], info.samples);
     assert_eq!(m["pm_sampling"]["interval_ns"], info.interval_ns);
+    pyarrow_agrees(&dir.path(""), &dir.path(""));
+}
+
+/// Every allocation and free is a row of the `memory` table, in the trace's order, sizes and
+/// totals exact, unknown ones empty (null in Parquet); a trace without memory events has no
+/// such table.
+#[test]
+fn memory_events_reach_their_table_with_unknowns_as_null() {
+    use cutrace_trace::{MemoryOp, MemoryPlace};
+    let dir = Dir::new("tables-memory");
+    let mut t = load(&repo().join("tests/fixtures/kineto/hta_memory.json.gz"));
+    assert!(tables::names_for(&t).contains(&tables::MEMORY));
+    assert!(!tables::names_for(&Trace::default()).contains(&tables::MEMORY));
+    t.memory[5].op = MemoryOp::Unknown;
+    t.memory[5].bytes = None;
+    t.memory[6].total_reserved = None;
+    write_every_table(&t, &dir);
+    let rows = read_csv(&dir.path(""), "memory");
+    assert_eq!(rows.len(), t.memory.len());
+    let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for (r, m) in rows.iter().zip(&t.memory) {
+        assert_eq!(r["ts_ns"], m.ts_ns.to_string());
+        assert_eq!(r["process"], m.process.to_string());
+        assert_eq!(r["thread"], m.thread.to_string());
+        let place = if m.place == MemoryPlace::Gpu {
+            "gpu"
+        } else {
+            "cpu"
+        };
+        assert_eq!(
+            (r["place"].as_str(), r["device_type"].as_str()),
+            (place, "")
+        );
+        assert_eq!(r["device"], m.device.to_string());
+        assert_eq!(r["level"], "framework");
+        let op = match m.op {
+            MemoryOp::Alloc => "alloc",
+            MemoryOp::Free => "free",
+            MemoryOp::Unknown => "unknown",
+        };
+        assert_eq!(r["op"], op);
+        assert_eq!(r["address"], opt(m.address));
+        assert_eq!(r["bytes"], opt(m.bytes));
+        assert_eq!(r["total_allocated"], opt(m.total_allocated));
+        assert_eq!(r["total_reserved"], opt(m.total_reserved));
+    }
+    assert_eq!(
+        (rows[5]["op"].as_str(), rows[5]["bytes"].as_str()),
+        ("unknown", "")
+    );
+    assert_eq!(rows[6]["total_reserved"], "");
     pyarrow_agrees(&dir.path(""), &dir.path(""));
 }

@@ -106,8 +106,21 @@ fn bomb(rng: &mut Rng) -> io::Result<Vec<u8>> {
         }
     } else {
         e.write_all(br#"{"traceEvents": ["#)?;
-        let ev =
-            br#"{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1},"#;
+        // Events that are skipped, or allocations at one address that are all kept. A kept
+        // allocation is a 104-byte record per 150 bytes of JSON (a kernel is 48 per 200 or
+        // more), so its bombs stay under 64 MB of JSON: the records a trace really holds are
+        // memory it may take, and the ceiling is for the rest.
+        let (ev, mb): (&[u8], usize) = if rng.chance(0.5) {
+            (
+                br#"{"ph": "X", "cat": "cpu_op", "name": "x", "pid": 1, "tid": 1, "ts": 1, "dur": 1},"#,
+                mb,
+            )
+        } else {
+            (
+                br#"{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 1, "args": {"Device Type": 1, "Device Id": 0, "Addr": 1, "Bytes": 1}},"#,
+                mb.min(64),
+            )
+        };
         let per_mb = (1 << 20) / ev.len();
         let block: Vec<u8> = ev.iter().copied().cycle().take(per_mb * ev.len()).collect();
         for _ in 0..mb {
@@ -136,6 +149,11 @@ fn number(rng: &mut Rng, b: &mut Vec<u8>) -> String {
         b"\"pid\": ",
         b"\"tid\": ",
         b"\"device\": ",
+        // A `[memory]` event's size, address, totals and device.
+        b"\"Bytes\": ",
+        b"\"Addr\": ",
+        b"\"Total Allocated\": ",
+        b"\"Device Id\": ",
     ]);
     let spots = after(b, key);
     if spots.is_empty() {

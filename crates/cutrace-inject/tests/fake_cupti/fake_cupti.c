@@ -25,7 +25,9 @@
  * separated by a line `flush`; a forced flush (flag 1, at exit) delivers every group left.
  * Record lines: `device ID UUIDHEX32`, `kernel DEVICE STREAM START END CORR NAME` (NAME 0 =
  * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL), `api CORR START END` (a
- * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD); and
+ * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD),
+ * `memory OP ADDRESS BYTES TIME CORR` (a CUpti_ActivityMemory4, MEMORY2: OP 1 allocation, 2
+ * release, of device memory on device 0, stream 7, this process; 128 bytes); and
  * `now T` sets what cuptiGetTimestamp returns from then on (1000 before).
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
@@ -155,6 +157,7 @@ static size_t record_size(uint32_t kind) {
   case 4: case 5: return 40;   /* CUpti_ActivityAPI */
   case 1: return 64;           /* CUpti_ActivityMemcpy6's fields cutrace reads */
   case 8: return 144;          /* CUpti_ActivityDevice5's fields cutrace reads */
+  case 49: return 128;         /* CUpti_ActivityMemory4 */
   default: return 216;         /* CUpti_ActivityKernel10 */
   }
 }
@@ -180,6 +183,12 @@ static size_t script_record(const char *line, uint8_t *r) {
     put32(r, 32, (uint32_t)a[0]); put32(r, 36, 1); put32(r, 40, (uint32_t)a[1]);
     put32(r, 44, (uint32_t)a[5]);
     return 64;
+  }
+  if (sscanf(line, "memory %llu %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3], &a[4]) == 5) {
+    put32(r, 0, 49); put32(r, 4, (uint32_t)a[0]); put32(r, 8, 3); put32(r, 12, (uint32_t)a[4]);
+    put64(r, 16, a[1]); put64(r, 24, a[2]); put64(r, 32, a[3]);
+    put32(r, 48, (uint32_t)getpid()); put32(r, 52, 0); put32(r, 56, 1); put32(r, 60, 7);
+    return 128;
   }
   if (sscanf(line, "device %llu %32s", &a[0], uuid) == 2 && strlen(uuid) == 32) {
     put32(r, 0, 8); put64(r, 16, 80ull << 30); put32(r, 44, 132); put32(r, 104, 9);

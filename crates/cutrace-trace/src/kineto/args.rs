@@ -108,6 +108,19 @@ pub(super) fn lenient_uint<T: TryFrom<u64>>(r: &[u8]) -> Result<Option<T>, ()> {
     v.and_then(|v| T::try_from(v).ok()).map(Some).ok_or(())
 }
 
+/// A signed decimal integer (`-1`, `5242880`), or one written as a decimal string; `None` for
+/// anything else, `null` included.
+pub(super) fn lenient_int(r: &[u8]) -> Option<i64> {
+    let t = unquote_b(r).trim_ascii();
+    match t.strip_prefix(b"-") {
+        Some(digits) => {
+            let m: u64 = parse_uint(digits)?;
+            0i64.checked_sub_unsigned(m)
+        }
+        None => parse_uint::<i64>(t),
+    }
+}
+
 /// Hex digits (at most 16), no sign.
 pub(super) fn parse_hex(b: &[u8]) -> Option<u64> {
     if b.is_empty() || b.len() > 16 {

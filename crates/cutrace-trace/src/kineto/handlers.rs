@@ -1,16 +1,16 @@
 //! What one event of `traceEvents` becomes: [`Sink::event`] reads its phase and category (the
 //! scanner, `scan.rs`, has cut it out and found its fields) and hands it to the handler of its
 //! category, one function each: kernels, copies, memsets, runtime and driver calls,
-//! synchronizations, annotation ranges (host and GPU), NVTX marks and CUPTI overhead; a
-//! `record_param_comms` op goes to `comms.rs`. Every other event is counted by its label in
+//! synchronizations, annotation ranges (host and GPU), NVTX marks, CUPTI overhead and the
+//! allocator's `[memory]` events; a `record_param_comms` op goes to `comms.rs`. Every other event is counted by its label in
 //! `skipped_events`.
 
 use std::borrow::Cow;
 
-use super::args::{lenient_uint, raw_u64, unquote_b};
+use super::args::{lenient_int, lenient_uint, raw_u64, unquote_b};
 use super::scan::{self, Event};
 use super::sink::Sink;
-use super::vocab::{self, arg, cat as c};
+use super::vocab::{self, arg, cat as c, MEMORY};
 use crate::error::TraceError;
 use crate::model::*;
 use crate::timeparse::parse_us_exact;
@@ -86,7 +86,14 @@ impl Sink {
     /// reading such events after `ph`). An event skipped on its category before its `ph` was
     /// read (keys in another order) is labelled by its category.
     fn not_complete(&mut self, ev: &Event<'_>, cat: &str, at: u64) -> Result<(), TraceError> {
-        if ev.ph.is_some_and(|p| p.bytes_eq("i")) && cat == c::USER_ANNOTATION {
+        let instant = ev.ph.is_some_and(|p| p.bytes_eq("i"));
+        // torch 1.8 wrote `[memory]` events without a `cat`.
+        let memory_cat = cat == c::CPU_INSTANT_EVENT || ev.cat.is_none();
+        if instant && memory_cat && ev.name.is_some_and(|n| n.bytes_eq(MEMORY)) {
+            self.memory(ev);
+            return Ok(());
+        }
+        if instant && cat == c::USER_ANNOTATION {
             if let Some(raw) = ev.odd_name {
                 self.unread(cat, "name", raw);
             }
@@ -273,19 +280,109 @@ impl Sink {
         Ok(())
     }
 
-    fn mark(&mut self, ev: &Event<'_>, name: &str, at: u64) -> Result<(), TraceError> {
-        // A mark's time is not what any number is computed from: one that does not read is
-        // counted and the mark left out.
+    /// An instant event's time in whole ns (rounded and counted like an interval's), or
+    /// `None`, counted under `label`, when it does not read.
+    fn instant_ts(&mut self, ev: &Event<'_>, label: &str) -> Option<Ns> {
         let ts_ns = ev.ts.and_then(|ts| {
             let exact = parse_us_exact(unquote_b(ts)).ok()?;
             let ns = exact.round_ns().ok()?;
             Some((ns, exact.is_whole()))
         });
         let Some((ts_ns, whole)) = ts_ns else {
-            self.skip("user_annotation mark with unreadable ts");
-            return Ok(());
+            self.skip(label);
+            return None;
         };
         self.rounded += u64::from(!whole);
+        Some(ts_ns)
+    }
+
+    /// torch.profiler's `[memory]` event: one allocation (`Bytes` > 0) or free (< 0) by the
+    /// framework's allocator. Its time and place must read or it is counted and left out; a
+    /// size or total that does not read is left unknown and counted (the analysis counts such
+    /// events rather than guessing).
+    fn memory(&mut self, ev: &Event<'_>) {
+        let label = c::CPU_INSTANT_EVENT;
+        if raw_u64(ev.pid).is_some_and(|p| p > u64::from(u32::MAX)) {
+            self.skip("[memory] with pid over 32 bits");
+            return;
+        }
+        let Some(ts_ns) = self.instant_ts(ev, "[memory] with unreadable ts") else {
+            return;
+        };
+        let m = ev.args.map(|a| a.mem).unwrap_or_default();
+        let place = match m.device_type.map(lenient_int) {
+            Some(Some(0)) => MemoryPlace::Cpu,
+            Some(Some(1)) => MemoryPlace::Gpu,
+            Some(Some(n)) if (0..=255).contains(&n) => MemoryPlace::Other(n as u8),
+            _ => {
+                self.skip("[memory] with unreadable Device Type");
+                return;
+            }
+        };
+        // torch writes -1 for the CPU: a CPU has no device index, so it is device 0.
+        let device = match m.device_id.map(lenient_int) {
+            Some(Some(-1)) if place == MemoryPlace::Cpu => 0,
+            Some(Some(n)) if (0..=i64::from(u32::MAX)).contains(&n) => n as u32,
+            None if place == MemoryPlace::Cpu => 0,
+            _ => {
+                self.skip("[memory] with unreadable Device Id");
+                return;
+            }
+        };
+        let bytes = m.bytes.map(|r| (lenient_int(r), r));
+        let (op, bytes) = match bytes {
+            Some((Some(b), _)) if b < 0 => (MemoryOp::Free, Some(b.unsigned_abs())),
+            Some((Some(b), _)) => (MemoryOp::Alloc, Some(b as u64)),
+            Some((None, raw)) => {
+                self.unread(label, arg::MEM_BYTES, raw);
+                (MemoryOp::Unknown, None)
+            }
+            None => (MemoryOp::Unknown, None),
+        };
+        let mut total = |v: Option<&[u8]>, key: &str| -> Option<u64> {
+            let r = v?;
+            let n = lenient_int(r).and_then(|n| u64::try_from(n).ok());
+            if n.is_none() {
+                self.unread(label, key, r);
+            }
+            n
+        };
+        let total_allocated = total(m.total_allocated, arg::TOTAL_ALLOCATED);
+        let total_reserved = total(m.total_reserved, arg::TOTAL_RESERVED);
+        let address = match m.addr.map(|r| (lenient_uint::<u64>(r), r)) {
+            Some((Ok(Some(a)), _)) => Some(a),
+            Some((_, raw)) => {
+                self.unread(label, arg::ADDR, raw);
+                None
+            }
+            None => None,
+        };
+        self.trace.memory.push(MemoryEvent {
+            ts_ns,
+            process: raw_u64(ev.pid).unwrap_or(0) as u32,
+            thread: raw_u64(ev.tid).unwrap_or(0),
+            place,
+            device,
+            level: match m.level.map(unquote_b) {
+                Some(l) if l == arg::DRIVER_LEVEL.as_bytes() => MemoryLevel::Driver,
+                _ => MemoryLevel::Framework,
+            },
+            op,
+            address,
+            bytes,
+            total_allocated,
+            total_reserved,
+            // cutrace's export writes the call's; torch's events have none.
+            correlation_id: ev.args.and_then(|a| raw_u64(a.correlation)).unwrap_or(0),
+        });
+    }
+
+    fn mark(&mut self, ev: &Event<'_>, name: &str, at: u64) -> Result<(), TraceError> {
+        // A mark's time is not what any number is computed from: one that does not read is
+        // counted and the mark left out.
+        let Some(ts_ns) = self.instant_ts(ev, "user_annotation mark with unreadable ts") else {
+            return Ok(());
+        };
         let name = self.strings.intern(name);
         let nvtx_domain = self.nvtx_domain(ev, at, c::USER_ANNOTATION)?;
         self.trace.marks.push(NvtxMark {

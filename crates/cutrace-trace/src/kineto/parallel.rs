@@ -194,6 +194,7 @@ impl Sink {
         me.ranges.append(&mut t.ranges);
         me.marks.append(&mut t.marks);
         me.overheads.append(&mut t.overheads);
+        me.memory.append(&mut t.memory);
         self.events += other.events;
         self.rounded += std::mem::take(&mut other.rounded);
         for (k, n) in std::mem::take(&mut other.skipped) {
@@ -218,6 +219,7 @@ impl Sink {
         t.ranges.clear();
         t.marks.clear();
         t.overheads.clear();
+        t.memory.clear();
         self.strings = Interner::new();
         self.launches = Default::default();
         self.events = 0;

@@ -36,6 +36,13 @@ mod key {
     pub const DTYPE: &[u8] = arg::DTYPE.as_bytes();
     pub const MANGLED: &[u8] = arg::MANGLED.as_bytes();
     pub const DOMAIN: &[u8] = arg::DOMAIN.as_bytes();
+    pub const ADDR: &[u8] = arg::ADDR.as_bytes();
+    pub const MEM_BYTES: &[u8] = arg::MEM_BYTES.as_bytes();
+    pub const TOTAL_ALLOCATED: &[u8] = arg::TOTAL_ALLOCATED.as_bytes();
+    pub const TOTAL_RESERVED: &[u8] = arg::TOTAL_RESERVED.as_bytes();
+    pub const DEVICE_ID: &[u8] = arg::DEVICE_ID.as_bytes();
+    pub const DEVICE_TYPE: &[u8] = arg::DEVICE_TYPE.as_bytes();
+    pub const MEMORY_LEVEL: &[u8] = arg::MEMORY_LEVEL.as_bytes();
 }
 
 /// Why a scan stopped.
@@ -206,6 +213,25 @@ pub struct Args<'a> {
     /// A collective's annotation, on a `record_param_comms` CPU op and (newer torch) on the
     /// kernels it launched: raw values, read leniently (see `comms`).
     pub comm: CommArgs<'a>,
+    /// A `[memory]` event's args.
+    pub mem: MemArgs<'a>,
+}
+
+/// The raw args of torch.profiler's `[memory]` event (torch's names in the comments).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct MemArgs<'a> {
+    /// "Addr"
+    pub addr: Option<&'a [u8]>,
+    /// "Bytes": positive for an allocation, negative for a free.
+    pub bytes: Option<&'a [u8]>,
+    /// "Total Allocated", "Total Reserved"
+    pub total_allocated: Option<&'a [u8]>,
+    pub total_reserved: Option<&'a [u8]>,
+    /// "Device Id" (-1 for the CPU), "Device Type" (0 CPU, 1 CUDA)
+    pub device_id: Option<&'a [u8]>,
+    pub device_type: Option<&'a [u8]>,
+    /// *cutrace*'s "level", raw (`"driver"` with its quotes).
+    pub level: Option<&'a [u8]>,
 }
 
 /// The raw `record_param_comms` args cutrace reads (torch's names in the comments).
@@ -447,6 +473,13 @@ impl<'a> Scanner<'a> {
                 key::IN_NELEMS => &mut a.comm.in_nelems,
                 key::OUT_NELEMS => &mut a.comm.out_nelems,
                 key::DTYPE => &mut a.comm.dtype,
+                key::ADDR => &mut a.mem.addr,
+                key::MEM_BYTES => &mut a.mem.bytes,
+                key::TOTAL_ALLOCATED => &mut a.mem.total_allocated,
+                key::TOTAL_RESERVED => &mut a.mem.total_reserved,
+                key::DEVICE_ID => &mut a.mem.device_id,
+                key::DEVICE_TYPE => &mut a.mem.device_type,
+                key::MEMORY_LEVEL => &mut a.mem.level,
                 key::MANGLED => {
                     // A value that is not a string is ignored, as an unknown key is.
                     if s.ws()? == b'"' {
@@ -549,10 +582,23 @@ impl Scanner<'_> {
 /// The one CPU op cutrace reads: torch's annotation of a collective call.
 pub use super::vocab::PARAM_COMMS;
 
+/// The categories of which cutrace reads one event name only, and that name: the `cpu_op`
+/// [`PARAM_COMMS`] and the `cpu_instant_event` `[memory]`.
+fn only_name(cat: JStr<'_>) -> Option<&'static str> {
+    if cat.bytes_eq(cat::CPU_OP) {
+        Some(PARAM_COMMS)
+    } else if cat.bytes_eq(cat::CPU_INSTANT_EVENT) {
+        Some(super::vocab::MEMORY)
+    } else {
+        None
+    }
+}
+
 /// Scans one event object at the front of `b` into `ev` (reused from event to event: it is
 /// some 600 bytes, too many to return by value); returns the bytes it took. Events that
 /// cutrace does not model (`ph` other than "X" or "i", or a `cat` not in [`MODELLED`]; of
-/// `cpu_op` events, all but [`PARAM_COMMS`]) are skipped after those keys, and come back with the
+/// `cpu_op` events, all but [`PARAM_COMMS`]; of `cpu_instant_event`s, all but `[memory]`) are
+/// skipped after those keys, and come back with the
 /// fields read so far. A `ph`, `cat` or `name` that is not a string is read as absent (and the
 /// event is then not modelled, or unnamed): it never makes the event unreadable.
 pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
@@ -563,8 +609,9 @@ pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
         s.i += 1;
         return Ok(s.i);
     }
-    // A `cpu_op` is kept only if its name is PARAM_COMMS: decided once both are read.
-    let mut cpu_op = false;
+    // A `cpu_op` is kept only if its name is PARAM_COMMS, a `cpu_instant_event` only if it is
+    // `[memory]`: decided once both are read.
+    let mut only: Option<&'static str> = None;
     loop {
         if s.ws()? != b'"' {
             return s.bad("expected a quoted key");
@@ -582,9 +629,9 @@ pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
             }
             b"cat" => {
                 let cat = s.maybe_str()?;
-                cpu_op = cat.is_some_and(|c| c.bytes_eq(cat::CPU_OP));
-                skip_rest = if cpu_op {
-                    ev.name.is_some_and(|n| !n.bytes_eq(PARAM_COMMS))
+                only = cat.and_then(only_name);
+                skip_rest = if let Some(want) = only {
+                    ev.name.is_some_and(|n| !n.bytes_eq(want))
                 } else {
                     cat.is_none_or(|c| c.modelled().is_none())
                 };
@@ -596,7 +643,7 @@ pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
                 if name.is_none() {
                     ev.odd_name = Some(&s.b[start..s.i]);
                 }
-                skip_rest = cpu_op && !name.is_some_and(|n| n.bytes_eq(PARAM_COMMS));
+                skip_rest = only.is_some_and(|want| !name.is_some_and(|n| n.bytes_eq(want)));
                 ev.name = name;
             }
             b"pid" => ev.pid = Some(s.value()?),

@@ -86,6 +86,8 @@ pub mod cat {
     pub const OVERHEAD: &str = "overhead";
     /// A torch operator on the host; only `record_param_comms` ones are read.
     pub const CPU_OP: &str = "cpu_op";
+    /// torch.profiler's instant events; only `[memory]` ones ([`super::MEMORY`]) are read.
+    pub const CPU_INSTANT_EVENT: &str = "cpu_instant_event";
     /// The flow from a launching call to its device records.
     pub const FLOW: &str = "ac2g";
 }
@@ -130,10 +132,28 @@ pub mod arg {
     pub const IN_NELEMS: &str = "In msg nelems";
     pub const OUT_NELEMS: &str = "Out msg nelems";
     pub const DTYPE: &str = "dtype";
+    // A `[memory]` event's facts (torch's caching allocator, `profile_memory=True`).
+    pub const ADDR: &str = "Addr";
+    /// Positive for an allocation, negative for a free (not `bytes`, a copy's size).
+    pub const MEM_BYTES: &str = "Bytes";
+    pub const TOTAL_ALLOCATED: &str = "Total Allocated";
+    pub const TOTAL_RESERVED: &str = "Total Reserved";
+    /// -1 for the CPU.
+    pub const DEVICE_ID: &str = "Device Id";
+    /// c10's device type: 0 CPU, 1 CUDA.
+    pub const DEVICE_TYPE: &str = "Device Type";
+    /// *cutrace*: `driver` on a `[memory]` event of CUDA's allocator (`record --memory`); torch's
+    /// are the framework's and carry none.
+    pub const MEMORY_LEVEL: &str = "level";
+    /// The value of [`MEMORY_LEVEL`] for CUDA's allocator.
+    pub const DRIVER_LEVEL: &str = "driver";
 }
 
 /// The `cpu_op` that carries a collective's facts.
 pub const PARAM_COMMS: &str = "record_param_comms";
+
+/// The name of torch.profiler's allocation and free events (`ph: "i"`, `cpu_instant_event`).
+pub const MEMORY: &str = "[memory]";
 
 /// The name of a memset event.
 pub const MEMSET: &str = "Memset";

@@ -683,6 +683,7 @@ impl PartBuilder {
                 Table::KernelMetric => t.kernel_metrics.push(kernel_metric_row(&row)),
                 Table::PmSample => t.pm_samples.push(pm_sample_row(&row)),
                 Table::PcSample => t.pc_samples.push(pc_sample_row(&row)),
+                Table::Memory => t.memory.push(memory_row(&row)),
             }
         }
         Ok(())
@@ -1024,6 +1025,35 @@ fn pc_sample_row(v: &[u64; MAX_COLUMNS]) -> PcSample {
     }
 }
 
+/// A `memory` row (table 11; see `Writer::push_memory`). An op code it does not know reads as
+/// unknown.
+#[inline]
+fn memory_row(v: &[u64; MAX_COLUMNS]) -> MemoryEvent {
+    let known = |bit: u32, x: u64| (v[11] >> bit & 1 == 1).then_some(x);
+    MemoryEvent {
+        ts_ns: v[0],
+        process: v[1] as u32,
+        thread: v[2],
+        device: v[3] as u32,
+        place: super::memory_place_from_code(v[4]),
+        level: if v[5] == 1 {
+            MemoryLevel::Driver
+        } else {
+            MemoryLevel::Framework
+        },
+        op: match v[6] {
+            1 => MemoryOp::Alloc,
+            2 => MemoryOp::Free,
+            _ => MemoryOp::Unknown,
+        },
+        address: known(0, v[7]),
+        bytes: known(1, v[8]),
+        total_allocated: known(2, v[9]),
+        total_reserved: known(3, v[10]),
+        correlation_id: v[12],
+    }
+}
+
 fn copy_kind_from_code(c: u64) -> CopyKind {
     match c {
         1 => CopyKind::HtoD,
@@ -1171,6 +1201,8 @@ impl Merger {
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(syncs, r => r.correlation_id = corr(r.correlation_id);
             r.stream = r.stream.map(stream); r.device = dev(r.device));
+        adopt!(memory, r => r.correlation_id = corr(r.correlation_id);
+            if r.place == MemoryPlace::Gpu { r.device = dev(r.device) });
         let mut m = t.meta;
         if unidentified {
             m.notes.push(TraceNote {

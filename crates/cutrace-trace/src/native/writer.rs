@@ -249,6 +249,42 @@ impl<W: Write> Writer<W> {
         );
     }
 
+    /// An allocation or free (table 11): the place as 0 CPU, 1 GPU, 256 + n for torch's device
+    /// type n; the level 0 framework, 1 driver; the op 0 unknown, 1 alloc, 2 free; `known`'s
+    /// bits say which of address (1), bytes (2), total allocated (4) and total reserved (8)
+    /// the source gave (an unknown one is stored as 0).
+    pub fn push_memory(&mut self, m: &MemoryEvent) {
+        let known = u64::from(m.address.is_some())
+            | u64::from(m.bytes.is_some()) << 1
+            | u64::from(m.total_allocated.is_some()) << 2
+            | u64::from(m.total_reserved.is_some()) << 3;
+        self.push(
+            Table::Memory,
+            &[
+                m.ts_ns,
+                m.process.into(),
+                m.thread,
+                m.device.into(),
+                super::memory_place_code(m.place),
+                match m.level {
+                    MemoryLevel::Framework => 0,
+                    MemoryLevel::Driver => 1,
+                },
+                match m.op {
+                    MemoryOp::Unknown => 0,
+                    MemoryOp::Alloc => 1,
+                    MemoryOp::Free => 2,
+                },
+                m.address.unwrap_or(0),
+                m.bytes.unwrap_or(0),
+                m.total_allocated.unwrap_or(0),
+                m.total_reserved.unwrap_or(0),
+                known,
+                m.correlation_id,
+            ],
+        );
+    }
+
     /// Writes new strings and every buffered row as chunks, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
         let strings = self.strings.as_slice();

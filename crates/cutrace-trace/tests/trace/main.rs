@@ -8,6 +8,7 @@ mod kineto_dist;
 mod kineto_fuzz;
 mod kineto_import;
 mod kineto_variants;
+mod memory_table;
 mod native_fixtures;
 mod native_format;
 mod native_ranks;

@@ -230,6 +230,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         kinds: cutrace_settings::default_kinds(),
         buffer_size: 8,
         api: None,
+        memory: false,
         serialize_kernels: false,
         record_cmdline: false,
         no_preload: false,

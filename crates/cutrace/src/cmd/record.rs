@@ -106,7 +106,7 @@ pub struct Args {
     #[arg(short, long, default_value = "cutrace-trace")]
     pub(crate) output: PathBuf,
     /// Activity kinds, comma-separated: kernel, runtime, driver, memcpy, memset, sync, nvtx,
-    /// overhead.
+    /// overhead; and memory (off by default, see --memory).
     #[arg(
         long,
         value_delimiter = ',',
@@ -122,6 +122,11 @@ pub struct Args {
     /// [default: lean]
     #[arg(long, value_enum)]
     pub(crate) api: Option<ApiRecords>,
+    /// Also record CUDA's allocations and frees (CUPTI's MEMORY2 kind: cudaMalloc, cudaFree, …
+    /// with address, size and the call that made them), for the report's memory section. Off
+    /// by default: its cost has not been measured to be in the noise.
+    #[arg(long)]
+    pub(crate) memory: bool,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
     #[arg(long)]
     pub(crate) serialize_kernels: bool,
@@ -207,6 +212,9 @@ fn check_kinds(args: &mut Args) -> anyhow::Result<()> {
         .map(|k| k.trim().to_string())
         .filter(|k| !k.is_empty())
         .collect();
+    if args.memory && !args.kinds.iter().any(|k| k == "memory") {
+        args.kinds.push("memory".into());
+    }
     if args.kinds.is_empty() {
         let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
         bail!(

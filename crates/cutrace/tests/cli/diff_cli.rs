@@ -160,6 +160,12 @@ fn every_json_field_is_documented() {
         &mut seen,
     );
     assert!(seen.contains("largest_change_points"));
+    // Memory fills its own: a trace with [memory] events against itself.
+    let memory = "tests/fixtures/kineto/hta_memory.json.gz";
+    let m = json(&["diff", memory, memory]);
+    assert_eq!(m["memory"]["pools"][1]["peak_change_bytes"], 0);
+    keys(&m, &mut seen);
+    assert!(seen.contains("reported_peak_change_bytes"));
     let doc = std::fs::read_to_string(repo().join("docs/DIFF.md")).unwrap();
     let missing: Vec<&String> = seen
         .iter()

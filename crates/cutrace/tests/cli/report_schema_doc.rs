@@ -2,8 +2,9 @@
 //! committed fixtures that together produce every field (a merged multi-process trace, an
 //! incomplete one, a torch.profiler one, one with copies and memsets, one with recorder notes, a
 //! `--from`/`--to` window, two runs' parts in one directory, `--steps`, a `cutrace profile`
-//! trace with counters, and a `cutrace sample` trace with steps), and every object key seen
-//! anywhere in the output must appear in the page as a backticked name (`` `idle_split` ``).
+//! trace with counters, a `cutrace sample` trace with steps, and a torch.profiler trace with
+//! memory events), and every object key seen anywhere in the output must appear in the page as
+//! a backticked name (`` `idle_split` ``).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -97,6 +98,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
             report(&fixture("native/sample_pm"), &["--steps", "cycle*"]),
         ),
         ("pc samples", report(&fixture("native/pc_kernels"), &[])),
+        (
+            "kineto memory",
+            report(&fixture("kineto/hta_memory.json.gz"), &[]),
+        ),
     ];
 
     // Each fixture still shows what it is here for, so the key set stays complete.
@@ -125,6 +130,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
         by("pc samples")["pc_samples"]["functions"][0]["lines"][0]["reasons"][0]["pct"].is_f64()
     );
     assert!(by("pc samples")["pc_samples"]["collection"]["samples_total"].is_u64());
+    let pool = &by("kineto memory")["memory"]["pools"][0];
+    assert!(pool["peak"]["live"]["by_site"][0]["site"].is_string());
+    assert!(pool["reported_peak"]["reserved_minus_allocated_bytes"].is_u64());
+    assert!(pool["steps"][0]["peak_bytes"].is_u64());
 
     let mut keys = BTreeMap::new();
     for (_, v) in &runs {

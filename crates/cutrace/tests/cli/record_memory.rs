@@ -1,0 +1,94 @@
+//! `cutrace record --memory` → `cutrace report`, through the fake libcupti: scripted
+//! CUpti_ActivityMemory4 records (MEMORY2) of the CUDA driver's allocations and frees become
+//! the report's driver-level memory pool, with the planted peak, live set and leak exact; the
+//! kind is enabled with `--memory` and only then (the fake's call log says which kinds were).
+
+use crate::monitor_cli::setup;
+use cutrace_testkit::Run;
+use serde_json::Value;
+
+/// Two allocations live at once (4,000 B at 3,000 ns), one freed, one more allocated and never
+/// freed (500 B), and a free of memory allocated before the trace (64 B), across two buffers.
+const SCRIPT: &str = "device 0 00112233445566778899aabbccddeeff
+api 1 1500 1900
+kernel 0 7 2000 2500 1 0
+memory 2 36864 64 1800 0
+memory 1 4096 1000 2000 11
+memory 1 8192 3000 3000 12
+flush
+memory 2 4096 1000 4000 13
+memory 1 12288 500 5000 14
+memory 2 8192 3000 6000 15
+";
+
+/// The report of a recording with `args`, and the kinds the injection enabled (the fake's log).
+fn record(args: &[&str], name: &str) -> (Value, Vec<String>) {
+    let s = setup(name).expect("fake libcupti");
+    let sc = s.write("script", SCRIPT);
+    let done = s.write("go", "");
+    let log = s.dir.join("calls.log");
+    let trace = s.dir.join("trace");
+    let mut all = vec!["record", "-q"];
+    all.extend_from_slice(args);
+    all.push("-o");
+    let mut rec = s.cutrace(&all, &done);
+    rec.arg(&trace)
+        .args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_CUPTI_LOG", &log)
+        .run_code(3);
+    let o = crate::util::bin()
+        .args(["report", "--format", "json"])
+        .arg(&trace)
+        .run_ok();
+    let enabled = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("enable ").map(str::to_owned))
+        .collect();
+    (serde_json::from_slice(&o.stdout).unwrap(), enabled)
+}
+
+#[test]
+fn recorded_allocations_reach_the_report_exactly() {
+    if setup("record-memory-probe").is_none() {
+        return;
+    }
+    let (r, enabled) = record(&["--memory"], "record-memory");
+    assert!(enabled.iter().any(|k| k == "49"), "{enabled:?}");
+    let pools = r["memory"]["pools"].as_array().expect("memory pools");
+    assert_eq!(pools.len(), 1, "{pools:?}");
+    let p = &pools[0];
+    assert_eq!(
+        (p["level"].as_str(), p["place"].as_str()),
+        (Some("driver"), Some("gpu"))
+    );
+    assert_eq!(
+        (p["allocs"].as_u64(), p["frees"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(p["frees_without_alloc"], 1);
+    assert_eq!(p["frees_without_alloc_bytes"], 64);
+    assert_eq!(p["peak"]["bytes"], 4_000);
+    assert_eq!(p["peak"]["at_ns"], 3_000);
+    assert_eq!(p["peak"]["live"]["allocations"], 2);
+    assert_eq!(p["live_at_end"]["bytes"], 500);
+    assert_eq!(p["live_at_end"]["largest"][0]["address"], 12_288);
+    assert!(p["reported_peak"].is_null());
+}
+
+#[test]
+fn without_the_flag_the_kind_is_not_enabled() {
+    if setup("record-memory-off-probe").is_none() {
+        return;
+    }
+    let (r, enabled) = record(&[], "record-memory-off");
+    assert!(
+        !enabled.is_empty() && !enabled.iter().any(|k| k == "49"),
+        "{enabled:?}"
+    );
+    assert_eq!(r["trace"]["kernels"], 1);
+    // Named as a kind, it is enabled too.
+    let (_, enabled) = record(&["--kinds", "kernel,runtime,memory"], "record-memory-kind");
+    assert!(enabled.iter().any(|k| k == "49"), "{enabled:?}");
+}
