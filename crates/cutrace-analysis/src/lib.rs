@@ -17,6 +17,7 @@ pub mod intervals;
 pub mod job;
 pub mod job_diff;
 pub mod job_reduce;
+pub mod launches;
 pub mod names;
 pub mod parts;
 pub mod pc;
@@ -45,6 +46,7 @@ pub use job::{
 };
 pub use job_diff::{diff_jobs, JobCaveat, JobDiff};
 pub use job_reduce::{from_summaries, JobNote, JobReport};
+pub use launches::{is_kernel_launch, LaunchLoss};
 pub use names::display_name;
 pub use parts::{separate_runs, PartGap, SeparateRuns};
 pub use percentile::{nearest_rank, percentile, percentiles, Percentiles};

@@ -68,6 +68,9 @@ pub struct DataLoss {
     /// The source's own account of records it dropped or could not place (Kineto's `Record
     /// counts` line), in its order; empty when the source wrote none.
     pub source_drops: Vec<SourceDrop>,
+    /// Kernel launch calls, and those with no GPU record ([`crate::launches`]).
+    #[serde(flatten)]
+    pub launches: crate::launches::LaunchLoss,
 }
 
 /// One count of the source's own drop account (`Out-of-range`, 4181).
@@ -361,6 +364,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
             (d.timeline.kernels > 0).then(|| splits.get(&d.device).copied().unwrap_or_default());
     }
     attach_gap_hosts(trace, &index, &mut devices);
+    let launches = crate::launches::launch_loss(trace, &index);
     // One scratch buffer serves the latency values and both summaries' durations.
     let mut scratch = Scratch::default();
     let (correlation, launch_latency) =
@@ -404,7 +408,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
             from_ns: w.from_ns,
             to_ns: (w.to_ns != Ns::MAX).then_some(w.to_ns),
         }),
-        data_loss: data_loss(trace, inverted),
+        data_loss: data_loss(trace, inverted, launches),
         notes: trace.meta.notes.clone(),
         devices,
         correlation,
@@ -765,7 +769,7 @@ fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
     (bounds, inverted)
 }
 
-fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
+fn data_loss(trace: &Trace, inverted: u64, launches: crate::launches::LaunchLoss) -> DataLoss {
     let m = &trace.meta;
     DataLoss {
         dropped_by_recorder: m.dropped_by_recorder,
@@ -792,5 +796,6 @@ fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
                 count: *count,
             })
             .collect(),
+        launches,
     }
 }

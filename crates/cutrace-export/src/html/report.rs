@@ -93,6 +93,7 @@ fn trace_line(o: &mut String, r: &Report) {
 
 /// The first answer, as the text report's first lines say it (`summary` in the JSON).
 fn verdict(o: &mut String, r: &Report) {
+    let loss = crate::text::verdict::launch_loss_line(r);
     let mut lines: Vec<String> = r
         .summary
         .devices
@@ -106,10 +107,19 @@ fn verdict(o: &mut String, r: &Report) {
             crate::text::verdict::short_ns(m)
         ));
     }
-    if lines.is_empty() {
+    if lines.is_empty() && loss.is_none() {
         return;
     }
-    o.push_str("<section id=\"verdict\" class=\"box\">");
+    // A trace that lost its GPU records is not shown as healthy: the box is the loss box's red.
+    let class = if loss.is_some() { "box lost" } else { "box" };
+    let _ = write!(o, "<section id=\"verdict\" class=\"{class}\">");
+    if let Some(l) = loss {
+        let _ = write!(
+            o,
+            "<p class=\"verdict\"><strong>{}</strong></p>",
+            escape(&l)
+        );
+    }
     for l in lines {
         let _ = write!(o, "<p class=\"verdict\">{}</p>", escape(&l));
     }
@@ -168,6 +178,7 @@ fn data_loss(o: &mut String, r: &Report) {
             d.inverted_intervals
         ));
     }
+    lost.extend(crate::text::report::launch_facts(&d.launches));
     let c = &r.correlation;
     if c.orphans > 0 {
         lost.push(format!(

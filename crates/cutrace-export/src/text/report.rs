@@ -57,6 +57,9 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
         path.display(),
         r.trace.source
     );
+    if let Some(l) = super::verdict::launch_loss_line(r) {
+        let _ = writeln!(o, "{l}");
+    }
     super::verdict::render(o, &r.summary);
     let _ = writeln!(
         o,
@@ -433,6 +436,7 @@ fn render_data_loss(o: &mut String, r: &Report) {
             l.inverted_intervals
         ));
     }
+    facts.extend(launch_facts(&l.launches));
     let skipped: Vec<String> = l
         .skipped_events
         .iter()
@@ -471,6 +475,27 @@ fn render_data_loss(o: &mut String, r: &Report) {
     if let Some(pm) = &r.pm_samples {
         let _ = writeln!(o, "{}", super::pm::loss_line(pm));
     }
+}
+
+/// What the launch calls say was lost: launches without their GPU records, and launches that
+/// cannot be joined. Shared with the page's loss box.
+pub fn launch_facts(l: &cutrace_analysis::LaunchLoss) -> Vec<String> {
+    let mut facts = Vec::new();
+    if l.launches_without_gpu_records > 0 {
+        facts.push(format!(
+            "{} of {} kernel launches have no kernel or copy record (their GPU records were \
+             lost)",
+            l.launches_without_gpu_records, l.kernel_launches
+        ));
+    }
+    if l.launches_without_correlation_id > 0 {
+        facts.push(format!(
+            "{} kernel launch calls have no correlation id (whether their kernels were recorded \
+             cannot be told)",
+            l.launches_without_correlation_id
+        ));
+    }
+    facts
 }
 
 /// `4181 out-of-range, 0 blocklisted runtime, …` from the source's own drop account.

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use cutrace_analysis::verdict::{DeviceVerdict, Summary};
+use cutrace_analysis::Report;
 use cutrace_trace::Ns;
 
 /// A duration for a sentence: ns below 1 µs, then µs, ms or s with three significant digits at
@@ -83,6 +84,31 @@ pub fn render(o: &mut String, s: &Summary) {
     if let Some(m) = s.step_median_ns {
         let _ = writeln!(o, "steps: {}, median {}", s.steps, short_ns(m));
     }
+}
+
+/// The verdict's line on lost GPU records, before the GPUs' lines: a trace of launch calls whose
+/// kernels are missing is not healthy, however its GPUs read. `None` when no launch lost them.
+pub fn launch_loss_line(r: &Report) -> Option<String> {
+    let l = &r.data_loss.launches;
+    let lost = l.launches_without_gpu_records;
+    if lost == 0 {
+        return None;
+    }
+    let t = &r.trace;
+    Some(if t.kernels + t.memcpys + t.memsets == 0 {
+        format!(
+            "NO GPU RECORDS: {} kernel launches and not one kernel or copy record; the \
+             trace lost its GPU side (kernel activity not recorded, or dropped), so its GPU \
+             time is unknown, not zero",
+            l.kernel_launches
+        )
+    } else {
+        format!(
+            "GPU RECORDS LOST: {lost} of {} kernel launches have no kernel or copy record; \
+             busy time and gaps leave their work out",
+            l.kernel_launches
+        )
+    })
 }
 
 #[cfg(test)]

@@ -25,6 +25,7 @@ mod hta_peer;
 mod input_cli;
 mod job_cli;
 mod kineto_oracle;
+mod launch_loss_cli;
 mod mistakes_cli;
 mod monitor_cli;
 mod monitor_prometheus;
