@@ -11,4 +11,5 @@ mod kineto_variants;
 mod native_fixtures;
 mod native_format;
 mod native_ranks;
+mod other_json;
 mod pc_samples;

@@ -39,6 +39,7 @@ mod parts_cli;
 mod pc_fixture;
 mod perfetto_export;
 mod profile_cli;
+mod rank_names_cli;
 mod record_cli;
 mod report_cli;
 mod report_schema_doc;
