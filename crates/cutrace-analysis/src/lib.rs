@@ -25,6 +25,7 @@ pub mod percentile;
 pub mod pm;
 pub mod ranges;
 pub mod report;
+pub mod runtime;
 pub mod steps;
 pub mod summary;
 pub mod timeline;

@@ -119,6 +119,9 @@ pub struct TraceInfo {
     pub memsets: u64,
     pub api_calls: u64,
     pub ranges: u64,
+    /// The runtime the API calls belong to ([`crate::runtime`]): `cuda` or `hip` (Kineto files
+    /// HIP calls under `cuda_runtime`); null without API calls of either.
+    pub api_runtime: Option<&'static str>,
     /// The trace's place in a distributed job, when it states one (torch's `distributedInfo`, a
     /// native part's `RANK`/`WORLD_SIZE`). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -284,6 +287,8 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
                 copy_ns: d.copy_busy_ns,
                 idle_ns: t.idle_ns,
                 idle_pct: pct(t.idle_ns, t.window_ns),
+                gaps: t.gaps,
+                gaps_under_1us: crate::verdict::gaps_under_1us(&t.gap_histogram),
                 idle_waiting_for_host_ns: waiting,
                 idle_waiting_for_host_pct: waiting.map(|w| pct(w, t.idle_ns)),
                 largest_gaps: named as u64,
@@ -402,6 +407,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
             memsets: trace.memsets.len() as u64,
             api_calls: trace.api_calls.len() as u64,
             ranges: trace.ranges.len() as u64,
+            api_runtime: crate::runtime::api_runtime(trace),
             distributed: trace.meta.distributed.clone(),
         },
         window: opts.window.map(|w| WindowInfo {

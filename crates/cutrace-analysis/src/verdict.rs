@@ -17,6 +17,14 @@ use crate::intervals::{intersection_ns, merged_runs};
 /// most this many.
 pub(crate) const MAX_GAPS_NAMED: usize = 5;
 
+/// Gaps shorter than 1 µs, from a timeline's decade histogram (its buckets below 1 µs).
+pub fn gaps_under_1us(hist: &[crate::timeline::GapBucket]) -> u64 {
+    hist.iter()
+        .filter(|b| b.to_ns.is_some_and(|t| t <= 1_000))
+        .map(|b| b.count)
+        .sum()
+}
+
 /// The first answer of a report, per GPU.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Summary {
@@ -45,6 +53,11 @@ pub struct DeviceVerdict {
     pub copy_ns: Ns,
     pub idle_ns: Ns,
     pub idle_pct: f64,
+    /// The idle gaps (exact), and of them those shorter than 1 µs: on ROCm most "gaps" are a
+    /// nanosecond between one kernel's end and the next's start (1,658 of 2,358 in a DDP
+    /// ResNet-18 on an MI300), exact but no sign of fragmentation.
+    pub gaps: u64,
+    pub gaps_under_1us: u64,
     /// Idle time before the next kernel's launch returned: the GPU waited for the host
     /// (`idle_split.before_launch_ns`); `None` when the trace has no launch calls to tell.
     pub idle_waiting_for_host_ns: Option<Ns>,

@@ -625,8 +625,9 @@ fn names(o: &mut String, r: &Report) {
     if !r.api_summary.is_empty() {
         let _ = write!(
             o,
-            "<h2>Top CUDA API calls</h2><p class=\"muted\">{} of {} API names, by summed \
+            "<h2>Top {} API calls</h2><p class=\"muted\">{} of {} API names, by summed \
              duration.</p>",
+            crate::text::report::api_label(r),
             r.api_summary.len(),
             r.api_names
         );

@@ -613,7 +613,10 @@ fn render_device(
         "  idle: {} = {} in {}",
         fmt_ns(t.idle_ns),
         pct(t.idle_ns, t.window_ns),
-        count(t.gaps as usize, "gap", "gaps")
+        super::verdict::gap_count(
+            t.gaps,
+            cutrace_analysis::verdict::gaps_under_1us(&t.gap_histogram)
+        )
     );
     if let Some(x) = d.idle_split.filter(|_| t.idle_ns > 0) {
         let mut line = format!(
@@ -822,13 +825,13 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
         // "recorded": a lean trace leaves state queries out, and torch.profiler records only
         // some calls.
         parts.push(format!(
-            "recorded CUDA calls covered {} of it ({}), none ran for {}",
+            "recorded API calls covered {} of it ({}), none ran for {}",
             fmt_ns(h.in_calls_ns),
             list(&h.calls, false),
             fmt_ns(gap_ns.saturating_sub(h.in_calls_ns))
         ));
     } else if h.next_launch.is_some() {
-        parts.push("no recorded CUDA call ran in it".to_string());
+        parts.push("no recorded API call ran in it".to_string());
     }
     if !h.ranges.is_empty() {
         parts.push(format!(
@@ -952,13 +955,22 @@ fn render_kernels(o: &mut String, r: &Report) {
     }
 }
 
+/// What the report calls the trace's API calls: `HIP` on ROCm, else `CUDA`.
+pub fn api_label(r: &Report) -> &'static str {
+    match r.trace.api_runtime {
+        Some("hip") => "HIP",
+        _ => "CUDA",
+    }
+}
+
 fn render_api(o: &mut String, r: &Report) {
     if r.api_summary.is_empty() {
         return;
     }
     let _ = writeln!(
         o,
-        "\nCUDA API calls by total time (top {} of {} names)",
+        "\n{} API calls by total time (top {} of {} names)",
+        api_label(r),
         r.api_summary.len(),
         r.api_names
     );
@@ -1133,14 +1145,14 @@ mod tests {
             l.contains("returned 90.000 µs into the gap (the GPU waited for the host)"),
             "{l}"
         );
-        assert!(l.contains("recorded CUDA calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
+        assert!(l.contains("recorded API calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
         // After the kernel began (the GPU starts a kernel before its launch call returns).
         let l = line(gap(Some(100_500), waited, &[]));
         assert!(
             l.contains("into the gap, after the kernel had started (the GPU waited for the host)"),
             "{l}"
         );
-        assert!(l.contains("no recorded CUDA call ran in it"), "{l}");
+        assert!(l.contains("no recorded API call ran in it"), "{l}");
         // No reading: the numbers only.
         let l = line(gap(Some(10_000), None, &[]));
         assert!(l.contains("returned 10.000 µs into the gap;"), "{l}");

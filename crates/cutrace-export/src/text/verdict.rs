@@ -26,8 +26,19 @@ pub fn short_ns(ns: Ns) -> String {
     format!("{v:.digits$} {unit}")
 }
 
+/// `2358 gaps (1658 shorter than 1 µs)`: the exact count, and how many are too short to be a
+/// sign of fragmentation (said only when there are some).
+pub fn gap_count(gaps: u64, under_1us: u64) -> String {
+    let n = super::count(gaps as usize, "gap", "gaps");
+    if under_1us == 0 {
+        n
+    } else {
+        format!("{n} ({under_1us} shorter than 1 µs)")
+    }
+}
+
 /// One GPU's verdict: "GPU 0: busy 77.7 % of 3.51 ms (compute 77.7 %, communication 0.0 %);
-/// idle 22.3 %, 99.2 % of it waiting for the host: 2 gaps of 124 µs–648 µs hold 99.0 % of it".
+/// idle 22.3 % in 3 gaps, 99.2 % of it waiting for the host: 2 gaps of 124 µs–648 µs hold 99.0 % of it".
 pub fn device_line(d: &DeviceVerdict) -> String {
     let mut s = format!(
         "GPU {}: busy {:.1} % of {} (compute {:.1} %, communication {:.1} %",
@@ -49,7 +60,12 @@ pub fn device_line(d: &DeviceVerdict) -> String {
         s.push_str("; no idle time");
         return s;
     }
-    let _ = write!(s, "; idle {:.1} %", d.idle_pct);
+    let _ = write!(
+        s,
+        "; idle {:.1} % in {}",
+        d.idle_pct,
+        gap_count(d.gaps, d.gaps_under_1us)
+    );
     if let Some(p) = d.idle_waiting_for_host_pct {
         let _ = write!(s, ", {p:.1} % of it waiting for the host");
     }

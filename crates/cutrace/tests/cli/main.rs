@@ -44,5 +44,6 @@ mod record_cli;
 mod report_cli;
 mod report_schema_doc;
 mod report_text_cli;
+mod rocm_report_cli;
 mod sample_fixture;
 mod steps_cli;
