@@ -7,6 +7,7 @@ mod util;
 mod architecture_deps_doc;
 mod audit_cli;
 mod chrome_export;
+mod comm_rules_cli;
 mod convert_outputs;
 mod counters_fixture;
 mod counters_report;
