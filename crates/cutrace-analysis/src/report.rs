@@ -302,6 +302,7 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
         devices,
         step_median_ns: report.steps.as_ref().and_then(|s| s.duration_median_ns),
         steps: report.steps.as_ref().map_or(0, |s| s.count),
+        communication_rules: crate::verdict::rule_counts(trace, &spans),
     }
 }
 

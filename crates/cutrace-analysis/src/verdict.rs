@@ -32,6 +32,56 @@ pub struct Summary {
     /// The steps' median duration, when the report has steps.
     pub step_median_ns: Option<Ns>,
     pub steps: u64,
+    /// Which rule of the communication table ([`cutrace_trace::COMM_RULES`]) classified the
+    /// communication kernels the verdict counts, in the table's order; rules that matched
+    /// nothing are left out.
+    pub communication_rules: Vec<RuleCount>,
+}
+
+/// The communication kernels one rule classified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuleCount {
+    pub rule: &'static str,
+    pub library: &'static str,
+    /// Kernels (timed, overlapping their device's window) whose name the rule matched.
+    pub kernels: u64,
+}
+
+/// Per rule of the communication table, the kernels inside their device's span it matched.
+pub(crate) fn rule_counts(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> Vec<RuleCount> {
+    // Per name: the rule's index in the table, or the table's length for none.
+    let none = cutrace_trace::COMM_RULES.len();
+    let mut rule_of: HashMap<u32, usize> = HashMap::new();
+    let mut counts = vec![0u64; none];
+    for k in trace.kernels.iter().filter(|k| !k.untimed()) {
+        let Some(&(from, to)) = spans.get(&k.device) else {
+            continue;
+        };
+        if k.start_ns.max(from) >= k.end_ns.min(to) {
+            continue;
+        }
+        let r = *rule_of.entry(k.name).or_insert_with(|| {
+            cutrace_trace::comm_rule(trace.str(k.name)).map_or(none, |r| {
+                cutrace_trace::COMM_RULES
+                    .iter()
+                    .position(|x| x.rule == r.rule)
+                    .unwrap_or(none)
+            })
+        });
+        if let Some(c) = counts.get_mut(r) {
+            *c += 1;
+        }
+    }
+    cutrace_trace::COMM_RULES
+        .iter()
+        .zip(counts)
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, kernels)| RuleCount {
+            rule: r.rule,
+            library: r.library,
+            kernels,
+        })
+        .collect()
 }
 
 /// One GPU's verdict; percentages are of its window unless said otherwise.

@@ -107,6 +107,7 @@ fn verdict(o: &mut String, r: &Report) {
             crate::text::verdict::short_ns(m)
         ));
     }
+    lines.extend(crate::text::verdict::rules_line(&r.summary));
     if lines.is_empty() && loss.is_none() {
         return;
     }

@@ -100,6 +100,26 @@ pub fn render(o: &mut String, s: &Summary) {
     if let Some(m) = s.step_median_ns {
         let _ = writeln!(o, "steps: {}, median {}", s.steps, short_ns(m));
     }
+    if let Some(l) = rules_line(s) {
+        let _ = writeln!(o, "{l}");
+    }
+}
+
+/// `communication kernels by rule: deepep (DeepEP) 12, nccl_dev_kernel (NCCL / RCCL) 3`: which
+/// rule of the table made each kernel communication; `None` without communication kernels.
+pub fn rules_line(s: &Summary) -> Option<String> {
+    if s.communication_rules.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = s
+        .communication_rules
+        .iter()
+        .map(|r| format!("{} ({}) {}", r.rule, r.library, r.kernels))
+        .collect();
+    Some(format!(
+        "communication kernels by rule (docs/REPORT.md, \"Communication kernels\"): {}",
+        parts.join(", ")
+    ))
 }
 
 /// The verdict's line on lost GPU records, before the GPUs' lines: a trace of launch calls whose

@@ -42,6 +42,20 @@ fn deepep_kernels_are_communication_in_the_verdict_and_in_a_job() {
     assert_eq!(d["communication_ns"], 50_000);
     assert_eq!(d["exposed_communication_ns"], 50_000);
     assert_eq!(d["compute_ns"], 100_000);
+    assert_eq!(
+        j["summary"]["communication_rules"],
+        serde_json::json!([{"rule": "deepep", "library": "DeepEP", "kernels": 1}])
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .arg("report")
+        .arg(&one)
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("communication kernels by rule (docs/REPORT.md, \"Communication kernels\"): deepep (DeepEP) 1\n"),
+        "{text}"
+    );
     let job = json(&[
         "report".as_ref(),
         dir.as_os_str(),
