@@ -162,6 +162,12 @@ pub enum Caveat {
     },
     /// Kernels without their launch call.
     Orphans { side: &'static str, kernels: u64 },
+    /// Kernel launch calls without any GPU record of theirs ([`crate::launches`]).
+    LaunchesWithoutGpuRecords {
+        side: &'static str,
+        launches: u64,
+        of_launch_calls: u64,
+    },
     /// The side's directory may hold several runs.
     SeparateRuns {
         side: &'static str,
@@ -193,6 +199,7 @@ impl Caveat {
             Caveat::EmptyWindow { .. } => "empty_window",
             Caveat::NoKernels { .. } => "no_kernels",
             Caveat::Orphans { .. } => "orphans",
+            Caveat::LaunchesWithoutGpuRecords { .. } => "launches_without_gpu_records",
             Caveat::SeparateRuns { .. } => "separate_runs",
             Caveat::DifferentWork { .. } => "different_work",
             Caveat::ApiRecords { .. } => "api_records",
@@ -534,6 +541,14 @@ fn caveats(
             out.push(Caveat::Orphans {
                 side,
                 kernels: s.orphans,
+            });
+        }
+        let launches = &r.data_loss.launches;
+        if launches.launches_without_gpu_records > 0 {
+            out.push(Caveat::LaunchesWithoutGpuRecords {
+                side,
+                launches: launches.launches_without_gpu_records,
+                of_launch_calls: launches.kernel_launches,
             });
         }
         if let Some(sr) = &r.trace.separate_runs {

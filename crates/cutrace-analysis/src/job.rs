@@ -537,28 +537,39 @@ fn arrivals(trace: &Trace, s: &mut RankSummary) {
     s.collectives = out;
 }
 
-/// The rank a file name states: the number after `rank` (`rank3`, `rank_3`, `rank-3`,
-/// `trace.rank3.json`), case-insensitive; `None` when it states none.
+/// The rank a file name states: the number after `rank` or `worker` (`rank3`, `rank_3`,
+/// `rank-3`, `trace.rank3.json`, `worker5_host.pt.trace.json`: HTA's and many launchers' names
+/// for rank 5's trace), case-insensitive; `None` when it states none. A bare number is no rank:
+/// torch.profiler's own names (`HOST_PID.TIMESTAMP.pt.trace.json`) end in a pid and a time.
 pub fn rank_from_file_name(name: &str) -> Option<u32> {
     let lower = name.to_ascii_lowercase();
+    ["rank", "worker"]
+        .iter()
+        .filter_map(|word| number_after(&lower, word))
+        .min_by_key(|&(at, _)| at)
+        .and_then(|(_, n)| n.parse().ok())
+}
+
+/// The first place in `lower` where `word` starts a word (`frank7` and `cranky2` name no rank)
+/// and is followed by digits (after one `_`, `-` or `.`): its offset and the digits.
+fn number_after<'a>(lower: &'a str, word: &str) -> Option<(usize, &'a str)> {
     let mut from = 0;
-    while let Some(i) = lower[from..].find("rank") {
-        // `frank7` or `cranky2` name no rank: `rank` must start a word.
-        let word_start = !lower[..from + i]
+    while let Some(i) = lower[from..].find(word) {
+        let at = from + i;
+        from = at + word.len();
+        let word_start = !lower[..at]
             .chars()
             .next_back()
             .is_some_and(|c| c.is_ascii_alphabetic());
-        let rest = &lower[from + i + 4..];
         if !word_start {
-            from += i + 4;
             continue;
         }
+        let rest = &lower[from..];
         let rest = rest.strip_prefix(['_', '-', '.']).unwrap_or(rest);
-        let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-        if !digits.is_empty() {
-            return digits.parse().ok();
+        let end = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if end > 0 {
+            return Some((at, &rest[..end]));
         }
-        from += i + 4;
     }
     None
 }
@@ -605,5 +616,16 @@ mod tests {
         assert_eq!(rank_from_file_name("frank.json"), None);
         assert_eq!(rank_from_file_name("frank7.json"), None);
         assert_eq!(rank_from_file_name("frank7_rank2.json"), Some(2));
+        assert_eq!(
+            rank_from_file_name("worker5_ip-10-0-0-1.1712.pt.trace.json"),
+            Some(5)
+        );
+        assert_eq!(rank_from_file_name("Worker-12.json.gz"), Some(12));
+        assert_eq!(rank_from_file_name("workers/worker_3.json"), Some(3));
+        // The first of the two words in the name decides.
+        assert_eq!(rank_from_file_name("rank1_worker4.json"), Some(1));
+        assert_eq!(rank_from_file_name("coworker7.json"), None);
+        assert_eq!(rank_from_file_name("host_5.pt.trace.json"), None);
+        assert_eq!(rank_from_file_name("rank99999999999.json"), None);
     }
 }

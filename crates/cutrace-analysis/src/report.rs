@@ -68,6 +68,9 @@ pub struct DataLoss {
     /// The source's own account of records it dropped or could not place (Kineto's `Record
     /// counts` line), in its order; empty when the source wrote none.
     pub source_drops: Vec<SourceDrop>,
+    /// Kernel launch calls, and those with no GPU record ([`crate::launches`]).
+    #[serde(flatten)]
+    pub launches: crate::launches::LaunchLoss,
 }
 
 /// One count of the source's own drop account (`Out-of-range`, 4181).
@@ -116,6 +119,9 @@ pub struct TraceInfo {
     pub memsets: u64,
     pub api_calls: u64,
     pub ranges: u64,
+    /// The runtime the API calls belong to ([`crate::runtime`]): `cuda` or `hip` (Kineto files
+    /// HIP calls under `cuda_runtime`); null without API calls of either.
+    pub api_runtime: Option<&'static str>,
     /// The trace's place in a distributed job, when it states one (torch's `distributedInfo`, a
     /// native part's `RANK`/`WORLD_SIZE`). Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -287,6 +293,8 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
                 copy_ns: d.copy_busy_ns,
                 idle_ns: t.idle_ns,
                 idle_pct: pct(t.idle_ns, t.window_ns),
+                gaps: t.gaps,
+                gaps_under_1us: crate::verdict::gaps_under_1us(&t.gap_histogram),
                 idle_waiting_for_host_ns: waiting,
                 idle_waiting_for_host_pct: waiting.map(|w| pct(w, t.idle_ns)),
                 largest_gaps: named as u64,
@@ -300,6 +308,7 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
         devices,
         step_median_ns: report.steps.as_ref().and_then(|s| s.duration_median_ns),
         steps: report.steps.as_ref().map_or(0, |s| s.count),
+        communication_rules: crate::verdict::rule_counts(trace, &spans),
     }
 }
 
@@ -367,6 +376,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
             (d.timeline.kernels > 0).then(|| splits.get(&d.device).copied().unwrap_or_default());
     }
     attach_gap_hosts(trace, &index, &mut devices);
+    let launches = crate::launches::launch_loss(trace, &index);
     // One scratch buffer serves the latency values and both summaries' durations.
     let mut scratch = Scratch::default();
     let (correlation, launch_latency) =
@@ -404,13 +414,14 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
             memsets: trace.memsets.len() as u64,
             api_calls: trace.api_calls.len() as u64,
             ranges: trace.ranges.len() as u64,
+            api_runtime: crate::runtime::api_runtime(trace),
             distributed: trace.meta.distributed.clone(),
         },
         window: opts.window.map(|w| WindowInfo {
             from_ns: w.from_ns,
             to_ns: (w.to_ns != Ns::MAX).then_some(w.to_ns),
         }),
-        data_loss: data_loss(trace, inverted),
+        data_loss: data_loss(trace, inverted, launches),
         notes: trace.meta.notes.clone(),
         devices,
         correlation,
@@ -773,7 +784,7 @@ fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
     (bounds, inverted)
 }
 
-fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
+fn data_loss(trace: &Trace, inverted: u64, launches: crate::launches::LaunchLoss) -> DataLoss {
     let m = &trace.meta;
     DataLoss {
         dropped_by_recorder: m.dropped_by_recorder,
@@ -800,5 +811,6 @@ fn data_loss(trace: &Trace, inverted: u64) -> DataLoss {
                 count: *count,
             })
             .collect(),
+        launches,
     }
 }

@@ -271,6 +271,13 @@ impl<R: Read> Importer<R> {
         Ok(trace)
     }
 
+    fn unsupported(&self, what: String) -> TraceError {
+        TraceError::Unsupported {
+            path: self.sink.path.clone(),
+            what,
+        }
+    }
+
     fn malformed(&self, offset: u64, what: impl Into<String>) -> TraceError {
         self.sink.malformed(offset, what)
     }
@@ -425,10 +432,25 @@ impl<R: Read> Importer<R> {
                 if self.peek()? == Some(b'}') {
                     self.input.pos += 1;
                 } else {
+                    let mut first = true;
                     loop {
                         let key: String = self.parse_owned("reading a top-level key")?;
+                        if std::mem::take(&mut first) {
+                            if let Some(what) = top::other_format(&key) {
+                                return Err(self.unsupported(what));
+                            }
+                        }
                         self.expect(b':', "after a top-level key")?;
-                        self.top_level_value(&key)?;
+                        match self.top_level_value(&key) {
+                            Err(TraceError::Limit {
+                                limit: "event-bytes",
+                                value,
+                                ..
+                            }) if !saw_events && !top::is_kineto_member(&key) => {
+                                return Err(self.unsupported(top::no_events_before(&key, value)))
+                            }
+                            r => r?,
+                        }
                         saw_events |= key == vocab::top::TRACE_EVENTS;
                         match self.peek()? {
                             Some(b',') => self.input.pos += 1,
@@ -447,12 +469,11 @@ impl<R: Read> Importer<R> {
                     }
                 }
                 if !saw_events {
-                    return Err(TraceError::Unsupported {
-                        path: self.sink.path.clone(),
-                        what: "this JSON is not a Kineto/Chrome trace: it has no \"traceEvents\" \
-                               array; expected torch.profiler's export_chrome_trace output"
+                    return Err(self.unsupported(
+                        "this JSON is not a Kineto/Chrome trace: it has no \"traceEvents\" \
+                         array; fix: give torch.profiler's export_chrome_trace output"
                             .into(),
-                    });
+                    ));
                 }
             }
             Some(c) => return Err(self.unexpected("a JSON object with \"traceEvents\"", c)),

@@ -14,7 +14,7 @@ pub mod progress;
 pub mod timeparse;
 pub mod varint;
 
-pub use comm::is_comm_kernel;
+pub use comm::{comm_rule, is_comm_kernel, CommRule, COMM_RULES};
 pub use error::TraceError;
 pub use limits::Limits;
 pub use limits::ReadOptions;

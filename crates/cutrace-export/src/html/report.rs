@@ -98,6 +98,7 @@ fn trace_line(o: &mut String, r: &Report) {
 
 /// The first answer, as the text report's first lines say it (`summary` in the JSON).
 fn verdict(o: &mut String, r: &Report) {
+    let loss = crate::text::verdict::launch_loss_line(r);
     let mut lines: Vec<String> = r
         .summary
         .devices
@@ -111,10 +112,20 @@ fn verdict(o: &mut String, r: &Report) {
             crate::text::verdict::short_ns(m)
         ));
     }
-    if lines.is_empty() {
+    lines.extend(crate::text::verdict::rules_line(&r.summary));
+    if lines.is_empty() && loss.is_none() {
         return;
     }
-    o.push_str("<section id=\"verdict\" class=\"box\">");
+    // A trace that lost its GPU records is not shown as healthy: the box is the loss box's red.
+    let class = if loss.is_some() { "box lost" } else { "box" };
+    let _ = write!(o, "<section id=\"verdict\" class=\"{class}\">");
+    if let Some(l) = loss {
+        let _ = write!(
+            o,
+            "<p class=\"verdict\"><strong>{}</strong></p>",
+            escape(&l)
+        );
+    }
     for l in lines {
         let _ = write!(o, "<p class=\"verdict\">{}</p>", escape(&l));
     }
@@ -173,6 +184,7 @@ fn data_loss(o: &mut String, r: &Report) {
             d.inverted_intervals
         ));
     }
+    lost.extend(crate::text::report::launch_facts(&d.launches));
     let c = &r.correlation;
     if c.orphans > 0 {
         lost.push(format!(
@@ -619,8 +631,9 @@ fn names(o: &mut String, r: &Report) {
     if !r.api_summary.is_empty() {
         let _ = write!(
             o,
-            "<h2>Top CUDA API calls</h2><p class=\"muted\">{} of {} API names, by summed \
+            "<h2>Top {} API calls</h2><p class=\"muted\">{} of {} API names, by summed \
              duration.</p>",
+            crate::text::report::api_label(r),
             r.api_summary.len(),
             r.api_names
         );

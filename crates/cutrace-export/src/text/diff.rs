@@ -56,6 +56,14 @@ pub fn caveat_text(c: &Caveat) -> String {
             "the {side} trace has {kernels} kernels without their launch call: they count in \
              busy time and the kernel table, not in launch latency or the idle split"
         ),
+        Caveat::LaunchesWithoutGpuRecords {
+            side,
+            launches,
+            of_launch_calls,
+        } => format!(
+            "the {side} trace lost GPU records: {launches} of its {of_launch_calls} kernel \
+             launches have no kernel or copy record; its GPU totals are lower bounds"
+        ),
         Caveat::SeparateRuns {
             side,
             run_ids,
@@ -579,6 +587,14 @@ mod tests {
                     span_ns: None,
                 },
                 "(it holds no timed records)",
+            ),
+            (
+                Caveat::LaunchesWithoutGpuRecords {
+                    side: "base",
+                    launches: 260,
+                    of_launch_calls: 260,
+                },
+                "260 of its 260 kernel launches have no kernel",
             ),
         ] {
             assert!(said(c).contains(what), "{what}");

@@ -57,6 +57,9 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
         path.display(),
         r.trace.source
     );
+    if let Some(l) = super::verdict::launch_loss_line(r) {
+        let _ = writeln!(o, "{l}");
+    }
     super::verdict::render(o, &r.summary);
     let _ = writeln!(
         o,
@@ -452,6 +455,7 @@ fn render_data_loss(o: &mut String, r: &Report) {
             l.inverted_intervals
         ));
     }
+    facts.extend(launch_facts(&l.launches));
     let skipped: Vec<String> = l
         .skipped_events
         .iter()
@@ -490,6 +494,27 @@ fn render_data_loss(o: &mut String, r: &Report) {
     if let Some(pm) = &r.pm_samples {
         let _ = writeln!(o, "{}", super::pm::loss_line(pm));
     }
+}
+
+/// What the launch calls say was lost: launches without their GPU records, and launches that
+/// cannot be joined. Shared with the page's loss box.
+pub fn launch_facts(l: &cutrace_analysis::LaunchLoss) -> Vec<String> {
+    let mut facts = Vec::new();
+    if l.launches_without_gpu_records > 0 {
+        facts.push(format!(
+            "{} of {} kernel launches have no kernel or copy record (their GPU records were \
+             lost)",
+            l.launches_without_gpu_records, l.kernel_launches
+        ));
+    }
+    if l.launches_without_correlation_id > 0 {
+        facts.push(format!(
+            "{} kernel launch calls have no correlation id (whether their kernels were recorded \
+             cannot be told)",
+            l.launches_without_correlation_id
+        ));
+    }
+    facts
 }
 
 /// `4181 out-of-range, 0 blocklisted runtime, …` from the source's own drop account.
@@ -607,7 +632,10 @@ fn render_device(
         "  idle: {} = {} in {}",
         fmt_ns(t.idle_ns),
         pct(t.idle_ns, t.window_ns),
-        count(t.gaps as usize, "gap", "gaps")
+        super::verdict::gap_count(
+            t.gaps,
+            cutrace_analysis::verdict::gaps_under_1us(&t.gap_histogram)
+        )
     );
     if let Some(x) = d.idle_split.filter(|_| t.idle_ns > 0) {
         let mut line = format!(
@@ -816,13 +844,13 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
         // "recorded": a lean trace leaves state queries out, and torch.profiler records only
         // some calls.
         parts.push(format!(
-            "recorded CUDA calls covered {} of it ({}), none ran for {}",
+            "recorded API calls covered {} of it ({}), none ran for {}",
             fmt_ns(h.in_calls_ns),
             list(&h.calls, false),
             fmt_ns(gap_ns.saturating_sub(h.in_calls_ns))
         ));
     } else if h.next_launch.is_some() {
-        parts.push("no recorded CUDA call ran in it".to_string());
+        parts.push("no recorded API call ran in it".to_string());
     }
     if !h.ranges.is_empty() {
         parts.push(format!(
@@ -946,13 +974,22 @@ fn render_kernels(o: &mut String, r: &Report) {
     }
 }
 
+/// What the report calls the trace's API calls: `HIP` on ROCm, else `CUDA`.
+pub fn api_label(r: &Report) -> &'static str {
+    match r.trace.api_runtime {
+        Some("hip") => "HIP",
+        _ => "CUDA",
+    }
+}
+
 fn render_api(o: &mut String, r: &Report) {
     if r.api_summary.is_empty() {
         return;
     }
     let _ = writeln!(
         o,
-        "\nCUDA API calls by total time (top {} of {} names)",
+        "\n{} API calls by total time (top {} of {} names)",
+        api_label(r),
         r.api_summary.len(),
         r.api_names
     );
@@ -1127,14 +1164,14 @@ mod tests {
             l.contains("returned 90.000 µs into the gap (the GPU waited for the host)"),
             "{l}"
         );
-        assert!(l.contains("recorded CUDA calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
+        assert!(l.contains("recorded API calls covered 80.000 µs of it (cudaMalloc 80.000 µs), none ran for 20.000 µs"), "{l}");
         // After the kernel began (the GPU starts a kernel before its launch call returns).
         let l = line(gap(Some(100_500), waited, &[]));
         assert!(
             l.contains("into the gap, after the kernel had started (the GPU waited for the host)"),
             "{l}"
         );
-        assert!(l.contains("no recorded CUDA call ran in it"), "{l}");
+        assert!(l.contains("no recorded API call ran in it"), "{l}");
         // No reading: the numbers only.
         let l = line(gap(Some(10_000), None, &[]));
         assert!(l.contains("returned 10.000 µs into the gap;"), "{l}");

@@ -4,6 +4,7 @@
 use std::fmt::Write;
 
 use cutrace_analysis::verdict::{DeviceVerdict, Summary};
+use cutrace_analysis::Report;
 use cutrace_trace::Ns;
 
 /// A duration for a sentence: ns below 1 µs, then µs, ms or s with three significant digits at
@@ -25,8 +26,19 @@ pub fn short_ns(ns: Ns) -> String {
     format!("{v:.digits$} {unit}")
 }
 
+/// `2358 gaps (1658 shorter than 1 µs)`: the exact count, and how many are too short to be a
+/// sign of fragmentation (said only when there are some).
+pub fn gap_count(gaps: u64, under_1us: u64) -> String {
+    let n = super::count(gaps as usize, "gap", "gaps");
+    if under_1us == 0 {
+        n
+    } else {
+        format!("{n} ({under_1us} shorter than 1 µs)")
+    }
+}
+
 /// One GPU's verdict: "GPU 0: busy 77.7 % of 3.51 ms (compute 77.7 %, communication 0.0 %);
-/// idle 22.3 %, 99.2 % of it waiting for the host: 2 gaps of 124 µs–648 µs hold 99.0 % of it".
+/// idle 22.3 % in 3 gaps, 99.2 % of it waiting for the host: 2 gaps of 124 µs–648 µs hold 99.0 % of it".
 pub fn device_line(d: &DeviceVerdict) -> String {
     let mut s = format!(
         "GPU {}: busy {:.1} % of {} (compute {:.1} %, communication {:.1} %",
@@ -48,7 +60,12 @@ pub fn device_line(d: &DeviceVerdict) -> String {
         s.push_str("; no idle time");
         return s;
     }
-    let _ = write!(s, "; idle {:.1} %", d.idle_pct);
+    let _ = write!(
+        s,
+        "; idle {:.1} % in {}",
+        d.idle_pct,
+        gap_count(d.gaps, d.gaps_under_1us)
+    );
     if let Some(p) = d.idle_waiting_for_host_pct {
         let _ = write!(s, ", {p:.1} % of it waiting for the host");
     }
@@ -83,6 +100,51 @@ pub fn render(o: &mut String, s: &Summary) {
     if let Some(m) = s.step_median_ns {
         let _ = writeln!(o, "steps: {}, median {}", s.steps, short_ns(m));
     }
+    if let Some(l) = rules_line(s) {
+        let _ = writeln!(o, "{l}");
+    }
+}
+
+/// `communication kernels by rule: deepep (DeepEP) 12, nccl_dev_kernel (NCCL / RCCL) 3`: which
+/// rule of the table made each kernel communication; `None` without communication kernels.
+pub fn rules_line(s: &Summary) -> Option<String> {
+    if s.communication_rules.is_empty() {
+        return None;
+    }
+    let parts: Vec<String> = s
+        .communication_rules
+        .iter()
+        .map(|r| format!("{} ({}) {}", r.rule, r.library, r.kernels))
+        .collect();
+    Some(format!(
+        "communication kernels by rule (docs/REPORT.md, \"Communication kernels\"): {}",
+        parts.join(", ")
+    ))
+}
+
+/// The verdict's line on lost GPU records, before the GPUs' lines: a trace of launch calls whose
+/// kernels are missing is not healthy, however its GPUs read. `None` when no launch lost them.
+pub fn launch_loss_line(r: &Report) -> Option<String> {
+    let l = &r.data_loss.launches;
+    let lost = l.launches_without_gpu_records;
+    if lost == 0 {
+        return None;
+    }
+    let t = &r.trace;
+    Some(if t.kernels + t.memcpys + t.memsets == 0 {
+        format!(
+            "NO GPU RECORDS: {} kernel launches and not one kernel or copy record; the \
+             trace lost its GPU side (kernel activity not recorded, or dropped), so its GPU \
+             time is unknown, not zero",
+            l.kernel_launches
+        )
+    } else {
+        format!(
+            "GPU RECORDS LOST: {lost} of {} kernel launches have no kernel or copy record; \
+             busy time and gaps leave their work out",
+            l.kernel_launches
+        )
+    })
 }
 
 #[cfg(test)]

@@ -149,6 +149,52 @@ fn ranks(v: &Value) -> Option<Vec<u32>> {
     }
 }
 
+/// What a JSON object whose first member is `first_key` is, when that member names another
+/// tool's format, with the fix: said before its value is read, so a file that is no Kineto trace
+/// is never refused for its size. rocprofiler-sdk's `rocprofv3 --output-format json` writes an
+/// object whose one member is `rocprofiler-sdk-tool` (a list of its runs' metadata, agents and
+/// records).
+pub(super) fn other_format(first_key: &str) -> Option<String> {
+    let what = match first_key {
+        "rocprofiler-sdk-tool" => {
+            "this is a rocprofiler-sdk JSON (rocprofv3 --output-format json), not a Kineto \
+             trace; fix: give torch.profiler's trace of the program (PyTorch on ROCm writes \
+             Kineto JSON: prof.export_chrome_trace(\"t.json\")), or open rocprofv3's \
+             --output-format pftrace in ui.perfetto.dev"
+        }
+        _ => return None,
+    };
+    Some(what.to_owned())
+}
+
+/// Whether a top-level member is one a Kineto (or cutrace's Chrome) trace writes.
+pub(super) fn is_kineto_member(key: &str) -> bool {
+    top::TRACE_FIRST.contains(&key)
+        || [
+            top::CUPTI_VERSION,
+            top::CUDA_DRIVER_VERSION,
+            top::LOG_INFO,
+            top::LOG_WARNING,
+            top::LOG_ERROR,
+            top::CUTRACE,
+        ]
+        .contains(&key)
+}
+
+/// The refusal of a JSON object whose member `key`, before any `traceEvents`, is over the
+/// event-bytes limit (`limit` bytes): a Kineto trace's members beside its events are small, so
+/// this is most likely another kind of JSON.
+pub(super) fn no_events_before(key: &str, limit: u64) -> String {
+    let key: String = key.chars().take(64).collect();
+    format!(
+        "this JSON object is not a Kineto trace: no \"traceEvents\" came before its member \
+         {key:?}, which is over the {} MiB event limit (a Kineto trace's other top-level \
+         members are small); fix: give torch.profiler's export_chrome_trace output (if this \
+         is a trace whose events come after such a member, raise --limit event-bytes)",
+        limit >> 20
+    )
+}
+
 /// Most log lines of one level kept as notes (Kineto can log one per event in bad cases).
 const LOG_LINES: usize = 20;
 

@@ -12,4 +12,5 @@ mod memory_table;
 mod native_fixtures;
 mod native_format;
 mod native_ranks;
+mod other_json;
 mod pc_samples;

@@ -96,9 +96,11 @@ fn compare(py: &str, trace: &Path) {
         "{}: cutrace and the oracle disagree",
         trace.display()
     );
-    assert!(expected["devices"]
-        .as_array()
-        .is_some_and(|d| !d.is_empty()));
+    // Every fixture has GPU records but `no_gpu_records`, whose launches are all said lost.
+    if expected["devices"].as_array().is_some_and(Vec::is_empty) {
+        assert!(got["data_loss"]["launches_without_gpu_records"].as_u64() > Some(0));
+        return;
+    }
     // Kernel shares are of summed kernel time: each at most 100 %, all rows together 100 %.
     let rows = got["kernel_summary"].as_array().unwrap();
     let shares: Vec<f64> = rows
