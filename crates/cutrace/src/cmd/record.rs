@@ -124,7 +124,8 @@ pub struct Args {
     pub(crate) api: Option<ApiRecords>,
     /// Also record CUDA's allocations and frees (CUPTI's MEMORY2 kind: cudaMalloc, cudaFree, …
     /// with address, size and the call that made them), for the report's memory section. Off
-    /// by default: its cost has not been measured to be in the noise.
+    /// by default: where every temporary is a cudaMalloc it costs about 8 % over plain record
+    /// (BENCHMARKS.md).
     #[arg(long)]
     pub(crate) memory: bool,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).
