@@ -62,6 +62,23 @@ fn script(seed: u64, groups: u32) -> (String, Vec<(u64, u64)>) {
     (s, iv)
 }
 
+/// `groups` flushes of `per` kernels of 50 ns on one stream, 100 ns apart (none merge), each
+/// with its launch call.
+fn spaced_kernels(groups: u64, per: u64) -> String {
+    let mut text = format!("device 0 {UUID_HEX}\n");
+    let mut corr = 1;
+    for g in 0..groups {
+        for i in 0..per {
+            let start = 1_000_000 + (g * per + i) * 100;
+            text += &format!("api {corr} {} {}\n", start - 90, start - 10);
+            text += &format!("kernel 0 7 {start} {} {corr} 0\n", start + 50);
+            corr += 1;
+        }
+        text += "flush\n";
+    }
+    text
+}
+
 fn union(iv: &[(u64, u64)]) -> u64 {
     let mut v = iv.to_vec();
     v.sort_unstable();
@@ -210,17 +227,7 @@ fn a_monitor_that_does_not_read_never_blocks_the_program() {
     let dir = cutrace_testkit::Dir::new("monitor-stuck");
     let sock = socket::create(&dir).unwrap();
     // 20,000 kernels that do not merge: 320 KB of runs, more than a socket buffer holds.
-    let mut text = format!("device 0 {UUID_HEX}\n");
-    let mut corr = 1;
-    for g in 0..10u64 {
-        for i in 0..2_000u64 {
-            let start = 1_000_000 + (g * 2_000 + i) * 100;
-            text += &format!("api {corr} {} {}\n", start - 90, start - 10);
-            text += &format!("kernel 0 7 {start} {} {corr} 0\n", start + 50);
-            corr += 1;
-        }
-        text += "flush\n";
-    }
+    let text = spaced_kernels(10, 2_000);
     let path = dir.join("script");
     std::fs::write(&path, text).unwrap();
     let mut child = Command::new(std::env::current_exe().unwrap())
@@ -311,17 +318,7 @@ fn the_last_batch_follows_one_the_socket_was_still_taking() {
     let sock = socket::create(&dir).unwrap();
     // 60,000 kernels that do not merge (960 KB of runs), a group of 2,000 a flush: the socket
     // is full long before the program exits, with records folded behind it.
-    let mut text = format!("device 0 {UUID_HEX}\n");
-    let mut corr = 1;
-    for g in 0..30u64 {
-        for i in 0..2_000u64 {
-            let start = 1_000_000 + (g * 2_000 + i) * 100;
-            text += &format!("api {corr} {} {}\n", start - 90, start - 10);
-            text += &format!("kernel 0 7 {start} {} {corr} 0\n", start + 50);
-            corr += 1;
-        }
-        text += "flush\n";
-    }
+    let text = spaced_kernels(30, 2_000);
     let path = dir.join("script");
     std::fs::write(&path, text).unwrap();
     let child = Command::new(std::env::current_exe().unwrap())

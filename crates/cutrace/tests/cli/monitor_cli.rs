@@ -143,6 +143,26 @@ impl Setup {
         p
     }
 
+    /// The fake libcupti playing `script` in the host program (its STEPS `steps`), recorded as
+    /// `cutrace record` does into DIR/trace; the trace.
+    pub(crate) fn record_script(&self, script: &Path, steps: &str) -> PathBuf {
+        let done = self.write("go", "");
+        let trace = self.dir.join("trace");
+        let kinds = [
+            "record",
+            "-q",
+            "--kinds",
+            "kernel,runtime,driver,memcpy",
+            "-o",
+        ];
+        self.cutrace(&kinds, &done)
+            .arg(&trace)
+            .args(["--", "host", "-", "local", steps])
+            .env("FAKE_CUPTI_SCRIPT", script)
+            .run_code(3);
+        trace
+    }
+
     /// `cutrace report --format json TRACE`'s busy_ns of its one device.
     pub(crate) fn report_busy(&self, trace: &Path) -> u64 {
         let o = bin()
@@ -234,22 +254,7 @@ fn metrics_equal_the_report_of_a_recording_of_the_same_records() {
     let (text, kernels) = script(5, 6);
     let sc = s.write("script", &text);
     // The same records, recorded as a trace.
-    let done = s.write("go", "");
-    let trace = s.dir.join("trace");
-    let mut rec = s.cutrace(
-        &[
-            "record",
-            "-q",
-            "--kinds",
-            "kernel,runtime,driver,memcpy",
-            "-o",
-        ],
-        &done,
-    );
-    rec.arg(&trace)
-        .args(["--", "host", "-", "local", "iw"])
-        .env("FAKE_CUPTI_SCRIPT", &sc)
-        .run_code(3);
+    let trace = s.record_script(&sc, "iw");
     let want = s.report_busy(&trace);
     assert!(want > 0);
     // Communication and its exposed part, as the job analysis defines them.
@@ -631,22 +636,7 @@ fn ended_processes_leave_no_labels_after_forget_after_and_their_gpu_keeps_their_
         "{t}"
     );
     // The three replayed the same records: the GPU's union is one script's, not three.
-    let done = s.write("go", "");
-    let trace = s.dir.join("trace");
-    let mut rec = s.cutrace(
-        &[
-            "record",
-            "-q",
-            "--kinds",
-            "kernel,runtime,driver,memcpy",
-            "-o",
-        ],
-        &done,
-    );
-    rec.arg(&trace)
-        .args(["--", "host", "-", "local", "i"])
-        .env("FAKE_CUPTI_SCRIPT", &sc)
-        .run_code(3);
+    let trace = s.record_script(&sc, "i");
     let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
     assert_eq!(
         gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),
@@ -1246,22 +1236,7 @@ fn a_thousand_short_lived_processes_leave_no_labels_after_the_ageing_time() {
     );
     let rejected: Vec<String> = values(&t, "cutrace_monitor_rejected_frames_total", &[]);
     assert!(rejected.is_empty(), "{t}");
-    let done = s.write("go", "");
-    let trace = s.dir.join("trace");
-    let mut rec = s.cutrace(
-        &[
-            "record",
-            "-q",
-            "--kinds",
-            "kernel,runtime,driver,memcpy",
-            "-o",
-        ],
-        &done,
-    );
-    rec.arg(&trace)
-        .args(["--", "host", "-", "local", "i"])
-        .env("FAKE_CUPTI_SCRIPT", &sc)
-        .run_code(3);
+    let trace = s.record_script(&sc, "i");
     let gpu = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
     assert_eq!(
         gpu.iter().map(|v| ns(v)).collect::<Vec<_>>(),

@@ -68,20 +68,7 @@ fn query_json(port: u16, promql: &str) -> Option<serde_json::Value> {
 
 /// The value Prometheus's API gives for an instant query, as its text (`"0.000123456"`).
 fn query(port: u16, promql: &str) -> Option<String> {
-    let q: String = promql
-        .bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'_' | b'.' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect();
-    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(c, "GET /api/v1/query?query={q} HTTP/1.0\r\n\r\n").ok()?;
-    let mut text = String::new();
-    c.read_to_string(&mut text).ok()?;
-    let body = text.split_once("\r\n\r\n")?.1;
-    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let v = query_json(port, promql)?;
     let r = v["data"]["result"].as_array()?;
     (r.len() == 1).then(|| r[0]["value"][1].as_str().map(str::to_string))?
 }
@@ -121,22 +108,7 @@ fn a_real_prometheus_scrapes_the_monitor_and_holds_the_reports_busy() {
     };
     let (text, kernels) = script(41, 6);
     let sc = s.write("script", &text);
-    let done = s.write("go", "");
-    let trace = s.dir.join("trace");
-    let mut rec = s.cutrace(
-        &[
-            "record",
-            "-q",
-            "--kinds",
-            "kernel,runtime,driver,memcpy",
-            "-o",
-        ],
-        &done,
-    );
-    rec.arg(&trace)
-        .args(["--", "host", "-", "local", "iw"])
-        .env("FAKE_CUPTI_SCRIPT", &sc)
-        .run_code(3);
+    let trace = s.record_script(&sc, "iw");
     let want = s.report_busy(&trace);
     let port = free_port();
     let wait = s.dir.join("monitor-go");
