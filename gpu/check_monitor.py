@@ -194,7 +194,7 @@ def stuck():
     port, dump = free_port(), f"{W}/stuck_dump"
     subprocess.run(["rm", "-rf", dump])
     err_path = f"{W}/logs/monitor_stuck.err"
-    prog = f"{WL} hang {hang_s} & {WL} longrun {hang_s - 5} & wait"
+    prog = f"{WL} hang {hang_s} & {WL} longrun {hang_s + 8} & wait"
     p = subprocess.Popen([CT, "monitor", "-q", "--listen", f"127.0.0.1:{port}", "--stuck-after", str(after),
                           "--dump-stuck", dump, "--", "/bin/sh", "-c", prog],
                          stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
@@ -204,7 +204,10 @@ def stuck():
         if t:
             pend = {l["pid"]: ns(v) for l, v in samples(t, "cutrace_process_oldest_pending_launch_seconds")}
             kern = {l["pid"]: int(v) for l, v in samples(t, "cutrace_process_kernels_total")}
-            series.append({"t_s": round(time.time() - t0, 1), "pending_ns": pend, "kernels": kern})
+            named = {l["pid"]: l.get("kernel") for l, v in samples(t, "cutrace_process_pending_kernel_info")}
+            unfinished = {l["pid"]: int(v) for l, v in samples(t, "cutrace_process_unfinished_kernels_total")}
+            series.append({"t_s": round(time.time() - t0, 1), "pending_ns": pend, "kernels": kern,
+                           "named": named, "unfinished": unfinished})
         time.sleep(1.0)
     rc = p.wait(timeout=60)
     err = open(err_path).read()
@@ -216,6 +219,16 @@ def stuck():
     hung = {pid for s_ in series for pid, a in s_["pending_ns"].items() if a >= after * 10**9}
     if len(hung) != 1:
         fails.append(f"processes pending past {after} s: {sorted(hung)}")
+    if len(told) == 1 and not ("(wait_for_host(" in told[0] and all(f"pid {p_}" in told[0] for p_ in hung)):
+        fails.append(f"the stuck-kernel line names neither the kernel nor the pid: {told[0]}")
+    names = {n for s_ in series for n in s_["named"].values()}
+    if not any(n and n.startswith("wait_for_host(") for n in names):
+        fails.append(f"cutrace_process_pending_kernel_info never named the hung kernel: {sorted(map(str, names))}")
+    last = series[-1] if series else {"pending_ns": {}, "unfinished": {}, "named": {}}
+    for pid in hung:
+        if last["pending_ns"].get(pid, 0) != 0 or last["unfinished"].get(pid) != 1 or pid in last["named"]:
+            fails.append(f"after the release pid {pid} still reads pending {last['pending_ns'].get(pid)} ns, "
+                         f"unfinished {last['unfinished'].get(pid)}, named {last['named'].get(pid)}")
     others = [s_["kernels"].get(pid) for s_ in series for pid in s_["kernels"] if pid not in hung]
     rising = len([k for k in others if k]) >= 2 and max(k for k in others if k) > min(k for k in others if k)
     if not rising:

@@ -23,6 +23,8 @@
 #                     `cutrace report` of the same records, on the launch loop, two processes
 #                     sharing the GPU and a PyTorch step; a kernel that hangs beside one that
 #                     goes on; then its cost beside record's)
+#                     flush_probe (gpu/flush_probe.cu: what CUPTI hands over, unforced and forced,
+#                     while a kernel spins, and after it ends)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -356,6 +358,19 @@ if has monitor; then
   python3 "$G/check_monitor.py" "$CT" "$WL" "$G" "$W" "$W/mon_out" > "$W/monitor.jsonl" 2> "$W/logs/monitor.err"
   cat "$W/monitor.jsonl" >> "$R"
   tar -czf "$OUT/monitor.tar.gz" -C "$W" mon_out monitor.jsonl logs $(cd "$W" && ls -d mon_two_processes mon_torch_step 2>/dev/null) 2>/dev/null
+fi
+
+if has flush_probe; then
+  log "flush probe"
+  nvcc -O2 -arch=sm_90 -o "$W/flush_probe" "$G/flush_probe.cu" -lcupti > "$W/logs/flush_probe.build" 2>&1 || cat "$W/logs/flush_probe.build"
+  timeout 60 "$W/flush_probe" "${FLUSH_SPIN_S:-6}" > "$OUT/flush_probe.txt" 2> "$W/logs/flush_probe.err"; rc=$?
+  python3 - "$rc" "$OUT/flush_probe.txt" >> "$R" <<'EOF'
+import json, sys
+rc, path = int(sys.argv[1]), sys.argv[2]
+s = [l for l in open(path) if l.startswith("summary ")]
+out = json.loads(s[-1][8:]) if s else {}
+print(json.dumps({"mode": "flush probe", "ok": rc == 0 and bool(s), "stats": out}))
+EOF
 fi
 
 if has others; then

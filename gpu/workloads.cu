@@ -8,7 +8,8 @@
 // Modes: two_streams, tiny, copy_overlap, graph, threads8, nvtx, longrun SECONDS,
 //        multiproc K (K child processes, each a traced CUDA process of its own),
 //        hang SECONDS (100 short kernels, then one that spins on a flag in pinned host memory
-//        until the host sets it SECONDS later: a kernel that hangs, then completes)
+//        until the host sets it SECONDS later: a kernel that hangs, then completes; then one
+//        more short kernel on that stream)
 
 #include <cuda_runtime.h>
 #include <dlfcn.h>
@@ -426,8 +427,11 @@ static void hang(Report &r, double seconds) {
   CK(cudaStreamSynchronize(s));
   printf("hang released\n");
   fflush(stdout);
-  r.kernels = 101;
-  r.add_api("cudaLaunchKernel", 101);
+  // One more on the same stream: the stream going on says the hung kernel ended.
+  spin<<<1, 32, 0, s>>>(10000ULL, nullptr);
+  CK(cudaStreamSynchronize(s));
+  r.kernels = 102;
+  r.add_api("cudaLaunchKernel", 102);
   CK(cudaFreeHost(flag));
 }
 

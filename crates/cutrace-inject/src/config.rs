@@ -60,6 +60,9 @@ pub struct Config {
     pub duty: Option<cutrace_settings::Duty>,
     /// The uid the monitor's socket must be served by, when pinned.
     pub monitor_uid: Option<u32>,
+    /// Monitor mode: after this long without a record, CUPTI is asked to hand over what it
+    /// holds, unfinished kernels included (a forced flush; half the monitor's stuck-after).
+    pub force_flush_after: std::time::Duration,
     /// Whether a part is written: always but in monitor mode without an output directory.
     pub write_part: bool,
     /// The job, for the monitor's labels: `SLURM_JOB_ID`, else torchrun's `TORCHELASTIC_RUN_ID`.
@@ -184,6 +187,9 @@ impl Config {
             write_part: s.monitor_socket.is_none() || s.output_dir.is_some(),
             duty: s.monitor_duty.filter(|_| s.monitor_socket.is_some()),
             monitor_uid: s.monitor_uid,
+            force_flush_after: std::time::Duration::from_millis(
+                (s.monitor_stuck_after_s.unwrap_or(60).clamp(2, 86_400) * 1000) / 2,
+            ),
             job: env("SLURM_JOB_ID").or_else(|| env("TORCHELASTIC_RUN_ID")),
         }
     }

@@ -70,6 +70,9 @@ pub(crate) struct Monitor {
     /// The flight recorder: the last [`RING_RECORDS`] records (kernels, launch calls, copies),
     /// written out by `cutrace capture --last`.
     ring: std::collections::VecDeque<Activity>,
+    /// When a buffer with records last came, and when a forced flush was last asked for.
+    last_records: Instant,
+    last_forced: Instant,
 }
 
 /// Records the flight recorder keeps (a few MB; at 100,000 kernels a second, the last second or
@@ -289,6 +292,8 @@ impl Monitor {
             last_capture: None,
             deaf: false,
             ring: std::collections::VecDeque::new(),
+            last_records: now,
+            last_forced: now,
         };
         m.connect();
         m
@@ -358,6 +363,9 @@ impl Monitor {
     /// Folds the kernel, launch, copy and device records of one completed buffer (before the
     /// writer returns it to the pool).
     pub(crate) fn fold_buffer(&mut self, g: &Global, d: &Done) {
+        if d.valid > 0 {
+            self.last_records = Instant::now();
+        }
         let buf = d.ptr as *mut u8;
         let end = d.ptr + d.valid;
         let mut cur: *mut u8 = std::ptr::null_mut();
@@ -385,6 +393,14 @@ impl Monitor {
             self.ring.push_back(a.clone());
         }
         match a {
+            // A forced flush hands over a kernel still running with start = end = 0 (seen on
+            // the H200, CUPTI 13.0: gpu/flush_probe.cu); CUPTI sends no second record for it.
+            Activity::Kernel(k) if k.start == 0 && k.end == 0 => {
+                // SAFETY: as below.
+                let name = unsafe { activity::cstr_at(k.name_ptr) }.unwrap_or_default();
+                self.fold
+                    .unfinished(k.device, k.stream, k.correlation_id, &name);
+            }
             Activity::Kernel(k) => {
                 let comm = *self.comm_names.entry(k.name_ptr).or_insert_with(|| {
                     // SAFETY: CUPTI keeps kernel names alive while it is loaded (or the pointer
@@ -493,6 +509,23 @@ impl Monitor {
     }
 
     /// How long records were on: since the start, or the duty cycle's on windows.
+    /// The flag of the writer's next periodic flush: forced once the process has delivered no
+    /// record for [`crate::config::Config::force_flush_after`] (and at most that often). CUPTI
+    /// returns a buffer on an unforced flush only once every record in it is complete, so a
+    /// kernel that never ends holds back its buffer, and with it every record after it: the
+    /// hung kernel's launch, and the kernels before it (H200, 2026-12-02). A forced flush
+    /// hands them over, the running kernel's record unfinished (its time is then lost to the
+    /// unions: `unfinished_ended_total`).
+    pub(crate) fn flush_flag(&mut self, g: &Global) -> u32 {
+        let after = g.config.force_flush_after;
+        if self.last_records.elapsed() >= after && self.last_forced.elapsed() >= after {
+            self.last_forced = Instant::now();
+            cutrace_cupti::api::FLUSH_FORCED
+        } else {
+            0
+        }
+    }
+
     fn traced(&self) -> Duration {
         if self.duty_on {
             self.traced_before + self.duty_since.elapsed()
@@ -564,6 +597,8 @@ impl Monitor {
                 (Some(now), Some(end)) => now.saturating_sub(end),
                 _ => 0,
             },
+            oldest_pending_kernel: self.fold.oldest_unfinished().map(str::to_string),
+            unfinished_ended_total: self.fold.unfinished_ended(),
             devices: Vec::new(),
         };
         let records = self.fold.records();

@@ -329,8 +329,10 @@ fn run_inner(g: &'static Global, kinds: &[u32]) {
             }
         }
         if last_flush_request.elapsed() >= period && !stopping && !LIFECYCLE.callbacks_taken() {
-            // Completed buffers come back through buffer_completed on this thread.
-            let _ = g.cupti.flush_all(0);
+            // Completed buffers come back through buffer_completed on this thread. In monitor
+            // mode a process silent for long has its unfinished records handed over too.
+            let flag = monitor.as_mut().map_or(0, |m| m.flush_flag(g));
+            let _ = g.cupti.flush_all(flag);
             last_flush_request = Instant::now();
         }
         if stopping && g.queue.lock().map(|q| q.is_empty()).unwrap_or(true) {

@@ -12,6 +12,9 @@ use crate::wire::{Batch, DeviceBatch, Latency, StreamRuns, MAX_DEVICES};
 /// kept (the oldest, which a stuck kernel is, stay).
 const MAX_PENDING_LAUNCHES: usize = 65_536;
 
+/// Bytes of an unfinished kernel's name kept and sent.
+pub const MAX_NAME_BYTES: usize = 512;
+
 /// Correlation ids kept waiting for their other half (a launch call for its kernel, or the
 /// reverse), per generation; two generations are kept, so at most twice this.
 const PENDING_PER_GENERATION: usize = 65_536;
@@ -61,6 +64,12 @@ pub struct Fold {
     /// and the end by correlation id.
     pending: std::collections::BTreeSet<(Ns, u32)>,
     pending_by_corr: HashMap<u32, Ns>,
+    /// Kernels CUPTI handed over before they ended (a forced flush; their record has no
+    /// timestamps): (device, stream, name) by correlation id, while their launch is pending.
+    unfinished: BTreeMap<u32, (u32, u32, String)>,
+    /// Unfinished kernels known since to have ended (a later kernel of their stream
+    /// completed): their time is in no union.
+    unfinished_ended: u64,
     /// Records folded since the last batch.
     records: u64,
     /// Intervals held since the last batch.
@@ -84,8 +93,21 @@ impl Fold {
     /// communication kernel. Its launch latency is measured once its launch call is seen.
     pub fn kernel(&mut self, device: u32, stream: u32, start: Ns, end: Ns, comm: bool, corr: u32) {
         self.records += 1;
-        if let Some(end) = self.pending_by_corr.remove(&corr) {
-            self.pending.remove(&(end, corr));
+        self.unpend(corr);
+        if !self.unfinished.is_empty() {
+            // Kernels of one stream run in launch order: an unfinished kernel launched before
+            // this one on its stream has ended.
+            let done: Vec<u32> = self
+                .unfinished
+                .range(..corr)
+                .filter(|(_, (d, s, _))| (*d, *s) == (device, stream))
+                .map(|(&c, _)| c)
+                .collect();
+            for c in done {
+                self.unfinished.remove(&c);
+                self.unpend(c);
+                self.unfinished_ended += 1;
+            }
         }
         let launch_end = self.launches.take(corr);
         let Some(d) = self.acc(device) else { return };
@@ -106,6 +128,35 @@ impl Fold {
             None => self.kernels.insert(corr, (device, start)),
         }
         self.intervals += held;
+    }
+
+    fn unpend(&mut self, corr: u32) {
+        if let Some(end) = self.pending_by_corr.remove(&corr) {
+            self.pending.remove(&(end, corr));
+        }
+    }
+
+    /// A kernel record CUPTI handed over before the kernel ended (a forced flush while it ran:
+    /// start and end are 0). Its launch stays pending, now with the kernel's name, until a
+    /// later kernel of its stream completes; its time is in no union.
+    pub fn unfinished(&mut self, device: u32, stream: u32, corr: u32, name: &str) {
+        self.records += 1;
+        if self.unfinished.len() < MAX_PENDING_LAUNCHES {
+            let name = crate::state::cut(name.to_string(), MAX_NAME_BYTES);
+            self.unfinished.insert(corr, (device, stream, name));
+        }
+    }
+
+    /// The name of the oldest pending launch's kernel, when CUPTI handed over its unfinished
+    /// record.
+    pub fn oldest_unfinished(&self) -> Option<&str> {
+        let &(_, corr) = self.pending.first()?;
+        self.unfinished.get(&corr).map(|(_, _, n)| n.as_str())
+    }
+
+    /// Unfinished kernels known to have ended since (their time is lost to the unions).
+    pub fn unfinished_ended(&self) -> u64 {
+        self.unfinished_ended
     }
 
     /// A launch call (runtime or driver API record) ended at `end`; `kernel` when it launches
@@ -140,6 +191,7 @@ impl Fold {
     pub fn forget_pending(&mut self) {
         self.pending.clear();
         self.pending_by_corr.clear();
+        self.unfinished.clear();
     }
 
     /// A copy of `bytes` on `device`; its correlation id is not waited for.
@@ -361,5 +413,52 @@ mod tests {
             .sum();
         assert_eq!(kernels, 10_000);
         assert_eq!(parts.last().unwrap().seq, parts.len() as u64);
+    }
+
+    #[test]
+    fn an_unfinished_kernel_stays_pending_with_its_name_until_its_stream_goes_on() {
+        let mut f = Fold::default();
+        f.launch(1, 100, true);
+        f.unfinished(0, 7, 1, "ncclDevKernel_AllReduce");
+        f.launch(2, 110, true);
+        f.unfinished(0, 9, 2, "other_stream");
+        assert_eq!(f.pending_launches(), (2, Some(100)));
+        assert_eq!(f.oldest_unfinished(), Some("ncclDevKernel_AllReduce"));
+        // A later kernel of another stream says nothing of stream 7's.
+        f.launch(3, 120, true);
+        f.kernel(0, 13, 500, 600, false, 3);
+        assert_eq!(f.pending_launches(), (2, Some(100)));
+        // Nor does an earlier kernel of stream 7, or one of another device's stream 7.
+        f.kernel(0, 7, 50, 60, false, 0);
+        f.kernel(1, 7, 700, 800, false, 4);
+        assert_eq!(f.unfinished_ended(), 0);
+        f.launch(5, 130, true);
+        f.kernel(0, 7, 900, 950, false, 5);
+        assert_eq!(f.pending_launches(), (1, Some(110)));
+        assert_eq!(f.oldest_unfinished(), Some("other_stream"));
+        assert_eq!(f.unfinished_ended(), 1);
+        // Its time is in no union: only the complete kernels ran.
+        let b = f.take(Batch::default());
+        let runs: Vec<_> = b.devices[0]
+            .streams
+            .iter()
+            .flat_map(|s| s.runs.clone())
+            .collect();
+        assert_eq!(runs, vec![(50, 60), (900, 950), (500, 600)]);
+    }
+
+    #[test]
+    fn unfinished_names_are_cut_and_their_count_bounded() {
+        let mut f = Fold::default();
+        let long = "k".repeat(3 * MAX_NAME_BYTES);
+        f.launch(1, 100, true);
+        f.unfinished(0, 7, 1, &long);
+        assert_eq!(f.oldest_unfinished().map(str::len), Some(MAX_NAME_BYTES));
+        for c in 2..(MAX_PENDING_LAUNCHES as u32 + 10) {
+            f.unfinished(0, 7, c, "x");
+        }
+        assert_eq!(f.unfinished.len(), MAX_PENDING_LAUNCHES);
+        f.forget_pending();
+        assert_eq!(f.oldest_unfinished(), None);
     }
 }

@@ -296,6 +296,32 @@ fn render_processes(f: &mut Family<'_>, s: &State) {
         );
     }
     f.head(
+        "cutrace_process_pending_kernel_info",
+        "gauge",
+        "1, labelled with the name of the kernel of the oldest pending launch, when CUPTI \
+         handed over its record before it ended (the process had been silent; a hung kernel).",
+    );
+    for p in s.processes.values() {
+        if let Some(k) = &p.oldest_pending_kernel {
+            let l = with(&process_labels(p), &[("kernel", k)]);
+            f.sample("cutrace_process_pending_kernel_info", &l, "1");
+        }
+    }
+    f.head(
+        "cutrace_process_unfinished_kernels_total",
+        "counter",
+        "Kernels whose record CUPTI handed over before they ended (a forced flush after the \
+         process was silent) and that ended since: their time is in no busy figure.",
+    );
+    for p in s.processes.values() {
+        let l = with(&process_labels(p), &[]);
+        f.sample(
+            "cutrace_process_unfinished_kernels_total",
+            &l,
+            &p.unfinished_ended.to_string(),
+        );
+    }
+    f.head(
         "cutrace_process_batches_lost_total",
         "counter",
         "Batches the process numbered but the monitor never received.",

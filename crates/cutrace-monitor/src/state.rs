@@ -102,6 +102,10 @@ pub struct Process {
     /// From its last batch: kernel launches not completed, and the oldest one's age.
     pub launches_pending: u64,
     pub oldest_pending_ns: Ns,
+    /// The oldest pending launch's kernel, when CUPTI named it (its unfinished record).
+    pub oldest_pending_kernel: Option<String>,
+    /// Kernels handed over unfinished that ended since: their time is in no union.
+    pub unfinished_ended: u64,
     /// Said already that its oldest launch is stuck (until it completes), and when it last did.
     pub stuck_told: bool,
     pub stuck_at: Option<Instant>,
@@ -162,6 +166,8 @@ pub struct Stuck {
     pub command: String,
     pub rank: Option<u32>,
     pub age_ns: Ns,
+    /// The kernel's name, when CUPTI handed over its unfinished record.
+    pub kernel: Option<String>,
 }
 
 /// At most one stuck-kernel event per process this often (a sender toggling its pending age
@@ -191,7 +197,7 @@ fn is_uuid(u: &str) -> bool {
 }
 
 /// `s` cut to at most `max` bytes, at a character boundary.
-fn cut(mut s: String, max: usize) -> String {
+pub(crate) fn cut(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut n = max;
         while !s.is_char_boundary(n) {
@@ -319,6 +325,7 @@ impl State {
                     container_id: p.container_id.clone(),
                     pod_uid: p.pod_uid.clone(),
                     mnt_ns: p.mnt_ns.clone(),
+                    oldest_pending_kernel: p.oldest_pending_kernel.clone(),
                     ..*p
                 };
                 (pid, p)
@@ -545,6 +552,14 @@ impl State {
         p.dropped_by_cutrace = p.dropped_by_cutrace.max(b.dropped_by_cutrace_total);
         p.launches_pending = b.launches_pending;
         p.oldest_pending_ns = b.oldest_pending_ns;
+        // Demangled (bounded, and kept only while that launch is the oldest pending).
+        p.oldest_pending_kernel = b.oldest_pending_kernel.map(|k| {
+            cut(
+                cutrace_analysis::names::display_name(&k).into_owned(),
+                MAX_LABEL_BYTES,
+            )
+        });
+        p.unfinished_ended = p.unfinished_ended.max(b.unfinished_ended_total);
         if let Some(after) = self.stuck_after_ns {
             if b.oldest_pending_ns >= after && !p.stuck_told && self.stuck.len() < MAX_STUCK_EVENTS
             {
@@ -554,6 +569,7 @@ impl State {
                     command: p.hello.command.clone(),
                     rank: p.hello.rank,
                     age_ns: b.oldest_pending_ns,
+                    kernel: p.oldest_pending_kernel.clone(),
                 });
             }
             if b.oldest_pending_ns < after {
@@ -653,6 +669,7 @@ impl State {
             // Nothing is pending in a process that is gone.
             p.launches_pending = 0;
             p.oldest_pending_ns = 0;
+            p.oldest_pending_kernel = None;
             let mut freed = 0;
             for g in p.gpus.values_mut() {
                 freed += g.open_runs();

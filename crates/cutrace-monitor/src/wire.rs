@@ -15,7 +15,7 @@ use cutrace_trace::Ns;
 /// First bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"CTMN";
 /// The frame layout's version; a monitor refuses any other.
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Bytes of a frame's header.
 pub const HEADER_LEN: usize = 12;
 /// Most bytes one frame's payload may hold (a batch over this is split by the sender).
@@ -108,6 +108,12 @@ pub struct Batch {
     /// How long ago the oldest of them returned, on CUPTI's clock; 0 when none is pending. A
     /// kernel that never ends (a hung collective) makes this grow.
     pub oldest_pending_ns: Ns,
+    /// The name of that oldest launch's kernel, when CUPTI handed over the kernel's record
+    /// before it ended (a forced flush while the process was silent).
+    pub oldest_pending_kernel: Option<String>,
+    /// Kernels whose record CUPTI handed over before they ended and that ended since, in
+    /// total: their time is in no busy figure.
+    pub unfinished_ended_total: u64,
     pub devices: Vec<DeviceBatch>,
 }
 
@@ -328,6 +334,8 @@ fn encode_batch(e: &mut Enc, b: &Batch) {
     e.u64(b.dropped_by_cutrace_total);
     e.u64(b.launches_pending);
     e.u64(b.oldest_pending_ns);
+    e.opt_str(b.oldest_pending_kernel.as_deref());
+    e.u64(b.unfinished_ended_total);
     e.u32(b.devices.len() as u32);
     for d in &b.devices {
         e.u32(d.device);
@@ -354,7 +362,14 @@ impl Batch {
     /// Bytes of this batch's payload, without encoding it.
     pub fn encoded_len(&self) -> usize {
         let runs = |r: &[(Ns, Ns)]| 4 + 16 * r.len();
-        let fixed = 8 * 6 + 4;
+        let fixed = 8 * 6
+            + 5
+            + self
+                .oldest_pending_kernel
+                .as_ref()
+                .map_or(0, |k| k.len().min(MAX_STR))
+            + 8
+            + 4;
         let devices: usize = self
             .devices
             .iter()
@@ -508,6 +523,8 @@ fn decode_batch(c: &mut Cur<'_>) -> Result<Batch, WireError> {
         dropped_by_cutrace_total: c.u64()?,
         launches_pending: c.u64()?,
         oldest_pending_ns: c.u64()?,
+        oldest_pending_kernel: c.opt_str()?,
+        unfinished_ended_total: c.u64()?,
         devices: Vec::new(),
     };
     // A device takes at least its fixed fields.

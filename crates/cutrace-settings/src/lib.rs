@@ -109,6 +109,9 @@ pub struct Settings {
     pub monitor_duty: Option<Duty>,
     /// The uid the monitor's socket must be served by (the agent's), when pinned.
     pub monitor_uid: Option<u32>,
+    /// The monitor's `--stuck-after`, in seconds: a process silent for half of it has CUPTI
+    /// hand over what it holds (a forced flush), hung kernels included.
+    pub monitor_stuck_after_s: Option<u64>,
     /// Benchmark knobs, passed through from the user's environment.
     pub knobs: Knobs,
     /// Hardware counters per kernel (`cutrace profile`).
@@ -369,6 +372,7 @@ impl Settings {
             monitor_uid: r
                 .number(var::MONITOR_UID)
                 .and_then(|n| u32::try_from(n).ok()),
+            monitor_stuck_after_s: r.number(var::MONITOR_STUCK_AFTER),
             monitor_duty: r.parsed(
                 var::MONITOR_DUTY,
                 "ON_MS/PERIOD_MS, on shorter than the period",
@@ -437,6 +441,10 @@ impl Settings {
         put(
             var::MONITOR_UID,
             self.monitor_uid.map(|u| u.to_string().into()),
+        );
+        put(
+            var::MONITOR_STUCK_AFTER,
+            self.monitor_stuck_after_s.map(|u| u.to_string().into()),
         );
         let k = &self.knobs;
         put(var::RUNTIME_CBIDS, k.runtime_cbids.as_deref().map(join));

@@ -108,6 +108,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 }),
             ),
             opt(any::<u32>()),
+            opt(any::<u64>()),
         ),
     )
         .prop_map(
@@ -117,7 +118,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                 counters,
                 (pm, pc),
                 access,
-                (duty, uid),
+                (duty, uid, stuck),
             )| {
                 Settings {
                     output_dir: dir.map(PathBuf::from),
@@ -131,6 +132,7 @@ fn settings() -> impl Strategy<Value = Settings> {
                     monitor_socket: monitor.map(PathBuf::from),
                     monitor_duty: duty,
                     monitor_uid: uid,
+                    monitor_stuck_after_s: stuck,
                     knobs,
                     counters,
                     pm_sampling: pm,

@@ -27,6 +27,9 @@ pub const MONITOR_SOCKET: &str = "CUTRACE_MONITOR_SOCKET";
 pub const MONITOR_UID: &str = "CUTRACE_MONITOR_UID";
 /// Monitor mode's duty cycle, `ON_MS/PERIOD_MS`: records on for the first ON_MS of each period.
 pub const MONITOR_DUTY: &str = "CUTRACE_MONITOR_DUTY";
+/// The monitor's `--stuck-after` in seconds: a process that delivered no record for half of it
+/// has CUPTI hand over its buffers, unfinished kernels' records included (a forced flush).
+pub const MONITOR_STUCK_AFTER: &str = "CUTRACE_MONITOR_STUCK_AFTER";
 /// Runtime callback ids that get records, comma-separated (a benchmark knob).
 pub const RUNTIME_CBIDS: &str = "CUTRACE_RUNTIME_CBIDS";
 /// CUPTI's per-context device buffer for kernel records, in bytes (a benchmark knob).
@@ -103,7 +106,7 @@ pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 /// Every variable the injected library reads: `cutrace record` sets those it means and removes
 /// the rest from the program's environment, so one left there from elsewhere does not choose
 /// for the user.
-pub const INJECTION: [&str; 34] = [
+pub const INJECTION: [&str; 35] = [
     OUTPUT_DIR,
     KINDS,
     RUN_ID,
@@ -115,6 +118,7 @@ pub const INJECTION: [&str; 34] = [
     MONITOR_SOCKET,
     MONITOR_DUTY,
     MONITOR_UID,
+    MONITOR_STUCK_AFTER,
     RUNTIME_CBIDS,
     DEVICE_BUFFER_BYTES,
     MAX_BUFFERS,

@@ -22,7 +22,11 @@
  * (40 bytes) and CUpti_ActivityKernel10 (216 bytes), offsets as in the CUPTI 13 headers.
  * With FAKE_CUPTI_SCRIPT=FILE (any mode that works), the records come from FILE instead, over
  * time: each cuptiActivityFlushAll delivers the next group of records, one buffer, groups
- * separated by a line `flush`; a forced flush (flag 1, at exit) delivers every group left.
+ * separated by a line `flush`; a forced flush (flag 1, at exit) delivers every group left. A
+ * group with a line `hold` is held back, as CUPTI holds back a buffer holding a kernel that
+ * still runs: an unforced flush delivers nothing while it is next, a forced one delivers the
+ * groups up to it and it (not those after), as a forced flush while a kernel hangs does. A
+ * group with a line `wait PATH` is delivered by no flush until PATH exists (a test's cue).
  * Record lines: `device ID UUIDHEX32`, `kernel DEVICE STREAM START END CORR NAME` (NAME 0 =
  * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL), `api CORR START END` (a
  * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD),
@@ -236,6 +240,28 @@ static int deliver_script_group(void) {
   return 1;
 }
 
+/* Whether the script's next group has a `hold` line (1), or a `wait PATH` line whose PATH does
+ * not exist yet (2); 0 otherwise. */
+static int next_group_held(void) {
+  const char *at = g_script + g_script_at;
+  int held = 0;
+  while (*at) {
+    const char *nl = strchr(at, '\n');
+    size_t len = nl ? (size_t)(nl - at) : strlen(at);
+    if (len == 5 && !strncmp(at, "flush", 5)) break;
+    if (len == 4 && !strncmp(at, "hold", 4)) held = held ? held : 1;
+    if (len > 5 && len < 512 && !strncmp(at, "wait ", 5)) {
+      char path[512];
+      memcpy(path, at + 5, len - 5);
+      path[len - 5] = 0;
+      if (access(path, F_OK) != 0) held = 2;
+    }
+    if (!nl) break;
+    at = nl + 1;
+  }
+  return held;
+}
+
 /* Loads FAKE_CUPTI_SCRIPT once; 1 when records come from it. */
 static int scripted(void) {
   static int loaded;
@@ -265,7 +291,11 @@ int cuptiActivityFlushAll(uint32_t flag) {
   log_line("flush", flag, -1);
   if (g_req && scripted()) {
     pthread_mutex_lock(&g_script_lock);
-    while (deliver_script_group() && flag == 1) {}
+    for (;;) {
+      int held = next_group_held();
+      if (held == 2 || (held && flag != 1)) break;
+      if (!deliver_script_group() || flag != 1 || held) break;
+    }
     pthread_mutex_unlock(&g_script_lock);
     return 0;
   }

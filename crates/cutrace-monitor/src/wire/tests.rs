@@ -14,6 +14,8 @@ fn sample_batch() -> Batch {
         dropped_by_cutrace_total: 2,
         launches_pending: 1,
         oldest_pending_ns: 61_000_000_000,
+        oldest_pending_kernel: Some("ncclDevKernel_AllReduce_Sum_f32_RING_LL".into()),
+        unfinished_ended_total: 2,
         devices: vec![DeviceBatch {
             device: 0,
             uuid: Some("GPU-00112233-4455-6677-8899-aabbccddeeff".into()),

@@ -72,8 +72,9 @@ pub struct Args {
     #[arg(long, global = true, value_name = "GROUP")]
     group: Option<String>,
     /// Seconds a kernel launch may go without completing before it is a stuck kernel: logged
-    /// once, and its process's flight recorder written to --dump-stuck.
-    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    /// once, and its process's flight recorder written to --dump-stuck. `agent env` passes it
+    /// on: a program silent for half of it has CUPTI hand over its unfinished kernels.
+    #[arg(long, global = true, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     stuck_after: u64,
     /// Where a process with a stuck kernel writes its last records (a part, as `cutrace
     /// capture --last`), created if missing. Only processes of the agent's own user can write.
@@ -146,7 +147,7 @@ fn print_env(args: &Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         );
     }
     let sock = dir.join(socket::SOCKET_NAME);
-    let mut settings = monitor_settings(&sock, args.duty);
+    let mut settings = monitor_settings(&sock, args.duty, args.stuck_after);
     // One agent serves many runs: no run id.
     settings.run_id = None;
     for (k, v) in injection_env(&inject, &settings) {

@@ -78,7 +78,9 @@ pub struct Args {
     #[arg(long, value_name = "ON/PERIOD", value_parser = parse_duty)]
     pub(crate) duty: Option<cutrace_settings::Duty>,
     /// Seconds a kernel launch may go without completing before it is a stuck kernel: logged
-    /// once, and its process's flight recorder written to --dump-stuck.
+    /// once, and its process's flight recorder written to --dump-stuck. A program that
+    /// delivered no record for half of it has CUPTI hand over what it holds (CUPTI keeps back
+    /// every record of a buffer that holds a kernel still running), which names the kernel.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) stuck_after: u64,
     /// Where a process with a stuck kernel writes its last records (a part, as `cutrace
@@ -138,9 +140,14 @@ pub(crate) fn parse_duty(text: &str) -> Result<cutrace_settings::Duty, String> {
     })
 }
 
-pub(crate) fn monitor_settings(sock: &Path, duty: Option<cutrace_settings::Duty>) -> Settings {
+pub(crate) fn monitor_settings(
+    sock: &Path,
+    duty: Option<cutrace_settings::Duty>,
+    stuck_after: u64,
+) -> Settings {
     Settings {
         monitor_duty: duty,
+        monitor_stuck_after_s: Some(stuck_after),
         // The programs send to no listener but this user's (root in a container is uid 0 too).
         monitor_uid: Some(nix::unistd::getuid().as_raw()),
         kinds: Some(MONITOR_KINDS.iter().map(|k| (*k).to_string()).collect()),
@@ -194,9 +201,14 @@ pub(crate) fn watch_stuck(state: &Arc<Mutex<State>>, dump: Option<PathBuf>) {
             let Ok(mut s) = st.lock() else { return };
             for k in std::mem::take(&mut s.stuck) {
                 let rank = k.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
+                let kernel = k
+                    .kernel
+                    .as_deref()
+                    .map(|n| format!(" ({n})"))
+                    .unwrap_or_default();
                 let mut line = format!(
-                    "cutrace: stuck kernel: {} (pid {}{rank}) has had a kernel launched {:.0} s \
-                     ago that has not completed",
+                    "cutrace: stuck kernel: {} (pid {}{rank}) has had a kernel{kernel} launched \
+                     {:.0} s ago that has not completed",
                     k.command,
                     k.pid,
                     k.age_ns as f64 / 1e9
@@ -246,10 +258,11 @@ fn program_env(
     sock: &Path,
     record: Option<&Path>,
     duty: Option<cutrace_settings::Duty>,
+    stuck_after: u64,
 ) -> Vec<(String, OsString)> {
     let settings = Settings {
         output_dir: record.map(Path::to_path_buf),
-        ..monitor_settings(sock, duty)
+        ..monitor_settings(sock, duty, stuck_after)
     };
     let mut env = injection_env(inject, &settings);
     match preload_value(inject, std::env::var_os("LD_PRELOAD").as_deref()) {
@@ -368,7 +381,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         Some(dir) => Some(cutrace_launch::prepare_output(dir)?.0),
         None => None,
     };
-    let env = program_env(&inject, &sock.path, record.as_deref(), args.duty);
+    let env = program_env(
+        &inject,
+        &sock.path,
+        record.as_deref(),
+        args.duty,
+        args.stuck_after,
+    );
     let mut command = std::process::Command::new(prog);
     for var in cleared_vars(&env) {
         command.env_remove(var);

@@ -304,6 +304,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         monitor_socket: None,
         monitor_duty: None,
         monitor_uid: None,
+        monitor_stuck_after_s: None,
         // Benchmark knobs pass through from cutrace's own environment.
         knobs: inherited_knobs(),
         counters: sessions.counters,

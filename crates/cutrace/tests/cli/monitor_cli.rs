@@ -1429,6 +1429,86 @@ fn a_kernel_that_never_completes_shows_as_a_pending_launch_and_its_age() {
 }
 
 #[test]
+fn a_hung_kernel_that_cupti_holds_back_is_forced_out_named_and_cleared_by_its_stream() {
+    let Some(s) = setup("monitor-held") else {
+        return;
+    };
+    let log = s.dir.join("cupti.log");
+    let go_on = s.dir.join("go-on");
+    // As on the H200: while kernel 2 runs, CUPTI hands over nothing of its buffer (its launch,
+    // the kernel before it) on an unforced flush, and on a forced one hands it over with the
+    // running kernel's record unfinished (start = end = 0). Kernel 3, later on stream 7, says
+    // it ended.
+    let sc = s.write(
+        "script",
+        &format!(
+            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 0\nflush\n\
+             api 2 1000 1100\nkernel 0 7 0 0 2 1\nnow 61000001100\nhold\nflush\n\
+             wait {}\napi 3 70000000000 70000000100\nkernel 0 7 70000000200 70000000300 3 0\n\
+             flush\n",
+            go_on.display()
+        ),
+    );
+    let port = free_port();
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(
+        &["monitor", "-q", "--listen", &listen, "--stuck-after", "2"],
+        &wait,
+    );
+    c.args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_CUPTI_LOG", &log);
+    let m = Running::start(c, &wait);
+    let nccl = ["kernel=\"ncclDevKernel_AllReduce_Sum_f32_RING_LL\""];
+    let t = poll(port, &|t| {
+        values(t, "cutrace_process_pending_kernel_info", &nccl) == ["1"]
+    });
+    assert_eq!(
+        values(&t, "cutrace_process_launches_pending", &[]),
+        ["1"],
+        "{t}"
+    );
+    assert_eq!(
+        values(&t, "cutrace_process_oldest_pending_launch_seconds", &[]),
+        ["61.000000000"],
+        "{t}"
+    );
+    // The unfinished record is no kernel of the busy figures.
+    assert_eq!(kernels_seen(&t), 1, "{t}");
+    let flushes = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        flushes.lines().any(|l| l == "flush 1"),
+        "no forced flush: {flushes}"
+    );
+    // The stuck-kernel log is written within half a second.
+    std::thread::sleep(Duration::from_millis(800));
+    std::fs::write(&go_on, "").unwrap();
+    let t = poll(port, &|t| {
+        values(t, "cutrace_process_unfinished_kernels_total", &[]) == ["1"]
+    });
+    assert_eq!(
+        values(&t, "cutrace_process_launches_pending", &[]),
+        ["0"],
+        "{t}"
+    );
+    assert!(
+        values(&t, "cutrace_process_pending_kernel_info", &nccl).is_empty(),
+        "{t}"
+    );
+    assert_eq!(kernels_seen(&t), 2, "{t}");
+    let o = m.finish();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("stuck kernel: host").count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "has had a kernel (ncclDevKernel_AllReduce_Sum_f32_RING_LL) launched 61 s ago"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
 fn a_process_that_runs_untraced_says_why_in_the_metrics() {
     let Some(s) = setup("monitor-untraced") else {
         return;
