@@ -819,6 +819,48 @@ mod tests {
     }
 
     #[test]
+    fn a_pending_kernels_name_is_demangled_cut_and_gone_once_nothing_is_pending() {
+        let mut s = State {
+            stuck_after_ns: Some(1_000),
+            ..State::default()
+        };
+        let mut c = None;
+        s.apply(10, &mut c, hello(10)).unwrap();
+        let pending = |seq, name: Option<String>, age| {
+            Message::Batch(Batch {
+                seq,
+                launches_pending: 1,
+                oldest_pending_ns: age,
+                oldest_pending_kernel: name,
+                ..Batch::default()
+            })
+        };
+        s.apply(
+            10,
+            &mut c,
+            pending(1, Some("_Z13wait_for_hostPVi".into()), 5_000),
+        )
+        .unwrap();
+        assert_eq!(
+            s.processes[&10].oldest_pending_kernel.as_deref(),
+            Some("wait_for_host(int volatile*)")
+        );
+        assert_eq!(
+            s.stuck[0].kernel.as_deref(),
+            Some("wait_for_host(int volatile*)")
+        );
+        s.apply(10, &mut c, pending(2, Some("é".repeat(4096)), 5_000))
+            .unwrap();
+        let k = s.processes[&10].oldest_pending_kernel.clone().unwrap();
+        assert!(
+            k.len() <= MAX_LABEL_BYTES && k.chars().all(|ch| ch == 'é'),
+            "{k}"
+        );
+        s.apply(10, &mut c, pending(3, None, 0)).unwrap();
+        assert_eq!(s.processes[&10].oldest_pending_kernel, None);
+    }
+
+    #[test]
     fn labels_are_cut_to_their_bound_at_a_character_boundary() {
         let mut s = State::default();
         let mut c = None;
