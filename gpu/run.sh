@@ -25,6 +25,9 @@
 #                     goes on; then its cost beside record's)
 #                     flush_probe (gpu/flush_probe.cu: what CUPTI hands over, unforced and forced,
 #                     while a kernel spins, and after it ends)
+#                     memory (gpu/check_memory.py: record --memory's driver peak against
+#                     torch.cuda.max_memory_reserved(), a profile_memory trace's framework peak
+#                     against max_memory_allocated())
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -373,6 +376,12 @@ print(json.dumps({"mode": "flush probe", "ok": rc == 0 and bool(s), "stats": out
 EOF
 fi
 
+if has memory; then
+  log "memory peaks against torch's"
+  timeout 400 python3 "$G/check_memory.py" "$CT" "$W/mem" "$W/mem_out" >> "$R" 2> "$W/logs/memory.err"
+  tar -czf "$OUT/memory.tar.gz" -C "$W" mem_out 2>/dev/null
+fi
+
 if has others; then
   [ -f "$G/doctor_probe.sh" ] && { log "doctor probe"; BIN="$BIN" OUT="$OUT" timeout 120 bash "$G/doctor_probe.sh" > "$W/logs/doctor_probe.txt" 2>&1; }
   [ -f "$G/capture_torch.py" ] && { log "capture torch"; timeout 240 python3 "$G/capture_torch.py" "$W/torch" > "$W/logs/capture_torch.txt" 2>&1; tar -czf "$OUT/torch.tar.gz" -C "$W/torch" . 2>/dev/null; }
@@ -390,7 +399,7 @@ tar -czf "$OUT/logs-$tag.tar.gz" -C "$W" logs $(cd "$W" && ls -d *.csv/meta.json
 import json, sys
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped", "gpu_busy_ns", "report_busy_ns", "process_busy_ns", "processes_sum_ns", "scrapes", "ratios", "stuck_lines", "dump_kernels")}
+    keep = {k: r[k] for k in r if k in ("kernels", "memcpys", "memsets", "orphans", "nvtx_ranges", "max_stream_rel_err", "bytes_per_kernel", "complete", "rc", "kernels_recovered", "handler_ran", "stdout_equal", "cutrace_lines", "cutrace_kernels", "profiler", "cutrace", "launch_cbids", "api_names", "kernels_joined_to_launch_calls", "stats", "no_preload_cutrace_lines", "rc_no_preload", "meta_has_note", "children", "parts", "memory_vs_untraced", "sm_active_in_kernels_pct", "sm_active_in_sleeps_pct", "offset_ns_median", "offset_ns_max_abs", "interval_ns", "slowdown_cutrace", "slowdown_ncu", "torch_slowdown", "samples_dropped", "gpu_busy_ns", "report_busy_ns", "process_busy_ns", "processes_sum_ns", "scrapes", "ratios", "stuck_lines", "dump_kernels", "driver_peak_bytes", "max_memory_reserved", "framework_reported_peak_bytes", "framework_replay_peak_bytes", "max_memory_allocated")}
     print(f"{'OK ' if r.get('ok') else 'BAD' if 'ok' in r else '   '} {r.get('mode', ''):24} {json.dumps(keep)[:400]}")
     for f in r.get("fails", []):
         print("      fail:", f)

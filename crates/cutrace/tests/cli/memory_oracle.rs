@@ -105,3 +105,54 @@ fn real_memory_traces_agree_exactly_with_the_replay() {
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
+
+/// What the H200 recorded (tests/fixtures/memory_h200/README.md): the framework peak of a
+/// profile_memory trace is torch's max_memory_allocated(); the driver peak of `record --memory`
+/// is torch's max_memory_reserved() plus two 64 MiB allocations outside torch's allocator and
+/// 951 small ones of CUDA's own.
+#[test]
+fn the_h200_memory_peaks_read_as_torch_and_the_driver_saw_them() {
+    let torch: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo().join("tests/fixtures/memory_h200/torch.json")).unwrap(),
+    )
+    .unwrap();
+    let report = |p: &Path| -> Value {
+        let o = crate::util::bin()
+            .args(["report", "--format", "json"])
+            .arg(p)
+            .run_ok();
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let pool = |r: &Value, level: &str| -> Value {
+        let pools = r["memory"]["pools"].as_array().expect("memory.pools[]");
+        let mine: Vec<&Value> = pools
+            .iter()
+            .filter(|p| p["level"] == level && p["place"] == "gpu")
+            .collect();
+        assert_eq!(mine.len(), 1, "{level}: {pools:?}");
+        mine[0].clone()
+    };
+    let r = report(&repo().join("tests/fixtures/kineto/h200_profile_memory.json.gz"));
+    let fw = pool(&r, "framework");
+    assert_eq!(
+        fw["reported_peak"]["allocated_bytes"],
+        torch["h200_profile_memory"]["max_memory_allocated"]
+    );
+    let r = report(&repo().join("tests/fixtures/memory_h200/record_memory.cutrace"));
+    let drv = pool(&r, "driver");
+    let peak = drv["peak"]["bytes"].as_u64().unwrap();
+    assert_eq!(
+        peak,
+        torch["record_memory"]["driver_peak_bytes"]
+            .as_u64()
+            .unwrap()
+    );
+    assert_eq!(drv["peak"]["live"]["allocations"], 967);
+    let largest = drv["peak"]["live"]["largest"].as_array().unwrap();
+    assert_eq!(largest[0]["bytes"], 64 << 20);
+    assert_eq!(largest[1]["bytes"], 64 << 20);
+    let reserved = torch["record_memory"]["max_memory_reserved"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(peak - reserved - (128 << 20), 493_597);
+}
