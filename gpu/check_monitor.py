@@ -145,43 +145,57 @@ def check(name, cmd, env=None, processes=1):
 
 
 def cost():
-    """Pinned to core 2, the variants alternated: the launch loop's µs per launch
-    (MON_LOOP_BATCHES batches of 100,000 launches) and the training step's ms per step
-    (MON_TRAIN_BATCHES batches of 25 steps), untraced, recorded, monitored, and monitored with
-    the duty cycle MON_DUTY (default 200ms/2s: a tenth of the time, the period short enough that
-    the runs hold several)."""
-    duty = os.environ.get("MON_DUTY", "200ms/2s")
+    """Pinned to core 2, the variants alternated: the launch loop's µs per launch and the
+    training step's ms per step (each the mean over the run's batches), untraced, recorded, monitored, and monitored with the duty
+    cycle MON_DUTY (default 2s/20s: records on 2 s of every 20). A duty cycle's cost depends on
+    how many of its periods a run holds, so the duty-cycled runs and an untraced run beside them
+    are long (MON_LOOP_LONG_BATCHES batches of 100,000 launches, MON_TRAIN_LONG_BATCHES batches
+    of 25 steps: about 40 s, two periods), the others short (MON_LOOP_BATCHES,
+    MON_TRAIN_BATCHES); each ratio is taken against the untraced run of its own length.
+    MON_VARIANTS names the variants to run (default all)."""
+    duty = os.environ.get("MON_DUTY", "2s/20s")
     res = {}
-    variants = {"untraced": [], "record": [CT, "record", "-q", "-o", f"{W}/cost.trace", "--"],
-                "monitor": [CT, "monitor", "-q", "--listen", "127.0.0.1:0", "--"],
-                "monitor duty": [CT, "monitor", "-q", "--listen", "127.0.0.1:0", "--duty", duty, "--"]}
+    mon = [CT, "monitor", "-q", "--listen", "127.0.0.1:0"]
+    variants = {"untraced": ([], False), "record": ([CT, "record", "-q", "-o", f"{W}/cost.trace", "--"], False),
+                "monitor": (mon + ["--"], False),
+                "untraced long": ([], True), "monitor duty": (mon + ["--duty", duty, "--"], True)}
+    only = os.environ.get("MON_VARIANTS", "").split(",")
+    variants = {k: v for k, v in variants.items() if only == [""] or k in only}
+
     def alternate(reps, what, cmd, out, key, env=None):
         for i in range(reps):
             order = list(variants.items()) if i % 2 == 0 else list(variants.items())[::-1]
-            for k, pre in order:
+            for k, (pre, long) in order:
                 subprocess.run(["rm", "-rf", f"{W}/cost.trace", out])
-                subprocess.run(["taskset", "-c", "2"] + pre + cmd, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, env=env, timeout=600)
+                subprocess.run(["taskset", "-c", "2"] + pre + cmd(long), stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, env=env(long) if env else None, timeout=600)
                 try:
-                    res.setdefault(f"{what} {k}", []).append(json.load(open(out))[key])
-                except (OSError, ValueError, KeyError):
+                    # The mean over the run's batches (all the same size): the whole run's time
+                    # per launch or step. A median batch would hide a duty cycle's cost, which
+                    # falls on the tenth of the batches that ran while records were on.
+                    b = json.load(open(out))[key]
+                    res.setdefault(f"{what} {k}", []).append(sum(b) / len(b))
+                except (OSError, ValueError, KeyError, ZeroDivisionError):
                     pass
     if os.environ.get("MON_LOOP_REPS", "3") != "0":
-        alternate(int(os.environ.get("MON_LOOP_REPS", 3)), "loop",
-                  [WL, "tiny", "100000", "--batches", os.environ.get("MON_LOOP_BATCHES", "30"),
-                   "--json", f"{W}/cost.json"], f"{W}/cost.json", "us_per_launch")
+        def loop(long):
+            n = os.environ.get("MON_LOOP_LONG_BATCHES", "92") if long else os.environ.get("MON_LOOP_BATCHES", "30")
+            return [WL, "tiny", "100000", "--batches", n, "--json", f"{W}/cost.json"]
+        alternate(int(os.environ.get("MON_LOOP_REPS", 3)), "loop", loop, f"{W}/cost.json", "batch_us_per_launch")
     if os.environ.get("MON_TORCH_REPS", "3") != "0":
-        env = {**os.environ, "EAGER_BATCHES": "0", "TRAIN_BATCHES": os.environ.get("MON_TRAIN_BATCHES", "40")}
+        def steps(long):
+            n = os.environ.get("MON_TRAIN_LONG_BATCHES", "270") if long else os.environ.get("MON_TRAIN_BATCHES", "40")
+            return {**os.environ, "EAGER_BATCHES": "0", "TRAIN_BATCHES": n}
         alternate(int(os.environ.get("MON_TORCH_REPS", 3)), "step",
-                  ["python3", f"{G}/bench_torch.py", "--json", f"{W}/bt.json"], f"{W}/bt.json",
-                  "train_ms_per_step", env)
+                  lambda long: ["python3", f"{G}/bench_torch.py", "--json", f"{W}/bt.json"], f"{W}/bt.json",
+                  "train_batches", steps)
     med = {k: statistics.median(v) for k, v in res.items() if v}
     ratio = {}
     for w in ("loop", "step"):
-        base = med.get(f"{w} untraced")
-        for k in ("record", "monitor", "monitor duty"):
-            if base and f"{w} {k}" in med:
-                ratio[f"{w} {k} / untraced"] = round(med[f"{w} {k}"] / base, 4)
+        for k, base in (("record", "untraced"), ("monitor", "untraced"), ("monitor duty", "untraced long")):
+            b = med.get(f"{w} {base}")
+            if b and f"{w} {k}" in med:
+                ratio[f"{w} {k} / {base}"] = round(med[f"{w} {k}"] / b, 4)
     ok = bool(ratio) and all(len(v) >= 1 for v in res.values())
     return {"mode": "monitor cost", "ok": ok, "duty": duty, "medians": med, "ratios": ratio, "samples": res}
 
@@ -195,11 +209,16 @@ def stuck():
     subprocess.run(["rm", "-rf", dump])
     err_path = f"{W}/logs/monitor_stuck.err"
     prog = f"{WL} hang {hang_s} & {WL} longrun {hang_s + 8} & wait"
-    p = subprocess.Popen([CT, "monitor", "-q", "--listen", f"127.0.0.1:{port}", "--stuck-after", str(after),
+    last_dir = f"{W}/stuck_last"
+    subprocess.run(["rm", "-rf", last_dir])
+    # Not quiet: the monitor's first line names its socket, which `cutrace capture` needs.
+    p = subprocess.Popen([CT, "monitor", "--listen", f"127.0.0.1:{port}", "--stuck-after", str(after),
                           "--dump-stuck", dump, "--", "/bin/sh", "-c", prog],
                          stdout=subprocess.DEVNULL, stderr=open(err_path, "w"))
-    series, t0 = [], time.time()
+    series, t0, captured = [], time.time(), None
     while p.poll() is None and time.time() - t0 < hang_s + 60:
+        if captured is None:
+            captured = capture_last_once_stuck(open(err_path).read(), last_dir, t0)
         t = scrape(port)
         if t:
             pend = {l["pid"]: ns(v) for l, v in samples(t, "cutrace_process_oldest_pending_launch_seconds")}
@@ -237,8 +256,34 @@ def stuck():
     dumped = report(dump)["devices"][0]["kernels"] if parts else 0
     if dumped < 100:
         fails.append(f"the flight recorder dump holds {dumped} kernels, not the 100 before the hang")
+    # `cutrace capture --last`, asked by hand while the kernel still hung: the same records.
+    last_kernels = None
+    if not captured or captured["rc"] != 0:
+        fails.append(f"capture --last during the hang: {captured}")
+    else:
+        devs = report(last_dir).get("devices", [])
+        last_kernels = devs[0]["kernels"] if devs else 0
+        if last_kernels < 100:
+            fails.append(f"capture --last holds {last_kernels} kernels, not the 100 before the hang")
+        if captured["t_s"] >= hang_s:
+            fails.append(f"capture --last came {captured['t_s']} s in, after the release at {hang_s} s")
     return {"mode": "monitor stuck", "ok": not fails and rc == 0, "rc": rc, "stuck_lines": told,
-            "dump_kernels": dumped, "scrapes": len(series), "fails": fails}
+            "dump_kernels": dumped, "capture_last_kernels": last_kernels,
+            "capture_last_at_s": (captured or {}).get("t_s"), "scrapes": len(series), "fails": fails}
+
+
+def capture_last_once_stuck(err, out_dir, t0):
+    """Once the monitor's log names a stuck kernel, `cutrace capture --socket S --pid P --last`
+    for it; None before that."""
+    sock = re.search(r"capture --socket (\S+) --all", err)
+    hung = re.search(r"stuck kernel: .*\(pid (\d+)", err)
+    if not (sock and hung):
+        return None
+    time.sleep(2.5)  # the process takes at most one capture every 2 s: the automatic dump came first
+    r = subprocess.run([CT, "capture", "--socket", sock.group(1), "--pid", hung.group(1), "--last",
+                        "-o", out_dir], capture_output=True, text=True, timeout=60)
+    open(f"{W}/logs/capture_last.err", "w").write(r.stdout + r.stderr)
+    return {"rc": r.returncode, "pid": hung.group(1), "t_s": round(time.time() - t0, 1)}
 
 
 if __name__ == "__main__":

@@ -26,7 +26,10 @@
  * group with a line `hold` is held back, as CUPTI holds back a buffer holding a kernel that
  * still runs: an unforced flush delivers nothing while it is next, a forced one delivers the
  * groups up to it and it (not those after), as a forced flush while a kernel hangs does. A
- * group with a line `wait PATH` is delivered by no flush until PATH exists (a test's cue).
+ * group with a line `wait PATH` is delivered by no flush until PATH exists (a test's cue), and
+ * one with a line `after MS` by none until MS milliseconds after the script was loaded, and
+ * then by the next flush with every other such group due (groups paced at real time, so a rate
+ * over wall-clock time has a known value).
  * Record lines: `device ID UUIDHEX32`, `kernel DEVICE STREAM START END CORR NAME` (NAME 0 =
  * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL), `api CORR START END` (a
  * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD),
@@ -40,6 +43,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef void (*req_t)(uint8_t **, size_t *, size_t *);
@@ -240,8 +244,18 @@ static int deliver_script_group(void) {
   return 1;
 }
 
+/* When the script was loaded, in ms of CLOCK_MONOTONIC (for `after MS`). */
+static unsigned long long g_script_loaded_ms;
+
+static unsigned long long monotonic_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (unsigned long long)t.tv_sec * 1000ull + (unsigned long long)t.tv_nsec / 1000000ull;
+}
+
 /* Whether the script's next group has a `hold` line (1), or a `wait PATH` line whose PATH does
- * not exist yet (2); 0 otherwise. */
+ * not exist yet or an `after MS` line whose time has not come (2), or an `after MS` line whose
+ * time has come (3: every such group due is delivered by one flush); 0 otherwise. */
 static int next_group_held(void) {
   const char *at = g_script + g_script_at;
   int held = 0;
@@ -256,6 +270,9 @@ static int next_group_held(void) {
       path[len - 5] = 0;
       if (access(path, F_OK) != 0) held = 2;
     }
+    unsigned long long after_ms;
+    if (len > 6 && len < 32 && !strncmp(at, "after ", 6) && sscanf(at + 6, "%llu", &after_ms) == 1)
+      held = monotonic_ms() - g_script_loaded_ms < after_ms ? 2 : (held ? held : 3);
     if (!nl) break;
     at = nl + 1;
   }
@@ -267,6 +284,7 @@ static int scripted(void) {
   static int loaded;
   if (!loaded) {
     loaded = 1;
+    g_script_loaded_ms = monotonic_ms();
     const char *path = getenv("FAKE_CUPTI_SCRIPT");
     FILE *f = path ? fopen(path, "r") : 0;
     if (f) {
@@ -293,6 +311,10 @@ int cuptiActivityFlushAll(uint32_t flag) {
     pthread_mutex_lock(&g_script_lock);
     for (;;) {
       int held = next_group_held();
+      if (held == 3) {
+        if (!deliver_script_group()) break;
+        continue;
+      }
       if (held == 2 || (held && flag != 1)) break;
       if (!deliver_script_group() || flag != 1 || held) break;
     }

@@ -199,37 +199,43 @@ pub(crate) fn watch_stuck(state: &Arc<Mutex<State>>, dump: Option<PathBuf>) {
         .spawn(move || loop {
             std::thread::sleep(Duration::from_millis(500));
             let Ok(mut s) = st.lock() else { return };
-            for k in std::mem::take(&mut s.stuck) {
-                let rank = k.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
-                let kernel = k
-                    .kernel
-                    .as_deref()
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default();
-                let mut line = format!(
-                    "cutrace: stuck kernel: {} (pid {}{rank}) has had a kernel{kernel} launched \
-                     {:.0} s ago that has not completed",
-                    k.command,
-                    k.pid,
-                    k.age_ns as f64 / 1e9
-                );
-                if let Some(dir) = &dump {
-                    let req = cutrace_monitor::wire::CaptureRequest {
-                        pid: Some(k.pid),
-                        capture: cutrace_monitor::wire::Capture {
-                            dir: dir.to_string_lossy().into_owned(),
-                            seconds: 0,
-                            last: true,
-                        },
-                    };
-                    let me = cutrace_monitor::peer::Peer::pid_only(std::process::id());
-                    if !s.capture(&me, &req).told.is_empty() {
-                        line += &format!("; its last records go to {}", dir.display());
-                    }
-                }
-                eprintln!("{line}");
-            }
+            log_stuck(&mut s, dump.as_deref());
         });
+}
+
+/// Logs the stuck kernels `state` holds and not yet logged (each once), asking each one's
+/// process for its flight recorder when there is a dump directory.
+pub(crate) fn log_stuck(s: &mut State, dump: Option<&Path>) {
+    for k in std::mem::take(&mut s.stuck) {
+        let rank = k.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
+        let kernel = k
+            .kernel
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        let mut line = format!(
+            "cutrace: stuck kernel: {} (pid {}{rank}) has had a kernel{kernel} launched {:.0} s \
+             ago that has not completed",
+            k.command,
+            k.pid,
+            k.age_ns as f64 / 1e9
+        );
+        if let Some(dir) = dump {
+            let req = cutrace_monitor::wire::CaptureRequest {
+                pid: Some(k.pid),
+                capture: cutrace_monitor::wire::Capture {
+                    dir: dir.to_string_lossy().into_owned(),
+                    seconds: 0,
+                    last: true,
+                },
+            };
+            let me = cutrace_monitor::peer::Peer::pid_only(std::process::id());
+            if !s.capture(&me, &req).told.is_empty() {
+                line += &format!("; its last records go to {}", dir.display());
+            }
+        }
+        eprintln!("{line}");
+    }
 }
 
 /// `--dump-stuck DIR`, made (0700) and absolute.
@@ -368,7 +374,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ..State::default()
     }));
     start_serving(&sock, listener, &state)?;
-    watch_stuck(&state, dump_dir(args.dump_stuck.as_deref())?);
+    let dump = dump_dir(args.dump_stuck.as_deref())?;
+    watch_stuck(&state, dump.clone());
     if !args.quiet {
         eprintln!(
             "cutrace: serving metrics on http://{}/metrics while the program runs (`cutrace \
@@ -423,6 +430,11 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         child.wait().context("waiting for the program")?
     };
     drain(&state);
+    // A kernel found stuck in the program's last batches, which the watcher (every 500 ms) may
+    // not have seen yet, is still said.
+    if let Ok(mut s) = state.lock() {
+        log_stuck(&mut s, dump.as_deref());
+    }
     if args.linger > 0 && !stop.load(Ordering::SeqCst) {
         if !args.quiet {
             eprintln!(

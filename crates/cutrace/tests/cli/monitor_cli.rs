@@ -20,7 +20,7 @@ use crate::util::bin;
 #[path = "../../../cutrace-inject/tests/util/mod.rs"]
 mod fake;
 
-const UUID_HEX: &str = "00112233445566778899aabbccddeeff";
+pub(crate) const UUID_HEX: &str = "00112233445566778899aabbccddeeff";
 pub(crate) const UUID: &str = "GPU-00112233-4455-6677-8899-aabbccddeeff";
 
 /// A free loopback port (bound, then let go).
@@ -1481,8 +1481,6 @@ fn a_hung_kernel_that_cupti_holds_back_is_forced_out_named_and_cleared_by_its_st
         flushes.lines().any(|l| l == "flush 1"),
         "no forced flush: {flushes}"
     );
-    // The stuck-kernel log is written within half a second.
-    std::thread::sleep(Duration::from_millis(800));
     std::fs::write(&go_on, "").unwrap();
     let t = poll(port, &|t| {
         values(t, "cutrace_process_unfinished_kernels_total", &[]) == ["1"]
@@ -1498,6 +1496,46 @@ fn a_hung_kernel_that_cupti_holds_back_is_forced_out_named_and_cleared_by_its_st
     );
     assert_eq!(kernels_seen(&t), 2, "{t}");
     let o = m.finish();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("stuck kernel: host").count(), 1, "{err}");
+    assert!(
+        err.contains(
+            "has had a kernel (ncclDevKernel_AllReduce_Sum_f32_RING_LL) launched 61 s ago"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_kernel_found_stuck_in_the_last_batch_before_exit_is_still_logged() {
+    let Some(s) = setup("monitor-stuck-at-exit") else {
+        return;
+    };
+    // The program's last batch holds a launch pending for 61 s (its kernel unfinished), and the
+    // program ends right after: the monitor exits before its stuck watcher's next turn.
+    let sc = s.write(
+        "script",
+        &format!(
+            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 0\nflush\n\
+             api 2 1000 1100\nkernel 0 7 0 0 2 1\nnow 61000001100\nflush\n"
+        ),
+    );
+    let go = s.write("go", "");
+    let o = s
+        .cutrace(
+            &[
+                "monitor",
+                "-q",
+                "--listen",
+                "127.0.0.1:0",
+                "--stuck-after",
+                "2",
+            ],
+            &go,
+        )
+        .args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
     let err = String::from_utf8_lossy(&o.stderr);
     assert_eq!(err.matches("stuck kernel: host").count(), 1, "{err}");
     assert!(

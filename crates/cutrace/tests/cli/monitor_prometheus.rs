@@ -2,7 +2,8 @@
 //! records, as in `monitor_cli.rs`), and the last values its HTTP API holds for the GPU's and the
 //! process's busy time equal `cutrace report` of a recording of the same records, to within
 //! 1 ns (Prometheus keeps float64 seconds); and the same for `cutrace agent` with three
-//! processes on one GPU, whose union is not the sum of theirs. Ignored by default: `.ci/run` installs Debian's
+//! processes on one GPU, whose union is not the sum of theirs; and a `rate()` of two processes
+//! whose records come at real time follows each one's scripted duty. Ignored by default: `.ci/run` installs Debian's
 //! `prometheus` package and runs it with `--ignored`, or says SKIPPED when it cannot.
 
 use std::io::{Read, Write};
@@ -13,7 +14,9 @@ use std::time::{Duration, Instant};
 
 use cutrace_testkit::Run;
 
-use super::monitor_cli::{free_port, kernels_seen, metrics, poll, script, setup, Running, UUID};
+use super::monitor_cli::{
+    free_port, kernels_seen, metrics, poll, script, setup, Running, UUID, UUID_HEX,
+};
 
 /// A Prometheus server of our own, killed when dropped.
 struct Prometheus(Child);
@@ -250,4 +253,99 @@ fn a_real_prometheus_scrapes_an_agent_of_three_processes_on_one_gpu() {
         .args(["-TERM", &child.id().to_string()])
         .run_ok();
     assert_eq!(child.wait_with_output().unwrap().status.code(), Some(0));
+}
+
+/// Each series' value of an instant query, as numbers, in the order of their `pid` labels.
+fn query_values(port: u16, promql: &str) -> Vec<f64> {
+    let v = query_json(port, promql).unwrap_or_default();
+    let mut r: Vec<(String, f64)> = v["data"]["result"]
+        .as_array()
+        .map(|r| {
+            r.iter()
+                .filter_map(|s| {
+                    let pid = s["metric"]["pid"].as_str().unwrap_or("").to_string();
+                    Some((pid, s["value"][1].as_str()?.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    r.sort_by(|a, b| a.0.cmp(&b.0));
+    r.into_iter().map(|(_, v)| v).collect()
+}
+
+/// A script whose groups come at real time (the fake libcupti's `after`), one every 100 ms:
+/// group k, after k × 100 ms, holds one kernel busy from `from_ms` to `to_ms` of its own 100 ms
+/// of GPU time, so the process's busy grows by (to − from)/100 of wall-clock time.
+fn paced_script(groups: u64, from_ms: u64, to_ms: u64) -> String {
+    let mut s = format!("device 0 {UUID_HEX}\n");
+    for k in 0..groups {
+        let base = 1_000_000_000 + k * 100_000_000;
+        let (start, end) = (base + from_ms * 1_000_000, base + to_ms * 1_000_000);
+        let corr = k + 1;
+        s += &format!(
+            "after {}\napi {corr} {} {}\nkernel 0 7 {start} {end} {corr} 0\nflush\n",
+            k * 100,
+            start - 2_000,
+            start - 1_000
+        );
+    }
+    s
+}
+
+#[test]
+#[ignore = "needs Prometheus: .ci/run installs Debian's package and runs it"]
+fn a_prometheus_rate_of_busy_follows_each_processs_scripted_duty() {
+    let Some(s) = setup("monitor-rate") else {
+        panic!("the C stand-ins or the injection library are missing (see above)");
+    };
+    // Two processes on one GPU for up to 40 s: one busy 25 % of the time ([0, 25) ms of every
+    // 100), the other 50 % ([10, 60) ms): their union is busy 60 %, not 75 %.
+    let a = s.write("script-a", &paced_script(400, 0, 25));
+    let b = s.write("script-b", &paced_script(400, 10, 60));
+    let port = free_port();
+    let prom_port = free_port();
+    let _prom = start_prometheus(&s.dir, port, prom_port);
+    let wait = s.dir.join("monitor-go");
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = s.cutrace(&["monitor", "-q", "--listen", &listen], &wait);
+    let both = format!(
+        "FAKE_CUPTI_SCRIPT={} host - local iw & FAKE_CUPTI_SCRIPT={} host - local iw & wait",
+        a.display(),
+        b.display()
+    );
+    c.args(["--", "/bin/sh", "-c", &both]);
+    let m = Running::start(c, &wait);
+    // Prometheus must have scraped the series for the whole window (a series that starts
+    // inside it has its rate extrapolated over the part it was not there): wait until it held
+    // the GPU's series 6 s ago (at most 30 s).
+    let gpu_q = format!("cutrace_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}");
+    let start = Instant::now();
+    while query_values(prom_port, &format!("{gpu_q} offset 7s")).is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "Prometheus never held the GPU's series for 7 s; /metrics:\n{}",
+            metrics(port).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let procs = query_values(
+        prom_port,
+        &format!("rate(cutrace_process_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}[6s])"),
+    );
+    let gpu = query_values(prom_port, &format!("rate({gpu_q}[6s])"));
+    let last = metrics(port).unwrap_or_default();
+    let mut shares = procs.clone();
+    shares.sort_by(f64::total_cmp);
+    assert_eq!(shares.len(), 2, "{procs:?}; /metrics:\n{last}");
+    for (got, want) in shares.iter().zip([0.25, 0.5]) {
+        assert!(
+            (got - want).abs() <= 0.05,
+            "a process's busy rate is {got}, its script {want}: {procs:?}; /metrics:\n{last}"
+        );
+    }
+    assert!(
+        gpu.len() == 1 && (gpu[0] - 0.6).abs() <= 0.05,
+        "the GPU's busy rate is {gpu:?}, the scripts' union 0.6 (their sum 0.75)"
+    );
+    assert_eq!(m.finish().status.code(), Some(0));
 }
