@@ -567,6 +567,113 @@ fn hostile_senders_leave_the_monitor_alive_and_bounded() {
     assert!(!sock.exists() && !sock.parent().unwrap().exists());
 }
 
+/// The release binary `.ci/run` builds before the tests (a debug build folds runs about ten
+/// times slower than the monitor does in use).
+fn release_bin() -> Option<PathBuf> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/cutrace");
+    p.is_file().then_some(p)
+}
+
+#[test]
+fn a_gigabyte_flood_leaves_the_monitor_alive_exact_and_bounded() {
+    use cutrace_monitor::wire::{Batch, DeviceBatch, Hello, Message, StreamRuns, HEADER_LEN};
+    let Some(release) = release_bin() else {
+        loud!("SKIPPED a_gigabyte_flood_leaves_the_monitor_alive_exact_and_bounded: no target/release/cutrace (`cargo build --release -p cutrace` first)");
+        return;
+    };
+    let dir = cutrace_testkit::Dir::new("monitor-flood");
+    let wait = dir.join("go");
+    let said = dir.join("socket-path");
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let script = format!(
+        "echo \"${}\" > {}; while [ ! -e {} ]; do sleep 0.02; done",
+        var::MONITOR_SOCKET,
+        said.display(),
+        wait.display()
+    );
+    let mut c = Command::new(&release);
+    c.args([
+        "monitor", "-q", "--listen", &listen, "--", "/bin/sh", "-c", &script,
+    ])
+    .env(var::INJECT_LIB, inject_or_stand_in(&dir));
+    let m = Running::start(c, &wait);
+    poll(port, &|_| {
+        said.exists() && std::fs::read(&said).is_ok_and(|b| b.ends_with(b"\n"))
+    });
+    let sock = PathBuf::from(std::fs::read_to_string(&said).unwrap().trim());
+    let monitor_pid = m.child.as_ref().unwrap().id();
+    let before = peak_kb(monitor_pid);
+    // 64,000 batches of 1,000 runs of 50 ns each, every run new: 1.03 GB of frames. One frame
+    // is encoded and its sequence number and runs rewritten in place for each batch.
+    const BATCHES: u64 = 64_000;
+    const RUNS: u64 = 1_000;
+    let me = Message::Hello(Hello {
+        pid: std::process::id(),
+        host: "h".into(),
+        command: "flood".into(),
+        ..Hello::default()
+    });
+    let mut frame = frame(&Message::Batch(Batch {
+        seq: 1,
+        devices: vec![DeviceBatch {
+            device: 0,
+            uuid: Some(UUID.into()),
+            kernels: RUNS,
+            streams: vec![StreamRuns {
+                stream: 1,
+                runs: vec![(0, 0); RUNS as usize],
+            }],
+            ..DeviceBatch::default()
+        }],
+        ..Batch::default()
+    }));
+    // The stream's runs end the frame (one GPU, one stream).
+    let runs_at = frame.len() - 16 * RUNS as usize;
+    let mut c = std::os::unix::net::UnixStream::connect(&sock).unwrap();
+    c.write_all(&self::frame(&me)).unwrap();
+    let mut sent = 0u64;
+    for seq in 1..=BATCHES {
+        frame[HEADER_LEN..HEADER_LEN + 8].copy_from_slice(&seq.to_le_bytes());
+        let base = 1_000_000_000 + seq * 1_000_000;
+        for i in 0..RUNS {
+            let at = runs_at + 16 * i as usize;
+            let start = base + i * 100;
+            frame[at..at + 8].copy_from_slice(&start.to_le_bytes());
+            frame[at + 8..at + 16].copy_from_slice(&(start + 50).to_le_bytes());
+        }
+        c.write_all(&frame).unwrap();
+        sent += frame.len() as u64;
+    }
+    drop(c);
+    assert!(sent > 1_000_000_000, "{sent} bytes");
+    let start = Instant::now();
+    let t = loop {
+        let t = metrics(port).unwrap_or_default();
+        if kernels_seen(&t) == BATCHES * RUNS || start.elapsed() > Duration::from_secs(120) {
+            break t;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(kernels_seen(&t), BATCHES * RUNS, "{t}");
+    // Exact: the runs arrive in time order, so retiring the oldest past 65,536 open runs loses
+    // nothing.
+    let busy = values(&t, "cutrace_gpu_busy_seconds_total", &[UUID]);
+    assert_eq!(
+        busy.iter().map(|v| ns(v)).collect::<Vec<_>>(),
+        [BATCHES * RUNS * 50]
+    );
+    let grew = peak_kb(monitor_pid).saturating_sub(before);
+    assert!(grew < 64 * 1024, "the monitor grew by {grew} kB");
+    let o = m.finish();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 #[test]
 fn sigterm_reaches_the_program_and_the_socket_goes_with_the_monitor() {
     let dir = cutrace_testkit::Dir::new("monitor-sigterm");
