@@ -340,12 +340,56 @@ fn wait_unreaped(pid: u32) {
 }
 
 /// The exit status a shell would give: the code, or 128 + the signal.
-fn exit_code(status: std::process::ExitStatus) -> i32 {
-    use std::os::unix::process::ExitStatusExt;
-    status
-        .code()
-        .or_else(|| status.signal().map(|s| 128 + s))
-        .unwrap_or(125)
+fn exit_code(status: nix::sys::wait::WaitStatus) -> i32 {
+    use nix::sys::wait::WaitStatus;
+    match status {
+        WaitStatus::Exited(_, code) => code,
+        WaitStatus::Signaled(_, sig, _) => 128 + sig as i32,
+        _ => 125,
+    }
+}
+
+/// Starts the program, with `env`'s changes to this environment, through posix_spawn(3) with
+/// an empty signal mask: this thread blocks the signals it passes on (they come through a
+/// signalfd), a mask survives exec, and std's spawn keeps it, so the program would never see
+/// a Ctrl-C or a TERM. No code of ours runs between fork and exec.
+fn spawn_program(
+    prog: &std::ffi::OsStr,
+    rest: &[OsString],
+    env: &[(String, OsString)],
+) -> std::io::Result<nix::unistd::Pid> {
+    use nix::spawn::{posix_spawnp, PosixSpawnAttr, PosixSpawnFileActions, PosixSpawnFlags};
+    use std::ffi::CString;
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    let errno = |e: nix::errno::Errno| std::io::Error::from_raw_os_error(e as i32);
+    let c = |s: &std::ffi::OsStr| {
+        CString::new(s.as_bytes())
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))
+    };
+    let cleared = cleared_vars(env);
+    let kept = std::env::vars_os().filter(|(k, _)| {
+        !cleared.iter().any(|c| k == c) && !env.iter().any(|(n, _)| k == n.as_str())
+    });
+    let vars = kept
+        .chain(env.iter().map(|(k, v)| (k.into(), v.clone())))
+        .filter_map(|(k, v)| {
+            let mut kv = k.into_vec();
+            kv.push(b'=');
+            kv.extend_from_slice(v.as_bytes());
+            CString::new(kv).ok()
+        })
+        .collect::<Vec<_>>();
+    let argv = std::iter::once(prog)
+        .chain(rest.iter().map(OsString::as_os_str))
+        .map(c)
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let mut attr = PosixSpawnAttr::init().map_err(errno)?;
+    attr.set_sigmask(&nix::sys::signal::SigSet::empty())
+        .map_err(errno)?;
+    attr.set_flags(PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK)
+        .map_err(errno)?;
+    let actions = PosixSpawnFileActions::init().map_err(errno)?;
+    posix_spawnp(&c(prog)?, &actions, &attr, &argv, &vars).map_err(errno)
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
@@ -395,16 +439,8 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         args.duty,
         args.stuck_after,
     );
-    let mut command = std::process::Command::new(prog);
-    for var in cleared_vars(&env) {
-        command.env_remove(var);
-    }
-    let spawned = command
-        .args(rest)
-        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_os_str())))
-        .spawn();
-    let mut child = match spawned {
-        Ok(c) => c,
+    let child = match spawn_program(prog, rest, &env) {
+        Ok(pid) => pid,
         Err(e) => {
             eprintln!("cutrace: cannot run {}: {e}", Path::new(prog).display());
             return Ok(if e.kind() == std::io::ErrorKind::NotFound {
@@ -415,19 +451,24 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         }
     };
     let (running, stop) = (
-        Arc::new(Mutex::new(child.id())),
+        Arc::new(Mutex::new(child.as_raw() as u32)),
         Arc::new(AtomicBool::new(false)),
     );
     if let Some(set) = signals {
         pass_signals_on(set, running.clone(), stop.clone());
     }
-    wait_unreaped(child.id());
+    wait_unreaped(child.as_raw() as u32);
     // No more signals to it: once reaped, its pid may be another process's. Reaped with the
     // lock held, so a signal being passed on finishes first.
     let status = {
         let mut pid = running.lock().unwrap_or_else(|e| e.into_inner());
         *pid = 0;
-        child.wait().context("waiting for the program")?
+        loop {
+            match nix::sys::wait::waitpid(child, None) {
+                Err(nix::errno::Errno::EINTR) => {}
+                r => break r.context("waiting for the program")?,
+            }
+        }
     };
     drain(&state);
     // A kernel found stuck in the program's last batches, which the watcher (every 500 ms) may

@@ -675,6 +675,38 @@ fn a_gigabyte_flood_leaves_the_monitor_alive_exact_and_bounded() {
 }
 
 #[test]
+fn the_program_starts_with_no_signal_blocked_so_a_term_ends_it() {
+    let dir = cutrace_testkit::Dir::new("monitor-sigmask");
+    // The monitor blocks the signals it passes on; its program must not inherit that mask.
+    let o = bin()
+        .args(["monitor", "-q", "--listen", "127.0.0.1:0", "--"])
+        .args(["grep", "^SigBlk", "/proc/self/status"])
+        .env(var::INJECT_LIB, inject_or_stand_in(&dir))
+        .run_ok();
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        "SigBlk:\t0000000000000000"
+    );
+    // A program that is no shell (a shell clears its own mask when it starts): a TERM sent to
+    // the monitor reaches `sleep`, which ends by it, and the monitor says so as a shell would.
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut c = bin();
+    c.args(["monitor", "-q", "--listen", &listen, "--", "sleep", "60"])
+        .env(var::INJECT_LIB, inject_or_stand_in(&dir));
+    let mut m = Running::start(c, &dir.join("unused"));
+    poll(port, &|t| t.contains("cutrace_monitor_processes"));
+    let child = m.child.take().unwrap();
+    let started = Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .run_ok();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(128 + 15), "{o:?}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
 fn sigterm_reaches_the_program_and_the_socket_goes_with_the_monitor() {
     let dir = cutrace_testkit::Dir::new("monitor-sigterm");
     let said = dir.join("socket-path");
