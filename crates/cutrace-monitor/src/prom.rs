@@ -211,6 +211,32 @@ fn render_process_gpus(f: &mut Family<'_>, s: &State) {
             }
         }
     }
+    let name = "cutrace_process_stream_busy_seconds_total";
+    f.head(
+        name,
+        "counter",
+        "Time a kernel of this stream of the process ran (a stream runs its kernels one after \
+         another). A process's first 8 streams on a GPU have a series each (stream = CUDA's \
+         stream id); stream=\"other\" sums the kernel time of the rest.",
+    );
+    for p in s.processes.values() {
+        let base = process_labels(p);
+        for (uuid, g) in &p.gpus {
+            let i = g.index.to_string();
+            for (stream, b) in &g.streams {
+                let id = stream.to_string();
+                let l = with(&base, &[("gpu_uuid", uuid), ("gpu", &i), ("stream", &id)]);
+                f.sample(name, &l, &seconds(b.busy_ns));
+            }
+            if g.other_streams_ns > 0 {
+                let l = with(
+                    &base,
+                    &[("gpu_uuid", uuid), ("gpu", &i), ("stream", "other")],
+                );
+                f.sample(name, &l, &seconds(g.other_streams_ns));
+            }
+        }
+    }
     let name = "cutrace_process_launch_latency_seconds";
     f.head(
         name,

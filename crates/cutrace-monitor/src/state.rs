@@ -19,6 +19,9 @@ pub const MAX_PROCESSES: usize = 4096;
 pub const MAX_GPUS: usize = 256;
 /// Most (process, GPU) pairs kept: each is one series per per-process metric family.
 pub const MAX_PROCESS_GPUS: usize = 16_384;
+/// Streams of one process on one GPU that get a series of their own; the rest share one,
+/// `stream="other"`.
+pub const MAX_STREAMS_PER_GPU: usize = 8;
 /// Open runs kept over every union together (about 48 bytes each): past it, the unions a batch
 /// touches are cut to their share ([`WatermarkUnion::shrink_to`]) and what arrives below their
 /// new watermarks is late.
@@ -64,9 +67,47 @@ pub struct ProcessGpu {
     pub copies: u64,
     pub copy_bytes: u64,
     pub latency: Latency,
+    /// Kernel time per stream, for the first [`MAX_STREAMS_PER_GPU`] streams seen.
+    pub streams: BTreeMap<u32, StreamBusy>,
+    /// The kernel time of the streams past those, summed over them.
+    pub other_streams_ns: Ns,
+}
+
+/// One stream's kernel time. A stream runs its kernels one after another, and its merged runs
+/// come in time order (a context's records are handed over in order), so each run adds what
+/// lies past the latest end seen: their union, without keeping the runs.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct StreamBusy {
+    pub busy_ns: Ns,
+    pub last_end: Ns,
+}
+
+impl StreamBusy {
+    pub fn add(&mut self, start: Ns, end: Ns) {
+        let from = start.max(self.last_end);
+        self.busy_ns = self.busy_ns.saturating_add(end.saturating_sub(from));
+        self.last_end = self.last_end.max(end);
+    }
 }
 
 impl ProcessGpu {
+    /// Adds a stream's run to its own figure, or to the other streams' once
+    /// [`MAX_STREAMS_PER_GPU`] streams have one.
+    fn add_stream_run(&mut self, stream: u32, start: Ns, end: Ns) {
+        let n = self.streams.len();
+        match self.streams.get_mut(&stream) {
+            Some(b) => b.add(start, end),
+            None if n < MAX_STREAMS_PER_GPU => {
+                self.streams.entry(stream).or_default().add(start, end);
+            }
+            None => {
+                self.other_streams_ns = self
+                    .other_streams_ns
+                    .saturating_add(end.saturating_sub(start));
+            }
+        }
+    }
+
     /// Communication time during which no other kernel of the process ran on the GPU:
     /// union(all) − union(compute), which is union(comm) − union(comm) ∩ union(compute).
     pub fn exposed_comm_ns(&self) -> Ns {
@@ -313,6 +354,7 @@ impl State {
                             busy: g.busy.frozen(),
                             comm: g.comm.frozen(),
                             compute: g.compute.frozen(),
+                            streams: g.streams.clone(),
                             ..*g
                         };
                         (k.clone(), g)
@@ -604,6 +646,7 @@ impl State {
                 for &(start, end) in s.runs.iter().filter(plausible) {
                     mine.busy.add(start, end);
                     gpu.busy.add(start, end);
+                    mine.add_stream_run(s.stream, start, end);
                 }
                 implausible += s.runs.iter().filter(|r| !plausible(r)).count() as u64;
             }
@@ -708,6 +751,61 @@ mod tests {
             }],
             ..Batch::default()
         })
+    }
+
+    #[test]
+    fn each_stream_keeps_its_kernel_time_and_streams_past_eight_share_one() {
+        let mut s = State::default();
+        let mut c = None;
+        s.apply(10, &mut c, hello(10)).unwrap();
+        let streams = (0..10u32)
+            .map(|k| StreamRuns {
+                stream: 100 + k,
+                runs: vec![(
+                    1_000 * u64::from(k),
+                    1_000 * u64::from(k) + 10 + u64::from(k),
+                )],
+            })
+            .collect();
+        let b = |seq, streams| {
+            Message::Batch(Batch {
+                seq,
+                devices: vec![DeviceBatch {
+                    device: 0,
+                    uuid: Some("GPU-a".into()),
+                    streams,
+                    ..DeviceBatch::default()
+                }],
+                ..Batch::default()
+            })
+        };
+        s.apply(10, &mut c, b(1, streams)).unwrap();
+        // Stream 100 again, in a later batch: a run that touches the last and one that overlaps
+        // it add only what is new.
+        let again = vec![StreamRuns {
+            stream: 100,
+            runs: vec![(10, 20), (15, 40)],
+        }];
+        s.apply(10, &mut c, b(2, again)).unwrap();
+        let g = &s.processes[&10].gpus["GPU-a"];
+        assert_eq!(g.streams.len(), MAX_STREAMS_PER_GPU);
+        assert_eq!(g.streams[&100].busy_ns, 10 + 30);
+        assert_eq!(g.streams[&107].busy_ns, 17);
+        // Streams 108 and 109, past the first eight: 18 + 19 ns together.
+        assert_eq!(g.other_streams_ns, 37);
+        let total: Ns = g.streams.values().map(|b| b.busy_ns).sum::<Ns>() + g.other_streams_ns;
+        assert_eq!(total, g.busy.total_ns());
+        let text = crate::prom::render(&s, "h");
+        let value = |stream: &str| {
+            let want = format!("stream=\"{stream}\"");
+            text.lines()
+                .find(|l| !l.starts_with('#') && l.contains(&want))
+                .and_then(|l| l.rsplit_once(' '))
+                .map(|(_, v)| v.to_string())
+        };
+        assert_eq!(value("100").as_deref(), Some("0.000000040"), "{text}");
+        assert_eq!(value("other").as_deref(), Some("0.000000037"), "{text}");
+        assert_eq!(value("108"), None, "{text}");
     }
 
     #[test]

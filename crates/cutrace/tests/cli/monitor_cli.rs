@@ -284,6 +284,24 @@ fn metrics_equal_the_report_of_a_recording_of_the_same_records() {
     assert_eq!(proc.len(), 1, "{t}");
     assert_eq!(ns(&gpu[0]), want, "{t}");
     assert_eq!(ns(&proc[0]), want, "{t}");
+    // Each stream's busy, as the report gives it per stream.
+    let o = bin()
+        .args(["report", "--format", "json"])
+        .arg(&trace)
+        .run_ok();
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let streams = r["devices"][0]["streams"].as_array().unwrap();
+    assert_eq!(streams.len(), 2, "{r}");
+    for st in streams {
+        let label = format!("stream=\"{}\"", st["stream"]);
+        let v = values(
+            &t,
+            "cutrace_process_stream_busy_seconds_total",
+            &[UUID, &label],
+        );
+        assert_eq!(v.len(), 1, "{label}: {t}");
+        assert_eq!(Some(ns(&v[0])), st["busy_ns"].as_u64(), "{label}: {t}");
+    }
     let one = |name: &str| {
         let v = values(&t, name, &[UUID]);
         assert_eq!(v.len(), 1, "{name}: {t}");
