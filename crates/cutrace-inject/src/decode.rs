@@ -60,6 +60,13 @@ impl Decoder {
         id
     }
 
+    /// Has the next records with name pointer `ptr` take `name` (read earlier, when the
+    /// pointer was known to be valid), not what the pointer holds now.
+    pub(crate) fn name_as<W: Write>(&mut self, w: &mut Writer<W>, ptr: usize, name: &str) {
+        let id = w.intern(name);
+        self.names.insert(ptr, id);
+    }
+
     /// Adds one decoded record to the writer.
     pub fn add<W: Write>(&mut self, w: &mut Writer<W>, a: &Activity, api_name: ApiNamer<'_>) {
         self.records += 1;

@@ -68,8 +68,11 @@ pub(crate) struct Monitor {
     /// Stopped listening to the monitor (it sent something unreadable).
     deaf: bool,
     /// The flight recorder: the last [`RING_RECORDS`] records (kernels, launch calls, copies),
-    /// written out by `cutrace capture --last`.
-    ring: std::collections::VecDeque<Activity>,
+    /// written out by `cutrace capture --last`; a kernel with its name, read when its record
+    /// came (CUPTI's name pointer is valid then, not once its module is unloaded).
+    ring: std::collections::VecDeque<(Activity, Option<std::sync::Arc<str>>)>,
+    /// The kernel names read for the ring, by CUPTI's pointer (at most [`RING_NAMES`]).
+    ring_names: HashMap<usize, std::sync::Arc<str>>,
     /// When a buffer with records last came, and when a forced flush was last asked for.
     last_records: Instant,
     last_forced: Instant,
@@ -78,6 +81,9 @@ pub(crate) struct Monitor {
 /// Records the flight recorder keeps (a few MB; at 100,000 kernels a second, the last second or
 /// so, and minutes of a program that launches little).
 pub const RING_RECORDS: usize = 65_536;
+/// Distinct kernel names the ring's name cache holds before it starts again (names already in
+/// the ring stay with their records).
+const RING_NAMES: usize = 4_096;
 
 /// Most bytes of unread requests kept from the monitor.
 const MAX_INBOX: usize = 64 << 10;
@@ -292,6 +298,7 @@ impl Monitor {
             last_capture: None,
             deaf: false,
             ring: std::collections::VecDeque::new(),
+            ring_names: HashMap::new(),
             last_records: now,
             last_forced: now,
         };
@@ -390,7 +397,11 @@ impl Monitor {
             if self.ring.len() >= RING_RECORDS {
                 self.ring.pop_front();
             }
-            self.ring.push_back(a.clone());
+            let name = match a {
+                Activity::Kernel(k) => Some(self.ring_name(k.name_ptr)),
+                _ => None,
+            };
+            self.ring.push_back((a.clone(), name));
         }
         match a {
             // A forced flush hands over a kernel still running with start = end = 0 (seen on
@@ -494,9 +505,25 @@ impl Monitor {
         self.deaf = true;
     }
 
-    /// The flight recorder's records, oldest first.
-    pub(crate) fn ring(&self) -> impl Iterator<Item = &Activity> {
+    /// The flight recorder's records, oldest first, each kernel with its name.
+    pub(crate) fn ring(&self) -> impl Iterator<Item = &(Activity, Option<std::sync::Arc<str>>)> {
         self.ring.iter()
+    }
+
+    /// A kernel's name for the ring, read now, while its record is being handed over.
+    fn ring_name(&mut self, ptr: usize) -> std::sync::Arc<str> {
+        if let Some(n) = self.ring_names.get(&ptr) {
+            return n.clone();
+        }
+        if self.ring_names.len() >= RING_NAMES {
+            self.ring_names.clear();
+        }
+        // SAFETY: called from the buffer-completed path for a record CUPTI just handed over,
+        // whose name CUPTI keeps alive while its module is loaded (or ptr is 0).
+        let name: std::sync::Arc<str> =
+            unsafe { activity::cstr_at(ptr) }.unwrap_or_default().into();
+        self.ring_names.insert(ptr, name.clone());
+        name
     }
 
     /// A capture asked for: where, for how long, and the devices seen so far for its header.

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use cutrace_cupti::activity::{self, kind, MAX_RECORD_PREFIX};
+use cutrace_cupti::activity::{self, kind, Activity, MAX_RECORD_PREFIX};
 use cutrace_cupti::api::{CB_DOMAIN_DRIVER_API, CB_DOMAIN_RUNTIME_API};
 use cutrace_trace::native::{self, ClockRef, Header, Meta, Tail, Writer};
 
@@ -382,7 +382,11 @@ fn capture_step(
                 };
                 g.cupti.callback_name(domain, cbid)
             };
-            for a in m.ring() {
+            for (a, name) in m.ring() {
+                if let (Activity::Kernel(k), Some(name)) = (a, name) {
+                    // The name read when the record came, not through its pointer now.
+                    d.name_as(&mut o.w, k.name_ptr, name);
+                }
                 d.add(&mut o.w, a, &namer);
             }
             let _ = o.w.flush();

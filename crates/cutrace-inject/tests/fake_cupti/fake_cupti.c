@@ -31,7 +31,8 @@
  * then by the next flush with every other such group due (groups paced at real time, so a rate
  * over wall-clock time has a known value).
  * Record lines: `device ID UUIDHEX32`, `kernel DEVICE STREAM START END CORR NAME` (NAME 0 =
- * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL), `api CORR START END` (a
+ * _Z4fakePf, 1 = ncclDevKernel_AllReduce_Sum_f32_RING_LL, 2 = _Z6beforev until a line
+ * `rename` makes that same memory read _Z5afterv), `api CORR START END` (a
  * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD),
  * `memory OP ADDRESS BYTES TIME CORR` (a CUpti_ActivityMemory4, MEMORY2: OP 1 allocation, 2
  * release, of device memory on device 0, stream 7, this process; 128 bytes); and
@@ -158,7 +159,10 @@ int cuptiActivityGetNumDroppedRecords(void *c, uint32_t s, size_t *d) { (void)c;
 /* The scripted records (FAKE_CUPTI_SCRIPT): the file's text and where the next group starts. */
 static char *g_script;
 static size_t g_script_at;
-static const char *g_knames[] = {"_Z4fakePf", "ncclDevKernel_AllReduce_Sum_f32_RING_LL"};
+/* NAME 2's text lives in a buffer that a `rename` line overwrites, as a module's names go
+ * when it is unloaded and its memory reused. */
+static char g_mutable_name[16] = "_Z6beforev";
+static const char *g_knames[] = {"_Z4fakePf", "ncclDevKernel_AllReduce_Sum_f32_RING_LL", g_mutable_name};
 
 static size_t record_size(uint32_t kind) {
   switch (kind) {
@@ -178,7 +182,7 @@ static size_t script_record(const char *line, uint8_t *r) {
     put32(r, 0, 10); put64(r, 16, a[2]); put64(r, 24, a[3]); put32(r, 40, (uint32_t)a[0]);
     put32(r, 44, 1); put32(r, 48, (uint32_t)a[1]); put32(r, 52, 1); put32(r, 56, 1); put32(r, 60, 1);
     put32(r, 64, 32); put32(r, 68, 1); put32(r, 72, 1); put32(r, 92, (uint32_t)a[4]);
-    put64(r, 104, (uint64_t)(uintptr_t)g_knames[a[5] ? 1 : 0]);
+    put64(r, 104, (uint64_t)(uintptr_t)g_knames[a[5] == 2 ? 2 : a[5] ? 1 : 0]);
     return 216;
   }
   if (sscanf(line, "api %llu %llu %llu", &a[0], &a[1], &a[2]) == 3) {
@@ -233,6 +237,7 @@ static int deliver_script_group(void) {
     if (!strcmp(one, "flush")) break;
     unsigned long long now;
     if (sscanf(one, "now %llu", &now) == 1) { g_now = now; continue; }
+    if (!strcmp(one, "rename")) { strcpy(g_mutable_name, "_Z5afterv"); continue; }
     if (dropping) {
       if (script_record(one, scratch)) g_dropped++;
       continue;

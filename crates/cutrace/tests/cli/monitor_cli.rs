@@ -1171,6 +1171,58 @@ fn capture_has_a_running_process_write_a_part_that_report_reads() {
     drop(agent);
 }
 
+#[test]
+fn the_flight_recorder_keeps_a_kernels_name_as_it_was_when_the_record_came() {
+    let Some(s) = setup("capture-last-names") else {
+        return;
+    };
+    // A kernel named _Z6beforev; then the memory its name pointer points to is reused
+    // (`rename`: as when its module is unloaded) before the flight recorder is written.
+    let sc = s.write(
+        "script",
+        &format!(
+            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 2\nflush\n\
+             rename\napi 2 1000 1100\nkernel 0 7 1200 1300 2 0\nflush\n"
+        ),
+    );
+    let sock_dir = s.dir.join("agent");
+    let (agent, port) = start_agent(&s, &sock_dir, &[]);
+    let env = agent_env(&s, &sock_dir);
+    let wait = s.dir.join("go");
+    let prog = Command::new(&s.host)
+        .args(["-", "local", "iw"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(var::CUPTI_LIB, &s.fake_cupti)
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_HOST_WAIT", &wait)
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    poll(port, &|t| kernels_seen(t) == 2);
+    let last = s.dir.join("last");
+    bin()
+        .args(["capture", "--last", "--pid"])
+        .arg(prog.id().to_string())
+        .arg("-o")
+        .arg(&last)
+        .arg("--socket-dir")
+        .arg(&sock_dir)
+        .run_ok();
+    let csv = s.dir.join("csv");
+    bin()
+        .arg("convert")
+        .arg(&last)
+        .arg("--csv")
+        .arg(&csv)
+        .run_ok();
+    let kernels = std::fs::read_to_string(csv.join("kernels.csv")).unwrap();
+    assert!(kernels.contains(",_Z6beforev,"), "{kernels}");
+    assert!(!kernels.contains("_Z5afterv"), "{kernels}");
+    std::fs::write(&wait, "").unwrap();
+    assert_eq!(prog.wait_with_output().unwrap().status.code(), Some(3));
+    drop(agent);
+}
+
 /// `cutrace agent env`'s lines as (name, value), the values unquoted.
 pub(crate) fn agent_env(s: &Setup, socket_dir: &Path) -> Vec<(String, String)> {
     let o = bin()
