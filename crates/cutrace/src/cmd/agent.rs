@@ -30,7 +30,8 @@ use super::monitor::{
   cutrace agent                                         serve on 127.0.0.1:9464 until stopped
   cutrace agent --listen 127.0.0.1:9500                 another address
   eval "$(cutrace agent env)"; python3 train.py         a program that reports to it
-  cutrace agent env >> $SLURM_TASK_PROLOG_FILE          the same lines for a TaskProlog
+  cutrace agent env > /etc/slurm/cutrace-env            the same lines, for a Slurm TaskProlog
+                                                        script that prints them (`cat` that file)
   sudo cutrace agent --group gpuusers --socket-dir /run/cutrace-agent
                                                         one agent for every member of gpuusers
 
@@ -52,7 +53,7 @@ pub struct Args {
     action: Option<Action>,
     /// Address for the /metrics endpoint (HOST:PORT). Non-loopback addresses expose pids and
     /// program names to whoever can reach them.
-    #[arg(long, default_value = "127.0.0.1:9464")]
+    #[arg(long, default_value = "127.0.0.1:9464", value_parser = super::monitor::parse_listen)]
     listen: SocketAddr,
     /// Seconds after a process ended before its own series leave /metrics.
     #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=604_800))]

@@ -108,7 +108,7 @@ fn parts_in(dir: &Path) -> Vec<PathBuf> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<i32> {
-    let (dir, _) = cutrace_launch::prepare_output(&args.output)?;
+    let (dir, made) = cutrace_launch::prepare_output(&args.output)?;
     let dir =
         std::fs::canonicalize(&dir).with_context(|| format!("resolving {}", dir.display()))?;
     let path = socket_path(&args);
@@ -120,7 +120,19 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             last: args.last,
         },
     };
-    let reply = ask(&path, req)?;
+    // A directory made here and left empty goes again when nothing could be captured.
+    let unmake = |dir: &Path| {
+        if made {
+            let _ = std::fs::remove_dir(dir);
+        }
+    };
+    let reply = match ask(&path, req) {
+        Ok(r) => r,
+        Err(e) => {
+            unmake(&dir);
+            return Err(e);
+        }
+    };
     if reply.told.is_empty() {
         let why = reply
             .refused
@@ -129,7 +141,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
             "cutrace: nothing captured: {why}. Fix: check `curl -s 127.0.0.1:9464/metrics | grep \
              cutrace_process_up` for the pids that report, and that they run as you"
         );
-        let _ = std::fs::remove_dir(&dir);
+        unmake(&dir);
         return Ok(1);
     }
     let pids = reply

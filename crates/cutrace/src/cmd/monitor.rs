@@ -62,7 +62,7 @@ program cannot be run, 127 when it is not found."#)]
 pub struct Args {
     /// Address for the /metrics endpoint (HOST:PORT). Non-loopback addresses expose pids and
     /// program names to whoever can reach them.
-    #[arg(long, default_value = "127.0.0.1:9464")]
+    #[arg(long, default_value = "127.0.0.1:9464", value_parser = parse_listen)]
     pub(crate) listen: SocketAddr,
     /// Seconds to keep serving /metrics after the program exited, so a scraper gets the final
     /// values.
@@ -130,9 +130,30 @@ pub(crate) fn untraced_here() -> Option<String> {
 }
 
 /// What the injection is told in monitor mode: the kinds it summarises, the socket.
+/// `--listen HOST:PORT`: an IP address and port, or `localhost:PORT` (the IPv4 loopback).
+pub(crate) fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = text.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    if let Some(port) = text.strip_prefix("localhost:") {
+        if let Ok(p) = port.parse::<u16>() {
+            return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
+        }
+    }
+    Err(format!(
+        "'{text}' is not an address to listen on: give IP:PORT, e.g. 127.0.0.1:9464 (this \
+         machine only), 0.0.0.0:9464 (every interface) or [::1]:9464"
+    ))
+}
+
 /// `--duty ON/PERIOD`.
 pub(crate) fn parse_duty(text: &str) -> Result<cutrace_settings::Duty, String> {
-    cutrace_settings::Duty::parse(text).ok_or_else(|| {
+    // Each time with its unit: a bare 2/20 would be read as milliseconds.
+    let units = text
+        .split('/')
+        .all(|t| t.trim().ends_with("ms") || t.trim().ends_with('s'));
+    let parsed = cutrace_settings::Duty::parse(text).filter(|_| units);
+    parsed.ok_or_else(|| {
         format!(
             "'{text}' is not a duty cycle: give ON/PERIOD with ON shorter than PERIOD, each in \
              ms or s (e.g. 2s/20s or 500ms/10s)"

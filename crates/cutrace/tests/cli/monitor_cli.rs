@@ -693,6 +693,51 @@ fn a_gigabyte_flood_leaves_the_monitor_alive_exact_and_bounded() {
 }
 
 #[test]
+fn listen_addresses_duty_cycles_and_unreachable_agents_are_answered_plainly() {
+    let dir = cutrace_testkit::Dir::new("monitor-args");
+    let monitor = |args: &[&str]| {
+        let mut c = bin();
+        c.arg("monitor")
+            .args(args)
+            .args(["--", "true"])
+            .env(var::INJECT_LIB, inject_or_stand_in(&dir));
+        c
+    };
+    // localhost is the IPv4 loopback; a name it cannot take says what it takes.
+    monitor(&["-q", "--listen", "localhost:0"]).run_ok();
+    // (125: cutrace's own failure, as `record` says it, never a code the program could give.)
+    let o = monitor(&["--listen", "gpu-node:9464"]).run_code(125);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("give IP:PORT, e.g. 127.0.0.1:9464"), "{err}");
+    // A duty cycle's times need their units: 2/20 would be milliseconds.
+    let o = monitor(&["--duty", "2/20"]).run_code(125);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("each in ms or s (e.g. 2s/20s"), "{err}");
+    monitor(&["-q", "--listen", "127.0.0.1:0", "--duty", "500ms/2s"]).run_ok();
+    // A capture that reaches no agent leaves no directory behind, and one that was there stays.
+    let out = dir.join("cap");
+    let o = bin()
+        .args(["capture", "--all", "-o"])
+        .arg(&out)
+        .arg("--socket")
+        .arg(dir.join("no-agent.sock"))
+        .run_code(2);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot reach a cutrace agent"),
+        "{o:?}"
+    );
+    assert!(!out.exists());
+    std::fs::create_dir(&out).unwrap();
+    bin()
+        .args(["capture", "--all", "-o"])
+        .arg(&out)
+        .arg("--socket")
+        .arg(dir.join("no-agent.sock"))
+        .run_code(2);
+    assert!(out.is_dir());
+}
+
+#[test]
 fn the_program_starts_with_no_signal_blocked_so_a_term_ends_it() {
     let dir = cutrace_testkit::Dir::new("monitor-sigmask");
     // The monitor blocks the signals it passes on; its program must not inherit that mask.
