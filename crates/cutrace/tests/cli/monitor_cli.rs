@@ -1106,11 +1106,49 @@ fn capture_has_a_running_process_write_a_part_that_report_reads() {
     // 200 flushes of 30 kernels, one each flush period (20 ms): about 4 s of records.
     let (text, total) = script(101, 200);
     let sc = s.write("script", &text);
-    let starts: std::collections::BTreeSet<u64> = text
+    // Each scripted kernel as (stream, start, end, correlation id, name).
+    let scripted: std::collections::BTreeSet<(u64, u64, u64, u64, String)> = text
         .lines()
         .filter_map(|l| l.strip_prefix("kernel "))
-        .map(|l| l.split(' ').nth(2).unwrap().parse().unwrap())
+        .map(|l| {
+            let f: Vec<u64> = l.split(' ').map(|x| x.parse().unwrap()).collect();
+            let name = if f[5] == 1 {
+                "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+            } else {
+                "_Z4fakePf"
+            };
+            (f[1], f[2], f[3], f[4], name.to_string())
+        })
         .collect();
+    // A part's kernels, each exactly as scripted and none twice; how many.
+    let exact = |part: &Path, csv: &Path| -> usize {
+        bin()
+            .args(["convert"])
+            .arg(part)
+            .arg("--csv")
+            .arg(csv)
+            .run_ok();
+        let kernels = std::fs::read_to_string(csv.join("kernels.csv")).unwrap();
+        let mut rows = kernels.lines();
+        let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+        let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+        let (st, a, b, c, nm) = (
+            col("stream"),
+            col("start_ns"),
+            col("end_ns"),
+            col("correlation_id"),
+            col("name"),
+        );
+        let mut seen = std::collections::BTreeSet::new();
+        for row in rows {
+            let f: Vec<&str> = row.split(',').collect();
+            let n = |i: usize| f[i].parse::<u64>().unwrap();
+            let k = (n(st), n(a), n(b), n(c), f[nm].to_string());
+            assert!(scripted.contains(&k), "{k:?} is no scripted kernel");
+            assert!(seen.insert(k.clone()), "{k:?} twice");
+        }
+        seen.len()
+    };
     let sock_dir = s.dir.join("agent");
     let (agent, port) = start_agent(&s, &sock_dir, &[]);
     let env = agent_env(&s, &sock_dir);
@@ -1149,24 +1187,7 @@ fn capture_has_a_running_process_write_a_part_that_report_reads() {
     .unwrap();
     let k = r["devices"][0]["kernels"].as_u64().unwrap();
     assert!(k > 0 && k < total as u64, "{k} of {total}: {r}");
-    let csv = s.dir.join("csv");
-    bin()
-        .args(["convert"])
-        .arg(&cap)
-        .arg("--csv")
-        .arg(&csv)
-        .run_ok();
-    let kernels = std::fs::read_to_string(csv.join("kernels.csv")).unwrap();
-    let mut rows = kernels.lines();
-    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
-    let col = head.iter().position(|h| *h == "start_ns").unwrap();
-    for row in rows {
-        let start: u64 = row.split(',').nth(col).unwrap().parse().unwrap();
-        assert!(
-            starts.contains(&start),
-            "a kernel at {start} that the script does not hold"
-        );
-    }
+    assert_eq!(exact(&cap, &s.dir.join("csv")) as u64, k);
     // The flight recorder: what it kept from before, at once; every record folded before the
     // request is there (fewer than it keeps), each as scripted.
     let seen = kernels_seen(&metrics(port).unwrap());
@@ -1199,6 +1220,7 @@ fn capture_has_a_running_process_write_a_part_that_report_reads() {
         k >= seen && k <= total as u64,
         "{k}: {seen} seen before, {total} in all"
     );
+    assert_eq!(exact(&last, &s.dir.join("csv-last")) as u64, k);
     // Another user's pid, or one that does not report: refused with the reason, exit 1.
     let o = bin()
         .args(["capture", "--pid", "1", "--seconds", "1", "-o"])
@@ -1621,6 +1643,77 @@ fn processes_outlive_a_killed_agent_and_report_to_the_next_one() {
     assert!(
         before + after + dropped <= total as u64,
         "{before} + {after} + {dropped} > {total}"
+    );
+    drop(second);
+}
+
+#[test]
+fn a_program_counts_what_it_could_not_send_while_no_agent_ran() {
+    let Some(s) = setup("agent-down-drops") else {
+        return;
+    };
+    // 30 kernels while the first agent runs; then, once it is gone (cue `down`), 8 buffers of
+    // 35,000 kernels that do not touch: 280,000 intervals, past the 262,144 a program holds for
+    // an agent; then, once the next agent runs (cue `up`), 30 more.
+    let down = s.dir.join("down");
+    let up = s.dir.join("up");
+    let (mut text, _) = script(7, 1);
+    for g in 0..8u64 {
+        text += &format!("wait {}\n", down.display());
+        for i in 0..35_000u64 {
+            let start = 100_000_000 + (g * 35_000 + i) * 1_000;
+            text += &format!("kernel 0 7 {start} {} 0 0\n", start + 500);
+        }
+        text += "flush\n";
+    }
+    let (tail, _) = script(11, 1);
+    text += &format!("wait {}\n", up.display());
+    text += tail.lines().skip(1).collect::<Vec<_>>().join("\n").as_str();
+    text += "\n";
+    let sc = s.write("script", &text);
+    let sock_dir = s.dir.join("agent");
+    let (mut first, port) = start_agent(&s, &sock_dir, &[]);
+    let env = agent_env(&s, &sock_dir);
+    let wait = s.dir.join("go");
+    let prog = Command::new(&s.host)
+        .args(["-", "local", "iw"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env(var::CUPTI_LIB, &s.fake_cupti)
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .env("FAKE_HOST_WAIT", &wait)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    poll(port, &|t| kernels_seen(t) == 30);
+    let mut c = first.child.take().unwrap();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    std::fs::write(&down, "").unwrap();
+    // The eight buffers come at one a flush period: give them time to be folded and dropped.
+    std::thread::sleep(Duration::from_secs(3));
+    let (second, port2) = start_agent(&s, &sock_dir, &[]);
+    poll(port2, &|t| values(t, "cutrace_process_up", &[]) == ["1"]);
+    std::fs::write(&up, "").unwrap();
+    std::fs::write(&wait, "").unwrap();
+    assert_eq!(prog.wait_with_output().unwrap().status.code(), Some(3));
+    let t = poll(port2, &|t| values(t, "cutrace_process_up", &[]) == ["0"]);
+    let dropped: u64 = values(
+        &t,
+        "cutrace_process_dropped_records_total",
+        &["source=\"cutrace\""],
+    )
+    .iter()
+    .map(|v| v.parse::<u64>().unwrap())
+    .sum();
+    let after = kernels_seen(&t);
+    // What it could not hold is counted, and with what the next agent got, it is every record
+    // the program had after the first agent went: none lost unsaid, none counted twice.
+    assert!(dropped >= 280_000 - 262_144, "{dropped} dropped: {t}");
+    assert_eq!(
+        after + dropped,
+        280_000 + 30,
+        "{after} seen + {dropped} dropped: {t}"
     );
     drop(second);
 }

@@ -203,10 +203,12 @@ fn a_real_prometheus_scrapes_an_agent_of_three_processes_on_one_gpu() {
         .args(["--", "/bin/sh", "-c", &format!("{} wait", all.join(" "))])
         .run_ok();
     let union = s.report_busy(&trace);
-    let sum: u64 = std::fs::read_dir(&trace)
+    let mut each: Vec<u64> = std::fs::read_dir(&trace)
         .unwrap()
         .map(|e| s.report_busy(&e.unwrap().path()))
-        .sum();
+        .collect();
+    each.sort_unstable();
+    let sum: u64 = each.iter().sum();
     assert!(union < sum);
     let sock_dir = s.dir.join("agent");
     let port = free_port();
@@ -248,6 +250,23 @@ fn a_real_prometheus_scrapes_an_agent_of_three_processes_on_one_gpu() {
         procs.is_some_and(|p| p.abs_diff(sum) <= 3),
         "Prometheus sums the processes to {procs:?} ns, the parts to {sum}"
     );
+    // Each process on its own, within 1 ns: the three scripts' parts (a recording's pids are
+    // not the agent's, so the two sets are compared in order of size).
+    let mut mine: Vec<u64> = query_values(
+        prom_port,
+        &format!("cutrace_process_gpu_busy_seconds_total{{gpu_uuid=\"{UUID}\"}}"),
+    )
+    .into_iter()
+    .map(|v| prom_ns(&format!("{v:.9}")))
+    .collect();
+    mine.sort_unstable();
+    assert_eq!(mine.len(), 3, "{mine:?}");
+    for (got, want) in mine.iter().zip(&each) {
+        assert!(
+            got.abs_diff(*want) <= 1,
+            "processes {mine:?} ns, parts {each:?} ns"
+        );
+    }
     let child = agent.child.take().unwrap();
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
