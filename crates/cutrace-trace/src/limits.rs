@@ -7,6 +7,9 @@ use std::str::FromStr;
 /// Bytes of strings a native part may hold per byte its chunks occupy in the file, beyond one
 /// string of `string-bytes` ([`Limits::string_bytes_backed_by_part`]).
 pub const STRING_BYTES_PER_STORED_BYTE: u64 = 64;
+/// [`Limits::rows_per_stored_byte`] by default; the native writer stores a chunk uncompressed
+/// rather than denser than this, so that its own parts always read.
+pub const ROWS_PER_STORED_BYTE: u64 = 2;
 
 /// The most threads any reader or job analysis uses, whatever `--threads` or
 /// `CUTRACE_IMPORT_THREADS` asks: far more than the cores of any machine cutrace runs on, and
@@ -54,7 +57,7 @@ impl Default for Limits {
         Limits {
             chunk_bytes: 64 << 20,
             chunk_rows: 4 << 20,
-            rows_per_stored_byte: 2,
+            rows_per_stored_byte: ROWS_PER_STORED_BYTE,
             string_bytes: 1 << 20,
             event_bytes: 32 << 20,
         }

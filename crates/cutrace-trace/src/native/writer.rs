@@ -8,6 +8,7 @@ use std::io::{self, Write};
 
 use super::codec::{encode_column, put_varint};
 use super::{codec_id, tag, Header, MarkerEvent, Meta, Table, Tail, FORMAT_VERSION, MAGIC};
+use crate::limits::{ROWS_PER_STORED_BYTE, STRING_BYTES_PER_STORED_BYTE};
 use crate::model::*;
 
 /// Appends records to a native trace.
@@ -297,7 +298,8 @@ impl<W: Write> Writer<W> {
                 p.extend_from_slice(s.as_bytes());
             }
             let total = strings.len();
-            self.chunk(tag::STRS, &p, true)?;
+            let count = (total - self.strings_written) as u64;
+            self.chunk(tag::STRS, &p, Some(count))?;
             self.strings_written = total;
         }
         for table in Table::ALL {
@@ -308,8 +310,9 @@ impl<W: Write> Writer<W> {
                 continue;
             }
             let flat = std::mem::take(flat);
+            let rows = (flat.len() / table.ncols()) as u64;
             let payload = encode_table(table, &flat);
-            self.chunk(tag::RECS, &payload, true)?;
+            self.chunk(tag::RECS, &payload, Some(rows))?;
         }
         self.pending_rows = 0;
         self.out.flush()
@@ -333,19 +336,32 @@ impl<W: Write> Writer<W> {
 
     fn json_chunk<T: serde::Serialize>(&mut self, tag: [u8; 4], value: &T) -> io::Result<()> {
         let body = serde_json::to_vec(value).map_err(io::Error::other)?;
-        self.chunk(tag, &body, false)
+        self.chunk(tag, &body, None)
     }
 
-    fn chunk(&mut self, tag: [u8; 4], raw: &[u8], compress: bool) -> io::Result<()> {
-        let (codec, stored) = if compress {
-            let mut enc = flate2::write::DeflateEncoder::new(
-                Vec::with_capacity(raw.len() / 4 + 64),
-                flate2::Compression::new(6),
-            );
-            enc.write_all(raw)?;
-            (codec_id::DEFLATE, enc.finish()?)
-        } else {
-            (codec_id::NONE, raw.to_vec())
+    /// Writes one chunk; one of `rows` rows (or strings) is compressed, unless deflate packs
+    /// it denser than a reader takes by default (more than [`ROWS_PER_STORED_BYTE`] rows, or
+    /// [`STRING_BYTES_PER_STORED_BYTE`] bytes, per stored byte: records as regular as a loop
+    /// of one kernel at a fixed rate do): it is then stored as it is, at least a byte a row.
+    fn chunk(&mut self, tag: [u8; 4], raw: &[u8], rows: Option<u64>) -> io::Result<()> {
+        let (codec, stored) = match rows {
+            Some(rows) => {
+                let mut enc = flate2::write::DeflateEncoder::new(
+                    Vec::with_capacity(raw.len() / 4 + 64),
+                    flate2::Compression::new(6),
+                );
+                enc.write_all(raw)?;
+                let packed = enc.finish()?;
+                let n = packed.len() as u64;
+                let too_dense = rows > n.saturating_mul(ROWS_PER_STORED_BYTE)
+                    || raw.len() as u64 > n.saturating_mul(STRING_BYTES_PER_STORED_BYTE);
+                if too_dense {
+                    (codec_id::NONE, raw.to_vec())
+                } else {
+                    (codec_id::DEFLATE, packed)
+                }
+            }
+            None => (codec_id::NONE, raw.to_vec()),
         };
         let mut h = [0u8; super::CHUNK_HEADER_LEN];
         h[0..4].copy_from_slice(&tag);

@@ -475,3 +475,52 @@ proptest! {
         let _ = read_bytes(&dir, "q.cutrace", &bytes).unwrap();
     }
 }
+
+/// Records as regular as a loop of one kernel at a fixed rate deflate to 25 rows a byte; the
+/// writer stores such a chunk as it is, so that a reader's default `rows-per-byte` (2) takes
+/// its own part whole.
+#[test]
+fn a_part_of_perfectly_regular_records_reads_whole_with_the_default_limits() {
+    let d = tmpdir("regular");
+    let header = Header {
+        cutrace_version: "test".into(),
+        pid: Some(7),
+        ..Header::default()
+    };
+    let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
+    let name = w.intern("_Z4fakePf");
+    let launch = Launch {
+        grid: [1, 1, 1],
+        block: [32, 1, 1],
+        registers_per_thread: 0,
+        static_shared_bytes: 0,
+        dynamic_shared_bytes: 0,
+        graph_id: 0,
+    };
+    for i in 0..100_000u64 {
+        w.push_kernel(
+            &Kernel {
+                device: 0,
+                context: 1,
+                stream: 7,
+                correlation_id: 0,
+                start_ns: 1_000_000 + i * 1_000,
+                end_ns: 1_000_300 + i * 1_000,
+                name,
+                launch: 0,
+            },
+            &launch,
+        );
+        if i % 25_000 == 24_999 {
+            w.flush().unwrap();
+        }
+    }
+    let bytes = w.finish(&Tail::default()).unwrap().into_inner();
+    let p = d.join("regular.cutrace");
+    std::fs::write(&p, &bytes).unwrap();
+    let t = native::read(&p, &mut |_, _| {}).unwrap();
+    assert!(t.meta.complete, "{:?}", t.meta.incomplete_reason);
+    assert_eq!(t.meta.damaged_bytes, 0);
+    assert_eq!(t.kernels.len(), 100_000);
+    assert_eq!(t.kernels[99_999].end_ns, 1_000_300 + 99_999 * 1_000);
+}
