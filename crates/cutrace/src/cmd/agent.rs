@@ -78,9 +78,13 @@ pub struct Args {
     #[arg(long, global = true, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     stuck_after: u64,
     /// Where a process with a stuck kernel writes its last records (a part, as `cutrace
-    /// capture --last`), created if missing. Only processes of the agent's own user can write.
+    /// capture --last`), created when first needed [default: $XDG_STATE_HOME/cutrace/stuck,
+    /// else ~/.local/state/cutrace/stuck]. Only processes of the agent's own user write there.
     #[arg(long, value_name = "DIR")]
     dump_stuck: Option<PathBuf>,
+    /// Write no flight recorder when a kernel is stuck (the hang is still logged).
+    #[arg(long, conflicts_with = "dump_stuck")]
+    no_dump_stuck: bool,
     /// Print nothing of cutrace's own but warnings and errors.
     #[arg(short, long)]
     quiet: bool,
@@ -176,7 +180,7 @@ fn serve(args: &Args) -> anyhow::Result<i32> {
     start_serving(&sock, listener, &state)?;
     super::monitor::watch_stuck(
         &state,
-        super::monitor::dump_dir(args.dump_stuck.as_deref())?,
+        super::monitor::dump_dir(args.dump_stuck.as_deref(), args.no_dump_stuck)?,
     );
     if !args.quiet {
         eprintln!(

@@ -84,9 +84,13 @@ pub struct Args {
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub(crate) stuck_after: u64,
     /// Where a process with a stuck kernel writes its last records (a part, as `cutrace
-    /// capture --last`), created if missing.
+    /// capture --last`), created when first needed [default: $XDG_STATE_HOME/cutrace/stuck,
+    /// else ~/.local/state/cutrace/stuck].
     #[arg(long, value_name = "DIR")]
     pub(crate) dump_stuck: Option<PathBuf>,
+    /// Write no flight recorder when a kernel is stuck (the hang is still logged).
+    #[arg(long, conflicts_with = "dump_stuck")]
+    pub(crate) no_dump_stuck: bool,
     /// Also write a trace into DIR (created if missing), as `cutrace record -o DIR` would,
     /// from the same records as the metrics.
     #[arg(long, value_name = "DIR")]
@@ -242,6 +246,14 @@ pub(crate) fn log_stuck(s: &mut State, dump: Option<&Path>) {
             k.age_ns as f64 / 1e9
         );
         if let Some(dir) = dump {
+            // The default directory is made only now (0700, checked as a trace directory).
+            if let Err(e) = cutrace_launch::prepare_output(dir) {
+                eprintln!(
+                    "{line}; its last records cannot go to {}: {e}",
+                    dir.display()
+                );
+                continue;
+            }
             let req = cutrace_monitor::wire::CaptureRequest {
                 pid: Some(k.pid),
                 capture: cutrace_monitor::wire::Capture {
@@ -259,9 +271,24 @@ pub(crate) fn log_stuck(s: &mut State, dump: Option<&Path>) {
     }
 }
 
-/// `--dump-stuck DIR`, made (0700) and absolute.
-pub(crate) fn dump_dir(dir: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
-    let Some(d) = dir else { return Ok(None) };
+/// `--dump-stuck DIR`, made (0700) and absolute; else the default under the user's state
+/// directory, made only when a kernel is first stuck; none with `--no-dump-stuck` (or no home).
+pub(crate) fn dump_dir(dir: Option<&Path>, off: bool) -> anyhow::Result<Option<PathBuf>> {
+    if off {
+        return Ok(None);
+    }
+    let Some(d) = dir else {
+        let state = std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .map(|h| h.join(".local/state"))
+            });
+        return Ok(state.map(|s| s.join("cutrace/stuck")));
+    };
     let (d, _) = cutrace_launch::prepare_output(d)?;
     Ok(Some(
         std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?,
@@ -439,7 +466,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ..State::default()
     }));
     start_serving(&sock, listener, &state)?;
-    let dump = dump_dir(args.dump_stuck.as_deref())?;
+    let dump = dump_dir(args.dump_stuck.as_deref(), args.no_dump_stuck)?;
     watch_stuck(&state, dump.clone());
     if !args.quiet {
         eprintln!(

@@ -129,6 +129,8 @@ impl Setup {
             .env(var::INJECT_LIB, &self.inject)
             .env(var::FLUSH_PERIOD_MS, "20")
             .env("FAKE_HOST_WAIT", wait)
+            // A stuck kernel's flight recorder goes to STATE/cutrace/stuck by default: here.
+            .env("XDG_STATE_HOME", self.dir.path(""))
             .env(
                 "PATH",
                 format!("{}:/usr/bin:/bin", self.host.parent().unwrap().display()),
@@ -1459,6 +1461,7 @@ fn start_agent(s: &Setup, sock_dir: &Path, args: &[&str]) -> (Running, u16) {
     let listen = format!("127.0.0.1:{port}");
     let mut c = bin();
     c.args(["agent", "-q", "--listen", &listen])
+        .env("XDG_STATE_HOME", s.dir.path(""))
         .args(args)
         .arg("--socket-dir")
         .arg(sock_dir);
@@ -1828,6 +1831,18 @@ fn a_hung_kernel_that_cupti_holds_back_is_forced_out_named_and_cleared_by_its_st
         flushes.lines().any(|l| l == "flush 1"),
         "no forced flush: {flushes}"
     );
+    // With no --dump-stuck, the flight recorder goes to the user's state directory (the
+    // watcher asks within half a second).
+    let dump = s.dir.join("cutrace/stuck");
+    let start = Instant::now();
+    while std::fs::read_dir(&dump).map_or(0, |d| d.count()) == 0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no dump in {}",
+            dump.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::fs::write(&go_on, "").unwrap();
     let t = poll(port, &|t| {
         values(t, "cutrace_process_unfinished_kernels_total", &[]) == ["1"]
@@ -1851,6 +1866,12 @@ fn a_hung_kernel_that_cupti_holds_back_is_forced_out_named_and_cleared_by_its_st
         ),
         "{err}"
     );
+    assert!(
+        err.contains(&format!("its last records go to {}", dump.display())),
+        "{err}"
+    );
+    let parts = std::fs::read_dir(&dump).unwrap().count();
+    assert_eq!(parts, 1, "{err}");
 }
 
 #[test]
