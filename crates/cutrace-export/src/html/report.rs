@@ -135,7 +135,10 @@ fn verdict(o: &mut String, r: &Report) {
 /// Data loss and the recorder's notes: always shown, at the top, red when anything was lost.
 fn data_loss(o: &mut String, r: &Report) {
     let d = &r.data_loss;
+    // Real loss (red), what the source does not say (information), and what the model leaves
+    // out (information): skipped is not lost.
     let mut lost: Vec<String> = Vec::new();
+    let mut unknown: Vec<String> = Vec::new();
     if d.drops_recorded {
         if d.dropped_by_recorder > 0 || d.dropped_by_cupti > 0 {
             lost.push(format!(
@@ -149,15 +152,20 @@ fn data_loss(o: &mut String, r: &Report) {
             .iter()
             .map(|s| format!("{} = {}", s.name, s.count))
             .collect();
-        lost.push(format!(
+        unknown.push(format!(
             "the profiler's own account (Kineto's record counts): {}",
             counts.join(", ")
         ));
     } else {
-        lost.push(
+        unknown.push(
             "this kind of trace does not record drop counts: drops are unknown, not zero".into(),
         );
     }
+    let not_modelled: Vec<String> = d
+        .skipped_events
+        .iter()
+        .map(|s| format!("{} {} events", s.count, s.category))
+        .collect();
     if !d.complete {
         lost.push(format!(
             "the trace is incomplete: {}",
@@ -170,12 +178,6 @@ fn data_loss(o: &mut String, r: &Report) {
         lost.push(format!(
             "{} damaged bytes skipped in {} regions",
             d.damaged_bytes, d.damaged_regions
-        ));
-    }
-    for s in &d.skipped_events {
-        lost.push(format!(
-            "{} {} events not modelled (skipped)",
-            s.count, s.category
         ));
     }
     if d.inverted_intervals > 0 {
@@ -203,19 +205,40 @@ fn data_loss(o: &mut String, r: &Report) {
             }
         ));
     }
-    let class = if lost.is_empty() { "ok" } else { "lost" };
+    let class = match (
+        lost.is_empty(),
+        unknown.is_empty() && not_modelled.is_empty(),
+    ) {
+        (false, _) => "lost",
+        (true, false) => "info",
+        (true, true) => "ok",
+    };
     let _ = write!(
         o,
         "<section id=\"data-loss\" class=\"box {class}\"><h2>Data loss</h2>"
     );
-    if lost.is_empty() {
-        o.push_str("<p>Nothing lost: no dropped records, the trace is complete, no damaged bytes, no skipped events, no orphan kernels.</p>");
-    } else {
+    let list = |o: &mut String, items: &[String]| {
         o.push_str("<ul>");
-        for l in &lost {
+        for l in items {
             let _ = write!(o, "<li>{}</li>", escape(l));
         }
         o.push_str("</ul>");
+    };
+    if lost.is_empty() {
+        o.push_str("<p>Nothing lost that the trace can tell: no dropped records counted, the trace is complete, no damaged bytes, no orphan kernels.</p>");
+    } else {
+        list(o, &lost);
+    }
+    if !unknown.is_empty() {
+        o.push_str("<h2>Not recorded</h2>");
+        list(o, &unknown);
+    }
+    if !not_modelled.is_empty() {
+        o.push_str(
+            "<h2>Not modelled</h2><p class=\"muted\">Read and left out of the figures, not \
+             lost: these events say nothing about GPU time.</p>",
+        );
+        list(o, &not_modelled);
     }
     let _ = write!(o, "<h2>Recorder notes ({})</h2>", r.notes.len());
     if r.notes.is_empty() {
@@ -276,7 +299,7 @@ fn devices(o: &mut String, r: &Report) {
     if let (Some(p50), Some(p99)) = (l.p50_ns, l.p99_ns) {
         let _ = write!(
             o,
-            "<p>Launch to start (the launch call's start to its kernel's start), {} kernels: \
+            "<p>Launch to start (the end of the launch call to its kernel's start), {} kernels: \
              median {} µs, p99 {} µs.</p>",
             l.kernels,
             p50 as f64 / 1000.0,

@@ -714,3 +714,41 @@ fn the_verdict_comes_first_and_says_the_summary() {
     assert!(first_box.contains(&line), "{first_box}");
     assert!(first_box.contains(&format!("idle {:.1} %", d["idle_pct"].as_f64().unwrap())));
 }
+
+/// The data-loss box of a page: its class and its text.
+fn data_loss_box(page: &str) -> (String, String) {
+    let from = page.find("<section id=\"data-loss\"").unwrap();
+    let end = from + page[from..].find("</section>").unwrap();
+    let sec = &page[from..end];
+    let class = attr(&sec[..sec.find('>').unwrap()], "class").unwrap();
+    (class, sec.to_string())
+}
+
+#[test]
+fn skipped_events_and_unknown_drops_are_information_and_only_real_loss_is_red() {
+    // A torch.profiler trace: no drop counts, and events the model skips; nothing lost.
+    let t = load("kineto/profiler_steps.json.gz");
+    assert!(!t.meta.skipped_events.is_empty());
+    let (_, page) = report_and_page(&t);
+    let (class, text) = data_loss_box(&page);
+    assert_eq!(class, "box info", "{text}");
+    assert!(text.contains("<h2>Not modelled</h2>"), "{text}");
+    assert!(text.contains("<h2>Not recorded</h2>"), "{text}");
+    assert!(
+        text.contains("Nothing lost that the trace can tell"),
+        "{text}"
+    );
+    // The same trace cut short: that is loss, in red, and the skipped events stay apart.
+    let mut t = t;
+    t.meta.complete = false;
+    t.meta.incomplete_reason = Some("cut at byte 10".into());
+    let (_, page) = report_and_page(&t);
+    let (class, text) = data_loss_box(&page);
+    assert_eq!(class, "box lost", "{text}");
+    let lost = &text[..text.find("<h2>Not recorded</h2>").unwrap()];
+    assert!(
+        lost.contains("the trace is incomplete: cut at byte 10"),
+        "{text}"
+    );
+    assert!(!lost.contains("events"), "{lost}");
+}
