@@ -591,17 +591,28 @@ fn requested_span(r: &Report) -> Option<(u64, u64)> {
     (b > a).then_some((a, b))
 }
 
-/// Why a window selects nothing of the trace, when it does not.
+/// Why a window selects nothing of the trace, or starts before it because a plain number (an
+/// absolute time) was given where an offset was likely meant.
 pub fn window_outside_trace(r: &Report) -> Option<String> {
     let w = r.window.as_ref()?;
     let (first, last) = (r.trace.first_ns?, r.trace.last_ns?);
     let to = w.to_ns.unwrap_or(u64::MAX);
-    (to <= first || w.from_ns >= last).then(|| {
-        format!(
+    if to <= first || w.from_ns >= last {
+        return Some(format!(
             "the time window lies outside the trace, which runs from {first} to {last} ns on \
              its own clock ({} long): a plain number is an absolute time on that clock, a \
              number with a unit (--from 1ms) an offset from the trace's start",
             fmt_ns(last - first)
+        ));
+    }
+    // A start given as a plain number below the trace's start (an offset with a unit never is):
+    // almost always an offset meant, such as `--from 2` for 2 s.
+    (w.from_ns > 0 && w.from_ns < first).then(|| {
+        format!(
+            "--from {} was read as {} ns on the trace's clock, before the trace starts ({first} \
+             ns), so the window starts with the trace: for an offset from the trace's start, \
+             give a unit (--from {}s, --from {}ms)",
+            w.from_ns, w.from_ns, w.from_ns, w.from_ns
         )
     })
 }

@@ -1,7 +1,8 @@
 //! Inputs people give by mistake are answered with what they are and what to give instead (exit
 //! 2, nothing written): an Nsight Systems report or its SQLite export, an Nsight Compute report,
 //! a torch.save file, a Perfetto trace, a zip; and a TensorBoard log directory is read where
-//! torch.profiler's `tensorboard_trace_handler` put the trace.
+//! torch.profiler's `tensorboard_trace_handler` put the trace; a plain `--from` number before the
+//! trace is said to be an absolute time, with the unit to add for an offset.
 
 use cutrace_testkit::Dir;
 
@@ -88,4 +89,26 @@ fn a_tensorboard_log_directory_is_read_at_its_latest_profile_run() {
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(out.contains("records: 10 kernels"), "{out}");
     }
+}
+
+#[test]
+fn a_plain_number_before_the_trace_is_said_to_be_absolute_with_the_unit_to_add() {
+    let ex = "examples/two_streams.json.gz";
+    let o = crate::util::cutrace(&["report", "--from", "2", ex]);
+    assert_eq!(o.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("WARNING: --from 2 was read as 2 ns on the trace's clock, before the trace")
+            && text.contains("give a unit (--from 2s, --from 2ms)"),
+        "{text}"
+    );
+    let o = crate::util::cutrace(&["report", "--from", "2", "--format", "json", ex]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("cutrace: warning: --from 2 was read as 2 ns"),
+        "{err}"
+    );
+    // An offset with its unit is taken as meant, without a word.
+    let o = crate::util::cutrace(&["report", "--from", "1ms", ex]);
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("WARNING"));
 }
