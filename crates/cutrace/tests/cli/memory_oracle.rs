@@ -156,3 +156,85 @@ fn the_h200_memory_peaks_read_as_torch_and_the_driver_saw_them() {
         .unwrap();
     assert_eq!(peak - reserved - (128 << 20), 493_597);
 }
+
+/// The H100 recording (tests/fixtures/memory_h100/README.md): the driver allocations that are
+/// torch's own segments (by address and size, from torch's memory snapshot in the same process)
+/// peak at exactly torch.cuda.max_memory_reserved(); the others make up the rest of the driver
+/// peak.
+#[test]
+fn the_driver_allocations_at_torchs_segments_peak_at_its_max_memory_reserved() {
+    let dir = repo().join("tests/fixtures/memory_h100");
+    let torch: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("torch_record.json")).unwrap())
+            .unwrap();
+    let segments: std::collections::BTreeSet<(u64, u64)> = torch["segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["address"].as_u64().unwrap(), s["bytes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(segments.len(), 14);
+    let d = cutrace_testkit::Dir::new("memory-h100");
+    let csv = d.path("csv");
+    crate::util::bin()
+        .arg("convert")
+        .arg(dir.join("record_memory.cutrace"))
+        .arg("--csv")
+        .arg(&csv)
+        .run_ok();
+    let table = std::fs::read_to_string(csv.join("memory.csv")).unwrap();
+    let mut rows = table.lines();
+    let head: Vec<&str> = rows.next().unwrap().split(',').collect();
+    let col = |n: &str| head.iter().position(|h| *h == n).unwrap();
+    let (ts, level, place, op, addr, bytes) = (
+        col("ts_ns"),
+        col("level"),
+        col("place"),
+        col("op"),
+        col("address"),
+        col("bytes"),
+    );
+    let mut events: Vec<(u64, bool, u64)> = Vec::new();
+    let mut found = std::collections::BTreeSet::new();
+    for row in rows {
+        let f: Vec<&str> = row.split(',').collect();
+        if f[level] != "driver" || f[place] != "gpu" {
+            continue;
+        }
+        assert_eq!(f[op], "alloc", "this loop frees nothing: {row}");
+        let key = (f[addr].parse().unwrap(), f[bytes].parse().unwrap());
+        let torchs = segments.contains(&key);
+        if torchs {
+            found.insert(key);
+        }
+        events.push((f[ts].parse().unwrap(), torchs, key.1));
+    }
+    events.sort_unstable();
+    let (mut torch_live, mut other_live) = (0u64, 0u64);
+    for (_, torchs, b) in &events {
+        if *torchs {
+            torch_live += b;
+        } else {
+            other_live += b;
+        }
+    }
+    assert_eq!(
+        found, segments,
+        "every segment torch held is a driver allocation"
+    );
+    assert_eq!(torch_live, torch["max_reserved"].as_u64().unwrap());
+    assert_eq!(torch_live, 367_001_600);
+    assert_eq!(other_live, 134_711_325);
+    let o = crate::util::bin()
+        .args(["report", "--format", "json"])
+        .arg(dir.join("record_memory.cutrace"))
+        .run_ok();
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let drv: Vec<&Value> = r["memory"]["pools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["level"] == "driver" && p["place"] == "gpu")
+        .collect();
+    assert_eq!(drv[0]["peak"]["bytes"], torch_live + other_live);
+}
