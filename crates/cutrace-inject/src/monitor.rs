@@ -84,6 +84,9 @@ pub const RING_RECORDS: usize = 65_536;
 /// Distinct kernel names the ring's name cache holds before it starts again (names already in
 /// the ring stay with their records).
 const RING_NAMES: usize = 4_096;
+/// A kernel name the ring keeps is cut to this many bytes (the longest template names seen are
+/// a few KB; the ring then holds at most 65,536 × 64 KiB even with every name distinct).
+const RING_NAME_BYTES: usize = 64 << 10;
 
 /// Most bytes of unread requests kept from the monitor.
 const MAX_INBOX: usize = 64 << 10;
@@ -510,19 +513,33 @@ impl Monitor {
         self.ring.iter()
     }
 
-    /// A kernel's name for the ring, read now, while its record is being handed over.
+    /// A kernel's name for the ring, read now, as the trace writer reads it: when the writer
+    /// thread takes the record's buffer, not when the ring is written out. A cached name is
+    /// used only while the pointer still reads the same (a module unloaded and another loaded
+    /// may reuse the memory).
     fn ring_name(&mut self, ptr: usize) -> std::sync::Arc<str> {
+        if ptr == 0 {
+            return std::sync::Arc::from("");
+        }
+        // SAFETY: ptr is the name pointer of a record CUPTI handed over in a buffer this thread
+        // is reading now; CUPTI keeps the name alive while its module is loaded, as the trace
+        // writer relies on for every kernel it names (decode.rs). Nonzero, checked above.
+        let now = unsafe { std::ffi::CStr::from_ptr(ptr as *const std::ffi::c_char) }.to_bytes();
+        let cut = &now[..now.len().min(RING_NAME_BYTES)];
         if let Some(n) = self.ring_names.get(&ptr) {
-            return n.clone();
+            if n.as_bytes() == cut {
+                return n.clone();
+            }
         }
         if self.ring_names.len() >= RING_NAMES {
-            self.ring_names.clear();
+            // Keep the names the ring still holds (they are shared, not copied per record).
+            self.ring_names
+                .retain(|_, n| std::sync::Arc::strong_count(n) > 1);
         }
-        // SAFETY: called from the buffer-completed path for a record CUPTI just handed over,
-        // whose name CUPTI keeps alive while its module is loaded (or ptr is 0).
-        let name: std::sync::Arc<str> =
-            unsafe { activity::cstr_at(ptr) }.unwrap_or_default().into();
-        self.ring_names.insert(ptr, name.clone());
+        let name: std::sync::Arc<str> = String::from_utf8_lossy(cut).into();
+        if self.ring_names.len() < RING_NAMES {
+            self.ring_names.insert(ptr, name.clone());
+        }
         name
     }
 

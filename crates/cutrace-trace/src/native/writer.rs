@@ -339,10 +339,10 @@ impl<W: Write> Writer<W> {
         self.chunk(tag, &body, None)
     }
 
-    /// Writes one chunk; one of `rows` rows (or strings) is compressed, unless deflate packs
+    /// Writes one chunk; one of `rows` rows (or strings) is compressed, and when deflate packs
     /// it denser than a reader takes by default (more than [`ROWS_PER_STORED_BYTE`] rows, or
     /// [`STRING_BYTES_PER_STORED_BYTE`] bytes, per stored byte: records as regular as a loop
-    /// of one kernel at a fixed rate do): it is then stored as it is, at least a byte a row.
+    /// of one kernel at a fixed rate do), padded up to that density ([`pad_deflate`]).
     fn chunk(&mut self, tag: [u8; 4], raw: &[u8], rows: Option<u64>) -> io::Result<()> {
         let (codec, stored) = match rows {
             Some(rows) => {
@@ -352,13 +352,15 @@ impl<W: Write> Writer<W> {
                 );
                 enc.write_all(raw)?;
                 let packed = enc.finish()?;
-                let n = packed.len() as u64;
-                let too_dense = rows > n.saturating_mul(ROWS_PER_STORED_BYTE)
-                    || raw.len() as u64 > n.saturating_mul(STRING_BYTES_PER_STORED_BYTE);
-                if too_dense {
-                    (codec_id::NONE, raw.to_vec())
-                } else {
+                // The fewest stored bytes a reader takes for these rows by default.
+                let need = rows
+                    .div_ceil(ROWS_PER_STORED_BYTE)
+                    .max((raw.len() as u64).div_ceil(STRING_BYTES_PER_STORED_BYTE));
+                let short = need.saturating_sub(packed.len() as u64);
+                if short == 0 {
                     (codec_id::DEFLATE, packed)
+                } else {
+                    (codec_id::DEFLATE, pad_deflate(&packed, short))
                 }
             }
             None => (codec_id::NONE, raw.to_vec()),
@@ -377,6 +379,21 @@ impl<W: Write> Writer<W> {
         self.bytes_written += all.len() as u64;
         Ok(())
     }
+}
+
+/// `packed`, a deflate stream, made at least `short` bytes longer by empty stored blocks put in
+/// front of it: each is a block header (not final, stored) on its own byte, then LEN 0 and NLEN
+/// 0xFFFF (RFC 1951, 3.2.4), 5 bytes that end on a byte boundary and inflate to nothing, so the
+/// stream still inflates to the same bytes.
+fn pad_deflate(packed: &[u8], short: u64) -> Vec<u8> {
+    const EMPTY_STORED: [u8; 5] = [0x00, 0x00, 0x00, 0xFF, 0xFF];
+    let blocks = short.div_ceil(EMPTY_STORED.len() as u64) as usize;
+    let mut out = Vec::with_capacity(blocks * EMPTY_STORED.len() + packed.len());
+    for _ in 0..blocks {
+        out.extend_from_slice(&EMPTY_STORED);
+    }
+    out.extend_from_slice(packed);
+    out
 }
 
 /// Encodes one table's rows (row-major `flat`) as a `RECS` payload, rows sorted by first column.

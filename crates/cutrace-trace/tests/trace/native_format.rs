@@ -477,8 +477,8 @@ proptest! {
 }
 
 /// Records as regular as a loop of one kernel at a fixed rate deflate to 25 rows a byte; the
-/// writer stores such a chunk as it is, so that a reader's default `rows-per-byte` (2) takes
-/// its own part whole.
+/// writer pads such a chunk's deflate stream to 2 rows a byte, so that a reader's default
+/// `rows-per-byte` takes its own part whole, and the part stays about half a byte a row.
 #[test]
 fn a_part_of_perfectly_regular_records_reads_whole_with_the_default_limits() {
     let d = tmpdir("regular");
@@ -516,6 +516,11 @@ fn a_part_of_perfectly_regular_records_reads_whole_with_the_default_limits() {
         }
     }
     let bytes = w.finish(&Tail::default()).unwrap().into_inner();
+    assert!(
+        bytes.len() < 60_000,
+        "{} bytes for 100,000 kernels",
+        bytes.len()
+    );
     let p = d.join("regular.cutrace");
     std::fs::write(&p, &bytes).unwrap();
     let t = native::read(&p, &mut |_, _| {}).unwrap();

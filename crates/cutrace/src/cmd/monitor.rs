@@ -215,23 +215,84 @@ pub(crate) fn start_serving(
     Ok(())
 }
 
+/// Where stuck kernels' flight recorders go.
+#[derive(Debug, Clone)]
+pub(crate) struct Dump {
+    dir: PathBuf,
+    /// The default under the user's state directory (made when first needed, and only as a
+    /// private directory of the user's own), not one the user named.
+    default: bool,
+    /// Made and checked already.
+    ready: bool,
+}
+
+impl Dump {
+    /// Makes the directory (once): a named one as a trace directory, the default one private.
+    fn prepare(&mut self) -> anyhow::Result<()> {
+        if !self.ready {
+            if self.default {
+                private_dir(&self.dir)?;
+            } else {
+                cutrace_launch::prepare_output(&self.dir)?;
+            }
+            self.ready = true;
+        }
+        Ok(())
+    }
+}
+
+/// Makes `dir`'s missing parts (0700) and checks that it and its parent are directories of
+/// this user's own that no one else can write, none of them a symbolic link: a state directory
+/// named by an environment variable may point anywhere (`sudo -E` keeps a user's for root).
+fn private_dir(dir: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let me = nix::unistd::geteuid().as_raw();
+    let parent = dir.parent().context("a dump directory without a parent")?;
+    for d in [parent, dir] {
+        if !d.exists() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(d)
+                .with_context(|| format!("making {}", d.display()))?;
+        }
+        let m = std::fs::symlink_metadata(d).with_context(|| format!("reading {}", d.display()))?;
+        if !m.file_type().is_dir() || m.uid() != me || m.mode() & 0o022 != 0 {
+            anyhow::bail!(
+                "{} is not a directory of your own that only you can write (a link, another \
+                 user's, or writable by others): give --dump-stuck DIR, or --no-dump-stuck",
+                d.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Logs each stuck kernel once (a launch pending past `--stuck-after`), and, with a dump
 /// directory, has that process write its flight recorder there (`cutrace capture --last`).
-pub(crate) fn watch_stuck(state: &Arc<Mutex<State>>, dump: Option<PathBuf>) {
+pub(crate) fn watch_stuck(state: &Arc<Mutex<State>>, dump: Option<Dump>) {
     let st = state.clone();
+    let mut dump = dump;
     let _ = std::thread::Builder::new()
         .name("cutrace-stuck".into())
         .spawn(move || loop {
             std::thread::sleep(Duration::from_millis(500));
-            let Ok(mut s) = st.lock() else { return };
-            log_stuck(&mut s, dump.as_deref());
+            if !log_stuck(&st, dump.as_mut()) {
+                return;
+            }
         });
 }
 
 /// Logs the stuck kernels `state` holds and not yet logged (each once), asking each one's
-/// process for its flight recorder when there is a dump directory.
-pub(crate) fn log_stuck(s: &mut State, dump: Option<&Path>) {
-    for k in std::mem::take(&mut s.stuck) {
+/// process for its flight recorder when there is a dump directory. The directory is made
+/// outside the state's lock (a home on a network file system may hang); false when the lock
+/// is poisoned.
+pub(crate) fn log_stuck(state: &Mutex<State>, mut dump: Option<&mut Dump>) -> bool {
+    let stuck = match state.lock() {
+        Ok(mut s) => std::mem::take(&mut s.stuck),
+        Err(_) => return false,
+    };
+    for k in stuck {
         let rank = k.rank.map(|r| format!(" rank {r}")).unwrap_or_default();
         let kernel = k
             .kernel
@@ -245,35 +306,38 @@ pub(crate) fn log_stuck(s: &mut State, dump: Option<&Path>) {
             k.pid,
             k.age_ns as f64 / 1e9
         );
-        if let Some(dir) = dump {
-            // The default directory is made only now (0700, checked as a trace directory).
-            if let Err(e) = cutrace_launch::prepare_output(dir) {
+        if let Some(d) = dump.as_deref_mut() {
+            if let Err(e) = d.prepare() {
                 eprintln!(
-                    "{line}; its last records cannot go to {}: {e}",
-                    dir.display()
+                    "{line}; its last records cannot go to {}: {e:#}",
+                    d.dir.display()
                 );
                 continue;
             }
             let req = cutrace_monitor::wire::CaptureRequest {
                 pid: Some(k.pid),
                 capture: cutrace_monitor::wire::Capture {
-                    dir: dir.to_string_lossy().into_owned(),
+                    dir: d.dir.to_string_lossy().into_owned(),
                     seconds: 0,
                     last: true,
                 },
             };
             let me = cutrace_monitor::peer::Peer::pid_only(std::process::id());
-            if !s.capture(&me, &req).told.is_empty() {
-                line += &format!("; its last records go to {}", dir.display());
+            let told = state
+                .lock()
+                .is_ok_and(|mut s| !s.capture(&me, &req).told.is_empty());
+            if told {
+                line += &format!("; its last records go to {}", d.dir.display());
             }
         }
         eprintln!("{line}");
     }
+    true
 }
 
 /// `--dump-stuck DIR`, made (0700) and absolute; else the default under the user's state
 /// directory, made only when a kernel is first stuck; none with `--no-dump-stuck` (or no home).
-pub(crate) fn dump_dir(dir: Option<&Path>, off: bool) -> anyhow::Result<Option<PathBuf>> {
+pub(crate) fn dump_dir(dir: Option<&Path>, off: bool) -> anyhow::Result<Option<Dump>> {
     if off {
         return Ok(None);
     }
@@ -287,12 +351,18 @@ pub(crate) fn dump_dir(dir: Option<&Path>, off: bool) -> anyhow::Result<Option<P
                     .filter(|p| p.is_absolute())
                     .map(|h| h.join(".local/state"))
             });
-        return Ok(state.map(|s| s.join("cutrace/stuck")));
+        return Ok(state.map(|s| Dump {
+            dir: s.join("cutrace/stuck"),
+            default: true,
+            ready: false,
+        }));
     };
     let (d, _) = cutrace_launch::prepare_output(d)?;
-    Ok(Some(
-        std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?,
-    ))
+    Ok(Some(Dump {
+        dir: std::fs::canonicalize(&d).with_context(|| format!("resolving {}", d.display()))?,
+        default: false,
+        ready: true,
+    }))
 }
 
 /// Warns when `addr` is reachable from other machines.
@@ -398,9 +468,10 @@ fn exit_code(status: nix::sys::wait::WaitStatus) -> i32 {
 }
 
 /// Starts the program, with `env`'s changes to this environment, through posix_spawn(3) with
-/// an empty signal mask: this thread blocks the signals it passes on (they come through a
-/// signalfd), a mask survives exec, and std's spawn keeps it, so the program would never see
-/// a Ctrl-C or a TERM. No code of ours runs between fork and exec.
+/// an empty signal mask and SIGPIPE at its default: this thread blocks the signals it passes on
+/// (they come through a signalfd) and a mask survives exec; started through std's spawn the
+/// program inherited that mask (measured: `SigBlk: …4007`) and never saw a Ctrl-C or a TERM. No
+/// code of ours runs between fork and exec.
 fn spawn_program(
     prog: &std::ffi::OsStr,
     rest: &[OsString],
@@ -434,8 +505,14 @@ fn spawn_program(
     let mut attr = PosixSpawnAttr::init().map_err(errno)?;
     attr.set_sigmask(&nix::sys::signal::SigSet::empty())
         .map_err(errno)?;
-    attr.set_flags(PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK)
-        .map_err(errno)?;
+    // Rust ignores SIGPIPE in its own process, and an ignored signal survives exec: the program
+    // gets it back at its default (as std's spawn does), so `yes | head` ends as in a shell.
+    let pipe: nix::sys::signal::SigSet = [nix::sys::signal::Signal::SIGPIPE].into_iter().collect();
+    attr.set_sigdefault(&pipe).map_err(errno)?;
+    attr.set_flags(
+        PosixSpawnFlags::POSIX_SPAWN_SETSIGMASK | PosixSpawnFlags::POSIX_SPAWN_SETSIGDEF,
+    )
+    .map_err(errno)?;
     let actions = PosixSpawnFileActions::init().map_err(errno)?;
     posix_spawnp(&c(prog)?, &actions, &attr, &argv, &vars).map_err(errno)
 }
@@ -466,7 +543,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
         ..State::default()
     }));
     start_serving(&sock, listener, &state)?;
-    let dump = dump_dir(args.dump_stuck.as_deref(), args.no_dump_stuck)?;
+    let mut dump = dump_dir(args.dump_stuck.as_deref(), args.no_dump_stuck)?;
     watch_stuck(&state, dump.clone());
     if !args.quiet {
         eprintln!(
@@ -521,9 +598,7 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     drain(&state);
     // A kernel found stuck in the program's last batches, which the watcher (every 500 ms) may
     // not have seen yet, is still said.
-    if let Ok(mut s) = state.lock() {
-        log_stuck(&mut s, dump.as_deref());
-    }
+    log_stuck(&state, dump.as_mut());
     if args.linger > 0 && !stop.load(Ordering::SeqCst) {
         if !args.quiet {
             eprintln!(

@@ -752,6 +752,15 @@ fn the_program_starts_with_no_signal_blocked_so_a_term_ends_it() {
         String::from_utf8_lossy(&o.stdout).trim(),
         "SigBlk:\t0000000000000000"
     );
+    // Nor SIGPIPE ignored, as Rust has it in its own process: `yes | head` ends quietly.
+    let o = bin()
+        .args(["monitor", "-q", "--listen", "127.0.0.1:0", "--"])
+        .args(["grep", "^SigIgn", "/proc/self/status"])
+        .env(var::INJECT_LIB, inject_or_stand_in(&dir))
+        .run_ok();
+    let ign = String::from_utf8_lossy(&o.stdout);
+    let mask = u64::from_str_radix(ign.trim().trim_start_matches("SigIgn:").trim(), 16).unwrap();
+    assert_eq!(mask & (1 << (13 - 1)), 0, "SIGPIPE ignored: {ign}");
     // A program that is no shell (a shell clears its own mask when it starts): a TERM sent to
     // the monitor reaches `sleep`, which ends by it, and the monitor says so as a shell would.
     let port = free_port();
@@ -1246,12 +1255,13 @@ fn the_flight_recorder_keeps_a_kernels_name_as_it_was_when_the_record_came() {
         return;
     };
     // A kernel named _Z6beforev; then the memory its name pointer points to is reused
-    // (`rename`: as when its module is unloaded) before the flight recorder is written.
+    // (`rename`: as when its module is unloaded and another loaded) by a kernel _Z5afterv at the
+    // same pointer, before the flight recorder is written.
     let sc = s.write(
         "script",
         &format!(
             "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 2\nflush\n\
-             rename\napi 2 1000 1100\nkernel 0 7 1200 1300 2 0\nflush\n"
+             rename\napi 2 1000 1100\nkernel 0 7 1200 1300 2 2\nflush\n"
         ),
     );
     let sock_dir = s.dir.join("agent");
@@ -1285,8 +1295,8 @@ fn the_flight_recorder_keeps_a_kernels_name_as_it_was_when_the_record_came() {
         .arg(&csv)
         .run_ok();
     let kernels = std::fs::read_to_string(csv.join("kernels.csv")).unwrap();
-    assert!(kernels.contains(",_Z6beforev,"), "{kernels}");
-    assert!(!kernels.contains("_Z5afterv"), "{kernels}");
+    assert!(kernels.contains(",300,900,_Z6beforev,"), "{kernels}");
+    assert!(kernels.contains(",1200,1300,_Z5afterv,"), "{kernels}");
     std::fs::write(&wait, "").unwrap();
     assert_eq!(prog.wait_with_output().unwrap().status.code(), Some(3));
     drop(agent);
@@ -1912,6 +1922,49 @@ fn a_kernel_found_stuck_in_the_last_batch_before_exit_is_still_logged() {
         ),
         "{err}"
     );
+}
+
+#[test]
+fn the_default_dump_directory_must_be_the_users_own_and_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(s) = setup("monitor-dump-private") else {
+        return;
+    };
+    let sc = s.write(
+        "script",
+        &format!(
+            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 0\nflush\n\
+             api 2 1000 1100\nkernel 0 7 0 0 2 1\nnow 61000001100\nflush\n"
+        ),
+    );
+    // $XDG_STATE_HOME/cutrace made writable by everyone (or swapped for a link) by someone.
+    let shared = s.dir.join("cutrace");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let go = s.write("go", "");
+    let o = s
+        .cutrace(
+            &[
+                "monitor",
+                "-q",
+                "--listen",
+                "127.0.0.1:0",
+                "--stuck-after",
+                "2",
+            ],
+            &go,
+        )
+        .args(["--", "host", "-", "local", "iw"])
+        .env("FAKE_CUPTI_SCRIPT", &sc)
+        .run_code(3);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("stuck kernel: host"), "{err}");
+    assert!(
+        err.contains("its last records cannot go to")
+            && err.contains("is not a directory of your own that only you can write"),
+        "{err}"
+    );
+    assert!(!shared.join("stuck").exists());
 }
 
 #[test]
