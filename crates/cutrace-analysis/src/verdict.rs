@@ -3,7 +3,8 @@
 //! step time when the trace has steps. Every figure is one the report already computes (busy,
 //! the idle split, the largest gaps, the steps) or a union of the same kernels split by name:
 //! communication kernels are those [`cutrace_trace::is_comm_kernel`] names (the table
-//! `COMM_RULES`: NCCL, RCCL, MSCCL, DeepEP, custom all-reduce, MSCCL++), compute the rest. The two unions overlap where both ran at once, so compute + communication can exceed
+//! `COMM_RULES`: NCCL, RCCL, MSCCL, DeepEP, custom and fused all-reduce, MSCCL++, MoE
+//! all-to-all, userbuffers, NVSHMEM, PyTorch SymmetricMemory), compute the rest. The two unions overlap where both ran at once, so compute + communication can exceed
 //! busy; exposed communication is what ran with no compute beside it.
 
 use std::collections::HashMap;

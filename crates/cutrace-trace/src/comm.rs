@@ -27,7 +27,7 @@ pub struct CommRule {
 /// NCCL, keeps NCCL's names. NCCL's `oneRankReduce`, which a group of one rank runs for a scaled
 /// reduction, moves no data between GPUs and is not here; nor is DeepEP's `deep_ep::layout`,
 /// which only counts tokens per rank.
-pub const COMM_RULES: [CommRule; 7] = [
+pub const COMM_RULES: [CommRule; 12] = [
     CommRule {
         rule: "nccl_dev_kernel",
         library: "NCCL / RCCL",
@@ -80,6 +80,88 @@ pub const COMM_RULES: [CommRule; 7] = [
         matches: NameMatch::Contains(&["mscclpp::", "6mscclpp"]),
         source: "MSCCL++'s kernels and the kernels that take its device handles name its \
                  namespace, mscclpp",
+    },
+    // The names below appear whole in the mangled and the demangled spelling alike, whatever
+    // namespace (TensorRT-LLM's inline `_v1`, an anonymous one) or `static` surrounds them;
+    // the local kernels beside them (rms_norm_kernel, lamport_initialize_kernel, the
+    // low-precision preprocess kernels) are not matched.
+    CommRule {
+        rule: "trtllm_all_reduce",
+        library: "TensorRT-LLM / FlashInfer custom and fused all-reduce",
+        matches: NameMatch::Contains(&[
+            "oneShotAllReduceKernel",
+            "twoShotAllReduceKernel",
+            "all_reduce_norm_kernel",
+            "allreduce_fusion_kernel_",
+            "twoshot_allreduce_kernel",
+            "twoshotAllreduceKernel",
+            "AllreduceFusionKernel",
+            "lowPrecisionTwoShot",
+        ]),
+        source: "TensorRT-LLM cpp/tensorrt_llm/kernels/customAllReduceKernels.cu \
+                 (oneShotAllReduceKernel, twoShotAllReduceKernel, reduce_fusion's \
+                 one_shot_all_reduce_norm_kernel) and communicationKernels/ (ar_fusion's \
+                 allreduce_fusion_kernel_oneshot_lamport, mnnvl's twoshot_allreduce_kernel and \
+                 oneshotAllreduceFusionKernel, lowPrecisionTwoShotAllReduceKernel); FlashInfer's \
+                 trtllm_allreduce ports keep the names",
+    },
+    CommRule {
+        rule: "moe_all_to_all",
+        library: "TensorRT-LLM / FlashInfer MoE all-to-all",
+        matches: NameMatch::Contains(&[
+            "moeAllToAllKernel",
+            "moeA2ADispatchKernel",
+            "moeA2ACombineKernel",
+            "helixAllToAllKernel",
+            "ulysses_a2a_kernel",
+        ]),
+        source: "TensorRT-LLM kernels::moe_alltoall (moeA2ADispatchKernel, moeA2ACombineKernel), \
+                 helixAllToAllKernel; FlashInfer trtllm_alltoall (moeAllToAllKernel), \
+                 comm::ulysses (ulysses_a2a_kernel)",
+    },
+    CommRule {
+        rule: "userbuffers",
+        library: "userbuffers (Transformer Engine, TensorRT-LLM)",
+        matches: NameMatch::Contains(&["userbuffers_", "kuserbuffers_"]),
+        source: "Transformer Engine common/comm_gemm_overlap/userbuffers/userbuffers.cu \
+                 (userbuffers_fp16_sum_inplace_gpu_rr_rs, kuserbuffers_pushsend …) and \
+                 TensorRT-LLM kernels/userbuffers (kernels::ub); not Transformer Engine's \
+                 GEMM-overlap producer/consumer kernels",
+    },
+    CommRule {
+        rule: "nvshmem",
+        library: "NVSHMEM (host-initiated, on a stream)",
+        matches: NameMatch::Contains(&[
+            "alltoall_on_stream_kernel",
+            "broadcast_on_stream_kernel",
+            "fcollect_on_stream_kernel",
+            "rdxn_on_stream_kernel",
+            "reducescatter_on_stream_kernel",
+            "barrier_on_stream_kernel",
+            "sync_on_stream_kernel",
+            "sync_all_on_stream_kernel",
+        ]),
+        source: "NVSHMEM src/include/internal/non_abi/nvshmemi_h_to_d_{coll,sync}_defs.cuh; \
+                 communication a kernel of the program's own initiates on the device has no \
+                 name of NVSHMEM's (DeepEP's kernels are the rule above)",
+    },
+    CommRule {
+        rule: "torch_symmetric_memory",
+        library: "PyTorch SymmetricMemory",
+        matches: NameMatch::Contains(&[
+            "_shot_all_reduce_kernel",
+            "multimem_all_reduce_kernel",
+            "multimem_one_shot",
+            "multimem_all_gather_kernel",
+            "symmetric_memory::",
+            "16symmetric_memory",
+            "nvshmem_extension::",
+            "17nvshmem_extension",
+        ]),
+        source: "PyTorch torch/csrc/distributed/c10d/symm_mem/: CUDASymmetricMemoryOps.cu \
+                 (one_shot_all_reduce_kernel, two_shot_all_reduce_kernel, multimem_*), \
+                 CUDASymmetricMemory.cu (c10d::symmetric_memory barrier and signal kernels), \
+                 nvshmem_extension.cu (allToAllV)",
     },
 ];
 
@@ -165,12 +247,51 @@ mod tests {
             ),
             ("ncclDevKernel_SendRecv", "nccl_dev_kernel"),
             ("void mscclpp::allreduce6<float>(float*)", "mscclpp"),
+            (
+                "void tensorrt_llm::kernels::oneShotAllReduceKernel<__nv_bfloat16, 8>\
+                 (tensorrt_llm::kernels::AllReduceParams)",
+                "trtllm_all_reduce",
+            ),
+            (
+                "_ZN12tensorrt_llm3_v17kernelsL22twoShotAllReduceKernelIfLi4EEEvNS1_15AllReduceParamsE",
+                "trtllm_all_reduce",
+            ),
+            (
+                "void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport\
+                 <__nv_bfloat16, 8>(tensorrt_llm::kernels::ar_fusion::AllReduceFusionParams)",
+                "trtllm_all_reduce",
+            ),
+            (
+                "void tensorrt_llm::kernels::moe_alltoall::moeA2ADispatchKernel<8>(void*)",
+                "moe_all_to_all",
+            ),
+            (
+                "userbuffers_fp16_sum_inplace_gpu_rr_rs(int, int, int, int, int, void**, int, int)",
+                "userbuffers",
+            ),
+            ("_Z23kuserbuffers_pushsendPiS_", "userbuffers"),
+            ("void rdxn_on_stream_kernel<float, (rdxn_ops)0>(int, float*)", "nvshmem"),
+            (
+                "void (anonymous namespace)::one_shot_all_reduce_kernel<c10::BFloat16, 16, 8>\
+                 (c10::BFloat16**, unsigned long, unsigned long)",
+                "torch_symmetric_memory",
+            ),
+            (
+                "_ZN4c10d16symmetric_memory14barrier_kernelEPPjiii",
+                "torch_symmetric_memory",
+            ),
         ] {
             assert_eq!(comm_rule(name).map(|r| r.rule), Some(rule), "{name}");
         }
         for name in [
             "void deep_ep::layout::get_dispatch_layout<256, 32, 8>(long*, int*)",
             "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*)",
+            // Local kernels beside the communication ones, and generic words.
+            "void tensorrt_llm::kernels::reduce_fusion::rms_norm_kernel<__half>(void*)",
+            "void tensorrt_llm::kernels::lamport_initialize_kernel<float>(float*, unsigned long)",
+            "void transformer_engine::producer_kernel(void*, int, int, int)",
+            "void my_allreduce_kernel<float>(float*)",
+            "void barrier_kernel(int*)",
         ] {
             assert!(comm_rule(name).is_none(), "{name}");
         }

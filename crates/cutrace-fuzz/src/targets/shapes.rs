@@ -48,7 +48,8 @@ fn kernels_part(kernels: impl IntoIterator<Item = (u32, String)>) -> io::Result<
         kinds: vec!["CONCURRENT_KERNEL".into()],
         ..Header::default()
     };
-    let mut w = Writer::new(Vec::new(), &header)?;
+    // As dense as deflate makes it: these parts press the readers' limits.
+    let mut w = Writer::new(Vec::new(), &header)?.unpadded();
     for (i, (device, name)) in (0u64..).zip(kernels) {
         let k = Kernel {
             device,
@@ -78,7 +79,7 @@ pub fn hostile_pc_part() -> io::Result<Vec<u8>> {
         pid: Some(4242),
         ..Header::default()
     };
-    let mut w = Writer::new(Vec::new(), &header)?;
+    let mut w = Writer::new(Vec::new(), &header)?.unpadded();
     let file = w.intern(&"f".repeat(1 << 20));
     let reason = w.intern(&format!(
         "smsp__pcsamp_warps_issue_stalled_{}",

@@ -20,9 +20,18 @@ pub struct Writer<W: Write> {
     pending_rows: usize,
     records: u64,
     bytes_written: u64,
+    /// Pad chunks deflate packs denser than a reader takes by default ([`Writer::unpadded`]).
+    pad: bool,
 }
 
 impl<W: Write> Writer<W> {
+    /// A writer that leaves chunks as dense as deflate makes them, past what a reader takes by
+    /// default: for building hostile inputs in tests, never for a trace a user reads.
+    pub fn unpadded(mut self) -> Self {
+        self.pad = false;
+        self
+    }
+
     /// Starts a file: writes the magic, the version and the `HEAD` chunk.
     pub fn new(mut out: W, header: &Header) -> io::Result<Self> {
         let mut start = Vec::with_capacity(12);
@@ -37,6 +46,7 @@ impl<W: Write> Writer<W> {
             pending_rows: 0,
             records: 0,
             bytes_written: start.len() as u64,
+            pad: true,
         };
         let mut h = header.clone();
         h.format_version = FORMAT_VERSION;
@@ -357,7 +367,7 @@ impl<W: Write> Writer<W> {
                     .div_ceil(ROWS_PER_STORED_BYTE)
                     .max((raw.len() as u64).div_ceil(STRING_BYTES_PER_STORED_BYTE));
                 let short = need.saturating_sub(packed.len() as u64);
-                if short == 0 {
+                if short == 0 || !self.pad {
                     (codec_id::DEFLATE, packed)
                 } else {
                     (codec_id::DEFLATE, pad_deflate(&packed, short))
