@@ -131,6 +131,9 @@ pub struct Side {
     pub complete: bool,
     /// Records dropped by the recorder and by CUPTI together.
     pub dropped: u64,
+    /// The runtime its API calls belong to: `hip` or `cuda`; null without API calls
+    /// (`crate::runtime::api_runtime`).
+    pub api_runtime: Option<&'static str>,
 }
 
 /// What makes the comparison less than exact, as facts (the words are the renderers':
@@ -443,6 +446,7 @@ fn side(r: &Report, api: &KeyedNames) -> Side {
             .data_loss
             .dropped_by_recorder
             .saturating_add(r.data_loss.dropped_by_cupti),
+        api_runtime: r.trace.api_runtime,
     }
 }
 

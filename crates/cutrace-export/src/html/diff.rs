@@ -32,7 +32,7 @@ pub fn page(base: &PageSide<'_>, new: &PageSide<'_>, d: &Diff) -> String {
     devices(&mut o, d);
     steps(&mut o, d);
     names(&mut o, "Kernels", &d.kernels);
-    names(&mut o, "CUDA API calls", &d.api);
+    names(&mut o, crate::text::diff::api_calls_label(d), &d.api);
     o.push_str("<div class=\"sides\"><div class=\"side\">");
     let _ = write!(
         o,

@@ -262,7 +262,7 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
     }
     render_latency(o, &d.launch_latency.base, &d.launch_latency.new);
     render_names(o, "Kernels", &d.kernel_names, &d.kernels, 90);
-    render_names(o, "CUDA API calls", &d.api_names, &d.api, 60);
+    render_names(o, api_calls_label(d), &d.api_names, &d.api, 60);
     if let Some(c) = &d.counters {
         super::counters::render_diff(o, c);
     }
@@ -621,5 +621,16 @@ mod tests {
             assert_eq!(text, serde_json::Value::from(caveat_text(facts)));
         }
         assert_eq!(ours, plain);
+    }
+}
+
+/// What the diff calls the traces' API calls: `HIP` when both are ROCm's, `CUDA` when neither
+/// is, and neither word when they differ.
+pub fn api_calls_label(d: &Diff) -> &'static str {
+    let hip = |r: Option<&str>| r == Some("hip");
+    match (hip(d.base.api_runtime), hip(d.new.api_runtime)) {
+        (true, true) => "HIP API calls",
+        (false, false) => "CUDA API calls",
+        _ => "API calls",
     }
 }

@@ -89,3 +89,37 @@ fn a_cuda_trace_keeps_cuda_api_calls() {
     let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(j["trace"]["api_runtime"], "cuda");
 }
+
+/// A diff of two ROCm traces calls their calls HIP's, one of a ROCm trace and a CUDA one names
+/// neither runtime, and the JSON says whose each side's are.
+#[test]
+fn a_diff_names_the_runtime_both_sides_share() {
+    let rocm = cutrace_testkit::fixture("kineto/rocm_hip_calls.json.gz");
+    let cuda = cutrace_testkit::fixture("kineto/two_streams.json.gz");
+    let diff = |a: &std::path::Path, b: &std::path::Path, json: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cutrace"));
+        c.arg("diff").arg(a).arg(b);
+        if json {
+            c.args(["--format", "json"]);
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let text = diff(&rocm, &rocm, false);
+    assert!(text.contains("HIP API calls"), "{text}");
+    assert!(!text.contains("CUDA API calls"), "{text}");
+    let text = diff(&rocm, &cuda, false);
+    assert!(text.contains("\nAPI calls by change"), "{text}");
+    assert!(
+        !text.contains("HIP API calls") && !text.contains("CUDA API calls"),
+        "{text}"
+    );
+    let j: serde_json::Value = serde_json::from_str(&diff(&rocm, &cuda, true)).unwrap();
+    assert_eq!(j["base"]["api_runtime"], "hip");
+    assert_eq!(j["new"]["api_runtime"], "cuda");
+}
