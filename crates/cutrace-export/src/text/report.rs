@@ -757,10 +757,26 @@ fn render_device(
             "  (a stream's busy% and idle% are of its own span: its first kernel start → last \
              kernel end)"
         );
-        // Per stream, only its largest gap (the JSON has the full lists).
+        // Per stream, only its largest gap (the JSON has the full lists); one the GPU's list
+        // above already shows in full is named, not repeated.
         for s in &d.streams {
             if let Some(g) = s.timeline.largest_gaps.first() {
-                let _ = writeln!(o, "  stream {} largest gap: {}", label(s), gap_line(g));
+                let shown = d
+                    .timeline
+                    .largest_gaps
+                    .iter()
+                    .any(|h| (h.start_ns, h.end_ns) == (g.start_ns, g.end_ns));
+                if shown {
+                    let _ = writeln!(
+                        o,
+                        "  stream {} largest gap: {} at {} ns, one of the GPU's above",
+                        label(s),
+                        fmt_ns(g.length_ns),
+                        g.start_ns
+                    );
+                } else {
+                    let _ = writeln!(o, "  stream {} largest gap: {}", label(s), gap_line(g));
+                }
             }
         }
     }
