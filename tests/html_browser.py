@@ -154,6 +154,8 @@ class Page:
                 self.fail(f"zoom in did not narrow the time range: {a} -> {b}")
             tl.find_element(By.CSS_SELECTOR, ".tl-reset").click()
             svg = tl.find_element(By.CSS_SELECTOR, ".tl-svg")
+            # A drag needs its element in the viewport, wherever the page's layout put it.
+            self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", svg)
             w = svg.size["width"]
             ActionChains(self.d).move_to_element_with_offset(svg, int(w * 0.1), 5).click_and_hold() \
                 .move_by_offset(int(w * 0.2), 0).release().perform()

@@ -234,11 +234,13 @@ fn data_loss(o: &mut String, r: &Report) {
         list(o, &unknown);
     }
     if !not_modelled.is_empty() {
-        o.push_str(
+        // One line: a Kineto trace skips a dozen kinds, and the timeline should stay in view.
+        let _ = write!(
+            o,
             "<h2>Not modelled</h2><p class=\"muted\">Read and left out of the figures, not \
-             lost: these events say nothing about GPU time.</p>",
+             lost: {}.</p>",
+            escape(&not_modelled.join(", "))
         );
-        list(o, &not_modelled);
     }
     let _ = write!(o, "<h2>Recorder notes ({})</h2>", r.notes.len());
     if r.notes.is_empty() {
