@@ -506,6 +506,17 @@ pub fn steps_not_found(which: &cutrace_analysis::StepMatch, windowed: bool) -> S
     )
 }
 
+/// What the diff calls the traces' API calls: `HIP` when both are ROCm's, `CUDA` when neither
+/// is, and neither word when they differ.
+pub fn api_calls_label(d: &Diff) -> &'static str {
+    let hip = |r: Option<&str>| r == Some("hip");
+    match (hip(d.base.api_runtime), hip(d.new.api_runtime)) {
+        (true, true) => "HIP API calls",
+        (false, false) => "CUDA API calls",
+        _ => "API calls",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use cutrace_analysis::diff::OneSided;
@@ -621,16 +632,5 @@ mod tests {
             assert_eq!(text, serde_json::Value::from(caveat_text(facts)));
         }
         assert_eq!(ours, plain);
-    }
-}
-
-/// What the diff calls the traces' API calls: `HIP` when both are ROCm's, `CUDA` when neither
-/// is, and neither word when they differ.
-pub fn api_calls_label(d: &Diff) -> &'static str {
-    let hip = |r: Option<&str>| r == Some("hip");
-    match (hip(d.base.api_runtime), hip(d.new.api_runtime)) {
-        (true, true) => "HIP API calls",
-        (false, false) => "CUDA API calls",
-        _ => "API calls",
     }
 }
