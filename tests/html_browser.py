@@ -2,7 +2,8 @@
 """The HTML report in a real browser: Debian's chromium, headless, driven through selenium and
 chromium-driver. For each page (`cutrace report --html` of several fixtures, `cutrace diff
 --html`): it loads with no console error, makes no network request (the performance log's
-Network events name only the page itself), draws every chart (each SVG has drawn shapes with a
+Network events name only the page itself), opens with the verdict, whose shares and gap counts
+are the JSON `summary`'s, draws every chart (each SVG has drawn shapes with a
 non-zero bounding box, each timeline lane has shapes), shows the busy %, gap counts and step
 durations of `--format json`, zooms (the buttons and a drag change the visible time range) and
 sorts a table on a click. For a `cutrace profile` trace: the counters table is drawn, shows the
@@ -88,6 +89,26 @@ class Page:
 
     def fail(self, what):
         self.fails.append(what)
+
+    def check_verdict(self, summary):
+        """The verdict is the page's first section, and says each GPU's busy, compute,
+        communication and idle shares (one decimal) and gap count as the JSON `summary`."""
+        got = self.d.execute_script("""
+            var first = document.querySelector('section'), v = document.getElementById('verdict');
+            return {first: first && first.id, text: v ? v.innerText : ''};""")
+        if got["first"] != "verdict":
+            self.fail(f"the first section is {got['first']!r}, not the verdict")
+        text = got["text"]
+        for dv in summary["devices"]:
+            want = [f"GPU {dv['device']}: busy {dv['busy_pct']:.1f} % of",
+                    f"(compute {dv['compute_pct']:.1f} %, communication {dv['communication_pct']:.1f} %"]
+            if dv["idle_ns"]:
+                want.append(f"; idle {dv['idle_pct']:.1f} % in {dv['gaps']} gap")
+            for w in want:
+                if w not in text:
+                    self.fail(f"the verdict lacks {w!r} (summary of GPU {dv['device']}): {text!r}")
+        if not summary["devices"]:
+            self.fail("no GPU in the JSON summary to check the verdict against")
 
     def check_console_and_network(self):
         for e in self.d.get_log("browser"):
@@ -221,6 +242,7 @@ def check_report(d, binary, tmp, rel):
     rep = json.loads(cutrace(binary, "report", rel, "--format", "json"))
     p = Page(d, path)
     p.check_console_and_network()
+    p.check_verdict(rep["summary"])
     svgs = p.check_charts()
     seen = {(c["what"], c["device"] or c["step"] or c["pool"]): c for c in p.checks()}
     want = 0
