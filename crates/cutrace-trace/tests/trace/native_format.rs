@@ -489,14 +489,7 @@ fn a_part_of_perfectly_regular_records_reads_whole_with_the_default_limits() {
     };
     let mut w = Writer::new(Cursor::new(Vec::new()), &header).unwrap();
     let name = w.intern("_Z4fakePf");
-    let launch = Launch {
-        grid: [1, 1, 1],
-        block: [32, 1, 1],
-        registers_per_thread: 0,
-        static_shared_bytes: 0,
-        dynamic_shared_bytes: 0,
-        graph_id: 0,
-    };
+    let launch = cutrace_testkit::records::KERNEL_LAUNCH;
     for i in 0..100_000u64 {
         w.push_kernel(
             &Kernel {

@@ -1884,13 +1884,9 @@ fn a_hung_kernel_that_cupti_holds_back_is_forced_out_named_and_cleared_by_its_st
     assert_eq!(parts, 1, "{err}");
 }
 
-#[test]
-fn a_kernel_found_stuck_in_the_last_batch_before_exit_is_still_logged() {
-    let Some(s) = setup("monitor-stuck-at-exit") else {
-        return;
-    };
-    // The program's last batch holds a launch pending for 61 s (its kernel unfinished), and the
-    // program ends right after: the monitor exits before its stuck watcher's next turn.
+/// `cutrace monitor --stuck-after 2` of a program whose last batch holds a launch pending for
+/// 61 s (its kernel unfinished), the program ending right after: the monitor's stderr.
+fn stuck_in_the_last_batch(s: &Setup) -> String {
     let sc = s.write(
         "script",
         &format!(
@@ -1914,7 +1910,16 @@ fn a_kernel_found_stuck_in_the_last_batch_before_exit_is_still_logged() {
         .args(["--", "host", "-", "local", "iw"])
         .env("FAKE_CUPTI_SCRIPT", &sc)
         .run_code(3);
-    let err = String::from_utf8_lossy(&o.stderr);
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_kernel_found_stuck_in_the_last_batch_before_exit_is_still_logged() {
+    let Some(s) = setup("monitor-stuck-at-exit") else {
+        return;
+    };
+    // The monitor exits before its stuck watcher's next turn.
+    let err = stuck_in_the_last_batch(&s);
     assert_eq!(err.matches("stuck kernel: host").count(), 1, "{err}");
     assert!(
         err.contains(
@@ -1930,34 +1935,11 @@ fn the_default_dump_directory_must_be_the_users_own_and_private() {
     let Some(s) = setup("monitor-dump-private") else {
         return;
     };
-    let sc = s.write(
-        "script",
-        &format!(
-            "device 0 {UUID_HEX}\napi 1 100 200\nkernel 0 7 300 900 1 0\nflush\n\
-             api 2 1000 1100\nkernel 0 7 0 0 2 1\nnow 61000001100\nflush\n"
-        ),
-    );
     // $XDG_STATE_HOME/cutrace made writable by everyone (or swapped for a link) by someone.
     let shared = s.dir.join("cutrace");
     std::fs::create_dir(&shared).unwrap();
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
-    let go = s.write("go", "");
-    let o = s
-        .cutrace(
-            &[
-                "monitor",
-                "-q",
-                "--listen",
-                "127.0.0.1:0",
-                "--stuck-after",
-                "2",
-            ],
-            &go,
-        )
-        .args(["--", "host", "-", "local", "iw"])
-        .env("FAKE_CUPTI_SCRIPT", &sc)
-        .run_code(3);
-    let err = String::from_utf8_lossy(&o.stderr);
+    let err = stuck_in_the_last_batch(&s);
     assert!(err.contains("stuck kernel: host"), "{err}");
     assert!(
         err.contains("its last records cannot go to")
