@@ -8,6 +8,7 @@ the numbers are the command line's own, exactly::
     r["devices"][0]["busy_ns"]
     frames = cutrace.tables("run1/")              # pandas DataFrames, one per table
     cutrace.Report("run1/")                       # in Jupyter: the HTML report, inline
+    cutrace.Report("run1/").summary()             # a DataFrame: one row per GPU (a job: per rank)
 
 Tracing itself stays a command: ``cutrace record -o run1 -- python3 train.py`` (or
 ``python -m cutrace record ...``).

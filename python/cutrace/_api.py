@@ -78,7 +78,8 @@ def binary() -> str:
     raise FileNotFoundError(
         "cannot find the cutrace binary (looked in "
         + ", ".join(str(d) for d in candidates)
-        + " and on PATH); reinstall with `pip install cutrace`, or set CUTRACE_BIN"
+        + " and on PATH); install it with `pip install .` in cutrace's checkout (cutrace is not"
+        " on PyPI), or set CUTRACE_BIN to a `cutrace` binary"
     )
 
 
@@ -270,17 +271,70 @@ def tables(
         return frames
 
 
-class Report:
-    """A trace's report for notebooks: the JSON report as :attr:`data`, and in Jupyter the HTML
-    report (``cutrace report --html``) drawn inline, in an iframe of its own.
+def _pandas(what: str) -> Any:
+    """pandas, imported when a DataFrame is asked for; it is optional."""
+    try:
+        import pandas as pd
+    except ImportError as e:
+        raise ImportError(
+            f"{what} returns a pandas DataFrame, and pandas is optional: pip install pandas "
+            "(in cutrace's checkout, pip install '.[pandas]' also adds pyarrow, for "
+            "cutrace.tables()); the same rows are in Report.data, as dicts"
+        ) from e
+    return pd
 
-    Both are made on first use and kept. Options are :func:`report`'s.
+
+def _flatten(row: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """A JSON object as one row: nested objects become dotted columns (``before.name``); lists
+    stay as they are, one cell."""
+    out: Dict[str, Any] = {}
+    for key, value in row.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _frame(rows: Sequence[Mapping[str, Any]], what: str) -> "pandas.DataFrame":
+    """The report's rows as a DataFrame, a column per field in the report's order.
+
+    Integers stay exact: a column of integers with gaps (``null`` in the JSON, as a rank with no
+    step has no ``step_median_ns``) is pandas' nullable ``Int64``, not float, which would round
+    nanosecond clocks above 2**53.
+    """
+    pd = _pandas(what)
+    flat = [_flatten(r) for r in rows]
+    columns: Dict[str, None] = {}
+    for r in flat:
+        columns.update(dict.fromkeys(r))
+    data: Dict[str, Any] = {}
+    for c in columns:
+        values = [r.get(c) for r in flat]
+        present = [v for v in values if v is not None]
+        ints = all(isinstance(v, int) and not isinstance(v, bool) for v in present)
+        if present and ints and len(present) < len(values):
+            data[c] = pd.array(values, dtype="Int64")
+        else:
+            data[c] = pd.Series(values, dtype=object if not present else None)
+    frame: "pandas.DataFrame" = pd.DataFrame(data, columns=list(columns))
+    return frame
+
+
+class Report:
+    """A trace's or a job's report for notebooks: the JSON report as :attr:`data`, its tables as
+    pandas DataFrames (:meth:`summary`, :meth:`kernels`, :meth:`gaps`, :meth:`steps`, a job's
+    :meth:`ranks`, ...), and in Jupyter the HTML report (``cutrace report --html``) drawn
+    inline, in an iframe of its own.
+
+    The report is made on first use and kept. Options are :func:`report`'s.
 
     Example::
 
         r = cutrace.Report("run1/", steps="train_step")
         r                                   # the HTML report, inline
         r["devices"][0]["busy_ns"]          # the JSON report's fields
+        r.summary()                         # a DataFrame: one row per GPU (a job: per rank)
     """
 
     def __init__(self, path: PathLike, *, progress: bool = True, **options: OptionValue) -> None:
@@ -289,6 +343,7 @@ class Report:
         self.progress: bool = progress
         self._data: Optional[Dict[str, Any]] = None
         self._html: Optional[str] = None
+        self._text: Optional[str] = None
 
     @property
     def data(self) -> Dict[str, Any]:
@@ -300,14 +355,94 @@ class Report:
     def __getitem__(self, key: str) -> Any:
         return self.data[key]
 
+    @property
+    def is_job(self) -> bool:
+        """Whether this is a distributed job's report (``"kind": "job"``): several ranks."""
+        return self.data.get("kind") == "job"
+
+    def _trace_only(self, what: str, instead: str) -> None:
+        if self.is_job:
+            raise ValueError(
+                f"Report.{what}() is a single trace's table, and {self.path} is a job of "
+                f"{len(self.data.get('ranks', []))} ranks: {instead}"
+            )
+
+    def summary(self) -> "pandas.DataFrame":
+        """The verdict's figures as a DataFrame: one row per GPU (``summary.devices``: busy,
+        compute, communication, copy and idle time and shares, gaps, idle waiting for the host);
+        for a job, one row per rank (:meth:`ranks`)."""
+        if self.is_job:
+            return self.ranks()
+        return _frame(self.data["summary"]["devices"], "Report.summary()")
+
+    def ranks(self) -> "pandas.DataFrame":
+        """A job's per-rank table (``ranks``): busy, communication, exposed communication, wait,
+        idle, steps, one row per live rank."""
+        if not self.is_job:
+            raise ValueError(
+                f"Report.ranks() is a job's table, and {self.path} is one trace: "
+                "Report.summary() gives its GPUs"
+            )
+        return _frame(self.data["ranks"], "Report.ranks()")
+
+    def kernels(self) -> "pandas.DataFrame":
+        """The kernel summary (``kernel_summary``): one row per kernel name, the longest in total
+        first: count, total, mean, min, median, p99, max, share of kernel time. The report keeps
+        the ``top`` names (an option, 10 by default); every kernel is in ``cutrace.tables()``."""
+        self._trace_only("kernels", "cutrace.tables(JOB)['kernels'] holds every rank's kernels")
+        return _frame(self.data["kernel_summary"], "Report.kernels()")
+
+    def api_calls(self) -> "pandas.DataFrame":
+        """The API call summary (``api_summary``): one row per CUDA (or HIP) call name."""
+        self._trace_only("api_calls", "cutrace.tables(JOB)['api_calls'] holds every rank's calls")
+        return _frame(self.data["api_summary"], "Report.api_calls()")
+
+    def gaps(self) -> "pandas.DataFrame":
+        """Each GPU's largest idle gaps (``devices[].largest_gaps``), with a ``device`` column:
+        start, end, length, the kernels before and after (``before.name``, ...) and what the host
+        did meanwhile (``host.reading``, ``host.next_launch.name``, ...)."""
+        self._trace_only("gaps", "report one rank's trace, cutrace.Report(TRACE).gaps()")
+        rows = [
+            {"device": d["device"], **gap}
+            for d in self.data["devices"]
+            for gap in d.get("largest_gaps", [])
+        ]
+        return _frame(rows, "Report.gaps()")
+
+    def steps(self) -> "pandas.DataFrame":
+        """One row per step (``steps.steps``); for a job, per step its slowest and fastest rank.
+        Empty when no step matched (the ``steps`` option names them)."""
+        return _frame(self.data.get("steps", {}).get("steps", []), "Report.steps()")
+
+    def collectives(self) -> "pandas.DataFrame":
+        """A job's collectives with the largest skew (``collectives.largest``): the first and the
+        last rank to arrive, and the time between them."""
+        if not self.is_job:
+            raise ValueError(f"Report.collectives() is a job's table, and {self.path} is one trace")
+        return _frame(self.data["collectives"].get("largest", []), "Report.collectives()")
+
+    def text(self) -> str:
+        """The text report, as ``cutrace report`` prints it."""
+        return self._text_of(self.progress)
+
+    def _text_of(self, progress: bool) -> str:
+        if self._text is None:
+            self._text = run(
+                ["report", *_flags(self.options), *_paths([self.path])], progress=progress
+            )
+        return self._text
+
     def html(self) -> str:
         """The HTML report: one self-contained page, as text (``cutrace report --html``)."""
+        return self._page(self.progress)
+
+    def _page(self, progress: bool) -> str:
         if self._html is None:
             with tempfile.TemporaryDirectory(prefix="cutrace-html-") as tmp:
                 out = Path(tmp) / "report.html"
                 run(
                     ["report", "--html", out, *_flags(self.options), *_paths([self.path])],
-                    progress=self.progress,
+                    progress=progress,
                 )
                 self._html = out.read_text(encoding="utf-8")
         return self._html
@@ -316,9 +451,12 @@ class Report:
         # Jupyter shows a failing _repr_html_ as a traceback far from the cause; the command's own
         # message, shown where the report would be, says why.
         try:
-            page = self.html()
-        except CutraceError as e:
-            return f"<pre>cutrace could not make the HTML report:\n{_html.escape(str(e))}</pre>"
+            # A job's page is asked for quietly: a cutrace whose --html takes one trace refuses
+            # it, and the text report shown instead says why in one grey line, not as an error
+            # under the cell. The job's read itself (the JSON report) shows its progress.
+            page = self._page(self.progress and not self.is_job)
+        except CutraceError as no_page:
+            return self._text_html(no_page)
         # The page is a whole document with its own styles and scripts: in an iframe they can
         # neither restyle the notebook nor be restyled by it. sandbox="allow-scripts" without
         # allow-same-origin gives it an opaque origin of its own: its script draws and sorts, and
@@ -329,6 +467,23 @@ class Report:
             'style="width:100%;height:900px;border:0" srcdoc="'
             + _html.escape(page, quote=True)
             + '"></iframe>'
+        )
+
+    def _text_html(self, no_page: CutraceError) -> str:
+        """The text report, where no HTML page could be made (a cutrace whose ``--html`` takes
+        one trace, given a job): the same figures, readable, with why there is no page below."""
+        try:
+            text = self._text_of(False)
+        except CutraceError as e:
+            return f"<pre>cutrace could not make the report:\n{_html.escape(str(e))}</pre>"
+        said = no_page.stderr.strip().splitlines()
+        why = said[-1] if said else str(no_page)
+        return (
+            '<pre class="cutrace-report">'
+            + _html.escape(text)
+            + '</pre><p style="color:#777;font-size:smaller">The text report: no HTML page ('
+            + _html.escape(why)
+            + ")</p>"
         )
 
     def __repr__(self) -> str:
