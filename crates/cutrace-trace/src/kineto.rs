@@ -1116,7 +1116,9 @@ mod gpu_range_tests {
             .map(|(k, n)| (k.as_str(), *n))
             .collect();
         assert_eq!(skipped.get("gpu_memset with unreadable ts/dur"), Some(&1));
-        assert_eq!(skipped.get("cpu_op"), Some(&1));
+        // A host op is read now: one whose times do not read is counted and left out.
+        assert_eq!(skipped.get("cpu_op with unreadable ts/dur"), Some(&1));
+        assert!(t.host_ops.is_empty());
         // The kernel whose `ph` is not a string is not read as a kernel, and is counted.
         assert_eq!(t.kernels.len(), 1);
         assert_eq!(skipped.get("(no ph)"), Some(&1));

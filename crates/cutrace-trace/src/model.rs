@@ -590,6 +590,44 @@ pub struct NvtxMark {
     pub nvtx_domain: Option<std::sync::Arc<str>>,
 }
 
+/// Which of the source's host categories a [`HostOp`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HostOpKind {
+    /// A framework operator: torch.profiler's `cpu_op` (an ATen op, `enumerate(DataLoader)`,
+    /// `Optimizer.step`), written `Operator` by the torch 1.8-era profiler (2020–2021).
+    CpuOp,
+    /// A Python call (torch.profiler's `python_function`, with `with_stack=True`).
+    PythonFunction,
+}
+
+impl HostOpKind {
+    /// The source's category, as torch.profiler writes it today.
+    pub fn label(self) -> &'static str {
+        match self {
+            HostOpKind::CpuOp => "cpu_op",
+            HostOpKind::PythonFunction => "python_function",
+        }
+    }
+}
+
+/// A framework operation on a host thread: what the program was doing on the CPU when it was
+/// not in a CUDA call. Ops nest on their thread by their intervals (an op inside another's
+/// interval on the same process and thread ran inside it); the CUDA calls they made are the
+/// [`ApiCall`]s of the same thread inside their interval. Kept to 48 bytes: a trace of a
+/// training run holds ten times more of them than kernels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostOp {
+    pub kind: HostOpKind,
+    pub name: StrId,
+    pub process: u32,
+    pub thread: u64,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// The source's id of the op (Kineto's `External id`, which the CUDA calls it made carry
+    /// too); 0 when none.
+    pub external_id: u64,
+}
+
 /// Time CUPTI itself spent (CUPTI_ACTIVITY_KIND_OVERHEAD): buffer flushes, instrumentation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Overhead {
@@ -881,6 +919,9 @@ pub struct Trace {
     pub syncs: Vec<Synchronization>,
     pub ranges: Vec<NvtxRange>,
     pub marks: Vec<NvtxMark>,
+    /// Framework operations on host threads (torch.profiler's `cpu_op`, `python_function`,
+    /// `Operator`), in the order the source listed them.
+    pub host_ops: Vec<HostOp>,
     pub overheads: Vec<Overhead>,
     /// Hardware counter values per kernel (`cutrace profile`), joined by correlation id.
     pub kernel_metrics: Vec<KernelMetric>,
@@ -908,6 +949,7 @@ impl Trace {
         let starts = starts.chain(self.ranges.iter().map(|r| r.start_ns));
         let starts = starts.chain(self.marks.iter().map(|r| r.ts_ns));
         let starts = starts.chain(self.overheads.iter().map(|r| r.start_ns));
+        let starts = starts.chain(self.host_ops.iter().map(|r| r.start_ns));
         let starts = starts.chain(self.memory.iter().map(|r| r.ts_ns));
         starts.filter(|&t| t != 0).min()
     }
@@ -928,6 +970,7 @@ impl Trace {
             .chain(self.syncs.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.ranges.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.overheads.iter().map(|r| (r.start_ns, r.end_ns)))
+            .chain(self.host_ops.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.marks.iter().map(|r| (r.ts_ns, r.ts_ns)))
             .chain(self.memory.iter().map(|r| (r.ts_ns, r.ts_ns)));
         spans.fold(None, |acc, (s, e)| {
@@ -957,6 +1000,7 @@ impl Trace {
         both!(self.syncs);
         both!(self.ranges);
         both!(self.overheads);
+        both!(self.host_ops);
         both!(self.pm_samples);
         for m in self.marks.iter_mut() {
             m.ts_ns = f(m.ts_ns);
@@ -1073,6 +1117,7 @@ mod tests {
         // Memory per record is what bounds a command on a large trace (docs/FORMAT.md, Limits).
         assert_eq!(std::mem::size_of::<Kernel>(), 48);
         assert_eq!(std::mem::size_of::<ApiCall>(), 48);
+        assert_eq!(std::mem::size_of::<HostOp>(), 48);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! scanner, `scan.rs`, has cut it out and found its fields) and hands it to the handler of its
 //! category, one function each: kernels, copies, memsets, runtime and driver calls,
 //! synchronizations, annotation ranges (host and GPU), NVTX marks, CUPTI overhead and the
-//! allocator's `[memory]` events; a `record_param_comms` op goes to `comms.rs`. Every other event is counted by its label in
+//! allocator's `[memory]` events, host ops (`cpu_op`, `python_function`, the old `Operator`); a
+//! `record_param_comms` op also goes to `comms.rs`. Every other event is counted by its label in
 //! `skipped_events`.
 
 use std::borrow::Cow;
@@ -25,9 +26,9 @@ impl Sink {
         if !ev.ph.is_some_and(|p| p.bytes_eq("X")) {
             return self.not_complete(ev, cat, at);
         }
+        // A collective's annotation is also an op of its thread, read below.
         if cat == c::CPU_OP && ev.name.is_some_and(|n| n.bytes_eq(vocab::PARAM_COMMS)) {
             self.param_comms(ev, at);
-            return Ok(());
         }
         let modelled = scan::MODELLED.contains(&cat);
         if modelled {
@@ -74,6 +75,7 @@ impl Sink {
                 self.overhead(ev, at, name);
                 Ok(())
             }
+            c::CPU_OP | c::PYTHON_FUNCTION | c::OPERATOR => self.host_op(ev, at, cat, name),
             other => {
                 self.skip(if other.is_empty() { "(no cat)" } else { other });
                 Ok(())
@@ -276,6 +278,51 @@ impl Sink {
             end_ns: end,
             // Kineto's JSON does not carry the NVTX domain; cutrace's export does.
             nvtx_domain,
+        });
+        Ok(())
+    }
+
+    /// A host op (`cpu_op`, `python_function`, or the `Operator` of 2020–2021 traces). A step
+    /// annotation filed as an op (`ProfilerStep#N`: torch 1.8 wrote it as an `Operator`) is read
+    /// as the host range torch writes today (`user_annotation`), so steps are found in old
+    /// traces as in new ones.
+    fn host_op(
+        &mut self,
+        ev: &Event<'_>,
+        at: u64,
+        cat: &str,
+        name: &str,
+    ) -> Result<(), TraceError> {
+        if cat != c::PYTHON_FUNCTION && name.starts_with(vocab::PROFILER_STEP) {
+            return self.range(ev, at, c::USER_ANNOTATION, name);
+        }
+        let Some((start, end)) = self.soft_interval(ev, at, cat) else {
+            return Ok(());
+        };
+        // The id links the op to the calls it made; one that does not read is counted and 0.
+        let external_id = match ev.args.and_then(|a| a.external_id) {
+            Some(raw) => match lenient_uint::<u64>(raw) {
+                Ok(Some(v)) => v,
+                _ => {
+                    self.unread(cat, arg::EXTERNAL_ID, raw);
+                    0
+                }
+            },
+            None => 0,
+        };
+        let name = self.strings.intern(name);
+        self.trace.host_ops.push(HostOp {
+            kind: if cat == c::PYTHON_FUNCTION {
+                HostOpKind::PythonFunction
+            } else {
+                HostOpKind::CpuOp
+            },
+            name,
+            process: raw_u64(ev.pid).unwrap_or(0) as u32,
+            thread: raw_u64(ev.tid).unwrap_or(0),
+            start_ns: start,
+            end_ns: end,
+            external_id,
         });
         Ok(())
     }

@@ -182,6 +182,9 @@ impl Sink {
         for o in &mut t.overheads {
             o.kind = m(o.kind);
         }
+        for o in &mut t.host_ops {
+            o.name = m(o.name);
+        }
         for mk in &mut t.marks {
             mk.name = m(mk.name);
         }
@@ -194,6 +197,7 @@ impl Sink {
         me.ranges.append(&mut t.ranges);
         me.marks.append(&mut t.marks);
         me.overheads.append(&mut t.overheads);
+        me.host_ops.append(&mut t.host_ops);
         me.memory.append(&mut t.memory);
         self.events += other.events;
         self.rounded += std::mem::take(&mut other.rounded);
@@ -219,6 +223,7 @@ impl Sink {
         t.ranges.clear();
         t.marks.clear();
         t.overheads.clear();
+        t.host_ops.clear();
         t.memory.clear();
         self.strings = Interner::new();
         self.launches = Default::default();

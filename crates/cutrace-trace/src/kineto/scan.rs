@@ -512,7 +512,7 @@ impl<'a> Scanner<'a> {
 /// Event categories whose fields cutrace reads; any other event is skipped as soon as its `ph`
 /// or `cat` says so. They are matched ignoring ASCII case: Kineto has written "Kernel" as well
 /// as "kernel" over its versions (pytorch/kineto#659).
-pub const MODELLED: [&str; 9] = [
+pub const MODELLED: [&str; 12] = [
     cat::KERNEL,
     cat::GPU_MEMCPY,
     cat::GPU_MEMSET,
@@ -522,6 +522,9 @@ pub const MODELLED: [&str; 9] = [
     cat::USER_ANNOTATION,
     cat::GPU_USER_ANNOTATION,
     cat::OVERHEAD,
+    cat::CPU_OP,
+    cat::PYTHON_FUNCTION,
+    cat::OPERATOR,
 ];
 
 /// Older Kineto spellings (the PyTorch 1.8-era chrome traces wrote `Kernel`, `Memcpy`, `Memset`
@@ -579,15 +582,10 @@ impl Scanner<'_> {
     }
 }
 
-/// The one CPU op cutrace reads: torch's annotation of a collective call.
-pub use super::vocab::PARAM_COMMS;
-
-/// The categories of which cutrace reads one event name only, and that name: the `cpu_op`
-/// [`PARAM_COMMS`] and the `cpu_instant_event` `[memory]`.
+/// The categories of which cutrace reads one event name only, and that name: the
+/// `cpu_instant_event` `[memory]`.
 fn only_name(cat: JStr<'_>) -> Option<&'static str> {
-    if cat.bytes_eq(cat::CPU_OP) {
-        Some(PARAM_COMMS)
-    } else if cat.bytes_eq(cat::CPU_INSTANT_EVENT) {
+    if cat.bytes_eq(cat::CPU_INSTANT_EVENT) {
         Some(super::vocab::MEMORY)
     } else {
         None
@@ -597,7 +595,7 @@ fn only_name(cat: JStr<'_>) -> Option<&'static str> {
 /// Scans one event object at the front of `b` into `ev` (reused from event to event: it is
 /// some 600 bytes, too many to return by value); returns the bytes it took. Events that
 /// cutrace does not model (`ph` other than "X" or "i", or a `cat` not in [`MODELLED`]; of
-/// `cpu_op` events, all but [`PARAM_COMMS`]; of `cpu_instant_event`s, all but `[memory]`) are
+/// `cpu_instant_event`s, all but `[memory]`) are
 /// skipped after those keys, and come back with the
 /// fields read so far. A `ph`, `cat` or `name` that is not a string is read as absent (and the
 /// event is then not modelled, or unnamed): it never makes the event unreadable.
@@ -609,8 +607,8 @@ pub fn event<'a>(b: &'a [u8], ev: &mut Event<'a>) -> Result<usize, ScanError> {
         s.i += 1;
         return Ok(s.i);
     }
-    // A `cpu_op` is kept only if its name is PARAM_COMMS, a `cpu_instant_event` only if it is
-    // `[memory]`: decided once both are read.
+    // A `cpu_instant_event` is kept only if its name is `[memory]`: decided once both are
+    // read.
     let mut only: Option<&'static str> = None;
     loop {
         if s.ws()? != b'"' {

@@ -84,8 +84,14 @@ pub mod cat {
     pub const GPU_USER_ANNOTATION: &str = "gpu_user_annotation";
     /// CUPTI's own overhead (buffer requests, instrumentation, …).
     pub const OVERHEAD: &str = "overhead";
-    /// A torch operator on the host; only `record_param_comms` ones are read.
+    /// A torch operator on the host (a host op; `record_param_comms` ones also carry a
+    /// collective's facts).
     pub const CPU_OP: &str = "cpu_op";
+    /// A Python call on the host (`with_stack=True`): a host op.
+    pub const PYTHON_FUNCTION: &str = "python_function";
+    /// The torch 1.8-era profiler's (2020–2021) name for `cpu_op`; `ProfilerStep#N` was one
+    /// too, and is read as the host range torch writes today.
+    pub const OPERATOR: &str = "operator";
     /// torch.profiler's instant events; only `[memory]` ones ([`super::MEMORY`]) are read.
     pub const CPU_INSTANT_EVENT: &str = "cpu_instant_event";
     /// The flow from a launching call to its device records.
@@ -148,6 +154,9 @@ pub mod arg {
     /// The value of [`MEMORY_LEVEL`] for CUDA's allocator.
     pub const DRIVER_LEVEL: &str = "driver";
 }
+
+/// The prefix of torch.profiler's step annotations (`prof.step()`): `ProfilerStep#12`.
+pub const PROFILER_STEP: &str = "ProfilerStep#";
 
 /// The `cpu_op` that carries a collective's facts.
 pub const PARAM_COMMS: &str = "record_param_comms";

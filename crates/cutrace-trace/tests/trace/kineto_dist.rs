@@ -125,16 +125,16 @@ fn annotations_without_nccl_kernels_leave_collectives_empty_with_a_note() {
         "{}",
         note.text
     );
-    // record_param_comms ops are read, not skipped; other CPU ops still are.
-    let skipped_cpu = t
-        .meta
-        .skipped_events
+    // Every CPU op is read as a host op, record_param_comms ones as well; none is skipped.
+    assert!(!t.meta.skipped_events.iter().any(|(c, _)| c == "cpu_op"));
+    let all_cpu = json.matches("\"cat\": \"cpu_op\"").count();
+    assert_eq!(t.host_ops.len(), all_cpu);
+    let comm_ops = t
+        .host_ops
         .iter()
-        .find(|(c, _)| c == "cpu_op")
-        .map(|(_, n)| *n)
-        .unwrap();
-    let all_cpu = json.matches("\"cat\": \"cpu_op\"").count() as u64;
-    assert_eq!(skipped_cpu, all_cpu - ops as u64);
+        .filter(|o| t.str(o.name) == "record_param_comms")
+        .count();
+    assert_eq!(comm_ops, ops);
     let g = fixture("gloo_rank0.json.gz");
     assert!(g.collectives.is_empty());
     assert!(!g

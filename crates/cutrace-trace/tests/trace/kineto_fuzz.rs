@@ -160,6 +160,16 @@ fn mutate_event(ev: &mut Obj, rng: &mut Rng) {
 /// Kineto's), and the top level gains odd members of the names Kineto uses.
 fn mutate(json: &str, seed: u64) -> String {
     let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    // The oldest traces are a bare array of events: mutated as one, and kept one.
+    if json.trim_start().starts_with('[') {
+        let mut events: Vec<Obj> = serde_json::from_str(json).unwrap();
+        for ev in &mut events {
+            if rng.chance(60) {
+                mutate_event(ev, &mut rng);
+            }
+        }
+        return serde_json::to_string(&events).unwrap();
+    }
     let mut top: Obj = serde_json::from_str(json).unwrap();
     let mut events: Vec<Obj> = serde_json::from_str(top["traceEvents"].get()).unwrap();
     for ev in &mut events {

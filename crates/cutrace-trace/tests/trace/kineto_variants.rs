@@ -4,7 +4,7 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use cutrace_trace::{open, Trace, TraceError};
+use cutrace_trace::{open, HostOpKind, RangeDomain, Trace, TraceError};
 
 fn load(path: &Path) -> Result<Trace, TraceError> {
     open(path, &mut |_, _| {})
@@ -92,17 +92,16 @@ fn categories_are_matched_ignoring_ascii_case() {
         (100_000, 150_000)
     );
     assert!(t.meta.skipped_events.is_empty());
-    // Categories cutrace does not model are still skipped, under their own spelling.
+    // Categories cutrace does not model are still skipped, under their own spelling; a host
+    // op's category in another case is read.
     let t = load_text(
         "other",
         r#"{"traceEvents":[{"ph":"X","cat":"CPU_OP","name":"aten::mm","ts":1,"dur":1},
            {"ph":"X","cat":"Kernels","name":"k","ts":1,"dur":1}]}"#,
     )
     .unwrap();
-    assert_eq!(
-        t.meta.skipped_events,
-        vec![("CPU_OP".to_owned(), 1), ("Kernels".to_owned(), 1)]
-    );
+    assert_eq!(t.meta.skipped_events, vec![("Kernels".to_owned(), 1)]);
+    assert_eq!(t.str(t.host_ops[0].name), "aten::mm");
 }
 
 fn fixture_json(name: &str) -> Vec<u8> {
@@ -247,5 +246,160 @@ fn legacy_category_names_read_as_todays() {
     assert_eq!(
         (old.memcpys.len(), old.memsets.len(), old.api_calls.len()),
         (1, 1, 2)
+    );
+}
+
+/// A 2021 trace as torch 1.8 wrote it (tests/fixtures/kineto/tb_resnet50_2021_operators):
+/// a bare array of events, every CPU op filed as `Operator`, its steps (`ProfilerStep#N`) among
+/// them. The steps read as host ranges (as torch writes them today), every other op as a host
+/// op with its thread, times and id; no `Operator` event is left unread.
+#[test]
+fn a_2021_trace_reads_its_operators_and_steps() {
+    let t = load(&cutrace_testkit::fixture(
+        "kineto/tb_resnet50_2021_operators.json.gz",
+    ))
+    .unwrap();
+    let steps: Vec<_> = t
+        .ranges
+        .iter()
+        .map(|r| {
+            (
+                t.str(r.name),
+                r.domain,
+                r.process,
+                r.thread,
+                r.start_ns,
+                r.end_ns,
+            )
+        })
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            (
+                "ProfilerStep#6",
+                RangeDomain::Host,
+                119771,
+                1890023232,
+                1_610_366_662_413_656_000,
+                1_610_366_662_413_656_000 + 150_790_000
+            ),
+            (
+                "ProfilerStep#7",
+                RangeDomain::Host,
+                119771,
+                1890023232,
+                1_610_366_662_564_505_000,
+                1_610_366_662_564_505_000 + 141_346_000
+            ),
+        ]
+    );
+    let json = String::from_utf8(fixture_json("tb_resnet50_2021_operators.json.gz")).unwrap();
+    assert!(json.starts_with('['), "the fixture is a bare array");
+    let operators = json.matches("\"cat\": \"Operator\"").count();
+    assert_eq!(t.host_ops.len(), operators - 2);
+    assert!(t.host_ops.iter().all(|o| o.kind == HostOpKind::CpuOp));
+    let loader: Vec<_> = t
+        .host_ops
+        .iter()
+        .filter(|o| t.str(o.name).starts_with("enumerate(DataLoader)"))
+        .map(|o| (o.process, o.thread, o.start_ns, o.end_ns, o.external_id))
+        .collect();
+    assert_eq!(
+        loader,
+        [
+            (
+                119771,
+                1890023232,
+                1_610_366_662_413_704_000,
+                1_610_366_662_413_704_000 + 43_830_000,
+                5573
+            ),
+            (
+                119771,
+                1890023232,
+                1_610_366_662_564_548_000,
+                1_610_366_662_564_548_000 + 42_919_000,
+                11137
+            ),
+        ]
+    );
+    assert!(
+        !t.meta
+            .skipped_events
+            .iter()
+            .any(|(c, _)| c.eq_ignore_ascii_case("operator")),
+        "{:?}",
+        t.meta.skipped_events
+    );
+}
+
+/// `cpu_op` and `python_function` events are host ops of their kind; a `ProfilerStep#N` filed
+/// as a `cpu_op` is a host range, one filed as a Python call stays a host op.
+#[test]
+fn cpu_ops_and_python_functions_are_host_ops() {
+    let t = load_text(
+        "hostops",
+        r#"{"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 3, "tid": 4, "ts": 10, "dur": 2.5,
+         "args": {"External id": 17, "Input Dims": [[2, 2], [2, 2]]}},
+        {"ph": "X", "cat": "python_function", "name": "train.py(12): step", "pid": 3, "tid": 4,
+         "ts": 9, "dur": 5},
+        {"ph": "X", "cat": "cpu_op", "name": "ProfilerStep#3", "pid": 3, "tid": 4, "ts": 1,
+         "dur": 50},
+        {"ph": "X", "cat": "python_function", "name": "ProfilerStep#x", "pid": 3, "tid": 4,
+         "ts": 2, "dur": 1},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 3, "tid": 4, "ts": 20,
+         "dur": 1, "args": {"External id": "x"}}
+        ]}"#,
+    )
+    .unwrap();
+    let ops: Vec<_> = t
+        .host_ops
+        .iter()
+        .map(|o| {
+            (
+                o.kind,
+                t.str(o.name),
+                o.process,
+                o.thread,
+                o.start_ns,
+                o.end_ns,
+                o.external_id,
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            (HostOpKind::CpuOp, "aten::mm", 3, 4, 10_000, 12_500, 17),
+            (
+                HostOpKind::PythonFunction,
+                "train.py(12): step",
+                3,
+                4,
+                9_000,
+                14_000,
+                0
+            ),
+            (
+                HostOpKind::PythonFunction,
+                "ProfilerStep#x",
+                3,
+                4,
+                2_000,
+                3_000,
+                0
+            ),
+            (HostOpKind::CpuOp, "aten::add", 3, 4, 20_000, 21_000, 0),
+        ]
+    );
+    assert_eq!(t.ranges.len(), 1);
+    assert_eq!(t.str(t.ranges[0].name), "ProfilerStep#3");
+    assert!(t.meta.skipped_events.is_empty());
+    // An id that does not read is counted, and the op kept.
+    assert_eq!(
+        t.meta.unread_values,
+        vec![("cpu_op \"External id\"".to_owned(), 1)]
     );
 }
