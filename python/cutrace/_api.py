@@ -372,7 +372,7 @@ class Report:
         compute, communication, copy and idle time and shares, gaps, idle waiting for the host);
         for a job, one row per rank (:meth:`ranks`)."""
         if self.is_job:
-            return self.ranks()
+            return _frame(self.data["ranks"], "Report.summary()")
         return _frame(self.data["summary"]["devices"], "Report.summary()")
 
     def ranks(self) -> "pandas.DataFrame":
