@@ -20,6 +20,7 @@ use cutrace_trace::Ns;
 use serde::Serialize;
 
 use crate::job::{DeadReason, RankFrom, RankLosses, RankStep, RankSummary};
+use crate::job_verdict::{job_summary, JobSummary};
 use crate::percentile::nearest_rank;
 use crate::summary::pct;
 
@@ -49,6 +50,8 @@ pub struct JobReport {
     pub collectives: JobCollectives,
     /// What makes the numbers less than exact, as facts (the words are the renderers').
     pub notes: Vec<JobNote>,
+    /// The first answer: the ranks together, the straggler, the slowest rank per step, skew.
+    pub summary: JobSummary,
 }
 
 /// One thing that makes a job's numbers less than exact. `kind` is stable, for scripts; the
@@ -143,6 +146,8 @@ pub struct JobRank {
     /// The union of all kernels on its GPU or GPUs (summed over GPUs, each a union).
     pub busy_ns: Ns,
     pub busy_pct: f64,
+    /// The union of its compute (not communication) kernels: `busy_ns − exposed_comm_ns`.
+    pub compute_ns: Ns,
     /// The union of its NCCL kernels.
     pub comm_ns: Ns,
     /// NCCL time during which no compute kernel ran on that GPU.
@@ -286,11 +291,14 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
         notes.push(JobNote::NoNcclKernels);
     }
     let (collectives, wait) = collectives(&live, top, &mut notes);
-    let ranks = live
+    let ranks: Vec<JobRank> = live
         .iter()
         .enumerate()
         .map(|(i, (rank, from, s))| job_rank(*rank, from, s, wait[i]))
         .collect();
+    let steps = job_steps(&live);
+    let lost = (dead_ranks.len() as u64, missing_ranks.len() as u64);
+    let summary = job_summary(&ranks, lost, &steps, &collectives);
     JobReport {
         schema_version: JOB_SCHEMA_VERSION,
         kind: "job",
@@ -300,9 +308,10 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
         dead_ranks,
         clock: clock_info(&live),
         ranks,
-        steps: job_steps(&live),
+        steps,
         collectives,
         notes,
+        summary,
     }
 }
 
@@ -378,6 +387,7 @@ fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobR
         window_ns: s.window_ns,
         busy_ns: s.busy_ns,
         busy_pct: pct(s.busy_ns, s.window_ns),
+        compute_ns: s.busy_ns.saturating_sub(s.exposed_comm_ns),
         comm_ns: s.comm_ns,
         exposed_comm_ns: s.exposed_comm_ns,
         hidden_comm_pct: (s.comm_ns > 0)

@@ -17,6 +17,7 @@ pub mod intervals;
 pub mod job;
 pub mod job_diff;
 pub mod job_reduce;
+pub mod job_verdict;
 pub mod launches;
 pub mod memory;
 pub mod names;

@@ -16,6 +16,8 @@ use cutrace_analysis::{
 use cutrace_trace::classify::Unit;
 use cutrace_trace::{Limits, Progress, ReadOptions, Trace, TraceError};
 
+use crate::html::job_lod::RankBuckets;
+
 /// Reads the trace at `path`, reporting bytes read to `progress`.
 pub fn load(path: &Path, opts: &ReadOptions, progress: Progress<'_>) -> Result<Trace, TraceError> {
     cutrace_trace::open_with(path, opts, progress)
@@ -85,9 +87,20 @@ pub fn summarize_unit(
     which: &StepMatch,
     opts: &ReadOptions,
 ) -> Result<RankSummary, TraceError> {
+    summarize_unit_with(unit, which, opts, None).map(|s| s.0)
+}
+
+/// [`summarize_unit`], and with `lane: Some(n)` the trace's timeline buckets for the job's page
+/// (at most `n` of them; none from a summary, which holds no intervals).
+fn summarize_unit_with(
+    unit: &Unit,
+    which: &StepMatch,
+    opts: &ReadOptions,
+    lane: Option<u64>,
+) -> Result<(RankSummary, Option<RankBuckets>), TraceError> {
     let fallback = name_rank(unit);
     let read = match unit {
-        Unit::Summary(p) => return read_summary(p),
+        Unit::Summary(p) => return read_summary(p).map(|s| (s, None)),
         Unit::Trace(p) => load(p, opts, &mut |_, _| {}),
         Unit::Parts { paths, .. } => {
             cutrace_trace::native::read_parts_with(paths, &opts.limits, &mut |_, _| {})
@@ -96,6 +109,7 @@ pub fn summarize_unit(
     let dead = |why: DeadReason| RankSummary::dead(fallback.0, fallback.1, unit.paths(), why);
     Ok(match read {
         Ok(trace) => {
+            let buckets = lane.and_then(|n| crate::html::job_lod::rank_buckets(&trace, n));
             let mut s = match RankSummary::from_trace(&trace, fallback, which) {
                 Ok(s) => s,
                 Err(e) => dead(DeadReason::AnalysisFailed {
@@ -105,7 +119,7 @@ pub fn summarize_unit(
             if s.paths.is_empty() {
                 s.paths = unit.paths();
             }
-            s
+            (s, buckets)
         }
         Err(e) => {
             // The dead rank lists its paths: the reason need not repeat the first.
@@ -114,7 +128,7 @@ pub fn summarize_unit(
             let error = first
                 .and_then(|p| why.strip_prefix(&p).map(str::to_owned))
                 .unwrap_or(why);
-            dead(DeadReason::Unreadable { error })
+            (dead(DeadReason::Unreadable { error }), None)
         }
     })
 }
@@ -158,6 +172,19 @@ pub fn summarize(
     threads: usize,
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<RankSummary>, TraceError> {
+    let all = summarize_with(units, which, limits, (threads, None), done)?;
+    Ok(all.into_iter().map(|s| s.0).collect())
+}
+
+/// [`summarize`], and with `lane: Some(n)` each rank's timeline buckets ([`RankBuckets`], at
+/// most `n`), kept beside its summary.
+fn summarize_with(
+    units: &[Unit],
+    which: &StepMatch,
+    limits: &Limits,
+    (threads, lane): (usize, Option<u64>),
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<(RankSummary, Option<RankBuckets>)>, TraceError> {
     // Ranks are read in parallel; each import gets its share of the threads (one each when
     // there are more ranks than threads), so the cores are used and not oversubscribed, and no
     // more than one import takes on its own.
@@ -168,10 +195,10 @@ pub fn summarize(
         limits: *limits,
     };
     let finished = AtomicUsize::new(0);
-    let mut slots: Vec<Option<Result<RankSummary, TraceError>>> =
-        (0..units.len()).map(|_| None).collect();
+    type Slot = Option<Result<(RankSummary, Option<RankBuckets>), TraceError>>;
+    let mut slots: Vec<Slot> = (0..units.len()).map(|_| None).collect();
     cutrace_trace::parallel::for_each(&mut slots, threads, |i, slot| {
-        *slot = Some(summarize_unit(&units[i], which, &opts));
+        *slot = Some(summarize_unit_with(&units[i], which, &opts, lane));
         done(finished.fetch_add(1, Ordering::Relaxed) + 1);
     });
     slots
@@ -198,7 +225,29 @@ pub fn job_report(
     (threads, top): (usize, usize),
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<cutrace_analysis::JobReport, TraceError> {
-    let summaries = summarize(units, which, limits, threads, done)?;
+    let t = (threads, top, None);
+    job_report_with(units, notes, which, limits, t, done).map(|r| r.0)
+}
+
+/// [`job_report`], and with `lane: Some(n)` (the third of the tuple) each rank's timeline
+/// buckets, by the paths of its summary (its `JobRank::paths`).
+pub fn job_report_with(
+    units: &[Unit],
+    notes: Vec<String>,
+    which: &StepMatch,
+    limits: &Limits,
+    (threads, top, lane): (usize, usize, Option<u64>),
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<(cutrace_analysis::JobReport, RankLanes), TraceError> {
+    let all = summarize_with(units, which, limits, (threads, lane), done)?;
+    let mut summaries = Vec::with_capacity(all.len());
+    let mut lanes = RankLanes::new();
+    for (s, b) in all {
+        if let Some(b) = b {
+            lanes.insert(s.paths.clone(), b);
+        }
+        summaries.push(s);
+    }
     let mut report = cutrace_analysis::JobReport::from_summaries(&summaries, top);
     report.notes.splice(
         0..0,
@@ -206,8 +255,11 @@ pub fn job_report(
             .into_iter()
             .map(|note| cutrace_analysis::JobNote::Input { note }),
     );
-    Ok(report)
+    Ok((report, lanes))
 }
+
+/// Each rank's timeline buckets, by the paths its trace was read from.
+pub type RankLanes = std::collections::HashMap<Vec<String>, RankBuckets>;
 
 #[cfg(test)]
 mod tests {

@@ -39,7 +39,9 @@ pub struct Request<'a> {
     pub threads: Option<usize>,
     pub top: usize,
     pub json: bool,
-    /// Options that apply to one trace only, given (`--html`, `--from`, `--to`).
+    /// `--html`: the job's page ([`crate::html::job`]) instead of text or JSON.
+    pub html: bool,
+    /// Options that apply to one trace only, given (`--from`, `--to`; `--html` for a diff).
     pub one_trace_options: Vec<&'static str>,
 }
 
@@ -53,6 +55,7 @@ impl<'a> Request<'a> {
             threads: None,
             top,
             json,
+            html: false,
             one_trace_options: Vec::new(),
         }
     }
@@ -92,6 +95,8 @@ pub enum Report {
     OneTrace(PathBuf),
     /// A job: its report, to print.
     Job(Vec<u8>),
+    /// A job's page (`--html`), to write where `--html` says.
+    JobPage(String),
 }
 
 /// `cutrace report FILES…`: one trace, or the job report of several ranks. `progress` is called
@@ -107,12 +112,17 @@ pub fn report(
     };
     req.refuse_one_trace_options(&format!("these inputs are a job of {} ranks", units.len()))?;
     let n = units.len();
-    let report = input::job_report(
+    // The page's timeline keeps each rank's buckets, as few as its lanes' levels need.
+    let lane = req.html.then(|| {
+        let levels = crate::html::job_lod::rank_levels(n);
+        crate::html::job_lod::fine_buckets(levels)
+    });
+    let (report, lanes) = input::job_report_with(
         &units,
         notes,
         req.which,
         &req.limits,
-        (req.threads(), req.top),
+        (req.threads(), req.top, lane),
         &|k| progress(k, n),
     )?;
     require_live(&report)?;
@@ -122,10 +132,14 @@ pub fn report(
             req.which.text()
         )));
     }
-    if req.json {
-        return json(&crate::text::job::report_json(&report), "report").map(Report::Job);
-    }
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
+    if req.html {
+        let page = crate::html::job::page(&names.join(" "), &report, &lanes);
+        return Ok(Report::JobPage(page));
+    }
+    if req.json {
+        return json(&report_json(&report), "report").map(Report::Job);
+    }
     let mut text = String::new();
     crate::text::job::render(&mut text, &names.join(" "), &report, req.top);
     Ok(Report::Job(text.into_bytes()))
@@ -157,6 +171,23 @@ fn require_live(report: &cutrace_analysis::JobReport) -> Result<(), JobError> {
             String::new()
         }
     )))
+}
+
+/// The job report as `cutrace report JOB --format json` prints it (docs/REPORT.md): the text
+/// crate's [`crate::text::job::ReportJson`] and, after it, the verdict's figures (`summary`).
+#[derive(serde::Serialize)]
+pub struct JobJson<'a> {
+    #[serde(flatten)]
+    report: crate::text::job::ReportJson<'a>,
+    summary: &'a cutrace_analysis::job_verdict::JobSummary,
+}
+
+/// See [`JobJson`].
+pub fn report_json(j: &cutrace_analysis::JobReport) -> JobJson<'_> {
+    JobJson {
+        report: crate::text::job::report_json(j),
+        summary: &j.summary,
+    }
 }
 
 fn json<T: serde::Serialize>(v: &T, what: &'static str) -> Result<Vec<u8>, JobError> {

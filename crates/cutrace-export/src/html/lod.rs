@@ -44,6 +44,10 @@ pub struct Lane {
     pub stream: Option<u64>,
     /// The process of the stream, in a trace merged from several processes.
     pub pid: Option<u32>,
+    /// A job's lane of one rank ([`super::job_lod`]): its buckets' second character is the
+    /// communication share (in 64ths, as the busy share), not an [`IdleKind`]. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
     /// Levels, coarsest first: level `k` has `BASE_BUCKETS · ZOOM^k` buckets over the span, two
     /// characters each: the busy share in 64ths (`0`–`9`, `A`–`Z`, `a`–`z`, `+`, `/`: 0 only
     /// when nothing ran, 63 only when the bucket is full) and the [`IdleKind`] digit.
@@ -75,15 +79,15 @@ struct Acc {
     idle: Vec<[Ns; 3]>,
 }
 
-struct Grid {
-    start: Ns,
-    width: Ns,
-    n: usize,
+pub(super) struct Grid {
+    pub(super) start: Ns,
+    pub(super) width: Ns,
+    pub(super) n: usize,
 }
 
 impl Grid {
     /// Adds `[s, e)` to `v` bucket by bucket.
-    fn add(&self, s: Ns, e: Ns, mut f: impl FnMut(usize, Ns)) {
+    pub(super) fn add(&self, s: Ns, e: Ns, mut f: impl FnMut(usize, Ns)) {
         if e <= s {
             return;
         }
@@ -323,6 +327,7 @@ fn encode_lanes(
             device: *d,
             stream: None,
             pid: None,
+            rank: None,
             levels: encode_levels(&dev.grid, dev.count, &a.busy, Some(&a.idle)),
         });
         let mut own: Vec<(u64, usize)> = kept
@@ -337,6 +342,7 @@ fn encode_lanes(
                 device: *d,
                 stream: Some(s),
                 pid,
+                rank: None,
                 levels: encode_levels(&stream.grid, stream.count, &stream_acc[i], None),
             });
         }
@@ -356,7 +362,7 @@ fn encode_levels(g: &Grid, levels: u32, busy: &[Ns], idle: Option<&[[Ns; 3]]>) -
     for _ in 0..levels {
         out.push(encode(&busy, idle.as_deref(), width));
         let z = ZOOM as usize;
-        busy = busy.chunks(z).map(|c| c.iter().sum()).collect();
+        busy = coarser(&busy);
         idle = idle.map(|v| {
             v.chunks(z)
                 .map(|c| {
@@ -371,18 +377,28 @@ fn encode_levels(g: &Grid, levels: u32, busy: &[Ns], idle: Option<&[[Ns; 3]]>) -
     out
 }
 
+/// One level coarser: each [`ZOOM`] neighbours summed.
+pub(super) fn coarser(v: &[Ns]) -> Vec<Ns> {
+    v.chunks(ZOOM as usize).map(|c| c.iter().sum()).collect()
+}
+
+/// `ns` of `capacity` as a share in 64ths, as one character: `0` only when `ns` is 0, `/` (63)
+/// only when full; nonzero stays visible (at least 1) and a partial bucket never reads full.
+pub(super) fn share_char(ns: Ns, capacity: Ns) -> char {
+    let q = if ns == 0 {
+        0
+    } else if ns >= capacity {
+        63
+    } else {
+        ((ns as u128 * 63 / capacity as u128) as usize).clamp(1, 62)
+    };
+    B64[q] as char
+}
+
 fn encode(busy: &[Ns], idle: Option<&[[Ns; 3]]>, width: Ns) -> String {
     let mut s = String::with_capacity(busy.len() * 2);
     for (b, &ns) in busy.iter().enumerate() {
-        let q = if ns == 0 {
-            0
-        } else if ns >= width {
-            63
-        } else {
-            // Nonzero stays visible (at least 1), a partial bucket never reads full.
-            ((ns as u128 * 63 / width as u128) as usize).clamp(1, 62)
-        };
-        s.push(B64[q] as char);
+        s.push(share_char(ns, width));
         let kind = idle.map_or(IdleKind::None, |v| dominant(v[b]));
         s.push((b'0' + kind as u8) as char);
     }

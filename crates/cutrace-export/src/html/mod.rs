@@ -7,6 +7,8 @@
 //! sheet, by their hashes ([`content_security_policy`]).
 
 pub mod diff;
+pub mod job;
+pub mod job_lod;
 pub mod lod;
 pub mod memory;
 pub mod report;
@@ -348,29 +350,23 @@ fn bar_chart(o: &mut String, class: &str, bars: &[(String, f64, String)], unit: 
     );
 }
 
-/// The timeline's frame: buttons, the range shown, the SVG the script draws into, the legend.
+/// The timeline's frame of one trace (or one side of a diff): buttons, the range shown, the SVG
+/// the script draws into, the legend.
 fn timeline_frame(o: &mut String, id: &str, lod: &TimelineLod) {
     if lod.lanes.is_empty() {
         o.push_str("<p class=\"muted\">No kernels in the trace (or its window): no timeline.</p>");
         return;
     }
-    let _ = write!(
+    timeline_open(
         o,
-        "<div class=\"timeline\" id=\"{id}\"><div class=\"tl-controls\">\
-         <button type=\"button\" class=\"tl-in\">Zoom in</button>\
-         <button type=\"button\" class=\"tl-out\">Zoom out</button>\
-         <button type=\"button\" class=\"tl-reset\">Whole span</button>\
-         <span class=\"tl-range\" data-from=\"0\" data-to=\"{}\"></span>\
-         <span class=\"tl-level muted\"></span></div>\
-         <svg class=\"tl-svg\" viewBox=\"0 0 1000 100\" preserveAspectRatio=\"none\"></svg>\
-         <p class=\"legend\"><span class=\"sw busy\"></span>busy \
+        id,
+        lod,
+        "<span class=\"sw busy\"></span>busy \
          <span class=\"sw host\"></span>idle: waiting for the host \
          <span class=\"sw queued\"></span>idle: launched, not started \
          <span class=\"sw unknown\"></span>idle: unknown (no launch call) \
          <span class=\"sw stream\"></span>stream busy \
-         <span class=\"gapmark\">▼</span> a largest gap (hover for its reading). \
-         Drag across the strip to zoom to a range; the mouse wheel zooms around the pointer.</p>",
-        lod.span_ns
+         <span class=\"gapmark\">▼</span> a largest gap (hover for its reading).",
     );
     let _ = write!(
         o,
@@ -386,5 +382,24 @@ fn timeline_frame(o: &mut String, id: &str, lod: &TimelineLod) {
         } else {
             String::new()
         }
+    );
+}
+
+/// A timeline's controls, the SVG the script draws `lod` into, and `legend` (the page's own
+/// HTML, nothing from the trace), in an open `<div class="timeline">` the caller closes after its
+/// notes.
+fn timeline_open(o: &mut String, id: &str, lod: &TimelineLod, legend: &str) {
+    let _ = write!(
+        o,
+        "<div class=\"timeline\" id=\"{id}\"><div class=\"tl-controls\">\
+         <button type=\"button\" class=\"tl-in\">Zoom in</button>\
+         <button type=\"button\" class=\"tl-out\">Zoom out</button>\
+         <button type=\"button\" class=\"tl-reset\">Whole span</button>\
+         <span class=\"tl-range\" data-from=\"0\" data-to=\"{}\"></span>\
+         <span class=\"tl-level muted\"></span></div>\
+         <svg class=\"tl-svg\" viewBox=\"0 0 1000 100\" preserveAspectRatio=\"none\"></svg>\
+         <p class=\"legend\">{legend} Drag across the strip to zoom to a range; the mouse wheel \
+         zooms around the pointer.</p>",
+        lod.span_ns
     );
 }

@@ -30,9 +30,12 @@
     var W = 1000, LABEL = 130, LANE = 22, STREAM = 12, PAD = 4;
     var span = Math.max(1, lod.span_ns), view = [0, span];
     var rangeEl = root.querySelector('.tl-range'), levelEl = root.querySelector('.tl-level');
+    // A job's lanes are one per rank (`rank` set): thinner when there are many.
+    var ranks = lod.lanes.length && lod.lanes[0].rank !== undefined;
+    if (ranks && lod.lanes.length > 64) LANE = 10;
     var lanes = lod.lanes.map(function (l) {
       var h = l.stream === null ? LANE : STREAM;
-      var label = l.stream === null ? 'GPU ' + l.device :
+      var label = l.rank !== undefined ? 'rank ' + l.rank : l.stream === null ? 'GPU ' + l.device :
         (l.pid !== null ? 'pid ' + l.pid + ' ' : '') + 'stream ' + l.stream;
       return { lane: l, h: h, label: label };
     });
@@ -56,7 +59,9 @@
           Math.pow(lod.zoom, levels.length - 1 - k);
         var s = levels[k], n = s.length / 2;
         var first = Math.max(0, Math.floor(view[0] / w)), last = Math.min(n - 1, Math.ceil(view[1] / w));
-        var g = el('g', { 'class': 'lane', 'data-device': l.device }, svg);
+        var rank = l.rank !== undefined;
+        var g = el('g', rank ? { 'class': 'lane', 'data-rank': l.rank } :
+          { 'class': 'lane', 'data-device': l.device }, svg);
         var txt = el('text', { x: 2, y: y + L.h - 3 }, g);
         txt.textContent = L.label;
         var i = first;
@@ -69,7 +74,13 @@
             el('rect', { 'class': l.stream === null ? 'busy' : 'stream', x: x0, width: bw,
               y: y + L.h * (1 - busy), height: L.h * busy }, g);
           }
-          if (kind !== '0' && busy < 1) {
+          if (rank) {
+            // A rank's second character is its communication share, drawn over the busy bar.
+            var comm = B64.indexOf(kind) / 63;
+            if (comm > 0) {
+              el('rect', { 'class': 'comm', x: x0, width: bw, y: y + L.h * (1 - comm), height: L.h * comm }, g);
+            }
+          } else if (kind !== '0' && busy < 1) {
             el('rect', { 'class': KIND[+kind], x: x0, width: bw, y: y, height: L.h * (1 - busy) }, g);
           }
           i = j;

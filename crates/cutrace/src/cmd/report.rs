@@ -99,7 +99,9 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub steps: Option<String>,
     /// Write the report as one self-contained HTML page instead (zoomable timeline, charts,
-    /// sortable tables; nothing fetched when viewed) to a new file, or to stdout for `-`.
+    /// sortable tables; nothing fetched when viewed) to a new file, or to stdout for `-`. For a
+    /// job: the ranks side by side, a timeline lane per rank, the slowest rank per step and the
+    /// collectives' skew (--from and --to still apply to one trace only).
     #[arg(long, value_name = "OUT.html")]
     pub html: Option<PathBuf>,
     /// Replace the --html file if it exists (a regular file only, never a link), as
@@ -136,7 +138,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     };
     let json = args.format == Format::Json;
     let mut req = job::Request::new(&which, limits, args.top, json);
-    req.one_trace_options = job::given(args.html.is_some(), args.from.is_some(), args.to.is_some());
+    // A job has its own page; its time window is one trace's only.
+    req.one_trace_options = job::given(false, args.from.is_some(), args.to.is_some());
+    req.html = args.html.is_some();
     (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
     let file = match job::report(&args.files, &req, &progress)? {
         job::Report::OneTrace(p) => {
@@ -153,6 +157,15 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
             line.into_inner().ok().map(ProgressLine::finish);
             out.write_all(&bytes)
                 .context("writing the report to stdout")?;
+            return Ok(0);
+        }
+        job::Report::JobPage(page) => {
+            line.into_inner().ok().map(ProgressLine::finish);
+            if let Some(dest) = &args.html {
+                let mode = cutrace_export::files::mode_of_inputs(&args.files);
+                html::write_to(dest, &page, out, mode, args.force)
+                    .with_context(|| format!("writing {}", dest.display()))?;
+            }
             return Ok(0);
         }
     };
