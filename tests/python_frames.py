@@ -131,12 +131,13 @@ def job_view(job):
     text = subprocess.run([os.environ["CUTRACE_BIN"], "report", "--", job],
                           capture_output=True, text=True, check=True).stdout
     err = io.StringIO()
+    rep = cutrace.Report(job)
     with contextlib.redirect_stderr(err):
-        view = cutrace.Report(job)._repr_html_()
+        view = rep._repr_html_()
     if page.returncode == 0:
         check("a job's view is its HTML page (cutrace report JOB --html makes one)",
               view.startswith('<iframe sandbox="allow-scripts"')
-              and html.escape(page.stdout, quote=True)[:2000] in view)
+              and f'srcdoc="{html.escape(rep.html(), quote=True)}"' in view, view[:300])
     else:
         check("a job's view is the text report, as `cutrace report JOB` prints it",
               view.startswith('<pre class="cutrace-report">' + html.escape(text) + "</pre>"),
