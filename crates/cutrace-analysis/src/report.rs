@@ -777,6 +777,10 @@ fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
         trace.overheads.iter().map(|r| (r.start_ns, r.end_ns)),
         &mut rest,
     );
+    scan(
+        trace.host_ops.iter().map(|r| (r.start_ns, r.end_ns)),
+        &mut rest,
+    );
     scan(trace.marks.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
     scan(trace.memory.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
     let bounds = (rest.0 != Ns::MAX).then_some((rest.0, rest.1));

@@ -132,9 +132,13 @@ pub const PC_SAMPLES: &str = "pc_samples";
 /// traces that have them.
 pub const MEMORY: &str = "memory";
 
+/// The table of host ops (torch.profiler's `cpu_op`, `python_function`, and the `Operator` of
+/// 2020–2021 traces), written only for traces that have them.
+pub const CPU_OPS: &str = "cpu_ops";
+
 /// Every table a trace may be exported to: [`NAMES`], then [`COUNTERS`], [`PM_SAMPLES`],
-/// [`PC_SAMPLES`] and [`MEMORY`].
-pub const ALL_NAMES: [&str; 12] = [
+/// [`PC_SAMPLES`], [`MEMORY`] and [`CPU_OPS`].
+pub const ALL_NAMES: [&str; 13] = [
     "kernels",
     "api_calls",
     "memcpys",
@@ -147,12 +151,13 @@ pub const ALL_NAMES: [&str; 12] = [
     PM_SAMPLES,
     PC_SAMPLES,
     MEMORY,
+    CPU_OPS,
 ];
 
 /// The tables `t` is exported to, in [`ALL_NAMES`] order: [`NAMES`], [`COUNTERS`] when it has
 /// counters, [`PM_SAMPLES`] when it has PM samples, [`PC_SAMPLES`] when it has PC samples (or
-/// says it was sampled) and [`MEMORY`] when it has memory events, so other traces' exports keep
-/// exactly the files they had.
+/// says it was sampled), [`MEMORY`] when it has memory events and [`CPU_OPS`] when it has host
+/// ops, so other traces' exports keep exactly the files they had.
 pub fn names_for(t: &Trace) -> Vec<&'static str> {
     let mut v: Vec<&'static str> = NAMES.to_vec();
     if !t.kernel_metrics.is_empty() || t.meta.counters.is_some() {
@@ -166,6 +171,9 @@ pub fn names_for(t: &Trace) -> Vec<&'static str> {
     }
     if !t.memory.is_empty() {
         v.push(MEMORY);
+    }
+    if !t.host_ops.is_empty() {
+        v.push(CPU_OPS);
     }
     v
 }
@@ -196,6 +204,7 @@ pub fn build<'a>(t: &'a Trace, name: &str) -> Table<'a> {
         PM_SAMPLES => (pm_sample_columns(t), t.pm_samples.len()),
         PC_SAMPLES => (pc_sample_columns(t), t.pc_samples.len()),
         MEMORY => (memory_columns(t), t.memory.len()),
+        CPU_OPS => (host_op_columns(t), t.host_ops.len()),
         other => unreachable!("no table named {other}"),
     };
     Table {
@@ -382,6 +391,22 @@ fn overhead_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
         col!(o, U64, "thread", |r| r.thread),
         col!(o, U64, "start_ns", |r| r.start_ns),
         col!(o, U64, "end_ns", |r| r.end_ns),
+    ]
+}
+
+/// One row per host op; `external_id` is null where the source gave none.
+fn host_op_columns<'a>(t: &'a Trace) -> Vec<Column<'a>> {
+    let s = text(t);
+    let o = &t.host_ops;
+    vec![
+        col!(o, Str, "category", |r| Cow::Borrowed(r.kind.label())),
+        col!(o, Str, "name", |r| s(r.name)),
+        col!(o, U32, "process", |r| r.process),
+        col!(o, U64, "thread", |r| r.thread),
+        col!(o, U64, "start_ns", |r| r.start_ns),
+        col!(o, U64, "end_ns", |r| r.end_ns),
+        col!(o, OptU64, "external_id", |r| (r.external_id != 0)
+            .then_some(r.external_id)),
     ]
 }
 

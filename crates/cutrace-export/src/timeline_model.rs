@@ -18,6 +18,7 @@
 //! | `user_annotation` | NVTX ranges and marks | the range's or mark's |
 //! | `gpu_user_annotation` | GPU annotation ranges (Kineto input) | the range's |
 //! | `overhead` | CUPTI overhead | its kind |
+//! | `cpu_op`, `python_function` | host ops (Kineto input; the `Operator` of 2020–2021 traces is written `cpu_op`) | the op's |
 //! | `cpu_instant_event` | allocations and frees (Chrome only: Perfetto draws counter tracks) | `[memory]` |
 //!
 //! Where the two formats must differ, and why:
@@ -58,10 +59,11 @@ pub(crate) enum Rec {
     Range(u32),
     Overhead(u32),
     Mark(u32),
+    HostOp(u32),
 }
 
 impl Rec {
-    /// (kind 0–7, index).
+    /// (kind 0–8, index).
     pub(crate) fn split(self) -> (u32, u32) {
         match self {
             Rec::Kernel(i) => (0, i),
@@ -72,10 +74,11 @@ impl Rec {
             Rec::Range(i) => (5, i),
             Rec::Overhead(i) => (6, i),
             Rec::Mark(i) => (7, i),
+            Rec::HostOp(i) => (8, i),
         }
     }
 
-    /// The inverse of [`Rec::split`] (a kind past 7 is a mark).
+    /// The inverse of [`Rec::split`] (a kind past 8 is a mark).
     pub(crate) fn join(kind: u32, i: u32) -> Rec {
         match kind {
             0 => Rec::Kernel(i),
@@ -85,6 +88,7 @@ impl Rec {
             4 => Rec::Api(i),
             5 => Rec::Range(i),
             6 => Rec::Overhead(i),
+            8 => Rec::HostOp(i),
             _ => Rec::Mark(i),
         }
     }
@@ -183,7 +187,7 @@ impl<'t> Timeline<'t> {
     }
 
     /// Every record, in the order the Chrome export lists them: API calls, kernels, copies,
-    /// memsets, synchronizations, ranges, marks, overheads.
+    /// memsets, synchronizations, ranges, marks, overheads, host ops.
     pub(crate) fn records(&self) -> impl Iterator<Item = Rec> + 't {
         let t = self.t;
         let n = |len: usize| 0..len as u32;
@@ -196,6 +200,7 @@ impl<'t> Timeline<'t> {
             .chain(n(t.ranges.len()).map(Rec::Range))
             .chain(n(t.marks.len()).map(Rec::Mark))
             .chain(n(t.overheads.len()).map(Rec::Overhead))
+            .chain(n(t.host_ops.len()).map(Rec::HostOp))
     }
 
     pub(crate) fn lane(&self, rec: Rec) -> Lane {
@@ -256,6 +261,13 @@ impl<'t> Timeline<'t> {
                     thread: m.thread,
                 }
             }
+            Rec::HostOp(i) => {
+                let o = &t.host_ops[i as usize];
+                Lane::Host {
+                    process: o.process,
+                    thread: o.thread,
+                }
+            }
         }
     }
 
@@ -276,6 +288,7 @@ impl<'t> Timeline<'t> {
             },
             Rec::Mark(_) => cat::USER_ANNOTATION,
             Rec::Overhead(_) => cat::OVERHEAD,
+            Rec::HostOp(i) => t.host_ops[i as usize].kind.label(),
         }
     }
 
@@ -290,6 +303,7 @@ impl<'t> Timeline<'t> {
             Rec::Range(i) => Name::Text(t.ranges[i as usize].name),
             Rec::Overhead(i) => Name::Text(t.overheads[i as usize].kind),
             Rec::Mark(i) => Name::Text(t.marks[i as usize].name),
+            Rec::HostOp(i) => Name::Text(t.host_ops[i as usize].name),
         }
     }
 
@@ -346,6 +360,10 @@ impl<'t> Timeline<'t> {
             Rec::Mark(i) => {
                 let ts = t.marks[i as usize].ts_ns;
                 (ts, ts)
+            }
+            Rec::HostOp(i) => {
+                let r = &t.host_ops[i as usize];
+                (r.start_ns, r.end_ns)
             }
         };
         (s, e.max(s))
@@ -419,6 +437,12 @@ impl<'t> Timeline<'t> {
                 }
             }
             Rec::Overhead(_) => {}
+            Rec::HostOp(i) => {
+                let o = &t.host_ops[i as usize];
+                if o.external_id != 0 {
+                    out.uint(arg::EXTERNAL_ID, o.external_id);
+                }
+            }
         }
     }
 
@@ -586,6 +610,10 @@ fn survey(t: &Trace) -> (BTreeSet<(u32, u64)>, u64) {
         host.insert((m.process, m.thread));
     }
     for o in &t.overheads {
+        host.insert((o.process, o.thread));
+        span(o.start_ns, o.end_ns);
+    }
+    for o in &t.host_ops {
         host.insert((o.process, o.thread));
         span(o.start_ns, o.end_ns);
     }
@@ -832,7 +860,7 @@ mod tests {
 
     #[test]
     fn a_record_and_its_kind_and_index_are_one() {
-        for k in 0..8 {
+        for k in 0..9 {
             for i in [0, 1, u32::MAX] {
                 assert_eq!(Rec::join(k, i).split(), (k, i));
             }

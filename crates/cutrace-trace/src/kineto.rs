@@ -145,6 +145,9 @@ struct Importer<R> {
     /// cut off there.
     gzip_size: Option<u64>,
     limits: Limits,
+    /// Whether the `"cutrace"` member was read: the file is cutrace's own export, whose notes
+    /// it restored (the collective annotations' note among them, not to be added twice).
+    from_export: bool,
     /// Where the `"cutrace"` member was, for an error about its `time_base_ns`.
     time_base_at: u64,
 }
@@ -184,6 +187,7 @@ impl<R: Read> Importer<R> {
             parts: (0, 0),
             spares: Vec::new(),
             time_base_ns: 0,
+            from_export: false,
             gzip_size: None,
             limits: Limits::default(),
             time_base_at: 0,
@@ -222,7 +226,9 @@ impl<R: Read> Importer<R> {
         trace.launches = self.sink.launches.into_launches();
         trace.meta.skipped_events = self.sink.skipped.into_iter().collect();
         let part = Some(self.sink.path.display().to_string());
-        if unjoined > 0 {
+        // An export writes its collectives on their kernels, and the source's note with them;
+        // its `record_param_comms` ops are host ops like any other.
+        if unjoined > 0 && !self.from_export {
             trace.meta.notes.push(TraceNote {
                 pid: None,
                 part: part.clone(),
@@ -535,6 +541,7 @@ impl<R: Read> Importer<R> {
                 self.time_base_at = self.input.offset();
                 let v: crate::model::ExportMeta = self.parse_owned("reading \"cutrace\"")?;
                 v.restore(&mut self.sink.trace.meta);
+                self.from_export = true;
                 self.time_base_ns = v.time_base_ns.unwrap_or(0);
                 Ok(())
             }

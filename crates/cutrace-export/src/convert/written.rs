@@ -20,6 +20,8 @@ pub struct Counts {
     pub ranges: usize,
     /// Allocations and frees; said only when there are any (other traces' lines are as before).
     pub memory: usize,
+    /// Host ops (torch's CPU ops and Python calls); said only when there are any.
+    pub cpu_ops: usize,
 }
 
 impl Counts {
@@ -32,13 +34,14 @@ impl Counts {
             syncs: t.syncs.len(),
             ranges: t.ranges.len(),
             memory: t.memory.len(),
+            cpu_ops: t.host_ops.len(),
         }
     }
 }
 
 impl std::fmt::Display for Counts {
     /// "N kernels, N API calls, N copies, N memsets, N syncs, N ranges" (singular for 1), and
-    /// ", N memory events" when there are any.
+    /// ", N memory events" and ", N CPU ops" when there are any.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let all = [
             count(self.kernels, "kernel", "kernels"),
@@ -55,6 +58,9 @@ impl std::fmt::Display for Counts {
                 ", {}",
                 count(self.memory, "memory event", "memory events")
             )?;
+        }
+        if self.cpu_ops > 0 {
+            write!(f, ", {}", count(self.cpu_ops, "CPU op", "CPU ops"))?;
         }
         Ok(())
     }

@@ -17,14 +17,14 @@ pub(super) struct Ev {
     pub(super) rec: Rec,
 }
 
-/// Tracks below this many may have their events sorted as [`Packed`] (the track takes 26 bits
+/// Tracks below this many may have their events sorted as [`Packed`] (the track takes 25 bits
 /// of its tag, see [`events`]); more take the heap merge.
-const PACKED_TRACKS: usize = 1 << 26;
+const PACKED_TRACKS: usize = 1 << 25;
 
 /// An event as [`radix_sort`] moves it: 16 bytes where an [`Ev`] is 24, as the sort's passes
 /// over every event are the part of the export that grows fastest with their number. `tag`
 /// holds the track (below [`PACKED_TRACKS`]), then `what` (2 bits), the GPU flag and the
-/// record's kind (3 bits); `index` is the record's index.
+/// record's kind (4 bits); `index` is the record's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Packed {
     ts: Ns,
@@ -37,21 +37,21 @@ impl Packed {
         let (kind, index) = rec.split();
         Packed {
             ts,
-            tag: track | u32::from(what) << 26 | u32::from(gpu) << 28 | kind << 29,
+            tag: track | u32::from(what) << 25 | u32::from(gpu) << 27 | kind << 28,
             index,
         }
     }
 
     fn gpu(&self) -> bool {
-        self.tag >> 28 & 1 == 1
+        self.tag >> 27 & 1 == 1
     }
 
     fn ev(self) -> Ev {
         Ev {
             ts: self.ts,
             track: self.tag & (PACKED_TRACKS as u32 - 1),
-            what: (self.tag >> 26 & 3) as u8,
-            rec: Rec::join(self.tag >> 29, self.index),
+            what: (self.tag >> 25 & 3) as u8,
+            rec: Rec::join(self.tag >> 28, self.index),
         }
     }
 }
@@ -537,6 +537,7 @@ mod tests {
             Rec::Range(3),
             Rec::Overhead(4),
             Rec::Mark(5),
+            Rec::HostOp(6),
         ];
         for (k, &rec) in recs.iter().enumerate() {
             for (track, what, gpu) in [

@@ -207,6 +207,24 @@ fn records(t: &Trace) -> BTreeMap<&'static str, Vec<String>> {
             })
             .collect(),
     );
+    m.insert(
+        "host_ops",
+        t.host_ops
+            .iter()
+            .map(|o| {
+                format!(
+                    "{:?} {:?} {} {} {} {} {}",
+                    o.kind,
+                    t.str(o.name),
+                    o.process,
+                    o.thread,
+                    o.start_ns,
+                    o.end_ns,
+                    o.external_id
+                )
+            })
+            .collect(),
+    );
     m
 }
 
@@ -515,7 +533,8 @@ fn the_file_has_the_shape_perfetto_and_chrome_tracing_read() {
             + native.memsets.len()
             + native.syncs.len()
             + native.ranges.len()
-            + native.overheads.len();
+            + native.overheads.len()
+            + native.host_ops.len();
         assert_eq!(complete, n_records, "{name}: one complete event per record");
         let marks = events.iter().filter(|e| e["ph"] == "i").count();
         assert_eq!(marks, native.marks.len());

@@ -476,3 +476,36 @@ fn memory_events_reach_their_table_with_unknowns_as_null() {
     assert_eq!(rows[6]["total_reserved"], "");
     pyarrow_agrees(&dir.path(""), &dir.path(""));
 }
+
+/// Every host op of the 2021 trace (its `Operator` events but the two steps) is a row of the
+/// `cpu_ops` table, in the trace's order, times exact, its `External id`; a trace without host
+/// ops has no such table; pyarrow reads the Parquet file to the CSV's values.
+#[test]
+fn host_ops_reach_the_cpu_ops_table() {
+    let dir = Dir::new("tables-cpu-ops");
+    let t = load(&repo().join("tests/fixtures/kineto/tb_resnet50_2021_operators.json.gz"));
+    assert!(tables::names_for(&t).contains(&tables::CPU_OPS));
+    assert!(!tables::names_for(&Trace::default()).contains(&tables::CPU_OPS));
+    write_every_table(&t, &dir);
+    let rows = read_csv(&dir.path(""), "cpu_ops");
+    assert_eq!(rows.len(), t.host_ops.len());
+    assert_eq!(rows.len(), 33);
+    for (r, o) in rows.iter().zip(&t.host_ops) {
+        assert_eq!(r["category"], "cpu_op");
+        assert_eq!(r["name"], t.str(o.name));
+        assert_eq!(r["process"], "119771");
+        assert_eq!(r["thread"], o.thread.to_string());
+        assert_eq!(r["start_ns"], o.start_ns.to_string());
+        assert_eq!(r["end_ns"], o.end_ns.to_string());
+        assert_eq!(r["external_id"], o.external_id.to_string());
+    }
+    let loader = rows
+        .iter()
+        .find(|r| r["name"].starts_with("enumerate(DataLoader)"))
+        .unwrap();
+    assert_eq!(
+        (loader["start_ns"].as_str(), loader["end_ns"].as_str()),
+        ("1610366662413704000", "1610366662457534000")
+    );
+    pyarrow_agrees(&dir.path(""), &dir.path(""));
+}
