@@ -330,8 +330,9 @@ fn left_out(o: &mut String, j: &JobReport) {
             .map(u32::to_string)
             .collect();
         items.push(format!(
-            "MISSING: no trace for {} ranks: {}{}",
+            "MISSING: no trace for {}{}: {}{}",
             j.missing_ranks.len(),
+            ranks_word(j.missing_ranks.len() as u64),
             shown.join(", "),
             more(j.missing_ranks.len())
         ));

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::util::bin;
 
-fn python() -> Option<&'static str> {
+pub(crate) fn python() -> Option<&'static str> {
     ["python3", "python"].into_iter().find(|p| {
         Command::new(p)
             .arg("--version")
@@ -22,7 +22,7 @@ fn python() -> Option<&'static str> {
 }
 
 /// Runs gen_job.py into `dir/name` with `args`; returns the job directory and its answer.
-fn gen(py: &str, dir: &Dir, name: &str, args: &[&str]) -> (PathBuf, Value) {
+pub(crate) fn gen(py: &str, dir: &Dir, name: &str, args: &[&str]) -> (PathBuf, Value) {
     let job = dir.path(name);
     Command::new(py)
         .arg(repo().join("tests/tools/gen_job.py"))
@@ -33,7 +33,7 @@ fn gen(py: &str, dir: &Dir, name: &str, args: &[&str]) -> (PathBuf, Value) {
     (job, serde_json::from_slice(&answer).unwrap())
 }
 
-fn report(inputs: &[&Path], extra: &[&str]) -> Value {
+pub(crate) fn report(inputs: &[&Path], extra: &[&str]) -> Value {
     let out = bin()
         .arg("report")
         .args(inputs)
@@ -211,9 +211,12 @@ fn job_diff_pairs_ranks_and_job_only_options_are_refused() {
         let delta = y.as_i64().unwrap() - x.as_i64().unwrap();
         assert_eq!(row["wait_ns"]["delta"], delta);
     }
-    let o = bin().arg("report").arg(&a).args(["--html", "-"]).run();
+    // A job has its page (job_html_cli.rs), not a time window.
+    let o = bin().arg("report").arg(&a).args(["--from", "1ms"]).run();
     assert_ne!(o.status.code(), Some(0));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("job of 3 ranks"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--from applies to one trace"), "{err}");
+    assert!(err.contains("job of 3 ranks"), "{err}");
     let o = bin()
         .args(["report", "--rank-summary", "-o", "-"])
         .arg(a.join("rank0.json"))
