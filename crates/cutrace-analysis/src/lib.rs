@@ -13,6 +13,7 @@ pub mod counters;
 pub mod diff;
 pub mod error;
 pub mod gap_reading;
+pub mod host_ops;
 pub mod intervals;
 pub mod job;
 pub mod job_diff;

@@ -114,6 +114,10 @@ pub struct TraceInfo {
     pub id_parts: Vec<Option<u32>>,
     pub first_ns: Option<Ns>,
     pub last_ns: Option<Ns>,
+    /// The clock's resolution as the records show it: 1000 when every kernel, copy, memset and
+    /// API call starts and ends on a whole microsecond (torch.profiler traces of 2020-2021 write
+    /// integer µs), else 100, 10 or 1 ns. The text prints no digits below it.
+    pub resolution_ns: Ns,
     pub kernels: u64,
     pub memcpys: u64,
     pub memsets: u64,
@@ -236,6 +240,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             }
         }
     }
+    crate::host_ops::add(trace, &mut report);
     report.memory =
         crate::memory::memory_report(trace, opts.window.as_ref(), report.steps.as_ref(), opts.top);
     report.summary = verdict_of(trace, &report);
@@ -409,6 +414,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
             id_parts: trace.meta.id_parts.clone(),
             first_ns: bounds.map(|b| b.0),
             last_ns: bounds.map(|b| b.1),
+            resolution_ns: resolution(trace),
             kernels: trace.kernels.len() as u64,
             memcpys: trace.memcpys.len() as u64,
             memsets: trace.memsets.len() as u64,
@@ -689,6 +695,7 @@ fn fill_gap_hosts(trace: &Trace, accs: Vec<GapAcc>, devices: &mut [DeviceReport]
                 ranges: innermost_ranges(trace, a.ranges, &a.range_len, pid, g.length_ns),
                 reading: None,
                 module_loading: false,
+                cpu_ops: Vec::new(),
             };
             host.reading = g.reading(&host);
             host.module_loading = g.module_loading(&host);
@@ -733,6 +740,36 @@ fn overlap_with_runs(runs: &[(Ns, Ns)], start: Ns, end: Ns) -> Ns {
 }
 
 /// Trace bounds and the count of inverted kernel/copy/memset/API records, in one pass per kind.
+/// The largest of 1000, 100, 10 and 1 ns that divides every start and end of the trace's
+/// kernels, copies, memsets and API calls (1 without any): the resolution its clock was written
+/// at. One pass, left as soon as nanoseconds are seen.
+fn resolution(trace: &Trace) -> Ns {
+    let mut res: Ns = 1000;
+    let times = trace
+        .kernels
+        .iter()
+        .filter(|r| !r.untimed())
+        .map(|r| (r.start_ns, r.end_ns))
+        .chain(trace.memcpys.iter().map(|r| (r.start_ns, r.end_ns)))
+        .chain(trace.memsets.iter().map(|r| (r.start_ns, r.end_ns)))
+        .chain(trace.api_calls.iter().map(|r| (r.start_ns, r.end_ns)));
+    let mut any = false;
+    for (s, e) in times {
+        any = true;
+        while res > 1 && (s % res != 0 || e % res != 0) {
+            res /= 10;
+        }
+        if res == 1 {
+            break;
+        }
+    }
+    if any {
+        res
+    } else {
+        1
+    }
+}
+
 fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
     fn scan(spans: impl Iterator<Item = (Ns, Ns)>, acc: &mut (Ns, Ns, u64)) {
         for (s, e) in spans {

@@ -117,6 +117,11 @@ pub struct Step {
     pub kernels: u64,
     /// Per GPU the step's process ran kernels on anywhere in the trace (0 when idle in it).
     pub devices: Vec<StepDevice>,
+    /// Time of the step its process spent fetching batches: the union of its
+    /// `enumerate(DataLoader)` host ops inside the step ([`crate::host_ops`]). Absent when the
+    /// trace has no such op.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dataloader_ns: Option<Ns>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -261,6 +266,7 @@ pub fn steps(trace: &Trace, window: Option<&Window>, which: &StepMatch) -> Optio
                 duration_ns: duration,
                 kernels,
                 devices,
+                dataloader_ns: None,
             }
         })
         .collect();

@@ -126,6 +126,12 @@ pub struct GapHost {
     pub reading: Option<GapReading>,
     /// Whether module loading covered at least half of the gap (usually warm-up).
     pub module_loading: bool,
+    /// Host ops (torch's CPU ops and Python calls) of the process open during the gap: those
+    /// covering at least half of it, innermost (shortest) first, or else the ones covering the
+    /// most; at most 3 ([`crate::host_ops`]). Absent when none was (and in traces without
+    /// host ops).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cpu_ops: Vec<crate::host_ops::GapOp>,
 }
 
 /// The call that launched the kernel after a gap.
@@ -982,6 +988,7 @@ mod tests {
             ranges: Vec::new(),
             reading: None,
             module_loading: false,
+            cpu_ops: Vec::new(),
         }
     }
 

@@ -164,3 +164,48 @@ fn profiler_steps_are_found_by_default_and_idle_steps_count() {
         "{text}"
     );
 }
+
+/// A 2021 torch.profiler trace (torch 1.8: a bare array, every CPU op and the steps filed as
+/// `Operator`): `--steps 'ProfilerStep*'` finds its two steps, each with the time its process
+/// spent in `enumerate(DataLoader)` (the op's whole length: one fetch per step), and the GPU's
+/// gap during a fetch names the data loader op that covered it.
+#[test]
+fn a_2021_trace_has_steps_loader_time_and_the_ops_around_its_gaps() {
+    let fixture = "tests/fixtures/kineto/tb_resnet50_2021_operators.json.gz";
+    let r = json(&["report", fixture, "--steps", "ProfilerStep*"]);
+    let steps = r["steps"]["steps"].as_array().unwrap();
+    let got: Vec<_> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap(),
+                s["duration_ns"].as_u64().unwrap(),
+                s["dataloader_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("ProfilerStep#6", 150_790_000, 43_830_000),
+            ("ProfilerStep#7", 141_346_000, 42_919_000)
+        ]
+    );
+    // The gap from the last kernel before the fetch to the first after it.
+    let gaps = r["devices"][0]["largest_gaps"].as_array().unwrap();
+    let g = gaps
+        .iter()
+        .find(|g| g["start_ns"] == 1_610_366_662_420_765_000u64)
+        .expect("the gap during step 6's fetch");
+    let ops = g["host"]["cpu_ops"].as_array().unwrap();
+    assert!(ops[0]["name"]
+        .as_str()
+        .unwrap()
+        .starts_with("enumerate(DataLoader)"));
+    // The op ends at 457,534 µs; the gap starts at 420,765 µs.
+    assert_eq!(ops[0]["in_gap_ns"], 36_769_000u64);
+    assert_eq!(ops[0]["category"], "cpu_op");
+    let out = cutrace(&["report", fixture, "--steps", "ProfilerStep*"]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("host ranges: none"));
+}
