@@ -1,11 +1,12 @@
 //! Durations for people: exact integer arithmetic, never through floats.
 
-/// `1234567` → `1.235 ms`: exact integer arithmetic, three decimals, unit chosen by size.
+/// `1234567` → `1.235 ms`: exact integer arithmetic, three decimals, unit chosen by size (ns
+/// below 1 µs, µs below 1 ms, ms below 1 s, else s).
 pub fn fmt_ns(ns: u64) -> String {
     let (div, unit): (u64, &str) = match ns {
-        0..=9_999 => return format!("{ns} ns"),
-        10_000..=9_999_999 => (1_000, "µs"),
-        10_000_000..=9_999_999_999 => (1_000_000, "ms"),
+        0..=999 => return format!("{ns} ns"),
+        1_000..=999_999 => (1_000, "µs"),
+        1_000_000..=999_999_999 => (1_000_000, "ms"),
         _ => (1_000_000_000, "s"),
     };
     // Round to 3 decimals of the unit, half up.

@@ -43,6 +43,8 @@ pub struct Request<'a> {
     pub html: bool,
     /// Options that apply to one trace only, given (`--from`, `--to`; `--html` for a diff).
     pub one_trace_options: Vec<&'static str>,
+    /// `--wide`: the text's long form, not fitted to [`crate::text::WIDTH`] columns.
+    pub wide: bool,
 }
 
 impl<'a> Request<'a> {
@@ -57,6 +59,7 @@ impl<'a> Request<'a> {
             json,
             html: false,
             one_trace_options: Vec::new(),
+            wide: false,
         }
     }
 
@@ -142,6 +145,9 @@ pub fn report(
     }
     let mut text = String::new();
     crate::text::job::render(&mut text, &names.join(" "), &report, req.top);
+    if !req.wide {
+        text = crate::text::fit(&text);
+    }
     Ok(Report::Job(text.into_bytes()))
 }
 
@@ -258,5 +264,8 @@ pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>
     let mut text = String::new();
     let (b, n) = (base.display().to_string(), new.display().to_string());
     crate::text::job::render_diff(&mut text, &b, &n, &d);
+    if !req.wide {
+        text = crate::text::fit(&text);
+    }
     Ok(Some(text.into_bytes()))
 }

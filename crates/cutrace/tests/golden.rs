@@ -199,31 +199,123 @@ fn report_outputs_are_unchanged() {
         &repo,
         None,
     );
+    out += &observe(
+        &strs(&[
+            "report",
+            "tests/fixtures/kineto/profiler_steps.json.gz",
+            "--wide",
+        ]),
+        &repo,
+        None,
+    );
     check("report/options", &out, &mut failures);
+    // Distributed jobs: a directory of ranks, and two rank files named one by one.
+    for (name, args) in jobs() {
+        let mut a = vec!["report"];
+        a.extend(args.iter().copied());
+        let mut out = observe(&strs(&a), &repo, None);
+        a.extend(["--format", "json"]);
+        out += &observe(&strs(&a), &repo, None);
+        check(&format!("report/{name}"), &out, &mut failures);
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The jobs the golden files hold: a name and the report's arguments.
+fn jobs() -> [(&'static str, Vec<&'static str>); 2] {
+    [
+        ("job_seed1", vec!["tests/fixtures/jobs/seed1"]),
+        (
+            "job_gloo_ranks",
+            vec![
+                "tests/fixtures/kineto/gloo_rank0.json.gz",
+                "tests/fixtures/kineto/gloo_rank1.json.gz",
+            ],
+        ),
+    ]
+}
+
+/// The pairs `diff` is run on.
+const DIFF_PAIRS: [(&str, &str); 5] = [
+    (
+        "tests/fixtures/native/two_streams",
+        "tests/fixtures/native/lean/two_streams",
+    ),
+    (
+        "tests/fixtures/kineto/two_streams.json.gz",
+        "tests/fixtures/native/two_streams",
+    ),
+    (
+        "tests/fixtures/native/tiny_5000",
+        "tests/fixtures/native/threads8",
+    ),
+    (
+        "tests/fixtures/kineto/train_step.json.gz",
+        "tests/fixtures/kineto/launch_bound.json.gz",
+    ),
+    ("tests/fixtures/jobs/seed1", "tests/fixtures/jobs/seed2"),
+];
+
+/// The lines of `text` longer than 120 characters (not bytes: `µs` and `→` are one each).
+fn long_lines(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| l.chars().count() > 120)
+        .map(|l| format!("{} chars: {l}", l.chars().count()))
+        .collect()
+}
+
+fn stdout_of(args: &[&str]) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+        .current_dir(cutrace_testkit::repo())
+        .args(args)
+        .output()
+        .expect("run cutrace");
+    assert!(o.status.success(), "cutrace {args:?}: {o:?}");
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// The text of every report (one trace, a job) and every diff fits a terminal of 120 columns;
+/// `--wide` gives the long form, whose lines may be longer.
+#[test]
+fn text_fits_120_columns_unless_wide() {
+    let mut runs: Vec<Vec<String>> = traces()
+        .into_iter()
+        .map(|t| vec!["report".to_string(), t])
+        .collect();
+    for (_, args) in jobs() {
+        let mut a = vec!["report".to_string()];
+        a.extend(args.iter().map(|s| s.to_string()));
+        runs.push(a);
+    }
+    for (a, b) in DIFF_PAIRS {
+        runs.push(strs(&["diff", a, b]));
+    }
+    let long = par_map(&runs, |a| {
+        let a: Vec<&str> = a.iter().map(String::as_str).collect();
+        let long = long_lines(&stdout_of(&a));
+        (!long.is_empty()).then(|| format!("cutrace {}:\n  {}", a.join(" "), long.join("\n  ")))
+    });
+    let long: Vec<String> = long.into_iter().flatten().collect();
+    assert!(
+        long.is_empty(),
+        "lines over 120 characters:\n{}",
+        long.join("\n")
+    );
+    let wide = stdout_of(&[
+        "report",
+        "tests/fixtures/kineto/profiler_steps.json.gz",
+        "--wide",
+    ]);
+    assert!(
+        !long_lines(&wide).is_empty(),
+        "--wide should keep the long lines"
+    );
 }
 
 #[test]
 fn diff_outputs_are_unchanged() {
     let repo = cutrace_testkit::repo();
-    let pairs = [
-        (
-            "tests/fixtures/native/two_streams",
-            "tests/fixtures/native/lean/two_streams",
-        ),
-        (
-            "tests/fixtures/kineto/two_streams.json.gz",
-            "tests/fixtures/native/two_streams",
-        ),
-        (
-            "tests/fixtures/native/tiny_5000",
-            "tests/fixtures/native/threads8",
-        ),
-        (
-            "tests/fixtures/kineto/train_step.json.gz",
-            "tests/fixtures/kineto/launch_bound.json.gz",
-        ),
-    ];
+    let pairs = DIFF_PAIRS;
     let mut failures = Vec::new();
     let outs = par_map(&pairs, |(a, b)| {
         let mut out = observe(&strs(&["diff", a, b]), &repo, None);

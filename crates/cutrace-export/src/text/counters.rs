@@ -309,17 +309,17 @@ mod tests {
                 .unwrap_or_else(|| panic!("no row {prefix:?} in\n{o}"))
         };
         // GPU 1: copy kernels, corr 3 and 6: 15 CTAs, the % from corr 6 only (10), 2500 ns.
-        assert_eq!(row(&["1", "2"])[2..], ["2500", "ns", "15", "10", "2500"]);
+        assert_eq!(row(&["1", "2"])[2..], ["2.500", "µs", "15", "10", "2500"]);
         // Step 2 on GPU 1: only corr 3, whose % is unavailable.
         assert_eq!(
             row(&["2", "1", "1"])[3..],
-            ["2000", "ns", "10", "n/a", "2000", "ProfilerStep#2"]
+            ["2.000", "µs", "10", "n/a", "2000", "ProfilerStep#2"]
         );
         assert!(o.contains("2 ranges the profiler dropped"), "{o}");
         assert!(o.contains("1 value is unavailable"), "{o}");
         assert!(o.contains("1 kernel with values in no step"), "{o}");
         assert!(
-            o.contains("launch calls of 5 kernels with values took 5500 ns against 7500 ns"),
+            o.contains("launch calls of 5 kernels with values took 5.500 µs against 7.500 µs"),
             "{o}"
         );
         assert!(

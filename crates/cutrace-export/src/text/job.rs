@@ -328,30 +328,55 @@ fn render_ranks(o: &mut String, ranks: &[JobRank]) {
          kernels,\nexposed = NCCL time with no compute kernel on that GPU, wait = summed time it \
          waited at collectives for the last rank)"
     );
-    let _ = writeln!(
-        o,
-        "  {:>5} {:>14} {:>6} {:>14} {:>14} {:>7} {:>14} {:>14} {:>14}",
-        "rank", "busy", "busy%", "comm", "exposed", "hidden", "wait", "idle", "step p50"
-    );
-    for r in ranks {
-        let hidden = r
-            .hidden_comm_pct
-            .map_or_else(|| "-".into(), |p| format!("{p:.1}%"));
-        let _ = writeln!(
-            o,
-            "  {:>5} {:>14} {:>5.1}% {:>14} {:>14} {:>7} {:>14} {:>14} {:>14}{}",
-            r.rank,
-            fmt_ns(r.busy_ns),
-            r.busy_pct,
-            fmt_ns(r.comm_ns),
-            fmt_ns(r.exposed_comm_ns),
-            hidden,
-            fmt_ns(r.wait_ns),
-            fmt_ns(r.idle_ns),
-            opt_ns(r.step_median_ns),
-            if r.complete { "" } else { "  (incomplete)" }
-        );
-    }
+    let st = super::Style::default();
+    let col = |f: &dyn Fn(&JobRank) -> u64| st.col(ranks.iter().map(f));
+    let cols = [
+        col(&|r| r.busy_ns),
+        col(&|r| r.comm_ns),
+        col(&|r| r.exposed_comm_ns),
+        col(&|r| r.wait_ns),
+        col(&|r| r.idle_ns),
+        col(&|r| r.step_median_ns.unwrap_or(0)),
+    ];
+    let heads: Vec<String> = ["busy", "comm", "exposed", "wait", "idle", "step p50"]
+        .iter()
+        .zip(&cols)
+        .map(|(h, c)| format!("{h} ({})", c.unit))
+        .collect();
+    let columns = [
+        super::label("rank"),
+        super::num(&heads[0]),
+        super::num("busy%"),
+        super::num(&heads[1]),
+        super::num(&heads[2]),
+        super::num("hidden"),
+        super::num(&heads[3]),
+        super::num(&heads[4]),
+        super::num(&heads[5]),
+    ];
+    let rows: Vec<Vec<String>> = ranks
+        .iter()
+        .map(|r| {
+            vec![
+                if r.complete {
+                    r.rank.to_string()
+                } else {
+                    format!("{} (incomplete)", r.rank)
+                },
+                cols[0].num(r.busy_ns),
+                format!("{:.1}%", r.busy_pct),
+                cols[1].num(r.comm_ns),
+                cols[2].num(r.exposed_comm_ns),
+                r.hidden_comm_pct
+                    .map_or_else(|| "-".into(), |p| format!("{p:.1}%")),
+                cols[3].num(r.wait_ns),
+                cols[4].num(r.idle_ns),
+                r.step_median_ns
+                    .map_or_else(|| "-".into(), |v| cols[5].num(v)),
+            ]
+        })
+        .collect();
+    super::table(o, &st, &columns, &rows, None);
     if let Some(r) = ranks
         .iter()
         .max_by_key(|r| (r.wait_ns, std::cmp::Reverse(r.rank)))
@@ -389,28 +414,41 @@ fn render_steps(o: &mut String, steps: &JobSteps, top: usize) {
         steps.steps.len().min(top),
         steps.steps.len()
     );
-    let _ = writeln!(
-        o,
-        "  {:>5} {:<24} {:>5} {:>14} {:>8} {:>14} {:>14}",
-        "step", "name", "ranks", "slowest", "rank", "fastest", "spread"
-    );
     let mut by_spread: Vec<_> = steps.steps.iter().collect();
     by_spread.sort_by_key(|s| (std::cmp::Reverse(s.spread_ns), s.index));
     by_spread.truncate(top);
     by_spread.sort_by_key(|s| s.index);
-    for s in by_spread {
-        let _ = writeln!(
-            o,
-            "  {:>5} {:<24} {:>5} {:>14} {:>8} {:>14} {:>14}",
-            s.index,
-            short_name(&s.name, 24),
-            s.ranks,
-            fmt_ns(s.slowest_ns),
-            s.slowest_rank,
-            fmt_ns(s.fastest_ns),
-            fmt_ns(s.spread_ns)
-        );
-    }
+    let st = super::Style::default();
+    let time = st.col(by_spread.iter().map(|s| s.slowest_ns));
+    let spread = st.col(by_spread.iter().map(|s| s.spread_ns));
+    let heads = [
+        format!("slowest ({})", time.unit),
+        format!("fastest ({})", time.unit),
+        format!("spread ({})", spread.unit),
+    ];
+    let columns = [
+        super::num("step"),
+        super::num("ranks"),
+        super::num(&heads[0]),
+        super::num("rank"),
+        super::num(&heads[1]),
+        super::num(&heads[2]),
+    ];
+    let rows: Vec<Vec<String>> = by_spread
+        .iter()
+        .map(|s| {
+            vec![
+                s.index.to_string(),
+                s.ranks.to_string(),
+                time.num(s.slowest_ns),
+                s.slowest_rank.to_string(),
+                time.num(s.fastest_ns),
+                spread.num(s.spread_ns),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = by_spread.iter().map(|s| s.name.clone()).collect();
+    super::table(o, &st, &columns, &rows, Some(("name", &names)));
 }
 
 /// Writes the collectives' match counts and, when any matched, their arrival skew overall, per

@@ -58,6 +58,433 @@ fn escape_from(o: &mut String, from: usize) {
     }
 }
 
+/// The columns the text fits, unless `--wide` asks for the long form.
+pub const WIDTH: usize = 120;
+
+/// How the text of one report writes durations and times: one unit per figure or per column,
+/// no digits below the trace's resolution, and points in time as offsets from the trace's start
+/// (as `--from` and `--to` take them; the JSON keeps the absolute times).
+#[derive(Debug, Clone, Copy)]
+pub struct Style {
+    /// The long form: no wrapping, names in full.
+    pub wide: bool,
+    /// The clock's resolution (1, 10, 100 or 1000 ns).
+    pub res_ns: u64,
+    /// What times are offsets from: the trace's first record. `None`: absolute ns.
+    pub origin_ns: Option<u64>,
+}
+
+impl Default for Style {
+    fn default() -> Self {
+        Style {
+            wide: false,
+            res_ns: 1,
+            origin_ns: None,
+        }
+    }
+}
+
+/// A unit for a column of durations, chosen from its largest value, and the decimals the
+/// trace's resolution allows in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Col {
+    div: u64,
+    /// `ns`, `µs`, `ms` or `s`.
+    pub unit: &'static str,
+    decimals: u32,
+}
+
+impl Col {
+    /// The unit a value of `max` ns reads best in: ns below 1 µs, µs below 1 ms, ms below 1 s,
+    /// else s; with three decimals at most, and none below `res_ns`.
+    pub fn for_max(max: u64, res_ns: u64) -> Col {
+        let (div, unit) = match max {
+            0..=999 => (1, "ns"),
+            1_000..=999_999 => (1_000, "µs"),
+            1_000_000..=999_999_999 => (1_000_000, "ms"),
+            _ => (1_000_000_000, "s"),
+        };
+        let digits = |x: u64| x.max(1).ilog10();
+        let decimals = digits(div).saturating_sub(digits(res_ns)).min(3);
+        Col {
+            div,
+            unit,
+            decimals,
+        }
+    }
+
+    /// `v` in this column's unit, without the unit: rounded half up, in integers.
+    pub fn num(&self, v: u64) -> String {
+        let scale = 10u128.pow(self.decimals);
+        let div = u128::from(self.div);
+        let q = (u128::from(v) * scale + div / 2) / div;
+        if self.decimals == 0 {
+            q.to_string()
+        } else {
+            format!(
+                "{}.{:0w$}",
+                q / scale,
+                q % scale,
+                w = self.decimals as usize
+            )
+        }
+    }
+
+    /// [`Col::num`] of a signed value.
+    pub fn signed(&self, v: i64) -> String {
+        if v < 0 {
+            format!("-{}", self.num(v.unsigned_abs()))
+        } else {
+            self.num(v as u64)
+        }
+    }
+
+    /// `v` with its unit: `12.345 ms`.
+    pub fn with_unit(&self, v: u64) -> String {
+        format!("{} {}", self.num(v), self.unit)
+    }
+}
+
+impl Style {
+    /// The style of one report: its resolution and its start.
+    pub fn of(r: &cutrace_analysis::Report, wide: bool) -> Style {
+        Style {
+            wide,
+            res_ns: r.trace.resolution_ns.max(1),
+            origin_ns: r.trace.first_ns,
+        }
+    }
+
+    /// A duration in its own unit, to the resolution: `897 ns`, `12.345 µs`, `5.580 ms`.
+    pub fn ns(&self, v: u64) -> String {
+        Col::for_max(v, self.res_ns).with_unit(v)
+    }
+
+    /// A signed duration, as [`Style::ns`].
+    pub fn signed(&self, v: i64) -> String {
+        if v < 0 {
+            format!("-{}", self.ns(v.unsigned_abs()))
+        } else {
+            self.ns(v as u64)
+        }
+    }
+
+    /// The unit for a column holding `values`.
+    pub fn col(&self, values: impl IntoIterator<Item = u64>) -> Col {
+        Col::for_max(values.into_iter().max().unwrap_or(0), self.res_ns)
+    }
+
+    /// A point in time: `+12.345 ms` from the trace's start (`-…` before it), or `T ns` on the
+    /// trace clock when there is no start to count from.
+    pub fn at(&self, t: u64) -> String {
+        match self.origin_ns {
+            Some(o) if t >= o => format!("+{}", self.ns(t - o)),
+            Some(o) => format!("-{}", self.ns(o - t)),
+            None => format!("{t} ns"),
+        }
+    }
+
+    /// A name for a table cell of `width` columns: simplified ([`simple_name`]) and wrapped
+    /// onto as many lines as it needs, never cut; in full and on one line when wide.
+    pub fn cell(&self, name: &str, width: usize) -> Vec<String> {
+        if self.wide {
+            return vec![escape_controls(name).into_owned()];
+        }
+        wrap_name(&simple_name(name), width)
+    }
+
+    /// A name inside a sentence: simplified unless wide (the line is wrapped as a whole).
+    pub fn name(&self, name: &str) -> String {
+        if self.wide {
+            escape_controls(name).into_owned()
+        } else {
+            simple_name(name)
+        }
+    }
+}
+
+/// A demangled C++ name as a table shows it: without the leading `void`, without the parameter
+/// list that follows the template arguments, and without namespace qualifiers
+/// (`at::native::(anonymous namespace)::`, `std::`), which repeat on every row. What tells one
+/// template instance from another, its template arguments, is kept whole. Control characters are
+/// escaped.
+pub fn simple_name(name: &str) -> String {
+    let name = &*escape_controls(name);
+    let mut s = name.strip_prefix("void ").unwrap_or(name);
+    // The parameter list: a balanced `( … )` that ends the name, after an identifier or a `>`.
+    if s.ends_with(')') {
+        let b = s.as_bytes();
+        let mut depth = 0usize;
+        let mut open = None;
+        for i in (0..b.len()).rev() {
+            match b[i] {
+                b')' => depth += 1,
+                b'(' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        open = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(i) = open.filter(|&i| i > 0) {
+            let before = b[i - 1];
+            if before == b'>' || before == b'_' || before.is_ascii_alphanumeric() {
+                s = &s[..i];
+            }
+        }
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(p) = rest.find("::") {
+        out.push_str(&rest[..p]);
+        drop_qualifier(&mut out);
+        rest = &rest[p + 2..];
+    }
+    out.push_str(rest);
+    if out.trim().is_empty() {
+        name.to_owned()
+    } else {
+        out
+    }
+}
+
+/// Removes the qualifier that ends `out` (the part before a `::`): an identifier, with its
+/// template arguments, or `(anonymous namespace)`.
+fn drop_qualifier(out: &mut String) {
+    const ANON: &str = "(anonymous namespace)";
+    if out.ends_with(ANON) {
+        out.truncate(out.len() - ANON.len());
+        return;
+    }
+    if out.ends_with('>') {
+        let mut depth = 0usize;
+        let mut cut = None;
+        for (i, c) in out.char_indices().rev() {
+            match c {
+                '>' => depth += 1,
+                '<' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        cut = Some(i);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        match cut {
+            Some(i) => out.truncate(i),
+            None => return,
+        }
+    }
+    let keep = out
+        .trim_end_matches(|c: char| c.is_alphanumeric() || c == '_')
+        .len();
+    out.truncate(keep);
+}
+
+/// `name` on lines of `width` characters at most, broken after a space where it can be, else
+/// after a `<`, `_` or `,`, else where the width ends.
+pub fn wrap_name(name: &str, width: usize) -> Vec<String> {
+    let width = width.max(8);
+    let mut lines = Vec::new();
+    let mut rest: Vec<char> = name.chars().collect();
+    while rest.len() > width {
+        let head = &rest[..width];
+        let after = |pred: &dyn Fn(char) -> bool| {
+            head.iter()
+                .rposition(|&c| pred(c))
+                .filter(|&i| i >= width / 3)
+                .map(|i| i + 1)
+        };
+        let at = after(&|c| c == ' ')
+            .or_else(|| after(&|c| matches!(c, '<' | '_' | ',')))
+            .unwrap_or(width);
+        let line: String = rest[..at].iter().collect();
+        lines.push(line.trim_end().to_owned());
+        rest.drain(..at);
+        while rest.first() == Some(&' ') {
+            rest.remove(0);
+        }
+    }
+    lines.push(rest.into_iter().collect());
+    lines
+}
+
+/// Whether `word` is a unit that belongs with the number before it (`µs`, `ms)`, `%,`): a line
+/// is never broken between them.
+fn is_unit(word: &str) -> bool {
+    let w = word.trim_end_matches([')', ']', ',', ';', ':', '.']);
+    matches!(
+        w,
+        "ns" | "µs" | "ms" | "s" | "%" | "B" | "KiB" | "MiB" | "GiB" | "GB/s"
+    )
+}
+
+/// Wraps every line of `text` longer than [`WIDTH`] at spaces, its continuation lines indented
+/// four more than it; a word longer than a line is broken where the line ends.
+pub fn fit(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 16);
+    for line in text.split_inclusive('\n') {
+        let (body, nl) = match line.strip_suffix('\n') {
+            Some(b) => (b, "\n"),
+            None => (line, ""),
+        };
+        if body.chars().count() <= WIDTH {
+            out.push_str(line);
+            continue;
+        }
+        let indent = body.len() - body.trim_start_matches(' ').len();
+        let cont = " ".repeat((indent + 4).min(WIDTH / 2));
+        let mut cur = String::from(&body[..indent]);
+        let mut cur_len = indent;
+        let mut first_word = true;
+        // Words, each unit kept with its number.
+        let mut words: Vec<String> = Vec::new();
+        for w in body[indent..].split(' ') {
+            match words.last_mut() {
+                Some(last) if is_unit(w) && !last.is_empty() => {
+                    last.push(' ');
+                    last.push_str(w);
+                }
+                _ => words.push(w.to_owned()),
+            }
+        }
+        for word in &words {
+            let wl = word.chars().count();
+            if !first_word && cur_len + 1 + wl > WIDTH {
+                out.push_str(cur.trim_end());
+                out.push('\n');
+                cur = cont.clone();
+                cur_len = cont.len();
+                first_word = true;
+            }
+            if !first_word {
+                cur.push(' ');
+                cur_len += 1;
+            }
+            // A word longer than what is left of a fresh line: broken where the line ends.
+            let mut w: Vec<char> = word.chars().collect();
+            while cur_len + w.len() > WIDTH && first_word && w.len() > WIDTH - cur_len {
+                let room = WIDTH - cur_len;
+                cur.extend(&w[..room]);
+                out.push_str(&cur);
+                out.push('\n');
+                w.drain(..room);
+                cur = cont.clone();
+                cur_len = cont.len();
+            }
+            cur.extend(&w);
+            cur_len += w.len();
+            first_word = false;
+        }
+        out.push_str(cur.trim_end());
+        out.push_str(nl);
+    }
+    out
+}
+
+/// A column of a [`table`]: its heading, and whether its cells are aligned right (numbers) or
+/// left (labels).
+pub struct Column<'a> {
+    pub head: &'a str,
+    pub right: bool,
+}
+
+/// A right-aligned column (numbers).
+pub fn num(head: &str) -> Column<'_> {
+    Column { head, right: true }
+}
+
+/// A left-aligned column (labels).
+pub fn label(head: &str) -> Column<'_> {
+    Column { head, right: false }
+}
+
+/// Writes a table indented by two: each column as wide as its widest cell or heading, two spaces
+/// apart, and when `names` is given, a last column of names that takes the rest of [`WIDTH`]
+/// and wraps a long name onto lines of its own below, under the name column (`--wide`: in full
+/// on one line). Names that simplify alike ([`simple_name`]) but differ are shown as recorded.
+pub fn table(
+    o: &mut String,
+    st: &Style,
+    cols: &[Column<'_>],
+    rows: &[Vec<String>],
+    names: Option<(&str, &[String])>,
+) {
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            rows.iter()
+                .filter_map(|r| r.get(i))
+                .map(|c| c.chars().count())
+                .chain([c.head.chars().count()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for ((c, w), cell) in cols.iter().zip(&widths).zip(cells) {
+            l.push_str("  ");
+            if c.right {
+                let _ = write!(l, "{cell:>w$}");
+            } else {
+                let _ = write!(l, "{cell:<w$}");
+            }
+        }
+        l
+    };
+    let used = line(&mut cols.iter().map(|c| c.head)).chars().count() + 2;
+    let name_width = WIDTH.saturating_sub(used).max(24);
+    let shown: Vec<Vec<String>> = match names {
+        None => Vec::new(),
+        Some((_, names)) => {
+            let simple: Vec<String> = names.iter().map(|n| simple_name(n)).collect();
+            names
+                .iter()
+                .zip(&simple)
+                .map(|(n, s)| {
+                    let clash =
+                        !st.wide && names.iter().zip(&simple).any(|(m, t)| t == s && m != n);
+                    if clash {
+                        wrap_name(&escape_controls(n), name_width)
+                    } else {
+                        st.cell(n, name_width)
+                    }
+                })
+                .collect()
+        }
+    };
+    let head = line(&mut cols.iter().map(|c| c.head));
+    match names {
+        Some((h, _)) => {
+            let _ = writeln!(o, "{head}  {h}");
+        }
+        None => {
+            let _ = writeln!(o, "{}", head.trim_end());
+        }
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let l = line(&mut r.iter().map(String::as_str));
+        match shown.get(i) {
+            Some(name) => {
+                let _ = writeln!(o, "{l}  {}", name[0]);
+                for more in &name[1..] {
+                    let _ = writeln!(o, "{:used$}{more}", "");
+                }
+            }
+            None => {
+                let _ = writeln!(o, "{}", l.trim_end());
+            }
+        }
+    }
+}
+
 /// Long template names would swamp a table: keep the start, mark the cut. Control characters
 /// are escaped first (a name is one line).
 pub fn short_name(name: &str, max: usize) -> String {
@@ -110,5 +537,145 @@ mod tests {
         assert_eq!(escape_controls("two\nlines"), "two\\u{a}lines");
         assert_eq!(escape_lines("one\x1b[2J\ntwo\n"), "one\\u{1b}[2J\ntwo\n");
         assert_eq!(short_name("x\x1by", 10), "x\\u{1b}y");
+    }
+
+    #[test]
+    fn a_column_takes_its_unit_from_its_largest_value_and_its_digits_from_the_resolution() {
+        let c = Col::for_max(5_580_155, 1);
+        assert_eq!(
+            (c.unit, c.num(5_580_155), c.num(897)),
+            ("ms", "5.580".into(), "0.001".into())
+        );
+        let us = Col::for_max(999_999, 1);
+        assert_eq!(
+            (us.unit, us.num(4_639), us.num(999_999)),
+            ("µs", "4.639".into(), "999.999".into())
+        );
+        // Integer-µs traces: no decimals in µs, three in ms.
+        assert_eq!(Col::for_max(4_027_000, 1000).num(4_027_000), "4.027");
+        assert_eq!(Col::for_max(402_000, 1000).num(402_000), "402");
+        assert_eq!(Col::for_max(402_000, 100).num(402_300), "402.3");
+        assert_eq!(Col::for_max(12, 1).with_unit(12), "12 ns");
+        assert_eq!(
+            Col::for_max(3_000_000_000, 1).with_unit(3_000_000_000),
+            "3.000 s"
+        );
+        assert_eq!(Col::for_max(1_000, 1).signed(-1_500), "-1.500");
+        let st = Style {
+            origin_ns: Some(1_000_000),
+            ..Style::default()
+        };
+        assert_eq!(st.at(1_250_000), "+250.000 µs");
+        assert_eq!(st.at(999_000), "-1.000 µs");
+        assert_eq!(Style::default().at(42), "42 ns");
+    }
+
+    #[test]
+    fn a_simple_name_drops_what_repeats_and_keeps_the_template_arguments() {
+        assert_eq!(
+            simple_name(
+                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::\
+                 (anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::\
+                 PointwiseOpScalarFunctor<float, 4, 4, 3>, std::multiplies<float>, float>\
+                 (at::native::(anonymous namespace)::TensorListMetadata<4>, float)"
+            ),
+            "multi_tensor_apply_kernel<TensorListMetadata<4>, PointwiseOpScalarFunctor<float, 4, 4, \
+             3>, multiplies<float>, float>"
+        );
+        assert_eq!(
+            simple_name("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)"),
+            "Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>"
+        );
+        // A qualifier with template arguments goes whole.
+        assert_eq!(
+            simple_name("ns::Outer<int>::inner_kernel(int)"),
+            "inner_kernel"
+        );
+        // Plain names, and names that are all qualifier, are kept.
+        assert_eq!(
+            simple_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
+            "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+        );
+        assert_eq!(simple_name("cudaLaunchKernel"), "cudaLaunchKernel");
+        assert_eq!(simple_name("::"), "::");
+        assert_eq!(simple_name("x\x1by"), "x\\u{1b}y");
+    }
+
+    #[test]
+    fn long_lines_wrap_at_spaces_and_keep_units_with_their_numbers() {
+        let line = format!(
+            "  {}",
+            ["word"; 40].join(" ").replace("word word", "12.5 µs")
+        );
+        let out = fit(&format!("{line}\nshort\n"));
+        assert!(out.lines().all(|l| l.chars().count() <= WIDTH), "{out}");
+        assert!(!out.contains("12.5\n") && out.ends_with("short\n"), "{out}");
+        let cont: Vec<&str> = out.lines().skip(1).take_while(|l| *l != "short").collect();
+        assert!(
+            !cont.is_empty() && cont.iter().all(|l| l.starts_with("      ")),
+            "{out}"
+        );
+        // The words, in order, are all there.
+        let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(words(&out), words(&format!("{line} short")));
+        // A word longer than a line is broken where the line ends.
+        let long = "x".repeat(300);
+        let out = fit(&long);
+        assert!(out.lines().all(|l| l.chars().count() <= WIDTH), "{out}");
+        assert_eq!(out.replace(['\n', ' '], ""), long);
+    }
+
+    #[test]
+    fn a_table_fits_and_wraps_a_long_name_under_its_column() {
+        let st = Style::default();
+        let long = format!("kernel<{}>", ["Functor<float, 3, 3, 0>"; 8].join(", "));
+        let names = vec!["short".to_string(), long.clone()];
+        let rows = vec![
+            vec!["1".to_string(), "0.5".to_string()],
+            vec!["22".to_string(), "12.25".to_string()],
+        ];
+        let mut o = String::new();
+        table(
+            &mut o,
+            &st,
+            &[label("id"), num("time (ms)")],
+            &rows,
+            Some(("name", &names)),
+        );
+        let lines: Vec<&str> = o.lines().collect();
+        assert_eq!(lines[0], "  id  time (ms)  name");
+        assert_eq!(lines[1], "  1         0.5  short");
+        assert!(
+            lines[2].starts_with("  22      12.25  kernel<Functor<float, 3, 3, 0>,"),
+            "{o}"
+        );
+        assert!(
+            lines.len() > 3 && lines[3..].iter().all(|l| l.starts_with(&" ".repeat(17))),
+            "{o}"
+        );
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{o}");
+        let joined: String = lines[2..]
+            .iter()
+            .map(|l| l[17..].trim())
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert_eq!(joined.replace(' ', ""), long.replace(' ', ""));
+        // Wide: one line, the name as recorded.
+        let mut w = String::new();
+        let wide = Style { wide: true, ..st };
+        table(
+            &mut w,
+            &wide,
+            &[label("id"), num("time (ms)")],
+            &rows,
+            Some(("name", &names)),
+        );
+        assert_eq!(w.lines().count(), 3);
+        assert!(w.contains(&long));
+        // Two names alike once simplified are shown as recorded.
+        let twins = vec!["a::f(int)".to_string(), "b::f(int)".to_string()];
+        let mut t = String::new();
+        table(&mut t, &st, &[num("n")], &rows, Some(("name", &twins)));
+        assert!(t.contains("a::f(int)") && t.contains("b::f(int)"), "{t}");
     }
 }

@@ -6,10 +6,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use cutrace_analysis::{DeviceReport, GapReading, Report, Steps, Timeline};
+use cutrace_analysis::{DeviceReport, GapReading, Report, Steps};
 use cutrace_trace::Trace;
 
-use super::{count, fmt_ns, short_name};
+use super::{count, Style};
 
 /// A power-of-ten bucket bound in its natural unit: `1 µs`, `100 ms`.
 fn fmt_round(ns: u64) -> String {
@@ -21,16 +21,8 @@ fn fmt_round(ns: u64) -> String {
     }
 }
 
-fn fmt_signed_ns(ns: i64) -> String {
-    if ns < 0 {
-        format!("-{}", fmt_ns(ns.unsigned_abs()))
-    } else {
-        fmt_ns(ns as u64)
-    }
-}
-
-fn fmt_opt(ns: Option<i64>) -> String {
-    ns.map_or_else(|| "-".into(), fmt_signed_ns)
+fn fmt_opt(st: &Style, ns: Option<i64>) -> String {
+    ns.map_or_else(|| "-".into(), |v| st.signed(v))
 }
 
 fn pct(part: u64, whole: u64) -> String {
@@ -42,15 +34,21 @@ fn pct(part: u64, whole: u64) -> String {
 }
 
 /// Appends the report's text to `o`, its control characters escaped (a trace's names reach a
-/// terminal).
-pub fn render(o: &mut String, path: &Path, r: &Report, top: usize) {
+/// terminal), its lines within [`WIDTH`] columns unless `wide`.
+pub fn render(o: &mut String, path: &Path, r: &Report, top: usize, wide: bool) {
     let from = o.len();
-    render_unescaped(o, path, r, top);
+    let st = Style::of(r, wide);
+    render_unescaped(o, path, r, top, &st);
     super::escape_from(o, from);
+    if !wide {
+        let fitted = super::fit(&o[from..]);
+        o.truncate(from);
+        o.push_str(&fitted);
+    }
 }
 
 // `write!` into a String cannot fail; the results are ignored on purpose throughout.
-fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
+fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize, st: &Style) {
     let _ = writeln!(
         o,
         "cutrace report: {} ({} trace)",
@@ -69,14 +67,24 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     render_parts(o, r);
     render_rank(o, r);
     if let (Some(a), Some(b)) = (r.trace.first_ns, r.trace.last_ns) {
-        let _ = writeln!(o, "trace clock: {a} → {b} ns ({})", fmt_ns(b - a));
-    }
-    if let Some(w) = &r.window {
-        let to = w.to_ns.map_or("the end".to_string(), |t| format!("{t} ns"));
+        let res = if r.trace.resolution_ns > 1 {
+            format!("; resolution {}", st.ns(r.trace.resolution_ns))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
-            "time window: {} ns → {to} (intervals clipped to it)",
-            w.from_ns
+            "trace clock: {a} → {b} ns ({}{res}); times below are offsets from its start, as \
+             --from and --to take them",
+            st.ns(b - a)
+        );
+    }
+    if let Some(w) = &r.window {
+        let to = w.to_ns.map_or("the end".to_string(), |t| st.at(t));
+        let _ = writeln!(
+            o,
+            "time window: {} → {to} (intervals clipped to it)",
+            st.at(w.from_ns)
         );
         if let Some(why) = window_outside_trace(r) {
             let _ = writeln!(o, "WARNING: {why}");
@@ -105,7 +113,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
     }
     let requested = requested_span(r);
     for d in &r.devices {
-        render_device(o, d, requested, (r.trace.first_ns, r.trace.last_ns));
+        render_device(o, d, requested, (r.trace.first_ns, r.trace.last_ns), st);
     }
     if r.devices.iter().any(|d| {
         d.timeline
@@ -122,18 +130,18 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize) {
              the same way when it compiles.)"
         );
     }
-    if let Some(st) = &r.steps {
-        render_steps(o, st, top, r.trace.first_ns, r.memory.as_ref());
+    if let Some(steps) = &r.steps {
+        render_steps(o, steps, top, r.memory.as_ref(), st);
     }
-    render_correlation(o, r);
-    render_kernels(o, r);
+    render_correlation(o, r, st);
+    render_kernels(o, r, st);
     super::counters::render(o, r, top);
     super::pm::render(o, r);
     super::pc::render(o, r, top);
     super::memory::render(o, r, top);
-    render_api(o, r);
-    render_transfers(o, r);
-    render_ranges(o, r);
+    render_api(o, r, st);
+    render_transfers(o, r, st);
+    render_ranges(o, r, st);
     let _ = writeln!(
         o,
         "\nDefinitions: busy = union of kernel intervals per device (touching intervals merge, \
@@ -197,41 +205,41 @@ pub fn host_range_names(trace: &Trace) -> String {
 /// their place in the list and their start as an offset from the trace's start).
 fn render_steps(
     o: &mut String,
-    st: &Steps,
+    steps: &Steps,
     top: usize,
-    trace_start: Option<u64>,
     memory: Option<&cutrace_analysis::MemoryReport>,
+    st: &Style,
 ) {
     let _ = writeln!(
         o,
         "\nSteps (host ranges \"{}\": {} in {})",
-        st.matched,
-        st.count,
-        count(st.processes as usize, "process", "processes")
+        steps.matched,
+        steps.count,
+        count(steps.processes as usize, "process", "processes")
     );
     let mut left = Vec::new();
-    if st.cut_by_window_left_out > 0 {
+    if steps.cut_by_window_left_out > 0 {
         left.push(format!(
             "{} cut by the window's edges",
-            st.cut_by_window_left_out
+            steps.cut_by_window_left_out
         ));
     }
-    if st.nested_left_out > 0 {
+    if steps.nested_left_out > 0 {
         left.push(format!(
             "{} inside another of the same process (nested or repeated: its GPU work would count twice)",
-            st.nested_left_out
+            steps.nested_left_out
         ));
     }
-    if st.zero_length_left_out > 0 {
-        left.push(format!("{} of zero length", st.zero_length_left_out));
+    if steps.zero_length_left_out > 0 {
+        left.push(format!("{} of zero length", steps.zero_length_left_out));
     }
     if !left.is_empty() {
         let _ = writeln!(o, "  left out: {}", left.join("; "));
     }
     let (Some(min), Some(median), Some(max)) = (
-        st.duration_min_ns,
-        st.duration_median_ns,
-        st.duration_max_ns,
+        steps.duration_min_ns,
+        steps.duration_median_ns,
+        steps.duration_max_ns,
     ) else {
         let _ = writeln!(o, "  no step kept");
         return;
@@ -239,11 +247,11 @@ fn render_steps(
     let _ = writeln!(
         o,
         "  step time: median {}, shortest {}, longest {}",
-        fmt_ns(median),
-        fmt_ns(min),
-        fmt_ns(max)
+        st.ns(median),
+        st.ns(min),
+        st.ns(max)
     );
-    for d in &st.devices {
+    for d in &steps.devices {
         let idle = if d.idle_steps > 0 {
             format!("; it ran none of their kernels in {}", d.idle_steps)
         } else {
@@ -259,36 +267,46 @@ fn render_steps(
             count(d.steps as usize, "step", "steps")
         );
     }
-    if st.devices.is_empty() {
+    if steps.devices.is_empty() {
         let _ = writeln!(o, "  no kernel of the steps' processes in the trace");
     }
-    let mut longest: Vec<&cutrace_analysis::Step> = st.steps.iter().collect();
+    let mut longest: Vec<&cutrace_analysis::Step> = steps.steps.iter().collect();
     longest.sort_by(|a, b| {
         b.duration_ns
             .cmp(&a.duration_ns)
             .then(a.start_ns.cmp(&b.start_ns))
     });
     longest.truncate(top.max(1).min(longest.len()));
-    let many = st.processes > 1;
+    let many = steps.processes > 1;
     let mem = super::memory::gpu_step_peaks(memory);
     let _ = writeln!(
         o,
-        "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start):\n  \
-         {:>6} {:>12} {:>12} {:>8}  {:<24}{}{}  name",
+        "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start):",
         longest.len(),
-        st.count,
-        "#",
-        "start",
-        "duration",
-        "kernels",
-        "GPU busy in the step",
-        if mem.is_empty() {
-            ""
-        } else {
-            "  GPU memory peak (B)"
-        },
-        if many { "      pid" } else { "" }
+        steps.count,
     );
+    let origin = st.origin_ns;
+    let start =
+        |s: &cutrace_analysis::Step| s.start_ns.saturating_sub(origin.unwrap_or(s.start_ns));
+    let start_col = st.col(longest.iter().map(|s| start(s)));
+    let dur_col = st.col(longest.iter().map(|s| s.duration_ns));
+    let start_head = format!("start ({})", start_col.unit);
+    let dur_head = format!("duration ({})", dur_col.unit);
+    let mut cols = vec![
+        super::num("#"),
+        super::num(&start_head),
+        super::num(&dur_head),
+        super::num("kernels"),
+        super::label("GPU busy in the step"),
+    ];
+    if !mem.is_empty() {
+        cols.push(super::num("GPU memory peak (B)"));
+    }
+    if many {
+        cols.push(super::num("pid"));
+    }
+    let mut rows = Vec::new();
+    let mut names = Vec::new();
     for s in longest {
         let busy = if s.devices.is_empty() {
             "-".to_owned()
@@ -299,28 +317,26 @@ fn render_steps(
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        let peak = match (mem.is_empty(), mem.get(&s.index)) {
-            (true, _) => String::new(),
-            (false, Some(&b)) => format!("  {:>19}", super::memory::grouped(b)),
-            (false, None) => format!("  {:>19}", "-"),
-        };
-        let _ = writeln!(
-            o,
-            "  {:>6} {:>12} {:>12} {:>8}  {:<24}{}{}  {}",
-            s.index,
-            fmt_ns(s.start_ns.saturating_sub(trace_start.unwrap_or(s.start_ns))),
-            fmt_ns(s.duration_ns),
-            s.kernels,
+        let mut row = vec![
+            s.index.to_string(),
+            start_col.num(start(s)),
+            dur_col.num(s.duration_ns),
+            s.kernels.to_string(),
             busy,
-            peak,
-            if many {
-                format!(" {:>8}", s.pid)
-            } else {
-                String::new()
-            },
-            short_name(&s.name, 60)
-        );
+        ];
+        if !mem.is_empty() {
+            row.push(
+                mem.get(&s.index)
+                    .map_or("-".to_string(), |&b| super::memory::grouped(b)),
+            );
+        }
+        if many {
+            row.push(s.pid.to_string());
+        }
+        rows.push(row);
+        names.push(s.name.clone());
     }
+    super::table(o, st, &cols, &rows, Some(("name", &names)));
 }
 
 fn file_name(path: &str) -> String {
@@ -408,7 +424,7 @@ fn render_parts(o: &mut String, r: &Report) {
                 "their records form {} time spans that do not overlap (nothing recorded for {} \
                  between the last record of {} and the first of {})",
                 s.time_spans,
-                fmt_ns(g.gap_ns),
+                super::fmt_ns(g.gap_ns),
                 file_name(&g.before),
                 file_name(&g.after)
             ));
@@ -568,20 +584,6 @@ fn render_notes(o: &mut String, r: &Report) {
     }
 }
 
-fn render_timeline_line(o: &mut String, label: &str, width: usize, t: &Timeline) {
-    let _ = writeln!(
-        o,
-        "  {label:<width$} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
-        t.kernels,
-        fmt_ns(t.busy_ns),
-        pct(t.busy_ns, t.window_ns),
-        fmt_ns(t.idle_ns),
-        pct(t.idle_ns, t.window_ns),
-        t.gaps,
-        fmt_ns(t.summed_kernel_ns),
-    );
-}
-
 /// The requested time window clipped to the trace's records (`None` without a window, or when
 /// they do not meet).
 fn requested_span(r: &Report) -> Option<(u64, u64)> {
@@ -602,7 +604,7 @@ pub fn window_outside_trace(r: &Report) -> Option<String> {
             "the time window lies outside the trace, which runs from {first} to {last} ns on \
              its own clock ({} long): a plain number is an absolute time on that clock, a \
              number with a unit (--from 1ms) an offset from the trace's start",
-            fmt_ns(last - first)
+            super::fmt_ns(last - first)
         ));
     }
     // A start given as a plain number below the trace's start (an offset with a unit never is):
@@ -622,26 +624,29 @@ fn render_device(
     d: &DeviceReport,
     requested: Option<(u64, u64)>,
     trace: (Option<u64>, Option<u64>),
+    st: &Style,
 ) {
     let t = &d.timeline;
     let _ = writeln!(o, "\nGPU {}", d.device);
     if let (Some(a), Some(b)) = (t.window_start_ns, t.window_end_ns) {
         let _ = writeln!(
             o,
-            "  window (first kernel start → last kernel end): {} ({a} → {b} ns)",
-            fmt_ns(t.window_ns)
+            "  window (first kernel start → last kernel end): {} ({} → {})",
+            st.ns(t.window_ns),
+            st.at(a),
+            st.at(b)
         );
     }
     let _ = writeln!(
         o,
         "  busy (union of kernel intervals): {} = {} of the window",
-        fmt_ns(t.busy_ns),
+        st.ns(t.busy_ns),
         pct(t.busy_ns, t.window_ns)
     );
     let _ = writeln!(
         o,
         "  idle: {} = {} in {}",
-        fmt_ns(t.idle_ns),
+        st.ns(t.idle_ns),
         pct(t.idle_ns, t.window_ns),
         super::verdict::gap_count(
             t.gaps,
@@ -653,13 +658,13 @@ fn render_device(
             "  idle, split where each gap's next kernel was launched: {} before the launch \
              returned (the GPU waited for the host), {} after it (launched, not yet started: \
              queued behind other work, or launch latency)",
-            pct_of(x.before_launch_ns, t.idle_ns),
-            pct_of(x.after_launch_ns, t.idle_ns)
+            pct_of(st, x.before_launch_ns, t.idle_ns),
+            pct_of(st, x.after_launch_ns, t.idle_ns)
         );
         if x.unknown_ns > 0 {
             line += &format!(
                 ", {} in {} whose next kernel has no launch call in the trace",
-                pct_of(x.unknown_ns, t.idle_ns),
+                pct_of(st, x.unknown_ns, t.idle_ns),
                 count(x.gaps_unknown as usize, "gap", "gaps")
             );
         }
@@ -670,9 +675,11 @@ fn render_device(
         let span = b - a;
         let _ = writeln!(
             o,
-            "  of the requested window ({a} → {b} ns, {}, clipped to the trace): busy {}, idle {} \
+            "  of the requested window ({} → {}, {}, clipped to the trace): busy {}, idle {} \
              (counting the time before the first kernel and after the last)",
-            fmt_ns(span),
+            st.at(a),
+            st.at(b),
+            st.ns(span),
             pct(t.busy_ns, span),
             pct(span.saturating_sub(t.busy_ns), span)
         );
@@ -685,15 +692,15 @@ fn render_device(
                 o,
                 "  outside the window, no kernel ran: {} before the first kernel (from the trace's \
                  first record) and {} after the last (to its last record)",
-                fmt_ns(before),
-                fmt_ns(after)
+                st.ns(before),
+                st.ns(after)
             );
         }
     }
     let _ = writeln!(
         o,
         "  sum of kernel durations (double-counts overlap): {}   kernels: {} ({} zero-length)",
-        fmt_ns(t.summed_kernel_ns),
+        st.ns(t.summed_kernel_ns),
         t.kernels,
         t.zero_length_kernels
     );
@@ -701,8 +708,8 @@ fn render_device(
         let _ = writeln!(
             o,
             "  copies busy (union of memcpys): {}; compute overlapping copies: {}",
-            fmt_ns(d.copy_busy_ns),
-            fmt_ns(d.compute_copy_overlap_ns)
+            st.ns(d.copy_busy_ns),
+            st.ns(d.compute_copy_overlap_ns)
         );
     }
     let buckets: Vec<String> = t
@@ -716,7 +723,7 @@ fn render_device(
                 fmt_round(b.from_ns),
                 to,
                 b.count,
-                fmt_ns(b.total_ns)
+                st.ns(b.total_ns)
             )
         })
         .collect();
@@ -726,8 +733,8 @@ fn render_device(
     if !t.largest_gaps.is_empty() {
         let _ = writeln!(o, "  largest idle gaps:");
         for g in &t.largest_gaps {
-            let _ = writeln!(o, "    {}", gap_line(g));
-            if let Some(h) = host_line(g) {
+            let _ = writeln!(o, "    {}", gap_line(g, st));
+            if let Some(h) = host_line(g, st) {
                 let _ = writeln!(o, "      host: {h}");
             }
         }
@@ -737,21 +744,43 @@ fn render_device(
             Some(pid) => format!("{} (pid {pid})", s.stream),
             None => s.stream.to_string(),
         };
-        let width = d
+        let tl = || d.streams.iter().map(|s| &s.timeline);
+        let busy = st.col(tl().map(|t| t.busy_ns));
+        let idle = st.col(tl().map(|t| t.idle_ns));
+        let sum = st.col(tl().map(|t| t.summed_kernel_ns));
+        let heads = [
+            format!("busy ({})", busy.unit),
+            format!("idle ({})", idle.unit),
+            format!("sum of durs ({})", sum.unit),
+        ];
+        let cols = [
+            super::label("stream"),
+            super::num("kernels"),
+            super::num(&heads[0]),
+            super::num("busy%"),
+            super::num(&heads[1]),
+            super::num("idle%"),
+            super::num("gaps"),
+            super::num(&heads[2]),
+        ];
+        let rows: Vec<Vec<String>> = d
             .streams
             .iter()
-            .map(|s| label(s).chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(10);
-        let _ = writeln!(
-            o,
-            "  {:<width$} {:>8} {:>12} {:>8} {:>12} {:>8} {:>7} {:>14}",
-            "stream", "kernels", "busy", "busy%", "idle", "idle%", "gaps", "sum of durs"
-        );
-        for s in &d.streams {
-            render_timeline_line(o, &label(s), width, &s.timeline);
-        }
+            .map(|s| {
+                let t = &s.timeline;
+                vec![
+                    label(s),
+                    t.kernels.to_string(),
+                    busy.num(t.busy_ns),
+                    pct(t.busy_ns, t.window_ns),
+                    idle.num(t.idle_ns),
+                    pct(t.idle_ns, t.window_ns),
+                    t.gaps.to_string(),
+                    sum.num(t.summed_kernel_ns),
+                ]
+            })
+            .collect();
+        super::table(o, st, &cols, &rows, None);
         let _ = writeln!(
             o,
             "  (a stream's busy% and idle% are of its own span: its first kernel start → last \
@@ -769,55 +798,55 @@ fn render_device(
                 if shown {
                     let _ = writeln!(
                         o,
-                        "  stream {} largest gap: {} at {} ns, one of the GPU's above",
+                        "  stream {} largest gap: {} at {}, one of the GPU's above",
                         label(s),
-                        fmt_ns(g.length_ns),
-                        g.start_ns
+                        st.ns(g.length_ns),
+                        st.at(g.start_ns)
                     );
                 } else {
-                    let _ = writeln!(o, "  stream {} largest gap: {}", label(s), gap_line(g));
+                    let _ = writeln!(o, "  stream {} largest gap: {}", label(s), gap_line(g, st));
                 }
             }
         }
     }
 }
 
-/// `200 ns at T ns: after NAME (corr 11, stream 7) → before NAME (corr 12, stream 7)`, with
-/// `, pid P` in a trace merged from several processes.
-fn gap_line(g: &cutrace_analysis::Gap) -> String {
+/// `200 ns at +1.250 ms: after NAME (corr 11, stream 7) → before NAME (corr 12, stream 7)`,
+/// with `, pid P` in a trace merged from several processes.
+fn gap_line(g: &cutrace_analysis::Gap, st: &Style) -> String {
     let side = |k: &Option<cutrace_analysis::KernelRef>| {
         k.as_ref().map_or("?".to_string(), |k| {
             let pid = k.pid.map_or(String::new(), |p| format!(", pid {p}"));
             format!(
                 "{} (corr {}, stream {}{pid})",
-                short_name(&k.name, 60),
+                st.name(&k.name),
                 k.correlation_id,
                 k.stream
             )
         })
     };
     let copies = match g.copy_ns {
-        Some(c) if c > 0 => format!(" [copies ran {} of it]", fmt_ns(c)),
+        Some(c) if c > 0 => format!(" [copies ran {} of it]", st.ns(c)),
         _ => String::new(),
     };
     format!(
-        "{} at {} ns: after {} → before {}{copies}",
-        fmt_ns(g.length_ns),
-        g.start_ns,
+        "{} at {}: after {} → before {}{copies}",
+        st.ns(g.length_ns),
+        st.at(g.start_ns),
         side(&g.before),
         side(&g.after)
     )
 }
 
 /// `12.345 ms (67.8 %)`: a part and its share of a whole.
-fn pct_of(part: u64, whole: u64) -> String {
-    format!("{} ({})", fmt_ns(part), pct(part, whole))
+fn pct_of(st: &Style, part: u64, whole: u64) -> String {
+    format!("{} ({})", st.ns(part), pct(part, whole))
 }
 
 /// What the host was doing in a device gap: when the next kernel's launch returned (and what
 /// that says), and the API calls and annotation ranges that covered most of it. `None` when the
 /// trace says nothing of it.
-fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
+fn host_line(g: &cutrace_analysis::Gap, st: &Style) -> Option<String> {
     let h = g.host.as_ref()?;
     let gap_ns = g.length_ns;
     let mut parts = Vec::new();
@@ -843,25 +872,25 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
             None => "",
         };
         let when = if r < 0 {
-            format!("{} before the gap began", fmt_ns(r.unsigned_abs()))
+            format!("{} before the gap began", st.ns(r.unsigned_abs()))
         } else if r as u64 > gap_ns {
             format!(
                 "{} into the gap, after the kernel had started",
-                fmt_ns(r as u64)
+                st.ns(r as u64)
             )
         } else {
-            format!("{} into the gap", fmt_ns(r as u64))
+            format!("{} into the gap", st.ns(r as u64))
         };
         parts.push(format!("the next kernel's {} returned {when}{why}", l.name));
     }
     let list = |v: &[cutrace_analysis::NamedSpan], quote: bool| {
         v.iter()
             .map(|x| {
-                let n = short_name(&x.name, 40);
+                let n = super::short_name(&x.name, 60);
                 if quote {
-                    format!("\"{n}\" {}", fmt_ns(x.ns))
+                    format!("\"{n}\" {}", st.ns(x.ns))
                 } else {
-                    format!("{n} {}", fmt_ns(x.ns))
+                    format!("{n} {}", st.ns(x.ns))
                 }
             })
             .collect::<Vec<_>>()
@@ -872,9 +901,9 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
         // some calls.
         parts.push(format!(
             "recorded API calls covered {} of it ({}), none ran for {}",
-            fmt_ns(h.in_calls_ns),
+            st.ns(h.in_calls_ns),
             list(&h.calls, false),
-            fmt_ns(gap_ns.saturating_sub(h.in_calls_ns))
+            st.ns(gap_ns.saturating_sub(h.in_calls_ns))
         ));
     } else if h.next_launch.is_some() {
         parts.push("no recorded API call ran in it".to_string());
@@ -888,7 +917,7 @@ fn host_line(g: &cutrace_analysis::Gap) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
-fn render_correlation(o: &mut String, r: &Report) {
+fn render_correlation(o: &mut String, r: &Report, st: &Style) {
     let c = &r.correlation;
     let _ = writeln!(
         o,
@@ -951,11 +980,11 @@ fn render_correlation(o: &mut String, r: &Report) {
             o,
             "  launch → start latency (API call end → kernel start) over {}: min {}  p50 {}  p90 {}  p99 {}  max {}",
             count(l.kernels as usize, "kernel", "kernels"),
-            fmt_opt(l.min_ns),
-            fmt_opt(l.p50_ns),
-            fmt_opt(l.p90_ns),
-            fmt_opt(l.p99_ns),
-            fmt_opt(l.max_ns)
+            fmt_opt(st, l.min_ns),
+            fmt_opt(st, l.p50_ns),
+            fmt_opt(st, l.p90_ns),
+            fmt_opt(st, l.p99_ns),
+            fmt_opt(st, l.max_ns)
         );
         if l.negative > 0 {
             let _ = writeln!(
@@ -967,7 +996,7 @@ fn render_correlation(o: &mut String, r: &Report) {
     }
 }
 
-fn render_kernels(o: &mut String, r: &Report) {
+fn render_kernels(o: &mut String, r: &Report, st: &Style) {
     if r.kernel_summary.is_empty() {
         return;
     }
@@ -978,27 +1007,42 @@ fn render_kernels(o: &mut String, r: &Report) {
         r.kernel_summary.len(),
         r.kernel_names
     );
-    let _ = writeln!(
-        o,
-        "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  name",
-        "time%", "total", "count", "mean", "min", "median", "p99", "max"
-    );
-    for k in &r.kernel_summary {
-        let s = &k.stats;
-        let _ = writeln!(
-            o,
-            "  {:>7} {:>12} {:>8} {:>11} {:>11} {:>11} {:>11} {:>11}  {}",
-            format!("{:.1}", k.share_of_kernel_time_pct),
-            fmt_ns(s.total_ns),
-            s.count,
-            fmt_ns(s.mean_ns),
-            fmt_ns(s.min_ns),
-            fmt_ns(s.median_ns),
-            fmt_ns(s.p99_ns),
-            fmt_ns(s.max_ns),
-            short_name(&s.name, 90)
-        );
-    }
+    let stats = || r.kernel_summary.iter().map(|k| &k.stats);
+    let total = st.col(stats().map(|s| s.total_ns));
+    let each = st.col(stats().map(|s| s.max_ns));
+    let heads = [
+        format!("total ({})", total.unit),
+        format!("mean ({})", each.unit),
+    ];
+    let cols = [
+        super::num("time%"),
+        super::num(&heads[0]),
+        super::num("count"),
+        super::num(&heads[1]),
+        super::num("min"),
+        super::num("median"),
+        super::num("p99"),
+        super::num("max"),
+    ];
+    let rows: Vec<Vec<String>> = r
+        .kernel_summary
+        .iter()
+        .map(|k| {
+            let s = &k.stats;
+            vec![
+                format!("{:.1}", k.share_of_kernel_time_pct),
+                total.num(s.total_ns),
+                s.count.to_string(),
+                each.num(s.mean_ns),
+                each.num(s.min_ns),
+                each.num(s.median_ns),
+                each.num(s.p99_ns),
+                each.num(s.max_ns),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = stats().map(|s| s.name.clone()).collect();
+    super::table(o, st, &cols, &rows, Some(("name", &names)));
 }
 
 /// What the report calls the trace's API calls: `HIP` on ROCm, else `CUDA`.
@@ -1009,7 +1053,7 @@ pub fn api_label(r: &Report) -> &'static str {
     }
 }
 
-fn render_api(o: &mut String, r: &Report) {
+fn render_api(o: &mut String, r: &Report, st: &Style) {
     if r.api_summary.is_empty() {
         return;
     }
@@ -1020,24 +1064,36 @@ fn render_api(o: &mut String, r: &Report) {
         r.api_summary.len(),
         r.api_names
     );
-    let _ = writeln!(
-        o,
-        "  {:>12} {:>8} {:>11} {:>11} {:>11} {:>11}  name",
-        "total", "count", "mean", "min", "median", "max"
-    );
-    for s in &r.api_summary {
-        let _ = writeln!(
-            o,
-            "  {:>12} {:>8} {:>11} {:>11} {:>11} {:>11}  {}",
-            fmt_ns(s.total_ns),
-            s.count,
-            fmt_ns(s.mean_ns),
-            fmt_ns(s.min_ns),
-            fmt_ns(s.median_ns),
-            fmt_ns(s.max_ns),
-            short_name(&s.name, 60)
-        );
-    }
+    let total = st.col(r.api_summary.iter().map(|s| s.total_ns));
+    let each = st.col(r.api_summary.iter().map(|s| s.max_ns));
+    let heads = [
+        format!("total ({})", total.unit),
+        format!("mean ({})", each.unit),
+    ];
+    let cols = [
+        super::num(&heads[0]),
+        super::num("count"),
+        super::num(&heads[1]),
+        super::num("min"),
+        super::num("median"),
+        super::num("max"),
+    ];
+    let rows: Vec<Vec<String>> = r
+        .api_summary
+        .iter()
+        .map(|s| {
+            vec![
+                total.num(s.total_ns),
+                s.count.to_string(),
+                each.num(s.mean_ns),
+                each.num(s.min_ns),
+                each.num(s.median_ns),
+                each.num(s.max_ns),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = r.api_summary.iter().map(|s| s.name.clone()).collect();
+    super::table(o, st, &cols, &rows, Some(("name", &names)));
     // Since `--api lean` became record's default, a reader looking for cudaGetDevice & co.
     // should learn here, not only in the notes at the top, why they are absent.
     if let Some(mode) = r
@@ -1067,7 +1123,7 @@ fn render_api(o: &mut String, r: &Report) {
     }
 }
 
-fn render_transfers(o: &mut String, r: &Report) {
+fn render_transfers(o: &mut String, r: &Report, st: &Style) {
     if r.transfers.is_empty() {
         return;
     }
@@ -1075,25 +1131,32 @@ fn render_transfers(o: &mut String, r: &Report) {
         o,
         "\nCopies and memsets (bandwidth = bytes / summed duration)"
     );
-    let _ = writeln!(
-        o,
-        "  {:<8} {:>8} {:>14} {:>12} {:>10}",
-        "kind", "count", "bytes", "time", "GB/s"
-    );
-    for t in &r.transfers {
-        let _ = writeln!(
-            o,
-            "  {:<8} {:>8} {:>14} {:>12} {:>10}",
-            t.kind,
-            t.count,
-            t.bytes,
-            fmt_ns(t.total_ns),
-            t.bandwidth_gb_s.map_or("-".into(), |b| format!("{b:.2}"))
-        );
-    }
+    let time = st.col(r.transfers.iter().map(|t| t.total_ns));
+    let head = format!("time ({})", time.unit);
+    let cols = [
+        super::label("kind"),
+        super::num("count"),
+        super::num("bytes"),
+        super::num(&head),
+        super::num("GB/s"),
+    ];
+    let rows: Vec<Vec<String>> = r
+        .transfers
+        .iter()
+        .map(|t| {
+            vec![
+                t.kind.to_string(),
+                t.count.to_string(),
+                t.bytes.to_string(),
+                time.num(t.total_ns),
+                t.bandwidth_gb_s.map_or("-".into(), |b| format!("{b:.2}")),
+            ]
+        })
+        .collect();
+    super::table(o, st, &cols, &rows, None);
 }
 
-fn render_ranges(o: &mut String, r: &Report) {
+fn render_ranges(o: &mut String, r: &Report, st: &Style) {
     if r.ranges.is_empty() {
         return;
     }
@@ -1103,37 +1166,49 @@ fn render_ranges(o: &mut String, r: &Report) {
         r.ranges.len(),
         r.range_names
     );
-    let _ = writeln!(
-        o,
-        "  {:<6} {:>8} {:>12} {:>14}  name",
-        "domain", "count", "total", "GPU busy in it"
-    );
-    for g in &r.ranges {
-        let _ = writeln!(
-            o,
-            "  {:<6} {:>8} {:>12} {:>14}  {}",
-            g.domain,
-            g.count,
-            fmt_ns(g.total_ns),
-            g.gpu_busy_ns.map_or("-".into(), fmt_ns),
-            short_name(&g.name, 70)
-        );
-    }
+    let total = st.col(r.ranges.iter().map(|g| g.total_ns));
+    let busy = st.col(r.ranges.iter().filter_map(|g| g.gpu_busy_ns));
+    let heads = [
+        format!("total ({})", total.unit),
+        format!("GPU busy in it ({})", busy.unit),
+    ];
+    let cols = [
+        super::label("domain"),
+        super::num("count"),
+        super::num(&heads[0]),
+        super::num(&heads[1]),
+    ];
+    let rows: Vec<Vec<String>> = r
+        .ranges
+        .iter()
+        .map(|g| {
+            vec![
+                g.domain.to_string(),
+                g.count.to_string(),
+                total.num(g.total_ns),
+                g.gpu_busy_ns.map_or("-".into(), |b| busy.num(b)),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = r.ranges.iter().map(|g| g.name.clone()).collect();
+    super::table(o, st, &cols, &rows, Some(("name", &names)));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::{fmt_ns, short_name};
 
     #[test]
     fn durations_print_exactly_with_three_decimals() {
         assert_eq!(fmt_ns(0), "0 ns");
-        assert_eq!(fmt_ns(9_999), "9999 ns");
+        assert_eq!(fmt_ns(999), "999 ns");
+        assert_eq!(fmt_ns(9_999), "9.999 µs");
         assert_eq!(fmt_ns(10_800), "10.800 µs");
-        assert_eq!(fmt_ns(1_234_567), "1234.567 µs");
+        assert_eq!(fmt_ns(1_234_567), "1.235 ms");
         assert_eq!(fmt_ns(12_345_678), "12.346 ms");
         assert_eq!(fmt_ns(98_765_432_100), "98.765 s");
-        assert_eq!(fmt_signed_ns(-50), "-50 ns");
+        assert_eq!(Style::default().signed(-50), "-50 ns");
         assert_eq!(fmt_round(100_000), "100 µs");
         assert_eq!(fmt_round(1_000_000_000), "1 s");
         // Both ends kept: instances of one template differ at the end.
@@ -1176,6 +1251,7 @@ mod tests {
                 ranges: Vec::new(),
                 reading,
                 module_loading: false,
+                cpu_ops: Vec::new(),
             }),
             after_correlation: 0,
         }
@@ -1184,7 +1260,7 @@ mod tests {
     /// Each reading the analysis makes is worded, with when the launch returned and the calls.
     #[test]
     fn the_host_line_words_the_reading_and_the_numbers() {
-        let line = |g: cutrace_analysis::Gap| host_line(&g).unwrap();
+        let line = |g: cutrace_analysis::Gap| host_line(&g, &Style::default()).unwrap();
         let waited = Some(GapReading::WaitedForHost);
         let l = line(gap(Some(90_000), waited, &[("cudaMalloc", 80_000)]));
         assert!(
@@ -1230,8 +1306,8 @@ mod tests {
         }
         // Nothing known: no line.
         let mut g = gap(None, None, &[]);
-        assert!(host_line(&g).is_none());
+        assert!(host_line(&g, &Style::default()).is_none());
         g.host = None;
-        assert!(host_line(&g).is_none());
+        assert!(host_line(&g, &Style::default()).is_none());
     }
 }

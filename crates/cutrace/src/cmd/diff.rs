@@ -84,6 +84,10 @@ pub struct Args {
     /// `convert --force` does; without it an existing file is refused and left as it is.
     #[arg(long, requires = "html")]
     pub force: bool,
+    /// The long form of the text: lines as long as they need. Without it the text fits 120
+    /// columns (long lines wrap).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `--from`/`--to` as offsets; an absolute time is refused with the reason.
@@ -116,6 +120,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         .as_deref()
         .map_or_else(StepMatch::profiler_steps, StepMatch::parse);
     let mut req = job::Request::new(&which, limits, args.top, args.format == Format::Json);
+    req.wide = args.wide;
     req.one_trace_options = job::given(args.html.is_some(), args.from.is_some(), args.to.is_some());
     if let Some(bytes) = job::diff(&args.base, &args.new, &req)? {
         out.write_all(&bytes)
@@ -199,6 +204,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 );
             }
             cutrace_export::text::diff::render(&mut text, &args.base, &args.new, &d);
+            if !args.wide {
+                text = cutrace_export::text::fit(&text);
+            }
             out.write_all(text.as_bytes())
                 .context("writing the diff to stdout")?;
         }

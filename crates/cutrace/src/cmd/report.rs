@@ -108,6 +108,12 @@ pub struct Args {
     /// `convert --force` does; without it an existing file is refused and left as it is.
     #[arg(long, requires = "html")]
     pub force: bool,
+    /// The long form of the text: lines as long as they need, names as recorded (demangled).
+    /// Without it the text fits 120 columns: long lines wrap, and a table shows a kernel's name
+    /// without its `void`, its parameter list and its namespaces, wrapped under the name column
+    /// when longer (the JSON keeps every name whole).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -142,6 +148,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     req.one_trace_options = job::given(false, args.from.is_some(), args.to.is_some());
     req.html = args.html.is_some();
     (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
+    req.wide = args.wide;
     let file = match job::report(&args.files, &req, &progress)? {
         job::Report::OneTrace(p) => {
             // A directory that held the trace deeper down (a TensorBoard log directory's latest
@@ -211,7 +218,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         }
         Format::Text => {
             let mut text = String::new();
-            text::report::render(&mut text, &file, &report, args.top);
+            text::report::render(&mut text, &file, &report, args.top, args.wide);
             out.write_all(text.as_bytes())
                 .context("writing the report to stdout")?;
         }

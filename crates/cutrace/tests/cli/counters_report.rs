@@ -39,7 +39,7 @@ fn report_sums_counters_and_weights_percentages_by_duration() {
          4 kernels profiled",
         "1 values unavailable (n/a, never 0)",
         "Kernels were serialized while profiling",
-        "gemm(float*) (3 kernels, 6000 ns)",
+        "gemm(float*) (3 kernels, 6.000 µs)",
         "sm__warps_active.avg.pct_of_peak_sustained_active  mean",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");

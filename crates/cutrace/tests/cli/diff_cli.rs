@@ -293,7 +293,7 @@ fn top_zero_keeps_the_name_counts_and_one_sided_gpus_are_said() {
     let text = String::from_utf8(o.stdout).unwrap();
     for want in [
         "GPU 0 only in the new trace, GPU 1 only in the base trace",
-        "GPU 1\n  only in the base trace: 1 kernels, busy 5000 ns = 100.0 % of a 5000 ns kernel span",
+        "GPU 1\n  only in the base trace: 1 kernels, busy 5.000 µs = 100.0 % of a 5.000 µs kernel span",
         "GPU 0\n  only in the new trace: 58 kernels",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");

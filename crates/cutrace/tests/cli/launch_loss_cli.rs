@@ -132,7 +132,7 @@ fn launches_that_lost_their_kernels_are_counted_once_per_id_and_the_diff_says_so
     assert_eq!(j["data_loss"]["kernel_launches"], 6);
     assert_eq!(j["data_loss"]["launches_without_gpu_records"], 2);
     assert_eq!(j["data_loss"]["launches_without_correlation_id"], 2);
-    let t = report(&lossy, &[]);
+    let t = report(&lossy, &["--wide"]);
     assert!(
         t.lines()
             .nth(1)

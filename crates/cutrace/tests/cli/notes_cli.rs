@@ -86,7 +86,7 @@ fn stdout(o: &Output) -> String {
 #[test]
 fn report_text_shows_the_recorders_notes_after_the_data_loss_line() {
     let (_tmp, dir) = trace("text", &[4242]);
-    let text = stdout(&cutrace(&["report"], &dir));
+    let text = stdout(&cutrace(&["report", "--wide"], &dir));
     let loss = text.find("data loss: none recorded").expect(&text);
     let notes = text.find("Notes from the recorder (2):").expect(&text);
     assert!(loss < notes, "{text}");
@@ -102,7 +102,7 @@ fn report_text_shows_the_recorders_notes_after_the_data_loss_line() {
 #[test]
 fn report_text_tags_notes_with_their_process_when_there_are_several() {
     let (_tmp, dir) = trace("text-parts", &[11, 12]);
-    let text = stdout(&cutrace(&["report"], &dir));
+    let text = stdout(&cutrace(&["report", "--wide"], &dir));
     assert!(text.contains("Notes from the recorder (4):"), "{text}");
     for pid in [11, 12] {
         assert!(
@@ -135,7 +135,7 @@ fn report_json_carries_the_notes_with_pid_and_part() {
 #[test]
 fn a_trace_without_notes_has_no_notes_section() {
     let fixture = cutrace_testkit::fixture("native/nvtx");
-    let text = stdout(&cutrace(&["report"], &fixture));
+    let text = stdout(&cutrace(&["report", "--wide"], &fixture));
     assert!(!text.contains("Notes from the recorder"), "{text}");
     let v: Value =
         serde_json::from_slice(&cutrace(&["report", "--format", "json"], &fixture).stdout).unwrap();
@@ -253,7 +253,7 @@ fn every_convert_summary_says_where_the_notes_went_in_good_english() {
 #[test]
 fn the_h200_conflict_trace_says_what_happened_to_torch_profiler() {
     let fixture = cutrace_testkit::fixture("native/conflict");
-    let text = stdout(&cutrace(&["report"], &fixture));
+    let text = stdout(&cutrace(&["report", "--wide"], &fixture));
     assert!(text.contains("records: 102 kernels"), "{text}");
     assert!(text.contains("Notes from the recorder (2):"), "{text}");
     assert!(

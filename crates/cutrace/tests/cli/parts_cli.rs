@@ -82,7 +82,7 @@ fn an_empty_part_next_to_a_good_one_is_read_as_incomplete() {
         let trace = dir.trace(&["two_streams/vm-466.cutrace"]);
         std::fs::write(trace.join("h-2.cutrace"), bytes).unwrap();
 
-        let text = ok(&["report"], &trace);
+        let text = ok(&["report", "--wide"], &trace);
         assert!(text.contains("records: 47 kernels"), "{case}: {text}");
         let loss = text.lines().find(|l| l.starts_with("data loss:")).unwrap();
         assert!(
@@ -142,7 +142,7 @@ fn a_file_that_is_not_a_part_is_named() {
 #[test]
 fn the_report_names_the_parts_and_processes_it_read() {
     let multiproc = fixtures().join("multiproc");
-    let text = ok(&["report"], &multiproc);
+    let text = ok(&["report", "--wide"], &multiproc);
     assert!(
         text.contains("parts: 4 files read, from 4 processes (pids 491, 492, 493, 494) on host vm"),
         "{text}"
@@ -159,7 +159,7 @@ fn the_report_names_the_parts_and_processes_it_read() {
     assert_eq!(pids, [491, 492, 493, 494]);
     assert!(v["trace"]["separate_runs"].is_null());
     // One part: said too, in the singular.
-    let text = ok(&["report"], &fixtures().join("two_streams"));
+    let text = ok(&["report", "--wide"], &fixtures().join("two_streams"));
     assert!(
         text.contains("parts: 1 file read, from 1 process (pid 466) on host vm"),
         "{text}"
@@ -172,7 +172,7 @@ fn the_report_names_the_parts_and_processes_it_read() {
 fn parts_with_a_gap_between_them_are_flagged_as_separate_runs() {
     let dir = Dir::new("gap");
     let trace = dir.trace(&["two_streams/vm-466.cutrace", "copy_overlap/vm-478.cutrace"]);
-    let text = ok(&["report"], &trace);
+    let text = ok(&["report", "--wide"], &trace);
     let warning = text
         .lines()
         .find(|l| l.starts_with("WARNING: these parts may be from separate runs"))
@@ -201,7 +201,7 @@ fn parts_from_two_hosts_are_flagged_as_separate_runs() {
     let trace = dir.trace(&[]);
     std::fs::write(trace.join("node1-10.cutrace"), part("node1", 10, 1_000_000)).unwrap();
     std::fs::write(trace.join("node2-10.cutrace"), part("node2", 10, 1_000_500)).unwrap();
-    let text = ok(&["report"], &trace);
+    let text = ok(&["report", "--wide"], &trace);
     assert!(
         text.contains("parts: 2 files read, from 2 processes (pids node1:10, node2:10) on 2 hosts (node1, node2)"),
         "{text}"
@@ -233,7 +233,7 @@ fn a_trace_without_records_points_at_cutrace_doctor() {
         "{err}"
     );
     std::fs::write(trace.join("h-1.cutrace"), b"").unwrap();
-    let text = ok(&["report"], &trace);
+    let text = ok(&["report", "--wide"], &trace);
     assert!(
         text.contains("no records at all:") && text.contains("`cutrace doctor`"),
         "{text}"

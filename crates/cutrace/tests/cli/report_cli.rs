@@ -177,7 +177,7 @@ fn text_report_shows_the_union_and_labels_the_sum() {
     let trace = dir.file("seed.json", &seed_json(&[11, 12, 13, 14, 15]));
     let text = ok(&[], &trace);
     assert!(
-        text.contains("busy (union of kernel intervals): 8000 ns = 100.0 % of the window"),
+        text.contains("busy (union of kernel intervals): 8.000 µs = 100.0 % of the window"),
         "{text}"
     );
     assert!(
@@ -196,7 +196,19 @@ fn text_report_shows_the_union_and_labels_the_sum() {
         .lines()
         .find(|l| l.trim_start().starts_with("7 "))
         .expect("a row for stream 7");
-    assert!(line.contains("200 ns") && line.contains("2.5 %"), "{line}");
+    // One unit per column, in its heading: stream 7's idle is 200 of the column's ns.
+    let row: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        row,
+        ["7", "3", "7.800", "97.5", "%", "200", "2.5", "%", "1", "7.800"],
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "stream  kernels  busy (µs)    busy%  idle (ns)  idle%  gaps  sum of durs (µs)"
+        ),
+        "{text}"
+    );
     assert!(
         text.contains("stream 7 largest gap: 200 ns at ")
             && text.contains("after gemm (corr 11, stream 7) → before gemm (corr 12, stream 7)"),

@@ -25,9 +25,12 @@ fn trace(name: &str, events: &str) -> Trace {
     Trace { path: p, _dir: dir }
 }
 
+/// The report's long form (`--wide`): the sentences these tests read on one line each; the
+/// 120-column form is the same text wrapped (crates/cutrace/tests/golden.rs checks its width).
 fn report(p: &PathBuf, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cutrace"))
         .arg("report")
+        .arg("--wide")
         .arg(p)
         .args(args)
         .output()
@@ -62,10 +65,12 @@ fn a_gap_filled_by_a_copy_says_so() {
         .join(","),
     );
     let t = text(&report(&p, &[]));
-    assert!(t.contains("80.000 µs at 110000 ns"), "{t}");
-    assert!(t.contains("[copies ran 60.000 µs of it]"), "{t}");
+    // Times are offsets from the trace's start (100 µs), to its resolution (1 µs).
+    assert!(t.contains("80 µs at +10 µs"), "{t}");
+    assert!(t.contains("[copies ran 60 µs of it]"), "{t}");
+    assert!(t.contains("resolution 1 µs"), "{t}");
     assert!(
-        t.contains("idle: 80.000 µs = 80.0 % in 1 gap\n"),
+        t.contains("idle: 80 µs = 80.0 % in 1 gap\n"),
         "singular: {t}"
     );
     let j: serde_json::Value =
@@ -90,13 +95,13 @@ fn a_requested_window_gets_its_own_percentages_and_one_outside_the_trace_a_warni
     // The trace runs 1 → 401 µs; kernels 100–110 and 190–200. Window 50 → 350 µs.
     let t = text(&report(&p, &["--from", "49us", "--to", "349us"]));
     assert!(
-        t.contains("of the requested window (50000 → 350000 ns, 300.000 µs, clipped to the trace): busy 6.7 %, idle 93.3 %"),
+        t.contains("of the requested window (+49 µs → +349 µs, 300 µs, clipped to the trace): busy 6.7 %, idle 93.3 %"),
         "{t}"
     );
     // Without a window: the idle time before the first kernel and after the last is named.
     let t = text(&report(&p, &[]));
     assert!(
-        t.contains("99.000 µs before the first kernel (from the trace's first record) and 201.000 µs after the last"),
+        t.contains("99 µs before the first kernel (from the trace's first record) and 201 µs after the last"),
         "{t}"
     );
     // A plain number is absolute on the trace's clock: far before this trace.
