@@ -7,7 +7,10 @@ are the JSON `summary`'s, draws every chart (each SVG has drawn shapes with a
 non-zero bounding box, each timeline lane has shapes), shows the busy %, gap counts and step
 durations of `--format json`, zooms (the buttons and a drag change the visible time range) and
 sorts a table on a click. For a `cutrace profile` trace: the counters table is drawn, shows the
-JSON report's values per kernel name (n/a for none) and sorts on a click. Exit 1 on any failure;
+JSON report's values per kernel name (n/a for none) and sorts on a click. For a distributed job
+(tests/tools/gen_job.py's, `cutrace report JOB --html`): the verdict is the first content, each of
+its numbers and each rank's busy, compute, communication, exposed and wait shown equal the job
+JSON's (`summary`, `ranks`), and the timeline has one drawn lane per rank. Exit 1 on any failure;
 exit 77 with a SKIPPED line when no browser, driver or selenium is available.
 
 usage: html_browser.py CUTRACE_BINARY
@@ -62,6 +65,16 @@ def browser(scratch):
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     service = Service(driver, env={**os.environ, "TMPDIR": scratch})
     return webdriver.Chrome(service=service, options=opts)
+
+
+def short_ns(ns):
+    """cutrace's durations in a sentence (crates/cutrace-export/src/text/verdict.rs): three
+    significant digits at most."""
+    if ns < 1000:
+        return f"{ns} ns"
+    v, unit = (ns / 1e3, "µs") if ns < 1_000_000 else (ns / 1e6, "ms") if ns < 1_000_000_000 else (ns / 1e9, "s")
+    digits = 0 if v >= 100 else 1 if v >= 10 else 2
+    return f"{v:.{digits}f} {unit}"
 
 
 def fmt_ns(ns):
@@ -293,6 +306,72 @@ def check_report(d, binary, tmp, rel):
     return p, f"{want} numbers, {len(svgs)} charts"
 
 
+def check_job(d, binary, tmp):
+    """A 4-rank job of gen_job.py: the verdict first, its numbers and the ranks' the JSON's, a lane
+    per rank."""
+    job = os.path.join(tmp, "job")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests/tools/gen_job.py"), job,
+                    "--ranks", "4", "--steps", "3", "--seed", "5"], check=True, capture_output=True)
+    path = os.path.join(tmp, "job.html")
+    cutrace(binary, "report", job, "--html", path)
+    rep = json.loads(cutrace(binary, "report", job, "--format", "json"))
+    p = Page(d, path)
+    p.check_console_and_network()
+    first = d.execute_script("""
+        var v = document.getElementById('verdict'), h = document.querySelector('h2');
+        var s = document.querySelector('section');
+        return {first: s && s.id, above: !!(v && h && v.getBoundingClientRect().bottom <= h.getBoundingClientRect().top),
+                text: v ? v.innerText : ''};""")
+    if first["first"] != "verdict" or not first["above"]:
+        p.fail(f"the verdict is not the page's first content: {first}")
+    ranks = {str(r["rank"]): r for r in rep["ranks"]}
+    n, per_rank = 0, {}
+    for c in d.execute_script("""
+            return Array.from(document.querySelectorAll('[data-check]')).map(function (e) {
+              return {what: e.getAttribute('data-check'), rank: e.getAttribute('data-rank'),
+                      step: e.getAttribute('data-step'), value: e.getAttribute('data-value'),
+                      text: e.textContent, shown: e.getBoundingClientRect().height > 0}; });"""):
+        what = c["what"]
+        if what.startswith("summary."):
+            want = rep
+            for k in what.split("."):
+                want = want[k]
+            text = (f"{want:.1f} %" if what.endswith("pct") else
+                    short_ns(want) if what.endswith("ns") else str(want))
+            if c["text"] != text or float(c["value"]) != want or not c["shown"]:
+                p.fail(f"verdict {what}: page {c['text']!r} ({c['value']}), JSON {text!r} ({want})")
+            if c["text"] not in first["text"]:
+                p.fail(f"verdict {what}: {c['text']!r} is not in the verdict's text")
+        elif c["rank"] is not None:
+            want = ranks[c["rank"]][what]
+            if c["text"] != fmt_ns(want) or int(c["value"]) != want:
+                p.fail(f"rank {c['rank']} {what}: page {c['text']!r}, JSON {fmt_ns(want)!r}")
+            per_rank[c["rank"]] = per_rank.get(c["rank"], 0) + 1
+        elif c["step"] is not None:
+            step = rep["steps"]["steps"][int(c["step"]) - 1]
+            want = step[what[len("step_"):]]
+            if int(c["value"]) != want:
+                p.fail(f"step {c['step']} {what}: page {c['value']}, JSON {want}")
+        n += 1
+    if sorted(per_rank) != sorted(ranks) or set(per_rank.values()) != {5}:
+        p.fail(f"each rank's five figures are not all shown: {per_rank}")
+    for k in ("busy_pct", "compute_pct", "comm_pct", "idle_pct"):
+        if f"{rep['summary'][k]:.1f} %" not in first["text"]:
+            p.fail(f"the verdict does not say summary.{k}: {first['text']!r}")
+    lanes = d.execute_script("""
+        return Array.from(document.querySelectorAll('.tl-svg g.lane')).map(function (g) {
+          return {rank: g.getAttribute('data-rank'), rects: g.querySelectorAll('rect').length,
+                  comm: g.querySelectorAll('rect.comm').length}; });""")
+    if [l["rank"] for l in lanes] != sorted(ranks, key=int) or any(not l["rects"] or not l["comm"] for l in lanes):
+        p.fail(f"not one drawn lane per rank with communication in it: {lanes}")
+    p.check_charts()
+    p.check_zoom()
+    p.check_sort()
+    p.check_console_and_network()
+    p.check_logged()
+    return p, f"{n} numbers, {len(lanes)} rank lanes"
+
+
 def check_counter_report(d, binary, tmp):
     path = os.path.join(tmp, "counters.html")
     cutrace(binary, "report", COUNTERS, "--html", path)
@@ -362,7 +441,8 @@ def run(scratch):
             results = [check_report(d, binary, tmp, r) for r in REPORTS]
             results.append(check_diff(d, binary, tmp))
             results.append(check_counter_report(d, binary, tmp))
-            names = REPORTS + ["diff " + " ".join(DIFF), COUNTERS]
+            results.append(check_job(d, binary, tmp))
+            names = REPORTS + ["diff " + " ".join(DIFF), COUNTERS, "job (tests/tools/gen_job.py, 4 ranks)"]
             for (p, what), name in zip(results, names):
                 status = "ok" if not p.fails else "FAIL"
                 print(f"{status}: {name}: {what}, interactive in {p.ready_ms} ms")
