@@ -11,16 +11,18 @@
 //! allocation), an allocation of unknown size (its address pairs with a free, its bytes are not
 //! added), an event that says neither. Sizes are integer bytes, times integer ns.
 //!
-//! Attribution ("site"): torch.profiler writes no op into a `[memory]` event and the model keeps
-//! no CPU ops, so each event is attributed to the innermost host range (`record_function`,
-//! NVTX, `ProfilerStep#N`) of its process and thread that encloses its time (start inclusive,
-//! end exclusive), or to no range. CUPTI's memory records name no thread: theirs is the thread
-//! of the API call their correlation id joins.
+//! Attribution ("site"): torch.profiler writes no op into a `[memory]` event, so each event is
+//! attributed to the innermost CPU op (`cpu_op`, [`Trace::host_ops`]) of its process and thread
+//! that encloses its time (start inclusive, end exclusive): the op that allocated, as torch
+//! calls its allocator inside the op. Outside every op (or in a trace without ops, a native
+//! one), the innermost host range (`record_function`, NVTX, `ProfilerStep#N`) that encloses it,
+//! else no site. CUPTI's memory records name no thread: theirs is the thread of the API call
+//! their correlation id joins.
 
 use std::collections::{BTreeMap, HashMap};
 
 use cutrace_trace::{
-    MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace, Ns, RangeDomain, StrId, Trace,
+    HostOpKind, MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace, Ns, RangeDomain, StrId, Trace,
 };
 use serde::Serialize;
 
@@ -564,13 +566,15 @@ impl StepLookup {
 /// A host thread: (pid, tid).
 type Thread = (u32, u64);
 
-/// Per memory event, the innermost host range of its process and thread that holds its time:
-/// one sweep per thread over its ranges (by start, outer first) and its events (by time), with
-/// a stack of the ranges begun and not yet ended.
+/// Per thread, intervals with a name: (start, end, name).
+type Intervals = HashMap<Thread, Vec<(Ns, Ns, StrId)>>;
+
+/// Per memory event, its site: the innermost CPU op (torch.profiler's `cpu_op`) of its process
+/// and thread that holds its time, else the innermost host range that does (`record_function`,
+/// NVTX, `ProfilerStep#N`), else none. CUPTI's memory records name no thread: the call their
+/// correlation id joins does.
 fn sites(trace: &Trace) -> Vec<Option<StrId>> {
-    let mut out = vec![None; trace.memory.len()];
     let mut events: HashMap<Thread, Vec<u32>> = HashMap::new();
-    // CUPTI's memory records name no thread: the call they point back to does.
     let calls = trace
         .memory
         .iter()
@@ -585,37 +589,62 @@ fn sites(trace: &Trace) -> Vec<Option<StrId>> {
         let thread = call.map_or((e.process, e.thread), |a| (a.process, a.thread));
         events.entry(thread).or_default().push(i as u32);
     }
-    let mut ranges: HashMap<Thread, Vec<(Ns, Ns, StrId)>> = HashMap::new();
+    let mut ops: Intervals = HashMap::new();
+    for o in &trace.host_ops {
+        if o.kind == HostOpKind::CpuOp && events.contains_key(&(o.process, o.thread)) {
+            let v = ops.entry((o.process, o.thread)).or_default();
+            v.push((o.start_ns, o.end_ns, o.name));
+        }
+    }
+    let mut ranges: Intervals = HashMap::new();
     for r in &trace.ranges {
         if r.domain == RangeDomain::Host && events.contains_key(&(r.process, r.thread)) {
             let v = ranges.entry((r.process, r.thread)).or_default();
             v.push((r.start_ns, r.end_ns, r.name));
         }
     }
+    let mut out = vec![None; trace.memory.len()];
     for (key, mut evs) in events {
-        let Some(rs) = ranges.get_mut(&key) else {
-            continue;
-        };
-        rs.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
         evs.sort_by_key(|&i| trace.memory[i as usize].ts_ns);
-        let mut stack: Vec<(Ns, StrId)> = Vec::new();
-        let mut next = 0;
-        for i in evs {
-            let t = trace.memory[i as usize].ts_ns;
+        let ts: Vec<Ns> = evs
+            .iter()
+            .map(|&i| trace.memory[i as usize].ts_ns)
+            .collect();
+        let by_op = innermost(ops.get_mut(&key), &ts);
+        let by_range = innermost(ranges.get_mut(&key), &ts);
+        for (k, &i) in evs.iter().enumerate() {
+            out[i as usize] = by_op[k].or(by_range[k]);
+        }
+    }
+    out
+}
+
+/// For each of `ts` (in order), the innermost of `intervals` (one thread's, which nest) that
+/// holds it, start inclusive and end exclusive: one sweep with a stack of the intervals begun
+/// and not yet ended.
+fn innermost(intervals: Option<&mut Vec<(Ns, Ns, StrId)>>, ts: &[Ns]) -> Vec<Option<StrId>> {
+    let Some(rs) = intervals else {
+        return vec![None; ts.len()];
+    };
+    // By start, outer (longer) first, so the stack's top is the innermost.
+    rs.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+    let mut stack: Vec<(Ns, StrId)> = Vec::new();
+    let mut next = 0;
+    ts.iter()
+        .map(|&t| {
             while let Some(&(s, e, name)) = rs.get(next) {
                 if s > t {
                     break;
                 }
+                // An interval that does not nest in the top (it ends later) still holds `t`
+                // only if it has not ended; kept, it is popped when it has.
                 stack.push((e, name));
                 next += 1;
             }
-            while stack.last().is_some_and(|&(e, _)| e <= t) {
-                stack.pop();
-            }
-            out[i as usize] = stack.last().map(|&(_, name)| name);
-        }
-    }
-    out
+            stack.retain(|&(e, _)| e > t);
+            stack.last().map(|&(_, name)| name)
+        })
+        .collect()
 }
 
 /// Whether a CUDA call allocates or frees memory, by its name (`_v2`, `_ptsz` and other

@@ -6,7 +6,8 @@ use cutrace_analysis::memory::{memory_report, MemoryPool, NO_RANGE};
 use cutrace_analysis::{steps, StepMatch, Window};
 use cutrace_testkit::records::{complete_trace, host_range};
 use cutrace_trace::{
-    ApiCall, ApiKind, Interner, MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace, Ns, Trace,
+    ApiCall, ApiKind, HostOp, HostOpKind, Interner, MemoryEvent, MemoryLevel, MemoryOp,
+    MemoryPlace, Ns, Trace,
 };
 use proptest::prelude::*;
 
@@ -426,4 +427,77 @@ fn driver_allocations_are_attributed_through_their_call() {
     let live = &p.live_at_end;
     assert_eq!((live.allocations, live.bytes), (1, 1 << 20));
     assert_eq!(live.largest[0].site, "ProfilerStep#2");
+}
+
+fn op(i: &mut Interner, kind: HostOpKind, name: &str, thread: u64, start: Ns, end: Ns) -> HostOp {
+    HostOp {
+        kind,
+        name: i.intern(name),
+        process: 1,
+        thread,
+        start_ns: start,
+        end_ns: end,
+        external_id: 0,
+    }
+}
+
+/// With CPU ops, an allocation's site is the innermost op of its thread holding its time (start
+/// inclusive, end exclusive), not the range around it; outside every op, the range; a Python
+/// call or another thread's op is no site.
+#[test]
+fn allocations_are_attributed_to_their_innermost_cpu_op() {
+    use HostOpKind::{CpuOp, PythonFunction};
+    let mut t = planted();
+    let mut i = Interner::from_strings(std::mem::take(&mut t.strings));
+    t.host_ops = vec![
+        // Around the 3,000 B allocation at 200 (inside `forward`).
+        op(&mut i, CpuOp, "aten::linear", 1, 150, 450),
+        op(&mut i, CpuOp, "aten::empty", 1, 200, 201),
+        // The 4,000 B allocation at 1,100 is in aten::mm inside aten::addmm; the one of unknown
+        // size at 1,300 in aten::addmm only (aten::mm ended at 1,300).
+        op(&mut i, CpuOp, "aten::addmm", 1, 1_050, 1_400),
+        op(&mut i, CpuOp, "aten::mm", 1, 1_080, 1_300),
+        // Ends as the 100 B allocation at 1,700 happens: not its site.
+        op(&mut i, CpuOp, "aten::relu", 1, 1_650, 1_700),
+        // A Python call and another thread's op hold it: neither is a site.
+        op(
+            &mut i,
+            PythonFunction,
+            "train.py(12): step",
+            1,
+            1_600,
+            1_800,
+        ),
+        op(&mut i, CpuOp, "aten::copy_", 2, 1_600, 1_800),
+        // Holds the CPU allocation at 300 on thread 2.
+        op(&mut i, CpuOp, "aten::to", 2, 250, 350),
+    ];
+    t.strings = i.into_strings();
+    let r = report_of(&t, None);
+    let p = gpu(&r);
+    let peak = p.peak.as_ref().unwrap();
+    let largest: Vec<_> = peak
+        .live
+        .largest
+        .iter()
+        .map(|a| (a.address, a.site.as_str()))
+        .collect();
+    assert_eq!(
+        largest,
+        vec![
+            (0x400, "aten::mm"),
+            (0x200, "aten::empty"),
+            (0x300, "ProfilerStep#1"),
+        ]
+    );
+    assert_eq!(
+        sites(&p.live_at_end.by_site),
+        vec![
+            ("ProfilerStep#1", 1, 500),
+            ("ProfilerStep#2", 1, 100),
+            ("aten::addmm", 1, 0)
+        ]
+    );
+    let cpu = r.pools.iter().find(|p| p.place == "cpu").unwrap();
+    assert_eq!(cpu.peak.as_ref().unwrap().live.largest[0].site, "aten::to");
 }
