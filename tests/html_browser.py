@@ -79,9 +79,9 @@ def short_ns(ns):
 
 def fmt_ns(ns):
     """cutrace's durations (crates/cutrace-analysis/src/units.rs): three decimals, half up."""
-    if ns < 10_000:
+    if ns < 1_000:
         return f"{ns} ns"
-    div, unit = (1_000, "µs") if ns < 10_000_000 else (1_000_000, "ms") if ns < 10_000_000_000 else (1_000_000_000, "s")
+    div, unit = (1_000, "µs") if ns < 1_000_000 else (1_000_000, "ms") if ns < 1_000_000_000 else (1_000_000_000, "s")
     milli = (ns * 1000 + div // 2) // div
     return f"{milli // 1000}.{milli % 1000:03} {unit}"
 

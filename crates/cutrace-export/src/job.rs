@@ -129,6 +129,7 @@ pub fn report(
         &|k| progress(k, n),
     )?;
     require_live(&report)?;
+    refuse_unrelated(files, &report)?;
     if req.steps_given && report.steps.steps.is_empty() {
         return Err(JobError::Refused(format!(
             "--steps {}: no host range of any rank matches it",
@@ -149,6 +150,36 @@ pub fn report(
         text = crate::text::fit(&text);
     }
     Ok(Report::Job(text.into_bytes()))
+}
+
+/// A directory of traces none of which states its rank (no `distributedInfo`, no `RANK` in a
+/// native part, no rank in the file name), each a file in it, is not taken for a job: two profiles of separate runs
+/// saved side by side look the same, and their "skew" and "wait" would be fiction. Traces named
+/// one by one on the command line are: their order is then the ranks' (each note says so).
+fn refuse_unrelated(
+    files: &[PathBuf],
+    report: &cutrace_analysis::JobReport,
+) -> Result<(), JobError> {
+    let [dir] = files else { return Ok(()) };
+    let stated = report.ranks.iter().any(|r| r.rank_from != "input_order");
+    // Ranks in subdirectories of their own (job/r0/, job/r1/) were laid out as a job.
+    let side_by_side = report
+        .ranks
+        .iter()
+        .flat_map(|r| &r.paths)
+        .all(|p| Path::new(p).parent() == Some(dir.as_path()));
+    if !dir.is_dir() || report.ranks.len() < 2 || stated || !side_by_side {
+        return Ok(());
+    }
+    Err(JobError::Refused(format!(
+        "{}: its {} traces state no rank (no distributedInfo in them, no rank in their file \
+         names), so they look like separate runs, not the ranks of one job. Report each with \
+         `cutrace report FILE`, or compare two with `cutrace diff A B`; if they are one job's \
+         ranks, name them in rank order (`cutrace report A B …`) or put the rank in their file \
+         names (rank0.json, rank1.json, …)",
+        dir.display(),
+        report.ranks.len()
+    )))
 }
 
 /// A job without one live rank has no figures: an error (as `convert --parquet` says), not an

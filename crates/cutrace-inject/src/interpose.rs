@@ -14,7 +14,8 @@
 //! the preloads.
 //!
 //! Nothing here runs at load time (no constructor, no initialised state): a process that never
-//! calls CUPTI (a shell, a compiler) pays only for mapping the library, and prints nothing.
+//! calls CUPTI (a shell, a compiler) pays only for mapping the library and the one environment
+//! lookup of `root_exit.rs`, and prints nothing.
 
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::io::Write;

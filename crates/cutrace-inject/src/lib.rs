@@ -20,6 +20,7 @@ mod interpose;
 mod lifecycle;
 mod monitor;
 pub mod pc_sampling;
+mod root_exit;
 pub mod pool;
 pub mod sampling;
 mod writer;

@@ -103,10 +103,18 @@ pub const DCGMI_TIMEOUT: &str = "CUTRACE_DCGMI_TIMEOUT";
 /// in any profile.
 pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 
+/// Set by `cutrace record` for the process it becomes (exec keeps the pid): that pid, the
+/// number of parts the output directory held before the run, and `1` when record created the
+/// directory. At that process's exit the library says so when no part was written, and removes
+/// the directory if it made it and it is empty (crates/cutrace-inject/src/root_exit.rs).
+pub const ROOT_PID: &str = "CUTRACE_ROOT_PID";
+pub const ROOT_PARTS: &str = "CUTRACE_ROOT_PARTS";
+pub const ROOT_CREATED: &str = "CUTRACE_ROOT_CREATED";
+
 /// Every variable the injected library reads: `cutrace record` sets those it means and removes
 /// the rest from the program's environment, so one left there from elsewhere does not choose
 /// for the user.
-pub const INJECTION: [&str; 35] = [
+pub const INJECTION: [&str; 38] = [
     OUTPUT_DIR,
     KINDS,
     RUN_ID,
@@ -142,4 +150,7 @@ pub const INJECTION: [&str; 35] = [
     PM_OPTIONAL,
     PC_SAMPLING,
     PC_PERIOD,
+    ROOT_PID,
+    ROOT_PARTS,
+    ROOT_CREATED,
 ];

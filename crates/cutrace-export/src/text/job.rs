@@ -285,6 +285,10 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
 /// the clocks and the job's notes.
 fn render_header(o: &mut String, inputs: &str, j: &JobReport) {
     let _ = writeln!(o, "cutrace report: {inputs} (distributed job)");
+    // The verdict first, as on the job's page: the same lines from the JSON's `summary`.
+    for l in super::verdict::job_verdict(&j.summary) {
+        let _ = writeln!(o, "{}", l.text());
+    }
     let world = j.world_size.map_or_else(
         || "world size not stated".into(),
         |w| format!("world size {w}"),

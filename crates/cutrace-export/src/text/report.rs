@@ -281,9 +281,14 @@ fn render_steps(
     let mem = super::memory::gpu_step_peaks(memory);
     let _ = writeln!(
         o,
-        "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start):",
+        "  longest steps (top {} of {}; # = place in time order, start = offset from the trace's start{}):",
         longest.len(),
         steps.count,
+        if longest.iter().any(|s| s.dataloader_ns.is_some()) {
+            "; DataLoader = time in enumerate(DataLoader), fetching batches"
+        } else {
+            ""
+        }
     );
     let origin = st.origin_ns;
     let start =
@@ -299,6 +304,12 @@ fn render_steps(
         super::num("kernels"),
         super::label("GPU busy in the step"),
     ];
+    let loader = longest.iter().any(|s| s.dataloader_ns.is_some());
+    let loader_col = st.col(longest.iter().filter_map(|s| s.dataloader_ns));
+    let loader_head = format!("DataLoader ({})", loader_col.unit);
+    if loader {
+        cols.push(super::num(&loader_head));
+    }
     if !mem.is_empty() {
         cols.push(super::num("GPU memory peak (B)"));
     }
@@ -324,6 +335,9 @@ fn render_steps(
             s.kernels.to_string(),
             busy,
         ];
+        if loader {
+            row.push(s.dataloader_ns.map_or("-".into(), |v| loader_col.num(v)));
+        }
         if !mem.is_empty() {
             row.push(
                 mem.get(&s.index)
@@ -913,6 +927,21 @@ fn host_line(g: &cutrace_analysis::Gap, st: &Style) -> Option<String> {
             "in ranges (NVTX, annotations): {}",
             list(&h.ranges, true)
         ));
+    }
+    if !h.cpu_ops.is_empty() {
+        // Innermost first: what the host was running in the gap, as torch.profiler named it.
+        let ops: Vec<String> = h
+            .cpu_ops
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} {} of it",
+                    super::short_name(&x.name, 60),
+                    st.ns(x.in_gap_ns)
+                )
+            })
+            .collect();
+        parts.push(format!("in CPU ops: {}", ops.join(", ")));
     }
     (!parts.is_empty()).then(|| parts.join("; "))
 }

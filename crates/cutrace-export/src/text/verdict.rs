@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 
+use cutrace_analysis::job_verdict::JobSummary;
 use cutrace_analysis::verdict::{DeviceVerdict, Summary};
 use cutrace_analysis::Report;
 use cutrace_trace::Ns;
@@ -145,6 +146,205 @@ pub fn launch_loss_line(r: &Report) -> Option<String> {
             l.kernel_launches
         )
     })
+}
+
+/// A part of a verdict line: words, or a number the tests read (`data-check` names the JSON
+/// field, `data-value` holds its exact value).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    Text(String),
+    Num {
+        check: &'static str,
+        value: String,
+        text: String,
+    },
+}
+
+/// One line of the verdict; `alarm` lines say the job's figures leave something out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VerdictLine {
+    pub alarm: bool,
+    pub pieces: Vec<Piece>,
+}
+
+impl VerdictLine {
+    /// The line as words.
+    pub fn text(&self) -> String {
+        self.pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) | Piece::Num { text: t, .. } => t.as_str(),
+            })
+            .collect()
+    }
+}
+
+/// Builds a verdict line piece by piece.
+struct Line(Vec<Piece>);
+
+impl Line {
+    fn t(mut self, s: impl Into<String>) -> Self {
+        self.0.push(Piece::Text(s.into()));
+        self
+    }
+    fn pct(mut self, check: &'static str, v: f64) -> Self {
+        self.0.push(Piece::Num {
+            check,
+            value: v.to_string(),
+            text: format!("{v:.1} %"),
+        });
+        self
+    }
+    fn ns(mut self, check: &'static str, v: Ns) -> Self {
+        self.0.push(Piece::Num {
+            check,
+            value: v.to_string(),
+            text: short_ns(v),
+        });
+        self
+    }
+    fn int(mut self, check: &'static str, v: u64) -> Self {
+        self.0.push(Piece::Num {
+            check,
+            value: v.to_string(),
+            text: v.to_string(),
+        });
+        self
+    }
+    fn done(self, alarm: bool) -> VerdictLine {
+        VerdictLine {
+            alarm,
+            pieces: self.0,
+        }
+    }
+}
+
+/// ` rank` or ` ranks` after a count.
+pub fn ranks_word(n: u64) -> &'static str {
+    if n == 1 {
+        " rank"
+    } else {
+        " ranks"
+    }
+}
+
+/// The job's first answer, from its `summary`: what is left out, the ranks' GPUs together, the
+/// spread of busy between ranks, who waited at collectives (the straggler), the slowest rank per
+/// step and the arrival skew. Every number is a field of `summary` (checks `summary.FIELD`).
+pub fn job_verdict(s: &JobSummary) -> Vec<VerdictLine> {
+    let mut out = Vec::new();
+    if s.dead_ranks > 0 || s.missing_ranks > 0 {
+        out.push(
+            Line(Vec::new())
+                .t("RANKS LEFT OUT: ")
+                .int("summary.dead_ranks", s.dead_ranks)
+                .t(" dead (no usable trace), ")
+                .int("summary.missing_ranks", s.missing_ranks)
+                .t(" missing (no trace): the job's figures are the other ranks'")
+                .done(true),
+        );
+    }
+    if s.ranks_lost_data > 0 {
+        out.push(
+            Line(Vec::new())
+                .int("summary.ranks_lost_data", s.ranks_lost_data)
+                .t(format!(
+                    "{} lost data or {} incomplete: {} figures cover what was recorded",
+                    ranks_word(s.ranks_lost_data),
+                    if s.ranks_lost_data == 1 { "is" } else { "are" },
+                    if s.ranks_lost_data == 1 {
+                        "its"
+                    } else {
+                        "their"
+                    },
+                ))
+                .done(true),
+        );
+    }
+    let mut l = Line(Vec::new())
+        .int("summary.ranks", s.ranks)
+        .t(format!("{}: GPUs busy ", ranks_word(s.ranks)))
+        .pct("summary.busy_pct", s.busy_pct)
+        .t(" of their kernel windows (compute ")
+        .pct("summary.compute_pct", s.compute_pct)
+        .t(", communication ")
+        .pct("summary.comm_pct", s.comm_pct);
+    if s.comm_ns > 0 {
+        l = l
+            .t(", ")
+            .ns("summary.exposed_comm_ns", s.exposed_comm_ns)
+            .t(" of it exposed");
+    }
+    out.push(
+        l.t("); idle ")
+            .pct("summary.idle_pct", s.idle_pct)
+            .done(false),
+    );
+    if let (Some(lo), Some(hi)) = (s.busy_pct_min, s.busy_pct_max) {
+        if s.ranks > 1 {
+            out.push(
+                Line(Vec::new())
+                    .t("busy by rank: ")
+                    .pct("summary.busy_pct_min.pct", lo.pct)
+                    .t(" (rank ")
+                    .int("summary.busy_pct_min.rank", u64::from(lo.rank))
+                    .t(") to ")
+                    .pct("summary.busy_pct_max.pct", hi.pct)
+                    .t(" (rank ")
+                    .int("summary.busy_pct_max.rank", u64::from(hi.rank))
+                    .t(")")
+                    .done(false),
+            );
+        }
+    }
+    if let (Some(m), Some(x)) = (s.most_waiting, s.least_waiting) {
+        out.push(
+            Line(Vec::new())
+                .t("waited at collectives: rank ")
+                .int("summary.most_waiting.rank", u64::from(m.rank))
+                .t(" the most (")
+                .ns("summary.most_waiting.ns", m.ns)
+                .t("), rank ")
+                .int("summary.least_waiting.rank", u64::from(x.rank))
+                .t(" the least (")
+                .ns("summary.least_waiting.ns", x.ns)
+                .t("): it arrived last, the likely straggler")
+                .done(false),
+        );
+    }
+    if let Some(r) = s.slowest_rank {
+        let mut l = Line(Vec::new())
+            .t("steps: ")
+            .int("summary.steps", s.steps)
+            .t(" matched across ranks; the slowest most often: rank ")
+            .int("summary.slowest_rank.rank", u64::from(r.rank))
+            .t(" (in ")
+            .int("summary.slowest_rank.steps", r.steps)
+            .t(format!(" of {})", s.steps));
+        if let (Some(m), Some(x)) = (s.step_spread_median_ns, s.step_spread_max_ns) {
+            l = l
+                .t("; spread between ranks median ")
+                .ns("summary.step_spread_median_ns", m)
+                .t(", max ")
+                .ns("summary.step_spread_max_ns", x);
+        }
+        out.push(l.done(false));
+    }
+    if s.collectives_matched > 0 {
+        let mut l = Line(Vec::new())
+            .t("collectives: ")
+            .int("summary.collectives_matched", s.collectives_matched)
+            .t(" matched across ranks");
+        if let (Some(m), Some(x)) = (s.skew_median_ns, s.skew_max_ns) {
+            l = l
+                .t(", arrival skew median ")
+                .ns("summary.skew_median_ns", m)
+                .t(", max ")
+                .ns("summary.skew_max_ns", x);
+        }
+        out.push(l.done(false));
+    }
+    out
 }
 
 #[cfg(test)]

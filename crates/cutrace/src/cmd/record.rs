@@ -329,6 +329,13 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
         );
     }
     let mut env = injection_env(&inject, &settings);
+    // The process record becomes (exec keeps the pid) says at its exit when nothing was traced.
+    env.push((var::ROOT_PID.into(), std::process::id().to_string().into()));
+    env.push((var::ROOT_PARTS.into(), earlier.to_string().into()));
+    env.push((
+        var::ROOT_CREATED.into(),
+        if created { "1" } else { "0" }.into(),
+    ));
     if args.kinds.iter().any(|k| k == "nvtx") && std::env::var_os("NVTX_INJECTION64_PATH").is_none()
     {
         // NVTX calls reach CUPTI only when NVTX's loader is pointed at libcupti. The bare

@@ -112,3 +112,37 @@ fn a_plain_number_before_the_trace_is_said_to_be_absolute_with_the_unit_to_add()
     let o = crate::util::cutrace(&["report", "--from", "1ms", ex]);
     assert!(!String::from_utf8_lossy(&o.stdout).contains("WARNING"));
 }
+
+/// Two profiles of separate runs saved in one folder are not a job: none states a rank, so the
+/// folder is refused with what to do instead; the same files named one by one are taken as a
+/// job in their order, and each note says the rank was assumed from that order. Rank files in
+/// a folder (the file names state the ranks) stay a job.
+#[test]
+fn a_folder_of_unrelated_traces_is_not_taken_for_a_job() {
+    let d = Dir::new("unrelated");
+    let kineto = cutrace_testkit::repo().join("tests/fixtures/kineto");
+    for f in ["train_step.json.gz", "launch_bound.json.gz"] {
+        std::fs::copy(kineto.join(f), d.path(f)).unwrap();
+    }
+    let o = crate::util::cutrace(&["report", d.0.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty());
+    for want in [
+        "its 2 traces state no rank",
+        "separate runs",
+        "`cutrace diff A B`",
+        "name them in rank order",
+    ] {
+        assert!(err.contains(want), "wanted {want:?} in {err}");
+    }
+    let a = d.path("launch_bound.json.gz");
+    let b = d.path("train_step.json.gz");
+    let j = crate::util::cutrace_json(&["report", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(j["kind"], "job", "{j}");
+    let notes = j["notes"].to_string();
+    assert_eq!(notes.matches("numbered_by_order").count(), 2, "{notes}");
+    let jobs = cutrace_testkit::repo().join("tests/fixtures/jobs/seed1");
+    let j = crate::util::cutrace_json(&["report", jobs.to_str().unwrap()]);
+    assert_eq!(j["ranks"].as_array().map(Vec::len), Some(4), "{j}");
+}

@@ -546,3 +546,53 @@ fn no_kinds_is_refused_and_inherited_knobs_are_said() {
         "{err}"
     );
 }
+
+/// A run in which no process initialized CUDA says so when the program exits, with
+/// `cutrace doctor`'s hint, and removes the empty directory it made; a directory that was there
+/// before stays. `true` exits through exit(3), which runs the library's exit handler.
+#[test]
+fn a_run_that_traced_nothing_says_so_at_exit() {
+    let lib = std::env::current_exe()
+        .unwrap()
+        .with_file_name("libcutrace_inject.so");
+    if !lib.is_file() {
+        loud!(
+            "SKIPPED: {} is missing (`cargo test --workspace` builds it)",
+            lib.display()
+        );
+        return;
+    }
+    let dir = cutrace_testkit::Dir::new("record-cli-nothing");
+    let run = |out: &Path| {
+        Command::new(env!("CARGO_BIN_EXE_cutrace"))
+            .env(var::INJECT_LIB, &lib)
+            .env_remove("CUDA_INJECTION64_PATH")
+            .args(["record", "-q", "-o"])
+            .arg(out)
+            .args(["--", "true"])
+            .output()
+            .unwrap()
+    };
+    let fresh = dir.join("fresh");
+    let o = run(&fresh);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("cutrace: nothing was traced")
+            && err.contains(&format!("{} held no part and was removed", fresh.display()))
+            && err.contains("`cutrace doctor`"),
+        "{err}"
+    );
+    assert!(
+        !fresh.exists(),
+        "the empty directory record made is removed"
+    );
+    // A directory the user made is kept; said once, by the one process record became.
+    let mine = dir.join("mine");
+    std::fs::create_dir(&mine).unwrap();
+    let o = run(&mine);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(err.matches("nothing was traced").count(), 1, "{err}");
+    assert!(err.contains("holds no new part"), "{err}");
+    assert!(mine.is_dir());
+}
