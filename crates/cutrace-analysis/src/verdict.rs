@@ -50,8 +50,12 @@ pub struct RuleCount {
 
 /// Per rule of the communication table, the kernels inside their device's span it matched.
 pub(crate) fn rule_counts(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> Vec<RuleCount> {
-    // Per name: the rule's index in the table, or the table's length for none.
-    let none = cutrace_trace::COMM_RULES.len();
+    // Per name: the rule's index in the table (the user's rule after it), or past it for none.
+    let rules: Vec<&cutrace_trace::CommRule> = cutrace_trace::COMM_RULES
+        .iter()
+        .chain([&cutrace_trace::comm::USER_COMM_RULE])
+        .collect();
+    let none = rules.len();
     let mut rule_of: HashMap<u32, usize> = HashMap::new();
     let mut counts = vec![0u64; none];
     for k in trace.kernels.iter().filter(|k| !k.untimed()) {
@@ -63,18 +67,15 @@ pub(crate) fn rule_counts(trace: &Trace, spans: &HashMap<u32, (Ns, Ns)>) -> Vec<
         }
         let r = *rule_of.entry(k.name).or_insert_with(|| {
             cutrace_trace::comm_rule(trace.str(k.name)).map_or(none, |r| {
-                cutrace_trace::COMM_RULES
-                    .iter()
-                    .position(|x| x.rule == r.rule)
-                    .unwrap_or(none)
+                rules.iter().position(|x| x.rule == r.rule).unwrap_or(none)
             })
         });
         if let Some(c) = counts.get_mut(r) {
             *c += 1;
         }
     }
-    cutrace_trace::COMM_RULES
-        .iter()
+    rules
+        .into_iter()
         .zip(counts)
         .filter(|(_, n)| *n > 0)
         .map(|(r, kernels)| RuleCount {

@@ -165,14 +165,38 @@ pub const COMM_RULES: [CommRule; 12] = [
     },
 ];
 
+/// A matcher of kernel names the user adds to the table (`cutrace report --comm-kernels REGEX`).
+pub type UserMatcher = Box<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// The user's rule, tried after the table; set once per process, before any trace is read.
+static USER_RULE: std::sync::OnceLock<UserMatcher> = std::sync::OnceLock::new();
+
+/// The rule reported for kernels the user's matcher classified.
+pub static USER_COMM_RULE: CommRule = CommRule {
+    rule: "comm_kernels",
+    library: "--comm-kernels",
+    matches: NameMatch::Contains(&[]),
+    source: "the user's --comm-kernels REGEX, matched against the kernel name as recorded",
+};
+
+/// Adds the user's matcher after the table, for the rest of the process. `false` when one was
+/// set already (it is kept).
+pub fn set_user_rule(m: UserMatcher) -> bool {
+    USER_RULE.set(m).is_ok()
+}
+
 /// The rule that makes `name` (as CUPTI or Kineto reports it: mangled or demangled, with or
-/// without its parameter list) a communication kernel; `None` for any other kernel.
+/// without its parameter list) a communication kernel: the first of the table's that matches,
+/// else the user's ([`set_user_rule`]); `None` for any other kernel.
 pub fn comm_rule(name: &str) -> Option<&'static CommRule> {
     let base = unmangled_start(name.strip_prefix("void ").unwrap_or(name));
-    COMM_RULES.iter().find(|r| match r.matches {
-        NameMatch::Prefix(p) => base.starts_with(p),
-        NameMatch::Contains(words) => words.iter().any(|w| name.contains(w)),
-    })
+    COMM_RULES
+        .iter()
+        .find(|r| match r.matches {
+            NameMatch::Prefix(p) => base.starts_with(p),
+            NameMatch::Contains(words) => words.iter().any(|w| name.contains(w)),
+        })
+        .or_else(|| USER_RULE.get().filter(|m| m(name)).map(|_| &USER_COMM_RULE))
 }
 
 /// Whether `name` is a communication kernel: one some rule of [`COMM_RULES`] matches.

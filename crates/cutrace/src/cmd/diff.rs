@@ -88,6 +88,13 @@ pub struct Args {
     /// columns (long lines wrap).
     #[arg(long)]
     pub wide: bool,
+    /// Kernels whose name matches REGEX are communication too, after cutrace's own table
+    /// (NCCL, RCCL, MSCCL++, DeepEP, NVSHMEM, custom all-reduce, …: docs/REPORT.md,
+    /// "Communication kernels"), for a library the table does not know: `--comm-kernels
+    /// 'my_allreduce|ring_exchange'`. Matched against the name as recorded (mangled or
+    /// demangled), anywhere in it; the verdict's rules list counts them as `comm_kernels`.
+    #[arg(long, value_name = "REGEX")]
+    pub comm_kernels: Option<String>,
 }
 
 /// `--from`/`--to` as offsets; an absolute time is refused with the reason.
@@ -112,6 +119,9 @@ fn window(t: &Trace, from: Option<TimeArg>, to: Option<TimeArg>) -> anyhow::Resu
 }
 
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
+    if let Some(re) = &args.comm_kernels {
+        crate::cmd::comm_kernels(re)?;
+    }
     let from = offset("--from", args.from.as_deref())?;
     let to = offset("--to", args.to.as_deref())?;
     let limits = args.limit.unwrap_or_default();

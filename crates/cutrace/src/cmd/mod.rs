@@ -61,3 +61,16 @@ pub(crate) fn load(path: &Path, limits: &Limits) -> anyhow::Result<Trace> {
     }
     Ok(trace)
 }
+
+/// `--comm-kernels REGEX`: kernels whose name matches are communication too, after the table.
+pub fn comm_kernels(re: &str) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    let rx = regex_lite::Regex::new(re).with_context(|| {
+        format!("--comm-kernels {re:?} is not a regular expression (regex syntax: `nccl|my_ring`)")
+    })?;
+    if re.is_empty() {
+        anyhow::bail!("--comm-kernels: an empty REGEX would match every kernel; give a name part");
+    }
+    cutrace_trace::comm::set_user_rule(Box::new(move |name| rx.is_match(name)));
+    Ok(())
+}

@@ -114,6 +114,13 @@ pub struct Args {
     /// when longer (the JSON keeps every name whole).
     #[arg(long)]
     pub wide: bool,
+    /// Kernels whose name matches REGEX are communication too, after cutrace's own table
+    /// (NCCL, RCCL, MSCCL++, DeepEP, NVSHMEM, custom all-reduce, …: docs/REPORT.md,
+    /// "Communication kernels"), for a library the table does not know: `--comm-kernels
+    /// 'my_allreduce|ring_exchange'`. Matched against the name as recorded (mangled or
+    /// demangled), anywhere in it; the verdict's rules list counts them as `comm_kernels`.
+    #[arg(long, value_name = "REGEX")]
+    pub comm_kernels: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -123,6 +130,9 @@ pub enum Format {
 }
 
 pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
+    if let Some(re) = &args.comm_kernels {
+        crate::cmd::comm_kernels(re)?;
+    }
     let from = time_arg("--from", args.from.as_deref())?;
     let to = time_arg("--to", args.to.as_deref())?;
     let limits = args.limit.unwrap_or_default();

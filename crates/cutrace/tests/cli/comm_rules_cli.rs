@@ -67,3 +67,56 @@ fn deepep_kernels_are_communication_in_the_verdict_and_in_a_job() {
         assert_eq!(rank["exposed_comm_ns"], 50_000, "{rank}");
     }
 }
+
+/// `--comm-kernels REGEX` adds a rule after the table: the GEMM named by it becomes
+/// communication (250 µs window: 50 DeepEP + 100 GEMM = 150 µs communication), counted under
+/// its own rule in the verdict and in a job's ranks; a bad or empty REGEX is refused with exit 2.
+#[test]
+fn comm_kernels_regex_extends_the_table() {
+    let dir = cutrace_testkit::Dir::new("comm-kernels");
+    let p = dir.path("t.json");
+    std::fs::write(&p, TRACE).unwrap();
+    let report = |extra: &[&str]| {
+        let mut a: Vec<&std::ffi::OsStr> = vec!["report".as_ref(), p.as_os_str()];
+        a.extend(["--format", "json"].iter().map(std::ffi::OsStr::new));
+        a.extend(extra.iter().map(std::ffi::OsStr::new));
+        json(&a)
+    };
+    let plain = report(&[]);
+    assert_eq!(plain["summary"]["devices"][0]["communication_ns"], 50_000);
+    let with = report(&["--comm-kernels", "xmma_gemm_bf16"]);
+    let d = &with["summary"]["devices"][0];
+    assert_eq!(d["communication_ns"], 150_000, "{d}");
+    assert_eq!(d["compute_ns"], 0, "{d}");
+    let rules = &with["summary"]["communication_rules"];
+    assert_eq!(rules.as_array().map(Vec::len), Some(2), "{rules}");
+    assert_eq!(rules[1]["rule"], "comm_kernels");
+    assert_eq!(rules[1]["library"], "--comm-kernels");
+    assert_eq!(rules[1]["kernels"], 1);
+    // A table rule wins over the user's: DeepEP stays DeepEP even when the REGEX matches it.
+    let both = report(&["--comm-kernels", "dispatch|xmma"]);
+    assert_eq!(both["summary"]["communication_rules"][1]["kernels"], 1);
+    // The job's ranks count it too.
+    let q = dir.path("rank1.json");
+    std::fs::write(&q, TRACE).unwrap();
+    std::fs::rename(&p, dir.path("rank0.json")).unwrap();
+    let job = json(&[
+        "report".as_ref(),
+        dir.0.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--comm-kernels".as_ref(),
+        "xmma_gemm_bf16".as_ref(),
+    ]);
+    assert_eq!(job["ranks"][0]["comm_ns"], 150_000, "{job}");
+    for (bad, says) in [("(", "is not a regular expression"), ("", "empty REGEX")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_cutrace"))
+            .args(["report", "--comm-kernels", bad])
+            .arg(dir.path("rank0.json"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}
