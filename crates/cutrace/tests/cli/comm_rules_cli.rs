@@ -120,3 +120,28 @@ fn comm_kernels_regex_extends_the_table() {
         assert!(err.contains(says), "{err}");
     }
 }
+
+/// The committed one-rank fixture whose communication is DeepEP's and vLLM's custom all-reduce
+/// (tests/tools/make_comm_fixture.py): the planted split, rule by rule.
+#[test]
+fn a_rank_without_nccl_reports_its_communication_by_rule() {
+    let f = cutrace_testkit::repo().join("tests/fixtures/kineto/deepep_custom_allreduce.json.gz");
+    let j = json(&[
+        "report".as_ref(),
+        f.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ]);
+    let d = &j["summary"]["devices"][0];
+    assert_eq!(d["compute_ns"], 1_800_000, "{d}");
+    assert_eq!(d["communication_ns"], 600_000, "{d}");
+    assert_eq!(d["exposed_communication_ns"], 600_000, "{d}");
+    assert_eq!(
+        j["summary"]["communication_rules"],
+        serde_json::json!([
+            {"rule": "deepep", "library": "DeepEP", "kernels": 6},
+            {"rule": "custom_all_reduce", "library": "vLLM / SGLang / AIter custom all-reduce", "kernels": 3}
+        ])
+    );
+    assert_eq!(j["steps"]["count"], 3);
+}
