@@ -166,10 +166,105 @@ impl<W: Write> Events<'_, W> {
     }
 }
 
+/// A lane, as a job's file numbers it ([`RankLanes`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum LaneKey {
+    Host(u32, u64),
+    Gpu(u32, Option<u64>, u32),
+    Streamless(u32),
+}
+
+impl From<Lane> for LaneKey {
+    fn from(l: Lane) -> LaneKey {
+        match l {
+            Lane::Host { process, thread } => LaneKey::Host(process, thread),
+            Lane::Gpu {
+                device,
+                stream,
+                slot,
+            } => LaneKey::Gpu(device, stream, slot),
+            Lane::GpuStreamless { device } => LaneKey::Streamless(device),
+        }
+    }
+}
+
+/// One rank of a job's Chrome file (`cutrace convert JOB --chrome`, `crate::job_export`): a
+/// process of its own, `pid` (the file's number for it, not a host's: two hosts' pids may be
+/// equal), with every lane of the rank (its host threads, then its GPUs' stream rows, in the
+/// one-trace export's order) a thread numbered from 1, so that no two lanes of its GPUs and
+/// threads share a `tid` and every `tid` fits the 32 bits Perfetto's JSON importer reads. Each
+/// lane's name says what it is (`thread 140…`, `GPU 0: NVIDIA H100 stream 7`).
+pub(crate) struct RankLanes {
+    pid: u64,
+    /// The process's name (`rank 3 (host a, pid 4242)`) and labels (the clock).
+    name: String,
+    labels: String,
+    /// Where the process sorts among the ranks (its place in the job, from 0).
+    sort: u64,
+    tids: std::collections::HashMap<LaneKey, u64>,
+}
+
+/// A rank's flow ids are its correlation ids plus its place in the job times 2⁴⁰ (viewers join
+/// `"s"` and `"f"` events of every process by id): distinct for correlation ids below 2⁴⁰ (a
+/// trace merged from fewer than 256 processes), and exact in a double for 8,192 ranks.
+const RANK_FLOW_STRIDE: u64 = 1 << 40;
+
+impl RankLanes {
+    pub(crate) fn new(pid: u64, name: String, labels: String, sort: u64) -> RankLanes {
+        RankLanes {
+            pid,
+            name,
+            labels,
+            sort,
+            tids: Default::default(),
+        }
+    }
+
+    /// Numbers the lanes of `tl`'s trace.
+    fn number(&mut self, tl: &Timeline<'_>) {
+        let mut keys: Vec<LaneKey> = tl
+            .host_lanes
+            .iter()
+            .map(|&(p, th)| LaneKey::Host(p, th))
+            .collect();
+        keys.extend(
+            tl.t.memory
+                .iter()
+                .map(|m| LaneKey::Host(m.process, m.thread)),
+        );
+        keys.sort_unstable();
+        keys.dedup();
+        keys.extend(
+            tl.rows
+                .lanes
+                .iter()
+                .map(|&(d, s, slot)| LaneKey::Gpu(d, s, slot)),
+        );
+        keys.extend(
+            tl.rows
+                .streamless_ranges
+                .iter()
+                .map(|&d| LaneKey::Streamless(d)),
+        );
+        for k in keys {
+            let n = self.tids.len() as u64 + 1;
+            self.tids.entry(k).or_insert(n);
+        }
+    }
+}
+
 /// `,"pid":…,"tid":…` of a lane: a GPU's process is the device, its rows' `tid`s are
-/// [`crate::rows::GpuRows::tid`]; a host lane is the process and thread.
-fn push_lane(b: &mut Vec<u8>, tl: &Timeline<'_>, lane: Lane) {
+/// [`crate::rows::GpuRows::tid`]; a host lane is the process and thread. In a job's file, the
+/// rank's process and the lane's number there ([`RankLanes`]).
+fn push_lane(b: &mut Vec<u8>, tl: &Timeline<'_>, job: Option<&RankLanes>, lane: Lane) {
     b.extend_from_slice(b",\"pid\":");
+    if let Some(r) = job {
+        push_u64(b, r.pid);
+        b.extend_from_slice(b",\"tid\":");
+        // Every lane was numbered ([`RankLanes::number`]); 0 is the process's own lane.
+        push_u64(b, r.tids.get(&LaneKey::from(lane)).copied().unwrap_or(0));
+        return;
+    }
     match lane {
         Lane::Gpu {
             device,
@@ -256,7 +351,7 @@ impl ArgSink for JsonArgs<'_, '_> {
 fn write_record<W: Write>(
     ev: &mut Events<'_, W>,
     tl: &Timeline<'_>,
-    names: &mut Names<'_>,
+    (names, job): (&mut Names<'_>, Option<&RankLanes>),
     rec: Rec,
 ) -> io::Result<()> {
     let b = ev.begin();
@@ -269,7 +364,7 @@ fn write_record<W: Write>(
     b.extend_from_slice(b"\",\"name\":");
     names.push(b, tl, tl.name(rec));
     let lane = tl.lane(rec);
-    push_lane(b, tl, lane);
+    push_lane(b, tl, job, lane);
     let (start, end) = tl.span(rec);
     b.extend_from_slice(b",\"ts\":");
     push_us(b, start);
@@ -302,7 +397,12 @@ fn close_with_args<'t>(
 /// The flow events of a record: the `"s"` start on a call that launched device records (one
 /// per call, with the correlation id as the flow's id), the `"f"` end (`"bp":"e"`) on each
 /// device record that joins a call. Returns the flows started.
-fn write_flow<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>, rec: Rec) -> io::Result<u64> {
+fn write_flow<W: Write>(
+    ev: &mut Events<'_, W>,
+    tl: &Timeline<'_>,
+    job: Option<&RankLanes>,
+    rec: Rec,
+) -> io::Result<u64> {
     let t = tl.t;
     let (call, ph): (usize, &[u8]) = match rec {
         Rec::Api(i) if tl.launches(i as usize) => (i as usize, b"s"),
@@ -315,8 +415,9 @@ fn write_flow<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>, rec: Rec) -> 
     b.extend_from_slice(b"{\"ph\":\"");
     b.extend_from_slice(ph);
     b.extend_from_slice(b"\",\"id\":");
-    push_u64(b, t.api_calls[call].correlation_id);
-    push_lane(b, tl, tl.lane(rec));
+    let flow0 = job.map_or(0, |r| r.sort.wrapping_mul(RANK_FLOW_STRIDE));
+    push_u64(b, t.api_calls[call].correlation_id.wrapping_add(flow0));
+    push_lane(b, tl, job, tl.lane(rec));
     b.extend_from_slice(b",\"ts\":");
     push_us(b, tl.span(rec).0);
     b.extend_from_slice(b",\"cat\":\"");
@@ -442,7 +543,12 @@ fn meta_event(
 /// first non-zero start (0 when there is none). Strictly before, so every real timestamp is
 /// written as a positive offset and 0 keeps meaning "not collected" (see [`to_base`]).
 pub fn time_base(t: &Trace) -> Ns {
-    t.earliest_ns()
+    time_base_of(t.earliest_ns())
+}
+
+/// [`time_base`] of a trace (or a job) whose first non-zero start is `earliest`.
+pub fn time_base_of(earliest: Option<Ns>) -> Ns {
+    earliest
         .map(|e| {
             let e = e - 1;
             e - e % 1_000_000_000
@@ -531,31 +637,87 @@ fn distributed_info(m: &TraceMeta) -> Option<String> {
 pub fn write_chrome<W: Write>(w: &mut W, t: &Trace, base_ns: Ns) -> io::Result<Written> {
     let tl = Timeline::new(t);
     write_header(w, &tl, base_ns)?;
+    let written = write_events(w, &tl, None, 0)?;
+    write_job_footer(w)?;
+    Ok(written)
+}
+
+/// The events of `tl`'s trace, as a trace of its own or (`job`) as one rank of a job's file;
+/// `before` events are in `traceEvents` already.
+fn write_events<W: Write>(
+    w: &mut W,
+    tl: &Timeline<'_>,
+    job: Option<&RankLanes>,
+    before: u64,
+) -> io::Result<Written> {
     let mut ev = Events {
         w,
         b: Vec::with_capacity(512),
-        n: 0,
+        n: before,
     };
-    write_metadata(&mut ev, &tl)?;
+    match job {
+        Some(r) => write_rank_metadata(&mut ev, tl, r)?,
+        None => write_metadata(&mut ev, tl)?,
+    }
     // Flow arrows join an API call to the device records that carry its correlation id, with the
     // report's choice of call where two share an id. Orphans get none.
-    let mut names = Names::new(t);
+    let mut names = Names::new(tl.t);
     let mut flows = 0u64;
     for rec in tl.records() {
-        write_record(&mut ev, &tl, &mut names, rec)?;
-        flows += write_flow(&mut ev, &tl, rec)?;
+        write_record(&mut ev, tl, (&mut names, job), rec)?;
+        flows += write_flow(&mut ev, tl, job, rec)?;
     }
-    write_memory_events(&mut ev, &tl, &mut names)?;
-    write_counter_events(&mut ev, t)?;
-
-    let events = ev.n;
-    w.write_all(b"\n]\n}\n")?;
+    write_memory_events(&mut ev, tl, (&mut names, job))?;
+    write_counter_events(&mut ev, tl.t, job)?;
     Ok(Written {
-        events,
+        events: ev.n - before,
         flows,
         inverted: tl.inverted,
-        rows_past_u32_tid: tl.rows.rows_past_u32_tid() as u64,
+        rows_past_u32_tid: if job.is_some() {
+            0
+        } else {
+            tl.rows.rows_past_u32_tid() as u64
+        },
     })
+}
+
+/// The top of a job's file (`cutrace convert JOB --chrome`): the members a one-trace export has
+/// that hold for the whole job, `member` as the `"cutrace"` member, and `traceEvents`' opening
+/// bracket; each rank follows ([`write_rank`]), then [`write_job_footer`]. Times are relative
+/// to `base_ns`, one base for every rank.
+pub(crate) fn write_job_header<W: Write>(
+    w: &mut W,
+    base_ns: Ns,
+    member: &ExportMeta,
+) -> io::Result<()> {
+    write!(w, "{{\n\"{}\": 1", top::SCHEMA_VERSION)?;
+    // Each rank's GPUs are in its lanes' names; device ids repeat from rank to rank.
+    write!(w, ",\n\"{}\": []", top::DEVICE_PROPERTIES)?;
+    write!(w, ",\n\"{}\": {base_ns}", top::BASE_TIME_NANOSECONDS)?;
+    write!(w, ",\n\"{}\": \"ns\"", top::DISPLAY_TIME_UNIT)?;
+    write!(w, ",\n\"{}\": ", top::CUTRACE)?;
+    let member = serde_json::to_value(member).map_err(io::Error::other)?;
+    serde_json::to_writer(&mut *w, &member).map_err(io::Error::other)?;
+    write!(w, ",\n\"{}\": [", top::TRACE_EVENTS)
+}
+
+/// One rank of a job's file: `t`, whose times are relative to the file's base, as the process
+/// `rank` says; `before` events precede it in `traceEvents`.
+pub(crate) fn write_rank<W: Write>(
+    w: &mut W,
+    t: &Trace,
+    rank: &mut RankLanes,
+    before: u64,
+) -> io::Result<Written> {
+    let tl = Timeline::new(t);
+    rank.tids.clear();
+    rank.number(&tl);
+    write_events(w, &tl, Some(rank), before)
+}
+
+/// The end of `traceEvents` and of the file.
+pub(crate) fn write_job_footer<W: Write>(w: &mut W) -> io::Result<()> {
+    w.write_all(b"\n]\n}\n")
 }
 
 /// The top-level members before `traceEvents`, and its opening bracket.
@@ -589,7 +751,7 @@ fn write_header<W: Write>(w: &mut W, tl: &Timeline<'_>, base_ns: Ns) -> io::Resu
 fn write_memory_events<W: Write>(
     ev: &mut Events<'_, W>,
     tl: &Timeline<'_>,
-    names: &mut Names<'_>,
+    (names, job): (&mut Names<'_>, Option<&RankLanes>),
 ) -> io::Result<()> {
     for (i, m) in tl.t.memory.iter().enumerate() {
         let b = ev.begin();
@@ -601,7 +763,7 @@ fn write_memory_events<W: Write>(
             process: m.process,
             thread: m.thread,
         };
-        push_lane(b, tl, lane);
+        push_lane(b, tl, job, lane);
         b.extend_from_slice(b",\"ts\":");
         push_us(b, m.ts_ns);
         b.extend_from_slice(b",\"s\":\"t\"");
@@ -616,7 +778,12 @@ fn write_memory_events<W: Write>(
 /// profiled kernel (`cat` `gpu_counter`) and one per PM sample (`cat` `gpu_pm_sample`, at the
 /// sample's start), placed as [`crate::counter_tracks`] says. Viewers draw them; the Kineto
 /// importer skips them (the CSV and Parquet tables are the exports to read values from).
-fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Result<()> {
+/// In a job's file they are the rank's, named `GPU N: ` and the track's name.
+fn write_counter_events<W: Write>(
+    ev: &mut Events<'_, W>,
+    t: &Trace,
+    job: Option<&RankLanes>,
+) -> io::Result<()> {
     use crate::counter_tracks::Source;
     let c = crate::counter_tracks::counter_timeline(t);
     let heads: Vec<Vec<u8>> = c
@@ -631,9 +798,19 @@ fn write_counter_events<W: Write>(ev: &mut Events<'_, W>, t: &Trace) -> io::Resu
             let mut b = b"{\"ph\":\"C\",\"cat\":\"".to_vec();
             b.extend_from_slice(cat);
             b.extend_from_slice(b"\",\"name\":");
-            b.extend_from_slice(&quoted(&k.name(t)));
-            b.extend_from_slice(b",\"pid\":");
-            push_u64(&mut b, u64::from(k.device));
+            match job {
+                Some(r) => {
+                    let name = format!("{}: {}", model::gpu_name(k.device), k.name(t));
+                    b.extend_from_slice(&quoted(&name));
+                    b.extend_from_slice(b",\"pid\":");
+                    push_u64(&mut b, r.pid);
+                }
+                None => {
+                    b.extend_from_slice(&quoted(&k.name(t)));
+                    b.extend_from_slice(b",\"pid\":");
+                    push_u64(&mut b, u64::from(k.device));
+                }
+            }
             b
         })
         .collect();
@@ -696,7 +873,7 @@ fn write_gpu_metadata<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>) -> io
                 stream,
                 slot,
             };
-            push_lane(b, tl, row);
+            push_lane(b, tl, None, row);
         };
         // Rows of one stream together, the stream's own row first. (Rows past 65,535 share
         // the last sort index; they are far past the rows Perfetto shows apart anyway, see
@@ -708,9 +885,53 @@ fn write_gpu_metadata<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>) -> io
         meta_event(ev, "thread_sort_index", lane, "sort_index", &sort)?;
     }
     for &device in &rows.streamless_ranges {
-        let lane = |b: &mut Vec<u8>| push_lane(b, tl, Lane::GpuStreamless { device });
+        let lane = |b: &mut Vec<u8>| push_lane(b, tl, None, Lane::GpuStreamless { device });
         let name = model::STREAMLESS_ANNOTATIONS;
         meta_event(ev, "thread_name", lane, "name", name)?;
+    }
+    Ok(())
+}
+
+/// A job's rank: its process's name, labels and place, and each lane's name and place, in the
+/// order [`RankLanes::number`] gave them.
+fn write_rank_metadata<W: Write>(
+    ev: &mut Events<'_, W>,
+    tl: &Timeline<'_>,
+    r: &RankLanes,
+) -> io::Result<()> {
+    let lane = process_lane(|b| push_u64(b, r.pid));
+    meta_event(ev, "process_name", &lane, "name", r.name.as_str())?;
+    meta_event(ev, "process_labels", &lane, "labels", r.labels.as_str())?;
+    meta_event(ev, "process_sort_index", &lane, "sort_index", &r.sort)?;
+    let mut lanes: Vec<(&LaneKey, &u64)> = r.tids.iter().collect();
+    lanes.sort_unstable_by_key(|l| *l.1);
+    let processes: BTreeSet<u32> = tl.host_lanes.iter().map(|l| l.0).collect();
+    let mut label = StreamLabel::default();
+    let mut row = String::new();
+    for (key, &tid) in lanes {
+        let name = match *key {
+            LaneKey::Host(process, thread) if processes.len() > 1 => {
+                format!("{} (pid {process})", model::thread_name(thread))
+            }
+            LaneKey::Host(_, thread) => model::thread_name(thread),
+            LaneKey::Gpu(device, stream, slot) => {
+                tl.row_name(stream, slot, &mut label, &mut row);
+                format!("{} {row}", model::gpu_label(tl.t, device))
+            }
+            LaneKey::Streamless(device) => format!(
+                "{} {}",
+                model::gpu_label(tl.t, device),
+                model::STREAMLESS_ANNOTATIONS
+            ),
+        };
+        let lane = |b: &mut Vec<u8>| {
+            b.extend_from_slice(b",\"pid\":");
+            push_u64(b, r.pid);
+            b.extend_from_slice(b",\"tid\":");
+            push_u64(b, tid);
+        };
+        meta_event(ev, "thread_name", lane, "name", name.as_str())?;
+        meta_event(ev, "thread_sort_index", lane, "sort_index", &tid)?;
     }
     Ok(())
 }
@@ -726,7 +947,7 @@ fn write_host_metadata<W: Write>(ev: &mut Events<'_, W>, tl: &Timeline<'_>) -> i
         meta_event(ev, "process_sort_index", &lane, "sort_index", &sort)?;
     }
     for &(process, thread) in &tl.host_lanes {
-        let lane = |b: &mut Vec<u8>| push_lane(b, tl, Lane::Host { process, thread });
+        let lane = |b: &mut Vec<u8>| push_lane(b, tl, None, Lane::Host { process, thread });
         let name = Value::from(model::thread_name(thread));
         meta_event(ev, "thread_name", lane, "name", &name)?;
     }

@@ -9,6 +9,7 @@
 //! [`OutFile`]: crate::files::OutFile
 
 mod checks;
+mod job_outputs;
 mod written;
 
 use std::path::{Path, PathBuf};
@@ -23,6 +24,7 @@ use crate::parquet::job::{self, JobError, JobOptions};
 use crate::staged::{StageError, Staged};
 use crate::{chrome, meta, perfetto};
 
+pub use job_outputs::{clock_statement, JobFiles, JobRankWritten};
 pub use written::{Counts, JobConverted, TraceSummary, Written};
 
 /// What `cutrace convert` was asked to do.
@@ -212,13 +214,17 @@ pub enum ConvertError {
     Stage(#[from] StageError),
     #[error(transparent)]
     Job(#[from] JobError),
+    /// A job's trace that could not be read again (it changed while being converted).
+    #[error(transparent)]
+    Trace(#[from] TraceError),
 }
 
 impl ConvertPlan {
     /// Checks `req` before the (possibly long) read: each output path can be what its flag
     /// writes, no two outputs (or an output and the trace) name one file, an export file is not
     /// there already and a table directory holds no earlier export (both unless `--force`), a
-    /// job asks for `--parquet` alone. The inputs are listed ([`classify::classify`]), not read.
+    /// job asks for no `--pprof` and its `--csv` and `--parquet` (which both write `meta/`)
+    /// name two directories. The inputs are listed ([`classify::classify`]), not read.
     pub fn new(req: Request) -> Result<ConvertPlan, PlanError> {
         checks::table_dirs(&req)?;
         checks::export_files(&req)?;
@@ -234,18 +240,17 @@ impl ConvertPlan {
                 Ok(ConvertPlan::Trace(TracePlan { req, trace, groups }))
             }
             Inputs::Job { units, notes } => {
-                let others = (&req.csv, &req.chrome, &req.perfetto, &req.pprof);
-                let dir = match (&req.parquet, others) {
-                    (Some(dir), (None, None, None, None)) => dir.clone(),
-                    _ => return Err(JobError::NotParquet(units.len()).into()),
-                };
-                job::check_job(&dir, &units, req.force)?;
-                Ok(ConvertPlan::Job(JobPlan {
-                    req,
-                    dir,
-                    units,
-                    notes,
-                }))
+                if req.pprof.is_some() {
+                    return Err(JobError::NoPprof(units.len()).into());
+                }
+                let groups = table_groups(req.csv.as_ref(), req.parquet.as_ref());
+                if groups.iter().any(|g| g.csv && g.parquet) {
+                    return Err(JobError::CsvParquetOneDir.into());
+                }
+                for dir in [&req.parquet, &req.csv].into_iter().flatten() {
+                    job::check_job(dir, &units, req.force)?;
+                }
+                Ok(ConvertPlan::Job(JobPlan { req, units, notes }))
             }
         }
     }
@@ -372,11 +377,11 @@ impl TracePlan {
     }
 }
 
-/// A job to convert to hive-style Parquet partitions; [`JobPlan::run`] reads its ranks.
+/// A job to convert: to hive-style Parquet partitions, and/or to one Chrome file, one Perfetto
+/// trace and CSV tables with a rank column (`job_outputs`); [`JobPlan::run`] reads its ranks.
 #[derive(Debug)]
 pub struct JobPlan {
     req: Request,
-    dir: PathBuf,
     units: Vec<Unit>,
     notes: Vec<String>,
 }
@@ -387,21 +392,47 @@ impl JobPlan {
         self.units.len()
     }
 
-    /// Reads the job's traces in parallel and writes their partitions under the `--parquet`
-    /// directory ([`job::write_job`]); `done` hears how many traces have been read so far.
-    pub fn run(self, done: &(dyn Fn(usize) + Sync)) -> Result<JobConverted, ConvertError> {
-        let opts = JobOptions {
-            limits: self.req.limits,
-            allow_damaged: self.req.allow_damaged,
-            with_cmdline: self.req.with_cmdline,
-            replace: self.req.force,
-            workers: cutrace_trace::limits::cores(),
+    /// Writes `--parquet`'s partitions ([`job::write_job`], its traces read in parallel), then
+    /// the other outputs (`job_outputs`: each trace read once to number the ranks as the job
+    /// report does, and once more, one at a time, to write it). `done` hears what is under way
+    /// (`read`, `converted`) and how many traces are done.
+    pub fn run(
+        self,
+        done: &(dyn Fn(&'static str, usize) + Sync),
+    ) -> Result<JobConverted, ConvertError> {
+        let req = &self.req;
+        let parquet = match &req.parquet {
+            Some(dir) => {
+                let opts = JobOptions {
+                    limits: req.limits,
+                    allow_damaged: req.allow_damaged,
+                    with_cmdline: req.with_cmdline,
+                    replace: req.force,
+                    workers: cutrace_trace::limits::cores(),
+                };
+                let written = job::write_job(dir, &self.units, &opts, &|n| done("converted", n))?;
+                Some((dir.clone(), written))
+            }
+            None => None,
         };
-        let written = job::write_job(&self.dir, &self.units, &opts, done)?;
+        let files = if req.csv.is_some() || req.chrome.is_some() || req.perfetto.is_some() {
+            let o = job_outputs::JobOutputs {
+                chrome: req.chrome.as_deref(),
+                perfetto: req.perfetto.as_deref(),
+                csv: req.csv.as_deref(),
+                force: req.force,
+                allow_damaged: req.allow_damaged,
+                with_cmdline: req.with_cmdline,
+                limits: req.limits,
+            };
+            Some(job_outputs::write(&self.units, &o, done)?)
+        } else {
+            None
+        };
         Ok(JobConverted {
-            dir: self.dir,
             notes: self.notes,
-            written,
+            parquet,
+            files,
         })
     }
 }
@@ -419,6 +450,20 @@ fn export_file<T>(
     mode: u32,
     write: impl FnOnce(&mut Output) -> std::io::Result<T>,
 ) -> Result<T, ConvertError> {
+    let mut w = open_export(out, flag, force, mode)?;
+    // On an error the OutFile is dropped, which removes the temporary file.
+    let n = write(&mut w).map_err(writing(out))?;
+    finish_export(w, out, flag, force)?;
+    Ok(n)
+}
+
+/// The export file for `out` ([`export_file`]), to write into.
+fn open_export(
+    out: &Path,
+    flag: &'static str,
+    force: bool,
+    mode: u32,
+) -> Result<Output, ConvertError> {
     if force {
         if let Ok(m) = std::fs::symlink_metadata(out) {
             if !m.file_type().is_file() {
@@ -427,24 +472,35 @@ fn export_file<T>(
             }
         }
     }
-    let mut w = Output::open(out, mode).map_err(|source| ConvertError::Create {
+    Output::open(out, mode).map_err(|source| ConvertError::Create {
         path: out.to_owned(),
         source,
-    })?;
-    let writing = |source| ConvertError::Write {
+    })
+}
+
+/// An error writing `out`.
+fn writing(out: &Path) -> impl Fn(std::io::Error) -> ConvertError + '_ {
+    move |source| ConvertError::Write {
         shown: shown(out),
         source,
-    };
-    // On an error the OutFile is dropped, which removes the temporary file.
-    let n = write(&mut w).map_err(writing)?;
-    let file = w.finish().map_err(writing)?;
+    }
+}
+
+/// Completes `w` and puts it in place at `out` ([`export_file`]).
+fn finish_export(
+    w: Output,
+    out: &Path,
+    flag: &'static str,
+    force: bool,
+) -> Result<(), ConvertError> {
+    let file = w.finish().map_err(writing(out))?;
     match file.map(|f| f.commit(force)) {
         Some(Err(e)) if e.kind() == std::io::ErrorKind::AlreadyExists && !force => {
             let out = out.to_owned();
             Err(PlanError::FileExists { flag, out }.into())
         }
-        Some(Err(e)) => Err(writing(e)),
-        _ => Ok(n),
+        Some(Err(e)) => Err(writing(out)(e)),
+        _ => Ok(()),
     }
 }
 

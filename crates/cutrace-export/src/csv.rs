@@ -21,14 +21,25 @@ const BATCH_ROWS: usize = 1 << 16;
 
 /// Writes `tb` to `w` as CSV.
 pub fn write(w: &mut impl Write, tb: &Table) -> io::Result<()> {
-    let header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
-    writeln!(w, "{}", header.join(","))?;
+    write_header(w, tb, &[])?;
+    write_body(w, tb, "")
+}
+
+/// The header line of `tb`, with `more` column names after its own (a job's `rank`).
+pub fn write_header(w: &mut impl Write, tb: &Table, more: &[&str]) -> io::Result<()> {
+    let mut header: Vec<&str> = tb.columns.iter().map(|c| c.name).collect();
+    header.extend_from_slice(more);
+    writeln!(w, "{}", header.join(","))
+}
+
+/// The rows of `tb`, each line ending with `tail` (`,3`: a job's rank column), no header.
+pub fn write_body(w: &mut impl Write, tb: &Table, tail: &str) -> io::Result<()> {
     let mut line = String::new();
     let mut a = 0;
     while a < tb.rows() {
         let b = (a + BATCH_ROWS).min(tb.rows());
         let batch: Vec<Values> = tb.columns.iter().map(|c| c.values(a..b)).collect();
-        write_rows(w, &batch, b - a, &mut line)?;
+        write_rows(w, &batch, (b - a, tail), &mut line)?;
         a = b;
     }
     Ok(())
@@ -37,7 +48,7 @@ pub fn write(w: &mut impl Write, tb: &Table) -> io::Result<()> {
 fn write_rows(
     w: &mut impl Write,
     batch: &[Values],
-    rows: usize,
+    (rows, tail): (usize, &str),
     line: &mut String,
 ) -> io::Result<()> {
     for row in 0..rows {
@@ -59,6 +70,7 @@ fn write_rows(
                 Values::OptF64(v) => v[row].map_or(Ok(()), |x| write!(line, "{x:?}")),
             };
         }
+        line.push_str(tail);
         line.push('\n');
         w.write_all(line.as_bytes())?;
     }

@@ -98,6 +98,18 @@ fn summarize_unit_with(
     opts: &ReadOptions,
     lane: Option<u64>,
 ) -> Result<(RankSummary, Option<RankBuckets>), TraceError> {
+    let look = |trace: &Trace| lane.and_then(|n| crate::html::job_lod::rank_buckets(trace, n));
+    summarize_unit_and(unit, which, opts, look).map(|(s, b)| (s, b.flatten()))
+}
+
+/// [`summarize_unit`], and what `look` makes of the trace while it is held (`None` when there is
+/// no trace: a summary, or a trace that could not be read).
+pub fn summarize_unit_and<T>(
+    unit: &Unit,
+    which: &StepMatch,
+    opts: &ReadOptions,
+    look: impl FnOnce(&Trace) -> T,
+) -> Result<(RankSummary, Option<T>), TraceError> {
     let fallback = name_rank(unit);
     let read = match unit {
         Unit::Summary(p) => return read_summary(p).map(|s| (s, None)),
@@ -109,7 +121,7 @@ fn summarize_unit_with(
     let dead = |why: DeadReason| RankSummary::dead(fallback.0, fallback.1, unit.paths(), why);
     Ok(match read {
         Ok(trace) => {
-            let buckets = lane.and_then(|n| crate::html::job_lod::rank_buckets(&trace, n));
+            let buckets = Some(look(&trace));
             let mut s = match RankSummary::from_trace(&trace, fallback, which) {
                 Ok(s) => s,
                 Err(e) => dead(DeadReason::AnalysisFailed {

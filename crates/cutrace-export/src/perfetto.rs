@@ -50,13 +50,13 @@ struct Flow {
 }
 
 impl Flow {
-    fn write(self, te: &mut Vec<u8>) {
+    fn write(self, te: &mut Vec<u8>, flow0: u64) {
         let field = if self.ends {
             pf::TE_TERMINATING_FLOW_IDS
         } else {
             pf::TE_FLOW_IDS
         };
-        fixed64(te, field, self.id);
+        fixed64(te, field, flow0 + self.id);
     }
 }
 
@@ -109,8 +109,8 @@ impl Flows {
         self.starts.len() as u64
     }
 
-    /// The flow ids a record's slice carries.
-    fn write(&self, rec: Rec, te: &mut Vec<u8>) {
+    /// The flow ids a record's slice carries, each plus `flow0` (a job's earlier ranks' flows).
+    fn write(&self, rec: Rec, te: &mut Vec<u8>, flow0: u64) {
         let on = match rec {
             Rec::Kernel(i) => self.kernels[i as usize],
             Rec::Memcpy(i) => self.memcpys[i as usize],
@@ -119,14 +119,14 @@ impl Flows {
                 let from = self.starts.partition_point(|x| x.0 < i);
                 let to = self.starts.partition_point(|x| x.0 <= i);
                 for &(_, f) in &self.starts[from..to] {
-                    fixed64(te, pf::TE_FLOW_IDS, f);
+                    fixed64(te, pf::TE_FLOW_IDS, flow0 + f);
                 }
                 None
             }
             _ => None,
         };
         if let Some(f) = on {
-            f.write(te);
+            f.write(te, flow0);
         }
     }
 }
@@ -135,6 +135,27 @@ const EVENT_SEQUENCE: u64 = 1;
 const DESCRIPTOR_SEQUENCE: u64 = 2;
 /// Counter values (no interned data, so no incremental state).
 const COUNTER_SEQUENCE: u64 = 3;
+/// Packet sequences one trace (one rank of a job) writes on.
+pub(crate) const SEQUENCES: u64 = 3;
+
+/// Where one rank goes in a job's trace (`cutrace convert JOB --perfetto`, `crate::job_export`):
+/// a process of its own, with its GPUs' tracks as children and its host threads as its threads.
+/// Every id the rank writes is moved past those of the ranks before it, so no two ranks share a
+/// track, a flow or a packet sequence (whose interned names are the sequence's own).
+#[derive(Debug, Clone)]
+pub(crate) struct RankScope {
+    /// The rank's process track; its own tracks follow (`uuid0 + 1 + index`).
+    pub(crate) uuid0: u64,
+    /// Added to every flow id.
+    pub(crate) flow0: u64,
+    /// Its packet sequences are `seq0 + 1 ..= seq0 + SEQUENCES`.
+    pub(crate) seq0: u64,
+    /// The pid its process and its threads carry in the file (not a host's: two hosts' pids may
+    /// be equal; the name says the real one).
+    pub(crate) pid: i64,
+    /// The process's name (`rank 3 (host a, pid 4242)`).
+    pub(crate) name: String,
+}
 
 struct Writer<'t, W: Write> {
     w: W,
@@ -146,9 +167,29 @@ struct Writer<'t, W: Write> {
     kernel_iids: HashMap<StrId, u64>,
     plain_iids: HashMap<StrId, u64>,
     packets: u64,
+    /// A job's rank, or `None` for a trace of its own.
+    scope: Option<RankScope>,
 }
 
 impl<W: Write> Writer<'_, W> {
+    /// Track `i`'s uuid in the file.
+    fn uuid(&self, i: u32) -> u64 {
+        self.uuid0() + Tracks::uuid(i)
+    }
+
+    fn uuid0(&self) -> u64 {
+        self.scope.as_ref().map_or(0, |s| s.uuid0)
+    }
+
+    fn flow0(&self) -> u64 {
+        self.scope.as_ref().map_or(0, |s| s.flow0)
+    }
+
+    /// A sequence's id in the file.
+    fn seq(&self, seq: u64) -> u64 {
+        self.scope.as_ref().map_or(0, |s| s.seq0) + seq
+    }
+
     fn packet(&mut self, p: &[u8]) -> io::Result<()> {
         // The field key (one byte) and the length: on the stack, not allocated per packet.
         let mut head = [0u8; 1 + varint::MAX_LEN];
@@ -246,6 +287,16 @@ impl ArgSink for Args<'_> {
 
 /// Writes `t` as a Perfetto protobuf trace to `w`.
 pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
+    write_scoped(w, t, None)
+}
+
+/// Writes `t` to `w` as a trace of its own (`scope` `None`) or as one rank of a job's trace
+/// ([`RankScope`]); `Written::tracks` is the count of uuids it took after `scope.uuid0`.
+pub(crate) fn write_scoped<W: Write>(
+    w: W,
+    t: &Trace,
+    scope: Option<RankScope>,
+) -> io::Result<Written> {
     let tl = Timeline::new(t);
     let mut tracks = layout(&tl);
     sort_items(&mut tracks);
@@ -259,7 +310,9 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         kernel_iids: HashMap::default(),
         plain_iids: HashMap::default(),
         packets: 0,
+        scope,
     };
+    write_rank_process(&mut wr)?;
     write_descriptors(&mut wr, &tl, &tracks)?;
     let counters = crate::counter_tracks::counter_timeline(t);
     let counter_uuids = write_counter_tracks(&mut wr, &tracks, &counters)?;
@@ -281,6 +334,24 @@ pub fn write_perfetto<W: Write>(w: W, t: &Trace) -> io::Result<Written> {
         flows: flows.count(),
         inverted: tl.inverted,
     })
+}
+
+/// A job's rank: its process track (uuid `uuid0`), which its GPUs' tracks are children of.
+fn write_rank_process<W: Write>(wr: &mut Writer<'_, W>) -> io::Result<()> {
+    let Some(s) = wr.scope.clone() else {
+        return Ok(());
+    };
+    let mut p = Vec::new();
+    uint(&mut p, pf::SEQUENCE_ID, s.seq0 + DESCRIPTOR_SEQUENCE);
+    msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
+        uint(d, pf::TD_UUID, s.uuid0);
+        msg(d, pf::TD_PROCESS, |m| {
+            int(m, pf::PD_PID, s.pid);
+            bytes(m, pf::PD_NAME, s.name.as_bytes());
+        });
+        uint(d, pf::TD_CHILD_ORDERING, pf::ORDERING_EXPLICIT);
+    });
+    wr.packet(&p)
 }
 
 /// Each track's rank among its parent's children (dense, by [`Track::order`]) and which tracks
@@ -348,13 +419,29 @@ fn write_descriptors<W: Write>(
     let (mut p, mut d, mut m) = (Vec::new(), Vec::new(), Vec::new());
     let mut name = String::new();
     let mut label = StreamLabel::default();
+    // In a job, the rank is the process: its GPUs are its children (in device order, as laid
+    // out first), its threads carry its pid, and a host process of its own is no track.
+    let job = wr.scope.as_ref().map(|s| (s.uuid0, s.pid));
+    let processes = tracks
+        .list
+        .iter()
+        .filter(|tk| matches!(tk.name, TrackName::Process(_)))
+        .count();
+    let mut gpu_roots = 0i64;
     for (i, tk) in tracks.list.iter().enumerate() {
+        if job.is_some() && matches!(tk.name, TrackName::Process(_)) {
+            continue;
+        }
         tk.name.write(tl, &mut name, &mut label);
+        if let (Some(_), TrackName::Thread { process, .. }, 2..) = (job, &tk.name, processes) {
+            // Threads of several host processes under one rank: each says which.
+            name.push_str(&format!(" (pid {process})"));
+        }
         let name = name.as_bytes();
         d.clear();
-        uint(&mut d, pf::TD_UUID, Tracks::uuid(i as u32));
+        uint(&mut d, pf::TD_UUID, wr.uuid(i as u32));
         if let Some(parent) = tk.parent() {
-            uint(&mut d, pf::TD_PARENT_UUID, parent);
+            uint(&mut d, pf::TD_PARENT_UUID, wr.uuid0() + parent);
         }
         m.clear();
         match tk.name {
@@ -364,7 +451,8 @@ fn write_descriptors<W: Write>(
                 bytes(&mut d, pf::TD_PROCESS, &m);
             }
             TrackName::Thread { process, thread } => {
-                int(&mut m, pf::THD_PID, pid_of(process));
+                let pid = job.map_or_else(|| pid_of(process), |j| j.1);
+                int(&mut m, pf::THD_PID, pid);
                 int(&mut m, pf::THD_TID, thread as i64);
                 bytes(&mut m, pf::THD_NAME, name);
                 bytes(&mut d, pf::TD_THREAD, &m);
@@ -380,9 +468,13 @@ fn write_descriptors<W: Write>(
                 pf::TD_SIBLING_ORDER_RANK,
                 i64::from(rank[i].min(i32::MAX as u32)),
             );
+        } else if let (Some((uuid0, _)), true) = (job, tk.gpu) {
+            uint(&mut d, pf::TD_PARENT_UUID, uuid0);
+            int(&mut d, pf::TD_SIBLING_ORDER_RANK, gpu_roots);
+            gpu_roots += 1;
         }
         p.clear();
-        uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);
+        uint(&mut p, pf::SEQUENCE_ID, wr.seq(DESCRIPTOR_SEQUENCE));
         bytes(&mut p, pf::TRACK_DESCRIPTOR, &d);
         wr.packet(&p)?;
     }
@@ -412,8 +504,8 @@ impl EventPacket {
     ) -> io::Result<()> {
         let te = &mut self.te;
         te.clear();
-        // A track's uuid is its index + 1 (`Tracks::uuid`).
-        uint(te, pf::TE_TRACK_UUID, Tracks::uuid(ev.track));
+        // A track's uuid is its index + 1 (`Tracks::uuid`), after a job's earlier ranks'.
+        uint(te, pf::TE_TRACK_UUID, wr.uuid(ev.track));
         if ev.what == 1 {
             uint(te, pf::TE_TYPE, pf::SLICE_END);
         } else {
@@ -428,7 +520,7 @@ impl EventPacket {
             uint(te, pf::TE_TYPE, kind);
             uint(te, pf::TE_NAME_IID, name_iid);
             uint(te, pf::TE_CATEGORY_IIDS, cat_iid);
-            flows.write(rec, te);
+            flows.write(rec, te, wr.flow0());
             self.args.clear();
             let mut args = Args {
                 b: std::mem::take(&mut self.args),
@@ -444,7 +536,7 @@ impl EventPacket {
         let p = &mut self.p;
         p.clear();
         uint(p, pf::TIMESTAMP, ev.ts);
-        uint(p, pf::SEQUENCE_ID, EVENT_SEQUENCE);
+        uint(p, pf::SEQUENCE_ID, wr.seq(EVENT_SEQUENCE));
         let cleared = if self.started {
             0
         } else {
@@ -489,6 +581,9 @@ fn write_counter_tracks<W: Write>(
 ) -> io::Result<Vec<u64>> {
     let mut uuids = Vec::with_capacity(c.tracks.len());
     let mut rank: HashMap<u64, i64> = HashMap::default();
+    let uuid0 = wr.uuid0();
+    // In a job, a counter track of a GPU with no track of its own is a child of the rank.
+    let job = wr.scope.is_some().then_some(uuid0);
     for (i, k) in c.tracks.iter().enumerate() {
         let device = k.device;
         let uuid = tracks.list.len() as u64 + 1 + i as u64;
@@ -501,11 +596,13 @@ fn write_counter_tracks<W: Write>(
             None => format!("GPU {device}: {}", k.name(wr.t)),
         };
         let mut p = Vec::new();
-        uint(&mut p, pf::SEQUENCE_ID, DESCRIPTOR_SEQUENCE);
+        uint(&mut p, pf::SEQUENCE_ID, wr.seq(DESCRIPTOR_SEQUENCE));
         msg(&mut p, pf::TRACK_DESCRIPTOR, |d| {
-            uint(d, pf::TD_UUID, uuid);
-            if let Some(parent) = parent {
-                uint(d, pf::TD_PARENT_UUID, parent);
+            uint(d, pf::TD_UUID, uuid0 + uuid);
+            match (parent, job) {
+                (Some(parent), _) => uint(d, pf::TD_PARENT_UUID, uuid0 + parent),
+                (None, Some(rank)) => uint(d, pf::TD_PARENT_UUID, rank),
+                (None, None) => {}
             }
             bytes(d, pf::TD_NAME, name.as_bytes());
             msg(d, pf::TD_COUNTER, |_| {});
@@ -523,7 +620,7 @@ fn write_counter_tracks<W: Write>(
             }
         });
         wr.packet(&p)?;
-        uuids.push(uuid);
+        uuids.push(uuid0 + uuid);
     }
     Ok(uuids)
 }
@@ -535,7 +632,7 @@ fn write_counter_value<W: Write>(
 ) -> io::Result<()> {
     let mut p = Vec::with_capacity(40);
     uint(&mut p, pf::TIMESTAMP, c.at_ns);
-    uint(&mut p, pf::SEQUENCE_ID, COUNTER_SEQUENCE);
+    uint(&mut p, pf::SEQUENCE_ID, wr.seq(COUNTER_SEQUENCE));
     msg(&mut p, pf::TRACK_EVENT, |te| {
         uint(te, pf::TE_TRACK_UUID, track);
         uint(te, pf::TE_TYPE, pf::COUNTER);

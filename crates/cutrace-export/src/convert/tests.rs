@@ -243,7 +243,7 @@ fn a_directory_with_an_earlier_export_is_refused_without_force() {
 }
 
 #[test]
-fn a_job_converts_to_parquet_alone_into_a_directory_without_an_earlier_export() {
+fn a_job_converts_to_every_format_but_pprof_into_a_directory_without_an_earlier_export() {
     let d = Dir::new("plan-job");
     let ranks = [
         fixture("kineto/gloo_rank0.json.gz"),
@@ -258,13 +258,23 @@ fn a_job_converts_to_parquet_alone_into_a_directory_without_an_earlier_export() 
             "--perfetto" => req.perfetto = Some(d.path("t.pftrace")),
             _ => req.csv = Some(d.path("csv")),
         }
-        assert_eq!(
-            refusal(req),
-            "a job (2 ranks) converts with --parquet DIR alone (hive-style partitions, one per \
-             rank); for --csv, --chrome, --perfetto or --pprof, convert each rank's trace on its own",
+        assert!(
+            matches!(ConvertPlan::new(req), Ok(ConvertPlan::Job(_))),
             "{flag}"
         );
     }
+    let mut req = request(&ranks);
+    req.pprof = Some(d.path("p.pb.gz"));
+    assert_eq!(
+        refusal(req),
+        "a job (2 ranks) has no one pprof profile: convert each rank's trace with --pprof on its \
+         own (nothing was written)"
+    );
+    // --csv and --parquet of a job both write meta/: one directory is refused.
+    let mut req = request(&ranks);
+    req.parquet = Some(d.path("both"));
+    req.csv = Some(d.path("both"));
+    assert!(refusal(req).contains("two directories"));
     std::fs::create_dir(d.path("pq")).unwrap();
     std::fs::write(d.path("pq").join("meta.json"), "earlier").unwrap();
     let mut req = request(&ranks);

@@ -311,18 +311,24 @@ fn chrome_lines(
 /// A job converted: what was left out while finding its traces, and what was written.
 #[derive(Debug)]
 pub struct JobConverted {
-    /// The `--parquet` directory.
-    pub dir: PathBuf,
     /// What finding the job's traces left out, in words.
     pub notes: Vec<String>,
-    pub written: JobWritten,
+    /// The `--parquet` directory and its partitions.
+    pub parquet: Option<(PathBuf, JobWritten)>,
+    /// `--csv`, `--chrome`, `--perfetto`.
+    pub files: Option<super::JobFiles>,
 }
 
 impl JobConverted {
-    /// For a person: the notes, a warning per trace left out, then one line.
+    /// For a person: the notes, then per output a warning per trace left out and its lines.
     pub fn lines(&self) -> Vec<String> {
         let mut out = self.notes.clone();
-        out.extend(self.written.lines(&self.dir));
+        if let Some((dir, w)) = &self.parquet {
+            out.extend(w.lines(dir));
+        }
+        if let Some(f) = &self.files {
+            out.extend(f.lines());
+        }
         out
     }
 }

@@ -207,10 +207,15 @@ pub enum JobError {
     )]
     Summary(PathBuf),
     #[error(
-        "a job ({0} ranks) converts with --parquet DIR alone (hive-style partitions, one per \
-         rank); for --csv, --chrome, --perfetto or --pprof, convert each rank's trace on its own"
+        "a job ({0} ranks) has no one pprof profile: convert each rank's trace with --pprof on \
+         its own (nothing was written)"
     )]
-    NotParquet(usize),
+    NoPprof(usize),
+    #[error(
+        "a job's --csv and --parquet each write a meta/ directory: give them two directories \
+         (nothing was written)"
+    )]
+    CsvParquetOneDir,
 }
 
 /// One trace's staged result.

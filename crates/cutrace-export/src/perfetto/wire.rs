@@ -35,7 +35,7 @@ pub(crate) fn msg(b: &mut Vec<u8>, field: u32, f: impl FnOnce(&mut Vec<u8>)) {
 }
 
 // perfetto_trace.proto field numbers.
-pub(super) mod pf {
+pub(crate) mod pf {
     pub const TRACE_PACKET: u32 = 1;
     // TracePacket
     pub const TIMESTAMP: u32 = 8;
@@ -64,6 +64,8 @@ pub(super) mod pf {
     pub const THD_NAME: u32 = 5;
     // TrackEvent
     pub const TE_CATEGORY_IIDS: u32 = 3;
+    pub const TE_CATEGORIES: u32 = 22;
+    pub const TE_NAME: u32 = 23;
     pub const TE_DEBUG_ANNOTATIONS: u32 = 4;
     pub const TE_TYPE: u32 = 9;
     pub const TE_NAME_IID: u32 = 10;

@@ -25,6 +25,16 @@ use cutrace_export::convert::{ConvertPlan, JobPlan, Request};
 /// --pprof, each its own
 /// path (--csv and --parquet may share a directory: their file names differ). A trace the
 /// recorder did not finish is converted as far as it was recovered, and said to be incomplete.
+///
+/// A distributed job (several ranks' traces, or a directory of them, as `cutrace report` reads
+/// one) converts to every format but --pprof: --parquet to hive-style partitions
+/// (DIR/TABLE/rank=N/part.parquet); --csv to one file per table holding every rank's rows with
+/// a `rank` column last, and DIR/meta/rank=N/meta.json; --chrome and --perfetto to one file in
+/// which each rank is a process (`rank N (host H, pid P)`) holding its GPUs, streams and host
+/// threads. Ranks are numbered as `cutrace report JOB` numbers them. Timestamps stay each
+/// host's own clock (nothing is shifted): ranks of one host line up exactly, ranks of different
+/// hosts are offset by their clocks' difference; the file and the summary on stderr say which
+/// case the job is in.
 #[derive(clap::Args)]
 #[command(
     group(clap::ArgGroup::new("output").required(true).multiple(true).args(["csv", "parquet", "chrome", "perfetto", "pprof"])),
@@ -36,11 +46,13 @@ use cutrace_export::convert::{ConvertPlan, JobPlan, Request};
         cutrace convert pcs/ --pprof stalls.pb.gz         PC samples for go tool pprof / speedscope\n  \
         cutrace convert trace/ --chrome - | gzip > t.json.gz   `-`: to stdout\n  \
         cutrace convert trace/ --csv t/ --parquet t/ --force   replace the tables already in t/\n  \
-        cutrace convert job/ --parquet pq/                a job: pq/kernels/rank=0/part.parquet, …"
+        cutrace convert job/ --parquet pq/                a job: pq/kernels/rank=0/part.parquet, …\n  \
+        cutrace convert job/ --perfetto job.pftrace       a job: one process per rank, one time axis"
 )]
 pub struct Args {
     /// A native trace (directory or .cutrace part) or a torch.profiler JSON trace; or a job's
-    /// (as `cutrace report` reads one), to --parquet DIR/TABLE/rank=N/part.parquet (docs/SQL.md).
+    /// (as `cutrace report` reads one): to --parquet DIR/TABLE/rank=N/part.parquet (docs/SQL.md),
+    /// --csv, --chrome or --perfetto (one process per rank).
     #[arg(required = true, value_name = "TRACE")]
     traces: Vec<PathBuf>,
     /// Output directory for kernels.csv, api_calls.csv, memcpys.csv, memsets.csv, syncs.csv,
@@ -127,13 +139,13 @@ pub fn run(args: Args) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// A job (several traces, one per rank) to hive-style Parquet partitions, ranks read in
-/// parallel, with a line of progress.
+/// A job (several traces, one per rank) to hive-style Parquet partitions and/or one Chrome or
+/// Perfetto file and CSV tables with a rank column, with a line of progress.
 fn run_job(plan: JobPlan) -> anyhow::Result<()> {
     let traces = plan.traces();
     let line = std::sync::Mutex::new(super::progress::ProgressLine::new());
-    let done = |n: usize| {
-        let text = || format!("cutrace: converted {n} of {traces} ranks");
+    let done = |what: &'static str, n: usize| {
+        let text = || format!("cutrace: {what} {n} of {traces} ranks");
         let _ = line.lock().map(|mut l| l.show(text));
     };
     let w = plan.run(&done)?;

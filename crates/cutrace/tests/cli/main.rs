@@ -25,6 +25,7 @@ mod hostile_outputs;
 mod hta_peer;
 mod input_cli;
 mod job_cli;
+mod job_convert;
 mod job_html_cli;
 mod kineto_oracle;
 mod launch_loss_cli;

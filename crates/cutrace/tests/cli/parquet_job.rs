@@ -204,11 +204,11 @@ fn an_earlier_export_is_kept_without_force_and_replaced_whole_with_it() {
     ok(&convert(&[&a, pq, &out, Path::new("--force")]));
     assert!(!out.join("kernels").exists() && !out.join("meta").exists());
     assert!(out.join("kernels.parquet").is_file());
-    // A job writes Parquet partitions only.
-    let refused = convert(&[&a, &b, Path::new("--csv"), &tmp.join("csv")]);
+    // A job has no one pprof profile.
+    let refused = convert(&[&a, &b, Path::new("--pprof"), &tmp.join("p.pb.gz")]);
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(
-        !refused.status.success() && err.contains("--parquet DIR alone"),
+        !refused.status.success() && err.contains("no one pprof profile"),
         "{err}"
     );
 }
