@@ -502,9 +502,8 @@ fn render_data_loss(o: &mut String, r: &Report) {
                 "trace complete; the profiler's own account (Kineto's record counts): {}",
                 source_drops(l)
             ),
-            (true, false) => "trace complete; drop counts unknown (this format does not record \
-                              them: a torch.profiler trace says nothing of records CUPTI or the \
-                              profiler dropped)"
+            (true, false) => "none seen (a torch.profiler trace does not record whether CUPTI or \
+                              the profiler dropped records: drop counts unknown)"
                 .to_string(),
             (false, true) => facts.join("; "),
             (false, false) if !l.source_drops.is_empty() => format!(
@@ -519,7 +518,11 @@ fn render_data_loss(o: &mut String, r: &Report) {
         }
     );
     if !skipped.is_empty() {
-        let _ = writeln!(o, "events not modelled (skipped): {}", skipped.join(", "));
+        let _ = writeln!(
+            o,
+            "not modelled (events read past, nothing lost): {}",
+            skipped.join(", ")
+        );
     }
     if let Some(pm) = &r.pm_samples {
         let _ = writeln!(o, "{}", super::pm::loss_line(pm));

@@ -186,7 +186,7 @@ fn text_report_shows_the_union_and_labels_the_sum() {
     );
     // A torch.profiler trace does not record drops: unknown, not "none".
     assert!(
-        text.contains("data loss: trace complete; drop counts unknown"),
+        text.contains("data loss: none seen (a torch.profiler trace does not record whether CUPTI or the profiler dropped records: drop counts unknown)"),
         "{text}"
     );
     let json: serde_json::Value = serde_json::from_str(&ok(&["--format", "json"], &trace)).unwrap();
