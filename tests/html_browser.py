@@ -115,6 +115,8 @@ class Page:
         for dv in summary["devices"]:
             want = [f"GPU {dv['device']}: busy {dv['busy_pct']:.1f} % of",
                     f"(compute {dv['compute_pct']:.1f} %, communication {dv['communication_pct']:.1f} %"]
+            if dv["copy_ns"]:
+                want.append(f"; copies {short_ns(dv['copy_ns'])}")
             if dv["idle_ns"]:
                 want.append(f"; idle {dv['idle_pct']:.1f} % in {dv['gaps']} gap")
             for w in want:

@@ -57,6 +57,10 @@ pub fn device_line(d: &DeviceVerdict) -> String {
         );
     }
     s.push(')');
+    if d.copy_ns > 0 {
+        // Copies run on the copy engines, beside the kernels: apart from busy, not in it.
+        let _ = write!(s, "; copies {}", short_ns(d.copy_ns));
+    }
     if d.idle_ns == 0 {
         s.push_str("; no idle time");
         return s;
