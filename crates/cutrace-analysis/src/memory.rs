@@ -22,7 +22,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use cutrace_trace::{
-    HostOpKind, MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace, Ns, RangeDomain, StrId, Trace,
+    HostOpKind, MemoryEvent, MemoryLevel, MemoryOp, MemoryPlace, Ns, PoolEvent, PoolOp, PoolType,
+    RangeDomain, StrId, Trace,
 };
 use serde::Serialize;
 
@@ -43,6 +44,57 @@ pub struct MemoryReport {
     /// CUDA's allocation and free calls (`cudaMalloc*`, `cudaFree*`, `cuMemAlloc*`, …) per
     /// process: the host time churn costs.
     pub api_churn: Vec<ApiChurn>,
+    /// CUDA memory pools (`cudaMallocAsync`'s stream-ordered allocator, CUPTI's MEMORY_POOL
+    /// records and the pool side of MEMORY2's), per process, device and pool: what each held
+    /// (reserved) and used, at the driver's peak and at the end. Absent when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub cuda_pools: Vec<CudaPool>,
+}
+
+/// One CUDA memory pool of one process on one device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CudaPool {
+    pub pid: u32,
+    pub device: u32,
+    /// The pool's base address (its identity in the process).
+    pub address: u64,
+    /// `local` (the process's own; its sizes are known), `imported` (another process's: CUPTI
+    /// gives no sizes for it) or `unknown`.
+    pub pool_type: &'static str,
+    /// Managed (true) or pinned memory, as a MEMORY_POOL record says; null without one.
+    pub managed: Option<bool>,
+    /// The pool's release threshold (`cudaMemPoolAttrReleaseThreshold`), as last reported.
+    pub release_threshold_bytes: Option<u64>,
+    /// When it was created and destroyed, where the trace saw it.
+    pub created_at_ns: Option<Ns>,
+    pub destroyed_at_ns: Option<Ns>,
+    /// `cudaMemPoolTrimTo` calls, and blocks allocated and freed from the pool, in the window.
+    pub trims: u64,
+    pub allocs: u64,
+    pub frees: u64,
+    pub alloc_bytes: u64,
+    /// The most the pool held from the device (its size: reserved) and the most its blocks
+    /// used (utilized size), over its reports before the window's end; null for a pool
+    /// without sizes.
+    pub reserved_peak_bytes: Option<u64>,
+    pub used_peak_bytes: Option<u64>,
+    /// Its state at the peak of the driver's GPU memory of its process and device (the last
+    /// report at or before that peak's `at_ns`): reserved vs used then. Null without such a
+    /// peak or a report before it.
+    pub at_driver_peak: Option<PoolState>,
+    /// Its last reported state before the window's end.
+    pub at_end: Option<PoolState>,
+}
+
+/// A pool's size (reserved) and utilized size (used) as reported at `at_ns`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PoolState {
+    pub at_ns: Ns,
+    pub reserved_bytes: u64,
+    pub used_bytes: u64,
+    /// Reserved but not used: memory the pool holds that no block uses (what a trim, or a
+    /// lower release threshold, would give back).
+    pub unused_bytes: u64,
 }
 
 /// One allocator's memory on one device of one process.
@@ -188,7 +240,7 @@ pub fn memory_report(
     top: usize,
 ) -> Option<MemoryReport> {
     let api_churn = api_churn(trace, window, steps);
-    if trace.memory.is_empty() && api_churn.is_empty() {
+    if trace.memory.is_empty() && api_churn.is_empty() && trace.memory_pools.is_empty() {
         return None;
     }
     let sites = sites(trace);
@@ -206,15 +258,123 @@ pub fn memory_report(
         origin,
         top,
     };
-    let pools = by_pool
+    let pools: Vec<MemoryPool> = by_pool
         .into_iter()
         .map(|(key, idx)| ctx.pool(key, &idx))
         .collect();
+    let cuda_pools = cuda_pools(trace, window, &pools);
     Some(MemoryReport {
         events: trace.memory.len() as u64,
         pools,
         api_churn,
+        cuda_pools,
     })
+}
+
+/// Each CUDA memory pool's report: its reports in time order (ties in the trace's order), up
+/// to the window's end.
+fn cuda_pools(trace: &Trace, window: Option<&Window>, pools: &[MemoryPool]) -> Vec<CudaPool> {
+    let mut by_pool: BTreeMap<(u32, u32, u64), Vec<&PoolEvent>> = BTreeMap::new();
+    for e in &trace.memory_pools {
+        if window.is_some_and(|w| e.ts_ns >= w.to_ns) {
+            continue;
+        }
+        by_pool
+            .entry((e.process, e.device, e.address))
+            .or_default()
+            .push(e);
+    }
+    by_pool
+        .into_iter()
+        .map(|((pid, device, address), mut evs)| {
+            evs.sort_by_key(|e| e.ts_ns);
+            let peak_at = pools
+                .iter()
+                .find(|p| {
+                    p.level == "driver" && p.place == "gpu" && p.pid == pid && p.device == device
+                })
+                .and_then(|p| p.peak.as_ref())
+                .map(|k| k.at_ns);
+            cuda_pool(pid, device, address, &evs, window, peak_at)
+        })
+        .collect()
+}
+
+fn cuda_pool(
+    pid: u32,
+    device: u32,
+    address: u64,
+    evs: &[&PoolEvent],
+    window: Option<&Window>,
+    peak_at: Option<Ns>,
+) -> CudaPool {
+    let pool_type = evs
+        .iter()
+        .map(|e| e.pool_type)
+        .find(|&t| t != PoolType::Unknown)
+        .unwrap_or(PoolType::Unknown);
+    // Only a local pool's size and utilized size are sizes (an imported one's "size" is its
+    // owner's process id).
+    let sized = pool_type == PoolType::Local;
+    let state = |e: &PoolEvent| PoolState {
+        at_ns: e.ts_ns,
+        reserved_bytes: e.size,
+        used_bytes: e.utilized,
+        unused_bytes: e.size.saturating_sub(e.utilized),
+    };
+    let in_window = |t: Ns| window.is_none_or(|w| w.from_ns <= t);
+    let mut p = CudaPool {
+        pid,
+        device,
+        address,
+        pool_type: match pool_type {
+            PoolType::Local => "local",
+            PoolType::Imported => "imported",
+            PoolType::Unknown => "unknown",
+        },
+        managed: None,
+        release_threshold_bytes: None,
+        created_at_ns: None,
+        destroyed_at_ns: None,
+        trims: 0,
+        allocs: 0,
+        frees: 0,
+        alloc_bytes: 0,
+        reserved_peak_bytes: None,
+        used_peak_bytes: None,
+        at_driver_peak: None,
+        at_end: None,
+    };
+    for &e in evs {
+        let counted = in_window(e.ts_ns);
+        match e.op {
+            PoolOp::Created => {
+                p.created_at_ns.get_or_insert(e.ts_ns);
+            }
+            PoolOp::Destroyed => p.destroyed_at_ns = Some(e.ts_ns),
+            PoolOp::Trimmed => p.trims += u64::from(counted),
+            PoolOp::Alloc if counted => {
+                p.allocs += 1;
+                p.alloc_bytes = p.alloc_bytes.saturating_add(e.block_bytes);
+            }
+            PoolOp::Free => p.frees += u64::from(counted),
+            PoolOp::Alloc | PoolOp::Unknown => {}
+        }
+        if matches!(e.op, PoolOp::Created | PoolOp::Destroyed | PoolOp::Trimmed) {
+            p.managed = Some(e.managed);
+        }
+        if !sized {
+            continue;
+        }
+        p.release_threshold_bytes = Some(e.release_threshold);
+        p.reserved_peak_bytes = Some(p.reserved_peak_bytes.unwrap_or(0).max(e.size));
+        p.used_peak_bytes = Some(p.used_peak_bytes.unwrap_or(0).max(e.utilized));
+        if peak_at.is_some_and(|t| e.ts_ns <= t) {
+            p.at_driver_peak = Some(state(e));
+        }
+        p.at_end = Some(state(e));
+    }
+    p
 }
 
 /// Each pool's events in replay order: by time, events at one ns in the trace's order (a

@@ -820,6 +820,10 @@ fn record_facts(trace: &Trace) -> (Option<(Ns, Ns)>, u64) {
     );
     scan(trace.marks.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
     scan(trace.memory.iter().map(|r| (r.ts_ns, r.ts_ns)), &mut rest);
+    scan(
+        trace.memory_pools.iter().map(|r| (r.ts_ns, r.ts_ns)),
+        &mut rest,
+    );
     let bounds = (rest.0 != Ns::MAX).then_some((rest.0, rest.1));
     debug_assert_eq!(bounds, trace_bounds(trace));
     (bounds, inverted)

@@ -12,11 +12,16 @@
 #include <cupti_target.h>
 #include <cupti_pmsampling.h>
 #include <cupti_pcsampling.h>
+#include <cupti_activity.h>
 
 #define S(T, last) std::printf("\n%s size=%zu", #T, (size_t)CUPTI_PROFILER_STRUCT_SIZE(T, last))
 #define F(T, f) std::printf(" %s=%zu", #f, (size_t)offsetof(T, f))
 #define P(T, last) std::printf("\n%s size=%zu", #T, (size_t)CUPTI_PCSAMPLING_STRUCT_SIZE(T, last))
 #define Z(T) std::printf(" sizeof=%zu align=%zu", sizeof(T), alignof(T))
+// Activity records have no size macro: their size is the C sizeof. G prints a field under the
+// name sys.rs gives it where that is not the header's (a nested field, a field named `size`).
+#define A(T) std::printf("\n%s size=%zu sizeof=%zu align=%zu", #T, sizeof(T), sizeof(T), alignof(T))
+#define G(T, key, f) std::printf(" %s=%zu", #key, (size_t)offsetof(T, f))
 
 int main() {
     S(CUpti_Profiler_Initialize_Params, pPriv);
@@ -226,6 +231,41 @@ int main() {
     F(CUpti_GetCubinCrcParams, cubinSize);
     F(CUpti_GetCubinCrcParams, cubin);
     F(CUpti_GetCubinCrcParams, cubinCrc);
+    A(CUpti_ActivityMemory4);
+    F(CUpti_ActivityMemory4, kind);
+    F(CUpti_ActivityMemory4, memoryOperationType);
+    F(CUpti_ActivityMemory4, memoryKind);
+    F(CUpti_ActivityMemory4, correlationId);
+    F(CUpti_ActivityMemory4, address);
+    F(CUpti_ActivityMemory4, bytes);
+    F(CUpti_ActivityMemory4, timestamp);
+    G(CUpti_ActivityMemory4, pc, PC);
+    F(CUpti_ActivityMemory4, processId);
+    F(CUpti_ActivityMemory4, deviceId);
+    F(CUpti_ActivityMemory4, contextId);
+    F(CUpti_ActivityMemory4, streamId);
+    F(CUpti_ActivityMemory4, name);
+    F(CUpti_ActivityMemory4, isAsync);
+    G(CUpti_ActivityMemory4, memoryPoolType, memoryPoolConfig.memoryPoolType);
+    G(CUpti_ActivityMemory4, poolAddress, memoryPoolConfig.address);
+    G(CUpti_ActivityMemory4, poolReleaseThreshold, memoryPoolConfig.releaseThreshold);
+    G(CUpti_ActivityMemory4, poolSize, memoryPoolConfig.pool.size);
+    G(CUpti_ActivityMemory4, poolUtilizedSize, memoryPoolConfig.utilizedSize);
+    F(CUpti_ActivityMemory4, source);
+    A(CUpti_ActivityMemoryPool3);
+    F(CUpti_ActivityMemoryPool3, kind);
+    F(CUpti_ActivityMemoryPool3, memoryPoolOperationType);
+    F(CUpti_ActivityMemoryPool3, memoryPoolType);
+    F(CUpti_ActivityMemoryPool3, correlationId);
+    F(CUpti_ActivityMemoryPool3, processId);
+    F(CUpti_ActivityMemoryPool3, deviceId);
+    F(CUpti_ActivityMemoryPool3, minBytesToKeep);
+    F(CUpti_ActivityMemoryPool3, address);
+    G(CUpti_ActivityMemoryPool3, poolSize, size);
+    F(CUpti_ActivityMemoryPool3, releaseThreshold);
+    F(CUpti_ActivityMemoryPool3, timestamp);
+    F(CUpti_ActivityMemoryPool3, utilizedSize);
+    F(CUpti_ActivityMemoryPool3, isManagedPool);
     std::printf("\n");
     return 0;
 }

@@ -3,7 +3,7 @@
 //! Offsets are those of the CUPTI 13.x headers (`CUpti_ActivityKernel10`, `CUpti_ActivityAPI`,
 //! `CUpti_ActivityMemcpy6`, `CUpti_ActivityMemset4`, `CUpti_ActivitySynchronization2`,
 //! `CUpti_ActivityMarker2`, `CUpti_ActivityOverhead3`, `CUpti_ActivityDevice5`,
-//! `CUpti_ActivityMemory4`; all
+//! `CUpti_ActivityMemory4`, `CUpti_ActivityMemoryPool3`; all
 //! `#pragma pack(8)`). Later 13.x versions only append fields, so the prefix read here is
 //! stable across CUPTI 13; `crate::version` refuses any other major version. Tests build
 //! records by hand (the idea of Kineto's MockCuptiActivityBuffer): no GPU needed.
@@ -22,6 +22,9 @@ pub mod kind {
     pub const SYNCHRONIZATION: u32 = 38;
     /// Allocations and frees (`CUpti_ActivityMemory4`); `record --memory` enables it.
     pub const MEMORY2: u32 = 49;
+    /// Memory pools created, destroyed or trimmed (`CUpti_ActivityMemoryPool3`); `record
+    /// --memory` enables it with MEMORY2.
+    pub const MEMORY_POOL: u32 = 50;
 
     /// The header's name of a kind (for trace headers and messages).
     pub fn name(k: u32) -> &'static str {
@@ -37,6 +40,7 @@ pub mod kind {
             OVERHEAD => "CUPTI_ACTIVITY_KIND_OVERHEAD",
             SYNCHRONIZATION => "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
             MEMORY2 => "CUPTI_ACTIVITY_KIND_MEMORY2",
+            MEMORY_POOL => "CUPTI_ACTIVITY_KIND_MEMORY_POOL",
             _ => "CUPTI_ACTIVITY_KIND_(other)",
         }
     }
@@ -115,11 +119,9 @@ pub struct MemsetRec {
     pub correlation_id: u32,
 }
 
-/// One allocation or free (`CUpti_ActivityMemory4`, CUDA 13.0 headers, LP64: kind 0,
-/// memoryOperationType 4, memoryKind 8, correlationId 12, address 16, bytes 24, timestamp 32,
-/// PC 40, processId 48, deviceId 52, contextId 56, streamId 60, name 64, isAsync 72,
-/// memoryPoolConfig 80, source 120; 128 bytes), as `offsetof` gives them against the
-/// `nvidia-cuda-cupti==13.0.85` headers.
+/// One allocation or free (`CUpti_ActivityMemory4`, read at the offsets of
+/// [`crate::sys::ActivityMemory4`], which the layout test checks against the
+/// `nvidia-cuda-cupti==13.0.*` headers: 128 bytes, LP64).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryRec {
     /// `CUpti_ActivityMemoryOperationType`: 1 allocation, 2 release.
@@ -136,6 +138,37 @@ pub struct MemoryRec {
     pub context: u32,
     pub stream: u32,
     pub is_async: u32,
+    /// The pool it came from (`memoryPoolConfig`): `CUpti_ActivityMemoryPoolType`, 0 when the
+    /// allocation is not from a pool (`cudaMalloc`), 1 local, 2 imported.
+    pub pool_type: u32,
+    pub pool_address: u64,
+    pub pool_release_threshold: u64,
+    /// The pool's size then (a local pool; an imported one's owning process id).
+    pub pool_size: u64,
+    pub pool_utilized: u64,
+}
+
+/// A memory pool created, destroyed or trimmed (`CUpti_ActivityMemoryPool3`, at the offsets of
+/// [`crate::sys::ActivityMemoryPool3`]: 80 bytes, LP64).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MemoryPoolRec {
+    /// `CUpti_ActivityMemoryPoolOperationType`: 1 created, 2 destroyed, 3 trimmed.
+    pub operation: u32,
+    /// `CUpti_ActivityMemoryPoolType`: 1 local, 2 imported.
+    pub pool_type: u32,
+    pub correlation_id: u32,
+    pub process: u32,
+    pub device: u32,
+    /// What a trim was asked to keep (`cudaMemPoolTrimTo`'s `minBytesToKeep`).
+    pub min_bytes_to_keep: u64,
+    pub address: u64,
+    /// The pool's size (local pools).
+    pub size: u64,
+    pub release_threshold: u64,
+    pub timestamp: u64,
+    pub utilized: u64,
+    /// 1 for a pool of managed memory, 0 pinned.
+    pub managed: u8,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -196,6 +229,7 @@ pub enum Activity {
     Overhead(OverheadRec),
     Device(DeviceRec),
     Memory(MemoryRec),
+    MemoryPool(MemoryPoolRec),
     /// A kind this decoder does not model (its `CUpti_ActivityKind`).
     Other(u32),
 }
@@ -304,20 +338,51 @@ pub fn decode(b: &[u8]) -> Option<Activity> {
             uuid: b.get(120..136)?.try_into().ok()?,
             name_ptr: ptr_at(b, 136)?,
         }),
-        kind::MEMORY2 => Activity::Memory(MemoryRec {
-            operation: u32_at(b, 4)?,
-            memory_kind: u32_at(b, 8)?,
-            correlation_id: u32_at(b, 12)?,
-            address: u64_at(b, 16)?,
-            bytes: u64_at(b, 24)?,
-            timestamp: u64_at(b, 32)?,
-            process: u32_at(b, 48)?,
-            device: u32_at(b, 52)?,
-            context: u32_at(b, 56)?,
-            stream: u32_at(b, 60)?,
-            is_async: u32_at(b, 72)?,
-        }),
+        kind::MEMORY2 => Activity::Memory(decode_memory(b)?),
+        kind::MEMORY_POOL => Activity::MemoryPool(decode_memory_pool(b)?),
         other => Activity::Other(other),
+    })
+}
+
+fn decode_memory(b: &[u8]) -> Option<MemoryRec> {
+    use crate::sys::ActivityMemory4 as M;
+    use std::mem::offset_of;
+    Some(MemoryRec {
+        operation: u32_at(b, offset_of!(M, memory_operation_type))?,
+        memory_kind: u32_at(b, offset_of!(M, memory_kind))?,
+        correlation_id: u32_at(b, offset_of!(M, correlation_id))?,
+        address: u64_at(b, offset_of!(M, address))?,
+        bytes: u64_at(b, offset_of!(M, bytes))?,
+        timestamp: u64_at(b, offset_of!(M, timestamp))?,
+        process: u32_at(b, offset_of!(M, process_id))?,
+        device: u32_at(b, offset_of!(M, device_id))?,
+        context: u32_at(b, offset_of!(M, context_id))?,
+        stream: u32_at(b, offset_of!(M, stream_id))?,
+        is_async: u32_at(b, offset_of!(M, is_async))?,
+        pool_type: u32_at(b, offset_of!(M, memory_pool_type))?,
+        pool_address: u64_at(b, offset_of!(M, pool_address))?,
+        pool_release_threshold: u64_at(b, offset_of!(M, pool_release_threshold))?,
+        pool_size: u64_at(b, offset_of!(M, pool_size))?,
+        pool_utilized: u64_at(b, offset_of!(M, pool_utilized_size))?,
+    })
+}
+
+fn decode_memory_pool(b: &[u8]) -> Option<MemoryPoolRec> {
+    use crate::sys::ActivityMemoryPool3 as P;
+    use std::mem::offset_of;
+    Some(MemoryPoolRec {
+        operation: u32_at(b, offset_of!(P, memory_pool_operation_type))?,
+        pool_type: u32_at(b, offset_of!(P, memory_pool_type))?,
+        correlation_id: u32_at(b, offset_of!(P, correlation_id))?,
+        process: u32_at(b, offset_of!(P, process_id))?,
+        device: u32_at(b, offset_of!(P, device_id))?,
+        min_bytes_to_keep: u64_at(b, offset_of!(P, min_bytes_to_keep))?,
+        address: u64_at(b, offset_of!(P, address))?,
+        size: u64_at(b, offset_of!(P, pool_size))?,
+        release_threshold: u64_at(b, offset_of!(P, release_threshold))?,
+        timestamp: u64_at(b, offset_of!(P, timestamp))?,
+        utilized: u64_at(b, offset_of!(P, utilized_size))?,
+        managed: u8_at(b, offset_of!(P, is_managed_pool))?,
     })
 }
 
@@ -366,6 +431,50 @@ pub mod mock {
         put_u32(&mut b, 52, 0);
         put_u32(&mut b, 56, 1);
         put_u32(&mut b, 60, 7);
+        b
+    }
+
+    /// A CUpti_ActivityMemory4 of an allocation or free from a local pool: `pool` is the
+    /// pool's (address, release threshold, size, utilized size) then.
+    pub fn pool_memory(
+        operation: u32,
+        address: u64,
+        bytes: u64,
+        timestamp: u64,
+        corr: u32,
+        pool: [u64; 4],
+    ) -> Vec<u8> {
+        let mut b = memory(operation, address, bytes, timestamp, corr);
+        put_u32(&mut b, 72, 1);
+        put_u32(&mut b, 80, 1);
+        for (i, v) in pool.iter().enumerate() {
+            put_u64(&mut b, 88 + 8 * i, *v);
+        }
+        b
+    }
+
+    /// A CUpti_ActivityMemoryPool3 (MEMORY_POOL) of a local pool on device 0: `operation` 1
+    /// created, 2 destroyed, 3 trimmed.
+    pub fn memory_pool(
+        operation: u32,
+        address: u64,
+        size: u64,
+        utilized: u64,
+        timestamp: u64,
+        corr: u32,
+    ) -> Vec<u8> {
+        let mut b = record(super::kind::MEMORY_POOL, 80);
+        put_u32(&mut b, 4, operation);
+        put_u32(&mut b, 8, 1);
+        put_u32(&mut b, 12, corr);
+        put_u32(&mut b, 16, 4242);
+        put_u32(&mut b, 20, 0);
+        put_u64(&mut b, 24, 4096);
+        put_u64(&mut b, 32, address);
+        put_u64(&mut b, 40, size);
+        put_u64(&mut b, 48, 1 << 30);
+        put_u64(&mut b, 56, timestamp);
+        put_u64(&mut b, 64, utilized);
         b
     }
 
@@ -450,7 +559,42 @@ mod tests {
             (0x7f00_0000_0000, 1 << 20, 5_000)
         );
         assert_eq!((m.process, m.device, m.context, m.stream), (4242, 0, 1, 7));
+        assert_eq!((m.pool_type, m.pool_address, m.pool_size), (0, 0, 0));
         assert_eq!(decode(&b[..70]), None);
+        // From a pool: the pool's configuration then.
+        let b = pool_memory(
+            1,
+            0x7f00_0010_0000,
+            4096,
+            6_000,
+            78,
+            [0x7f00, 1 << 30, 2 << 20, 8192],
+        );
+        let Some(Activity::Memory(m)) = decode(&b) else {
+            panic!()
+        };
+        assert_eq!((m.is_async, m.pool_type, m.pool_address), (1, 1, 0x7f00));
+        assert_eq!(
+            (m.pool_release_threshold, m.pool_size, m.pool_utilized),
+            (1 << 30, 2 << 20, 8192)
+        );
+        assert_eq!(decode(&b[..119]), None);
+    }
+
+    #[test]
+    fn memory_pool_record_decodes() {
+        let b = memory_pool(3, 0x7f00, 2 << 20, 4096, 9_000, 80);
+        let Some(Activity::MemoryPool(p)) = decode(&b) else {
+            panic!()
+        };
+        assert_eq!((p.operation, p.pool_type, p.correlation_id), (3, 1, 80));
+        assert_eq!((p.process, p.device, p.min_bytes_to_keep), (4242, 0, 4096));
+        assert_eq!((p.address, p.size, p.utilized), (0x7f00, 2 << 20, 4096));
+        assert_eq!(
+            (p.release_threshold, p.timestamp, p.managed),
+            (1 << 30, 9_000, 0)
+        );
+        assert_eq!(decode(&b[..72]), None);
     }
 
     #[test]

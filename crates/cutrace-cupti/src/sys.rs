@@ -9,7 +9,9 @@
 //! cupti_pcsampling.h) and `pPriv`; CUPTI reads the size to know which fields the caller knows,
 //! which is how one binary works across CUPTI versions. PC Sampling's data structs and its two
 //! source-correlation structs have no `pPriv`, and two of them no size at all: those are declared
-//! with [`c_struct!`], field for field as the header lists them.
+//! with [`c_struct!`], field for field as the header lists them. So are the two activity records
+//! of memory (`CUpti_ActivityMemory4`, `CUpti_ActivityMemoryPool3`), whose offsets
+//! `crate::activity` decodes through these declarations.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::{offset_of, size_of};
@@ -100,6 +102,9 @@ impl<T> Zero for *mut T {
 }
 impl<T> Zero for *const T {
     const ZERO: Self = std::ptr::null();
+}
+impl<const N: usize> Zero for [u8; N] {
+    const ZERO: Self = [0; N];
 }
 
 /// Declares a parameter struct: `structSize`, `pPriv`, then the fields, with `new()` setting
@@ -641,6 +646,68 @@ impl PcSamplingConfigurationInfo {
             attribute_status: 0,
             attribute_data: data,
         }
+    }
+}
+
+/// `CUpti_ActivityMemoryPoolType`: the pool an allocation came from, or a pool record's pool.
+pub const MEMORY_POOL_TYPE_INVALID: u32 = 0;
+pub const MEMORY_POOL_TYPE_LOCAL: u32 = 1;
+pub const MEMORY_POOL_TYPE_IMPORTED: u32 = 2;
+/// `CUpti_ActivityMemoryPoolOperationType`.
+pub const MEMORY_POOL_OPERATION_CREATED: u32 = 1;
+pub const MEMORY_POOL_OPERATION_DESTROYED: u32 = 2;
+pub const MEMORY_POOL_OPERATION_TRIMMED: u32 = 3;
+
+c_struct! {
+    /// `CUpti_ActivityMemory4` (cupti_activity.h, CUPTI_ACTIVITY_KIND_MEMORY2, LP64): one
+    /// allocation or free. The header's nested `memoryPoolConfig` is flattened here: its
+    /// `memoryPoolType`, `address` (`pool_address`), `releaseThreshold`
+    /// (`pool_release_threshold`), the union `pool` (`pool_size`: the pool's size for a local
+    /// pool, the owning process id for an imported one) and `utilizedSize`
+    /// (`pool_utilized_size`). `memory_pool_type` is `MEMORY_POOL_TYPE_INVALID` for an
+    /// allocation that is not from a pool.
+    ActivityMemory4 align 8 size 128 sizeof 128 {
+        kind: u32 = 0,
+        memory_operation_type: u32 = 4,
+        memory_kind: u32 = 8,
+        correlation_id: u32 = 12,
+        address: u64 = 16,
+        bytes: u64 = 24,
+        timestamp: u64 = 32,
+        pc: u64 = 40,
+        process_id: u32 = 48,
+        device_id: u32 = 52,
+        context_id: u32 = 56,
+        stream_id: u32 = 60,
+        name: *const c_char = 64,
+        is_async: u32 = 72,
+        pad1: u32 = 76,
+        memory_pool_type: u32 = 80,
+        pad2: u32 = 84,
+        pool_address: u64 = 88,
+        pool_release_threshold: u64 = 96,
+        pool_size: u64 = 104,
+        pool_utilized_size: u64 = 112,
+        source: *const c_char = 120,
+    }
+    /// `CUpti_ActivityMemoryPool3` (CUPTI_ACTIVITY_KIND_MEMORY_POOL, LP64): a pool created,
+    /// destroyed or trimmed. The header's `size` is `pool_size` here (the cross-check's `size`
+    /// key is the struct's).
+    ActivityMemoryPool3 align 8 size 80 sizeof 80 {
+        kind: u32 = 0,
+        memory_pool_operation_type: u32 = 4,
+        memory_pool_type: u32 = 8,
+        correlation_id: u32 = 12,
+        process_id: u32 = 16,
+        device_id: u32 = 20,
+        min_bytes_to_keep: usize = 24,
+        address: u64 = 32,
+        pool_size: u64 = 40,
+        release_threshold: u64 = 48,
+        timestamp: u64 = 56,
+        utilized_size: u64 = 64,
+        is_managed_pool: u8 = 72,
+        pad2: [u8; 7] = 73,
     }
 }
 

@@ -71,7 +71,8 @@ pub struct Config {
 
 /// Activity kinds from a comma-separated list of cutrace's names (`kernel,runtime,...`), in
 /// order, without repeats; `kernel` means CONCURRENT_KERNEL, or the serializing KERNEL kind with
-/// `serialize_kernels`. The second list holds the names that are not kinds.
+/// `serialize_kernels`, `memory` MEMORY2 and MEMORY_POOL. The second list holds the names that
+/// are not kinds.
 pub fn parse_kinds<'a>(
     names: impl IntoIterator<Item = &'a str>,
     serialize_kernels: bool,
@@ -86,8 +87,17 @@ pub fn parse_kinds<'a>(
                 } else {
                     k
                 };
-                if !kinds.contains(&k) {
-                    kinds.push(k);
+                // MEMORY2 tells which pool an allocation came from; the pool's own records
+                // (created, trimmed, destroyed: a few per run) come with it.
+                let with: &[u32] = if k == kind::MEMORY2 {
+                    &[kind::MEMORY2, kind::MEMORY_POOL]
+                } else {
+                    &[k]
+                };
+                for &k in with {
+                    if !kinds.contains(&k) {
+                        kinds.push(k);
+                    }
                 }
             }
             None => unknown.push(name.to_string()),
@@ -258,6 +268,12 @@ mod tests {
         ]);
         assert_eq!(c.kinds, vec![kind::KERNEL, kind::RUNTIME]);
         assert_eq!(c.notes.len(), 2);
+        // `memory` is allocations and frees with the pools they came from.
+        let c = config(&[(var::KINDS, "memory,kernel")]);
+        assert_eq!(
+            c.kinds,
+            vec![kind::MEMORY2, kind::MEMORY_POOL, kind::CONCURRENT_KERNEL]
+        );
         assert_eq!(c.buffer_bytes, 8 << 20);
         assert_eq!(config(&[(var::API, "lean")]).api_mode, ApiMode::Lean);
         assert_eq!(

@@ -79,7 +79,13 @@ impl Decoder {
             Activity::Marker(m) => add_marker(w, m),
             Activity::Overhead(o) => self.add_overhead(w, o),
             Activity::Device(d) => self.add_device(d),
-            Activity::Memory(m) => w.push_memory(&memory(m)),
+            Activity::Memory(m) => {
+                w.push_memory(&memory(m));
+                if let Some(p) = pool_block(m) {
+                    w.push_memory_pool(&p);
+                }
+            }
+            Activity::MemoryPool(p) => w.push_memory_pool(&memory_pool(p)),
             Activity::Other(_) => self.unknown += 1,
         }
     }
@@ -293,6 +299,68 @@ pub fn memory(m: &activity::MemoryRec) -> MemoryEvent {
     }
 }
 
+/// The pool side of an allocation or free from a CUDA memory pool (`cudaMallocAsync`,
+/// `cudaFreeAsync`, `cudaMallocFromPoolAsync`): the block, and the pool's size and use after
+/// it. `None` for memory not from a pool.
+pub fn pool_block(m: &activity::MemoryRec) -> Option<PoolEvent> {
+    let pool_type = pool_type(m.pool_type)?;
+    Some(PoolEvent {
+        ts_ns: m.timestamp,
+        process: m.process,
+        device: m.device,
+        op: match m.operation {
+            1 => PoolOp::Alloc,
+            2 => PoolOp::Free,
+            _ => PoolOp::Unknown,
+        },
+        pool_type,
+        address: m.pool_address,
+        size: m.pool_size,
+        utilized: m.pool_utilized,
+        release_threshold: m.pool_release_threshold,
+        min_bytes_to_keep: 0,
+        managed: false,
+        block_address: m.address,
+        block_bytes: m.bytes,
+        correlation_id: m.correlation_id.into(),
+    })
+}
+
+/// A pool created, destroyed or trimmed.
+pub fn memory_pool(p: &activity::MemoryPoolRec) -> PoolEvent {
+    PoolEvent {
+        ts_ns: p.timestamp,
+        process: p.process,
+        device: p.device,
+        op: match p.operation {
+            1 => PoolOp::Created,
+            2 => PoolOp::Destroyed,
+            3 => PoolOp::Trimmed,
+            _ => PoolOp::Unknown,
+        },
+        pool_type: pool_type(p.pool_type).unwrap_or(PoolType::Unknown),
+        address: p.address,
+        size: p.size,
+        utilized: p.utilized,
+        release_threshold: p.release_threshold,
+        min_bytes_to_keep: p.min_bytes_to_keep,
+        managed: p.managed == 1,
+        block_address: 0,
+        block_bytes: 0,
+        correlation_id: p.correlation_id.into(),
+    }
+}
+
+/// CUPTI's pool type; `None` for "not a pool" (`CUPTI_ACTIVITY_MEMORY_POOL_TYPE_INVALID`).
+fn pool_type(t: u32) -> Option<PoolType> {
+    match t {
+        0 => None,
+        1 => Some(PoolType::Local),
+        2 => Some(PoolType::Imported),
+        _ => Some(PoolType::Unknown),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -330,6 +398,62 @@ mod tests {
         assert_eq!(t.kernels[1].stream, 13);
         assert!(t.meta.complete);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A plain allocation is a memory row only; one from a pool is also the pool's row (the
+    /// block and the pool's size and use then); a pool record is a pool row.
+    #[test]
+    fn pool_records_become_pool_rows() {
+        let pool = [0x7f00, 1 << 30, 2 << 20, 4096];
+        let mut d = Decoder::default();
+        let mut w = Writer::new(Cursor::new(Vec::new()), &Header::default()).unwrap();
+        let none = |_: bool, _: u32| None;
+        for r in [
+            mock::memory_pool(1, 0x7f00, 0, 0, 10, 1),
+            mock::memory(1, 0x9000, 512, 20, 2),
+            mock::pool_memory(1, 0x7f00_1000, 4096, 30, 3, pool),
+            mock::memory_pool(3, 0x7f00, 2 << 20, 4096, 40, 4),
+        ] {
+            d.add(&mut w, &decode(&r).unwrap(), &none);
+        }
+        let bytes = w.finish(&Default::default()).unwrap().into_inner();
+        let dir = std::env::temp_dir().join(format!("cutrace-inject-pool-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("x.cutrace");
+        std::fs::write(&p, bytes).unwrap();
+        let t = cutrace_trace::native::read(&p, &mut |_, _| {});
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = t.unwrap();
+        assert_eq!(t.memory.len(), 2);
+        let ops: Vec<_> = t
+            .memory_pools
+            .iter()
+            .map(|p| {
+                (
+                    p.ts_ns,
+                    p.op,
+                    p.address,
+                    p.size,
+                    p.utilized,
+                    p.block_address,
+                )
+            })
+            .collect();
+        assert_eq!(
+            ops,
+            vec![
+                (10, PoolOp::Created, 0x7f00, 0, 0, 0),
+                (30, PoolOp::Alloc, 0x7f00, 2 << 20, 4096, 0x7f00_1000),
+                (40, PoolOp::Trimmed, 0x7f00, 2 << 20, 4096, 0),
+            ]
+        );
+        assert_eq!(t.memory_pools[1].block_bytes, 4096);
+        assert_eq!(t.memory_pools[1].release_threshold, 1 << 30);
+        assert_eq!(t.memory_pools[2].min_bytes_to_keep, 4096);
+        assert!(t
+            .memory_pools
+            .iter()
+            .all(|p| p.pool_type == PoolType::Local));
     }
 
     #[test]

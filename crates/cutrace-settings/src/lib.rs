@@ -36,7 +36,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("overhead", "time CUPTI itself spent"),
     (
         "memory",
-        "CUDA allocations and frees (MEMORY2; off unless named or --memory)",
+        "CUDA allocations and frees, and memory pools (MEMORY2, MEMORY_POOL; off unless named or --memory)",
     ),
 ];
 

@@ -175,6 +175,62 @@ pub struct MemoryEvent {
     pub correlation_id: u64,
 }
 
+/// What happened to a CUDA memory pool (`cudaMallocAsync`'s stream-ordered allocator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PoolOp {
+    /// CUPTI's MEMORY_POOL records: the pool made, destroyed, trimmed (`cudaMemPoolTrimTo`).
+    Created,
+    Destroyed,
+    Trimmed,
+    /// A MEMORY2 record from the pool: an allocation or free of a block in it, with the pool's
+    /// state then.
+    Alloc,
+    Free,
+    /// An operation code the reader does not know.
+    Unknown,
+}
+
+/// A CUDA memory pool's type (`CUpti_ActivityMemoryPoolType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PoolType {
+    /// The process's own pool: its size, utilized size and release threshold are valid.
+    Local,
+    /// A pool imported from another process (`cudaMemPoolImportFromShareableHandle`): CUPTI
+    /// gives its owner's process id where a local pool's size is, and no use figures.
+    Imported,
+    Unknown,
+}
+
+/// One observation of a CUDA memory pool (CUPTI's `CUpti_ActivityMemoryPool3`, or the
+/// `memoryPoolConfig` of a `CUpti_ActivityMemory4` from the pool): the pool's size (what it
+/// holds from the device: reserved) and utilized size (what its live blocks use) at `ts_ns`.
+/// Integer bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolEvent {
+    pub ts_ns: Ns,
+    pub process: u32,
+    pub device: u32,
+    pub op: PoolOp,
+    pub pool_type: PoolType,
+    /// The pool's base address: the pool's identity within its process.
+    pub address: u64,
+    /// The pool's size (a local pool; for an imported one, the owning process id as CUPTI
+    /// gives it, not a size).
+    pub size: u64,
+    pub utilized: u64,
+    pub release_threshold: u64,
+    /// What a trim was asked to keep (0 for the other operations).
+    pub min_bytes_to_keep: u64,
+    /// A pool of managed memory (else pinned, as CUPTI says it): known from MEMORY_POOL
+    /// records only, false in block records.
+    pub managed: bool,
+    /// For `Alloc` and `Free`: the block's address and size (0 otherwise).
+    pub block_address: u64,
+    pub block_bytes: u64,
+    /// The call that did it (CUPTI's correlation id; 0 = none).
+    pub correlation_id: u64,
+}
+
 /// Bitwise, so that a NaN ("unavailable") equals itself and traces compare as written.
 impl PartialEq for PmSample {
     fn eq(&self, o: &Self) -> bool {
@@ -935,6 +991,9 @@ pub struct Trace {
     /// Allocations and frees, in the order the source listed them (the order a replay uses
     /// for events at the same nanosecond).
     pub memory: Vec<MemoryEvent>,
+    /// CUDA memory pools' operations and their state at each (CUPTI's MEMORY_POOL records and
+    /// the pool side of MEMORY2 records of pool allocations), in the order written.
+    pub memory_pools: Vec<PoolEvent>,
 }
 
 impl Trace {
@@ -951,6 +1010,7 @@ impl Trace {
         let starts = starts.chain(self.overheads.iter().map(|r| r.start_ns));
         let starts = starts.chain(self.host_ops.iter().map(|r| r.start_ns));
         let starts = starts.chain(self.memory.iter().map(|r| r.ts_ns));
+        let starts = starts.chain(self.memory_pools.iter().map(|r| r.ts_ns));
         starts.filter(|&t| t != 0).min()
     }
 
@@ -972,7 +1032,8 @@ impl Trace {
             .chain(self.overheads.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.host_ops.iter().map(|r| (r.start_ns, r.end_ns)))
             .chain(self.marks.iter().map(|r| (r.ts_ns, r.ts_ns)))
-            .chain(self.memory.iter().map(|r| (r.ts_ns, r.ts_ns)));
+            .chain(self.memory.iter().map(|r| (r.ts_ns, r.ts_ns)))
+            .chain(self.memory_pools.iter().map(|r| (r.ts_ns, r.ts_ns)));
         spans.fold(None, |acc, (s, e)| {
             let e = e.max(s);
             Some(match acc {

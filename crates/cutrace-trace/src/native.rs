@@ -93,10 +93,11 @@ pub enum Table {
     PmSample = 9,
     PcSample = 10,
     Memory = 11,
+    MemoryPool = 12,
 }
 
 impl Table {
-    pub const ALL: [Table; 11] = [
+    pub const ALL: [Table; 12] = [
         Table::Kernel,
         Table::Memcpy,
         Table::Memset,
@@ -108,6 +109,7 @@ impl Table {
         Table::PmSample,
         Table::PcSample,
         Table::Memory,
+        Table::MemoryPool,
     ];
 
     pub fn from_id(id: u8) -> Option<Table> {
@@ -224,6 +226,22 @@ impl Table {
                 "known",
                 "correlation_id",
             ],
+            Table::MemoryPool => &[
+                "ts_ns",
+                "process",
+                "device",
+                "op",
+                "pool_type",
+                "address",
+                "size",
+                "utilized",
+                "release_threshold",
+                "min_bytes_to_keep",
+                "managed",
+                "block_address",
+                "block_bytes",
+                "correlation_id",
+            ],
         }
     }
 
@@ -244,7 +262,55 @@ impl Table {
             Table::PmSample => "pm_sample",
             Table::PcSample => "pc_sample",
             Table::Memory => "memory",
+            Table::MemoryPool => "memory_pool",
         }
+    }
+}
+
+/// A pool operation as table 12 stores it: 1 created, 2 destroyed, 3 trimmed (CUPTI's
+/// `CUpti_ActivityMemoryPoolOperationType`), 4 a block allocated, 5 a block freed, 0 unknown.
+pub fn pool_op_code(op: crate::model::PoolOp) -> u64 {
+    use crate::model::PoolOp;
+    match op {
+        PoolOp::Unknown => 0,
+        PoolOp::Created => 1,
+        PoolOp::Destroyed => 2,
+        PoolOp::Trimmed => 3,
+        PoolOp::Alloc => 4,
+        PoolOp::Free => 5,
+    }
+}
+
+/// The inverse of [`pool_op_code`]; a code it never writes reads as unknown.
+pub fn pool_op_from_code(c: u64) -> crate::model::PoolOp {
+    use crate::model::PoolOp;
+    match c {
+        1 => PoolOp::Created,
+        2 => PoolOp::Destroyed,
+        3 => PoolOp::Trimmed,
+        4 => PoolOp::Alloc,
+        5 => PoolOp::Free,
+        _ => PoolOp::Unknown,
+    }
+}
+
+/// A pool's type as table 12 stores it: CUPTI's `CUpti_ActivityMemoryPoolType` (1 local, 2
+/// imported; anything else unknown, written 0).
+pub fn pool_type_code(t: crate::model::PoolType) -> u64 {
+    use crate::model::PoolType;
+    match t {
+        PoolType::Unknown => 0,
+        PoolType::Local => 1,
+        PoolType::Imported => 2,
+    }
+}
+
+pub fn pool_type_from_code(c: u64) -> crate::model::PoolType {
+    use crate::model::PoolType;
+    match c {
+        1 => PoolType::Local,
+        2 => PoolType::Imported,
+        _ => PoolType::Unknown,
     }
 }
 

@@ -14,7 +14,8 @@ proptest! {
     #[test]
     fn known_kinds_need_their_prefix(k in prop::sample::select(vec![
         kind::CONCURRENT_KERNEL, kind::RUNTIME, kind::DRIVER, kind::MEMCPY, kind::MEMSET,
-        kind::SYNCHRONIZATION, kind::MARKER, kind::OVERHEAD, kind::DEVICE,
+        kind::SYNCHRONIZATION, kind::MARKER, kind::OVERHEAD, kind::DEVICE, kind::MEMORY2,
+        kind::MEMORY_POOL,
     ]), len in 4usize..260) {
         let mut b = vec![0u8; len];
         b[..4].copy_from_slice(&k.to_le_bytes());

@@ -82,6 +82,8 @@ fn rust_layout(c_name: &str) -> Option<Layout> {
         "CUpti_PCSamplingConfigurationInfo" => PcSamplingConfigurationInfo,
         "CUpti_GetSassToSourceCorrelationParams" => GetSassToSourceCorrelationParams,
         "CUpti_GetCubinCrcParams" => GetCubinCrcParams,
+        "CUpti_ActivityMemory4" => ActivityMemory4,
+        "CUpti_ActivityMemoryPool3" => ActivityMemoryPool3,
     }
 }
 
@@ -164,5 +166,5 @@ fn every_struct_matches_the_headers() {
         }
         checked += 1;
     }
-    assert_eq!(checked, 52, "{text}");
+    assert_eq!(checked, 54, "{text}");
 }

@@ -35,7 +35,12 @@
  * `rename` makes that same memory read _Z5afterv), `api CORR START END` (a
  * cudaLaunchKernel runtime record), `memcpy DEVICE STREAM START END BYTES CORR` (HtoD),
  * `memory OP ADDRESS BYTES TIME CORR` (a CUpti_ActivityMemory4, MEMORY2: OP 1 allocation, 2
- * release, of device memory on device 0, stream 7, this process; 128 bytes); and
+ * release, of device memory on device 0, stream 7, this process; 128 bytes),
+ * `poolmemory OP ADDRESS BYTES TIME CORR POOL POOLSIZE UTILIZED` (the same, from the local pool
+ * at POOL, whose size and utilized size then are POOLSIZE and UTILIZED, release threshold
+ * 1 MiB: a cudaMallocAsync), `pool OP ADDRESS SIZE UTILIZED TIME CORR` (a
+ * CUpti_ActivityMemoryPool3, MEMORY_POOL: OP 1 created, 2 destroyed, 3 trimmed, of a local
+ * pinned pool on device 0, this process; 80 bytes); and
  * `now T` sets what cuptiGetTimestamp returns from then on (1000 before).
  * fake_cupti_calls(name) counts the calls that reached this library. Build it with
  * -Wl,-soname,libcupti.so.13 so that libraries linked against it name it as CUPTI's. */
@@ -170,6 +175,7 @@ static size_t record_size(uint32_t kind) {
   case 1: return 64;           /* CUpti_ActivityMemcpy6's fields cutrace reads */
   case 8: return 144;          /* CUpti_ActivityDevice5's fields cutrace reads */
   case 49: return 128;         /* CUpti_ActivityMemory4 */
+  case 50: return 80;          /* CUpti_ActivityMemoryPool3 */
   default: return 216;         /* CUpti_ActivityKernel10 */
   }
 }
@@ -195,6 +201,22 @@ static size_t script_record(const char *line, uint8_t *r) {
     put32(r, 32, (uint32_t)a[0]); put32(r, 36, 1); put32(r, 40, (uint32_t)a[1]);
     put32(r, 44, (uint32_t)a[5]);
     return 64;
+  }
+  if (sscanf(line, "poolmemory %llu %llu %llu %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6]) == 7) {
+    unsigned long long utilized = 0;
+    if (sscanf(line, "poolmemory %*u %*u %*u %*u %*u %*u %*u %llu", &utilized) != 1) return 0;
+    put32(r, 0, 49); put32(r, 4, (uint32_t)a[0]); put32(r, 8, 3); put32(r, 12, (uint32_t)a[4]);
+    put64(r, 16, a[1]); put64(r, 24, a[2]); put64(r, 32, a[3]);
+    put32(r, 48, (uint32_t)getpid()); put32(r, 52, 0); put32(r, 56, 1); put32(r, 60, 7);
+    put32(r, 72, 1); put32(r, 80, 1); put64(r, 88, a[5]); put64(r, 96, 1u << 20);
+    put64(r, 104, a[6]); put64(r, 112, utilized);
+    return 128;
+  }
+  if (sscanf(line, "pool %llu %llu %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5]) == 6) {
+    put32(r, 0, 50); put32(r, 4, (uint32_t)a[0]); put32(r, 8, 1); put32(r, 12, (uint32_t)a[5]);
+    put32(r, 16, (uint32_t)getpid()); put32(r, 20, 0); put64(r, 32, a[1]); put64(r, 40, a[2]);
+    put64(r, 48, 1u << 20); put64(r, 56, a[4]); put64(r, 64, a[3]);
+    return 80;
   }
   if (sscanf(line, "memory %llu %llu %llu %llu %llu", &a[0], &a[1], &a[2], &a[3], &a[4]) == 5) {
     put32(r, 0, 49); put32(r, 4, (uint32_t)a[0]); put32(r, 8, 3); put32(r, 12, (uint32_t)a[4]);

@@ -684,6 +684,7 @@ impl PartBuilder {
                 Table::PmSample => t.pm_samples.push(pm_sample_row(&row)),
                 Table::PcSample => t.pc_samples.push(pc_sample_row(&row)),
                 Table::Memory => t.memory.push(memory_row(&row)),
+                Table::MemoryPool => t.memory_pools.push(memory_pool_row(&row)),
             }
         }
         Ok(())
@@ -1054,6 +1055,27 @@ fn memory_row(v: &[u64; MAX_COLUMNS]) -> MemoryEvent {
     }
 }
 
+/// A `memory_pool` row (table 12; see `Writer::push_memory_pool`).
+#[inline]
+fn memory_pool_row(v: &[u64; MAX_COLUMNS]) -> PoolEvent {
+    PoolEvent {
+        ts_ns: v[0],
+        process: v[1] as u32,
+        device: v[2] as u32,
+        op: super::pool_op_from_code(v[3]),
+        pool_type: super::pool_type_from_code(v[4]),
+        address: v[5],
+        size: v[6],
+        utilized: v[7],
+        release_threshold: v[8],
+        min_bytes_to_keep: v[9],
+        managed: v[10] == 1,
+        block_address: v[11],
+        block_bytes: v[12],
+        correlation_id: v[13],
+    }
+}
+
 fn copy_kind_from_code(c: u64) -> CopyKind {
     match c {
         1 => CopyKind::HtoD,
@@ -1203,6 +1225,8 @@ impl Merger {
             r.stream = r.stream.map(stream); r.device = dev(r.device));
         adopt!(memory, r => r.correlation_id = corr(r.correlation_id);
             if r.place == MemoryPlace::Gpu { r.device = dev(r.device) });
+        adopt!(memory_pools, r => r.correlation_id = corr(r.correlation_id);
+            r.device = dev(r.device));
         let mut m = t.meta;
         if unidentified {
             m.notes.push(TraceNote {

@@ -296,6 +296,30 @@ impl<W: Write> Writer<W> {
         );
     }
 
+    /// A CUDA memory pool's operation or state (table 12): codes as [`super::pool_op_code`] and
+    /// [`super::pool_type_code`] give them, `managed` 0 or 1.
+    pub fn push_memory_pool(&mut self, p: &PoolEvent) {
+        self.push(
+            Table::MemoryPool,
+            &[
+                p.ts_ns,
+                p.process.into(),
+                p.device.into(),
+                super::pool_op_code(p.op),
+                super::pool_type_code(p.pool_type),
+                p.address,
+                p.size,
+                p.utilized,
+                p.release_threshold,
+                p.min_bytes_to_keep,
+                u64::from(p.managed),
+                p.block_address,
+                p.block_bytes,
+                p.correlation_id,
+            ],
+        );
+    }
+
     /// Writes new strings and every buffered row as chunks, then flushes the output.
     pub fn flush(&mut self) -> io::Result<()> {
         let strings = self.strings.as_slice();

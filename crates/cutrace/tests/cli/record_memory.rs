@@ -2,6 +2,8 @@
 //! CUpti_ActivityMemory4 records (MEMORY2) of the CUDA driver's allocations and frees become
 //! the report's driver-level memory pool, with the planted peak, live set and leak exact; the
 //! kind is enabled with `--memory` and only then (the fake's call log says which kinds were).
+//! With it come CUDA's memory pools (MEMORY_POOL records, and the pool side of MEMORY2's for
+//! `cudaMallocAsync`): each pool's reserved and used bytes at the driver's peak, exact.
 
 use crate::monitor_cli::setup;
 use cutrace_testkit::Run;
@@ -21,10 +23,30 @@ memory 1 12288 500 5000 14
 memory 2 8192 3000 6000 15
 ";
 
+/// A pool created at 1,000 ns (at 65,536); a plain allocation (1,000 B) and two blocks from the
+/// pool (3,000 B, 1,000 B): the driver's peak is 5,000 B at 4,000 ns, when the pool held 2 MiB
+/// and its blocks used 4,000 B. One block freed, the pool trimmed to 1 MiB (1,000 B used).
+const POOL_SCRIPT: &str = "device 0 00112233445566778899aabbccddeeff
+api 1 1500 1900
+kernel 0 7 2000 2500 1 0
+pool 1 65536 0 0 1000 20
+memory 1 4096 1000 2000 11
+poolmemory 1 131072 3000 3000 12 65536 2097152 3000
+flush
+poolmemory 1 135168 1000 4000 13 65536 2097152 4000
+poolmemory 2 131072 3000 5000 14 65536 2097152 1000
+pool 3 65536 1048576 1000 6000 15
+memory 2 4096 1000 7000 16
+";
+
 /// The report of a recording with `args`, and the kinds the injection enabled (the fake's log).
 fn record(args: &[&str], name: &str) -> (Value, Vec<String>) {
+    record_script(args, name, SCRIPT)
+}
+
+fn record_script(args: &[&str], name: &str, script: &str) -> (Value, Vec<String>) {
     let s = setup(name).expect("fake libcupti");
-    let sc = s.write("script", SCRIPT);
+    let sc = s.write("script", script);
     let done = s.write("go", "");
     let log = s.dir.join("calls.log");
     let trace = s.dir.join("trace");
@@ -84,11 +106,61 @@ fn without_the_flag_the_kind_is_not_enabled() {
     }
     let (r, enabled) = record(&[], "record-memory-off");
     assert!(
-        !enabled.is_empty() && !enabled.iter().any(|k| k == "49"),
+        !enabled.is_empty() && !enabled.iter().any(|k| k == "49" || k == "50"),
         "{enabled:?}"
     );
     assert_eq!(r["trace"]["kernels"], 1);
     // Named as a kind, it is enabled too.
     let (_, enabled) = record(&["--kinds", "kernel,runtime,memory"], "record-memory-kind");
     assert!(enabled.iter().any(|k| k == "49"), "{enabled:?}");
+}
+
+#[test]
+fn recorded_pools_show_reserved_and_used_at_the_peak() {
+    if setup("record-pools-probe").is_none() {
+        return;
+    }
+    let (r, enabled) = record_script(&["--memory"], "record-pools", POOL_SCRIPT);
+    assert!(
+        enabled.iter().any(|k| k == "49") && enabled.iter().any(|k| k == "50"),
+        "{enabled:?}"
+    );
+    let drv = &r["memory"]["pools"][0];
+    assert_eq!(drv["level"], "driver");
+    assert_eq!(drv["peak"]["bytes"], 5_000);
+    assert_eq!(drv["peak"]["at_ns"], 4_000);
+    assert_eq!(drv["live_at_end"]["bytes"], 1_000);
+    let pools = r["memory"]["cuda_pools"].as_array().expect("cuda_pools");
+    assert_eq!(pools.len(), 1, "{pools:?}");
+    let p = &pools[0];
+    assert_eq!(p["address"], 65_536);
+    assert_eq!(
+        (p["pool_type"].as_str(), p["managed"].as_bool()),
+        (Some("local"), Some(false))
+    );
+    assert_eq!(p["release_threshold_bytes"], 1 << 20);
+    assert_eq!(p["created_at_ns"], 1_000);
+    assert!(p["destroyed_at_ns"].is_null());
+    assert_eq!(
+        (
+            p["allocs"].as_u64(),
+            p["frees"].as_u64(),
+            p["trims"].as_u64()
+        ),
+        (Some(2), Some(1), Some(1))
+    );
+    assert_eq!(p["alloc_bytes"], 4_000);
+    assert_eq!(p["reserved_peak_bytes"], 2 << 20);
+    assert_eq!(p["used_peak_bytes"], 4_000);
+    let at = &p["at_driver_peak"];
+    assert_eq!(at["at_ns"], 4_000);
+    assert_eq!(at["reserved_bytes"], 2 << 20);
+    assert_eq!(at["used_bytes"], 4_000);
+    assert_eq!(at["unused_bytes"], (2 << 20) - 4_000);
+    let end = &p["at_end"];
+    assert_eq!(
+        (end["at_ns"].as_u64(), end["reserved_bytes"].as_u64()),
+        (Some(6_000), Some(1 << 20))
+    );
+    assert_eq!(end["used_bytes"], 1_000);
 }
