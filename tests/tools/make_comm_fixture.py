@@ -35,11 +35,10 @@ for step in range(3):
         events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": t,
                        "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr}})
         t += dur + 20
-trace = {
-    "schemaVersion": 1,
-    "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
-    "traceEvents": events,
-}
+# As torch writes it: the members, then one event per line.
+head = {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8}}
+text = "{\n" + "".join(f'  "{k}": {json.dumps(v)},\n' for k, v in head.items())
+text += '  "traceEvents": [\n' + ",\n".join("  " + json.dumps(e) for e in events) + "\n]}\n"
 out = sys.argv[1] if len(sys.argv) > 1 else "tests/fixtures/kineto/deepep_custom_allreduce.json.gz"
 with gzip.GzipFile(out, "wb", mtime=0) as f:
-    f.write(json.dumps(trace, separators=(",", ":")).encode())
+    f.write(text.encode())
