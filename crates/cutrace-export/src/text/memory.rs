@@ -63,7 +63,8 @@ pub fn render(o: &mut String, r: &Report, top: usize) {
         let _ = writeln!(
             o,
             "\nmemory ({} events; each pool replayed in time order, ties in the trace's order; \
-             offsets from the {} start; site = innermost host range around the event):",
+             offsets from the {} start; site = the innermost CPU op around the event on its \
+             thread, else the innermost host range):",
             m.events,
             if r.window.is_some() {
                 "window's"
@@ -75,7 +76,57 @@ pub fn render(o: &mut String, r: &Report, top: usize) {
     for p in &m.pools {
         render_pool(o, p, r.steps.as_ref(), top);
     }
+    render_cuda_pools(o, m, r.trace.first_ns);
     render_calls(o, m);
+}
+
+/// CUDA's memory pools (`cudaMallocAsync`): per pool what it held from the device and what its
+/// blocks used, at the driver level's peak and at the end.
+fn render_cuda_pools(o: &mut String, m: &MemoryReport, origin: Option<u64>) {
+    if m.cuda_pools.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "
+CUDA memory pools (cudaMallocAsync; reserved = what the pool holds from the device, \
+         used = what its blocks use):"
+    );
+    let st = super::Style {
+        origin_ns: origin,
+        ..super::Style::default()
+    };
+    for p in &m.cuda_pools {
+        let mut line = format!(
+            "  GPU {}, pid {}, pool {:#x} ({}): {} allocations, {} frees, {} allocated",
+            p.device,
+            p.pid,
+            p.address,
+            p.pool_type,
+            p.allocs,
+            p.frees,
+            fmt_bytes(p.alloc_bytes)
+        );
+        if p.trims > 0 {
+            let _ = write!(line, ", trimmed {} times", p.trims);
+        }
+        let _ = writeln!(o, "{line}");
+        for (what, s) in [
+            ("at the driver's peak", &p.at_driver_peak),
+            ("at the end", &p.at_end),
+        ] {
+            if let Some(s) = s {
+                let _ = writeln!(
+                    o,
+                    "    {what} ({}): reserved {}, used {}, {} held but unused",
+                    st.at(s.at_ns),
+                    fmt_bytes(s.reserved_bytes),
+                    fmt_bytes(s.used_bytes),
+                    fmt_bytes(s.unused_bytes)
+                );
+            }
+        }
+    }
 }
 
 fn render_pool(o: &mut String, p: &MemoryPool, steps: Option<&Steps>, top: usize) {

@@ -123,9 +123,10 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub(crate) api: Option<ApiRecords>,
     /// Also record CUDA's allocations and frees (CUPTI's MEMORY2 kind: cudaMalloc, cudaFree, …
-    /// with address, size and the call that made them), for the report's memory section. Off
-    /// by default: where every temporary is a cudaMalloc it costs about 8 % over plain record
-    /// (BENCHMARKS.md).
+    /// with address, size and the call that made them) and its memory pools (MEMORY_POOL:
+    /// cudaMallocAsync's pools created, trimmed and destroyed, and each pool's reserved and used
+    /// bytes as its blocks come and go), for the report's memory section. Off by default: where
+    /// every temporary is a cudaMalloc it costs about 8 % over plain record (BENCHMARKS.md).
     #[arg(long)]
     pub(crate) memory: bool,
     /// Use the KERNEL kind, which serializes every kernel (changes the program's concurrency).

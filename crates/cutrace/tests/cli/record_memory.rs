@@ -45,6 +45,12 @@ fn record(args: &[&str], name: &str) -> (Value, Vec<String>) {
 }
 
 fn record_script(args: &[&str], name: &str, script: &str) -> (Value, Vec<String>) {
+    let (v, enabled, _) = record_script_text(args, name, script);
+    (v, enabled)
+}
+
+/// As [`record_script`], with the text report of the recording too.
+fn record_script_text(args: &[&str], name: &str, script: &str) -> (Value, Vec<String>, String) {
     let s = setup(name).expect("fake libcupti");
     let sc = s.write("script", script);
     let done = s.write("go", "");
@@ -63,12 +69,17 @@ fn record_script(args: &[&str], name: &str, script: &str) -> (Value, Vec<String>
         .args(["report", "--format", "json"])
         .arg(&trace)
         .run_ok();
+    let text = crate::util::bin().arg("report").arg(&trace).run_ok();
     let enabled = std::fs::read_to_string(&log)
         .unwrap_or_default()
         .lines()
         .filter_map(|l| l.strip_prefix("enable ").map(str::to_owned))
         .collect();
-    (serde_json::from_slice(&o.stdout).unwrap(), enabled)
+    (
+        serde_json::from_slice(&o.stdout).unwrap(),
+        enabled,
+        String::from_utf8(text.stdout).unwrap(),
+    )
 }
 
 #[test]
@@ -120,7 +131,18 @@ fn recorded_pools_show_reserved_and_used_at_the_peak() {
     if setup("record-pools-probe").is_none() {
         return;
     }
-    let (r, enabled) = record_script(&["--memory"], "record-pools", POOL_SCRIPT);
+    let (r, enabled, text) = record_script_text(&["--memory"], "record-pools", POOL_SCRIPT);
+    // The text says the same, per pool.
+    for want in [
+        "CUDA memory pools (cudaMallocAsync;",
+        "pool 0x10000 (local): 2 allocations, 1 frees, 4,000 B",
+        "trimmed 1 times",
+        "at the driver's peak (+3.000 µs): reserved 2,097,152 B",
+        "used 4,000 B",
+        "at the end (+5.000 µs): reserved 1,048,576 B",
+    ] {
+        assert!(text.contains(want), "wanted {want:?} in\n{text}");
+    }
     assert!(
         enabled.iter().any(|k| k == "49") && enabled.iter().any(|k| k == "50"),
         "{enabled:?}"
