@@ -75,7 +75,7 @@ const LAUNCHES: &[&str] = &[
 
 /// A name without CUPTI's and HIP's suffixes: `cudaLaunchKernel_ptsz_v7000` → `cudaLaunchKernel`,
 /// `hipGraphLaunch_spt` → `hipGraphLaunch`.
-fn base_name(name: &str) -> &str {
+pub(crate) fn base_name(name: &str) -> &str {
     let mut n = name;
     loop {
         let before = n.len();

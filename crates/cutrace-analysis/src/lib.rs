@@ -10,6 +10,7 @@
 
 pub mod correlate;
 pub mod counters;
+pub mod critical_path;
 pub mod diff;
 pub mod error;
 pub mod gap_reading;

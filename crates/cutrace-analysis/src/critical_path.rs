@@ -1,0 +1,418 @@
+//! The critical path of each step and of the window: the chain of dependent work (host ops,
+//! launches, kernels and copies, stream order, event waits, synchronizations) whose length is
+//! the step's time, what it is made of, its longest segments and how much the large work off it
+//! could grow before the step would lengthen.
+//!
+//! The graph is built from what the trace holds ([`graph`] lists the edges); an edge whose
+//! cause the trace does not show is not invented, and what is inferred is counted in
+//! [`Inferred`]. The path is walked back from the step's end (the end of its host range): at
+//! each point, to the predecessor that arrived last. Its segments tile the step, so the path's
+//! length is the step's duration, exactly. The trace shows when each dependency arrived, not
+//! how long an edge must take at least: the time from the last arrival to the point (a launch's
+//! latency, a kernel queued behind the previous one) is charged to that last arrival. Where
+//! every record starts a delay after its last dependency arrives, the path is a longest path
+//! of the dependency graph (`tests/analysis/critical_path.rs` checks it against a brute force). Per step, the graph holds only the records that start
+//! inside the step (and each stream's operation before them): memory is bounded by the step.
+
+mod graph;
+mod index;
+
+use std::collections::HashMap;
+
+use cutrace_trace::{Ns, Trace};
+use serde::Serialize;
+
+use crate::steps::Steps;
+use crate::window::Window;
+use graph::{Graph, PathSeg, SpanSel, NONE};
+use index::Index;
+
+/// What a segment of the path was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    /// Host time inside the innermost op, call or host range open on its thread.
+    Host,
+    /// A kernel ran (not a communication kernel).
+    Kernel,
+    /// A communication kernel ran ([`cutrace_trace::is_comm_kernel`]).
+    Communication,
+    Copy,
+    Memset,
+    /// From a launch call's start to its GPU work's start.
+    Launch,
+    /// From the previous operation's end on the stream to the next one's start.
+    Queue,
+    /// From the end of the GPU work a blocking call waited for to the call's return.
+    Sync,
+    /// From the end of the work a `cudaStreamWaitEvent` waited for to the waiting work's start.
+    StreamWait,
+    /// Time whose cause the trace does not show (a kernel without its launch call, a thread's
+    /// first op, a dependency between threads).
+    Unexplained,
+    /// A collective waiting for another rank to arrive (a job's path).
+    RankWait,
+}
+
+impl Kind {
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Host => "host",
+            Kind::Kernel => "kernel",
+            Kind::Communication => "communication",
+            Kind::Copy => "copy",
+            Kind::Memset => "memset",
+            Kind::Launch => "launch",
+            Kind::Queue => "queue",
+            Kind::Sync => "sync",
+            Kind::StreamWait => "stream_wait",
+            Kind::Unexplained => "unexplained",
+            Kind::RankWait => "rank_wait",
+        }
+    }
+}
+
+/// The critical path of every step and of the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CriticalPath {
+    /// What the graph took from inference rather than from a record, counted.
+    pub inferred: Inferred,
+    /// The path over the window (the whole trace without `--from`/`--to`): from its first
+    /// record's start to its last record's end; null when the window holds no record.
+    pub window: Option<PathReport>,
+    /// Per step, in the steps' order.
+    pub steps: Vec<StepPath>,
+}
+
+/// Edges the graph inferred, and edges it could not follow.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Inferred {
+    /// `cudaStreamWaitEvent` calls tied to the GPU work their thread launched last, on another
+    /// stream, before its last `cudaEventRecord` call: the trace does not say which stream the
+    /// event was recorded on.
+    pub stream_waits: u64,
+    /// Stream and event synchronizations with no record of their stream: taken to wait for the
+    /// last GPU work of their process to end before they returned.
+    pub syncs_without_stream: u64,
+    /// GPU operations with no launch call in the trace: their start has no recorded cause.
+    pub gpu_ops_without_launch: u64,
+    /// Dependencies whose cause ends after their effect starts (host and GPU clocks that
+    /// disagree): not followed.
+    pub inverted_edges: u64,
+}
+
+/// One step's path.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StepPath {
+    /// The step's index in `steps.steps` (1-based).
+    pub index: u64,
+    pub name: String,
+    pub pid: u32,
+    #[serde(flatten)]
+    pub path: PathReport,
+}
+
+/// A path over one span.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathReport {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// The sum of the segments: `end_ns − start_ns`.
+    pub length_ns: Ns,
+    /// Segments on the path.
+    pub segments: u64,
+    pub composition: Composition,
+    /// The longest segments, longest first: the ones to shorten first.
+    pub longest_segments: Vec<Segment>,
+    /// The largest GPU operations off the path, largest first, with their slack.
+    pub slack: Vec<Slack>,
+}
+
+/// The path's length by what it was; the fields add up to `length_ns`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Composition {
+    pub host_ns: Ns,
+    /// Host time by op (the innermost open), largest first.
+    pub host_ops: Vec<OpTime>,
+    pub compute_ns: Ns,
+    pub communication_ns: Ns,
+    /// Copies and memsets.
+    pub copy_ns: Ns,
+    /// Launch gaps: launch call to GPU start, and queueing behind the stream's previous work.
+    pub launch_ns: Ns,
+    pub sync_ns: Ns,
+    pub stream_wait_ns: Ns,
+    pub unexplained_ns: Ns,
+    /// Waiting for another rank (a job's path only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank_wait_ns: Option<Ns>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpTime {
+    pub name: String,
+    pub ns: Ns,
+}
+
+/// Where a segment ran: a host thread, or a GPU stream (as its process knows it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Place {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<u64>,
+    /// A job's path: the rank.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Segment {
+    pub kind: Kind,
+    /// The op, call, kernel or range; `(no op)` for host time outside any.
+    pub name: String,
+    pub place: Place,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub length_ns: Ns,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Slack {
+    pub kind: Kind,
+    pub name: String,
+    pub place: Place,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub duration_ns: Ns,
+    /// How much later it could end before the span's end would move, every other record where
+    /// it was.
+    pub slack_ns: Ns,
+}
+
+/// The critical path of `trace` over `window`, and of each of `steps`; lists capped at `top`.
+pub fn critical_path(
+    trace: &Trace,
+    window: Option<&Window>,
+    steps: Option<&Steps>,
+    top: usize,
+) -> CriticalPath {
+    let ix = Index::new(trace);
+    let mut inferred = Inferred::default();
+    let window_path = window_span(trace, window).and_then(|(s, e)| {
+        let sel = SpanSel {
+            start_ns: s,
+            end_ns: e,
+            pid: None,
+        };
+        let (g, _) = Graph::build(&ix, &sel, &mut inferred);
+        let sink = (0..g.len() as u32).max_by_key(|&n| (g.t(n), std::cmp::Reverse(n)))?;
+        Some(report(&ix, &g, sink, top))
+    });
+    let mut out = Vec::new();
+    for st in steps.map_or(&[][..], |s| &s.steps[..]) {
+        let sel = SpanSel {
+            start_ns: st.start_ns,
+            end_ns: st.end_ns,
+            pid: Some(st.pid),
+        };
+        // The window's graph holds every record a step does: count inferences there once.
+        let (g, ends) = Graph::build(&ix, &sel, &mut Inferred::default());
+        let Some(&sink) = ends.0.get(&(st.start_ns, st.end_ns)) else {
+            continue;
+        };
+        out.push(StepPath {
+            index: st.index,
+            name: st.name.clone(),
+            pid: st.pid,
+            path: report(&ix, &g, sink, top),
+        });
+    }
+    CriticalPath {
+        inferred,
+        window: window_path,
+        steps: out,
+    }
+}
+
+/// The window's span: its records' first start and last end, clipped to it.
+fn window_span(trace: &Trace, window: Option<&Window>) -> Option<(Ns, Ns)> {
+    let (s, e) = trace.bounds_ns()?;
+    match window {
+        None => Some((s, e)),
+        Some(w) => {
+            let (s, e) = (s.max(w.from_ns), e.min(w.to_ns));
+            (s < e).then_some((s, e))
+        }
+    }
+}
+
+/// The path to `sink` over `g`, clipped to the span, as a report.
+fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
+    let mut path = g.walk(sink);
+    for p in &mut path {
+        p.end_ns = p.end_ns.min(g.end_ns);
+    }
+    path.retain(|p| p.start_ns < p.end_ns);
+    let start_ns = g.start_ns;
+    let end_ns = g.t(sink).min(g.end_ns);
+    let slack = slack_list(ix, g, sink, &path, top);
+    let composition = composition(ix, &path, top);
+    let mut longest: Vec<&PathSeg> = path.iter().collect();
+    longest.sort_by_key(|p| (std::cmp::Reverse(p.end_ns - p.start_ns), p.start_ns));
+    let longest_segments = longest
+        .into_iter()
+        .take(top)
+        .map(|p| segment(ix, g, p))
+        .collect();
+    PathReport {
+        start_ns,
+        end_ns,
+        length_ns: path.iter().map(|p| p.end_ns - p.start_ns).sum(),
+        segments: path.len() as u64,
+        composition,
+        longest_segments,
+        slack,
+    }
+}
+
+fn composition(ix: &Index, path: &[PathSeg], top: usize) -> Composition {
+    let mut c = Composition::default();
+    let mut ops: HashMap<u32, Ns> = HashMap::new();
+    for p in path {
+        let d = p.end_ns - p.start_ns;
+        let slot = match p.seg.kind {
+            Kind::Host => {
+                *ops.entry(p.seg.name).or_default() += d;
+                &mut c.host_ns
+            }
+            Kind::Kernel => &mut c.compute_ns,
+            Kind::Communication => &mut c.communication_ns,
+            Kind::Copy | Kind::Memset => &mut c.copy_ns,
+            Kind::Launch | Kind::Queue => &mut c.launch_ns,
+            Kind::Sync => &mut c.sync_ns,
+            Kind::StreamWait => &mut c.stream_wait_ns,
+            Kind::Unexplained => &mut c.unexplained_ns,
+            Kind::RankWait => c.rank_wait_ns.get_or_insert(0),
+        };
+        *slot += d;
+    }
+    let mut ops: Vec<(u32, Ns)> = ops.into_iter().collect();
+    ops.sort_by_key(|&(n, ns)| (std::cmp::Reverse(ns), n));
+    c.host_ops = ops
+        .into_iter()
+        .take(top)
+        .map(|(n, ns)| OpTime {
+            name: host_name(ix.trace, n),
+            ns,
+        })
+        .collect();
+    c
+}
+
+fn host_name(trace: &Trace, name: u32) -> String {
+    if name == NONE {
+        "(no op)".to_owned()
+    } else {
+        trace.str(name).to_owned()
+    }
+}
+
+fn segment(ix: &Index, g: &Graph, p: &PathSeg) -> Segment {
+    let (name, place) = name_place(ix, g, p.seg.kind, p.seg.name, p.seg.lane);
+    Segment {
+        kind: p.seg.kind,
+        name,
+        place,
+        start_ns: p.start_ns,
+        end_ns: p.end_ns,
+        length_ns: p.end_ns - p.start_ns,
+    }
+}
+
+/// A segment's name and place, from its kind, name id and lane.
+fn name_place(ix: &Index, g: &Graph, kind: Kind, name: u32, lane: u32) -> (String, Place) {
+    let trace = ix.trace;
+    match kind {
+        Kind::Host | Kind::Sync => {
+            let l = &ix.threads[g.host_lanes[lane as usize] as usize];
+            let place = Place {
+                pid: Some(l.pid),
+                thread: Some(l.thread),
+                ..Place::default()
+            };
+            (host_name(trace, name), place)
+        }
+        Kind::Unexplained | Kind::RankWait => ("no recorded cause".to_owned(), Place::default()),
+        _ => {
+            let l = &ix.streams[g.gpu_lanes[lane as usize] as usize];
+            let (pid, stream) = trace.meta.id_origin(l.stream);
+            let place = Place {
+                pid,
+                device: Some(l.device),
+                stream: Some(stream),
+                ..Place::default()
+            };
+            let name = match kind {
+                Kind::Copy if name == NONE => "copy".to_owned(),
+                Kind::Memset if name == NONE => "memset".to_owned(),
+                _ if name == NONE => "?".to_owned(),
+                _ => crate::names::display_name(trace.str(name)).into_owned(),
+            };
+            (name, place)
+        }
+    }
+}
+
+/// The largest GPU operations off the path inside the span, with their slack.
+fn slack_list(ix: &Index, g: &Graph, sink: u32, path: &[PathSeg], top: usize) -> Vec<Slack> {
+    let on_path: std::collections::HashSet<(u32, u32)> = path
+        .iter()
+        .filter(|p| {
+            p.seg.op != NONE
+                && matches!(
+                    p.seg.kind,
+                    Kind::Kernel | Kind::Communication | Kind::Copy | Kind::Memset
+                )
+        })
+        .map(|p| (p.seg.lane, p.seg.op))
+        .collect();
+    let mut off: Vec<usize> = g
+        .gpu
+        .iter()
+        .enumerate()
+        .filter(|(_, gn)| {
+            let (s, e) = (g.t(gn.start), g.t(gn.end));
+            s >= g.start_ns && e <= g.end_ns && e > s && !on_path.contains(&(gn.lane, gn.op))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let dur = |i: usize| g.t(g.gpu[i].end) - g.t(g.gpu[i].start);
+    off.sort_by_key(|&i| (std::cmp::Reverse(dur(i)), g.t(g.gpu[i].start)));
+    off.truncate(top);
+    if off.is_empty() {
+        return Vec::new();
+    }
+    let slack = g.slack(sink);
+    off.into_iter()
+        .map(|i| {
+            let gn = g.gpu[i];
+            let lane = &ix.streams[g.gpu_lanes[gn.lane as usize] as usize];
+            let op = &lane.ops[gn.op as usize];
+            let (name, place) = name_place(ix, g, op.kind, op.name, gn.lane);
+            Slack {
+                kind: op.kind,
+                name,
+                place,
+                start_ns: g.t(gn.start),
+                end_ns: g.t(gn.end),
+                duration_ns: dur(i),
+                slack_ns: slack[i],
+            }
+        })
+        .collect()
+}

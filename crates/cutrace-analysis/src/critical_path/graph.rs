@@ -1,0 +1,604 @@
+//! The dependency graph of one time span of one trace, and the walk back along it that is the
+//! critical path. Nodes are points in time: the start and end of every host interval (framework
+//! op, CUDA call, host range) and of every GPU operation (kernel, copy, memset). Edges:
+//!
+//! - each host thread is one chain of its points in time order (intervals nest on their thread:
+//!   the time between two points belongs to the innermost interval open there);
+//! - each GPU stream is one chain: an operation's start follows the previous one's end (stream
+//!   order), its end follows its start (the operation ran);
+//! - a launch call's start → the start of every GPU operation with its correlation id (a CUDA
+//!   graph launch → each kernel it ran, which carry the graph launch's id);
+//! - the end of the GPU work a blocking call waited for → the call's end (`cudaStreamSynchronize`
+//!   on its stream, `cudaEventSynchronize` on the event's stream, `cudaDeviceSynchronize` on every
+//!   stream of its process, a blocking copy on its own copy);
+//! - `cudaStreamWaitEvent`: the GPU work the event stood for → the first operation launched on
+//!   the waiting stream after the call. The trace does not say which stream the event was
+//!   recorded on: that is inferred (see [`super::Inferred::stream_waits`]).
+//!
+//! Every edge runs forward in time; one whose cause ends after its effect starts (clocks of
+//! host and GPU that disagree) is not followed and is counted. The walk starts at the span's
+//! end and, at each point, steps to the predecessor that arrived last (the one the point waited
+//! for); the time between them is one segment. Segments tile the span: the path's length is the
+//! span's length, exactly.
+
+use std::collections::HashMap;
+
+use cutrace_trace::{Ns, StrId};
+
+use super::index::{Call, GpuLane, HostIv, Index, NO_API};
+use super::{Inferred, Kind};
+
+pub(crate) const NONE: u32 = u32::MAX;
+
+/// What the time between two points was: its kind, the name of the op or record, the lane it
+/// ran on (a host lane for host kinds, a GPU lane otherwise) and, for GPU kinds, the operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Seg {
+    pub kind: Kind,
+    /// `NONE` for host time outside any op.
+    pub name: StrId,
+    pub lane: u32,
+    /// The GPU operation's index in its lane (GPU kinds), else `NONE`.
+    pub op: u32,
+}
+
+impl Seg {
+    const UNEXPLAINED: Seg = Seg {
+        kind: Kind::Unexplained,
+        name: NONE,
+        lane: NONE,
+        op: NONE,
+    };
+}
+
+/// An edge from another lane (or from outside the span: `src == NONE`, at `src_t`).
+#[derive(Debug, Clone, Copy)]
+struct Cross {
+    dst: u32,
+    src: u32,
+    src_t: Ns,
+    seg: Seg,
+}
+
+/// One piece of the path.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PathSeg {
+    pub seg: Seg,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+}
+
+/// A GPU operation of the span: its lane and index there, and its two nodes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GpuNode {
+    pub lane: u32,
+    pub op: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+/// The graph of one span `[start_ns, end_ns]`.
+pub(crate) struct Graph {
+    t: Vec<Ns>,
+    prev: Vec<u32>,
+    prev_seg: Vec<Seg>,
+    /// Whether the edge from `prev` is work that any delay before it pushes along (host program
+    /// order, a GPU operation running) rather than a dependency that may be waited for.
+    prev_work: Vec<bool>,
+    cross: Vec<Cross>,
+    pub gpu: Vec<GpuNode>,
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    /// Host lanes' indices in the index, by the lane numbers segments carry.
+    pub host_lanes: Vec<u32>,
+    /// GPU lanes' indices in the index, by the lane numbers segments carry.
+    pub gpu_lanes: Vec<u32>,
+}
+
+/// Which host lanes and GPU lanes a span takes: those of one process, or all.
+pub(crate) struct SpanSel {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub pid: Option<u32>,
+}
+
+impl Graph {
+    fn node(&mut self, t: Ns, prev: u32, seg: Seg, work: bool) -> u32 {
+        let id = self.t.len() as u32;
+        self.t.push(t);
+        self.prev.push(prev);
+        self.prev_seg.push(seg);
+        self.prev_work.push(work);
+        id
+    }
+
+    pub fn len(&self) -> usize {
+        self.t.len()
+    }
+
+    pub fn t(&self, n: u32) -> Ns {
+        self.t[n as usize]
+    }
+
+    /// Builds the graph of `sel` over `ix`; returns it and, for each host interval that is a
+    /// host range, its end node (by (lane, start, end, name)) through `range_end`.
+    pub fn build(ix: &Index, sel: &SpanSel, inferred: &mut Inferred) -> (Graph, RangeEnds) {
+        let mut g = Graph {
+            t: Vec::new(),
+            prev: Vec::new(),
+            prev_seg: Vec::new(),
+            prev_work: Vec::new(),
+            cross: Vec::new(),
+            gpu: Vec::new(),
+            start_ns: sel.start_ns,
+            end_ns: sel.end_ns,
+            host_lanes: Vec::new(),
+            gpu_lanes: Vec::new(),
+        };
+        // API index → (start node, end node, host lane, position in that lane's span slice).
+        let mut api_nodes: HashMap<u32, (u32, u32)> = HashMap::new();
+        let mut range_ends = RangeEnds::default();
+        // Host lanes, each a slice of its intervals that start inside the span.
+        let mut host_slices: Vec<&[HostIv]> = Vec::new();
+        for (li, lane) in ix.threads.iter().enumerate() {
+            if sel.pid.is_some_and(|p| p != lane.pid) {
+                continue;
+            }
+            let ivs = lane.span(sel.start_ns, sel.end_ns);
+            if ivs.is_empty() {
+                continue;
+            }
+            let lane_no = g.host_lanes.len() as u32;
+            g.host_lanes.push(li as u32);
+            host_slices.push(ivs);
+            g.chain(lane_no, ivs, &mut api_nodes, &mut range_ends);
+        }
+        // GPU lanes: the operations that start inside the span, and the one before them.
+        let mut by_corr: HashMap<u64, u32> = HashMap::new();
+        for (li, lane) in ix.streams.iter().enumerate() {
+            if sel.pid.is_some() && lane.pid.is_some() && lane.pid != sel.pid {
+                continue;
+            }
+            let (lo, hi) = lane.span(sel.start_ns, sel.end_ns);
+            if lo == hi {
+                continue;
+            }
+            let lane_no = g.gpu_lanes.len() as u32;
+            g.gpu_lanes.push(li as u32);
+            g.stream_chain(
+                ix,
+                lane,
+                lane_no,
+                lo,
+                hi,
+                &mut by_corr,
+                &api_nodes,
+                inferred,
+            );
+        }
+        g.sync_edges(ix, &host_slices, &api_nodes, &by_corr, inferred);
+        g.cross.sort_by_key(|c| c.dst);
+        (g, range_ends)
+    }
+
+    /// One host lane's chain of points.
+    fn chain(
+        &mut self,
+        lane_no: u32,
+        ivs: &[HostIv],
+        api_nodes: &mut HashMap<u32, (u32, u32)>,
+        range_ends: &mut RangeEnds,
+    ) {
+        let seg_of = |top: Option<&(usize, Ns)>| Seg {
+            kind: Kind::Host,
+            name: top.map_or(NONE, |&(i, _)| ivs[i].name),
+            lane: lane_no,
+            op: NONE,
+        };
+        // (interval, its end as nested) of the open intervals, innermost last.
+        let mut stack: Vec<(usize, Ns)> = Vec::new();
+        let mut starts: Vec<u32> = vec![NONE; ivs.len()];
+        let mut last = NONE;
+        let mut i = 0;
+        loop {
+            let next = ivs.get(i);
+            let closes = stack
+                .last()
+                .is_some_and(|&(_, end)| next.is_none_or(|iv| end <= iv.start));
+            if closes {
+                let top = stack.last().copied();
+                let Some((k, end)) = top else { break };
+                let n = self.node(end, last, seg_of(top.as_ref()), true);
+                stack.pop();
+                last = n;
+                let iv = &ivs[k];
+                if iv.api != NO_API {
+                    api_nodes.insert(iv.api, (starts[k], n));
+                }
+                if iv.range {
+                    range_ends.0.insert((iv.start, iv.end), n);
+                }
+                continue;
+            }
+            let Some(iv) = next else { break };
+            let n = self.node(iv.start, last, seg_of(stack.last()), true);
+            starts[i] = n;
+            last = n;
+            // An interval that outlasts its parent ends with it: points stay in time order.
+            let end = stack
+                .last()
+                .map_or(iv.end, |&(_, pe)| iv.end.min(pe))
+                .max(iv.start);
+            stack.push((i, end));
+            i += 1;
+        }
+    }
+
+    /// One GPU lane's chain, and the launch edges into it.
+    #[allow(clippy::too_many_arguments)]
+    fn stream_chain(
+        &mut self,
+        ix: &Index,
+        lane: &GpuLane,
+        lane_no: u32,
+        lo: usize,
+        hi: usize,
+        by_corr: &mut HashMap<u64, u32>,
+        api_nodes: &HashMap<u32, (u32, u32)>,
+        inferred: &mut Inferred,
+    ) {
+        let mut last = NONE;
+        for (k, op) in lane.ops[lo..hi].iter().enumerate() {
+            let k = (lo + k) as u32;
+            let seg = Seg {
+                kind: Kind::Queue,
+                name: op.name,
+                lane: lane_no,
+                op: k,
+            };
+            // Stream order: a start before the previous end (overlap on one stream, which the
+            // hardware does not do) is not followed.
+            let prev_ok = last != NONE && self.t(last) <= op.start;
+            let s = self.node(op.start, if prev_ok { last } else { NONE }, seg, false);
+            let run = Seg {
+                kind: op.kind,
+                ..seg
+            };
+            let e = self.node(op.end.max(op.start), s, run, true);
+            last = e;
+            let gi = self.gpu.len() as u32;
+            self.gpu.push(GpuNode {
+                lane: lane_no,
+                op: k,
+                start: s,
+                end: e,
+            });
+            if op.corr != 0 {
+                let keep = by_corr
+                    .get(&op.corr)
+                    .is_none_or(|&o| self.t(self.gpu[o as usize].end) <= op.end);
+                if keep {
+                    by_corr.insert(op.corr, gi);
+                }
+            }
+            match ix.launch_of.get(&op.corr) {
+                Some(&api) if op.corr != 0 => {
+                    let call = &ix.api[api as usize];
+                    if call.start > op.start {
+                        inferred.inverted_edges += 1;
+                        continue;
+                    }
+                    let src = api_nodes.get(&api).map_or(NONE, |n| n.0);
+                    self.cross.push(Cross {
+                        dst: s,
+                        src,
+                        src_t: call.start,
+                        seg: Seg {
+                            kind: Kind::Launch,
+                            ..seg
+                        },
+                    });
+                }
+                _ => inferred.gpu_ops_without_launch += 1,
+            }
+        }
+    }
+
+    /// Edges into blocking calls' ends and out of the work `cudaStreamWaitEvent` waited for.
+    fn sync_edges(
+        &mut self,
+        ix: &Index,
+        host_slices: &[&[HostIv]],
+        api_nodes: &HashMap<u32, (u32, u32)>,
+        by_corr: &HashMap<u64, u32>,
+        inferred: &mut Inferred,
+    ) {
+        for (lane_no, ivs) in host_slices.iter().enumerate() {
+            for (pos, iv) in ivs.iter().enumerate() {
+                if iv.api == NO_API {
+                    continue;
+                }
+                let call = &ix.api[iv.api as usize];
+                let Some(&(_, end_node)) = api_nodes.get(&iv.api) else {
+                    continue;
+                };
+                let waited = match call.call {
+                    Call::Copy => by_corr.get(&call.corr).copied(),
+                    Call::StreamSync | Call::EventSync | Call::DeviceSync => {
+                        self.waited_for(ix, call.corr, call.call, call.pid, call.end, inferred)
+                    }
+                    Call::WaitEvent => {
+                        self.stream_wait(ix, ivs, pos, by_corr, inferred);
+                        None
+                    }
+                    _ => None,
+                };
+                if let Some(gi) = waited {
+                    let gn = self.gpu[gi as usize];
+                    let src_t = self.t(gn.end);
+                    if src_t > call.end {
+                        inferred.inverted_edges += 1;
+                        continue;
+                    }
+                    self.cross.push(Cross {
+                        dst: end_node,
+                        src: gn.end,
+                        src_t,
+                        seg: Seg {
+                            kind: Kind::Sync,
+                            name: iv.name,
+                            lane: lane_no as u32,
+                            op: NONE,
+                        },
+                    });
+                }
+            }
+        }
+    }
+
+    /// The GPU operation a synchronizing call waited for: the last to end, no later than the
+    /// call's return, on the stream its synchronization record names, or on every stream of its
+    /// process (device-wide, and where no record names a stream).
+    fn waited_for(
+        &self,
+        ix: &Index,
+        corr: u64,
+        call: Call,
+        pid: u32,
+        by: Ns,
+        inferred: &mut Inferred,
+    ) -> Option<u32> {
+        let rec = ix.sync_of.get(&corr).map(|&s| &ix.trace.syncs[s as usize]);
+        let stream = match (call, rec) {
+            (Call::DeviceSync, _) => None,
+            (_, Some(r)) if r.stream.is_some() => r.stream.map(|s| (r.device, s)),
+            _ => {
+                inferred.syncs_without_stream += 1;
+                None
+            }
+        };
+        let mut best: Option<(Ns, u32)> = None;
+        for (gi, gn) in self.gpu.iter().enumerate() {
+            let lane = &ix.streams[self.gpu_lanes[gn.lane as usize] as usize];
+            let ok = match stream {
+                Some(key) => (lane.device, lane.stream) == key,
+                None => lane.pid.is_none_or(|p| p == pid),
+            };
+            let end = self.t(gn.end);
+            if ok && end <= by && best.is_none_or(|b| end > b.0) {
+                best = Some((end, gi as u32));
+            }
+        }
+        best.map(|b| b.1)
+    }
+
+    /// `cudaStreamWaitEvent` at `ivs[pos]`: the work launched before the thread's last
+    /// `cudaEventRecord` on another stream → the first operation launched on the waiting
+    /// stream after the call.
+    fn stream_wait(
+        &mut self,
+        ix: &Index,
+        ivs: &[HostIv],
+        pos: usize,
+        by_corr: &HashMap<u64, u32>,
+        inferred: &mut Inferred,
+    ) {
+        let wait = &ix.api[ivs[pos].api as usize];
+        let Some(rec) = ix
+            .sync_of
+            .get(&wait.corr)
+            .map(|&s| &ix.trace.syncs[s as usize])
+        else {
+            return;
+        };
+        let Some(waiting) = rec.stream else {
+            return;
+        };
+        let key = (rec.device, waiting);
+        let Some(record_pos) = (0..pos)
+            .rev()
+            .find(|&p| ivs[p].api != NO_API && ix.api[ivs[p].api as usize].call == Call::Record)
+        else {
+            return;
+        };
+        let dep = (0..record_pos).rev().find_map(|p| {
+            let a = ivs[p].api;
+            if a == NO_API {
+                return None;
+            }
+            let gi = *by_corr.get(&ix.api[a as usize].corr)?;
+            let lane = &ix.streams[self.gpu_lanes[self.gpu[gi as usize].lane as usize] as usize];
+            ((lane.device, lane.stream) != key).then_some(gi)
+        });
+        let Some(dep) = dep else {
+            return;
+        };
+        // The first operation on the waiting stream launched after the wait call.
+        let after = self.gpu.iter().copied().find(|gn| {
+            let lane = &ix.streams[self.gpu_lanes[gn.lane as usize] as usize];
+            let op = &lane.ops[gn.op as usize];
+            (lane.device, lane.stream) == key
+                && ix
+                    .launch_of
+                    .get(&op.corr)
+                    .is_some_and(|&a| ix.api[a as usize].start >= wait.start)
+        });
+        let Some(after) = after else {
+            return;
+        };
+        let d = self.gpu[dep as usize];
+        let src_t = self.t(d.end);
+        if src_t > self.t(after.start) {
+            inferred.inverted_edges += 1;
+            return;
+        }
+        inferred.stream_waits += 1;
+        let lane = &ix.streams[self.gpu_lanes[after.lane as usize] as usize];
+        self.cross.push(Cross {
+            dst: after.start,
+            src: d.end,
+            src_t,
+            seg: Seg {
+                kind: Kind::StreamWait,
+                name: lane.ops[after.op as usize].name,
+                lane: after.lane,
+                op: after.op,
+            },
+        });
+    }
+
+    fn crosses(&self, v: u32) -> &[Cross] {
+        let lo = self.cross.partition_point(|c| c.dst < v);
+        let hi = self.cross.partition_point(|c| c.dst <= v);
+        &self.cross[lo..hi]
+    }
+
+    /// The predecessor `v` waited for: the one that arrived last (an edge from another lane
+    /// wins a tie), as (its time, its node or `NONE` when outside the span, the segment, the
+    /// cross edge's index or `NONE` for the lane's own predecessor).
+    fn binding(&self, v: u32) -> Option<(Ns, u32, Seg, u32)> {
+        let tv = self.t(v);
+        let mut best: Option<(Ns, u32, Seg, u32)> = None;
+        let p = self.prev[v as usize];
+        if p != NONE && self.t(p) <= tv {
+            best = Some((self.t(p), p, self.prev_seg[v as usize], NONE));
+        }
+        let lo = self.cross.partition_point(|c| c.dst < v);
+        for (k, c) in self.crosses(v).iter().enumerate() {
+            if c.src_t <= tv && best.is_none_or(|b| c.src_t >= b.0) {
+                best = Some((c.src_t, c.src, c.seg, (lo + k) as u32));
+            }
+        }
+        best
+    }
+
+    /// The critical path back from `sink` to the span's start, in time order.
+    pub fn walk(&self, sink: u32) -> Vec<PathSeg> {
+        let mut out: Vec<PathSeg> = Vec::new();
+        let s = self.start_ns;
+        let mut v = sink;
+        let mut steps = 0usize;
+        let limit = self.t.len() + self.cross.len() + 1;
+        loop {
+            let tv = self.t(v);
+            if tv <= s {
+                break;
+            }
+            steps += 1;
+            let Some((pt, src, seg, _)) = self.binding(v).filter(|_| steps <= limit) else {
+                out.push(PathSeg {
+                    seg: Seg::UNEXPLAINED,
+                    start_ns: s,
+                    end_ns: tv,
+                });
+                break;
+            };
+            let from = pt.max(s);
+            if from < tv {
+                out.push(PathSeg {
+                    seg,
+                    start_ns: from,
+                    end_ns: tv,
+                });
+            }
+            if pt <= s {
+                break;
+            }
+            if src == NONE {
+                out.push(PathSeg {
+                    seg: Seg::UNEXPLAINED,
+                    start_ns: s,
+                    end_ns: pt,
+                });
+                break;
+            }
+            v = src;
+        }
+        out.reverse();
+        out
+    }
+
+    /// Each GPU operation's slack, by [`Graph::gpu`]: how much later its end could come before
+    /// `sink` would, with every other record where it was. A dependency that bound its target
+    /// keeps its recorded delay; one that did not may grow until it binds. Work after the
+    /// span's end, or that nothing in the span waits for, may grow until the span's end.
+    pub fn slack(&self, sink: u32) -> Vec<Ns> {
+        let n = self.t.len();
+        // Edges as (src, dst, weight), from each node's lane predecessor and the cross edges.
+        let mut edges: Vec<(u32, u32, Ns)> = Vec::with_capacity(n + self.cross.len());
+        for v in 0..n as u32 {
+            let bind = self.binding(v);
+            let p = self.prev[v as usize];
+            if p != NONE && self.t(p) <= self.t(v) {
+                let binds = bind.is_some_and(|b| b.3 == NONE);
+                let w = if self.prev_work[v as usize] || binds {
+                    self.t(v) - self.t(p)
+                } else {
+                    0
+                };
+                edges.push((p, v, w));
+            }
+            let lo = self.cross.partition_point(|c| c.dst < v);
+            for (k, c) in self.crosses(v).iter().enumerate() {
+                if c.src == NONE || c.src_t > self.t(v) {
+                    continue;
+                }
+                let binds = bind.is_some_and(|b| b.3 == (lo + k) as u32);
+                edges.push((c.src, v, if binds { self.t(v) - c.src_t } else { 0 }));
+            }
+        }
+        // Latest times, in reverse topological order (Kahn's algorithm on the reversed edges).
+        let mut out_deg = vec![0u32; n];
+        let mut into: Vec<Vec<(u32, Ns)>> = vec![Vec::new(); n];
+        for &(u, v, w) in &edges {
+            out_deg[u as usize] += 1;
+            into[v as usize].push((u, w));
+        }
+        drop(edges);
+        let mut latest: Vec<Ns> = self.t.iter().map(|&t| t.max(self.end_ns)).collect();
+        latest[sink as usize] = self.t(sink);
+        let mut ready: Vec<u32> = (0..n as u32)
+            .filter(|&v| out_deg[v as usize] == 0)
+            .collect();
+        while let Some(v) = ready.pop() {
+            let lv = latest[v as usize];
+            for &(u, w) in &into[v as usize] {
+                let l = lv.saturating_sub(w);
+                let lu = &mut latest[u as usize];
+                *lu = (*lu).min(l);
+                out_deg[u as usize] -= 1;
+                if out_deg[u as usize] == 0 {
+                    ready.push(u);
+                }
+            }
+        }
+        self.gpu
+            .iter()
+            .map(|gn| latest[gn.end as usize].saturating_sub(self.t(gn.end)))
+            .collect()
+    }
+}
+
+/// The end node of each host range by (start, end), to find a step's end.
+#[derive(Default)]
+pub(crate) struct RangeEnds(pub HashMap<(Ns, Ns), u32>);
