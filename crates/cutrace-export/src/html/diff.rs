@@ -1,8 +1,10 @@
-//! The diff page: what [`cutrace_analysis::diff`] says (caveats, per-GPU changes, steps, the
-//! kernel and API names that changed most), then the two traces' reports side by side.
+//! The diff page: what [`cutrace_analysis::diff`] says (per GPU the wall time, busy and the idle
+//! split of both traces first, then caveats, steps, the kernel and API names that changed most),
+//! then the two traces' reports side by side.
 
 use std::fmt::Write as _;
 
+use cutrace_analysis::diff::DeviceSide;
 use cutrace_analysis::{fmt_ns, Diff, DiffSide};
 
 use super::{escape, page_end, page_start, pct, report, Cell, PageData, Table, TimelineLod};
@@ -28,8 +30,8 @@ pub fn page(base: &PageSide<'_>, new: &PageSide<'_>, d: &Diff) -> String {
         escape(base_title),
         escape(new_title)
     );
+    headline(&mut o, d);
     caveats(&mut o, d);
-    devices(&mut o, d);
     steps(&mut o, d);
     names(&mut o, "Kernels", &d.kernels);
     names(&mut o, crate::text::diff::api_calls_label(d), &d.api);
@@ -71,21 +73,88 @@ fn caveats(o: &mut String, d: &Diff) {
     o.push_str("</section>\n");
 }
 
-fn devices(o: &mut String, d: &Diff) {
+/// The answer first: per GPU, the wall time (its kernel span), busy and the idle split (waiting
+/// for the host, launched and not started, no launch call) of both traces and their change, as
+/// stacked bars on one scale and as a table whose numbers carry the diff JSON's values.
+fn headline(o: &mut String, d: &Diff) {
     o.push_str(
-        "<h2>GPUs</h2><table class=\"devices\"><thead><tr><th>GPU</th><th>busy (base)</th>\
-         <th>busy (new)</th><th>Δ points</th><th>idle gaps (base)</th><th>idle gaps (new)</th>\
-         <th>busy time (base)</th><th>busy time (new)</th></tr></thead><tbody>",
+        "<section id=\"headline\"><h2>Wall time, busy and idle</h2><p class=\"muted\">Per GPU, \
+         its kernel span (first kernel start to last kernel end) split into busy time and idle \
+         time, the idle time by what it waited on.</p>",
     );
+    headline_bars(o, d);
     for g in &d.devices {
-        let _ = write!(o, "<tr><td>GPU {}</td>", g.device);
+        let dev = format!(" data-device=\"{}\"", g.device);
+        let _ = write!(
+            o,
+            "<table class=\"headline\"{dev}><thead><tr><th>GPU {}</th><th>base</th><th>new</th>\
+             <th>change</th></tr></thead><tbody>",
+            g.device
+        );
+        type Get = fn(&DeviceSide) -> Option<u64>;
+        let rows: [(&str, &str, Get); 6] = [
+            ("wall time (kernel span)", "window_ns", |s| {
+                Some(s.window_ns)
+            }),
+            ("busy", "busy_ns", |s| Some(s.busy_ns)),
+            ("idle", "idle_ns", |s| Some(s.idle_ns)),
+            ("  waiting for the host", "idle_before_launch_ns", |s| {
+                s.idle_before_launch_ns
+            }),
+            ("  launched, not started", "idle_after_launch_ns", |s| {
+                s.idle_after_launch_ns
+            }),
+            ("  unknown (no launch call)", "idle_unknown_ns", |s| {
+                s.idle_unknown_ns
+            }),
+        ];
+        for (label, key, get) in rows {
+            let (b, n) = (g.base.as_ref().and_then(get), g.new.as_ref().and_then(get));
+            let _ = write!(
+                o,
+                "<tr><td{}>{}</td>",
+                if label.starts_with(' ') {
+                    " class=\"sub\""
+                } else {
+                    ""
+                },
+                escape(label.trim_start())
+            );
+            for (side, v) in [("base", b), ("new", n)] {
+                match v {
+                    Some(v) => {
+                        super::checked(o, "td", &format!("{side}_{key}"), &dev, v, &fmt_ns(v))
+                    }
+                    None => o.push_str("<td>-</td>"),
+                }
+            }
+            match (b, n) {
+                (Some(b), Some(n)) => {
+                    let change = n as i128 - b as i128;
+                    let text = format!(
+                        "{}{}{}",
+                        if change < 0 { "−" } else { "+" },
+                        fmt_ns(change.unsigned_abs() as u64),
+                        if b > 0 {
+                            format!(" ({:+.1} %)", change as f64 * 100.0 / b as f64)
+                        } else {
+                            String::new()
+                        }
+                    );
+                    super::checked(o, "td", &format!("change_{key}"), &dev, change, &text);
+                }
+                _ => o.push_str("<td>-</td>"),
+            }
+            o.push_str("</tr>");
+        }
+        o.push_str("<tr><td>busy, share of the wall time</td>");
         for (side, s) in [("base", &g.base), ("new", &g.new)] {
             match s {
                 Some(s) => super::checked(
                     o,
                     "td",
                     &format!("{side}_busy_pct"),
-                    &format!(" data-device=\"{}\"", g.device),
+                    &dev,
                     s.busy_pct,
                     &pct(s.busy_pct),
                 ),
@@ -94,8 +163,9 @@ fn devices(o: &mut String, d: &Diff) {
         }
         let _ = write!(
             o,
-            "<td class=\"num\">{}</td>",
-            g.busy_pct_points.map_or("-".into(), |p| format!("{p:+.2}"))
+            "<td class=\"num\">{}</td></tr><tr><td>idle gaps</td>",
+            g.busy_pct_points
+                .map_or("-".into(), |p| format!("{p:+.2} points"))
         );
         for (side, s) in [("base", &g.base), ("new", &g.new)] {
             match s {
@@ -103,23 +173,103 @@ fn devices(o: &mut String, d: &Diff) {
                     o,
                     "td",
                     &format!("{side}_gaps"),
-                    &format!(" data-device=\"{}\"", g.device),
+                    &dev,
                     s.gaps,
                     &s.gaps.to_string(),
                 ),
                 None => o.push_str("<td>-</td>"),
             }
         }
-        for s in [&g.base, &g.new] {
+        let gaps = match (&g.base, &g.new) {
+            (Some(b), Some(n)) => format!("{:+}", n.gaps as i64 - b.gaps as i64),
+            _ => "-".into(),
+        };
+        let _ = write!(o, "<td class=\"num\">{gaps}</td></tr></tbody></table>");
+    }
+    o.push_str("</section>\n");
+}
+
+/// Per GPU and side a bar as long as its wall time (one scale for all): busy, then the idle
+/// time waiting for the host, launched and not started, and unknown.
+fn headline_bars(o: &mut String, d: &Diff) {
+    let sides: Vec<(u32, &str, &DeviceSide)> = d
+        .devices
+        .iter()
+        .flat_map(|g| {
+            [("base", &g.base), ("new", &g.new)]
+                .into_iter()
+                .filter_map(move |(which, s)| s.as_ref().map(|s| (g.device, which, s)))
+        })
+        .collect();
+    let max = sides.iter().map(|s| s.2.window_ns).max().unwrap_or(0);
+    if sides.is_empty() || max == 0 {
+        return;
+    }
+    let (w, left, row) = (640.0, 90.0, 18.0);
+    let h = sides.len() as f64 * (row + 4.0) + 16.0;
+    let _ = write!(
+        o,
+        "<svg class=\"chart headline-bars\" viewBox=\"0 0 {w} {h}\" role=\"img\" \
+         aria-label=\"wall time, busy and idle of both traces\">\
+         <text x=\"{left}\" y=\"{}\" class=\"tick\">0</text>\
+         <text x=\"{w}\" y=\"{}\" class=\"tick\" text-anchor=\"end\">{}</text>",
+        h - 2.0,
+        h - 2.0,
+        escape(&fmt_ns(max))
+    );
+    let scale = (w - left) / max as f64;
+    for (i, (dev, which, s)) in sides.iter().enumerate() {
+        let y = i as f64 * (row + 4.0);
+        let _ = write!(
+            o,
+            "<text x=\"2\" y=\"{:.1}\" class=\"tick\">GPU {dev} {which}</text>",
+            y + row - 5.0
+        );
+        let parts = [
+            ("busy", s.busy_ns, "busy"),
+            (
+                "host",
+                s.idle_before_launch_ns.unwrap_or(0),
+                "waiting for the host",
+            ),
+            (
+                "queued",
+                s.idle_after_launch_ns.unwrap_or(0),
+                "launched, not started",
+            ),
+            // Without a split (no launch calls at all) the idle time is all unknown.
+            (
+                "unknown",
+                s.idle_unknown_ns
+                    .unwrap_or(if s.idle_before_launch_ns.is_none() {
+                        s.idle_ns
+                    } else {
+                        0
+                    }),
+                "unknown",
+            ),
+        ];
+        let mut x = left;
+        for (class, ns, words) in parts {
+            if ns == 0 {
+                continue;
+            }
+            let bw = ns as f64 * scale;
             let _ = write!(
                 o,
-                "<td class=\"num\">{}</td>",
-                s.as_ref().map_or("-".into(), |s| fmt_ns(s.busy_ns))
+                "<rect class=\"{class}\" x=\"{x:.2}\" y=\"{y:.1}\" width=\"{bw:.2}\" \
+                 height=\"{row}\"><title>GPU {dev} {which}: {words} {}</title></rect>",
+                fmt_ns(ns)
             );
+            x += bw;
         }
-        o.push_str("</tr>");
     }
-    o.push_str("</tbody></table>\n");
+    o.push_str(
+        "</svg><p class=\"legend\"><span class=\"sw busy\"></span>busy \
+         <span class=\"sw host\"></span>idle: waiting for the host \
+         <span class=\"sw queued\"></span>idle: launched, not started \
+         <span class=\"sw unknown\"></span>idle: unknown (no launch call)</p>",
+    );
 }
 
 fn steps(o: &mut String, d: &Diff) {

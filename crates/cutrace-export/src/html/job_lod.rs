@@ -139,6 +139,7 @@ pub fn job_lod(ranks: &[(u32, &RankBuckets)], levels: u32) -> TimelineLod {
             zoom: ZOOM,
             lanes: Vec::new(),
             streams_not_drawn: 0,
+            host_threads_not_drawn: 0,
         };
     };
     let mut levels = levels.clamp(1, MAX_LEVELS);
@@ -177,6 +178,7 @@ pub fn job_lod(ranks: &[(u32, &RankBuckets)], levels: u32) -> TimelineLod {
             stream: None,
             pid: None,
             rank: Some(*rank),
+            role: None,
             levels: encode_levels(busy, comm, width, r.devices.max(1), levels),
         })
         .collect();
@@ -189,6 +191,7 @@ pub fn job_lod(ranks: &[(u32, &RankBuckets)], levels: u32) -> TimelineLod {
         zoom: ZOOM,
         lanes,
         streams_not_drawn: 0,
+        host_threads_not_drawn: 0,
     }
 }
 

@@ -1,12 +1,12 @@
 //! The timeline's levels of detail, computed once in Rust so that the page's size and drawing
-//! cost do not grow with the trace: per lane (a GPU, or one stream of a GPU) a fixed number of
-//! buckets at a few zoom levels, each bucket with its busy share and, for a GPU, the reading of
-//! most of its idle time (the report's idle split: waiting for the host, launched and not
-//! started, unknown).
+//! cost do not grow with the trace: per lane (a GPU, its copies, one of its streams, or one host
+//! thread) a fixed number of buckets at a few zoom levels, each bucket with its busy share and,
+//! for a GPU, the reading of most of its idle time (the report's idle split: waiting for the
+//! host, launched and not started, unknown).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
-use cutrace_analysis::{kernel_timelines, AnalysisError, ApiIndex, Window};
+use cutrace_analysis::{kernel_timelines, merged_runs, AnalysisError, ApiIndex, Window};
 use cutrace_trace::{Ns, Trace};
 use serde::Serialize;
 
@@ -21,6 +21,9 @@ pub const BUDGET_BYTES: u64 = 1_600_000;
 pub const MIN_BUCKET_NS: Ns = 200;
 /// Most stream lanes drawn (the busiest); the page says how many more there are.
 pub const MAX_STREAM_LANES: usize = 48;
+/// Most host lanes drawn (the threads busiest in CPU ops and CUDA calls); the page says how many
+/// more there are.
+pub const MAX_HOST_LANES: usize = 16;
 
 /// What most of a bucket's idle time was, as the report's idle split reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,10 +51,26 @@ pub struct Lane {
     /// communication share (in 64ths, as the busy share), not an [`IdleKind`]. Absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank: Option<u32>,
+    /// A lane that is not a GPU's kernels or a stream's: absent for those.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<LaneRole>,
     /// Levels, coarsest first: level `k` has `BASE_BUCKETS · ZOOM^k` buckets over the span, two
     /// characters each: the busy share in 64ths (`0`–`9`, `A`–`Z`, `a`–`z`, `+`, `/`: 0 only
     /// when nothing ran, 63 only when the bucket is full) and the [`IdleKind`] digit.
     pub levels: Vec<String>,
+}
+
+/// What a lane beside the kernels shows. Its buckets' two characters are both shares in 64ths,
+/// as a GPU lane's busy share is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LaneRole {
+    /// A GPU's copies (`device`): the memcpys' union (the report's `copy_busy_ns`, clipped to
+    /// the span drawn), then the memsets'.
+    Copies,
+    /// One host thread (`pid`, `thread`): the union of its host ops (CPU ops, Python calls),
+    /// then of its CUDA API calls.
+    Host { thread: u64 },
 }
 
 /// The timeline of a trace (or of its window).
@@ -70,6 +89,9 @@ pub struct TimelineLod {
     pub lanes: Vec<Lane>,
     /// Streams with kernels that have no lane (past [`MAX_STREAM_LANES`] or the byte budget).
     pub streams_not_drawn: u64,
+    /// Host threads with CPU ops or CUDA calls in the span that have no lane (past
+    /// [`MAX_HOST_LANES`] or the byte budget).
+    pub host_threads_not_drawn: u64,
 }
 
 /// Per-bucket sums at the finest level of one lane.
@@ -107,7 +129,8 @@ impl Grid {
     }
 }
 
-/// The levels of every GPU lane and of the busiest streams' lanes. `window` is the report's.
+/// The levels of every GPU lane, each GPU's copies lane, and the lanes of the busiest streams
+/// and host threads. `window` is the report's.
 pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLod, AnalysisError> {
     let scan = scan_kernels(trace, window);
     let Some((start, end)) = scan.bounds else {
@@ -120,6 +143,7 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
             zoom: ZOOM,
             lanes: Vec::new(),
             streams_not_drawn: 0,
+            host_threads_not_drawn: 0,
         });
     };
     let mut devices = scan.devices;
@@ -127,20 +151,42 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
 
     let mut streams: Vec<((u32, u64), Ns)> = scan.stream_busy.into_iter().collect();
     streams.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    let copies = copy_runs(trace, window, start, end);
+    let mut hosts = host_runs(trace, window, start, end);
 
     let span = end - start;
-    let (dev_levels, stream_levels, n_streams) = fit_levels(span, devices.len(), streams.len());
+    let fit = fit_levels(
+        span,
+        devices.len(),
+        copies.len(),
+        hosts.len().min(MAX_HOST_LANES),
+        streams.len(),
+    );
+    let n_streams = fit.streams;
     let kept: HashMap<(u32, u64), usize> = streams[..n_streams]
         .iter()
         .enumerate()
         .map(|(i, s)| (s.0, i))
         .collect();
+    let hosts_not_drawn = (hosts.len() - fit.hosts) as u64;
+    hosts.truncate(fit.hosts);
+    hosts.sort_unstable_by_key(|h| h.id);
 
-    let dev = Levels::over(start, span, dev_levels);
-    let stream = Levels::over(start, span, stream_levels);
+    let dev = Levels::over(start, span, fit.dev_levels);
+    let stream = Levels::over(start, span, fit.stream_levels);
     let dev_acc = gpu_sums(trace, window, &devices, &dev.grid)?;
     let stream_acc = stream_sums(trace, window, &kept, &stream.grid, n_streams);
-    let lanes = encode_lanes(trace, &devices, &dev_acc, &dev, &kept, &stream_acc, &stream);
+    let mut lanes = host_lanes(&hosts, &stream);
+    lanes.extend(encode_lanes(
+        trace,
+        &devices,
+        &dev_acc,
+        &dev,
+        &kept,
+        &stream_acc,
+        &stream,
+        &copies,
+    ));
     Ok(TimelineLod {
         start_ns: start,
         span_ns: span,
@@ -150,7 +196,130 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
         zoom: ZOOM,
         lanes,
         streams_not_drawn: (streams.len() - n_streams) as u64,
+        host_threads_not_drawn: hosts_not_drawn,
     })
+}
+
+/// Two sets of merged runs drawn on one lane: the first as its busy share, the second as its
+/// other share.
+struct SideRuns<K> {
+    id: K,
+    first: Vec<(Ns, Ns)>,
+    second: Vec<(Ns, Ns)>,
+}
+
+impl<K> SideRuns<K> {
+    fn ns(&self) -> Ns {
+        self.first
+            .iter()
+            .chain(&self.second)
+            .map(|r| r.1 - r.0)
+            .sum()
+    }
+}
+
+/// The intervals of a lane's two shares, before merging.
+type TwoRuns = (Vec<(Ns, Ns)>, Vec<(Ns, Ns)>);
+
+/// `[s, e)` clipped to the window and to the span `[from, to)`, when anything is left.
+fn inside(window: Option<&Window>, s: Ns, e: Ns, from: Ns, to: Ns) -> Option<(Ns, Ns)> {
+    let (s, e) = cutrace_analysis::window::clip(window, s, e)?;
+    let (s, e) = (s.max(from), e.min(to));
+    (e > s).then_some((s, e))
+}
+
+/// Per device with copies in the span, by device: its memcpys' and memsets' merged runs.
+fn copy_runs(trace: &Trace, window: Option<&Window>, from: Ns, to: Ns) -> Vec<SideRuns<u32>> {
+    let mut by: BTreeMap<u32, TwoRuns> = BTreeMap::new();
+    for c in &trace.memcpys {
+        if let Some(iv) = inside(window, c.start_ns, c.end_ns, from, to) {
+            by.entry(c.device).or_default().0.push(iv);
+        }
+    }
+    for m in &trace.memsets {
+        if let Some(iv) = inside(window, m.start_ns, m.end_ns, from, to) {
+            by.entry(m.device).or_default().1.push(iv);
+        }
+    }
+    by.into_iter()
+        .map(|(id, (mut a, mut b))| SideRuns {
+            id,
+            first: merged_runs(&mut a),
+            second: merged_runs(&mut b),
+        })
+        .collect()
+}
+
+/// Per host thread (process, thread) with host ops or CUDA calls in the span: their merged
+/// runs, busiest thread first (ties: lower ids).
+fn host_runs(
+    trace: &Trace,
+    window: Option<&Window>,
+    from: Ns,
+    to: Ns,
+) -> Vec<SideRuns<(u32, u64)>> {
+    let mut by: HashMap<(u32, u64), TwoRuns> = HashMap::new();
+    for o in &trace.host_ops {
+        if let Some(iv) = inside(window, o.start_ns, o.end_ns, from, to) {
+            by.entry((o.process, o.thread)).or_default().0.push(iv);
+        }
+    }
+    for c in &trace.api_calls {
+        if let Some(iv) = inside(window, c.start_ns, c.end_ns, from, to) {
+            by.entry((c.process, c.thread)).or_default().1.push(iv);
+        }
+    }
+    let mut v: Vec<SideRuns<(u32, u64)>> = by
+        .into_iter()
+        .map(|(id, (mut a, mut b))| SideRuns {
+            id,
+            first: merged_runs(&mut a),
+            second: merged_runs(&mut b),
+        })
+        .collect();
+    v.sort_by_cached_key(|h| (std::cmp::Reverse(h.ns()), h.id));
+    v
+}
+
+/// The host threads' lanes, in the order given, on the stream lanes' grid.
+fn host_lanes(hosts: &[SideRuns<(u32, u64)>], levels: &Levels) -> Vec<Lane> {
+    hosts
+        .iter()
+        .map(|h| Lane {
+            device: 0,
+            stream: None,
+            pid: Some(h.id.0),
+            rank: None,
+            role: Some(LaneRole::Host { thread: h.id.1 }),
+            levels: side_levels(h, levels),
+        })
+        .collect()
+}
+
+/// The levels of a lane of two shares ([`SideRuns`]).
+fn side_levels<K>(r: &SideRuns<K>, levels: &Levels) -> Vec<String> {
+    let g = &levels.grid;
+    let sums = |runs: &[(Ns, Ns)]| {
+        let mut v = vec![0; g.n];
+        for &(s, e) in runs {
+            g.add(s, e, |b, ns| v[b] += ns);
+        }
+        v
+    };
+    let (mut first, mut second, mut width) = (sums(&r.first), sums(&r.second), g.width);
+    let mut out = Vec::with_capacity(levels.count as usize);
+    for _ in 0..levels.count {
+        let mut s = String::with_capacity(first.len() * 2);
+        for (a, b) in first.iter().zip(&second) {
+            s.push(share_char(*a, width));
+            s.push(share_char(*b, width));
+        }
+        out.push(s);
+        (first, second) = (coarser(&first), coarser(&second));
+        width *= ZOOM;
+    }
+    out.reverse();
+    out
 }
 
 /// What the first pass over the kernels finds.
@@ -194,11 +363,22 @@ fn scan_kernels(trace: &Trace, window: Option<&Window>) -> KernelScan {
     }
 }
 
-/// Levels: GPU lanes get `dev_levels`, stream lanes `stream_levels`, none finer than
-/// [`MIN_BUCKET_NS`] (a short trace needs fewer); lowered (streams first), and then stream lanes
-/// dropped, until the bytes fit the budget. Returns the GPU levels, the stream levels and how
-/// many of the busiest `streams` get a lane.
-fn fit_levels(span: Ns, devices: usize, streams: usize) -> (u32, u32, usize) {
+/// How the lanes fit the byte budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Fit {
+    dev_levels: u32,
+    /// Of stream, copies and host lanes alike.
+    stream_levels: u32,
+    /// How many of the busiest streams and host threads get a lane.
+    streams: usize,
+    hosts: usize,
+}
+
+/// Levels: GPU lanes get 4, the others (streams, copies, host threads) 3, none finer than
+/// [`MIN_BUCKET_NS`] (a short trace needs fewer); lowered (the others first), and then stream
+/// lanes dropped, then host lanes, until the bytes fit the budget. A GPU's copies lane is never
+/// dropped: it is the GPU's other engine.
+fn fit_levels(span: Ns, devices: usize, copies: usize, hosts: usize, streams: usize) -> Fit {
     let bytes = |levels: u32, lanes: usize| -> u64 {
         (0..levels)
             .map(|k| 2 * BASE_BUCKETS * ZOOM.pow(k))
@@ -214,18 +394,28 @@ fn fit_levels(span: Ns, devices: usize, streams: usize) -> (u32, u32, usize) {
         stream_levels -= 1;
     }
     let mut n_streams = streams.min(MAX_STREAM_LANES);
-    while bytes(dev_levels, devices) + bytes(stream_levels, n_streams) > BUDGET_BYTES {
+    let mut n_hosts = hosts.min(MAX_HOST_LANES);
+    while bytes(dev_levels, devices) + bytes(stream_levels, n_streams + copies + n_hosts)
+        > BUDGET_BYTES
+    {
         if stream_levels > 1 && stream_levels >= dev_levels - 1 {
             stream_levels -= 1;
         } else if dev_levels > 1 && dev_levels > stream_levels {
             dev_levels -= 1;
         } else if n_streams > 0 {
             n_streams -= 1;
+        } else if n_hosts > 0 {
+            n_hosts -= 1;
         } else {
             break;
         }
     }
-    (dev_levels, stream_levels, n_streams)
+    Fit {
+        dev_levels,
+        stream_levels,
+        streams: n_streams,
+        hosts: n_hosts,
+    }
 }
 
 /// One kind of lane's finest grid and how many levels it keeps.
@@ -311,7 +501,9 @@ fn stream_sums(
     stream_acc
 }
 
-/// The encoded lanes: each GPU's own lane, followed by its kept streams' lanes in stream order.
+/// The encoded lanes: each GPU's own lane, then its copies lane when it has copies in the
+/// span, then its kept streams' lanes in stream order.
+#[allow(clippy::too_many_arguments)]
 fn encode_lanes(
     trace: &Trace,
     devices: &[u32],
@@ -320,6 +512,7 @@ fn encode_lanes(
     kept: &HashMap<(u32, u64), usize>,
     stream_acc: &[Vec<Ns>],
     stream: &Levels,
+    copies: &[SideRuns<u32>],
 ) -> Vec<Lane> {
     let mut lanes = Vec::new();
     for (d, a) in devices.iter().zip(dev_acc) {
@@ -328,8 +521,19 @@ fn encode_lanes(
             stream: None,
             pid: None,
             rank: None,
+            role: None,
             levels: encode_levels(&dev.grid, dev.count, &a.busy, Some(&a.idle)),
         });
+        if let Some(c) = copies.iter().find(|c| c.id == *d) {
+            lanes.push(Lane {
+                device: *d,
+                stream: None,
+                pid: None,
+                rank: None,
+                role: Some(LaneRole::Copies),
+                levels: side_levels(c, stream),
+            });
+        }
         let mut own: Vec<(u64, usize)> = kept
             .iter()
             .filter(|(k, _)| k.0 == *d)
@@ -343,6 +547,7 @@ fn encode_lanes(
                 stream: Some(s),
                 pid,
                 rank: None,
+                role: None,
                 levels: encode_levels(&stream.grid, stream.count, &stream_acc[i], None),
             });
         }

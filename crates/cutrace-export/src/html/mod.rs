@@ -78,7 +78,11 @@ struct GapMark {
     device: u32,
     from_ns: u64,
     to_ns: u64,
+    /// Its length and reading, in words: the tooltip's first line.
     reading: String,
+    /// What the host was doing in it, one line each ([`report::gap_context`]): the tooltip's
+    /// other lines, as the largest gaps table shows them.
+    context: Vec<String>,
 }
 
 /// The page's Content-Security-Policy. Nothing may be fetched (`default-src 'none'`), and the
@@ -275,6 +279,9 @@ impl<'a> Table<'a> {
                 Cell::Raw(sort, html) => {
                     let _ = write!(self.o, "<td class=\"num\" data-sort=\"{sort}\">{html}</td>");
                 }
+                Cell::Context(html) => {
+                    let _ = write!(self.o, "<td class=\"context\">{html}</td>");
+                }
             }
         }
         self.o.push_str("</tr>");
@@ -293,6 +300,8 @@ enum Cell {
     Pct(f64),
     /// Sort key and ready HTML.
     Raw(f64, String),
+    /// Ready HTML of lines from the trace, each already escaped: shown whole, wrapped.
+    Context(String),
 }
 
 /// A bar chart as SVG: one bar per `(label, value, tooltip)`, values ≥ 0.
@@ -366,22 +375,28 @@ fn timeline_frame(o: &mut String, id: &str, lod: &TimelineLod) {
          <span class=\"sw queued\"></span>idle: launched, not started \
          <span class=\"sw unknown\"></span>idle: unknown (no launch call) \
          <span class=\"sw stream\"></span>stream busy \
-         <span class=\"gapmark\">▼</span> a largest gap (hover for its reading).",
+         <span class=\"sw copy\"></span>copies: memcpy \
+         <span class=\"sw memset\"></span>memset \
+         <span class=\"sw hostop\"></span>host thread: in CPU ops \
+         <span class=\"sw hostcall\"></span>in CUDA calls \
+         <span class=\"gapmark\">▼</span> a largest gap (hover it for its reading and what the \
+         host was doing).",
     );
     let _ = write!(
         o,
-        "<p class=\"muted\">Times are offsets from the first kernel start. Finest detail: {} per \
-         bucket on a GPU lane, {} on a stream lane{}.</p></div>",
+        "<p class=\"muted\">Times are offsets from the first kernel start; host threads and \
+         copies are drawn within the kernels' span. Finest detail: {} per bucket on a GPU lane, \
+         {} on a stream, copies or host lane{}.</p></div>",
         fmt_ns(lod.gpu_bucket_ns),
         fmt_ns(lod.stream_bucket_ns),
-        if lod.streams_not_drawn > 0 {
-            format!(
-                "; {} streams have no lane (the busiest are drawn)",
-                lod.streams_not_drawn
-            )
-        } else {
-            String::new()
-        }
+        [
+            (lod.streams_not_drawn, "streams"),
+            (lod.host_threads_not_drawn, "host threads")
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("; {n} {what} have no lane (the busiest are drawn)"))
+        .collect::<String>()
     );
 }
 

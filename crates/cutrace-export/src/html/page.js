@@ -33,13 +33,25 @@
     // A job's lanes are one per rank (`rank` set): thinner when there are many.
     var ranks = lod.lanes.length && lod.lanes[0].rank !== undefined;
     if (ranks && lod.lanes.length > 64) LANE = 10;
+    // Host threads (role.host) and a GPU's copies (role 'copies') draw two shares a bucket.
+    var pids = {};
+    lod.lanes.forEach(function (l) { if (l.role && l.role.host) pids[l.pid] = 1; });
+    var onePid = Object.keys(pids).length < 2;
     var lanes = lod.lanes.map(function (l) {
-      var h = l.stream === null ? LANE : STREAM;
-      var label = l.rank !== undefined ? 'rank ' + l.rank : l.stream === null ? 'GPU ' + l.device :
-        (l.pid !== null ? 'pid ' + l.pid + ' ' : '') + 'stream ' + l.stream;
-      return { lane: l, h: h, label: label };
+      var gpu = l.stream === null && !l.role;
+      var h = gpu ? LANE : STREAM, label, full;
+      if (l.rank !== undefined) label = 'rank ' + l.rank;
+      else if (l.role === 'copies') label = 'GPU ' + l.device + ' copies';
+      else if (l.role && l.role.host) {
+        label = 'host ' + (onePid ? 'tid ' : l.pid + '/') + l.role.host.thread;
+        full = 'process ' + l.pid + ', thread ' + l.role.host.thread + ': CPU ops and CUDA calls';
+      } else label = gpu ? 'GPU ' + l.device : (l.pid !== null ? 'pid ' + l.pid + ' ' : '') + 'stream ' + l.stream;
+      if (label.length > 22) label = label.slice(0, 21) + '…';
+      return { lane: l, h: h, label: label, full: full, gpu: gpu };
     });
-    var height = lanes.reduce(function (a, l) { return a + l.h + PAD; }, 14);
+    // A GPU lane below other lanes gets room above it for its gap marks.
+    lanes.forEach(function (L, n) { L.top = L.gpu && n > 0 ? 10 : 0; });
+    var height = lanes.reduce(function (a, l) { return a + l.top + l.h + PAD; }, 14);
     svg.setAttribute('viewBox', '0 0 ' + W + ' ' + height);
     svg.style.height = height + 'px';
     var plotW = W - LABEL;
@@ -50,26 +62,42 @@
       var y = 14, shown = view[1] - view[0], used = 0;
       lanes.forEach(function (L) {
         var l = L.lane, levels = l.levels;
+        y += L.top;
         // The coarsest level with at least one bucket per unit of width, else the finest.
         var k = 0;
         while (k < levels.length - 1 && (levels[k].length / 2) * shown / span < plotW) k++;
         used = Math.max(used, k);
         // Bucket width: the finest level's, times the zoom ratio per level above it.
-        var w = (l.stream === null ? lod.gpu_bucket_ns : lod.stream_bucket_ns) *
+        var w = (L.gpu ? lod.gpu_bucket_ns : lod.stream_bucket_ns) *
           Math.pow(lod.zoom, levels.length - 1 - k);
         var s = levels[k], n = s.length / 2;
         var first = Math.max(0, Math.floor(view[0] / w)), last = Math.min(n - 1, Math.ceil(view[1] / w));
-        var rank = l.rank !== undefined;
-        var g = el('g', rank ? { 'class': 'lane', 'data-rank': l.rank } :
-          { 'class': 'lane', 'data-device': l.device }, svg);
+        var rank = l.rank !== undefined, two = !!l.role;
+        var attrs = rank ? { 'class': 'lane', 'data-rank': l.rank } :
+          { 'class': 'lane', 'data-device': l.device };
+        if (l.role === 'copies') attrs['data-role'] = 'copies';
+        else if (two) { attrs['data-role'] = 'host'; attrs['data-pid'] = l.pid; attrs['data-thread'] = l.role.host.thread; }
+        var g = el('g', attrs, svg);
         var txt = el('text', { x: 2, y: y + L.h - 3 }, g);
         txt.textContent = L.label;
+        if (L.full) el('title', {}, txt).textContent = L.full;
+        var cls = l.role === 'copies' ? ['copy', 'memset'] : ['hostop', 'hostcall'];
         var i = first;
         while (i <= last) {
           var q = s.charAt(2 * i), kind = s.charAt(2 * i + 1), j = i + 1;
           while (j <= last && s.charAt(2 * j) === q && s.charAt(2 * j + 1) === kind) j++;
           var x0 = Math.max(LABEL, x(i * w)), x1 = Math.min(W, x(j * w));
           var busy = B64.indexOf(q) / 63, bw = Math.max(x1 - x0, 0.6);
+          if (two) {
+            // Both characters are shares: the second (calls, memsets) drawn over the first.
+            [busy, B64.indexOf(kind) / 63].forEach(function (v, n) {
+              // At least 1.5 units tall: a short copy or call in a long bucket stays in sight.
+              var vh = Math.max(L.h * v, 1.5);
+              if (v > 0) el('rect', { 'class': cls[n], x: x0, width: bw, y: y + L.h - vh, height: vh }, g);
+            });
+            i = j;
+            continue;
+          }
           if (busy > 0) {
             el('rect', { 'class': l.stream === null ? 'busy' : 'stream', x: x0, width: bw,
               y: y + L.h * (1 - busy), height: L.h * busy }, g);
@@ -85,11 +113,19 @@
           }
           i = j;
         }
-        if (l.stream === null) {
-          t.gaps.forEach(function (gp) {
+        if (L.gpu && !rank) {
+          t.gaps.forEach(function (gp, n) {
             if (gp.device !== l.device || gp.to_ns < view[0] || gp.from_ns > view[1]) return;
-            var m = el('path', { 'class': 'gapmark', d: 'M' + (x((gp.from_ns + gp.to_ns) / 2) - 4) + ' ' + (y - 9) + 'h8l-4 7z' }, g);
-            el('title', {}, m).textContent = gp.reading;
+            // The gap's extent (at least 3 units, to be found) and its mark both show its tooltip.
+            var a = Math.max(LABEL, x(gp.from_ns)), b = Math.min(W, x(gp.to_ns));
+            var hit = el('rect', { 'class': 'gaphit', x: Math.min(a, (a + b) / 2 - 1.5), y: y,
+              width: Math.max(b - a, 3), height: L.h, 'data-gap': n }, g);
+            var m = el('path', { 'class': 'gapmark', 'data-gap': n, d: 'M' + (x((gp.from_ns + gp.to_ns) / 2) - 4) + ' ' + (y - 9) + 'h8l-4 7z' }, g);
+            [hit, m].forEach(function (e) {
+              e.addEventListener('mouseenter', function (ev) { showTip(gp, ev); });
+              e.addEventListener('mousemove', function (ev) { showTip(gp, ev); });
+              e.addEventListener('mouseleave', hideTip);
+            });
           });
         }
         y += L.h + PAD;
@@ -99,6 +135,28 @@
       rangeEl.setAttribute('data-to', String(Math.round(view[1])));
       levelEl.textContent = 'level ' + (used + 1) + ' of ' + (lanes.length ? lanes[0].lane.levels.length : 0);
     }
+    // A gap's tooltip: its length and reading, then what the host was doing in it.
+    var tip = document.createElement('div');
+    tip.className = 'tip';
+    tip.hidden = true;
+    root.appendChild(tip);
+    function showTip(gp, ev) {
+      if (tip.getAttribute('data-gap') !== String(t.gaps.indexOf(gp))) {
+        while (tip.firstChild) tip.removeChild(tip.firstChild);
+        [gp.reading].concat(gp.context).forEach(function (line, n) {
+          var d = document.createElement('div');
+          if (n === 0) d.className = 'tip-head';
+          d.textContent = line;
+          tip.appendChild(d);
+        });
+        tip.setAttribute('data-gap', String(t.gaps.indexOf(gp)));
+      }
+      var r = root.getBoundingClientRect();
+      tip.hidden = false;
+      tip.style.left = Math.min(ev.clientX - r.left + 12, Math.max(0, r.width - tip.offsetWidth - 4)) + 'px';
+      tip.style.top = (ev.clientY - r.top + 16) + 'px';
+    }
+    function hideTip() { tip.hidden = true; }
     function zoomTo(a, b) {
       var min = Math.max(lod.gpu_bucket_ns * 4, 1000);
       if (b - a < min) { var c = (a + b) / 2; a = c - min / 2; b = c + min / 2; }

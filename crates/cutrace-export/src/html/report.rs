@@ -1,9 +1,11 @@
 //! The report page: [`cutrace_analysis::Report`]'s numbers (the same as `--format json`), the
-//! timeline of [`super::lod`], and charts of gaps, steps and copies.
+//! timeline of [`super::lod`] (GPUs, their copies and streams, host threads), and charts of
+//! gaps (by idle time), steps and copies.
 
 use std::fmt::Write as _;
 
 use cutrace_analysis::counters::{Aggregation, CounterReport};
+use cutrace_analysis::timeline::{Gap, GapBucket, NamedSpan};
 use cutrace_analysis::{fmt_ns, AnalysisError, DeviceReport, GapReading, Report, Steps, Window};
 use cutrace_trace::Trace;
 
@@ -362,6 +364,7 @@ fn gaps(o: &mut String, r: &Report) {
             ("reading", false),
             ("kernel after", false),
             ("host in CUDA calls", true),
+            ("what the host was doing", false),
         ],
     );
     let start = r
@@ -373,6 +376,10 @@ fn gaps(o: &mut String, r: &Report) {
     for d in &r.devices {
         for g in &d.timeline.largest_gaps {
             let host = g.host.as_ref();
+            let context: Vec<String> = gap_context(g)
+                .iter()
+                .map(|l| escape(l).into_owned())
+                .collect();
             t.row(&[
                 Cell::Int(u64::from(d.device)),
                 Cell::Ns(g.start_ns - start),
@@ -380,10 +387,65 @@ fn gaps(o: &mut String, r: &Report) {
                 Cell::Text(reading_words(host.and_then(|h| h.reading)).into()),
                 Cell::Name(g.after.as_ref().map_or("-".into(), |k| k.name.to_string())),
                 Cell::Ns(host.map_or(0, |h| h.in_calls_ns)),
+                Cell::Context(context.join("<br>")),
             ]);
         }
     }
     t.end();
+}
+
+/// What the host was doing in a device gap, one line per fact, as the text report says it: when
+/// the next kernel's launch returned, the API calls and annotation ranges that covered it, the
+/// CPU ops open in it, and the copies that ran in it. Empty when the trace says nothing of it.
+pub(super) fn gap_context(g: &Gap) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Some(h) = g.host.as_ref() else {
+        return lines;
+    };
+    if let Some(l) = &h.next_launch {
+        let r = l.returned_into_gap_ns;
+        let when = if r < 0 {
+            format!("{} before the gap began", fmt_ns(r.unsigned_abs()))
+        } else if r as u64 > g.length_ns {
+            format!(
+                "{} into the gap, after the kernel had started",
+                fmt_ns(r as u64)
+            )
+        } else {
+            format!("{} into the gap", fmt_ns(r as u64))
+        };
+        lines.push(format!("the next kernel's {} returned {when}", l.name));
+    }
+    let spans = |v: &[NamedSpan]| {
+        v.iter()
+            .map(|x| format!("{} {}", x.name, fmt_ns(x.ns)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !h.calls.is_empty() {
+        lines.push(format!(
+            "recorded API calls covered {} of it: {}",
+            fmt_ns(h.in_calls_ns),
+            spans(&h.calls)
+        ));
+    } else if h.next_launch.is_some() {
+        lines.push("no recorded API call ran in it".into());
+    }
+    if !h.ranges.is_empty() {
+        lines.push(format!("in ranges: {}", spans(&h.ranges)));
+    }
+    if !h.cpu_ops.is_empty() {
+        let ops: Vec<String> = h
+            .cpu_ops
+            .iter()
+            .map(|x| format!("{} {} of it", x.name, fmt_ns(x.in_gap_ns)))
+            .collect();
+        lines.push(format!("in CPU ops: {}", ops.join(", ")));
+    }
+    if let Some(c) = g.copy_ns.filter(|c| *c > 0) {
+        lines.push(format!("copies ran {} of it", fmt_ns(c)));
+    }
+    lines
 }
 
 fn gap_marks(r: &Report, lod: &TimelineLod) -> Vec<GapMark> {
@@ -399,6 +461,7 @@ fn gap_marks(r: &Report, lod: &TimelineLod) -> Vec<GapMark> {
                     fmt_ns(g.length_ns),
                     reading_words(g.host.as_ref().and_then(|h| h.reading))
                 ),
+                context: gap_context(g),
             })
         })
         .collect()
@@ -409,36 +472,118 @@ fn histograms(o: &mut String, r: &Report) {
     if with.is_empty() {
         return;
     }
-    o.push_str("<h2>Idle gap lengths</h2><div class=\"charts\">");
+    o.push_str(
+        "<h2>Idle gap lengths</h2><p class=\"muted\">Bars: the idle time in gaps of each \
+         length, so the few long gaps that hold most of it stand out; dots: how many gaps.</p>\
+         <div class=\"charts\">",
+    );
     for d in with {
         let _ = write!(
             o,
-            "<figure><figcaption>GPU {}: gaps by length</figcaption>",
+            "<figure><figcaption>GPU {}: idle time by gap length</figcaption>",
             d.device
         );
-        let bars: Vec<(String, f64, String)> = d
-            .timeline
-            .gap_histogram
-            .iter()
-            .map(|b| {
-                let label = match b.to_ns {
-                    Some(_) => format!("≥{}", short_ns(b.from_ns)),
-                    None => format!("≥{}", short_ns(b.from_ns)),
-                };
-                let tip = format!(
-                    "{} to {}: {} gaps, {} idle",
-                    fmt_ns(b.from_ns),
-                    b.to_ns.map_or("∞".into(), fmt_ns),
-                    b.count,
-                    fmt_ns(b.total_ns)
-                );
-                (label, b.count as f64, tip)
-            })
-            .collect();
-        bar_chart(o, "histogram", &bars, "gaps");
+        gap_histogram(o, d.device, &d.timeline.gap_histogram, d.timeline.idle_ns);
         o.push_str("</figure>");
     }
     o.push_str("</div>\n");
+}
+
+/// One GPU's gap histogram: per length bucket (from the first with gaps to the last) a bar of
+/// the idle time in it, labelled with its share of `idle_ns`, and a dot of its gap count on a
+/// second scale. The bars and dots carry the JSON's `total_ns` and `count` (`data-bucket`: the
+/// bucket's index in `gap_histogram`).
+fn gap_histogram(o: &mut String, device: u32, buckets: &[GapBucket], idle_ns: u64) {
+    let (w, h, left, right, bottom, top) = (640.0, 210.0, 48.0, 48.0, 40.0, 22.0);
+    let used: Vec<usize> = (0..buckets.len())
+        .filter(|&i| buckets[i].count > 0)
+        .collect();
+    let (Some(&lo), Some(&hi)) = (used.first(), used.last()) else {
+        return;
+    };
+    let shown = &buckets[lo..=hi];
+    let max_ns = shown.iter().map(|b| b.total_ns).max().unwrap_or(0).max(1) as f64;
+    let max_n = shown.iter().map(|b| b.count).max().unwrap_or(0).max(1) as f64;
+    let plot = h - bottom - top;
+    let slot = ((w - left - right) / shown.len() as f64).min(90.0);
+    let _ = write!(
+        o,
+        "<svg class=\"chart histogram\" viewBox=\"0 0 {w} {h}\" role=\"img\" \
+         aria-label=\"idle time and gap count by gap length\">\
+         <line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" class=\"axis\"/>\
+         <text x=\"2\" y=\"12\" class=\"tick\">idle time (bars), max {2}</text>\
+         <text x=\"{3}\" y=\"12\" class=\"tick\" text-anchor=\"end\">gaps (dots), max {4}</text>\
+         <text x=\"2\" y=\"{5}\" class=\"tick\">gap length</text>",
+        h - bottom,
+        w - 2.0,
+        escape(&fmt_ns(max_ns as u64)),
+        w - 2.0,
+        max_n as u64,
+        h - 2.0
+    );
+    let mut dots = String::new();
+    for (k, b) in shown.iter().enumerate() {
+        let i = lo + k;
+        let x = left + k as f64 * slot;
+        let share = if idle_ns > 0 {
+            b.total_ns as f64 * 100.0 / idle_ns as f64
+        } else {
+            0.0
+        };
+        let tip = format!(
+            "gaps of {} to {}: {} gaps, {} idle ({:.1} % of the idle time)",
+            fmt_ns(b.from_ns),
+            b.to_ns.map_or("any length".into(), fmt_ns),
+            b.count,
+            fmt_ns(b.total_ns),
+            share
+        );
+        if b.total_ns > 0 {
+            let bh = (b.total_ns as f64 / max_ns * plot).max(1.0);
+            let _ = write!(
+                o,
+                "<rect class=\"bar\" data-check=\"gap_bucket_total_ns\" data-device=\"{device}\" \
+                 data-bucket=\"{i}\" data-value=\"{}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" \
+                 height=\"{bh:.1}\"><title>{}</title></rect>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
+                b.total_ns,
+                x + slot * 0.1,
+                h - bottom - bh,
+                slot * 0.8,
+                escape(&tip),
+                x + slot * 0.5,
+                h - bottom - bh - 3.0,
+                if share < 1.0 {
+                    "&lt;1 %".into()
+                } else {
+                    format!("{share:.0} %")
+                }
+            );
+        }
+        let _ = write!(
+            o,
+            "<text x=\"{:.1}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">≥{}</text>\
+             <text x=\"{:.1}\" y=\"{}\" class=\"tick count\" text-anchor=\"middle\">{}</text>",
+            x + slot * 0.5,
+            h - bottom + 12.0,
+            escape(&short_ns(b.from_ns)),
+            x + slot * 0.5,
+            h - bottom + 23.0,
+            count(b.count, "gap", "gaps")
+        );
+        let cy = h - bottom - b.count as f64 / max_n * plot;
+        let _ = write!(
+            dots,
+            "<circle class=\"dot count\" data-check=\"gap_bucket_count\" data-device=\"{device}\" \
+             data-bucket=\"{i}\" data-value=\"{}\" cx=\"{:.1}\" cy=\"{cy:.1}\" r=\"3\">\
+             <title>{}</title></circle>",
+            b.count,
+            x + slot * 0.5,
+            escape(&tip)
+        );
+    }
+    o.push_str(&dots);
+    o.push_str("</svg>");
 }
 
 fn short_ns(ns: u64) -> String {
@@ -530,11 +675,13 @@ fn steps(o: &mut String, st: &Steps) {
     t.end();
 }
 
-/// Duration per step as bars, each GPU's busy share during it as dots on a 0–100 % scale. Past
-/// [`STEP_BARS`] steps a bar is a run of consecutive steps: its height the longest of them, its
-/// dots their mean busy share.
+/// Duration per step as bars of one scale, each bar filled from below by each GPU's busy share
+/// during it (side by side when there are several GPUs). A bar is at most 60 units wide, so one
+/// step is one bar, not the whole chart. Past [`STEP_BARS`] steps a bar is a run of consecutive
+/// steps: its height the longest of them, its fill their mean busy share. A bar of one step
+/// carries the JSON's `duration_ns` and each fill its `busy_pct` (`data-step`: the step's index).
 fn step_chart(o: &mut String, st: &Steps) {
-    let (w, h, left, right, bottom) = (640.0, 200.0, 40.0, 40.0, 24.0);
+    let (w, h, left, right, bottom, top) = (640.0, 200.0, 66.0, 8.0, 30.0, 24.0);
     let per = st.steps.len().div_ceil(STEP_BARS).max(1);
     let bins: Vec<&[cutrace_analysis::Step]> = st.steps.chunks(per).collect();
     let n = bins.len().max(1) as f64;
@@ -544,47 +691,52 @@ fn step_chart(o: &mut String, st: &Steps) {
         .map(|s| s.duration_ns)
         .max()
         .unwrap_or(0)
-        .max(1) as f64;
-    let slot = (w - left - right) / n;
-    let plot = h - bottom - 10.0;
+        .max(1);
+    let slot = ((w - left - right) / n).min(60.0);
+    let plot = h - bottom - top;
     let _ = write!(
         o,
         "<svg class=\"chart steps\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"steps\">\
          <line x1=\"{left}\" y1=\"{0}\" x2=\"{1}\" y2=\"{0}\" class=\"axis\"/>\
-         <text x=\"2\" y=\"12\" class=\"tick\">{2}</text>\
-         <text x=\"{3}\" y=\"12\" class=\"tick\">busy %</text>",
+         <line x1=\"{left}\" y1=\"{top}\" x2=\"{left}\" y2=\"{0}\" class=\"axis\"/>\
+         <text x=\"{2}\" y=\"{3}\" class=\"tick\" text-anchor=\"end\">{4}</text>\
+         <text x=\"{2}\" y=\"{0}\" class=\"tick\" text-anchor=\"end\">0</text>\
+         <text x=\"2\" y=\"10\" class=\"tick\">step duration; filled: GPU busy share of the \
+         step</text>",
         h - bottom,
         w - right,
-        escape(&format!("max {}", fmt_ns(max as u64))),
-        w - right + 2.0
+        left - 3.0,
+        top + 4.0,
+        escape(&fmt_ns(max)),
     );
     if per > 1 {
         let _ = write!(
             o,
             "<text x=\"{left}\" y=\"{}\" class=\"tick\">each bar: {per} consecutive steps \
-             (the longest; dots: mean busy share)</text>",
+             (the longest; filled: their mean busy share)</text>",
             h - 4.0
         );
     }
+    let devs = st.devices.len().max(1) as f64;
     for (i, bin) in bins.iter().enumerate() {
         let longest = bin.iter().map(|s| s.duration_ns).max().unwrap_or(0);
-        let bh = (longest as f64 / max * plot).max(1.0);
-        let x = left + i as f64 * slot;
+        let bh = (longest as f64 / max as f64 * plot).max(1.0);
+        let x = left + i as f64 * slot + slot * 0.1;
+        let bw = (slot * 0.8).max(0.5);
         let (first, last) = (&bin[0], &bin[bin.len() - 1]);
-        let label = if bin.len() == 1 {
-            first.name.clone()
+        let (label, mark) = if bin.len() == 1 {
+            (
+                first.name.clone(),
+                format!(
+                    " data-check=\"step_bar_ns\" data-step=\"{}\" data-value=\"{}\"",
+                    first.index, first.duration_ns
+                ),
+            )
         } else {
-            format!("{} to {}", first.name, last.name)
+            (format!("{} to {}", first.name, last.name), String::new())
         };
-        let _ = write!(
-            o,
-            "<rect class=\"bar\" x=\"{x:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{bh:.2}\">\
-             <title>{}: {}</title></rect>",
-            h - bottom - bh,
-            (slot * 0.8).max(0.5),
-            escape(&label),
-            fmt_ns(longest)
-        );
+        let mut tip = format!("{}: {}", label, fmt_ns(longest));
+        let mut fills = String::new();
         for (k, dev) in st.devices.iter().enumerate() {
             let v: Vec<f64> = bin
                 .iter()
@@ -595,20 +747,56 @@ fn step_chart(o: &mut String, st: &Steps) {
                 continue;
             }
             let busy = v.iter().sum::<f64>() / v.len() as f64;
-            let y = h - bottom - busy / 100.0 * plot;
+            let _ = write!(tip, "; GPU {} busy {}", dev.device, pct(busy));
+            let fh = busy / 100.0 * bh;
+            let fmark = if bin.len() == 1 {
+                format!(
+                    " data-check=\"step_busy_pct\" data-step=\"{}\" data-device=\"{}\" \
+                     data-value=\"{busy}\"",
+                    first.index, dev.device
+                )
+            } else {
+                String::new()
+            };
             let _ = write!(
-                o,
-                "<circle class=\"dot d{}\" cx=\"{:.2}\" cy=\"{y:.2}\" r=\"{}\">\
-                 <title>GPU {} busy {}</title></circle>",
+                fills,
+                "<rect class=\"fill d{}\"{fmark} x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" \
+                 height=\"{fh:.2}\"><title>GPU {} busy {}</title></rect>",
                 k % 4,
-                x + slot * 0.4,
-                if per > 1 || bins.len() > 100 {
-                    1.2
-                } else {
-                    2.5
-                },
+                x + bw / devs * k as f64,
+                h - bottom - fh,
+                bw / devs,
                 dev.device,
                 pct(busy)
+            );
+        }
+        let _ = write!(
+            o,
+            "<rect class=\"bar step\"{mark} x=\"{x:.2}\" y=\"{:.2}\" width=\"{bw:.2}\" \
+             height=\"{bh:.2}\"><title>{}</title></rect>{fills}",
+            h - bottom - bh,
+            escape(&tip)
+        );
+        if bins.len() <= 10 {
+            let _ = write!(
+                o,
+                "<text x=\"{:.1}\" y=\"{:.1}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
+                x + bw / 2.0,
+                h - bottom - bh - 3.0,
+                escape(&fmt_ns(longest))
+            );
+        }
+        if bins.len() <= 24 {
+            let _ = write!(
+                o,
+                "<text x=\"{:.1}\" y=\"{}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
+                x + bw / 2.0,
+                h - bottom + 13.0,
+                if bin.len() == 1 {
+                    first.index.to_string()
+                } else {
+                    format!("{}–{}", first.index, last.index)
+                }
             );
         }
     }

@@ -120,8 +120,29 @@ fn numbers_equal_the_json_report() {
                 }
             }
         }
+        for d in json["devices"].as_array().unwrap() {
+            expected += histogram_marks_equal_the_json(&cs, d, rel);
+        }
         if let Some(st) = json.get("steps") {
             for s in st["steps"].as_array().unwrap() {
+                let index = s["index"].as_u64().unwrap();
+                let bar = find(&cs, "step_bar_ns", "data-step", index);
+                assert_eq!(bar.value, s["duration_ns"].to_string(), "{rel}");
+                for d in s["devices"].as_array().unwrap() {
+                    let fill: Vec<&Check> = cs
+                        .iter()
+                        .filter(|c| {
+                            c.what == "step_busy_pct"
+                                && attr(&c.attrs, "data-step") == Some(index.to_string())
+                                && attr(&c.attrs, "data-device") == Some(d["device"].to_string())
+                        })
+                        .collect();
+                    assert_eq!(fill.len(), 1, "{rel} step {index}");
+                    let v: f64 = fill[0].value.parse().unwrap();
+                    assert_eq!(v, d["busy_pct"].as_f64().unwrap(), "{rel} step {index}");
+                    expected += 1;
+                }
+                expected += 1;
                 let ns = s["duration_ns"].as_u64().unwrap();
                 let c = find(
                     &cs,
@@ -150,6 +171,359 @@ fn numbers_equal_the_json_report() {
         assert!(expected > 0, "{rel}: nothing checked");
         assert_eq!(cs.len(), expected, "{rel}: marks the test does not know");
     }
+}
+
+/// The gap histogram of one GPU of the JSON report `d`: from its first bucket with gaps to its
+/// last, a dot of each bucket's count, and a bar of its idle time where it has gaps; nothing
+/// outside that range. Returns the marks checked.
+fn histogram_marks_equal_the_json(cs: &[Check], d: &Value, rel: &str) -> usize {
+    let dev = d["device"].to_string();
+    let buckets = d["gap_histogram"].as_array().unwrap();
+    let used: Vec<usize> = (0..buckets.len())
+        .filter(|&i| buckets[i]["count"].as_u64().unwrap() > 0)
+        .collect();
+    let mut n = 0;
+    for (what, field) in [
+        ("gap_bucket_count", "count"),
+        ("gap_bucket_total_ns", "total_ns"),
+    ] {
+        let marks: Vec<(usize, u64)> = cs
+            .iter()
+            .filter(|c| c.what == what && attr(&c.attrs, "data-device") == Some(dev.clone()))
+            .map(|c| {
+                let i: usize = attr(&c.attrs, "data-bucket").unwrap().parse().unwrap();
+                (i, c.value.parse().unwrap())
+            })
+            .collect();
+        let want: Vec<(usize, u64)> = match (used.first(), used.last()) {
+            (Some(&lo), Some(&hi)) => (lo..=hi)
+                .filter(|&i| what == "gap_bucket_count" || buckets[i]["total_ns"] != 0)
+                .map(|i| (i, buckets[i][field].as_u64().unwrap()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        assert_eq!(marks, want, "{rel} GPU {dev} {what}");
+        n += marks.len();
+    }
+    n
+}
+
+/// The gap histogram's bars are idle time, not counts: on the 2021 ResNet-50 trace the tallest
+/// bar is the bucket holding the most idle time (10 ms to 100 ms: 4 gaps), not the one with the
+/// most gaps (1 µs to 10 µs: 8 gaps), and the axis says so.
+#[test]
+fn the_gap_histogram_weighs_buckets_by_idle_time() {
+    let (json, page) = report_and_page(&load("kineto/tb_resnet50_2021_operators.json.gz"));
+    let hist = &json["devices"][0]["gap_histogram"];
+    let start = page.find("class=\"chart histogram\"").unwrap();
+    let svg = &page[start..start + page[start..].find("</svg>").unwrap()];
+    assert!(svg.contains("idle time (bars)") && svg.contains("gaps (dots)"));
+    let tallest = checks(svg)
+        .into_iter()
+        .filter(|c| c.what == "gap_bucket_total_ns")
+        .map(|c| {
+            let h: f64 = attr(&c.attrs, "height").unwrap().parse().unwrap();
+            (h, attr(&c.attrs, "data-bucket").unwrap())
+        })
+        .fold((0.0, String::new()), |a, b| if b.0 > a.0 { b } else { a });
+    assert_eq!(tallest.1, "7");
+    assert_eq!(hist[7]["count"], 4);
+    assert_eq!(hist[3]["count"], 8);
+    // The bucket's share of the idle time is written on its bar.
+    let share = hist[7]["total_ns"].as_f64().unwrap() * 100.0
+        / json["devices"][0]["idle_ns"].as_f64().unwrap();
+    assert!(svg.contains(&format!(">{share:.0} %<")), "{share}");
+}
+
+/// One step is one bar of a bounded width, with the GPU's busy share drawn inside it.
+#[test]
+fn a_single_step_is_one_narrow_bar_holding_its_busy_share() {
+    let mut t = load("kineto/profiler_steps.json.gz");
+    let keep = t
+        .strings
+        .iter()
+        .position(|s| s == "ProfilerStep#2")
+        .unwrap() as u32;
+    t.ranges
+        .retain(|r| !t.strings[r.name as usize].starts_with("ProfilerStep#") || r.name == keep);
+    t.host_ops
+        .retain(|o| !t.strings[o.name as usize].starts_with("ProfilerStep#") || o.name == keep);
+    let (json, page) = report_and_page(&t);
+    assert_eq!(json["steps"]["count"], 1, "{}", json["steps"]);
+    let cs = checks(&page);
+    let bar = cs.iter().find(|c| c.what == "step_bar_ns").unwrap();
+    let width: f64 = attr(&bar.attrs, "width").unwrap().parse().unwrap();
+    assert!(width <= 60.0, "{width}");
+    let fill = cs.iter().find(|c| c.what == "step_busy_pct").unwrap();
+    let (bh, fh): (f64, f64) = (
+        attr(&bar.attrs, "height").unwrap().parse().unwrap(),
+        attr(&fill.attrs, "height").unwrap().parse().unwrap(),
+    );
+    let busy = json["steps"]["steps"][0]["devices"][0]["busy_pct"]
+        .as_f64()
+        .unwrap();
+    assert!((fh / bh * 100.0 - busy).abs() < 0.1, "{fh} of {bh}, {busy}");
+}
+
+/// The host lanes: one per thread with host ops or CUDA calls, whose first share is the union of
+/// its host ops and second that of its calls, both clipped to the span drawn; the copies lane's
+/// first share is the report's copy busy time.
+#[test]
+fn host_and_copies_lanes_hold_the_threads_ops_and_calls_and_the_copies() {
+    use super::lod::{b64_value, LaneRole};
+    let sum = |level: &str, at: usize, width: u64| -> f64 {
+        level
+            .as_bytes()
+            .chunks(2)
+            .map(|c| b64_value(c[at]) as f64 / 63.0 * width as f64)
+            .sum()
+    };
+    for rel in [
+        "kineto/tb_resnet50_2021_operators.json.gz",
+        "kineto/profiler_steps.json.gz",
+        "native/two_streams",
+    ] {
+        let t = load(rel);
+        let lod = timeline_lod(&t, None).unwrap();
+        let (from, to) = (lod.start_ns, lod.start_ns + lod.span_ns);
+        let hosts: Vec<_> = lod
+            .lanes
+            .iter()
+            .filter_map(|l| match l.role {
+                Some(LaneRole::Host { thread }) => Some((l, (l.pid.unwrap(), thread))),
+                _ => None,
+            })
+            .collect();
+        assert!(!hosts.is_empty(), "{rel}: no host lane");
+        for (lane, (pid, thread)) in hosts {
+            let clip = |s: u64, e: u64| (s.max(from), e.min(to));
+            let mut ops: Vec<(u64, u64)> = t
+                .host_ops
+                .iter()
+                .filter(|o| (o.process, o.thread) == (pid, thread))
+                .map(|o| clip(o.start_ns, o.end_ns))
+                .collect();
+            let mut calls: Vec<(u64, u64)> = t
+                .api_calls
+                .iter()
+                .filter(|c| (c.process, c.thread) == (pid, thread))
+                .map(|c| clip(c.start_ns, c.end_ns))
+                .collect();
+            let level = &lane.levels[0];
+            let width = lod.stream_bucket_ns * lod.zoom.pow(lane.levels.len() as u32 - 1);
+            let n = level.len() as f64 / 2.0;
+            for (at, runs) in [(0, &mut ops), (1, &mut calls)] {
+                let union: u64 = cutrace_analysis::merged_runs(runs)
+                    .iter()
+                    .map(|r| r.1 - r.0)
+                    .sum();
+                let drawn = sum(level, at, width);
+                assert!(
+                    (drawn - union as f64).abs() <= n * width as f64 / 63.0,
+                    "{rel} thread {thread} share {at}: drawn {drawn}, union {union}"
+                );
+            }
+        }
+    }
+    let t = load("kineto/copy_overlap.json.gz");
+    let (json, _) = report_and_page(&t);
+    let lod = timeline_lod(&t, None).unwrap();
+    for d in json["devices"].as_array().unwrap() {
+        let dev = d["device"].as_u64().unwrap() as u32;
+        let lane = lod
+            .lanes
+            .iter()
+            .find(|l| l.device == dev && l.role == Some(LaneRole::Copies))
+            .unwrap();
+        let width = lod.stream_bucket_ns * lod.zoom.pow(lane.levels.len() as u32 - 1);
+        let drawn = sum(&lane.levels[0], 0, width);
+        let copy = d["copy_busy_ns"].as_f64().unwrap();
+        let n = lane.levels[0].len() as f64 / 2.0;
+        assert!(copy > 0.0);
+        // Copies outside the kernels' span are not drawn: never more than the report's.
+        assert!(drawn <= copy + n * width as f64 / 63.0, "{drawn} vs {copy}");
+        assert!(drawn > 0.5 * copy, "{drawn} vs {copy}");
+    }
+}
+
+/// Host lanes stay within the byte budget however many ops and threads: the busiest 16 threads
+/// are drawn and the page says how many more there are.
+#[test]
+fn many_host_ops_and_threads_keep_the_timeline_in_budget() {
+    use cutrace_trace::{HostOp, HostOpKind};
+    let mut t = Trace {
+        strings: vec!["k".into(), "aten::op".into()],
+        ..Trace::default()
+    };
+    for i in 0..20_000u64 {
+        t.kernels.push(Kernel {
+            device: (i % 4) as u32,
+            context: 1,
+            stream: 7,
+            correlation_id: i + 1,
+            start_ns: 1_000_000 + i * 5_000,
+            end_ns: 1_000_000 + i * 5_000 + 3_000,
+            name: 0,
+            launch: 0,
+        });
+    }
+    for i in 0..200_000u64 {
+        let at = 1_000_000 + i * 500;
+        t.host_ops.push(HostOp {
+            kind: HostOpKind::CpuOp,
+            name: 1,
+            process: 1,
+            thread: i % 40,
+            start_ns: at,
+            end_ns: at + 400 + (i % 40) * 10,
+            external_id: 0,
+        });
+    }
+    let lod = timeline_lod(&t, None).unwrap();
+    let bytes: usize = lod
+        .lanes
+        .iter()
+        .flat_map(|l| &l.levels)
+        .map(String::len)
+        .sum();
+    assert!(bytes as u64 <= BUDGET_BYTES, "{bytes}");
+    let hosts = lod.lanes.iter().filter(|l| l.role.is_some()).count() as u64;
+    assert_eq!(hosts, 16);
+    assert_eq!(lod.host_threads_not_drawn, 40 - 16);
+    // The busiest: the threads with the longest ops (the highest thread ids here).
+    assert!(lod.lanes.iter().all(|l| match l.role {
+        Some(super::lod::LaneRole::Host { thread }) => thread >= 24,
+        _ => true,
+    }));
+    let (_, page) = report_and_page(&t);
+    assert!(page.contains("24 host threads have no lane"));
+}
+
+/// Each largest gap says what the host was doing, in the table and in the timeline's tooltip
+/// alike: when the next launch returned, the calls and ranges covering it and the CPU ops (the
+/// JSON's `host.cpu_ops`), with the JSON's durations.
+#[test]
+fn each_largest_gap_says_what_the_host_was_doing() {
+    let t = load("kineto/tb_resnet50_2021_operators.json.gz");
+    let (json, page) = report_and_page(&t);
+    let data = &page[page.find("id=\"cutrace-data\">").unwrap()..];
+    let data: Value =
+        serde_json::from_str(&data[data.find('>').unwrap() + 1..data.find("</script>").unwrap()])
+            .unwrap();
+    let marks = data["timelines"][0]["gaps"].as_array().unwrap();
+    let gaps = json["devices"][0]["largest_gaps"].as_array().unwrap();
+    assert_eq!(marks.len(), gaps.len());
+    let mut ops = 0;
+    for (m, g) in marks.iter().zip(gaps) {
+        let context: Vec<&str> = m["context"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|l| l.as_str().unwrap())
+            .collect();
+        let text = context.join("\n");
+        let host = &g["host"];
+        if let Some(l) = host.get("next_launch") {
+            let r = l["returned_into_gap_ns"].as_i64().unwrap();
+            assert!(text.contains(&fmt_ns(r.unsigned_abs())), "{text}");
+            assert!(text.contains(l["name"].as_str().unwrap()));
+        }
+        for c in host["calls"].as_array().unwrap() {
+            let n = c["ns"].as_u64().unwrap();
+            assert!(text.contains(&format!("{} {}", c["name"].as_str().unwrap(), fmt_ns(n))));
+        }
+        for r in host["ranges"].as_array().unwrap() {
+            let n = r["ns"].as_u64().unwrap();
+            assert!(text.contains(&format!("{} {}", r["name"].as_str().unwrap(), fmt_ns(n))));
+        }
+        for o in host["cpu_ops"].as_array().into_iter().flatten() {
+            let n = o["in_gap_ns"].as_u64().unwrap();
+            let line = format!("{} {} of it", o["name"].as_str().unwrap(), fmt_ns(n));
+            assert!(text.contains(&line), "{text}");
+            // The table shows the same lines, escaped.
+            assert!(page.contains(&*super::escape(&line)), "{line}");
+            ops += 1;
+        }
+    }
+    assert!(ops > 0, "no CPU op named in any gap");
+}
+
+/// The diff page opens with each GPU's wall time, busy and idle split of both traces and their
+/// change, the diff JSON's numbers.
+#[test]
+fn the_diff_page_opens_with_wall_time_busy_and_the_idle_split() {
+    let (base, new) = (
+        load("kineto/two_streams.json.gz"),
+        load("kineto/profiler_steps.json.gz"),
+    );
+    let opts = cutrace_analysis::DiffOptions {
+        page: true,
+        ..Default::default()
+    };
+    let (b, n) = (
+        cutrace_analysis::diff_side(&base, None, &opts).unwrap(),
+        cutrace_analysis::diff_side(&new, None, &opts).unwrap(),
+    );
+    let d = cutrace_analysis::diff_sides(&b, &n, &opts);
+    let (lb, ln) = (
+        super::timeline_lod(&base, None).unwrap(),
+        super::timeline_lod(&new, None).unwrap(),
+    );
+    let side = |title, side, timeline| super::diff::PageSide {
+        title,
+        side,
+        timeline,
+    };
+    let page = super::diff::page(&side("base", &b, &lb), &side("new", &n, &ln), &d);
+    let head = page.find("id=\"headline\"").unwrap();
+    assert!(head < page.find("id=\"caveats\"").unwrap());
+    assert!(
+        page[..head].find("<h2").is_none(),
+        "something comes before the headline"
+    );
+    let json = serde_json::to_value(&d).unwrap();
+    let cs = checks(&page[head..page.find("id=\"caveats\"").unwrap()]);
+    let mut n = 0;
+    for g in json["devices"].as_array().unwrap() {
+        let dev = g["device"].as_u64().unwrap();
+        for key in [
+            "window_ns",
+            "busy_ns",
+            "idle_ns",
+            "idle_before_launch_ns",
+            "idle_after_launch_ns",
+            "idle_unknown_ns",
+        ] {
+            let (bv, nv) = (g["base"][key].as_u64(), g["new"][key].as_u64());
+            for (side, v) in [("base", bv), ("new", nv)] {
+                let Some(v) = v else { continue };
+                let c = find(&cs, &format!("{side}_{key}"), "data-device", dev);
+                assert_eq!(
+                    (c.value.clone(), c.text.clone()),
+                    (v.to_string(), fmt_ns(v))
+                );
+                n += 1;
+            }
+            if let (Some(x), Some(y)) = (bv, nv) {
+                let c = find(&cs, &format!("change_{key}"), "data-device", dev);
+                assert_eq!(c.value, (y as i64 - x as i64).to_string(), "{key}");
+                assert!(c.text.contains(&fmt_ns(y.abs_diff(x))), "{}", c.text);
+                n += 1;
+            }
+        }
+        for side in ["base", "new"] {
+            let c = find(&cs, &format!("{side}_busy_pct"), "data-device", dev);
+            assert_eq!(
+                c.value.parse::<f64>().unwrap(),
+                g[side]["busy_pct"].as_f64().unwrap()
+            );
+            let c = find(&cs, &format!("{side}_gaps"), "data-device", dev);
+            assert_eq!(c.value, g[side]["gaps"].to_string());
+            n += 2;
+        }
+    }
+    assert!(n >= 16, "{n}");
+    assert_eq!(cs.len(), n, "marks the test does not know");
 }
 
 /// The memory plot's highest point is the JSON's peak (the plot keeps each bucket's highest
@@ -229,7 +603,11 @@ fn the_timeline_shows_the_largest_gap_as_waiting_for_the_host() {
         g["start_ns"].as_u64().unwrap(),
         g["end_ns"].as_u64().unwrap(),
     );
-    let gpu = lod.lanes.iter().find(|l| l.stream.is_none()).unwrap();
+    let gpu = lod
+        .lanes
+        .iter()
+        .find(|l| l.stream.is_none() && l.role.is_none())
+        .unwrap();
     let depth = gpu.levels.len() as u32;
     let width = |k: usize| lod.gpu_bucket_ns * lod.zoom.pow(depth - 1 - k as u32);
     for (k, level) in gpu.levels.iter().enumerate() {
@@ -313,7 +691,13 @@ fn a_large_trace_gives_a_small_page() {
         .map(String::len)
         .sum();
     assert!(bytes as u64 <= BUDGET_BYTES, "{bytes}");
-    assert_eq!(lod.lanes.iter().filter(|l| l.stream.is_none()).count(), 8);
+    assert_eq!(
+        lod.lanes
+            .iter()
+            .filter(|l| l.stream.is_none() && l.role.is_none())
+            .count(),
+        8
+    );
     assert!(lod.streams_not_drawn > 0);
     let (json, page) = report_and_page(&t);
     assert!(page.len() < 3_000_000, "{}", page.len());
