@@ -28,6 +28,8 @@
 #                     memory (gpu/check_memory.py: record --memory's driver peak against
 #                     torch.cuda.max_memory_reserved(), a profile_memory trace's framework peak
 #                     against max_memory_allocated())
+#                     pools (gpu/pools.cu: record --memory's CUDA memory pools against the
+#                     program's cudaMemPoolGetAttribute high-water marks; keeps the trace)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -380,6 +382,12 @@ if has memory; then
   log "memory peaks against torch's"
   timeout 400 python3 "$G/check_memory.py" "$CT" "$W/mem" "$W/mem_out" >> "$R" 2> "$W/logs/memory.err"
   tar -czf "$OUT/memory.tar.gz" -C "$W" mem_out 2>/dev/null
+fi
+
+if has pools; then
+  log "memory pools against the program's own account"
+  nvcc -O2 -arch=sm_90 -o "$W/pools" "$G/pools.cu" > "$W/logs/nvcc_pools.txt" 2>&1 || cat "$W/logs/nvcc_pools.txt"
+  timeout 200 python3 "$G/check_pools.py" "$CT" "$W/pools" "$OUT" 2> "$W/logs/pools.err"
 fi
 
 if has others; then

@@ -186,3 +186,41 @@ fn recorded_pools_show_reserved_and_used_at_the_peak() {
     );
     assert_eq!(end["used_bytes"], 1_000);
 }
+
+/// Recorded on an H100 (tests/fixtures/native/pools_h100, gpu/pools.cu): each CUDA memory
+/// pool's reserved and used peaks in the report equal the program's own high-water marks
+/// (cudaMemPoolGetAttribute's ReservedMemHigh and UsedMemHigh), for an explicit pool and the
+/// default pool of cudaMallocAsync.
+#[test]
+fn real_pools_peak_where_the_program_says() {
+    let dir = cutrace_testkit::fixture("native/pools_h100");
+    let own: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("program.json")).unwrap()).unwrap();
+    let o = crate::util::bin()
+        .args(["report", "--format", "json"])
+        .arg(&dir)
+        .run_ok();
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let pools = r["memory"]["cuda_pools"].as_array().expect("cuda_pools");
+    assert_eq!(pools.len(), 2, "{pools:?}");
+    let by_threshold = |t: u64| {
+        pools
+            .iter()
+            .find(|p| p["release_threshold_bytes"] == t)
+            .unwrap_or_else(|| panic!("no pool with threshold {t}: {pools:?}"))
+    };
+    for (p, mine) in [
+        (by_threshold(64 << 20), &own["pool"]),
+        (by_threshold(0), &own["default"]),
+    ] {
+        assert_eq!(p["reserved_peak_bytes"], mine["reserved_high"], "{p}");
+        assert_eq!(p["used_peak_bytes"], mine["used_high"], "{p}");
+        assert_eq!(p["allocs"], p["frees"], "every block freed: {p}");
+        assert_eq!(
+            p["at_end"]["reserved_bytes"], 0,
+            "trimmed or destroyed: {p}"
+        );
+    }
+    assert_eq!(own["pool"]["reserved_high"], 100_663_296);
+    assert_eq!(own["default"]["used_high"], 8_388_608);
+}
