@@ -220,6 +220,10 @@ pub struct Report {
     /// trace has no memory events and no allocation calls.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::MemoryReport>,
+    /// The critical path of each step and of the window ([`crate::critical_path`]): absent
+    /// unless asked for (`cutrace report --critical-path`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_path: Option<crate::critical_path::CriticalPath>,
 }
 
 /// The whole report of one trace: every analysis, and the steps with the counters and PM
@@ -444,6 +448,7 @@ fn analyze_records(trace: &Trace, opts: &Options) -> Result<Report, AnalysisErro
         pm_samples: crate::pm::pm_report(trace, window),
         pc_samples: crate::pc::pc_report(trace, opts.top),
         memory: None,
+        critical_path: None,
     })
 }
 

@@ -2,6 +2,7 @@
 //! and the formatting both share.
 
 pub mod counters;
+pub mod critical_path;
 pub mod diff;
 mod diff_pm;
 pub mod job;

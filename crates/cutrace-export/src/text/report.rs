@@ -142,6 +142,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize, st: &St
     render_api(o, r, st);
     render_transfers(o, r, st);
     render_ranges(o, r, st);
+    super::critical_path::render(o, r, top, st);
     let _ = writeln!(
         o,
         "\nDefinitions: busy = union of kernel intervals per device (touching intervals merge, \

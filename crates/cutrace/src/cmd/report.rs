@@ -121,6 +121,12 @@ pub struct Args {
     /// demangled), anywhere in it; the verdict's rules list counts them as `comm_kernels`.
     #[arg(long, value_name = "REGEX")]
     pub comm_kernels: Option<String>,
+    /// Add each step's critical path, and the window's: the chain of dependent host ops,
+    /// launches, GPU work, stream waits and synchronizations whose length is the step's time,
+    /// what it is made of, the segments to shorten first and the slack of large work off it
+    /// (docs/REPORT.md, `critical_path`).
+    #[arg(long)]
+    pub critical_path: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -203,7 +209,14 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         orphan_list: args.orphans,
         steps: Some(which.clone()),
     };
-    let report = analyze(&trace, &opts).with_context(|| format!("analysing {}", file.display()))?;
+    let mut report =
+        analyze(&trace, &opts).with_context(|| format!("analysing {}", file.display()))?;
+    if args.critical_path {
+        let (window, steps) = (opts.window.as_ref(), report.steps.as_ref());
+        report.critical_path = Some(cutrace_analysis::critical_path::critical_path(
+            &trace, window, steps, args.top,
+        ));
+    }
     if report.steps.is_none() && args.steps.is_some() {
         let windowed = opts.window.is_some();
         anyhow::bail!(steps_not_found(&which, &file, windowed, &trace));

@@ -11,6 +11,7 @@ mod comm_rules_cli;
 mod convert_outputs;
 mod counters_fixture;
 mod counters_report;
+mod critical_path_cli;
 mod dcgm_cli;
 mod dcgm_hang_cli;
 mod diff_cli;

@@ -2,8 +2,8 @@
 //! committed fixtures that together produce every field (a merged multi-process trace, an
 //! incomplete one, a torch.profiler one, one with copies and memsets, one with recorder notes, a
 //! `--from`/`--to` window, two runs' parts in one directory, `--steps`, a `cutrace profile`
-//! trace with counters, a `cutrace sample` trace with steps, and a torch.profiler trace with
-//! memory events), and every object key seen anywhere in the output must appear in the page as
+//! trace with counters, a `cutrace sample` trace with steps, a torch.profiler trace with
+//! memory events, and `--critical-path`), and every object key seen anywhere in the output must appear in the page as
 //! a backticked name (`` `idle_split` ``).
 
 use std::collections::BTreeMap;
@@ -102,6 +102,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
             "kineto memory",
             report(&fixture("kineto/hta_memory.json.gz"), &[]),
         ),
+        (
+            "critical path",
+            report(&fixture("kineto/profiler_steps.json.gz"), &["--critical-path"]),
+        ),
     ];
 
     // Each fixture still shows what it is here for, so the key set stays complete.
@@ -134,6 +138,12 @@ fn every_report_field_is_documented_in_docs_report_md() {
     assert!(pool["peak"]["live"]["by_site"][0]["site"].is_string());
     assert!(pool["reported_peak"]["reserved_minus_allocated_bytes"].is_u64());
     assert!(pool["steps"][0]["peak_bytes"].is_u64());
+
+    let cp = &by("critical path")["critical_path"];
+    assert!(cp["steps"][0]["composition"]["host_ops"][0]["ns"].is_u64());
+    assert!(cp["window"]["longest_segments"][0]["place"]["thread"].is_u64());
+    assert!(cp["window"]["slack"][0]["slack_ns"].is_u64());
+    assert!(cp["inferred"]["inverted_edges"].is_u64());
 
     let mut keys = BTreeMap::new();
     for (_, v) in &runs {

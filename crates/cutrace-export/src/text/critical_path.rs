@@ -1,0 +1,258 @@
+//! The text of `cutrace report --critical-path`: per step, the path's length and what it was
+//! made of; for the slowest step (or the window without steps), the segments to shorten first
+//! and the slack of the large work off the path.
+
+use std::fmt::Write as _;
+
+use cutrace_analysis::critical_path::{CriticalPath, Kind, PathReport, Place};
+use cutrace_analysis::Report;
+
+use super::{label, num, table, Style};
+
+/// Writes the critical-path section of `r`, if it has one.
+pub fn render(o: &mut String, r: &Report, top: usize, st: &Style) {
+    let Some(cp) = &r.critical_path else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\nCritical path: the chain of dependent work (host ops, launches, GPU work, waits) whose \
+         length is the step's time"
+    );
+    if !cp.steps.is_empty() {
+        steps_table(o, cp, top, st);
+    }
+    let slowest = cp
+        .steps
+        .iter()
+        .max_by_key(|s| (s.path.length_ns, std::cmp::Reverse(s.index)));
+    let (what, path) = match (slowest, &cp.window) {
+        (Some(s), _) => (
+            format!("the slowest step, {} ({})", s.name, st.ns(s.path.length_ns)),
+            &s.path,
+        ),
+        (None, Some(w)) => (format!("the window ({})", st.ns(w.length_ns)), w),
+        (None, None) => {
+            let _ = writeln!(o, "  (no record in the window)");
+            return;
+        }
+    };
+    let _ = writeln!(o, "\n  In {what}:");
+    composition(o, path, st);
+    segments(o, path, top, st);
+    slack(o, path, top, st);
+    inferred(o, cp);
+}
+
+fn steps_table(o: &mut String, cp: &CriticalPath, top: usize, st: &Style) {
+    let shown: Vec<_> = cp.steps.iter().take(top.max(1) * 2).collect();
+    let col = st.col(shown.iter().map(|s| s.path.length_ns));
+    let heads = [
+        format!("length ({})", col.unit),
+        "host".to_owned(),
+        "compute".to_owned(),
+        "comm".to_owned(),
+        "copy".to_owned(),
+        "launch".to_owned(),
+        "sync".to_owned(),
+        "wait".to_owned(),
+        "unexplained".to_owned(),
+    ];
+    let mut cols = vec![label("step")];
+    cols.extend(heads.iter().map(|h| num(h)));
+    let rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|s| {
+            let p = &s.path;
+            let c = &p.composition;
+            let mut r = vec![s.index.to_string(), col.num(p.length_ns)];
+            r.extend(
+                [
+                    c.host_ns,
+                    c.compute_ns,
+                    c.communication_ns,
+                    c.copy_ns,
+                    c.launch_ns,
+                    c.sync_ns,
+                    c.stream_wait_ns + c.rank_wait_ns.unwrap_or(0),
+                    c.unexplained_ns,
+                ]
+                .map(|v| pct(v, p.length_ns)),
+            );
+            r
+        })
+        .collect();
+    let names: Vec<String> = shown.iter().map(|s| s.name.clone()).collect();
+    let _ = writeln!(o, "  Per step (shares of the path, %):");
+    table(o, st, &cols, &rows, Some(("name", &names)));
+    if cp.steps.len() > shown.len() {
+        let _ = writeln!(
+            o,
+            "  … and {} more steps (the JSON has every one)",
+            cp.steps.len() - shown.len()
+        );
+    }
+}
+
+fn pct(v: u64, of: u64) -> String {
+    if of == 0 {
+        return "-".to_owned();
+    }
+    format!("{:.1}", v as f64 * 100.0 / of as f64)
+}
+
+fn composition(o: &mut String, p: &PathReport, st: &Style) {
+    let c = &p.composition;
+    let mut parts: Vec<(u64, String)> = vec![
+        (c.host_ns, "host".to_owned()),
+        (c.compute_ns, "GPU compute".to_owned()),
+        (c.communication_ns, "communication".to_owned()),
+        (c.copy_ns, "copies".to_owned()),
+        (c.launch_ns, "launch gaps".to_owned()),
+        (c.sync_ns, "sync returns".to_owned()),
+        (c.stream_wait_ns, "stream waits".to_owned()),
+        (c.unexplained_ns, "no recorded cause".to_owned()),
+    ];
+    if let Some(w) = c.rank_wait_ns {
+        parts.push((w, "waiting for another rank".to_owned()));
+    }
+    parts.retain(|p| p.0 > 0);
+    parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+    let text: Vec<String> = parts
+        .iter()
+        .map(|(v, what)| format!("{what} {} ({} %)", st.ns(*v), pct(*v, p.length_ns)))
+        .collect();
+    let _ = writeln!(
+        o,
+        "{}",
+        super::fit(&format!("    made of: {}", text.join(", ")))
+    );
+    if !c.host_ops.is_empty() {
+        let ops: Vec<String> = c
+            .host_ops
+            .iter()
+            .take(5)
+            .map(|op| format!("{} {}", st.name(&op.name), st.ns(op.ns)))
+            .collect();
+        let _ = writeln!(
+            o,
+            "{}",
+            super::fit(&format!("    host time by op: {}", ops.join(", ")))
+        );
+    }
+}
+
+fn place(p: &Place) -> String {
+    let mut s = String::new();
+    if let Some(r) = p.rank {
+        let _ = write!(s, "rank {r} ");
+    }
+    match (p.device, p.stream, p.thread) {
+        (Some(d), Some(x), _) => {
+            let _ = write!(s, "GPU {d} stream {x}");
+        }
+        (_, _, Some(t)) => {
+            let _ = write!(s, "thread {t}");
+        }
+        _ => {}
+    }
+    if let (Some(pid), None) = (p.pid, p.rank) {
+        let _ = write!(s, " (pid {pid})");
+    }
+    s.trim().to_owned()
+}
+
+fn kind(k: Kind) -> &'static str {
+    k.label()
+}
+
+fn segments(o: &mut String, p: &PathReport, top: usize, st: &Style) {
+    if p.longest_segments.is_empty() {
+        return;
+    }
+    let shown = &p.longest_segments[..p.longest_segments.len().min(top)];
+    let col = st.col(shown.iter().map(|s| s.length_ns));
+    let head = format!("length ({})", col.unit);
+    let cols = [num(&head), label("kind"), label("at"), label("where")];
+    let rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|s| {
+            vec![
+                col.num(s.length_ns),
+                kind(s.kind).to_owned(),
+                st.at(s.start_ns),
+                place(&s.place),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = shown.iter().map(|s| s.name.clone()).collect();
+    let _ = writeln!(o, "  The segments to shorten first:");
+    table(o, st, &cols, &rows, Some(("what", &names)));
+}
+
+fn slack(o: &mut String, p: &PathReport, top: usize, st: &Style) {
+    if p.slack.is_empty() {
+        return;
+    }
+    let shown = &p.slack[..p.slack.len().min(top)];
+    let col = st.col(shown.iter().flat_map(|s| [s.duration_ns, s.slack_ns]));
+    let (h1, h2) = (
+        format!("duration ({})", col.unit),
+        format!("slack ({})", col.unit),
+    );
+    let cols = [num(&h1), num(&h2), label("at"), label("where")];
+    let rows: Vec<Vec<String>> = shown
+        .iter()
+        .map(|s| {
+            vec![
+                col.num(s.duration_ns),
+                col.num(s.slack_ns),
+                st.at(s.start_ns),
+                place(&s.place),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = shown.iter().map(|s| s.name.clone()).collect();
+    let _ = writeln!(
+        o,
+        "  Large work off the path, and how much longer each could run before the step would:"
+    );
+    table(o, st, &cols, &rows, Some(("name", &names)));
+}
+
+fn inferred(o: &mut String, cp: &CriticalPath) {
+    let i = &cp.inferred;
+    let mut said: Vec<String> = Vec::new();
+    if i.stream_waits > 0 {
+        said.push(format!(
+            "{} stream waits tied to the work launched before their thread's last cudaEventRecord \
+             (the trace does not name the event's stream)",
+            i.stream_waits
+        ));
+    }
+    if i.syncs_without_stream > 0 {
+        said.push(format!(
+            "{} synchronizations with no stream recorded, taken to wait for their process's last GPU work",
+            i.syncs_without_stream
+        ));
+    }
+    if i.gpu_ops_without_launch > 0 {
+        said.push(format!(
+            "{} GPU operations without their launch call (their start has no recorded cause)",
+            i.gpu_ops_without_launch
+        ));
+    }
+    if i.inverted_edges > 0 {
+        said.push(format!(
+            "{} dependencies not followed: their cause ends after their effect starts (host and GPU clocks disagree)",
+            i.inverted_edges
+        ));
+    }
+    if !said.is_empty() {
+        let _ = writeln!(
+            o,
+            "{}",
+            super::fit(&format!("  Inferred: {}.", said.join("; ")))
+        );
+    }
+}
