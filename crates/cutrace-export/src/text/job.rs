@@ -323,8 +323,7 @@ fn render_header(o: &mut String, inputs: &str, j: &JobReport) {
     }
 }
 
-/// Writes the per-rank table and, when the ranks' waits differ, the ranks that waited most and
-/// least at collectives.
+/// Writes the per-rank table (who waited most and least at collectives is the verdict's).
 fn render_ranks(o: &mut String, ranks: &[JobRank]) {
     let _ = writeln!(
         o,
@@ -381,23 +380,6 @@ fn render_ranks(o: &mut String, ranks: &[JobRank]) {
         })
         .collect();
     super::table(o, &st, &columns, &rows, None);
-    if let Some(r) = ranks
-        .iter()
-        .max_by_key(|r| (r.wait_ns, std::cmp::Reverse(r.rank)))
-    {
-        let least = ranks.iter().min_by_key(|r| (r.wait_ns, r.rank));
-        if let Some(l) = least.filter(|l| l.rank != r.rank) {
-            let _ = writeln!(
-                o,
-                "  most waiting: rank {} ({}); least: rank {} ({}), the likely straggler at \
-                 collectives",
-                r.rank,
-                fmt_ns(r.wait_ns),
-                l.rank,
-                fmt_ns(l.wait_ns)
-            );
-        }
-    }
 }
 
 /// Writes the steps matched across ranks, the `top` with the widest spread in step order;

@@ -179,8 +179,14 @@ fn gzip_traces_a_missing_rank_and_the_text_report() {
     let text = bin().arg("report").arg(&job).run_ok();
     let text = String::from_utf8(text.stdout).unwrap();
     assert!(text.contains("(distributed job)"), "{text}");
+    // The verdict first: the missing rank, then who waited least at collectives (the straggler).
+    let second = text.lines().nth(1).unwrap_or_default();
     assert!(
-        text.contains("the likely straggler at collectives"),
+        second.starts_with("RANKS LEFT OUT: 0 dead (no usable trace), 1 missing"),
+        "{text}"
+    );
+    assert!(
+        text.contains("the least (") && text.contains("it arrived last, the likely straggler"),
         "{text}"
     );
     assert!(text.contains("clocks: "), "{text}");
