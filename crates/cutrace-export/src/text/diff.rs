@@ -7,7 +7,7 @@ use cutrace_analysis::diff::{Caveat, DeviceSide, NameCounts, NameDiff, Side};
 use cutrace_analysis::diff::{StepSide, StepsDiff};
 use cutrace_analysis::{Diff, LaunchLatency};
 
-use super::{count, fmt_ns, short_name};
+use super::{count, fmt_ns};
 
 /// A caveat in words, as the text, the page and the JSON's `text` give it.
 pub fn caveat_text(c: &Caveat) -> String {
@@ -261,8 +261,8 @@ fn render_unescaped(o: &mut String, base: &Path, new: &Path, d: &Diff) {
         render_steps(o, st);
     }
     render_latency(o, &d.launch_latency.base, &d.launch_latency.new);
-    render_names(o, "Kernels", &d.kernel_names, &d.kernels, 90);
-    render_names(o, api_calls_label(d), &d.api_names, &d.api, 60);
+    render_names(o, "Kernels", &d.kernel_names, &d.kernels);
+    render_names(o, api_calls_label(d), &d.api_names, &d.api);
     if let Some(c) = &d.counters {
         super::counters::render_diff(o, c);
     }
@@ -442,7 +442,7 @@ fn render_latency(o: &mut String, b: &LaunchLatency, n: &LaunchLatency) {
     }
 }
 
-fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDiff], width: usize) {
+fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDiff]) {
     if counts.base == 0 && counts.new == 0 {
         return;
     }
@@ -457,37 +457,56 @@ fn render_names(o: &mut String, what: &str, counts: &NameCounts, rows: &[NameDif
     if rows.is_empty() {
         return;
     }
+    let st = super::Style::default();
+    let sides = || rows.iter().flat_map(|r| [r.base, r.new]).flatten();
+    let total = st.col(
+        sides()
+            .map(|s| s.total_ns)
+            .chain(rows.iter().map(|r| r.total_change_ns.unsigned_abs())),
+    );
+    let mean = st.col(sides().map(|s| s.mean_ns));
     let _ = writeln!(
         o,
-        "  {:>12} {:>25} {:>17} {:>25} {:>10}  name",
-        "Δ total", "total base → new", "calls base → new", "mean base → new", "Δ mean"
+        "  (totals in {}, means in {}; base → new)",
+        total.unit, mean.unit
     );
-    let opt = |s: Option<u64>| s.map_or_else(|| "-".into(), fmt_ns);
-    for r in rows {
-        let calls = |s: Option<cutrace_analysis::diff::NameSide>| {
-            s.map_or_else(|| "-".into(), |s| s.count.to_string())
-        };
-        let mean = format!(
-            "{} → {}",
-            opt(r.base.map(|s| s.mean_ns)),
-            opt(r.new.map(|s| s.mean_ns)),
-        );
-        let _ = writeln!(
-            o,
-            "  {:>12} {:>25} {:>17} {:>25} {:>10}  {}",
-            fmt_change(r.total_change_ns),
-            format!(
-                "{} → {}",
-                opt(r.base.map(|s| s.total_ns)),
-                opt(r.new.map(|s| s.total_ns))
-            ),
-            format!("{} → {}", calls(r.base), calls(r.new)),
-            mean,
-            r.mean_change_pct
-                .map_or_else(|| "-".into(), |p| format!("{p:+.1} %")),
-            short_name(&r.name, width)
-        );
-    }
+    let cols = [
+        super::num("Δ total"),
+        super::num("total"),
+        super::num("→"),
+        super::num("calls"),
+        super::num("→"),
+        super::num("mean"),
+        super::num("→"),
+        super::num("Δ mean"),
+    ];
+    let cells: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            let opt = |s: Option<u64>, c: &super::Col| s.map_or_else(|| "-".into(), |v| c.num(v));
+            let calls = |s: Option<cutrace_analysis::diff::NameSide>| {
+                s.map_or_else(|| "-".into(), |s| s.count.to_string())
+            };
+            let delta = total.signed(r.total_change_ns);
+            vec![
+                if r.total_change_ns > 0 {
+                    format!("+{delta}")
+                } else {
+                    delta
+                },
+                opt(r.base.map(|s| s.total_ns), &total),
+                opt(r.new.map(|s| s.total_ns), &total),
+                calls(r.base),
+                calls(r.new),
+                opt(r.base.map(|s| s.mean_ns), &mean),
+                opt(r.new.map(|s| s.mean_ns), &mean),
+                r.mean_change_pct
+                    .map_or_else(|| "-".into(), |p| format!("{p:+.1} %")),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = rows.iter().map(|r| r.name.clone()).collect();
+    super::table(o, &st, &cols, &cells, Some(("name", &names)));
 }
 
 /// Why `cutrace diff --steps` found nothing: in neither trace (or their windows) does a host
