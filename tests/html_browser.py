@@ -6,7 +6,12 @@ Network events name only the page itself), opens with the verdict, whose shares 
 are the JSON `summary`'s, draws every chart (each SVG has drawn shapes with a
 non-zero bounding box, each timeline lane has shapes), shows the busy %, gap counts and step
 durations of `--format json`, zooms (the buttons and a drag change the visible time range) and
-sorts a table on a click. For a `cutrace profile` trace: the counters table is drawn, shows the
+sorts a table on a click. The new plots answer with the JSON's numbers: the gap histogram's
+bars are each bucket's idle time and its dots the gap count, each step is one bar (at most 60 px
+wide) of the step's duration filled by each GPU's busy share, a trace with CUDA calls has host
+lanes and a GPU with copies a copies lane, and each largest gap's table row and hovered tooltip
+say what the host was doing (the JSON's `host`). The diff page opens with each GPU's wall time,
+busy and idle split of both traces and their change, the diff JSON's. For a `cutrace profile` trace: the counters table is drawn, shows the
 JSON report's values per kernel name (n/a for none) and sorts on a click. For a distributed job
 (tests/tools/gen_job.py's, `cutrace report JOB --html`): the verdict is the first content, each of
 its numbers and each rank's busy, compute, communication, exposed and wait shown equal the job
@@ -31,6 +36,8 @@ REPORTS = [
     "tests/fixtures/kineto/copy_overlap.json.gz",
     "tests/fixtures/native/multiproc",
     "tests/fixtures/kineto/hta_memory.json.gz",
+    "tests/fixtures/kineto/tb_resnet50_2021_operators.json.gz",
+    "tests/fixtures/native/two_streams",
 ]
 # A real `cutrace profile --set basic` trace. Only its counters are checked here: the profiler
 # replays kernels and CUPTI writes 0 timestamps for most of them, so its timeline spans 736 ns
@@ -166,10 +173,40 @@ class Page:
     def checks(self):
         return self.d.execute_script("""
             return Array.from(document.querySelectorAll('[data-check]')).map(function (e) {
+              var b = e.getBoundingClientRect();
               return {what: e.getAttribute('data-check'), device: e.getAttribute('data-device'),
                       step: e.getAttribute('data-step'), pool: e.getAttribute('data-pool'),
-                      value: e.getAttribute('data-value'),
-                      text: e.textContent}; });""")
+                      bucket: e.getAttribute('data-bucket'), value: e.getAttribute('data-value'),
+                      w: b.width, h: b.height, text: e.textContent}; });""")
+
+    def check_gap_context(self, rep):
+        """Each largest gap's row in the table and its tooltip on the timeline (hovered) say its
+        reading and what the host was doing, with the JSON's durations."""
+        from selenium.webdriver.common.action_chains import ActionChains
+        from selenium.webdriver.common.by import By
+        want = [gap_context(g) for dv in rep["devices"] for g in dv["largest_gaps"]]
+        rows = self.d.execute_script("""
+            var t = document.querySelector('table.gaps');
+            return t ? Array.from(t.tBodies[0].rows).map(function (r) {
+              return Array.from(r.querySelector('td.context').childNodes).filter(function (n) {
+                return n.nodeType === 3; }).map(function (n) { return n.textContent; }); }) : [];""")
+        if rows != want:
+            self.fail(f"the largest gaps' host context: page {rows[:2]}, JSON {want[:2]}")
+        marks = self.d.find_elements(By.CSS_SELECTOR, "#tl .gaphit, .timeline .gaphit")
+        if want and not marks:
+            self.fail("no gap to hover on the timeline")
+        for m in marks[:3]:
+            n = int(m.get_attribute("data-gap"))
+            self.d.execute_script("arguments[0].scrollIntoView({block: 'center'})", m)
+            ActionChains(self.d).move_to_element(m).perform()
+            tip = self.d.execute_script("""
+                var t = arguments[0].closest('.timeline').querySelector('.tip');
+                return t && !t.hidden && t.getBoundingClientRect().height > 0 ?
+                  Array.from(t.children).map(function (c) { return c.textContent; }) : null;""", m)
+            if tip is None or tip[1:] != want[n]:
+                self.fail(f"gap {n}'s tooltip: page {tip}, JSON {want[n]}")
+            ActionChains(self.d).move_to_element(self.d.find_element(By.TAG_NAME, "h1")).perform()
+        return len(want)
 
     def check_zoom(self):
         from selenium.webdriver.common.action_chains import ActionChains
@@ -238,6 +275,35 @@ class Page:
             self.fail(f"a click did not sort the counters column: {keys}")
 
 
+def gap_context(g):
+    """What the host was doing in a gap, line by line, as the page says it from the JSON's
+    `host` (crates/cutrace-export/src/html/report.rs, gap_context)."""
+    h, lines = g.get("host"), []
+    if not h:
+        return lines
+    nl = h.get("next_launch")
+    if nl:
+        r = nl["returned_into_gap_ns"]
+        when = (f"{fmt_ns(-r)} before the gap began" if r < 0 else
+                f"{fmt_ns(r)} into the gap, after the kernel had started" if r > g["length_ns"] else
+                f"{fmt_ns(r)} into the gap")
+        lines.append(f"the next kernel's {nl['name']} returned {when}")
+
+    def spans(v):
+        return ", ".join(f"{x['name']} {fmt_ns(x['ns'])}" for x in v)
+    if h["calls"]:
+        lines.append(f"recorded API calls covered {fmt_ns(h['in_calls_ns'])} of it: {spans(h['calls'])}")
+    elif nl:
+        lines.append("no recorded API call ran in it")
+    if h["ranges"]:
+        lines.append(f"in ranges: {spans(h['ranges'])}")
+    if h.get("cpu_ops"):
+        lines.append("in CPU ops: " + ", ".join(f"{o['name']} {fmt_ns(o['in_gap_ns'])} of it" for o in h["cpu_ops"]))
+    if g.get("copy_ns"):
+        lines.append(f"copies ran {fmt_ns(g['copy_ns'])} of it")
+    return lines
+
+
 def counter_value(v):
     """The text report's counter values: integers without decimals, others with 3, n/a for none."""
     if v is None:
@@ -259,8 +325,10 @@ def check_report(d, binary, tmp, rel):
     p.check_console_and_network()
     p.check_verdict(rep["summary"])
     svgs = p.check_charts()
-    seen = {(c["what"], c["device"] or c["step"] or c["pool"]): c for c in p.checks()}
-    want = 0
+    marks = p.checks()
+    seen = {(c["what"], c["device"] or c["step"] or c["pool"]): c for c in marks
+            if c["bucket"] is None and c["what"] != "step_busy_pct"}
+    want = check_new_plots(p, rep, marks)
     for dev in rep["devices"]:
         key = str(dev["device"])
         c = seen.get(("busy_pct", key))
@@ -297,15 +365,64 @@ def check_report(d, binary, tmp, rel):
         want += 1
     if pools and not any("memory" in (s["cls"] or "") for s in svgs):
         p.fail("no memory plot")
-    if len(seen) != want or want == 0:
-        p.fail(f"{len(seen)} numbers marked on the page, {want} checked")
+    if len(marks) != want or want == 0:
+        p.fail(f"{len(marks)} numbers marked on the page, {want} checked")
     if rep.get("steps") and not any("steps" in (s["cls"] or "") for s in svgs):
         p.fail("no step chart")
+    gaps = p.check_gap_context(rep)
     p.check_zoom()
     p.check_sort()
     p.check_console_and_network()
     p.check_logged()
-    return p, f"{want} numbers, {len(svgs)} charts"
+    return p, f"{want} numbers, {len(svgs)} charts, {gaps} gaps' host context"
+
+
+def check_new_plots(p, rep, marks):
+    """The gap histogram (idle time per bucket as bars, the count as dots: the JSON's), the step
+    bars (one per step, the JSON's duration, filled by each GPU's busy share) and the host and
+    copies lanes, each drawn. Returns the numbers checked."""
+    n = 0
+    by = {}
+    for c in marks:
+        by.setdefault(c["what"], []).append(c)
+    for dv in rep["devices"]:
+        dev, hist = str(dv["device"]), dv["gap_histogram"]
+        used = [i for i, b in enumerate(hist) if b["count"]]
+        for what, field in (("gap_bucket_count", "count"), ("gap_bucket_total_ns", "total_ns")):
+            got = sorted((int(c["bucket"]), int(c["value"]), c["w"] > 0 and c["h"] > 0)
+                         for c in by.get(what, []) if c["device"] == dev)
+            exp = [(i, hist[i][field], True) for i in range(used[0], used[-1] + 1)
+                   if what == "gap_bucket_count" or hist[i]["total_ns"]] if used else []
+            if got != exp:
+                p.fail(f"GPU {dev} gap histogram {what}: page {got}, JSON {exp}")
+            n += len(got)
+    steps = rep.get("steps", {}).get("steps", [])
+    bars = {c["step"]: c for c in by.get("step_bar_ns", [])}
+    fills = {(c["step"], c["device"]): c for c in by.get("step_busy_pct", [])}
+    for s in steps if len(steps) <= 400 else ():
+        b = bars.get(str(s["index"]))
+        if not b or int(b["value"]) != s["duration_ns"] or not (0 < b["w"] <= 60) or b["h"] <= 0:
+            p.fail(f"step {s['index']}'s bar: {b}, JSON {s['duration_ns']}")
+        n += 1
+        for d in s["devices"]:
+            f = fills.get((str(s["index"]), str(d["device"])))
+            if not f or float(f["value"]) != d["busy_pct"] or (b and abs(f["h"] / b["h"] * 100 - d["busy_pct"]) > 1.5):
+                p.fail(f"step {s['index']} GPU {d['device']} busy fill: {f}, JSON {d['busy_pct']}")
+            n += 1
+    lanes = p.d.execute_script("""
+        return Array.from(document.querySelectorAll('#tl g.lane[data-role]')).map(function (g) {
+          return {role: g.getAttribute('data-role'), device: g.getAttribute('data-device'),
+                  rects: Array.from(g.querySelectorAll('rect')).filter(function (r) {
+                    return r.getBoundingClientRect().height > 0; }).length}; });""")
+    hosts = [l for l in lanes if l["role"] == "host"]
+    if (rep["trace"]["api_calls"] > 0) != bool(hosts) or any(not l["rects"] for l in hosts):
+        p.fail(f"host lanes {hosts} for a trace of {rep['trace']['api_calls']} API calls")
+    for dv in rep["devices"]:
+        if dv["copy_busy_ns"]:
+            c = [l for l in lanes if l["role"] == "copies" and l["device"] == str(dv["device"])]
+            if not c or not c[0]["rects"]:
+                p.fail(f"GPU {dv['device']} copies for {dv['copy_busy_ns']} ns, lane {c}")
+    return n
 
 
 def check_job(d, binary, tmp):
@@ -406,12 +523,52 @@ def check_diff(d, binary, tmp):
             if not c or int(c["text"]) != g[side]["gaps"]:
                 p.fail(f"diff GPU {g['device']} {side} gaps: page {c and c['text']}")
             n += 2
+    n += check_headline(p, dj)
     if len(d.find_elements("css selector", ".timeline")) != 2:
         p.fail("the diff page does not show both timelines")
     p.check_zoom()
     p.check_console_and_network()
     p.check_logged()
     return p, f"{n} diff numbers, {len(svgs)} charts"
+
+
+def check_headline(p, dj):
+    """The diff page opens with the headline: per GPU the wall time, busy and idle split of both
+    traces and their change, the diff JSON's, and their bars drawn."""
+    got = p.d.execute_script("""
+        var h = document.getElementById('headline'), c = document.getElementById('caveats');
+        var first = document.querySelector('h2');
+        return {first: !!h && h.contains(first), before: !!(h && c && (h.compareDocumentPosition(c) & 4)),
+                bars: h ? Array.from(h.querySelectorAll('svg rect')).filter(function (r) {
+                  return r.getBoundingClientRect().width > 0; }).length : 0,
+                marks: h ? Array.from(h.querySelectorAll('[data-check]')).map(function (e) {
+                  return [e.getAttribute('data-check'), e.getAttribute('data-device'),
+                          e.getAttribute('data-value'), e.textContent]; }) : []};""")
+    if not got["first"] or not got["before"] or not got["bars"]:
+        p.fail(f"the diff page does not open with the headline: {got['first']}, {got['before']}, {got['bars']} bars")
+    marks = {(m[0], m[1]): m for m in got["marks"]}
+    n = 0
+    for g in dj["devices"]:
+        dev = str(g["device"])
+        for key in ("window_ns", "busy_ns", "idle_ns", "idle_before_launch_ns", "idle_after_launch_ns",
+                    "idle_unknown_ns"):
+            vals = {side: (g[side] or {}).get(key) for side in ("base", "new")}
+            for side, v in vals.items():
+                if v is None:
+                    continue
+                m = marks.get((f"{side}_{key}", dev))
+                if not m or int(m[2]) != v or m[3] != fmt_ns(v):
+                    p.fail(f"headline GPU {dev} {side} {key}: page {m}, JSON {v}")
+                n += 1
+            if None not in vals.values():
+                m = marks.get((f"change_{key}", dev))
+                ch = vals["new"] - vals["base"]
+                if not m or int(m[2]) != ch or not m[3].startswith(("−" if ch < 0 else "+") + fmt_ns(abs(ch))):
+                    p.fail(f"headline GPU {dev} change of {key}: page {m}, JSON {ch}")
+                n += 1
+    if len(got["marks"]) != n + 4 * len([g for g in dj["devices"] if g["base"] and g["new"]]):
+        p.fail(f"{len(got['marks'])} numbers in the headline, {n} checked beside busy % and gaps")
+    return n
 
 
 def main():
