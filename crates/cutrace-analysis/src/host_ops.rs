@@ -6,8 +6,6 @@
 use cutrace_trace::{HostOp, Ns, Trace};
 use serde::Serialize;
 
-use crate::timeline::Gap;
-
 /// torch.profiler's name for one fetch of a batch: `enumerate(DataLoader)#_SingleProcess…`.
 pub const DATALOADER_PREFIX: &str = "enumerate(DataLoader)";
 
@@ -82,13 +80,13 @@ impl<'t> OpIndex<'t> {
     /// The host ops that covered a gap: those covering at least half of it, innermost
     /// (shortest) first, or else the ones covering the most; at most [`GAP_OPS`]. Ties go to the
     /// earlier op, then the lower thread, so the list does not depend on record order.
-    pub fn gap_ops(&self, g: &Gap) -> Vec<GapOp> {
-        if g.length_ns == 0 || self.trace.host_ops.is_empty() {
+    pub fn gap_ops(&self, start_ns: Ns, end_ns: Ns, pid: Option<u32>) -> Vec<GapOp> {
+        let length_ns = end_ns.saturating_sub(start_ns);
+        if length_ns == 0 || self.trace.host_ops.is_empty() {
             return Vec::new();
         }
-        let pid = g.after.as_ref().and_then(|k| k.pid);
-        let mut v: Vec<(&HostOp, Ns)> = self.overlapping(g.start_ns, g.end_ns, pid).collect();
-        let half = g.length_ns.div_ceil(2);
+        let mut v: Vec<(&HostOp, Ns)> = self.overlapping(start_ns, end_ns, pid).collect();
+        let half = length_ns.div_ceil(2);
         let key = |o: &HostOp| (o.start_ns, o.thread, o.end_ns, o.name);
         if v.iter().any(|(_, n)| *n >= half) {
             v.retain(|(_, n)| *n >= half);
@@ -147,31 +145,6 @@ pub fn loaders(trace: &Trace) -> Vec<(u32, Ns, Ns)> {
         .filter(|o| trace.str(o.name).starts_with(DATALOADER_PREFIX))
         .map(|o| (o.process, o.start_ns, o.end_ns.max(o.start_ns)))
         .collect()
-}
-
-/// Fills the host ops of every device gap and the loader time of every step of `report`.
-pub fn add(trace: &Trace, report: &mut crate::report::Report) {
-    if trace.host_ops.is_empty() {
-        return;
-    }
-    let index = OpIndex::new(trace);
-    for d in &mut report.devices {
-        for g in &mut d.timeline.largest_gaps {
-            let ops = index.gap_ops(g);
-            if let Some(h) = g.host.as_mut() {
-                h.cpu_ops = ops;
-            }
-        }
-    }
-    let loaders = loaders(trace);
-    if loaders.is_empty() {
-        return;
-    }
-    if let Some(st) = report.steps.as_mut() {
-        for s in &mut st.steps {
-            s.dataloader_ns = Some(dataloader_ns(&loaders, s.pid, s.start_ns, s.end_ns));
-        }
-    }
 }
 
 #[cfg(test)]

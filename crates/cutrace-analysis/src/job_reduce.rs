@@ -20,7 +20,7 @@ use cutrace_trace::Ns;
 use serde::Serialize;
 
 use crate::job::{DeadReason, RankFrom, RankLosses, RankStep, RankSummary};
-use crate::job_verdict::{job_summary, JobSummary};
+use crate::job_verdict::{JobSummary, RankNs, RankPct, RankSteps};
 use crate::percentile::nearest_rank;
 use crate::summary::pct;
 
@@ -636,6 +636,108 @@ impl JobReport {
     /// [`from_summaries`], as a constructor.
     pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
         from_summaries(summaries, top)
+    }
+}
+
+/// The verdict of a job whose live ranks are `ranks` (by rank), with `dead` dead ranks and
+/// `missing` missing ones.
+fn job_summary(
+    ranks: &[JobRank],
+    (dead, missing): (u64, u64),
+    steps: &JobSteps,
+    collectives: &JobCollectives,
+) -> JobSummary {
+    let sum = |f: fn(&JobRank) -> Ns| ranks.iter().fold(0u64, |a, r| a.saturating_add(f(r)));
+    let window_ns = sum(|r| r.window_ns);
+    let busy_ns = sum(|r| r.busy_ns);
+    let compute_ns = sum(|r| r.compute_ns);
+    let comm_ns = sum(|r| r.comm_ns);
+    let exposed_comm_ns = sum(|r| r.exposed_comm_ns);
+    let idle_ns = sum(|r| r.idle_ns);
+    let by_busy = |r: &&JobRank| RankPct {
+        rank: r.rank,
+        pct: r.busy_pct,
+    };
+    // `total_cmp` orders every float; ranks come sorted, so the first of equals is the lower.
+    let busy_pct_min = ranks
+        .iter()
+        .reduce(|a, b| {
+            if b.busy_pct.total_cmp(&a.busy_pct).is_lt() {
+                b
+            } else {
+                a
+            }
+        })
+        .map(|r| by_busy(&r));
+    let busy_pct_max = ranks
+        .iter()
+        .reduce(|a, b| {
+            if b.busy_pct.total_cmp(&a.busy_pct).is_gt() {
+                b
+            } else {
+                a
+            }
+        })
+        .map(|r| by_busy(&r));
+    let most = ranks
+        .iter()
+        .max_by_key(|r| (r.wait_ns, std::cmp::Reverse(r.rank)));
+    let least = ranks.iter().min_by_key(|r| (r.wait_ns, r.rank));
+    let (most_waiting, least_waiting) = match (most, least) {
+        (Some(m), Some(l)) if m.wait_ns != l.wait_ns => (
+            Some(RankNs {
+                rank: m.rank,
+                ns: m.wait_ns,
+            }),
+            Some(RankNs {
+                rank: l.rank,
+                ns: l.wait_ns,
+            }),
+        ),
+        _ => (None, None),
+    };
+    let mut slowest: std::collections::BTreeMap<u32, u64> = std::collections::BTreeMap::new();
+    for s in &steps.steps {
+        *slowest.entry(s.slowest_rank).or_default() += 1;
+    }
+    let slowest_rank = slowest
+        .iter()
+        .max_by_key(|(rank, n)| (**n, std::cmp::Reverse(**rank)))
+        .map(|(&rank, &steps)| RankSteps { rank, steps });
+    let mut spreads: Vec<Ns> = steps.steps.iter().map(|s| s.spread_ns).collect();
+    spreads.sort_unstable();
+    JobSummary {
+        ranks: ranks.len() as u64,
+        dead_ranks: dead,
+        missing_ranks: missing,
+        ranks_lost_data: ranks
+            .iter()
+            .filter(|r| !r.complete || r.data_loss.any())
+            .count() as u64,
+        window_ns,
+        busy_ns,
+        busy_pct: crate::summary::pct(busy_ns, window_ns),
+        compute_ns,
+        compute_pct: crate::summary::pct(compute_ns, window_ns),
+        comm_ns,
+        comm_pct: crate::summary::pct(comm_ns, window_ns),
+        exposed_comm_ns,
+        exposed_comm_pct: crate::summary::pct(exposed_comm_ns, window_ns),
+        idle_ns,
+        idle_pct: crate::summary::pct(idle_ns, window_ns),
+        busy_pct_min,
+        busy_pct_max,
+        wait_ns: sum(|r| r.wait_ns),
+        most_waiting,
+        least_waiting,
+        steps: steps.steps.len() as u64,
+        slowest_rank,
+        step_spread_median_ns: (!spreads.is_empty())
+            .then(|| spreads[crate::percentile::nearest_rank(spreads.len(), 500) - 1]),
+        step_spread_max_ns: spreads.last().copied(),
+        collectives_matched: collectives.matched,
+        skew_median_ns: collectives.skew_median_ns,
+        skew_max_ns: collectives.skew_max_ns,
     }
 }
 

@@ -244,7 +244,7 @@ pub fn analyze(trace: &Trace, opts: &Options) -> Result<Report, AnalysisError> {
             }
         }
     }
-    crate::host_ops::add(trace, &mut report);
+    add_host_ops(trace, &mut report);
     report.memory =
         crate::memory::memory_report(trace, opts.window.as_ref(), report.steps.as_ref(), opts.top);
     report.summary = verdict_of(trace, &report);
@@ -745,6 +745,34 @@ fn overlap_with_runs(runs: &[(Ns, Ns)], start: Ns, end: Ns) -> Ns {
 }
 
 /// Trace bounds and the count of inverted kernel/copy/memset/API records, in one pass per kind.
+/// Fills the host ops of every device gap and the loader time of every step of `report`.
+fn add_host_ops(trace: &Trace, report: &mut Report) {
+    if trace.host_ops.is_empty() {
+        return;
+    }
+    let index = crate::host_ops::OpIndex::new(trace);
+    for d in &mut report.devices {
+        for g in &mut d.timeline.largest_gaps {
+            let pid = g.after.as_ref().and_then(|k| k.pid);
+            let ops = index.gap_ops(g.start_ns, g.end_ns, pid);
+            if let Some(h) = g.host.as_mut() {
+                h.cpu_ops = ops;
+            }
+        }
+    }
+    let loaders = crate::host_ops::loaders(trace);
+    if loaders.is_empty() {
+        return;
+    }
+    if let Some(st) = report.steps.as_mut() {
+        for s in &mut st.steps {
+            s.dataloader_ns = Some(crate::host_ops::dataloader_ns(
+                &loaders, s.pid, s.start_ns, s.end_ns,
+            ));
+        }
+    }
+}
+
 /// The largest of 1000, 100, 10 and 1 ns that divides every start and end of the trace's
 /// kernels, copies, memsets and API calls (1 without any): the resolution its clock was written
 /// at. One pass, left as soon as nanoseconds are seen.

@@ -6,6 +6,7 @@
 //! [`summarize`] runs the map step ([`RankSummary::from_trace`]) over the ranks on several
 //! threads, each holding one rank's trace at a time and keeping only its summary.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -15,8 +16,6 @@ use cutrace_analysis::{
 };
 use cutrace_trace::classify::Unit;
 use cutrace_trace::{Limits, Progress, ReadOptions, Trace, TraceError};
-
-use crate::html::job_lod::RankBuckets;
 
 /// Reads the trace at `path`, reporting bytes read to `progress`.
 pub fn load(path: &Path, opts: &ReadOptions, progress: Progress<'_>) -> Result<Trace, TraceError> {
@@ -87,18 +86,18 @@ pub fn summarize_unit(
     which: &StepMatch,
     opts: &ReadOptions,
 ) -> Result<RankSummary, TraceError> {
-    summarize_unit_with(unit, which, opts, None).map(|s| s.0)
+    summarize_unit_with::<()>(unit, which, opts, None).map(|s| s.0)
 }
 
-/// [`summarize_unit`], and with `lane: Some(n)` the trace's timeline buckets for the job's page
-/// (at most `n` of them; none from a summary, which holds no intervals).
-fn summarize_unit_with(
+/// [`summarize_unit`], and with `lane` what it makes of the trace (the job page's timeline
+/// buckets; nothing from a summary, which holds no intervals).
+fn summarize_unit_with<B>(
     unit: &Unit,
     which: &StepMatch,
     opts: &ReadOptions,
-    lane: Option<u64>,
-) -> Result<(RankSummary, Option<RankBuckets>), TraceError> {
-    let look = |trace: &Trace| lane.and_then(|n| crate::html::job_lod::rank_buckets(trace, n));
+    lane: Option<&Lane<'_, B>>,
+) -> Result<(RankSummary, Option<B>), TraceError> {
+    let look = |trace: &Trace| lane.and_then(|f| f(trace));
     summarize_unit_and(unit, which, opts, look).map(|(s, b)| (s, b.flatten()))
 }
 
@@ -184,19 +183,22 @@ pub fn summarize(
     threads: usize,
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<Vec<RankSummary>, TraceError> {
-    let all = summarize_with(units, which, limits, (threads, None), done)?;
+    let all = summarize_with::<()>(units, which, limits, (threads, None), done)?;
     Ok(all.into_iter().map(|s| s.0).collect())
 }
 
-/// [`summarize`], and with `lane: Some(n)` each rank's timeline buckets ([`RankBuckets`], at
-/// most `n`), kept beside its summary.
-fn summarize_with(
+/// What a job's reader makes of each rank's trace while it holds it, beside the summary (the
+/// job page's timeline buckets); `None` for nothing.
+pub type Lane<'a, B> = dyn Fn(&Trace) -> Option<B> + Sync + 'a;
+
+/// [`summarize`], and with `lane` what it makes of each rank's trace, kept beside its summary.
+fn summarize_with<B: Send>(
     units: &[Unit],
     which: &StepMatch,
     limits: &Limits,
-    (threads, lane): (usize, Option<u64>),
+    (threads, lane): (usize, Option<&Lane<'_, B>>),
     done: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<(RankSummary, Option<RankBuckets>)>, TraceError> {
+) -> Result<Vec<(RankSummary, Option<B>)>, TraceError> {
     // Ranks are read in parallel; each import gets its share of the threads (one each when
     // there are more ranks than threads), so the cores are used and not oversubscribed, and no
     // more than one import takes on its own.
@@ -207,8 +209,8 @@ fn summarize_with(
         limits: *limits,
     };
     let finished = AtomicUsize::new(0);
-    type Slot = Option<Result<(RankSummary, Option<RankBuckets>), TraceError>>;
-    let mut slots: Vec<Slot> = (0..units.len()).map(|_| None).collect();
+    type Slot<B> = Option<Result<(RankSummary, Option<B>), TraceError>>;
+    let mut slots: Vec<Slot<B>> = (0..units.len()).map(|_| None).collect();
     cutrace_trace::parallel::for_each(&mut slots, threads, |i, slot| {
         *slot = Some(summarize_unit_with(&units[i], which, &opts, lane));
         done(finished.fetch_add(1, Ordering::Relaxed) + 1);
@@ -238,22 +240,22 @@ pub fn job_report(
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<cutrace_analysis::JobReport, TraceError> {
     let t = (threads, top, None);
-    job_report_with(units, notes, which, limits, t, done).map(|r| r.0)
+    job_report_with::<()>(units, notes, which, limits, t, done).map(|r| r.0)
 }
 
-/// [`job_report`], and with `lane: Some(n)` (the third of the tuple) each rank's timeline
-/// buckets, by the paths of its summary (its `JobRank::paths`).
-pub fn job_report_with(
+/// [`job_report`], and with `lane` (the third of the tuple) what it makes of each rank's trace
+/// (the job page's timeline buckets), by the paths of its summary (its `JobRank::paths`).
+pub fn job_report_with<B: Send>(
     units: &[Unit],
     notes: Vec<String>,
     which: &StepMatch,
     limits: &Limits,
-    (threads, top, lane): (usize, usize, Option<u64>),
+    (threads, top, lane): (usize, usize, Option<&Lane<'_, B>>),
     done: &(dyn Fn(usize) + Sync),
-) -> Result<(cutrace_analysis::JobReport, RankLanes), TraceError> {
+) -> Result<(cutrace_analysis::JobReport, HashMap<Vec<String>, B>), TraceError> {
     let all = summarize_with(units, which, limits, (threads, lane), done)?;
     let mut summaries = Vec::with_capacity(all.len());
-    let mut lanes = RankLanes::new();
+    let mut lanes = HashMap::new();
     for (s, b) in all {
         if let Some(b) = b {
             lanes.insert(s.paths.clone(), b);
@@ -269,9 +271,6 @@ pub fn job_report_with(
     );
     Ok((report, lanes))
 }
-
-/// Each rank's timeline buckets, by the paths its trace was read from.
-pub type RankLanes = std::collections::HashMap<Vec<String>, RankBuckets>;
 
 #[cfg(test)]
 mod tests {

@@ -116,10 +116,10 @@ pub fn report(
     req.refuse_one_trace_options(&format!("these inputs are a job of {} ranks", units.len()))?;
     let n = units.len();
     // The page's timeline keeps each rank's buckets, as few as its lanes' levels need.
-    let lane = req.html.then(|| {
-        let levels = crate::html::job_lod::rank_levels(n);
-        crate::html::job_lod::fine_buckets(levels)
-    });
+    let buckets = crate::html::job_lod::fine_buckets(crate::html::job_lod::rank_levels(n));
+    let look = |trace: &cutrace_trace::Trace| crate::html::job_lod::rank_buckets(trace, buckets);
+    let lane: Option<&input::Lane<'_, crate::html::job_lod::RankBuckets>> =
+        if req.html { Some(&look) } else { None };
     let (report, lanes) = input::job_report_with(
         &units,
         notes,

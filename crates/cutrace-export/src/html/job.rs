@@ -10,12 +10,11 @@ use cutrace_analysis::job_reduce::{JobCollectives, JobRank, JobSteps};
 use cutrace_analysis::{fmt_ns, JobReport};
 use cutrace_trace::Ns;
 
-use super::job_lod::{job_lod, rank_levels, RankBuckets, MAX_RANK_LANES};
+use super::job_lod::{job_lod, rank_levels, RankBuckets, RankLanes, MAX_RANK_LANES};
 use super::{
     bar_chart, escape, page_end, page_start, pct, timeline_open, Cell, PageData, Table,
     TimelineData,
 };
-use crate::input::RankLanes;
 use crate::text::job::{clock_text, dead_text, note_text};
 use crate::text::verdict::{job_verdict as verdict, ranks_word, Piece};
 

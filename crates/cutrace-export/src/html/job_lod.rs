@@ -24,6 +24,9 @@ pub const MAX_RANK_LANES: usize = 512;
 /// Levels of detail at most (as a GPU's lane of one trace).
 const MAX_LEVELS: u32 = 4;
 
+/// Each rank's timeline buckets, by the paths its trace was read from.
+pub type RankLanes = std::collections::HashMap<Vec<String>, RankBuckets>;
+
 /// One rank's buckets: per bucket of `width_ns` from `start_ns`, its GPUs' busy and
 /// communication time (each GPU a union, summed over its GPUs).
 #[derive(Debug, Clone, PartialEq, Eq)]
