@@ -175,7 +175,8 @@ fn missing_launch_records_are_orphans_in_json_and_text() {
 fn text_report_shows_the_union_and_labels_the_sum() {
     let dir = Dir::new("seed-text");
     let trace = dir.file("seed.json", &seed_json(&[11, 12, 13, 14, 15]));
-    let text = ok(&[], &trace);
+    // The long form: each sentence on one line (the 120-column form wraps them).
+    let text = ok(&["--wide"], &trace);
     assert!(
         text.contains("busy (union of kernel intervals): 8.000 µs = 100.0 % of the window"),
         "{text}"
