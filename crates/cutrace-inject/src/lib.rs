@@ -20,8 +20,8 @@ mod interpose;
 mod lifecycle;
 mod monitor;
 pub mod pc_sampling;
-mod root_exit;
 pub mod pool;
+mod root_exit;
 pub mod sampling;
 mod writer;
 
