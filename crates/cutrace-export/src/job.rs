@@ -153,7 +153,7 @@ pub fn report(
 }
 
 /// A directory of traces none of which states its rank (no `distributedInfo`, no `RANK` in a
-/// native part, no rank in the file name), each a file in it, is not taken for a job: two profiles of separate runs
+/// native part, no rank in the file name), all files of one folder, is not taken for a job: two profiles of separate runs
 /// saved side by side look the same, and their "skew" and "wait" would be fiction. Traces named
 /// one by one on the command line are: their order is then the ranks' (each note says so).
 fn refuse_unrelated(
@@ -162,12 +162,16 @@ fn refuse_unrelated(
 ) -> Result<(), JobError> {
     let [dir] = files else { return Ok(()) };
     let stated = report.ranks.iter().any(|r| r.rank_from != "input_order");
-    // Ranks in subdirectories of their own (job/r0/, job/r1/) were laid out as a job.
-    let side_by_side = report
+    // Ranks in subdirectories of their own (job/r0/, job/r1/) were laid out as a job; files
+    // side by side in one folder (the folder given, or one below it: a TensorBoard log
+    // directory's run) were not.
+    let mut parents = report
         .ranks
         .iter()
         .flat_map(|r| &r.paths)
-        .all(|p| Path::new(p).parent() == Some(dir.as_path()));
+        .map(|p| Path::new(p).parent());
+    let first = parents.next().flatten();
+    let side_by_side = first.is_some() && parents.all(|p| p == first);
     if !dir.is_dir() || report.ranks.len() < 2 || stated || !side_by_side {
         return Ok(());
     }
@@ -282,13 +286,14 @@ pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>
         return Ok(None);
     }
     req.refuse_one_trace_options("these inputs are jobs")?;
-    let job = |i: Inputs| {
+    let job = |i: Inputs, given: &Path| {
         let (units, notes) = i.into_units();
         let t = (req.threads(), req.top);
         let r = input::job_report(&units, notes, req.which, &req.limits, t, &|_| {})?;
-        require_live(&r).map(|()| r)
+        require_live(&r)?;
+        refuse_unrelated(&[given.to_path_buf()], &r).map(|()| r)
     };
-    let d = cutrace_analysis::diff_jobs(&job(b)?, &job(n)?);
+    let d = cutrace_analysis::diff_jobs(&job(b, base)?, &job(n, new)?);
     if req.json {
         return json(&crate::text::job::diff_json(&d), "diff").map(Some);
     }

@@ -204,47 +204,37 @@ impl Style {
     }
 }
 
-/// A demangled C++ name as a table shows it: without the leading `void`, without the parameter
-/// list that follows the template arguments, and without namespace qualifiers
-/// (`at::native::(anonymous namespace)::`, `std::`), which repeat on every row. What tells one
-/// template instance from another, its template arguments, is kept whole. Control characters are
-/// escaped.
+/// A demangled C++ name as a table shows it: without the leading `void`, without parameter
+/// lists at any depth (the kernel's own, and those of the functions and lambdas named in its
+/// template arguments: `operator()(TensorIterator&)`, `{lambda(float, float)#1}`), and without
+/// namespace and enclosing-scope qualifiers (`at::native::(anonymous namespace)::`, `std::`,
+/// `normal_kernel<…>(…)::{lambda()#1}::`), which repeat on every row. What tells one template
+/// instance from another, its template arguments, is kept; when the name is still longer than
+/// [`LONG_NAME`], arguments nested two deep are shown as `…`. Control characters are escaped.
 pub fn simple_name(name: &str) -> String {
+    simplify(name, true)
+}
+
+/// [`simple_name`] with every template argument kept, however long.
+pub fn simple_name_whole(name: &str) -> String {
+    simplify(name, false)
+}
+
+fn simplify(name: &str, elide: bool) -> String {
     let name = &*escape_controls(name);
-    let mut s = name.strip_prefix("void ").unwrap_or(name);
-    // The parameter list: a balanced `( … )` that ends the name, after an identifier or a `>`.
-    if s.ends_with(')') {
-        let b = s.as_bytes();
-        let mut depth = 0usize;
-        let mut open = None;
-        for i in (0..b.len()).rev() {
-            match b[i] {
-                b')' => depth += 1,
-                b'(' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        open = Some(i);
-                        break;
-                    }
-                }
-                _ => {}
-            }
-        }
-        if let Some(i) = open.filter(|&i| i > 0) {
-            let before = b[i - 1];
-            if before == b'>' || before == b'_' || before.is_ascii_alphanumeric() {
-                s = &s[..i];
-            }
-        }
-    }
+    let s = name.strip_prefix("void ").unwrap_or(name);
+    let s = drop_parameter_lists(s);
     let mut out = String::with_capacity(s.len());
-    let mut rest = s;
+    let mut rest = s.as_str();
     while let Some(p) = rest.find("::") {
         out.push_str(&rest[..p]);
         drop_qualifier(&mut out);
         rest = &rest[p + 2..];
     }
     out.push_str(rest);
+    if elide && out.chars().count() > LONG_NAME {
+        out = elide_deep_arguments(&out);
+    }
     if out.trim().is_empty() {
         name.to_owned()
     } else {
@@ -252,33 +242,109 @@ pub fn simple_name(name: &str) -> String {
     }
 }
 
-/// Removes the qualifier that ends `out` (the part before a `::`): an identifier, with its
-/// template arguments, or `(anonymous namespace)`.
+/// Names longer than this (after [`simple_name`]'s other steps) have their arguments nested two
+/// deep elided.
+pub const LONG_NAME: usize = 100;
+
+const ANON: &str = "(anonymous namespace)";
+
+/// `s` without its `( … )` groups (balanced; `(anonymous namespace)` kept, as a qualifier
+/// [`drop_qualifier`] removes) and the ` const` that follows a member function's list.
+fn drop_parameter_lists(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut depth = 0usize;
+    let mut rest = s;
+    while let Some(c) = rest.chars().next() {
+        if depth == 0 && rest.starts_with(ANON) {
+            out.push_str(ANON);
+            rest = &rest[ANON.len()..];
+            continue;
+        }
+        match c {
+            '(' => depth += 1,
+            ')' if depth > 0 => {
+                depth -= 1;
+                if depth == 0 {
+                    rest = &rest[1..];
+                    // `operator()() const`: the qualifier goes with the list.
+                    if let Some(r) = rest.strip_prefix(" const") {
+                        if !r.starts_with(|c: char| c.is_alphanumeric() || c == '_') {
+                            rest = r;
+                        }
+                    }
+                    continue;
+                }
+            }
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+        rest = &rest[c.len_utf8()..];
+    }
+    if depth > 0 {
+        // Unbalanced: the name is kept as it was.
+        return s.to_owned();
+    }
+    out
+}
+
+/// `f<a, g<b<c>>, d>` as `f<a, g<…>, d>`: template arguments nested two deep or more replaced
+/// by `…` (the brackets kept, so the shape still shows).
+fn elide_deep_arguments(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut depth = 0usize;
+    for c in s.chars() {
+        match c {
+            '<' => {
+                depth += 1;
+                if depth <= 2 {
+                    out.push(c);
+                }
+                if depth == 2 {
+                    out.push('…');
+                }
+            }
+            '>' => {
+                if depth <= 2 {
+                    out.push(c);
+                }
+                depth = depth.saturating_sub(1);
+            }
+            _ if depth < 2 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Removes the qualifier that ends `out` (the part before a `::`): an identifier with its
+/// template arguments, a `{lambda…}` or other braced scope, or `(anonymous namespace)`.
 fn drop_qualifier(out: &mut String) {
-    const ANON: &str = "(anonymous namespace)";
     if out.ends_with(ANON) {
         out.truncate(out.len() - ANON.len());
         return;
     }
-    if out.ends_with('>') {
-        let mut depth = 0usize;
-        let mut cut = None;
-        for (i, c) in out.char_indices().rev() {
-            match c {
-                '>' => depth += 1,
-                '<' => {
+    for (open, close) in [('<', '>'), ('{', '}')] {
+        if out.ends_with(close) {
+            let mut depth = 0usize;
+            let mut cut = None;
+            for (i, c) in out.char_indices().rev() {
+                if c == close {
+                    depth += 1;
+                } else if c == open {
                     depth -= 1;
                     if depth == 0 {
                         cut = Some(i);
                         break;
                     }
                 }
-                _ => {}
             }
-        }
-        match cut {
-            Some(i) => out.truncate(i),
-            None => return,
+            match cut {
+                Some(i) => out.truncate(i),
+                None => return,
+            }
+            if close == '}' {
+                return;
+            }
         }
     }
     let keep = out
@@ -445,18 +511,29 @@ pub fn table(
     let shown: Vec<Vec<String>> = match names {
         None => Vec::new(),
         Some((_, names)) => {
+            // Each name as short as it can be while the rows' names stay apart: simplified,
+            // else simplified with every argument, else as recorded.
             let simple: Vec<String> = names.iter().map(|n| simple_name(n)).collect();
-            names
-                .iter()
-                .zip(&simple)
-                .map(|(n, s)| {
-                    let clash =
-                        !st.wide && names.iter().zip(&simple).any(|(m, t)| t == s && m != n);
-                    if clash {
-                        wrap_name(&escape_controls(n), name_width)
-                    } else {
-                        st.cell(n, name_width)
+            let whole: Vec<String> = names.iter().map(|n| simple_name_whole(n)).collect();
+            let clash = |v: &[String], i: usize| {
+                names
+                    .iter()
+                    .zip(v)
+                    .any(|(m, t)| *t == v[i] && *m != names[i])
+            };
+            (0..names.len())
+                .map(|i| {
+                    if st.wide {
+                        return vec![escape_controls(&names[i]).into_owned()];
                     }
+                    let shown = if !clash(&simple, i) {
+                        &simple[i]
+                    } else if !clash(&whole, i) {
+                        &whole[i]
+                    } else {
+                        return wrap_name(&escape_controls(&names[i]), name_width);
+                    };
+                    wrap_name(shown, name_width)
                 })
                 .collect()
         }
@@ -573,32 +650,64 @@ mod tests {
 
     #[test]
     fn a_simple_name_drops_what_repeats_and_keeps_the_template_arguments() {
+        let multi = "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::\
+                     (anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::\
+                     PointwiseOpScalarFunctor<float, 4, 4, 3>, std::multiplies<float>, float>\
+                     (at::native::(anonymous namespace)::TensorListMetadata<4>, float)";
+        let whole =
+            "multi_tensor_apply_kernel<TensorListMetadata<4>, PointwiseOpScalarFunctor<float, \
+                     4, 4, 3>, multiplies<float>, float>";
+        assert_eq!(simple_name_whole(multi), whole);
+        // Over LONG_NAME characters: arguments two deep are elided.
+        assert!(whole.chars().count() > LONG_NAME);
         assert_eq!(
-            simple_name(
-                "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<at::native::\
-                 (anonymous namespace)::TensorListMetadata<4>, at::native::(anonymous namespace)::\
-                 PointwiseOpScalarFunctor<float, 4, 4, 3>, std::multiplies<float>, float>\
-                 (at::native::(anonymous namespace)::TensorListMetadata<4>, float)"
-            ),
-            "multi_tensor_apply_kernel<TensorListMetadata<4>, PointwiseOpScalarFunctor<float, 4, 4, \
-             3>, multiplies<float>, float>"
+            simple_name(multi),
+            "multi_tensor_apply_kernel<TensorListMetadata<…>, PointwiseOpScalarFunctor<…>, \
+             multiplies<…>, float>"
         );
         assert_eq!(
             simple_name("void cutlass::Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>(cutlass_80_simt_sgemm_64x64_8x5_tn_align1::Params)"),
             "Kernel2<cutlass_80_simt_sgemm_64x64_8x5_tn_align1>"
+        );
+        // Parameter lists at any depth, `const` after them, and scopes of lambdas go.
+        assert_eq!(
+            simple_name(
+                "void at::native::(anonymous namespace)::distribution_elementwise_grid_stride_kernel\
+                 <float, 4, at::native::templates::cuda::normal_and_transform<float, float, \
+                 at::CUDAGeneratorImpl*, at::native::templates::cuda::normal_kernel<at::\
+                 CUDAGeneratorImpl*>(at::TensorBase const&, double, double, at::CUDAGeneratorImpl*)\
+                 ::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::\
+                 {lambda(float)#1}>(at::TensorIteratorBase&, at::CUDAGeneratorImpl*, \
+                 at::native::templates::cuda::normal_and_transform<float, float>::{lambda(float)#1})\
+                 ::{lambda(curandStatePhilox4_32_10*)#2}>(long, at::PhiloxCudaState, \
+                 at::native::templates::cuda::normal_and_transform<float>::{lambda(float)#1})"
+            ),
+            "distribution_elementwise_grid_stride_kernel<float, 4, {lambda#2}>"
+        );
+        let reduce = "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float, \
+                      at::native::func_wrapper_t<float, at::native::sum_functor<float, float, \
+                      float>::operator()(at::TensorIterator&)::{lambda(float, float)#1}>, \
+                      unsigned int, float, 4, 4> >(at::native::ReduceOp<float, int, unsigned int, \
+                      float, 4, 4>)";
+        assert_eq!(simple_name(reduce), "reduce_kernel<128, 4, ReduceOp<…> >");
+        assert_eq!(
+            simple_name_whole(reduce),
+            "reduce_kernel<128, 4, ReduceOp<float, func_wrapper_t<float, {lambda#1}>, unsigned int, \
+             float, 4, 4> >"
         );
         // A qualifier with template arguments goes whole.
         assert_eq!(
             simple_name("ns::Outer<int>::inner_kernel(int)"),
             "inner_kernel"
         );
-        // Plain names, and names that are all qualifier, are kept.
+        // Plain names, names that are all qualifier, and unbalanced ones are kept.
         assert_eq!(
             simple_name("ncclDevKernel_AllReduce_Sum_f32_RING_LL"),
             "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
         );
         assert_eq!(simple_name("cudaLaunchKernel"), "cudaLaunchKernel");
         assert_eq!(simple_name("::"), "::");
+        assert_eq!(simple_name("f(int"), "f(int");
         assert_eq!(simple_name("x\x1by"), "x\\u{1b}y");
     }
 
@@ -629,7 +738,7 @@ mod tests {
     #[test]
     fn a_table_fits_and_wraps_a_long_name_under_its_column() {
         let st = Style::default();
-        let long = format!("kernel<{}>", ["Functor<float, 3, 3, 0>"; 8].join(", "));
+        let long = format!("kernel<{}>", ["Functor_float_3_3_0"; 8].join(", "));
         let names = vec!["short".to_string(), long.clone()];
         let rows = vec![
             vec!["1".to_string(), "0.5".to_string()],
@@ -647,7 +756,7 @@ mod tests {
         assert_eq!(lines[0], "  id  time (ms)  name");
         assert_eq!(lines[1], "  1         0.5  short");
         assert!(
-            lines[2].starts_with("  22      12.25  kernel<Functor<float, 3, 3, 0>,"),
+            lines[2].starts_with("  22      12.25  kernel<Functor_float_3_3_0,"),
             "{o}"
         );
         assert!(

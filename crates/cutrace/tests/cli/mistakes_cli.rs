@@ -142,6 +142,36 @@ fn a_folder_of_unrelated_traces_is_not_taken_for_a_job() {
     assert_eq!(j["kind"], "job", "{j}");
     let notes = j["notes"].to_string();
     assert_eq!(notes.matches("numbered_by_order").count(), 2, "{notes}");
+    // One folder up (a TensorBoard log directory holding a run's captures), and as either side
+    // of a diff: refused the same way.
+    let top = Dir::new("unrelated-up");
+    let run = top.path("run1");
+    std::fs::create_dir(&run).unwrap();
+    for (f, to) in [
+        (
+            "train_step.json.gz",
+            "host_42.1700000000000.pt.trace.json.gz",
+        ),
+        (
+            "launch_bound.json.gz",
+            "host_42.1700000005000.pt.trace.json.gz",
+        ),
+    ] {
+        std::fs::copy(kineto.join(f), run.join(to)).unwrap();
+    }
+    let one = kineto.join("two_streams.json.gz");
+    for args in [
+        vec!["report", top.0.to_str().unwrap()],
+        vec!["diff", run.to_str().unwrap(), one.to_str().unwrap()],
+    ] {
+        let o = crate::util::cutrace(&args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("its 2 traces state no rank"),
+            "{args:?}: {err}"
+        );
+    }
     let jobs = cutrace_testkit::repo().join("tests/fixtures/jobs/seed1");
     let j = crate::util::cutrace_json(&["report", jobs.to_str().unwrap()]);
     assert_eq!(j["ranks"].as_array().map(Vec::len), Some(4), "{j}");
