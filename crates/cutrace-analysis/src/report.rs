@@ -289,6 +289,7 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
                 .idle_split
                 .filter(|s| s.gaps_before_launch + s.gaps_after_launch > 0)
                 .map(|s| s.before_launch_ns);
+            let unknown = d.idle_split.map(|s| s.unknown_ns).filter(|&u| u > 0);
             DeviceVerdict {
                 device: d.device,
                 window_ns: t.window_ns,
@@ -306,6 +307,8 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
                 gaps_under_1us: crate::verdict::gaps_under_1us(&t.gap_histogram),
                 idle_waiting_for_host_ns: waiting,
                 idle_waiting_for_host_pct: waiting.map(|w| pct(w, t.idle_ns)),
+                idle_launch_unknown_ns: unknown,
+                idle_launch_unknown_pct: unknown.map(|u| pct(u, t.idle_ns)),
                 largest_gaps: named as u64,
                 largest_gaps_min_ns: gaps.iter().map(|g| g.length_ns).min().unwrap_or(0),
                 largest_gaps_max_ns: gaps.iter().map(|g| g.length_ns).max().unwrap_or(0),
@@ -313,10 +316,24 @@ fn verdict_of(trace: &Trace, report: &Report) -> crate::verdict::Summary {
             }
         })
         .collect();
+    let loader = report.steps.as_ref().and_then(|st| {
+        let with: Vec<_> = st
+            .steps
+            .iter()
+            .filter(|s| s.dataloader_ns.is_some())
+            .collect();
+        (!with.is_empty()).then(|| {
+            let l: Ns = with.iter().filter_map(|s| s.dataloader_ns).sum();
+            let d: Ns = with.iter().map(|s| s.duration_ns).sum();
+            (l, pct(l, d))
+        })
+    });
     Summary {
         devices,
         step_median_ns: report.steps.as_ref().and_then(|s| s.duration_median_ns),
         steps: report.steps.as_ref().map_or(0, |s| s.count),
+        steps_dataloader_ns: loader.map(|l| l.0),
+        steps_dataloader_pct: loader.map(|l| l.1),
         communication_rules: crate::verdict::rule_counts(trace, &spans),
     }
 }

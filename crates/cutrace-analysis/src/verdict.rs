@@ -33,6 +33,13 @@ pub struct Summary {
     /// The steps' median duration, when the report has steps.
     pub step_median_ns: Option<Ns>,
     pub steps: u64,
+    /// The steps' time in `enumerate(DataLoader)` (their `dataloader_ns`, summed) and its share
+    /// of their summed duration: the host fetching batches. Absent when the trace has no data
+    /// loader ops.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps_dataloader_ns: Option<Ns>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub steps_dataloader_pct: Option<f64>,
     /// Which rule of the communication table ([`cutrace_trace::COMM_RULES`]) classified the
     /// communication kernels the verdict counts, in the table's order; rules that matched
     /// nothing are left out.
@@ -115,6 +122,11 @@ pub struct DeviceVerdict {
     pub idle_waiting_for_host_ns: Option<Ns>,
     /// Share of the idle time.
     pub idle_waiting_for_host_pct: Option<f64>,
+    /// Idle time before kernels whose launch call is not in the trace (`idle_split.unknown_ns`):
+    /// whether the GPU waited for the host there cannot be told. `None` without such gaps.
+    pub idle_launch_unknown_ns: Option<Ns>,
+    /// Share of the idle time.
+    pub idle_launch_unknown_pct: Option<f64>,
     /// The fewest of the largest gaps that hold half the idle time (at most five), and what
     /// they hold.
     pub largest_gaps: u64,

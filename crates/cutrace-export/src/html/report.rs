@@ -334,8 +334,11 @@ fn idle_split(o: &mut String, d: &DeviceReport) {
 }
 
 /// What a gap reading says, in words.
-pub(super) fn reading_words(r: Option<GapReading>) -> &'static str {
-    match r {
+pub(super) fn reading_words(host: Option<&cutrace_analysis::GapHost>) -> &'static str {
+    if host.is_none_or(|h| h.next_launch.is_none()) {
+        return "unknown: the next kernel's launch call is not in the trace";
+    }
+    match host.and_then(|h| h.reading) {
         Some(GapReading::InsideGraph) => "inside one launch (a CUDA graph)",
         Some(GapReading::StreamDispatch) => "the GPU's own dispatch of queued work",
         Some(GapReading::QueuedBehindCopies) => "launched, not started: queued behind copies",
@@ -384,7 +387,7 @@ fn gaps(o: &mut String, r: &Report) {
                 Cell::Int(u64::from(d.device)),
                 Cell::Ns(g.start_ns - start),
                 Cell::Ns(g.length_ns),
-                Cell::Text(reading_words(host.and_then(|h| h.reading)).into()),
+                Cell::Text(reading_words(host).into()),
                 Cell::Name(g.after.as_ref().map_or("-".into(), |k| k.name.to_string())),
                 Cell::Ns(host.map_or(0, |h| h.in_calls_ns)),
                 Cell::Context(context.join("<br>")),
@@ -459,7 +462,7 @@ fn gap_marks(r: &Report, lod: &TimelineLod) -> Vec<GapMark> {
                 reading: format!(
                     "{} gap: {}",
                     fmt_ns(g.length_ns),
-                    reading_words(g.host.as_ref().and_then(|h| h.reading))
+                    reading_words(g.host.as_ref())
                 ),
                 context: gap_context(g),
             })

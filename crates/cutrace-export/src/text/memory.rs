@@ -98,17 +98,21 @@ CUDA memory pools (cudaMallocAsync; reserved = what the pool holds from the devi
     };
     for p in &m.cuda_pools {
         let mut line = format!(
-            "  GPU {}, pid {}, pool {:#x} ({}): {} allocations, {} frees, {} allocated",
+            "  GPU {}, pid {}, pool {:#x} ({}): {}, {}, {} allocated",
             p.device,
             p.pid,
             p.address,
             p.pool_type,
-            p.allocs,
-            p.frees,
+            super::count(p.allocs as usize, "allocation", "allocations"),
+            super::count(p.frees as usize, "free", "frees"),
             fmt_bytes(p.alloc_bytes)
         );
-        if p.trims > 0 {
-            let _ = write!(line, ", trimmed {} times", p.trims);
+        match p.trims {
+            0 => {}
+            1 => line.push_str(", trimmed once"),
+            n => {
+                let _ = write!(line, ", trimmed {n} times");
+            }
         }
         let _ = writeln!(o, "{line}");
         for (what, s) in [
@@ -137,11 +141,11 @@ fn render_pool(o: &mut String, p: &MemoryPool, steps: Option<&Steps>, top: usize
     };
     let _ = writeln!(
         o,
-        "  {place}, pid {} ({} allocator): {} allocations, {} frees; {} allocated, {} freed",
+        "  {place}, pid {} ({} allocator): {}, {}; {} allocated, {} freed",
         p.pid,
         p.level,
-        p.allocs,
-        p.frees,
+        super::count(p.allocs as usize, "allocation", "allocations"),
+        super::count(p.frees as usize, "free", "frees"),
         fmt_bytes(p.alloc_bytes),
         fmt_bytes(p.free_bytes)
     );
@@ -234,8 +238,8 @@ fn render_live(o: &mut String, what: &str, l: &LiveSet, top: usize) {
     };
     let _ = writeln!(
         o,
-        "    {what}: {} allocations, {}{bare}",
-        l.allocations,
+        "    {what}: {}, {}{bare}",
+        super::count(l.allocations as usize, "allocation", "allocations"),
         fmt_bytes(l.bytes)
     );
     for s in l.by_site.iter().take(top) {

@@ -934,9 +934,12 @@ fn host_line(g: &cutrace_analysis::Gap, st: &Style) -> Option<String> {
     }
     if !h.cpu_ops.is_empty() {
         // Innermost first: what the host was running in the gap, as torch.profiler named it.
+        // An op nested in one of its own name (a dispatcher's re-entry) is said once.
+        let mut seen = std::collections::HashSet::new();
         let ops: Vec<String> = h
             .cpu_ops
             .iter()
+            .filter(|x| seen.insert(x.name.as_str()))
             .map(|x| {
                 format!(
                     "{} {} of it",

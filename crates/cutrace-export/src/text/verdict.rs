@@ -74,6 +74,12 @@ pub fn device_line(d: &DeviceVerdict) -> String {
     if let Some(p) = d.idle_waiting_for_host_pct {
         let _ = write!(s, ", {p:.1} % of it waiting for the host");
     }
+    if let Some(p) = d.idle_launch_unknown_pct {
+        let _ = write!(
+            s,
+            ", {p:.1} % before kernels whose launch is not in the trace"
+        );
+    }
     match d.largest_gaps {
         0 => {}
         1 => {
@@ -85,11 +91,14 @@ pub fn device_line(d: &DeviceVerdict) -> String {
             );
         }
         n => {
-            let _ = write!(
-                s,
-                ": {n} gaps of {}–{} hold {:.1} % of it",
+            let (lo, hi) = (
                 short_ns(d.largest_gaps_min_ns),
                 short_ns(d.largest_gaps_max_ns),
+            );
+            let of = if lo == hi { lo } else { format!("{lo}–{hi}") };
+            let _ = write!(
+                s,
+                ": {n} gaps of {of} hold {:.1} % of it",
                 d.largest_gaps_idle_pct
             );
         }
@@ -103,7 +112,10 @@ pub fn render(o: &mut String, s: &Summary) {
         let _ = writeln!(o, "{}", device_line(d));
     }
     if let Some(m) = s.step_median_ns {
-        let _ = writeln!(o, "steps: {}, median {}", s.steps, short_ns(m));
+        let loader = s.steps_dataloader_pct.map_or(String::new(), |p| {
+            format!(", {p:.1} % of their time in enumerate(DataLoader) (fetching batches)")
+        });
+        let _ = writeln!(o, "steps: {}, median {}{loader}", s.steps, short_ns(m));
     }
     if let Some(l) = rules_line(s) {
         let _ = writeln!(o, "{l}");

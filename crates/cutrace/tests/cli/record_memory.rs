@@ -135,8 +135,8 @@ fn recorded_pools_show_reserved_and_used_at_the_peak() {
     // The text says the same, per pool.
     for want in [
         "CUDA memory pools (cudaMallocAsync;",
-        "pool 0x10000 (local): 2 allocations, 1 frees, 4,000 B",
-        "trimmed 1 times",
+        "pool 0x10000 (local): 2 allocations, 1 free, 4,000 B",
+        "trimmed once",
         "at the driver's peak (+3.000 µs): reserved 2,097,152 B",
         "used 4,000 B",
         "at the end (+5.000 µs): reserved 1,048,576 B",
