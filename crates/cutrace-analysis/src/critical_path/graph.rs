@@ -30,6 +30,10 @@ use super::{Inferred, Kind};
 
 pub(crate) const NONE: u32 = u32::MAX;
 
+/// How many operations queued on a stream after a `cudaStreamWaitEvent` call are searched for
+/// the first one launched after it.
+const WAIT_SCAN: usize = 4096;
+
 /// What the time between two points was: its kind, the name of the op or record, the lane it
 /// ran on (a host lane for host kinds, a GPU lane otherwise) and, for GPU kinds, the operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +97,10 @@ pub(crate) struct Graph {
     pub host_lanes: Vec<u32>,
     /// GPU lanes' indices in the index, by the lane numbers segments carry.
     pub gpu_lanes: Vec<u32>,
+    /// Each GPU lane's operations in [`Graph::gpu`], as a range (they are pushed lane by lane).
+    lane_ops: Vec<(u32, u32)>,
+    /// (device, stream) → lane number.
+    lane_of: HashMap<(u32, u64), u32>,
 }
 
 /// Which host lanes and GPU lanes a span takes: those of one process, or all.
@@ -134,6 +142,8 @@ impl Graph {
             end_ns: sel.end_ns,
             host_lanes: Vec::new(),
             gpu_lanes: Vec::new(),
+            lane_ops: Vec::new(),
+            lane_of: HashMap::new(),
         };
         // API index → (start node, end node, host lane, position in that lane's span slice).
         let mut api_nodes: HashMap<u32, (u32, u32)> = HashMap::new();
@@ -165,6 +175,8 @@ impl Graph {
             }
             let lane_no = g.gpu_lanes.len() as u32;
             g.gpu_lanes.push(li as u32);
+            g.lane_of.insert((lane.device, lane.stream), lane_no);
+            let first = g.gpu.len() as u32;
             g.stream_chain(
                 ix,
                 lane,
@@ -175,6 +187,7 @@ impl Graph {
                 &api_nodes,
                 inferred,
             );
+            g.lane_ops.push((first, g.gpu.len() as u32));
         }
         g.sync_edges(ix, &host_slices, &api_nodes, &by_corr, inferred);
         g.cross.sort_by_key(|c| c.dst);
@@ -377,16 +390,27 @@ impl Graph {
                 None
             }
         };
+        let lanes: Vec<u32> = match stream {
+            Some(key) => self.lane_of.get(&key).copied().into_iter().collect(),
+            None => (0..self.gpu_lanes.len() as u32)
+                .filter(|&l| {
+                    let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
+                    lane.pid.is_none_or(|p| p == pid)
+                })
+                .collect(),
+        };
         let mut best: Option<(Ns, u32)> = None;
-        for (gi, gn) in self.gpu.iter().enumerate() {
-            let lane = &ix.streams[self.gpu_lanes[gn.lane as usize] as usize];
-            let ok = match stream {
-                Some(key) => (lane.device, lane.stream) == key,
-                None => lane.pid.is_none_or(|p| p == pid),
-            };
-            let end = self.t(gn.end);
-            if ok && end <= by && best.is_none_or(|b| end > b.0) {
-                best = Some((end, gi as u32));
+        for l in lanes {
+            // On one stream operations run one after another: their ends are in order.
+            let (lo, hi) = self.lane_ops[l as usize];
+            let ops = &self.gpu[lo as usize..hi as usize];
+            let k = ops.partition_point(|gn| self.t(gn.end) <= by);
+            if k == 0 {
+                continue;
+            }
+            let end = self.t(ops[k - 1].end);
+            if best.is_none_or(|b| end > b.0) {
+                best = Some((end, lo + k as u32 - 1));
             }
         }
         best.map(|b| b.1)
@@ -434,14 +458,20 @@ impl Graph {
             return;
         };
         // The first operation on the waiting stream launched after the wait call.
-        let after = self.gpu.iter().copied().find(|gn| {
-            let lane = &ix.streams[self.gpu_lanes[gn.lane as usize] as usize];
+        let Some(&l) = self.lane_of.get(&key) else {
+            return;
+        };
+        let (lo, hi) = self.lane_ops[l as usize];
+        let ops = &self.gpu[lo as usize..hi as usize];
+        let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
+        // Work launched after the call starts after it: search from there, a bounded way (work
+        // queued before the wait ahead of it on the stream is passed over).
+        let from = ops.partition_point(|gn| self.t(gn.start) < wait.start);
+        let after = ops[from..].iter().take(WAIT_SCAN).copied().find(|gn| {
             let op = &lane.ops[gn.op as usize];
-            (lane.device, lane.stream) == key
-                && ix
-                    .launch_of
-                    .get(&op.corr)
-                    .is_some_and(|&a| ix.api[a as usize].start >= wait.start)
+            ix.launch_of
+                .get(&op.corr)
+                .is_some_and(|&a| ix.api[a as usize].start >= wait.start)
         });
         let Some(after) = after else {
             return;
@@ -567,14 +597,19 @@ impl Graph {
                 edges.push((c.src, v, if binds { self.t(v) - c.src_t } else { 0 }));
             }
         }
+        // The edges come grouped by their target, in node order: `into[v]` is a slice.
+        let mut into_at = vec![0u32; n + 1];
+        for &(_, v, _) in &edges {
+            into_at[v as usize + 1] += 1;
+        }
+        for v in 0..n {
+            into_at[v + 1] += into_at[v];
+        }
         // Latest times, in reverse topological order (Kahn's algorithm on the reversed edges).
         let mut out_deg = vec![0u32; n];
-        let mut into: Vec<Vec<(u32, Ns)>> = vec![Vec::new(); n];
-        for &(u, v, w) in &edges {
+        for &(u, _, _) in &edges {
             out_deg[u as usize] += 1;
-            into[v as usize].push((u, w));
         }
-        drop(edges);
         let mut latest: Vec<Ns> = self.t.iter().map(|&t| t.max(self.end_ns)).collect();
         latest[sink as usize] = self.t(sink);
         let mut ready: Vec<u32> = (0..n as u32)
@@ -582,7 +617,8 @@ impl Graph {
             .collect();
         while let Some(v) = ready.pop() {
             let lv = latest[v as usize];
-            for &(u, w) in &into[v as usize] {
+            let (lo, hi) = (into_at[v as usize], into_at[v as usize + 1]);
+            for &(u, _, w) in &edges[lo as usize..hi as usize] {
                 let l = lv.saturating_sub(w);
                 let lu = &mut latest[u as usize];
                 *lu = (*lu).min(l);

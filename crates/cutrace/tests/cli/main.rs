@@ -23,6 +23,7 @@ mod help_cli;
 mod hostile_admin;
 mod hostile_inputs;
 mod hostile_outputs;
+mod hta_critical_path;
 mod hta_peer;
 mod input_cli;
 mod job_cli;
