@@ -3,6 +3,8 @@
 //! (`enumerate(DataLoader)` ops). Both are read from [`Trace::host_ops`]; a trace without host
 //! ops (a native trace) gets empty lists and no loader time.
 
+use std::collections::HashMap;
+
 use cutrace_trace::{HostOp, Ns, Trace};
 use serde::Serialize;
 
@@ -109,42 +111,73 @@ impl<'t> OpIndex<'t> {
     }
 }
 
-/// The time of `[s, e)` that `pid`'s data-loader ops (`loaders`: process, start, end) covered:
-/// their union, so nested or overlapping fetches count once.
-pub fn dataloader_ns(loaders: &[(u32, Ns, Ns)], pid: u32, s: Ns, e: Ns) -> Ns {
-    let mut spans: Vec<(Ns, Ns)> = loaders
-        .iter()
-        .filter(|(p, a, b)| *p == pid && *a < e && *b > s)
-        .map(|(_, a, b)| ((*a).max(s), (*b).min(e)))
-        .collect();
-    spans.sort_unstable();
-    let mut total = 0;
-    let mut open: Option<(Ns, Ns)> = None;
-    for (a, b) in spans {
-        match open {
-            Some((oa, ob)) if a <= ob => open = Some((oa, ob.max(b))),
-            _ => {
-                if let Some((oa, ob)) = open {
-                    total += ob - oa;
-                }
-                open = Some((a, b));
-            }
-        }
-    }
-    if let Some((oa, ob)) = open {
-        total += ob - oa;
-    }
-    total
+/// The data-loader ops of a trace (`enumerate(DataLoader)`), per process as the union of their
+/// intervals: sorted, disjoint spans with the running sum of their lengths, so that the time in
+/// them inside any window takes two binary searches, however many steps ask.
+pub struct Loaders {
+    by_pid: HashMap<u32, Spans>,
 }
 
-/// The trace's data-loader ops as (process, start, end), in no order.
-pub fn loaders(trace: &Trace) -> Vec<(u32, Ns, Ns)> {
-    trace
-        .host_ops
-        .iter()
-        .filter(|o| trace.str(o.name).starts_with(DATALOADER_PREFIX))
-        .map(|o| (o.process, o.start_ns, o.end_ns.max(o.start_ns)))
-        .collect()
+/// Sorted, disjoint spans, and the running sum of their lengths (one more than the spans).
+type Spans = (Vec<(Ns, Ns)>, Vec<Ns>);
+
+impl Loaders {
+    pub fn new(trace: &Trace) -> Loaders {
+        let mut raw: HashMap<u32, Vec<(Ns, Ns)>> = HashMap::new();
+        for o in &trace.host_ops {
+            if trace.str(o.name).starts_with(DATALOADER_PREFIX) {
+                raw.entry(o.process)
+                    .or_default()
+                    .push((o.start_ns, o.end_ns.max(o.start_ns)));
+            }
+        }
+        let by_pid = raw
+            .into_iter()
+            .map(|(pid, mut v)| {
+                v.sort_unstable();
+                let mut spans: Vec<(Ns, Ns)> = Vec::with_capacity(v.len());
+                for (a, b) in v {
+                    match spans.last_mut() {
+                        Some(last) if a <= last.1 => last.1 = last.1.max(b),
+                        _ => spans.push((a, b)),
+                    }
+                }
+                let mut sums = Vec::with_capacity(spans.len() + 1);
+                sums.push(0);
+                for &(a, b) in &spans {
+                    sums.push(sums.last().copied().unwrap_or(0) + (b - a));
+                }
+                (pid, (spans, sums))
+            })
+            .collect();
+        Loaders { by_pid }
+    }
+
+    /// Whether the trace has no data-loader op.
+    pub fn is_empty(&self) -> bool {
+        self.by_pid.is_empty()
+    }
+
+    /// The time of `pid`'s data-loader ops inside `[s, e)` (their union, clipped).
+    pub fn time_in(&self, pid: u32, s: Ns, e: Ns) -> Ns {
+        let Some((spans, sums)) = self.by_pid.get(&pid) else {
+            return 0;
+        };
+        if s >= e {
+            return 0;
+        }
+        // Spans [i, j) meet the window: they end after s and start before e.
+        let i = spans.partition_point(|sp| sp.1 <= s);
+        let j = spans.partition_point(|sp| sp.0 < e);
+        if i >= j {
+            return 0;
+        }
+        let whole = sums[j] - sums[i];
+        // Clip the first and the last at the window's edges.
+        let head = s.saturating_sub(spans[i].0);
+        let tail = spans[j - 1].1.saturating_sub(e);
+        whole - head - tail
+    }
 }
 
 #[cfg(test)]
@@ -153,10 +186,68 @@ mod tests {
 
     #[test]
     fn loader_time_is_a_union_clipped_to_the_step_and_its_process() {
-        let l = [(1, 0, 50), (1, 40, 70), (1, 90, 200), (2, 0, 1000)];
+        let mut t = Trace {
+            strings: vec!["enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__".into()],
+            ..Trace::default()
+        };
+        let name = 0;
+        for (process, start_ns, end_ns) in [(1, 0, 50), (1, 40, 70), (1, 90, 200), (2, 0, 1000)] {
+            t.host_ops.push(HostOp {
+                process,
+                start_ns,
+                end_ns,
+                name,
+                kind: cutrace_trace::HostOpKind::CpuOp,
+                thread: 1,
+                external_id: 0,
+            });
+        }
+        let l = Loaders::new(&t);
         // [10, 70) + [90, 100)
-        assert_eq!(dataloader_ns(&l, 1, 10, 100), 60 + 10);
-        assert_eq!(dataloader_ns(&l, 3, 0, 100), 0);
-        assert_eq!(dataloader_ns(&l, 2, 5, 6), 1);
+        assert_eq!(l.time_in(1, 10, 100), 60 + 10);
+        assert_eq!(l.time_in(3, 0, 100), 0);
+        assert_eq!(l.time_in(2, 5, 6), 1);
+        assert_eq!(l.time_in(1, 70, 90), 0);
+        assert_eq!(l.time_in(1, 0, 1000), 70 + 110);
+        assert_eq!(l.time_in(1, 45, 46), 1);
+        assert_eq!(l.time_in(1, 100, 100), 0);
+    }
+
+    /// Against a brute-force union, on windows over random loaders.
+    #[test]
+    fn loader_time_equals_a_brute_force_union() {
+        let mut t = Trace {
+            strings: vec!["enumerate(DataLoader)#x".into()],
+            ..Trace::default()
+        };
+        let name = 0;
+        let mut seed = 0x9e37_79b9_u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for _ in 0..60 {
+            let a = next(1000);
+            t.host_ops.push(HostOp {
+                process: 1,
+                start_ns: a,
+                end_ns: a + next(80),
+                name,
+                kind: cutrace_trace::HostOpKind::CpuOp,
+                thread: 1,
+                external_id: 0,
+            });
+        }
+        let l = Loaders::new(&t);
+        for _ in 0..300 {
+            let s = next(1100);
+            let e = s + next(300);
+            let brute = (s..e)
+                .filter(|&x| t.host_ops.iter().any(|o| o.start_ns <= x && x < o.end_ns))
+                .count() as u64;
+            assert_eq!(l.time_in(1, s, e), brute, "[{s}, {e})");
+        }
     }
 }

@@ -284,17 +284,22 @@ fn cuda_pools(trace: &Trace, window: Option<&Window>, pools: &[MemoryPool]) -> V
             .or_default()
             .push(e);
     }
+    // The driver level's peak per process and GPU, looked up once per pool (the first such pool
+    // of each, as the pools come).
+    let mut peaks: BTreeMap<(u32, u32), Option<Ns>> = BTreeMap::new();
+    for p in pools
+        .iter()
+        .filter(|p| p.level == "driver" && p.place == "gpu")
+    {
+        peaks
+            .entry((p.pid, p.device))
+            .or_insert_with(|| p.peak.as_ref().map(|k| k.at_ns));
+    }
     by_pool
         .into_iter()
         .map(|((pid, device, address), mut evs)| {
             evs.sort_by_key(|e| e.ts_ns);
-            let peak_at = pools
-                .iter()
-                .find(|p| {
-                    p.level == "driver" && p.place == "gpu" && p.pid == pid && p.device == device
-                })
-                .and_then(|p| p.peak.as_ref())
-                .map(|k| k.at_ns);
+            let peak_at = peaks.get(&(pid, device)).copied().flatten();
             cuda_pool(pid, device, address, &evs, window, peak_at)
         })
         .collect()
@@ -801,7 +806,12 @@ fn innermost(intervals: Option<&mut Vec<(Ns, Ns, StrId)>>, ts: &[Ns]) -> Vec<Opt
                 stack.push((e, name));
                 next += 1;
             }
-            stack.retain(|&(e, _)| e > t);
+            // Ended intervals leave from the top only (amortized O(1) per interval): one that
+            // ended below an open one stays until it surfaces, and the top, the latest begun of
+            // those still open, is the innermost.
+            while stack.last().is_some_and(|&(e, _)| e <= t) {
+                stack.pop();
+            }
             stack.last().map(|&(_, name)| name)
         })
         .collect()

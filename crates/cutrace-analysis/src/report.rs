@@ -777,15 +777,13 @@ fn add_host_ops(trace: &Trace, report: &mut Report) {
             }
         }
     }
-    let loaders = crate::host_ops::loaders(trace);
+    let loaders = crate::host_ops::Loaders::new(trace);
     if loaders.is_empty() {
         return;
     }
     if let Some(st) = report.steps.as_mut() {
         for s in &mut st.steps {
-            s.dataloader_ns = Some(crate::host_ops::dataloader_ns(
-                &loaders, s.pid, s.start_ns, s.end_ns,
-            ));
+            s.dataloader_ns = Some(loaders.time_in(s.pid, s.start_ns, s.end_ns));
         }
     }
 }

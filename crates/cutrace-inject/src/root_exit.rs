@@ -6,8 +6,9 @@
 //! parts than before the run, one line says so with `cutrace doctor`'s hint, and the directory
 //! goes if record made it (an empty directory only: `rmdir`, which never follows a link).
 //!
-//! At load this reads one environment variable and, in the named process alone, registers an
-//! exit handler; every other process pays that lookup and nothing else, and prints nothing.
+//! At load this reads one environment variable and, in the named process alone (its pid in its
+//! pid namespace; never a setuid or otherwise privileged process), registers an exit handler;
+//! every other process pays that lookup and nothing else, and prints nothing.
 
 use std::panic::catch_unwind;
 use std::path::Path;
@@ -20,24 +21,71 @@ use cutrace_settings::var;
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
 
-/// Whether this process is the one `cutrace record` became (a forked child inherits the exit
-/// handler, not the pid).
+/// This process's pid namespace (`pid:[4026531836]`), told apart from another's with the same
+/// pid numbers; empty where /proc cannot say.
+pub fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Whether this process is the one `cutrace record` became: its pid and pid namespace
+/// ([`var::ROOT_PID`] holds `PID NAMESPACE`). A forked child inherits the exit handler, not the
+/// pid; a process in a namespace of its own may have the pid, not the namespace.
 fn is_root() -> bool {
-    std::env::var(var::ROOT_PID)
-        .ok()
-        .and_then(|p| p.parse::<u32>().ok())
-        == Some(std::process::id())
+    let Ok(v) = std::env::var(var::ROOT_PID) else {
+        return false;
+    };
+    let (pid, ns) = v.split_once(' ').unwrap_or((v.as_str(), ""));
+    pid.parse::<u32>().ok() == Some(std::process::id()) && ns == pid_namespace()
+}
+
+/// A process whose privileges are not its user's (setuid, setgid, capabilities: the loader's
+/// secure mode) trusts nothing of its environment, so does nothing here.
+fn secure_mode() -> bool {
+    // SAFETY: getauxval reads the process's auxiliary vector; AT_SECURE is always defined.
+    unsafe { libc::getauxval(libc::AT_SECURE) != 0 }
+}
+
+/// `s` with its control characters written as `\u{1b}`: a directory's name reaches a terminal.
+fn escaped(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 extern "C" fn at_load() {
     let _ = catch_unwind(|| {
-        if is_root() {
+        if !secure_mode() && is_root() {
             // SAFETY: registers a plain extern "C" function with no arguments.
             unsafe {
                 libc::atexit(at_exit);
             }
         }
     });
+}
+
+/// Writes `line` to stderr with SIGPIPE ignored for the while: a stderr whose reader has gone
+/// (`… 2>&1 | head`) must not turn the program's exit status into a death by SIGPIPE.
+fn say(line: &str) {
+    use std::io::Write as _;
+    // SAFETY: sigaction with a valid, zeroed struct; the old action is restored after.
+    unsafe {
+        let mut ignore: libc::sigaction = std::mem::zeroed();
+        ignore.sa_sigaction = libc::SIG_IGN;
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGPIPE, &ignore, &mut old) != 0 {
+            return;
+        }
+        let _ = std::io::stderr().write_all(line.as_bytes());
+        libc::sigaction(libc::SIGPIPE, &old, std::ptr::null_mut());
+    }
 }
 
 /// The parts (`*.cutrace`) in `dir`.
@@ -69,17 +117,18 @@ extern "C" fn at_exit() {
         }
         let created = std::env::var(var::ROOT_CREATED).as_deref() == Ok("1");
         let removed = created && std::fs::remove_dir(dir).is_ok();
-        eprintln!(
+        let line = format!(
             "cutrace: nothing was traced: no process of this run initialized CUDA with cutrace's \
              injection, so {} {}. If the program uses the GPU, `cutrace doctor` checks the \
              driver, CUPTI and the GPUs here (a program that links CUDA statically, or a \
-             container without the driver, is not traced)",
-            dir.display(),
+             container without the driver, is not traced)\n",
+            escaped(&dir.to_string_lossy()),
             if removed {
                 "held no part and was removed"
             } else {
                 "holds no new part"
             }
         );
+        say(&line);
     });
 }

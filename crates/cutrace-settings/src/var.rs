@@ -103,7 +103,8 @@ pub const DCGMI_TIMEOUT: &str = "CUTRACE_DCGMI_TIMEOUT";
 /// in any profile.
 pub const EMBED_INJECT: &str = "CUTRACE_EMBED_INJECT";
 
-/// Set by `cutrace record` for the process it becomes (exec keeps the pid): that pid, the
+/// Set by `cutrace record` for the process it becomes (exec keeps the pid): that pid and its pid
+/// namespace (`PID pid:[INODE]`), the
 /// number of parts the output directory held before the run, and `1` when record created the
 /// directory. At that process's exit the library says so when no part was written, and removes
 /// the directory if it made it and it is empty (crates/cutrace-inject/src/root_exit.rs).

@@ -196,7 +196,38 @@ pub fn comm_rule(name: &str) -> Option<&'static CommRule> {
             NameMatch::Prefix(p) => base.starts_with(p),
             NameMatch::Contains(words) => words.iter().any(|w| name.contains(w)),
         })
-        .or_else(|| USER_RULE.get().filter(|m| m(name)).map(|_| &USER_COMM_RULE))
+        .or_else(|| {
+            USER_RULE
+                .get()
+                .filter(|_| user_matches(name))
+                .map(|_| &USER_COMM_RULE)
+        })
+}
+
+/// The user's matcher on `name`, remembered per name for this thread: a trace repeats a few
+/// names over many kernels, and a costly REGEX then runs once per name, not per kernel. The
+/// memory is bounded (cleared past 4,096 names).
+fn user_matches(name: &str) -> bool {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static SEEN: RefCell<HashMap<String, bool>> = RefCell::new(HashMap::new());
+    }
+    let Some(m) = USER_RULE.get() else {
+        return false;
+    };
+    SEEN.with(|seen| {
+        if let Some(&hit) = seen.borrow().get(name) {
+            return hit;
+        }
+        let hit = m(name);
+        let mut seen = seen.borrow_mut();
+        if seen.len() >= 4096 {
+            seen.clear();
+        }
+        seen.insert(name.to_owned(), hit);
+        hit
+    })
 }
 
 /// Whether `name` is a communication kernel: one some rule of [`COMM_RULES`] matches.

@@ -219,7 +219,7 @@ fn side_line(label: &str, path: &Path, s: &Side) -> String {
     };
     format!(
         "  {label:<5} {} ({} trace): {} kernels, {} API calls{window}{}",
-        path.display(),
+        super::escape_controls(&path.display().to_string()),
         s.source,
         s.kernels,
         s.api_calls,

@@ -284,6 +284,7 @@ pub fn render(o: &mut String, inputs: &str, j: &JobReport, top: usize) {
 /// Writes the report's opening lines: the inputs, the rank counts, the missing and dead ranks,
 /// the clocks and the job's notes.
 fn render_header(o: &mut String, inputs: &str, j: &JobReport) {
+    let inputs = super::escape_controls(inputs);
     let _ = writeln!(o, "cutrace report: {inputs} (distributed job)");
     // The verdict first, as on the job's page: the same lines from the JSON's `summary`.
     for l in super::verdict::job_verdict(&j.summary) {
@@ -327,9 +328,9 @@ fn render_header(o: &mut String, inputs: &str, j: &JobReport) {
 fn render_ranks(o: &mut String, ranks: &[JobRank]) {
     let _ = writeln!(
         o,
-        "\nPer rank (sums over each rank's GPUs; busy = union of all kernels, comm = union of NCCL \
-         kernels,\nexposed = NCCL time with no compute kernel on that GPU, wait = summed time it \
-         waited at collectives for the last rank)"
+        "\nPer rank (sums over each rank's GPUs; busy = union of all kernels, comm = union of its \
+         communication kernels,\nexposed = comm with no compute kernel on that GPU, wait = summed \
+         time it waited at collectives for the last rank)"
     );
     let st = super::Style::default();
     let col = |f: &dyn Fn(&JobRank) -> u64| st.col(ranks.iter().map(f));
@@ -522,6 +523,7 @@ fn pair_row(o: &mut String, label: &str, p: &Pair) {
 /// Writes the job diff.
 pub fn render_diff(o: &mut String, base: &str, new: &str, d: &JobDiff) {
     let from = o.len();
+    let (base, new) = (super::escape_controls(base), super::escape_controls(new));
     let _ = writeln!(
         o,
         "cutrace diff (distributed jobs)\nbase: {base}\nnew:  {new}"

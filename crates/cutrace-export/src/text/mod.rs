@@ -357,27 +357,28 @@ fn drop_qualifier(out: &mut String) {
 /// after a `<`, `_` or `,`, else where the width ends.
 pub fn wrap_name(name: &str, width: usize) -> Vec<String> {
     let width = width.max(8);
+    let chars: Vec<char> = name.chars().collect();
     let mut lines = Vec::new();
-    let mut rest: Vec<char> = name.chars().collect();
-    while rest.len() > width {
-        let head = &rest[..width];
+    let mut at = 0;
+    while chars.len() - at > width {
+        let head = &chars[at..at + width];
         let after = |pred: &dyn Fn(char) -> bool| {
             head.iter()
                 .rposition(|&c| pred(c))
                 .filter(|&i| i >= width / 3)
                 .map(|i| i + 1)
         };
-        let at = after(&|c| c == ' ')
+        let cut = after(&|c| c == ' ')
             .or_else(|| after(&|c| matches!(c, '<' | '_' | ',')))
             .unwrap_or(width);
-        let line: String = rest[..at].iter().collect();
+        let line: String = chars[at..at + cut].iter().collect();
         lines.push(line.trim_end().to_owned());
-        rest.drain(..at);
-        while rest.first() == Some(&' ') {
-            rest.remove(0);
+        at += cut;
+        while chars.get(at) == Some(&' ') {
+            at += 1;
         }
     }
-    lines.push(rest.into_iter().collect());
+    lines.push(chars[at..].iter().collect());
     lines
 }
 
@@ -406,8 +407,10 @@ pub fn fit(text: &str) -> String {
         }
         let indent = body.len() - body.trim_start_matches(' ').len();
         let cont = " ".repeat((indent + 4).min(WIDTH / 2));
-        let mut cur = String::from(&body[..indent]);
-        let mut cur_len = indent;
+        // A line indented past half the width starts its words at half the width.
+        let first = " ".repeat(indent.min(WIDTH / 2));
+        let mut cur = first.clone();
+        let mut cur_len = first.len();
         let mut first_word = true;
         // Words, each unit kept with its number.
         let mut words: Vec<String> = Vec::new();
@@ -515,11 +518,26 @@ pub fn table(
             // else simplified with every argument, else as recorded.
             let simple: Vec<String> = names.iter().map(|n| simple_name(n)).collect();
             let whole: Vec<String> = names.iter().map(|n| simple_name_whole(n)).collect();
+            // Per shown form, the distinct names that take it: a clash is a form with two.
+            let takers = |v: &[String]| {
+                let mut m: std::collections::HashMap<&str, std::collections::HashSet<&str>> =
+                    std::collections::HashMap::new();
+                for (shown, name) in v.iter().zip(names) {
+                    m.entry(shown.as_str()).or_default().insert(name.as_str());
+                }
+                m.into_iter()
+                    .filter(|(_, n)| n.len() > 1)
+                    .map(|(k, _)| k.to_owned())
+                    .collect::<std::collections::HashSet<String>>()
+            };
+            let (simple_clashes, whole_clashes) = (takers(&simple), takers(&whole));
             let clash = |v: &[String], i: usize| {
-                names
-                    .iter()
-                    .zip(v)
-                    .any(|(m, t)| *t == v[i] && *m != names[i])
+                let c = if std::ptr::eq(v, simple.as_slice()) {
+                    &simple_clashes
+                } else {
+                    &whole_clashes
+                };
+                c.contains(&v[i])
             };
             (0..names.len())
                 .map(|i| {
@@ -728,6 +746,11 @@ mod tests {
         // The words, in order, are all there.
         let words = |t: &str| t.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
         assert_eq!(words(&out), words(&format!("{line} short")));
+        // A line indented past the width (a name of spaces) starts at half of it.
+        let deep = format!("{}{}", " ".repeat(200), "y".repeat(150));
+        let out = fit(&deep);
+        assert!(out.lines().all(|l| l.chars().count() <= WIDTH), "{out}");
+        assert_eq!(out.replace(['\n', ' '], ""), "y".repeat(150));
         // A word longer than a line is broken where the line ends.
         let long = "x".repeat(300);
         let out = fit(&long);

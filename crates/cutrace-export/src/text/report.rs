@@ -52,7 +52,7 @@ fn render_unescaped(o: &mut String, path: &Path, r: &Report, top: usize, st: &St
     let _ = writeln!(
         o,
         "cutrace report: {} ({} trace)",
-        path.display(),
+        super::escape_controls(&path.display().to_string()),
         r.trace.source
     );
     if let Some(l) = super::verdict::launch_loss_line(r) {

@@ -331,7 +331,13 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
     }
     let mut env = injection_env(&inject, &settings);
     // The process record becomes (exec keeps the pid) says at its exit when nothing was traced.
-    env.push((var::ROOT_PID.into(), std::process::id().to_string().into()));
+    let ns = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    env.push((
+        var::ROOT_PID.into(),
+        format!("{} {ns}", std::process::id()).into(),
+    ));
     env.push((var::ROOT_PARTS.into(), earlier.to_string().into()));
     env.push((
         var::ROOT_CREATED.into(),
