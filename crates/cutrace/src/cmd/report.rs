@@ -31,8 +31,10 @@ use super::progress::ProgressLine;
 ///
 /// Several ranks' traces (a directory of torch.profiler traces, one per rank; a `cutrace record`
 /// directory of a whole job; several files or directories) are a distributed job: per rank its
-/// busy time, communication (the union of its NCCL kernels), exposed communication (NCCL time
-/// with no compute kernel on that GPU) and the time it waited at collectives for the last rank;
+/// busy time, communication (the union of its communication kernels: NCCL, RCCL, DeepEP, custom
+/// all-reduce, … and --comm-kernels; docs/REPORT.md, "Communication kernels"), exposed
+/// communication (communication with no compute kernel on that GPU) and the time it waited at
+/// collectives for the last rank;
 /// across ranks each step's slowest rank and spread, and each collective's arrival skew. An
 /// empty or truncated rank is reported, not fatal. Timestamps are each host's own clock: between
 /// hosts their offset adds to skew and wait (docs/REPORT.md, "A distributed job").
