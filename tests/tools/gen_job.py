@@ -116,15 +116,29 @@ def plan(ranks, steps, kernels, seed):
             opt_s = ar_end + 20_000
             ks.append(("adam", ADAM, 7, opt_s, opt_s + 300_000))
             step = (base, opt_s + 300_000 + 100_000 + rnd.randrange(0, 1_000))
-            timeline[r].append({"step": step, "kernels": ks})
+            timeline[r].append({"step": step, "kernels": ks, "hidden": hidden[r],
+                                "planted": {"straggler": straggler, "delay_ns": delay[straggler],
+                                            "stall_ns": compute_start[straggler] - ag_end}})
     return timeline, hidden
 
 
-def events(rank, world, pid, steps):
-    """Kineto events of one rank."""
+def events(rank, world, pid, steps, syncs=False):
+    """Kineto events of one rank; with `syncs`, also the stream waits and the step's closing
+    synchronize that order its streams (see --syncs)."""
     ev = []
     ext = [0]
     corr = [0]
+
+    def call(name, ts, dur, sync=None):
+        """A CUDA call of its own correlation id; `sync` = (kind, stream) writes its cuda_sync."""
+        corr[0] += 1
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": name, "pid": pid, "tid": pid,
+                   "ts": us(ts), "dur": us(dur), "args": {"correlation": corr[0]}})
+        if sync:
+            ev.append({"ph": "X", "cat": "cuda_sync", "name": sync[0], "pid": 0, "tid": sync[1],
+                       "ts": us(ts), "dur": us(dur),
+                       "args": {"cuda_sync_kind": sync[0], "stream": sync[1], "device": 0,
+                                "correlation": corr[0]}})
 
     def next_ext():
         ext[0] += 1
@@ -177,9 +191,32 @@ def events(rank, world, pid, steps):
                                 "est. achieved occupancy %": 12}})
             ev.append({"ph": "f", "id": c, "pid": 0, "tid": stream, "ts": us(ks),
                        "cat": "ac2g", "name": "ac2g", "bp": "e"})
+            if syncs:
+                sync_calls(call, st, i, ls)
     ev.append({"name": "process_name", "ph": "M", "ts": us(T0), "pid": pid, "tid": 0,
                "args": {"name": "python"}})
     return ev
+
+
+def sync_calls(call, st, i, ls):
+    """After launch `i` of step `st` (at `ls`), the calls PyTorch makes around it: the compute
+    stream waits for the all-gather, the all-reduce for the last compute kernel that ends before
+    it starts (gradients ready), the optimizer for the all-reduce; the step ends with a device
+    synchronize. An event is recorded after the launch it stands for, the wait comes just before
+    the launch that waits."""
+    ks = st["kernels"]
+    kind = ks[i][0]
+    ar_at = next(j for j, k in enumerate(ks) if k[0] == "ar")
+    ready = max(j for j, k in enumerate(ks) if k[0] == "mm" and k[4] <= ks[ar_at][3])
+    if i == 0 or i == ready or kind == "ar":
+        call("cudaEventRecord", ls + 2_500, 1_000)
+    # The wait before the next launch: compute after the all-gather, the all-reduce, the optimizer.
+    waits = {0: 7, ar_at - 1: 20, ar_at: 7}
+    if i in waits:
+        call("cudaStreamWaitEvent", ls + 3_700, 1_000, ("Stream Wait Event", waits[i]))
+    if kind == "adam":
+        call("cudaDeviceSynchronize", ls + 3_000, ks[i][4] + 2_000 - (ls + 3_000),
+             ("Context Sync", -1))
 
 
 def document(rank, world, evs):
@@ -252,6 +289,10 @@ def main():
     ap.add_argument("--dead-empty", type=int, action="append", default=[])
     ap.add_argument("--dead-truncated", type=int, action="append", default=[])
     ap.add_argument("--missing", type=int, action="append", default=[])
+    ap.add_argument("--syncs", action="store_true",
+                    help="also write the stream waits and step-end synchronize that order the "
+                         "streams, as PyTorch makes them (the critical path follows them); the "
+                         "answer then lists each step's planted straggler")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     timeline, _ = plan(a.ranks, a.steps, a.kernels, a.seed)
@@ -264,7 +305,7 @@ def main():
         if r in a.dead_empty:
             open(name, "wb").close()
             continue
-        text = json.dumps(document(r, a.ranks, events(r, a.ranks, 1000 + r, timeline[r])))
+        text = json.dumps(document(r, a.ranks, events(r, a.ranks, 1000 + r, timeline[r], a.syncs)))
         data = text.encode()
         if r in a.dead_truncated:
             data = data[: len(data) // 2]
@@ -272,8 +313,13 @@ def main():
             data = gzip.compress(data, 6)
         with open(name, "wb") as f:
             f.write(data)
+    out = answer(timeline, live, dead, a.missing, a.ranks)
+    if a.syncs:
+        # Per step: the straggler, its planted delay, and how long its compute stream stood
+        # between the all-gather's end and its first kernel (50 µs on every rank, plus the delay).
+        out["planted"] = [dict(st["planted"], index=k + 1) for k, st in enumerate(timeline[0])]
     with open(a.out.rstrip("/") + ".answer.json", "w") as f:
-        json.dump(answer(timeline, live, dead, a.missing, a.ranks), f, indent=1)
+        json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

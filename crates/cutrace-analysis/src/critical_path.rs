@@ -16,6 +16,7 @@
 
 mod graph;
 mod index;
+mod job;
 
 use std::collections::HashMap;
 
@@ -26,6 +27,7 @@ use crate::steps::Steps;
 use crate::window::Window;
 use graph::{Graph, PathSeg, SpanSel, NONE};
 use index::Index;
+pub use job::{job_path, rank_chains, JobCriticalPath, JobStepPath, RankChains, RankWait};
 
 /// What a segment of the path was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -50,8 +52,6 @@ pub enum Kind {
     /// Time whose cause the trace does not show (a kernel without its launch call, a thread's
     /// first op, a dependency between threads).
     Unexplained,
-    /// A collective waiting for another rank to arrive (a job's path).
-    RankWait,
 }
 
 impl Kind {
@@ -67,7 +67,6 @@ impl Kind {
             Kind::Sync => "sync",
             Kind::StreamWait => "stream_wait",
             Kind::Unexplained => "unexplained",
-            Kind::RankWait => "rank_wait",
         }
     }
 }
@@ -143,7 +142,8 @@ pub struct Composition {
     pub sync_ns: Ns,
     pub stream_wait_ns: Ns,
     pub unexplained_ns: Ns,
-    /// Waiting for another rank (a job's path only).
+    /// A job's path only: the time ranks on the path waited at collectives for the rank the
+    /// path goes on along (that rank's work fills it: not part of the sum above).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rank_wait_ns: Option<Ns>,
 }
@@ -297,7 +297,6 @@ fn composition(ix: &Index, path: &[PathSeg], top: usize) -> Composition {
             Kind::Sync => &mut c.sync_ns,
             Kind::StreamWait => &mut c.stream_wait_ns,
             Kind::Unexplained => &mut c.unexplained_ns,
-            Kind::RankWait => c.rank_wait_ns.get_or_insert(0),
         };
         *slot += d;
     }
@@ -347,7 +346,7 @@ fn name_place(ix: &Index, g: &Graph, kind: Kind, name: u32, lane: u32) -> (Strin
             };
             (host_name(trace, name), place)
         }
-        Kind::Unexplained | Kind::RankWait => ("no recorded cause".to_owned(), Place::default()),
+        Kind::Unexplained => ("no recorded cause".to_owned(), Place::default()),
         _ => {
             let l = &ix.streams[g.gpu_lanes[lane as usize] as usize];
             let (pid, stream) = trace.meta.id_origin(l.stream);

@@ -486,7 +486,7 @@ fn job_steps(live: &[(u32, &'static str, &RankSummary)]) -> JobSteps {
 }
 
 /// The N of a step named `…#N` (`ProfilerStep#12`).
-fn step_number(name: &str) -> Option<u64> {
+pub(crate) fn step_number(name: &str) -> Option<u64> {
     let (_, n) = name.rsplit_once('#')?;
     if n.is_empty() || !n.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -498,7 +498,24 @@ fn step_number(name: &str) -> Option<u64> {
 /// which of the rank's calls with that number it is (torch gives the operations of one
 /// coalesced call, and point-to-point operations, numbers that other calls of the group also
 /// have): the k-th call numbered n on one rank is the k-th numbered n on every rank.
-type CallKey = (Option<String>, bool, u64, u64);
+pub(crate) type CallKey = (Option<String>, bool, u64, u64);
+
+/// Each of a rank's arrivals' [`CallKey`], in their order.
+pub(crate) fn call_keys(arrivals: &[crate::job::Arrival]) -> Vec<CallKey> {
+    // (group, seq) → calls of this rank seen with it so far
+    let mut seen: BTreeMap<(Option<String>, u64), u64> = BTreeMap::new();
+    arrivals
+        .iter()
+        .map(|a| match a.seq {
+            Some(seq) => {
+                let k = seen.entry((a.group.clone(), seq)).or_default();
+                *k += 1;
+                (a.group.clone(), true, seq, *k - 1)
+            }
+            None => (a.group.clone(), false, a.order, 0),
+        })
+        .collect()
+}
 
 /// The collectives' skews, and each live rank's wait (indexed like `live`).
 fn collectives(
@@ -512,20 +529,10 @@ fn collectives(
     let mut group_facts: BTreeMap<Option<String>, (Option<String>, Option<u32>)> = BTreeMap::new();
     let mut shared_seq = 0u64;
     for (i, (_, _, s)) in live.iter().enumerate() {
-        // (group, seq) → calls of this rank seen with it so far
-        let mut seen: BTreeMap<(Option<String>, u64), u64> = BTreeMap::new();
-        for a in &s.collectives {
-            let key = match a.seq {
-                Some(seq) => {
-                    let k = seen.entry((a.group.clone(), seq)).or_default();
-                    *k += 1;
-                    if *k == 2 {
-                        shared_seq += 1;
-                    }
-                    (a.group.clone(), true, seq, *k - 1)
-                }
-                None => (a.group.clone(), false, a.order, 0),
-            };
+        for (a, key) in s.collectives.iter().zip(call_keys(&s.collectives)) {
+            if key.1 && key.3 == 1 {
+                shared_seq += 1;
+            }
             calls
                 .entry(key)
                 .or_default()

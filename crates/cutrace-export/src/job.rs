@@ -45,6 +45,8 @@ pub struct Request<'a> {
     pub one_trace_options: Vec<&'static str>,
     /// `--wide`: the text's long form, not fitted to [`crate::text::WIDTH`] columns.
     pub wide: bool,
+    /// `--critical-path`: each step's critical path across the ranks (not on the page).
+    pub critical_path: bool,
 }
 
 impl<'a> Request<'a> {
@@ -60,6 +62,7 @@ impl<'a> Request<'a> {
             html: false,
             one_trace_options: Vec::new(),
             wide: false,
+            critical_path: false,
         }
     }
 
@@ -120,14 +123,20 @@ pub fn report(
     let look = |trace: &cutrace_trace::Trace| crate::html::job_lod::rank_buckets(trace, buckets);
     let lane: Option<&input::Lane<'_, crate::html::job_lod::RankBuckets>> =
         if req.html { Some(&look) } else { None };
-    let (report, lanes) = input::job_report_with(
-        &units,
-        notes,
-        req.which,
-        &req.limits,
-        (req.threads(), req.top, lane),
-        &|k| progress(k, n),
-    )?;
+    let (report, lanes, critical_path) = if req.critical_path && !req.html {
+        let (report, cp) = job_critical_path(&units, notes, req, &|k| progress(k, n))?;
+        (report, std::collections::HashMap::new(), Some(cp))
+    } else {
+        let (report, lanes) = input::job_report_with(
+            &units,
+            notes,
+            req.which,
+            &req.limits,
+            (req.threads(), req.top, lane),
+            &|k| progress(k, n),
+        )?;
+        (report, lanes, None)
+    };
     require_live(&report)?;
     refuse_unrelated(files, &report)?;
     if req.steps_given && report.steps.steps.is_empty() {
@@ -142,14 +151,57 @@ pub fn report(
         return Ok(Report::JobPage(page));
     }
     if req.json {
-        return json(&report_json(&report), "report").map(Report::Job);
+        let mut j = report_json(&report);
+        j.critical_path = critical_path.as_ref();
+        return json(&j, "report").map(Report::Job);
     }
     let mut text = String::new();
     crate::text::job::render(&mut text, &names.join(" "), &report, req.top);
+    if let Some(cp) = &critical_path {
+        crate::text::critical_path::render_job(&mut text, cp, req.top, req.wide);
+    }
     if !req.wide {
         text = crate::text::fit(&text);
     }
     Ok(Report::Job(text.into_bytes()))
+}
+
+/// The job's report, and its critical path: each rank's chains made while its trace is held
+/// ([`cutrace_analysis::critical_path::rank_chains`]), joined at the collectives.
+fn job_critical_path(
+    units: &[cutrace_trace::classify::Unit],
+    notes: Vec<String>,
+    req: &Request<'_>,
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<
+    (
+        cutrace_analysis::JobReport,
+        cutrace_analysis::critical_path::JobCriticalPath,
+    ),
+    JobError,
+> {
+    use cutrace_analysis::critical_path::{job_path, rank_chains, RankChains};
+    let which = req.which;
+    let look = |trace: &cutrace_trace::Trace| -> Option<RankChains> {
+        let fallback = (None, cutrace_analysis::RankFrom::Unknown);
+        let s = RankSummary::from_trace(trace, fallback, which).ok()?;
+        Some(rank_chains(trace, &s, which))
+    };
+    let (report, chains) = input::job_report_with(
+        units,
+        notes,
+        which,
+        &req.limits,
+        (req.threads(), req.top, Some(&look)),
+        done,
+    )?;
+    let ranks: Vec<(u32, &RankChains)> = report
+        .ranks
+        .iter()
+        .filter_map(|r| chains.get(&r.paths).map(|c| (r.rank, c)))
+        .collect();
+    let cp = job_path(&ranks, req.top);
+    Ok((report, cp))
 }
 
 /// A directory of traces none of which states its rank (no `distributedInfo`, no `RANK` in a
@@ -221,6 +273,9 @@ pub struct JobJson<'a> {
     #[serde(flatten)]
     report: crate::text::job::ReportJson<'a>,
     summary: &'a cutrace_analysis::job_verdict::JobSummary,
+    /// `--critical-path`: each step's path across the ranks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    critical_path: Option<&'a cutrace_analysis::critical_path::JobCriticalPath>,
 }
 
 /// See [`JobJson`].
@@ -228,6 +283,7 @@ pub fn report_json(j: &cutrace_analysis::JobReport) -> JobJson<'_> {
     JobJson {
         report: crate::text::job::report_json(j),
         summary: &j.summary,
+        critical_path: None,
     }
 }
 

@@ -524,7 +524,14 @@ impl Graph {
 
     /// The critical path back from `sink` to the span's start, in time order.
     pub fn walk(&self, sink: u32) -> Vec<PathSeg> {
+        self.walk_until(sink, |_| false).0
+    }
+
+    /// [`Graph::walk`], stopping after the first segment `stop` accepts (the path then starts
+    /// with it, and the second value is true).
+    pub fn walk_until(&self, sink: u32, stop: impl Fn(&Seg) -> bool) -> (Vec<PathSeg>, bool) {
         let mut out: Vec<PathSeg> = Vec::new();
+        let mut stopped = false;
         let s = self.start_ns;
         let mut v = sink;
         let mut steps = 0usize;
@@ -554,6 +561,10 @@ impl Graph {
             if pt <= s {
                 break;
             }
+            if stop(&seg) {
+                stopped = true;
+                break;
+            }
             if src == NONE {
                 out.push(PathSeg {
                     seg: Seg::UNEXPLAINED,
@@ -565,7 +576,7 @@ impl Graph {
             v = src;
         }
         out.reverse();
-        out
+        (out, stopped)
     }
 
     /// Each GPU operation's slack, by [`Graph::gpu`]: how much later its end could come before

@@ -256,3 +256,100 @@ fn inferred(o: &mut String, cp: &CriticalPath) {
         );
     }
 }
+
+/// The job's critical path: per step its length and the ranks it waited for; for the slowest
+/// step, what it was made of and the segments to shorten first.
+pub fn render_job(
+    o: &mut String,
+    cp: &cutrace_analysis::critical_path::JobCriticalPath,
+    top: usize,
+    wide: bool,
+) {
+    // Points in time from the earliest step's start (each rank's own clock).
+    let st = Style {
+        wide,
+        origin_ns: cp.steps.iter().map(|s| s.start_ns).min(),
+        ..Style::default()
+    };
+    let _ = writeln!(
+        o,
+        "\nCritical path across the ranks: each step's chain of dependent work, from the rank whose \
+         step ended last; at a collective another rank reached later, it goes on along that rank"
+    );
+    if cp.steps.is_empty() {
+        let _ = writeln!(o, "  (no step found on the ranks)");
+        return;
+    }
+    let col = st.col(cp.steps.iter().map(|s| s.length_ns));
+    let head = format!("length ({})", col.unit);
+    let cols = [
+        label("step"),
+        num(&head),
+        num("ends on rank"),
+        label("waited for"),
+    ];
+    let rows: Vec<Vec<String>> = cp
+        .steps
+        .iter()
+        .map(|s| {
+            let waits: Vec<String> = s
+                .rank_waits
+                .iter()
+                .map(|w| {
+                    format!(
+                        "rank {} ({}, {})",
+                        w.waited_for_rank,
+                        w.op,
+                        st.ns(w.wait_ns)
+                    )
+                })
+                .collect();
+            vec![
+                s.index.to_string(),
+                col.num(s.length_ns),
+                s.end_rank.to_string(),
+                if waits.is_empty() {
+                    "-".to_owned()
+                } else {
+                    waits.join(", ")
+                },
+            ]
+        })
+        .collect();
+    let names: Vec<String> = cp.steps.iter().map(|s| s.name.clone()).collect();
+    table(o, &st, &cols, &rows, Some(("name", &names)));
+    let Some(slow) = cp
+        .steps
+        .iter()
+        .max_by_key(|s| (s.length_ns, std::cmp::Reverse(s.index)))
+    else {
+        return;
+    };
+    let _ = writeln!(
+        o,
+        "\n  In the slowest step, {} ({}):",
+        slow.name,
+        st.ns(slow.length_ns)
+    );
+    for w in &slow.rank_waits {
+        let _ = writeln!(
+            o,
+            "    rank {} waited {} in {} for rank {}",
+            w.rank,
+            st.ns(w.wait_ns),
+            w.op,
+            w.waited_for_rank
+        );
+    }
+    let path = cutrace_analysis::critical_path::PathReport {
+        start_ns: slow.start_ns,
+        end_ns: slow.end_ns,
+        length_ns: slow.length_ns,
+        segments: slow.segments,
+        composition: slow.composition.clone(),
+        longest_segments: slow.longest_segments.clone(),
+        slack: Vec::new(),
+    };
+    composition(o, &path, &st);
+    segments(o, &path, top, &st);
+}

@@ -167,6 +167,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     req.html = args.html.is_some();
     (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
     req.wide = args.wide;
+    req.critical_path = args.critical_path;
     let file = match job::report(&args.files, &req, &progress)? {
         job::Report::OneTrace(p) => {
             // A directory that held the trace deeper down (a TensorBoard log directory's latest

@@ -59,3 +59,106 @@ fn the_text_names_the_segments_to_shorten_first_in_120_columns() {
         assert!(line.chars().count() <= 120, "too wide: {line}");
     }
 }
+
+/// tests/tools/gen_job.py's 4-rank job with the stream waits and synchronizes PyTorch makes
+/// (`--syncs`): in every step the planted straggler is on the path, with its planted stall (its
+/// compute stream standing 50 µs plus the planted delay after the all-gather) as the longest
+/// segment, and every rank that reached the all-reduce before it waited for it there.
+#[test]
+fn the_planted_straggler_is_on_the_path_of_each_step_as_its_longest_segment() {
+    use crate::job_cli::{gen, python};
+    let Some(py) = python() else {
+        cutrace_testkit::loud!(
+            "SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job"
+        );
+        return;
+    };
+    let dir = cutrace_testkit::Dir::new("critical-path-job");
+    let args = [
+        "--ranks",
+        "4",
+        "--steps",
+        "4",
+        "--kernels",
+        "4",
+        "--seed",
+        "7",
+        "--syncs",
+    ];
+    let (job, answer) = gen(py, &dir, "job", &args);
+    let r = crate::job_cli::report(&[&job], &["--critical-path"]);
+    let steps = r["critical_path"]["steps"].as_array().unwrap();
+    let planted = answer["planted"].as_array().unwrap();
+    assert_eq!(steps.len(), planted.len());
+    for (s, p) in steps.iter().zip(planted) {
+        let straggler = p["straggler"].as_u64().unwrap();
+        let longest = &s["longest_segments"][0];
+        assert_eq!(longest["place"]["rank"].as_u64(), Some(straggler), "{s}");
+        assert_eq!(longest["kind"], "stream_wait");
+        assert_eq!(longest["length_ns"], p["stall_ns"]);
+        assert!(longest["length_ns"].as_u64() > p["delay_ns"].as_u64());
+        // At the all-gather the last to arrive is whoever the jitter made last; at the
+        // all-reduce it is the straggler.
+        for w in s["rank_waits"].as_array().unwrap() {
+            if w["op"] == "allreduce" {
+                assert_eq!(w["waited_for_rank"].as_u64(), Some(straggler));
+            }
+        }
+        if s["end_rank"].as_u64() != Some(straggler) {
+            let waits = s["rank_waits"].as_array().unwrap();
+            assert!(
+                waits.iter().any(|w| w["op"] == "allreduce"),
+                "the path reaches the straggler through the all-reduce: {s}"
+            );
+        }
+        let c = &s["composition"];
+        let parts: u64 = [
+            "host_ns",
+            "compute_ns",
+            "communication_ns",
+            "copy_ns",
+            "launch_ns",
+        ]
+        .iter()
+        .chain(&["sync_ns", "stream_wait_ns", "unexplained_ns"])
+        .map(|k| c[*k].as_u64().unwrap())
+        .sum();
+        assert_eq!(s["length_ns"].as_u64(), Some(parts));
+    }
+    // docs/REPORT.md names every field of it.
+    let mut seen = std::collections::BTreeSet::new();
+    keys(&r["critical_path"], &mut seen);
+    let doc = std::fs::read_to_string(cutrace_testkit::repo().join("docs/REPORT.md")).unwrap();
+    let missing: Vec<&String> = seen
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "docs/REPORT.md does not name {missing:?}"
+    );
+    let text = crate::util::bin()
+        .arg("report")
+        .arg(&job)
+        .arg("--critical-path")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(text.stdout).unwrap();
+    assert!(text.contains("Critical path across the ranks"));
+    for line in text.lines() {
+        assert!(line.chars().count() <= 120, "too wide: {line}");
+    }
+}
+
+fn keys(v: &serde_json::Value, seen: &mut std::collections::BTreeSet<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                seen.insert(k.clone());
+                keys(x, seen);
+            }
+        }
+        serde_json::Value::Array(a) => a.iter().for_each(|x| keys(x, seen)),
+        _ => {}
+    }
+}
