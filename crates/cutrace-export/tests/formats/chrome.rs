@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use cutrace_testkit::{loud, native_fixtures, repo, Dir};
 
-const NATIVE: [&str; 24] = [
+const NATIVE: [&str; 25] = [
     "api_header/copy_overlap",
     "sigkill",
     "multiproc",
@@ -42,6 +42,7 @@ const NATIVE: [&str; 24] = [
     "torchrun_gloo",
     "pc_kernels",
     "pc_torch",
+    "pools_h100",
 ];
 
 /// Exports `src` to `out` as `cutrace convert --chrome` does, in process.
@@ -281,6 +282,17 @@ fn assert_round_trip(src: &Path, exported: &Path) -> Value {
     if let Some(pc) = x.as_object_mut().and_then(|o| o.remove("pc_samples")) {
         assert!(pc["samples"].as_u64() > Some(0), "{}", src.display());
         assert!(y.get("pc_samples").is_none(), "{}", src.display());
+    }
+    // CUDA's memory pools (the native trace's table 12) are not drawn in the timeline exports
+    // yet (docs/EXPORTS.md): the export's report has no cuda_pools. The allocations themselves
+    // (table 11) do come back.
+    if let Some(pools) = x
+        .get_mut("memory")
+        .and_then(|m| m.as_object_mut())
+        .and_then(|m| m.remove("cuda_pools"))
+    {
+        assert!(pools.as_array().is_some_and(|p| !p.is_empty()));
+        assert!(y["memory"].get("cuda_pools").is_none(), "{}", src.display());
     }
     if let Some(d) = first_difference(&x, &y, "report") {
         panic!("{}: the reports differ at {d}", src.display());
