@@ -14,8 +14,8 @@
   // Durations as cutrace's text prints them (three decimals, unit by size).
   function fmt(ns) {
     ns = Math.max(0, Math.round(ns));
-    if (ns < 10000) return ns + ' ns';
-    var u = ns < 1e7 ? [1e3, 'µs'] : ns < 1e10 ? [1e6, 'ms'] : [1e9, 's'];
+    if (ns < 1000) return ns + ' ns';
+    var u = ns < 1e6 ? [1e3, 'µs'] : ns < 1e9 ? [1e6, 'ms'] : [1e9, 's'];
     return (ns / u[0]).toFixed(3) + ' ' + u[1];
   }
   function el(name, attrs, parent) {

@@ -244,10 +244,9 @@ fn data_loss(o: &mut String, r: &Report) {
             escape(&not_modelled.join(", "))
         );
     }
-    let _ = write!(o, "<h2>Recorder notes ({})</h2>", r.notes.len());
-    if r.notes.is_empty() {
-        o.push_str("<p class=\"muted\">None.</p>");
-    } else {
+    // Notes of the recorder (or of the importer, for an imported trace); none, no heading.
+    if !r.notes.is_empty() {
+        let _ = write!(o, "<h2>Notes ({})</h2>", r.notes.len());
         o.push_str("<ul class=\"notes\">");
         for n in &r.notes {
             let who = match (n.pid, &n.part) {
@@ -304,11 +303,20 @@ fn devices(o: &mut String, r: &Report) {
         let _ = write!(
             o,
             "<p>Launch to start (the end of the launch call to its kernel's start), {} kernels: \
-             median {} µs, p99 {} µs.</p>",
+             median {}, p99 {}.</p>",
             l.kernels,
-            p50 as f64 / 1000.0,
-            p99 as f64 / 1000.0
+            signed_ns(p50),
+            signed_ns(p99)
         );
+    }
+}
+
+/// A signed duration as the text writes it (`-1.769 µs`, `1.309 ms`).
+fn signed_ns(v: i64) -> String {
+    if v < 0 {
+        format!("-{}", fmt_ns(v.unsigned_abs()))
+    } else {
+        fmt_ns(v.unsigned_abs())
     }
 }
 
