@@ -338,6 +338,13 @@ def check_report(d, binary, tmp, rel):
         if not c or int(c["text"]) != dev["gaps"]:
             p.fail(f"GPU {key} gaps: page {c and c['text']}, JSON {dev['gaps']}")
         want += 2
+        # Compute and communication apart, as the JSON summary has them.
+        sv = next(v for v in rep["summary"]["devices"] if v["device"] == dev["device"])
+        for k in ("compute_ns", "communication_ns"):
+            c = seen.get((k, key))
+            if not c or c["text"] != fmt_ns(sv[k]) or int(c["value"]) != sv[k]:
+                p.fail(f"GPU {key} {k}: page {c and c['text']}, JSON {fmt_ns(sv[k])}")
+            want += 1
         for k in ("before_launch", "after_launch", "unknown") if "idle_split" in dev else ():
             c = seen.get((f"gaps_{k}", key))
             if not c or int(c["text"]) != dev["idle_split"][f"gaps_{k}"]:

@@ -268,7 +268,8 @@ fn devices(o: &mut String, r: &Report) {
     }
     o.push_str(
         "<table class=\"devices\"><thead><tr><th>GPU</th><th>kernels</th><th>busy</th>\
-         <th>busy time</th><th>kernel span</th><th>idle</th><th>idle gaps</th>\
+         <th>busy time</th><th>compute</th><th>communication</th><th>kernel span</th>\
+         <th>idle</th><th>idle gaps</th>\
          <th>waiting for the host</th><th>launched, not started</th><th>unknown</th>\
          <th>copy busy</th><th>compute ∩ copy</th></tr></thead><tbody>",
     );
@@ -281,10 +282,21 @@ fn devices(o: &mut String, r: &Report) {
             d.device, t.kernels
         );
         checked(o, "td", "busy_pct", &dev, d.busy_pct, &pct(d.busy_pct));
+        let _ = write!(o, "<td class=\"num\">{}</td>", fmt_ns(t.busy_ns));
+        // Compute and communication apart (the verdict's unions; they overlap where both ran).
+        let v = r.summary.devices.iter().find(|v| v.device == d.device);
+        for (key, ns) in [
+            ("compute_ns", v.map(|v| v.compute_ns)),
+            ("communication_ns", v.map(|v| v.communication_ns)),
+        ] {
+            match ns {
+                Some(ns) => checked(o, "td", key, &dev, ns, &fmt_ns(ns)),
+                None => o.push_str("<td class=\"num\">-</td>"),
+            }
+        }
         let _ = write!(
             o,
-            "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>",
-            fmt_ns(t.busy_ns),
+            "<td class=\"num\">{}</td><td class=\"num\">{}</td>",
             fmt_ns(t.window_ns),
             fmt_ns(t.idle_ns)
         );

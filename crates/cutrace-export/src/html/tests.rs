@@ -111,6 +111,23 @@ fn numbers_equal_the_json_report() {
                 (&*gaps.to_string(), &*gaps.to_string())
             );
             expected += 2;
+            // Compute and communication apart: the JSON summary's.
+            let v = json["summary"]["devices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["device"] == d["device"])
+                .unwrap();
+            for k in ["compute_ns", "communication_ns"] {
+                let ns = v[k].as_u64().unwrap();
+                let c = find(&cs, k, "data-device", dev);
+                assert_eq!(
+                    (c.value.as_str(), c.text.as_str()),
+                    (&*ns.to_string(), &*fmt_ns(ns)),
+                    "{rel} {k}"
+                );
+                expected += 1;
+            }
             if let Some(split) = d.get("idle_split") {
                 for k in ["before_launch", "after_launch", "unknown"] {
                     let n = split[format!("gaps_{k}")].as_u64().unwrap().to_string();
