@@ -104,7 +104,10 @@ fn every_report_field_is_documented_in_docs_report_md() {
         ),
         (
             "critical path",
-            report(&fixture("kineto/profiler_steps.json.gz"), &["--critical-path"]),
+            report(
+                &fixture("kineto/profiler_steps.json.gz"),
+                &["--critical-path"],
+            ),
         ),
     ];
 
