@@ -14,6 +14,7 @@
 //! of the dependency graph (`tests/analysis/critical_path.rs` checks it against a brute force). Per step, the graph holds only the records that start
 //! inside the step (and each stream's operation before them): memory is bounded by the step.
 
+mod diff;
 mod graph;
 mod index;
 mod job;
@@ -25,6 +26,7 @@ use serde::Serialize;
 
 use crate::steps::Steps;
 use crate::window::Window;
+pub use diff::{diff, OnPathChange, PartChange, PathDiff};
 use graph::{Graph, PathSeg, SpanSel, NONE};
 use index::Index;
 pub use job::{job_path, rank_chains, JobCriticalPath, JobStepPath, RankChains, RankWait};
@@ -125,6 +127,9 @@ pub struct PathReport {
     pub longest_segments: Vec<Segment>,
     /// The largest GPU operations off the path, largest first, with their slack.
     pub slack: Vec<Slack>,
+    /// Time on the path by (kind, name), every one (for `diff`; not in the report's JSON).
+    #[serde(skip)]
+    pub by_what: Vec<(Kind, String, Ns)>,
 }
 
 /// The path's length by what it was; the fields add up to `length_ns`.
@@ -269,6 +274,19 @@ fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
         .take(top)
         .map(|p| segment(ix, g, p))
         .collect();
+    let mut by_what: HashMap<(Kind, u32, u32), Ns> = HashMap::new();
+    for p in &path {
+        *by_what
+            .entry((p.seg.kind, p.seg.name, p.seg.lane))
+            .or_default() += p.end_ns - p.start_ns;
+    }
+    let mut named: HashMap<(Kind, String), Ns> = HashMap::new();
+    for ((kind, name, lane), ns) in by_what {
+        *named
+            .entry((kind, name_place(ix, g, kind, name, lane).0))
+            .or_default() += ns;
+    }
+    let by_what = named.into_iter().map(|((k, n), ns)| (k, n, ns)).collect();
     PathReport {
         start_ns,
         end_ns,
@@ -277,6 +295,7 @@ fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
         composition,
         longest_segments,
         slack,
+        by_what,
     }
 }
 

@@ -349,7 +349,89 @@ pub fn render_job(
         composition: slow.composition.clone(),
         longest_segments: slow.longest_segments.clone(),
         slack: Vec::new(),
+        by_what: Vec::new(),
     };
     composition(o, &path, &st);
     segments(o, &path, top, &st);
+}
+
+/// `cutrace diff --critical-path`: how the path's length and composition changed, and the work
+/// on it whose time changed most.
+pub fn render_diff(o: &mut String, d: &cutrace_analysis::critical_path::PathDiff, wide: bool) {
+    let st = Style {
+        wide,
+        ..Style::default()
+    };
+    let over = match d.over {
+        "steps" => format!(
+            "summed over the steps' paths ({} steps → {})",
+            d.steps_base, d.steps_new
+        ),
+        _ => "over the window".to_owned(),
+    };
+    let _ = writeln!(o, "\nCritical path, {over}:");
+    let col = st.col(
+        d.parts
+            .iter()
+            .flat_map(|p| [p.base_ns, p.new_ns, p.delta_ns.unsigned_abs()]),
+    );
+    let heads = [
+        format!("base ({})", col.unit),
+        format!("new ({})", col.unit),
+        format!("change ({})", col.unit),
+    ];
+    let cols = [
+        label("part"),
+        num(&heads[0]),
+        num(&heads[1]),
+        num(&heads[2]),
+    ];
+    let rows: Vec<Vec<String>> = d
+        .parts
+        .iter()
+        .filter(|p| p.part == "length" || p.base_ns + p.new_ns > 0)
+        .map(|p| {
+            vec![
+                p.part.replace('_', " "),
+                col.num(p.base_ns),
+                col.num(p.new_ns),
+                col.signed(p.delta_ns),
+            ]
+        })
+        .collect();
+    table(o, &st, &cols, &rows, None);
+    if d.changed.is_empty() {
+        return;
+    }
+    let col = st.col(
+        d.changed
+            .iter()
+            .flat_map(|c| [c.base_ns, c.new_ns, c.delta_ns.unsigned_abs()]),
+    );
+    let heads = [
+        format!("base ({})", col.unit),
+        format!("new ({})", col.unit),
+        format!("change ({})", col.unit),
+    ];
+    let cols = [
+        num(&heads[0]),
+        num(&heads[1]),
+        num(&heads[2]),
+        label("kind"),
+    ];
+    let rows: Vec<Vec<String>> = d
+        .changed
+        .iter()
+        .map(|c| {
+            vec![
+                col.num(c.base_ns),
+                col.num(c.new_ns),
+                col.signed(c.delta_ns),
+                c.kind.label().to_owned(),
+            ]
+        })
+        .collect();
+    let names: Vec<String> = d.changed.iter().map(|c| c.name.clone()).collect();
+    let _ = writeln!(o, "  What changed most on the path:");
+    table(o, &st, &cols, &rows, Some(("what", &names)));
 }

@@ -76,6 +76,11 @@ pub struct Args {
     /// either trace has them.
     #[arg(long, value_name = "NAME")]
     pub steps: Option<String>,
+    /// How the critical path changed (`cutrace report --critical-path`): its length and
+    /// composition over the steps (or the window), and the work on it whose time changed most.
+    /// One trace on each side.
+    #[arg(long)]
+    pub critical_path: bool,
     /// Write the diff as one self-contained HTML page instead (the two reports side by side)
     /// to a new file, or to stdout for `-`.
     #[arg(long, value_name = "OUT.html")]
@@ -147,11 +152,18 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     // One trace at a time: each is read, reduced to what the diff needs (and its timeline, for
     // the page), and dropped before the other is read.
     let html = args.html.is_some();
+    let paths = std::cell::RefCell::new(Vec::new());
     let side = |path: &Path| -> anyhow::Result<(DiffSide, Option<TimelineLod>)> {
         let t = load(path, &limits)?;
         let w = window(&t, from, to)?;
         let side = cutrace_analysis::diff_side(&t, w, &opts)
             .with_context(|| format!("analysing {}", path.display()))?;
+        if args.critical_path {
+            let steps = side.report.steps.as_ref();
+            let cp =
+                cutrace_analysis::critical_path::critical_path(&t, w.as_ref(), steps, args.top);
+            paths.borrow_mut().push(cp);
+        }
         let timeline = html
             .then(|| cutrace_export::html::timeline_lod(&t, w.as_ref()))
             .transpose()
@@ -161,6 +173,10 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let (base, base_timeline) = side(&args.base)?;
     let (new, new_timeline) = side(&args.new)?;
     let d = cutrace_analysis::diff_sides(&base, &new, &opts);
+    let path_diff = match &paths.into_inner()[..] {
+        [b, n] => Some(cutrace_analysis::critical_path::diff(b, n, args.top)),
+        _ => None,
+    };
     if args.steps.is_some() && d.steps.is_none() {
         let windowed = from.is_some() || to.is_some();
         anyhow::bail!(cutrace_export::text::diff::steps_not_found(
@@ -197,7 +213,18 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         Format::Json => {
             // Written as it serializes: the rows are not held twice.
             let mut w = std::io::BufWriter::new(&mut *out);
-            serde_json::to_writer(&mut w, &cutrace_export::text::diff::json(&d))
+            #[derive(serde::Serialize)]
+            struct WithPath<T: serde::Serialize> {
+                #[serde(flatten)]
+                diff: T,
+                #[serde(skip_serializing_if = "Option::is_none")]
+                critical_path: Option<cutrace_analysis::critical_path::PathDiff>,
+            }
+            let j = WithPath {
+                diff: cutrace_export::text::diff::json(&d),
+                critical_path: path_diff,
+            };
+            serde_json::to_writer(&mut w, &j)
                 .map_err(std::io::Error::from)
                 .and_then(|()| w.write_all(b"\n"))
                 .and_then(|()| w.flush())
@@ -214,6 +241,9 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 );
             }
             cutrace_export::text::diff::render(&mut text, &args.base, &args.new, &d);
+            if let Some(pd) = &path_diff {
+                cutrace_export::text::critical_path::render_diff(&mut text, pd, args.wide);
+            }
             if !args.wide {
                 text = cutrace_export::text::fit(&text);
             }

@@ -162,3 +162,48 @@ fn keys(v: &serde_json::Value, seen: &mut std::collections::BTreeSet<String>) {
         _ => {}
     }
 }
+
+/// `diff --critical-path`: a trace against itself changes nothing, over its steps; against a
+/// trace without steps it compares the windows' paths, whose lengths are the reports'. Every
+/// field is named on docs/DIFF.md.
+#[test]
+fn diff_says_how_the_path_changed() {
+    let same = cutrace_json(&["diff", TRACE, TRACE, "--critical-path"]);
+    let d = &same["critical_path"];
+    assert_eq!(d["over"], "steps");
+    assert!(d["steps_base"].as_u64() > Some(0));
+    assert!(d["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|p| p["delta_ns"] == 0));
+    assert!(d["changed"].as_array().unwrap().is_empty());
+
+    let other = "tests/fixtures/kineto/train_step.json.gz";
+    let x = cutrace_json(&["diff", other, TRACE, "--critical-path"]);
+    let d = &x["critical_path"];
+    assert_eq!(d["over"], "window");
+    let len = |t: &str| {
+        cutrace_json(&["report", t, "--critical-path"])["critical_path"]["window"]["length_ns"]
+            .as_i64()
+            .unwrap()
+    };
+    let length = &d["parts"][0];
+    assert_eq!(length["part"], "length");
+    assert_eq!(length["delta_ns"].as_i64(), Some(len(TRACE) - len(other)));
+    let changed = d["changed"].as_array().unwrap();
+    assert!(!changed.is_empty());
+    for c in changed {
+        let delta = c["new_ns"].as_i64().unwrap() - c["base_ns"].as_i64().unwrap();
+        assert_eq!(c["delta_ns"].as_i64(), Some(delta));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    keys(d, &mut seen);
+    let doc = std::fs::read_to_string(cutrace_testkit::repo().join("docs/DIFF.md")).unwrap();
+    let missing: Vec<&String> = seen
+        .iter()
+        .filter(|k| !doc.contains(&format!("`{k}`")) && !doc.contains(&format!("`{k}[]`")))
+        .collect();
+    assert!(missing.is_empty(), "docs/DIFF.md does not name {missing:?}");
+    assert!(doc.contains("`critical_path`"));
+}

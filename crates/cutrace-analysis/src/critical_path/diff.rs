@@ -1,0 +1,140 @@
+//! How the critical path changed between two traces: its length and composition, and the work
+//! on it whose time changed most. Over the steps when both traces have steps (sums over every
+//! step's path, with each side's step count), else over the window.
+
+use std::collections::HashMap;
+
+use cutrace_trace::Ns;
+use serde::Serialize;
+
+use super::{Composition, CriticalPath, Kind, PathReport};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PathDiff {
+    /// `steps` (sums over every step's path) or `window`.
+    pub over: &'static str,
+    /// Steps on each side (0 over the window).
+    pub steps_base: u64,
+    pub steps_new: u64,
+    /// The length and each part of the composition: `length`, `host`, `compute`,
+    /// `communication`, `copy`, `launch`, `sync`, `stream_wait`, `unexplained`.
+    pub parts: Vec<PartChange>,
+    /// Time on the path by what it was, largest change first.
+    pub changed: Vec<OnPathChange>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartChange {
+    pub part: &'static str,
+    pub base_ns: Ns,
+    pub new_ns: Ns,
+    pub delta_ns: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OnPathChange {
+    pub kind: Kind,
+    pub name: String,
+    pub base_ns: Ns,
+    pub new_ns: Ns,
+    pub delta_ns: i64,
+}
+
+/// The paths of one side summed: (length, composition, time by what, steps).
+fn side(
+    cp: &CriticalPath,
+    over_steps: bool,
+) -> (Ns, Composition, HashMap<(Kind, String), Ns>, u64) {
+    let paths: Vec<&PathReport> = if over_steps {
+        cp.steps.iter().map(|s| &s.path).collect()
+    } else {
+        cp.window.iter().collect()
+    };
+    let mut c = Composition::default();
+    let mut what: HashMap<(Kind, String), Ns> = HashMap::new();
+    let mut length = 0;
+    for p in &paths {
+        length += p.length_ns;
+        let x = &p.composition;
+        c.host_ns += x.host_ns;
+        c.compute_ns += x.compute_ns;
+        c.communication_ns += x.communication_ns;
+        c.copy_ns += x.copy_ns;
+        c.launch_ns += x.launch_ns;
+        c.sync_ns += x.sync_ns;
+        c.stream_wait_ns += x.stream_wait_ns;
+        c.unexplained_ns += x.unexplained_ns;
+        for (k, n, ns) in &p.by_what {
+            *what.entry((*k, n.clone())).or_default() += ns;
+        }
+    }
+    let steps = if over_steps { paths.len() as u64 } else { 0 };
+    (length, c, what, steps)
+}
+
+fn parts(len: Ns, c: &Composition) -> [(&'static str, Ns); 9] {
+    [
+        ("length", len),
+        ("host", c.host_ns),
+        ("compute", c.compute_ns),
+        ("communication", c.communication_ns),
+        ("copy", c.copy_ns),
+        ("launch", c.launch_ns),
+        ("sync", c.sync_ns),
+        ("stream_wait", c.stream_wait_ns),
+        ("unexplained", c.unexplained_ns),
+    ]
+}
+
+/// How the path changed from `base` to `new`; `changed` capped at `top`.
+pub fn diff(base: &CriticalPath, new: &CriticalPath, top: usize) -> PathDiff {
+    let over_steps = !base.steps.is_empty() && !new.steps.is_empty();
+    let (bl, bc, bw, bs) = side(base, over_steps);
+    let (nl, nc, nw, ns) = side(new, over_steps);
+    let delta = |b: Ns, n: Ns| n as i64 - b as i64;
+    let parts = parts(bl, &bc)
+        .into_iter()
+        .zip(parts(nl, &nc))
+        .map(|((part, b), (_, n))| PartChange {
+            part,
+            base_ns: b,
+            new_ns: n,
+            delta_ns: delta(b, n),
+        })
+        .collect();
+    let mut keys: Vec<&(Kind, String)> = bw.keys().chain(nw.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let mut changed: Vec<OnPathChange> = keys
+        .into_iter()
+        .map(|k| {
+            let (b, n) = (
+                bw.get(k).copied().unwrap_or(0),
+                nw.get(k).copied().unwrap_or(0),
+            );
+            OnPathChange {
+                kind: k.0,
+                name: k.1.clone(),
+                base_ns: b,
+                new_ns: n,
+                delta_ns: delta(b, n),
+            }
+        })
+        .filter(|c| c.delta_ns != 0)
+        .collect();
+    changed.sort_by(|a, b| {
+        (b.delta_ns.unsigned_abs(), &a.name, a.kind).cmp(&(
+            a.delta_ns.unsigned_abs(),
+            &b.name,
+            b.kind,
+        ))
+    });
+    changed.truncate(top);
+    PathDiff {
+        over: if over_steps { "steps" } else { "window" },
+        steps_base: bs,
+        steps_new: ns,
+        parts,
+        changed,
+    }
+}
