@@ -375,10 +375,10 @@ fn name_place(ix: &Index, g: &Graph, kind: Kind, name: u32, lane: u32) -> (Strin
                 stream: Some(stream),
                 ..Place::default()
             };
-            let name = match kind {
-                Kind::Copy if name == NONE => "copy".to_owned(),
-                Kind::Memset if name == NONE => "memset".to_owned(),
-                _ if name == NONE => "?".to_owned(),
+            let name = match name {
+                index::COPY_NAME => "copy".to_owned(),
+                index::MEMSET_NAME => "memset".to_owned(),
+                NONE => "?".to_owned(),
                 _ => crate::names::display_name(trace.str(name)).into_owned(),
             };
             (name, place)

@@ -11,6 +11,9 @@ use super::Kind;
 use crate::launches::{base_name, is_kernel_launch};
 
 pub(crate) const NO_API: u32 = NONE;
+/// The names of copies and memsets, which have none in the trace.
+pub(crate) const COPY_NAME: u32 = NONE - 1;
+pub(crate) const MEMSET_NAME: u32 = NONE - 2;
 
 /// What a CUDA call means for the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -263,7 +266,7 @@ fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
             start: m.start_ns,
             end: m.end_ns.max(m.start_ns),
             corr: m.correlation_id,
-            name: NONE,
+            name: COPY_NAME,
             kind: Kind::Copy,
         });
     }
@@ -272,7 +275,7 @@ fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
             start: m.start_ns,
             end: m.end_ns.max(m.start_ns),
             corr: m.correlation_id,
-            name: NONE,
+            name: MEMSET_NAME,
             kind: Kind::Memset,
         });
     }

@@ -1,5 +1,5 @@
 //! The critical path: traces with planted paths (host-bound, GPU-bound, a stream wait, an event
-//! sync, a CUDA graph launch), each path written out segment by segment, and a property test
+//! sync, a CUDA graph launch, a blocking copy), each path written out segment by segment, and a property test
 //! on random programs, each record starting a random delay after the last of its dependencies
 //! arrives: the path's length equals a brute-force longest path of the program's own dependency
 //! graph, and every segment on it is one of that graph's edges at its own weight (a wrong turn
@@ -9,7 +9,8 @@ use cutrace_analysis::critical_path::{critical_path, CriticalPath, Kind, PathRep
 use cutrace_analysis::{steps, StepMatch};
 use cutrace_testkit::records::{complete_trace, host_range, kernel};
 use cutrace_trace::{
-    ApiCall, ApiKind, HostOp, HostOpKind, Interner, Kernel, Ns, SyncKind, Synchronization, Trace,
+    ApiCall, ApiKind, CopyKind, HostOp, HostOpKind, Interner, Kernel, Memcpy, Ns, SyncKind,
+    Synchronization, Trace,
 };
 use proptest::prelude::*;
 
@@ -21,6 +22,7 @@ struct Build {
     api: Vec<ApiCall>,
     ops: Vec<HostOp>,
     syncs: Vec<Synchronization>,
+    memcpys: Vec<Memcpy>,
     step: Option<(Ns, Ns)>,
 }
 
@@ -77,6 +79,7 @@ impl Build {
         t.ranges = vec![range];
         t.host_ops = self.ops;
         t.syncs = self.syncs;
+        t.memcpys = self.memcpys;
         t
     }
 }
@@ -241,6 +244,40 @@ fn a_graph_launch_keeps_its_kernels_on_the_path() {
             seg(Kind::Host, "ProfilerStep#1", 4_100, 4_500),
         ]
     );
+}
+
+#[test]
+fn a_blocking_copy_waits_for_its_copy_after_the_kernel_before_it() {
+    let mut b = Build::default();
+    b.call("cudaLaunchKernel", 1, 100, 200);
+    b.kernel("producer", 7, 1, 300, 4_000);
+    b.call("cudaMemcpy", 2, 250, 5_100);
+    b.memcpys.push(Memcpy {
+        kind: CopyKind::DtoH,
+        bytes: 4096,
+        device: 0,
+        context: 1,
+        stream: 7,
+        correlation_id: 2,
+        start_ns: 4_010,
+        end_ns: 5_000,
+    });
+    b.step = Some((0, 5_500));
+    let cp = path_of(&b.trace());
+    let p = &cp.steps[0].path;
+    assert_eq!(
+        segments(p),
+        vec![
+            seg(Kind::Host, "ProfilerStep#1", 0, 100),
+            seg(Kind::Launch, "producer", 100, 300),
+            seg(Kind::Kernel, "producer", 300, 4_000),
+            seg(Kind::Queue, "copy", 4_000, 4_010),
+            seg(Kind::Copy, "copy", 4_010, 5_000),
+            seg(Kind::Sync, "cudaMemcpy", 5_000, 5_100),
+            seg(Kind::Host, "ProfilerStep#1", 5_100, 5_500),
+        ]
+    );
+    assert_eq!(p.composition.copy_ns, 990);
 }
 
 #[test]
