@@ -200,7 +200,13 @@ fn job_critical_path(
         .iter()
         .filter_map(|r| chains.get(&r.paths).map(|c| (r.rank, c)))
         .collect();
-    let cp = job_path(&ranks, req.top);
+    let left_out: Vec<u32> = report
+        .ranks
+        .iter()
+        .filter(|r| !chains.contains_key(&r.paths))
+        .map(|r| r.rank)
+        .collect();
+    let cp = job_path(&ranks, left_out, req.top);
     Ok((report, cp))
 }
 

@@ -130,6 +130,9 @@ pub fn rank_chains(trace: &Trace, summary: &RankSummary, which: &StepMatch) -> R
 pub struct JobCriticalPath {
     /// `number` (`ProfilerStep#N`'s N on every rank) or `order`, as the job's steps.
     pub steps_matched_by: &'static str,
+    /// Live ranks whose trace was not read here (a rank summary carries no chains): left out of
+    /// every path.
+    pub ranks_left_out: Vec<u32>,
     pub steps: Vec<JobStepPath>,
 }
 
@@ -165,8 +168,9 @@ pub struct RankWait {
     pub wait_ns: Ns,
 }
 
-/// Joins the ranks' chains (`(rank, chains)`, in rank order) into each step's path.
-pub fn job_path(ranks: &[(u32, &RankChains)], top: usize) -> JobCriticalPath {
+/// Joins the ranks' chains (`(rank, chains)`, in rank order) into each step's path;
+/// `left_out`: the live ranks without chains.
+pub fn job_path(ranks: &[(u32, &RankChains)], left_out: Vec<u32>, top: usize) -> JobCriticalPath {
     // A collective's arrivals on every rank: key → (rank index, arrival index, start).
     let mut calls: HashMap<&CallKey, Vec<(usize, usize, Ns)>> = HashMap::new();
     for (ri, (_, c)) in ranks.iter().enumerate() {
@@ -196,6 +200,7 @@ pub fn job_path(ranks: &[(u32, &RankChains)], top: usize) -> JobCriticalPath {
         .collect();
     JobCriticalPath {
         steps_matched_by: if by_number { "number" } else { "order" },
+        ranks_left_out: left_out,
         steps: out,
     }
 }

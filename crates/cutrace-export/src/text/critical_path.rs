@@ -276,6 +276,15 @@ pub fn render_job(
         "\nCritical path across the ranks: each step's chain of dependent work, from the rank whose \
          step ended last; at a collective another rank reached later, it goes on along that rank"
     );
+    if !cp.ranks_left_out.is_empty() {
+        let ranks: Vec<String> = cp.ranks_left_out.iter().map(u32::to_string).collect();
+        let _ = writeln!(
+            o,
+            "  Left out: rank {} (read from a rank summary, which carries no path: report its trace \
+             to include it).",
+            ranks.join(", ")
+        );
+    }
     if cp.steps.is_empty() {
         let _ = writeln!(o, "  (no step found on the ranks)");
         return;
