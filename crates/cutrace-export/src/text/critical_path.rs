@@ -215,7 +215,7 @@ fn slack(o: &mut String, p: &PathReport, top: usize, st: &Style) {
     let names: Vec<String> = shown.iter().map(|s| s.name.clone()).collect();
     let _ = writeln!(
         o,
-        "  Large work off the path, and how much longer each could run before the step would:"
+        "  Large work off the path, and how much longer each could run before the path would lengthen:"
     );
     table(o, st, &cols, &rows, Some(("name", &names)));
 }
