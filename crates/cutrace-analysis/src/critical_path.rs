@@ -15,9 +15,8 @@
 //! inside the step (and each stream's operation before them): memory is bounded by the step.
 
 mod diff;
-mod graph;
-mod index;
-mod job;
+pub(crate) mod graph;
+pub(crate) mod index;
 
 use std::collections::HashMap;
 
@@ -29,7 +28,6 @@ use crate::window::Window;
 pub use diff::{diff, OnPathChange, PartChange, PathDiff};
 use graph::{Graph, PathSeg, SpanSel, NONE};
 use index::Index;
-pub use job::{job_path, rank_chains, JobCriticalPath, JobStepPath, RankChains, RankWait};
 
 /// What a segment of the path was.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -340,7 +338,7 @@ fn host_name(trace: &Trace, name: u32) -> String {
     }
 }
 
-fn segment(ix: &Index, g: &Graph, p: &PathSeg) -> Segment {
+pub(crate) fn segment(ix: &Index, g: &Graph, p: &PathSeg) -> Segment {
     let (name, place) = name_place(ix, g, p.seg.kind, p.seg.name, p.seg.lane);
     Segment {
         kind: p.seg.kind,

@@ -18,6 +18,7 @@ pub mod host_ops;
 pub mod intervals;
 pub mod job;
 pub mod job_diff;
+pub mod job_path;
 pub mod job_reduce;
 pub mod job_verdict;
 pub mod launches;

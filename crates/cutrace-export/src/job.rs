@@ -167,7 +167,7 @@ pub fn report(
 }
 
 /// The job's report, and its critical path: each rank's chains made while its trace is held
-/// ([`cutrace_analysis::critical_path::rank_chains`]), joined at the collectives.
+/// ([`cutrace_analysis::job_path::rank_chains`]), joined at the collectives.
 fn job_critical_path(
     units: &[cutrace_trace::classify::Unit],
     notes: Vec<String>,
@@ -176,11 +176,11 @@ fn job_critical_path(
 ) -> Result<
     (
         cutrace_analysis::JobReport,
-        cutrace_analysis::critical_path::JobCriticalPath,
+        cutrace_analysis::job_path::JobCriticalPath,
     ),
     JobError,
 > {
-    use cutrace_analysis::critical_path::{job_path, rank_chains, RankChains};
+    use cutrace_analysis::job_path::{join, rank_chains, RankChains};
     let which = req.which;
     let look = |trace: &cutrace_trace::Trace| -> Option<RankChains> {
         let fallback = (None, cutrace_analysis::RankFrom::Unknown);
@@ -206,7 +206,7 @@ fn job_critical_path(
         .filter(|r| !chains.contains_key(&r.paths))
         .map(|r| r.rank)
         .collect();
-    let cp = job_path(&ranks, left_out, req.top);
+    let cp = join(&ranks, left_out, req.top);
     Ok((report, cp))
 }
 
@@ -281,7 +281,7 @@ pub struct JobJson<'a> {
     summary: &'a cutrace_analysis::job_verdict::JobSummary,
     /// `--critical-path`: each step's path across the ranks.
     #[serde(skip_serializing_if = "Option::is_none")]
-    critical_path: Option<&'a cutrace_analysis::critical_path::JobCriticalPath>,
+    critical_path: Option<&'a cutrace_analysis::job_path::JobCriticalPath>,
 }
 
 /// See [`JobJson`].

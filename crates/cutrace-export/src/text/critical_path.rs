@@ -261,7 +261,7 @@ fn inferred(o: &mut String, cp: &CriticalPath) {
 /// step, what it was made of and the segments to shorten first.
 pub fn render_job(
     o: &mut String,
-    cp: &cutrace_analysis::critical_path::JobCriticalPath,
+    cp: &cutrace_analysis::job_path::JobCriticalPath,
     top: usize,
     wide: bool,
 ) {

@@ -1,5 +1,5 @@
-//! The critical path across the ranks of a job. Each rank's step graph is walked in the map step
-//! ([`rank_chains`]), cut at its communication kernels into chains: from the step's end back to
+//! The critical path across the ranks of a job ([`crate::critical_path`] joined over ranks). Each
+//! rank's step graph is walked in the map step ([`rank_chains`]), cut at its communication kernels into chains: from the step's end back to
 //! the first communication kernel on the path, and from each communication kernel's start back
 //! to the next one. The reduce ([`job_path`]) joins them at the collectives, matched across ranks
 //! as the job report matches them (process group and sequence number, else order in the group):
@@ -13,9 +13,9 @@ use std::collections::HashMap;
 use cutrace_trace::{Ns, Trace};
 use serde::Serialize;
 
-use super::graph::{Graph, SpanSel};
-use super::index::Index;
-use super::{Composition, Inferred, Kind, OpTime, Segment};
+use crate::critical_path::graph::{Graph, Seg, SpanSel};
+use crate::critical_path::index::Index;
+use crate::critical_path::{segment, Composition, Inferred, Kind, OpTime, Segment};
 use crate::job::RankSummary;
 use crate::job_reduce::{call_keys, step_number, CallKey};
 use crate::steps::StepMatch;
@@ -79,7 +79,7 @@ pub fn rank_chains(trace: &Trace, summary: &RankSummary, which: &StepMatch) -> R
         let Some(&sink) = ends.0.get(&(st.start_ns, st.end_ns)) else {
             continue;
         };
-        let arrival_of = |seg: &super::graph::Seg| -> Option<usize> {
+        let arrival_of = |seg: &Seg| -> Option<usize> {
             if seg.kind != Kind::Communication {
                 return None;
             }
@@ -95,7 +95,7 @@ pub fn rank_chains(trace: &Trace, summary: &RankSummary, which: &StepMatch) -> R
                 None
             };
             Chain {
-                segs: path.iter().map(|p| super::segment(&ix, &g, p)).collect(),
+                segs: path.iter().map(|p| segment(&ix, &g, p)).collect(),
                 at,
             }
         };
@@ -170,7 +170,7 @@ pub struct RankWait {
 
 /// Joins the ranks' chains (`(rank, chains)`, in rank order) into each step's path;
 /// `left_out`: the live ranks without chains.
-pub fn job_path(ranks: &[(u32, &RankChains)], left_out: Vec<u32>, top: usize) -> JobCriticalPath {
+pub fn join(ranks: &[(u32, &RankChains)], left_out: Vec<u32>, top: usize) -> JobCriticalPath {
     // A collective's arrivals on every rank: key → (rank index, arrival index, start).
     let mut calls: HashMap<&CallKey, Vec<(usize, usize, Ns)>> = HashMap::new();
     for (ri, (_, c)) in ranks.iter().enumerate() {
