@@ -168,6 +168,12 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
     req.wide = args.wide;
     req.critical_path = args.critical_path;
+    if args.critical_path && args.html.is_some() {
+        eprintln!(
+            "cutrace: warning: the page does not draw the critical path; the text and \
+             --format json give it"
+        );
+    }
     let file = match job::report(&args.files, &req, &progress)? {
         job::Report::OneTrace(p) => {
             // A directory that held the trace deeper down (a TensorBoard log directory's latest
