@@ -4,8 +4,9 @@
 //! could grow before the step would lengthen.
 //!
 //! The graph is built from what the trace holds ([`graph`] lists the edges); an edge whose
-//! cause the trace does not show is not invented, and what is inferred is counted in
-//! [`Inferred`]. The path is walked back from the step's end (the end of its host range): at
+//! cause the trace does not show is not invented, and what is inferred is counted: in
+//! [`Inferred`], and on each path the hand-offs between threads
+//! ([`PathReport::thread_handoffs`]). The path is walked back from the step's end (the end of its host range): at
 //! each point, to the predecessor that arrived last. Its segments tile the step, so the path's
 //! length is the step's duration, exactly. The trace shows when each dependency arrived, not
 //! how long an edge must take at least: the time from the last arrival to the point (a launch's
@@ -50,7 +51,7 @@ pub enum Kind {
     /// From the end of the work a `cudaStreamWaitEvent` waited for to the waiting work's start.
     StreamWait,
     /// Time whose cause the trace does not show (a kernel without its launch call, a thread's
-    /// first op, a dependency between threads).
+    /// first op with no thread of the span's own to hand off from).
     Unexplained,
 }
 
@@ -125,6 +126,10 @@ pub struct PathReport {
     pub longest_segments: Vec<Segment>,
     /// The largest GPU operations off the path, largest first, with their slack.
     pub slack: Vec<Slack>,
+    /// Times the path reached another thread's first op in the span, whose cause the trace does
+    /// not show, and went on along the span's own thread from its last point before it
+    /// (inferred: an autograd thread's backward follows the forward).
+    pub thread_handoffs: u64,
     /// Time on the path by (kind, name), every one (for `diff`; not in the report's JSON).
     #[serde(skip)]
     pub by_what: Vec<(Kind, String, Ns)>,
@@ -212,8 +217,9 @@ pub fn critical_path(
             end_ns: e,
             pid: None,
         };
-        let (g, _) = Graph::build(&ix, &sel, &mut inferred);
+        let (mut g, _) = Graph::build(&ix, &sel, &mut inferred);
         let sink = (0..g.len() as u32).max_by_key(|&n| (g.t(n), std::cmp::Reverse(n)))?;
+        g.set_main(sink);
         Some(report(&ix, &g, sink, top))
     });
     let mut out = Vec::new();
@@ -224,10 +230,11 @@ pub fn critical_path(
             pid: Some(st.pid),
         };
         // The window's graph holds every record a step does: count inferences there once.
-        let (g, ends) = Graph::build(&ix, &sel, &mut Inferred::default());
+        let (mut g, ends) = Graph::build(&ix, &sel, &mut Inferred::default());
         let Some(&sink) = ends.0.get(&(st.start_ns, st.end_ns)) else {
             continue;
         };
+        g.set_main(sink);
         out.push(StepPath {
             index: st.index,
             name: st.name.clone(),
@@ -257,6 +264,7 @@ fn window_span(trace: &Trace, window: Option<&Window>) -> Option<(Ns, Ns)> {
 /// The path to `sink` over `g`, clipped to the span, as a report.
 fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
     let mut path = g.walk(sink);
+    let thread_handoffs = path.iter().filter(|p| p.handoff).count() as u64;
     for p in &mut path {
         p.end_ns = p.end_ns.min(g.end_ns);
     }
@@ -293,6 +301,7 @@ fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
         composition,
         longest_segments,
         slack,
+        thread_handoffs,
         by_what,
     }
 }

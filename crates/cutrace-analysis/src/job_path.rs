@@ -75,10 +75,11 @@ pub fn rank_chains(trace: &Trace, summary: &RankSummary, which: &StepMatch) -> R
             end_ns: st.end_ns,
             pid: Some(st.pid),
         };
-        let (g, ends) = Graph::build(&ix, &sel, &mut Inferred::default());
+        let (mut g, ends) = Graph::build(&ix, &sel, &mut Inferred::default());
         let Some(&sink) = ends.0.get(&(st.start_ns, st.end_ns)) else {
             continue;
         };
+        g.set_main(sink);
         let arrival_of = |seg: &Seg| -> Option<usize> {
             if seg.kind != Kind::Communication {
                 return None;

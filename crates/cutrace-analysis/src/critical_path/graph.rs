@@ -70,6 +70,8 @@ pub(crate) struct PathSeg {
     pub seg: Seg,
     pub start_ns: Ns,
     pub end_ns: Ns,
+    /// Reached by a hand-off between threads ([`Graph::handoff`]).
+    pub handoff: bool,
 }
 
 /// A GPU operation of the span: its lane and index there, and its two nodes.
@@ -101,7 +103,16 @@ pub(crate) struct Graph {
     lane_ops: Vec<(u32, u32)>,
     /// (device, stream) → lane number.
     lane_of: HashMap<(u32, u64), u32>,
+    /// Each host lane's nodes, as a range (a lane's chain is made in one go, in time order).
+    host_nodes: Vec<(u32, u32)>,
+    /// The host lane of the span's end (the step's thread), where a walk that reaches another
+    /// thread's first point goes on ([`Graph::set_main`]).
+    main_lane: Option<u32>,
 }
+
+/// [`Graph::binding`]'s mark for a hand-off from another thread's first point to the main
+/// thread.
+const HANDOFF: u32 = NONE - 1;
 
 /// Which host lanes and GPU lanes a span takes: those of one process, or all.
 pub(crate) struct SpanSel {
@@ -144,6 +155,8 @@ impl Graph {
             gpu_lanes: Vec::new(),
             lane_ops: Vec::new(),
             lane_of: HashMap::new(),
+            host_nodes: Vec::new(),
+            main_lane: None,
         };
         // API index → (start node, end node, host lane, position in that lane's span slice).
         let mut api_nodes: HashMap<u32, (u32, u32)> = HashMap::new();
@@ -161,7 +174,9 @@ impl Graph {
             let lane_no = g.host_lanes.len() as u32;
             g.host_lanes.push(li as u32);
             host_slices.push(ivs);
+            let first = g.t.len() as u32;
             g.chain(lane_no, ivs, &mut api_nodes, &mut range_ends);
+            g.host_nodes.push((first, g.t.len() as u32));
         }
         // GPU lanes: the operations that start inside the span, and the one before them.
         let mut by_corr: HashMap<u64, u32> = HashMap::new();
@@ -507,6 +522,50 @@ impl Graph {
     /// wins a tie), as (its time, its node or `NONE` when outside the span, the segment, the
     /// cross edge's index or `NONE` for the lane's own predecessor).
     fn binding(&self, v: u32) -> Option<(Ns, u32, Seg, u32)> {
+        self.waited_on(v).or_else(|| self.handoff(v))
+    }
+
+    /// The host lane whose chain holds `n`, if any.
+    fn host_lane_of(&self, n: u32) -> Option<u32> {
+        let k = self.host_nodes.partition_point(|r| r.0 <= n);
+        (k > 0 && n < self.host_nodes[k - 1].1).then(|| k as u32 - 1)
+    }
+
+    /// Makes the host lane holding `sink` the main one (see [`Graph::handoff`]).
+    pub fn set_main(&mut self, sink: u32) {
+        self.main_lane = self.host_lane_of(sink);
+    }
+
+    /// The first point of another thread's chain has no recorded cause (the trace shows no
+    /// dependency between threads): the thread is taken to have followed the main thread, at the
+    /// main thread's last point before it (an autograd thread's backward after the forward).
+    /// Inferred, and counted on the path ([`super::PathReport::thread_handoffs`]).
+    fn handoff(&self, v: u32) -> Option<(Ns, u32, Seg, u32)> {
+        let main = self.main_lane?;
+        let lane = self.host_lane_of(v)?;
+        if lane == main || self.host_nodes[lane as usize].0 != v {
+            return None;
+        }
+        let (a, b) = self.host_nodes[main as usize];
+        let tv = self.t(v);
+        let k = self.t[a as usize..b as usize].partition_point(|&t| t <= tv);
+        let u = a + k.checked_sub(1)? as u32;
+        let name = if u + 1 < b {
+            self.prev_seg[u as usize + 1].name
+        } else {
+            NONE
+        };
+        let seg = Seg {
+            kind: Kind::Host,
+            name,
+            lane: main,
+            op: NONE,
+        };
+        Some((self.t(u), u, seg, HANDOFF))
+    }
+
+    /// [`Graph::binding`] over the recorded edges alone.
+    fn waited_on(&self, v: u32) -> Option<(Ns, u32, Seg, u32)> {
         let tv = self.t(v);
         let mut best: Option<(Ns, u32, Seg, u32)> = None;
         let p = self.prev[v as usize];
@@ -542,20 +601,22 @@ impl Graph {
                 break;
             }
             steps += 1;
-            let Some((pt, src, seg, _)) = self.binding(v).filter(|_| steps <= limit) else {
+            let Some((pt, src, seg, how)) = self.binding(v).filter(|_| steps <= limit) else {
                 out.push(PathSeg {
                     seg: Seg::UNEXPLAINED,
                     start_ns: s,
                     end_ns: tv,
+                    handoff: false,
                 });
                 break;
             };
             let from = pt.max(s);
-            if from < tv {
+            if from < tv || how == HANDOFF {
                 out.push(PathSeg {
                     seg,
                     start_ns: from,
                     end_ns: tv,
+                    handoff: how == HANDOFF,
                 });
             }
             if pt <= s {
@@ -570,6 +631,7 @@ impl Graph {
                     seg: Seg::UNEXPLAINED,
                     start_ns: s,
                     end_ns: pt,
+                    handoff: false,
                 });
                 break;
             }

@@ -281,6 +281,39 @@ fn a_blocking_copy_waits_for_its_copy_after_the_kernel_before_it() {
 }
 
 #[test]
+fn a_second_threads_work_follows_the_step_thread() {
+    // The forward on the step's thread, then the backward on another thread (autograd's), whose
+    // launch the step's synchronize waits for. The trace shows no edge between the threads.
+    let mut b = Build::default();
+    b.op("forward", 100, 4_000);
+    b.op("backward", 4_100, 8_000);
+    b.ops.last_mut().unwrap().thread = 2;
+    b.call("cudaLaunchKernel", 1, 7_000, 7_100);
+    b.api.last_mut().unwrap().thread = 2;
+    b.kernel("grad", 7, 1, 7_200, 9_000);
+    b.call("cudaDeviceSynchronize", 2, 8_100, 9_100);
+    b.step = Some((0, 10_000));
+    let cp = path_of(&b.trace());
+    let p = &cp.steps[0].path;
+    assert_eq!(p.thread_handoffs, 1);
+    assert_eq!(p.composition.unexplained_ns, 0);
+    assert_eq!(
+        segments(p),
+        vec![
+            seg(Kind::Host, "ProfilerStep#1", 0, 100),
+            seg(Kind::Host, "forward", 100, 4_000),
+            // The step's thread between the forward's end and the backward's start.
+            seg(Kind::Host, "ProfilerStep#1", 4_000, 4_100),
+            seg(Kind::Host, "backward", 4_100, 7_000),
+            seg(Kind::Launch, "grad", 7_000, 7_200),
+            seg(Kind::Kernel, "grad", 7_200, 9_000),
+            seg(Kind::Sync, "cudaDeviceSynchronize", 9_000, 9_100),
+            seg(Kind::Host, "ProfilerStep#1", 9_100, 10_000),
+        ]
+    );
+}
+
+#[test]
 fn a_kernel_without_its_launch_is_unexplained_not_invented() {
     let mut b = Build::default();
     b.kernel("orphan", 7, 1, 1_000, 3_000);

@@ -358,6 +358,7 @@ pub fn render_job(
         composition: slow.composition.clone(),
         longest_segments: slow.longest_segments.clone(),
         slack: Vec::new(),
+        thread_handoffs: 0,
         by_what: Vec::new(),
     };
     composition(o, &path, &st);
