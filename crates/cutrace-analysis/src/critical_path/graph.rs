@@ -647,42 +647,13 @@ impl Graph {
     /// span's end, or that nothing in the span waits for, may grow until the span's end.
     pub fn slack(&self, sink: u32) -> Vec<Ns> {
         let n = self.t.len();
-        // Edges as (src, dst, weight), from each node's lane predecessor and the cross edges.
-        let mut edges: Vec<(u32, u32, Ns)> = Vec::with_capacity(n + self.cross.len());
+        // Each node's incoming edges are its lane predecessor and its cross edges (sorted by
+        // target): walked in place, no edge list is built.
+        let mut out_deg = vec![0u32; n];
         for v in 0..n as u32 {
-            let bind = self.binding(v);
-            let p = self.prev[v as usize];
-            if p != NONE && self.t(p) <= self.t(v) {
-                let binds = bind.is_some_and(|b| b.3 == NONE);
-                let w = if self.prev_work[v as usize] || binds {
-                    self.t(v) - self.t(p)
-                } else {
-                    0
-                };
-                edges.push((p, v, w));
-            }
-            let lo = self.cross.partition_point(|c| c.dst < v);
-            for (k, c) in self.crosses(v).iter().enumerate() {
-                if c.src == NONE || c.src_t > self.t(v) {
-                    continue;
-                }
-                let binds = bind.is_some_and(|b| b.3 == (lo + k) as u32);
-                edges.push((c.src, v, if binds { self.t(v) - c.src_t } else { 0 }));
-            }
-        }
-        // The edges come grouped by their target, in node order: `into[v]` is a slice.
-        let mut into_at = vec![0u32; n + 1];
-        for &(_, v, _) in &edges {
-            into_at[v as usize + 1] += 1;
-        }
-        for v in 0..n {
-            into_at[v + 1] += into_at[v];
+            self.each_into(v, |u, _| out_deg[u as usize] += 1);
         }
         // Latest times, in reverse topological order (Kahn's algorithm on the reversed edges).
-        let mut out_deg = vec![0u32; n];
-        for &(u, _, _) in &edges {
-            out_deg[u as usize] += 1;
-        }
         let mut latest: Vec<Ns> = self.t.iter().map(|&t| t.max(self.end_ns)).collect();
         latest[sink as usize] = self.t(sink);
         let mut ready: Vec<u32> = (0..n as u32)
@@ -690,21 +661,44 @@ impl Graph {
             .collect();
         while let Some(v) = ready.pop() {
             let lv = latest[v as usize];
-            let (lo, hi) = (into_at[v as usize], into_at[v as usize + 1]);
-            for &(u, _, w) in &edges[lo as usize..hi as usize] {
-                let l = lv.saturating_sub(w);
+            self.each_into(v, |u, w| {
                 let lu = &mut latest[u as usize];
-                *lu = (*lu).min(l);
+                *lu = (*lu).min(lv.saturating_sub(w));
                 out_deg[u as usize] -= 1;
                 if out_deg[u as usize] == 0 {
                     ready.push(u);
                 }
-            }
+            });
         }
         self.gpu
             .iter()
             .map(|gn| latest[gn.end as usize].saturating_sub(self.t(gn.end)))
             .collect()
+    }
+
+    /// Calls `f(u, weight)` for each edge u → `v` inside the span: work (host program order, a
+    /// GPU operation running) and the dependency `v` waited for keep their recorded time; any
+    /// other dependency weighs 0 (it may grow until it binds).
+    fn each_into(&self, v: u32, mut f: impl FnMut(u32, Ns)) {
+        let tv = self.t(v);
+        let bind = self.binding(v).map(|b| b.3);
+        let p = self.prev[v as usize];
+        if p != NONE && self.t(p) <= tv {
+            let w = if self.prev_work[v as usize] || bind == Some(NONE) {
+                tv - self.t(p)
+            } else {
+                0
+            };
+            f(p, w);
+        }
+        let lo = self.cross.partition_point(|c| c.dst < v);
+        for (k, c) in self.crosses(v).iter().enumerate() {
+            if c.src == NONE || c.src_t > tv {
+                continue;
+            }
+            let binds = bind == Some((lo + k) as u32);
+            f(c.src, if binds { tv - c.src_t } else { 0 });
+        }
     }
 }
 
