@@ -66,8 +66,18 @@ check(
 check("the windowed report differs from the whole one", cli_json(CLI, *flags) != reference)
 text = out([exe, "report", TRACE])
 check("the wheel's text report equals the CLI's", text.stdout == out([CLI, "report", TRACE]).stdout)
+def fmt_ns(ns, res):
+    """A duration as the text writes it (crates/cutrace-export/src/text/mod.rs, `Col`): unit by
+    size, three decimals at most and none below the trace's resolution, rounded half up."""
+    div, unit = ((1, "ns") if ns < 1_000 else (1_000, "µs") if ns < 1_000_000 else
+                 (1_000_000, "ms") if ns < 1_000_000_000 else (1_000_000_000, "s"))
+    decimals = min(3, max(0, len(str(div)) - len(str(res))))
+    q = (ns * 10 ** decimals + div // 2) // div
+    return f"{q // 10 ** decimals}.{q % 10 ** decimals:0{decimals}} {unit}" if decimals else f"{q} {unit}"
+
+
 for dev in api["devices"]:
-    busy = f"{dev['busy_ns'] / 1000:.3f} µs = {dev['busy_pct']:.1f} % of the window"
+    busy = f"{fmt_ns(dev['busy_ns'], api['trace']['resolution_ns'])} = {dev['busy_pct']:.1f} % of the window"
     check(f"GPU {dev['device']}: the text report shows busy {busy}", busy in text.stdout)
     gaps = f"in {dev['gaps']} gaps"
     check(f"GPU {dev['device']}: the text report shows {gaps}", gaps in text.stdout)
