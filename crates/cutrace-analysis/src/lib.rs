@@ -45,7 +45,7 @@ pub use correlate::{
 pub use diff::{diff, diff_side, diff_sides, Diff, DiffOptions, DiffSide, DIFF_SCHEMA_VERSION};
 pub use error::AnalysisError;
 pub use gap_reading::GapReading;
-pub use intervals::{intersection_ns, merged_runs, union_ns, BusyIndex};
+pub use intervals::{intersection_ns, merge_in_place, merged_runs, union_ns, BusyIndex};
 pub use job::{
     is_comm_kernel, DeadReason, RankFrom, RankLosses, RankSummary, RANK_SUMMARY_OLDEST_READ,
     RANK_SUMMARY_VERSION,

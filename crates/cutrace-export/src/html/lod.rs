@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cutrace_analysis::{kernel_timelines, merged_runs, AnalysisError, ApiIndex, Window};
+use cutrace_analysis::{kernel_timelines, merge_in_place, AnalysisError, ApiIndex, Window};
 use cutrace_trace::{Ns, Trace};
 use serde::Serialize;
 
@@ -174,9 +174,12 @@ pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLo
 
     let dev = Levels::over(start, span, fit.dev_levels);
     let stream = Levels::over(start, span, fit.stream_levels);
+    // The host threads' lanes first, and their runs dropped before the GPUs' sums are made: a
+    // trace's calls can be millions, and the two need not be held at once.
+    let mut lanes = host_lanes(&hosts, &stream);
+    drop(hosts);
     let dev_acc = gpu_sums(trace, window, &devices, &dev.grid)?;
     let stream_acc = stream_sums(trace, window, &kept, &stream.grid, n_streams);
-    let mut lanes = host_lanes(&hosts, &stream);
     lanes.extend(encode_lanes(
         trace,
         &devices,
@@ -242,10 +245,14 @@ fn copy_runs(trace: &Trace, window: Option<&Window>, from: Ns, to: Ns) -> Vec<Si
         }
     }
     by.into_iter()
-        .map(|(id, (mut a, mut b))| SideRuns {
-            id,
-            first: merged_runs(&mut a),
-            second: merged_runs(&mut b),
+        .map(|(id, (mut a, mut b))| {
+            merge_in_place(&mut a);
+            merge_in_place(&mut b);
+            SideRuns {
+                id,
+                first: a,
+                second: b,
+            }
         })
         .collect()
 }
@@ -258,7 +265,23 @@ fn host_runs(
     from: Ns,
     to: Ns,
 ) -> Vec<SideRuns<(u32, u64)>> {
-    let mut by: HashMap<(u32, u64), TwoRuns> = HashMap::new();
+    // Each thread's intervals, its vectors sized exactly (a counting pass first: a trace's
+    // calls can be millions), then merged where they are.
+    let mut count: HashMap<(u32, u64), (usize, usize)> = HashMap::new();
+    for o in &trace.host_ops {
+        if inside(window, o.start_ns, o.end_ns, from, to).is_some() {
+            count.entry((o.process, o.thread)).or_default().0 += 1;
+        }
+    }
+    for c in &trace.api_calls {
+        if inside(window, c.start_ns, c.end_ns, from, to).is_some() {
+            count.entry((c.process, c.thread)).or_default().1 += 1;
+        }
+    }
+    let mut by: HashMap<(u32, u64), TwoRuns> = count
+        .into_iter()
+        .map(|(k, (a, b))| (k, (Vec::with_capacity(a), Vec::with_capacity(b))))
+        .collect();
     for o in &trace.host_ops {
         if let Some(iv) = inside(window, o.start_ns, o.end_ns, from, to) {
             by.entry((o.process, o.thread)).or_default().0.push(iv);
@@ -271,10 +294,14 @@ fn host_runs(
     }
     let mut v: Vec<SideRuns<(u32, u64)>> = by
         .into_iter()
-        .map(|(id, (mut a, mut b))| SideRuns {
-            id,
-            first: merged_runs(&mut a),
-            second: merged_runs(&mut b),
+        .map(|(id, (mut a, mut b))| {
+            merge_in_place(&mut a);
+            merge_in_place(&mut b);
+            SideRuns {
+                id,
+                first: a,
+                second: b,
+            }
         })
         .collect();
     v.sort_by_cached_key(|h| (std::cmp::Reverse(h.ns()), h.id));
