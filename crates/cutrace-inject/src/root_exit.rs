@@ -21,14 +21,6 @@ use cutrace_settings::var;
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = at_load;
 
-/// This process's pid namespace (`pid:[4026531836]`), told apart from another's with the same
-/// pid numbers; empty where /proc cannot say.
-pub fn pid_namespace() -> String {
-    std::fs::read_link("/proc/self/ns/pid")
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default()
-}
-
 /// Whether this process is the one `cutrace record` became: its pid and pid namespace
 /// ([`var::ROOT_PID`] holds `PID NAMESPACE`). A forked child inherits the exit handler, not the
 /// pid; a process in a namespace of its own may have the pid, not the namespace.
@@ -37,7 +29,7 @@ fn is_root() -> bool {
         return false;
     };
     let (pid, ns) = v.split_once(' ').unwrap_or((v.as_str(), ""));
-    pid.parse::<u32>().ok() == Some(std::process::id()) && ns == pid_namespace()
+    pid.parse::<u32>().ok() == Some(std::process::id()) && ns == cutrace_settings::pid_namespace()
 }
 
 /// A process whose privileges are not its user's (setuid, setgid, capabilities: the loader's

@@ -47,6 +47,16 @@ pub const OPT_IN_KINDS: &[&str] = &["memory"];
 /// The kinds recorded when none are named: every one of [`KINDS`] but [`OPT_IN_KINDS`]. DRIVER
 /// is among them because libraries (cuBLAS, Triton) launch kernels with the driver API: without
 /// it those kernels are orphans (docs/ARCHITECTURE.md).
+/// This process's pid namespace as /proc names it (`pid:[4026531836]`); empty where /proc
+/// cannot say. `cutrace record` writes it into [`var::ROOT_PID`] beside its pid, and the
+/// injected library compares its own against it, so a process of another namespace with the same
+/// pid number is not taken for the one record became.
+pub fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 pub fn default_kinds() -> Vec<String> {
     KINDS
         .iter()

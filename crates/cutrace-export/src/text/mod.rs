@@ -185,15 +185,6 @@ impl Style {
         }
     }
 
-    /// A name for a table cell of `width` columns: simplified ([`simple_name`]) and wrapped
-    /// onto as many lines as it needs, never cut; in full and on one line when wide.
-    pub fn cell(&self, name: &str, width: usize) -> Vec<String> {
-        if self.wide {
-            return vec![escape_controls(name).into_owned()];
-        }
-        wrap_name(&simple_name(name), width)
-    }
-
     /// A name inside a sentence: simplified unless wide (the line is wrapped as a whole).
     pub fn name(&self, name: &str) -> String {
         if self.wide {

@@ -331,9 +331,7 @@ pub fn run_with(mut args: Args, sessions: Sessions) -> anyhow::Result<i32> {
     }
     let mut env = injection_env(&inject, &settings);
     // The process record becomes (exec keeps the pid) says at its exit when nothing was traced.
-    let ns = std::fs::read_link("/proc/self/ns/pid")
-        .map(|p| p.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let ns = cutrace_settings::pid_namespace();
     env.push((
         var::ROOT_PID.into(),
         format!("{} {ns}", std::process::id()).into(),
