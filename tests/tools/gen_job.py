@@ -3,6 +3,7 @@
 
     gen_job.py OUT_DIR [--ranks N] [--steps S] [--kernels K] [--seed X] [--gzip]
                        [--dead-empty R] [--dead-truncated R] [--missing R]
+                       [--syncs] [--straggler R] [--delay NS]
 
 OUT_DIR/rankR.json(.gz) is rank R's trace, in the shape torch 2.11 writes it: a
 `distributedInfo` header (backend, rank, world_size, pg_count, pg_config, nccl_version), the
@@ -86,8 +87,10 @@ def intersection(a, b):
     return total
 
 
-def plan(ranks, steps, kernels, seed):
-    """The planted timeline: per rank, per step, its kernels and its collective arrivals."""
+def plan(ranks, steps, kernels, seed, straggler_rank=None, delay_ns=None):
+    """The planted timeline: per rank, per step, its kernels and its collective arrivals.
+    `straggler_rank` and `delay_ns` fix the straggler and its planted delay in every step (the
+    random choices are made all the same, so the rest of the job is that of the seed)."""
     rnd = random.Random(seed)
     gemm_ns = 400_000
     # Per rank: how long its all-reduce overlaps its last compute kernel (hidden), in ns.
@@ -98,8 +101,10 @@ def plan(ranks, steps, kernels, seed):
     for k in range(steps):
         base = T0 + k * step_ns
         straggler = rnd.randrange(ranks)
+        if straggler_rank is not None:
+            straggler = straggler_rank
         delay = [rnd.randrange(0, 30_000) for _ in range(ranks)]
-        delay[straggler] += 1_500_000 + 100_000 * (k % 10)
+        delay[straggler] += 1_500_000 + 100_000 * (k % 10) if delay_ns is None else delay_ns
         # First collective: a small all-gather at the step's start, arrivals jittered.
         ag_arr = [base + 200_000 + rnd.randrange(0, 20_000) for _ in range(ranks)]
         ag_end = max(ag_arr) + 30_000
@@ -107,6 +112,7 @@ def plan(ranks, steps, kernels, seed):
         compute_end = [compute_start[r] + kernels * gemm_ns for r in range(ranks)]
         ar_arr = [compute_end[r] - hidden[r] for r in range(ranks)]
         ar_end = max(ar_arr) + 900_000
+        ends = []
         for r in range(ranks):
             ks = [("ag", AG, 20, ag_arr[r], ag_end)]
             for i in range(kernels):
@@ -116,9 +122,15 @@ def plan(ranks, steps, kernels, seed):
             opt_s = ar_end + 20_000
             ks.append(("adam", ADAM, 7, opt_s, opt_s + 300_000))
             step = (base, opt_s + 300_000 + 100_000 + rnd.randrange(0, 1_000))
+            ends.append(step[1])
             timeline[r].append({"step": step, "kernels": ks, "hidden": hidden[r],
                                 "planted": {"straggler": straggler, "delay_ns": delay[straggler],
                                             "stall_ns": compute_start[straggler] - ag_end}})
+        # The rank whose step ends last (ties: the lower) and each rank's all-reduce arrival:
+        # the critical path starts from that rank's step end and, unless it is the straggler,
+        # waits at the all-reduce for the straggler's arrival.
+        last = min(r for r in range(ranks) if ends[r] == max(ends))
+        timeline[0][-1]["planted"].update(last_rank=last, allreduce_arrival_ns=ar_arr)
     return timeline, hidden
 
 
@@ -289,13 +301,18 @@ def main():
     ap.add_argument("--dead-empty", type=int, action="append", default=[])
     ap.add_argument("--dead-truncated", type=int, action="append", default=[])
     ap.add_argument("--missing", type=int, action="append", default=[])
+    ap.add_argument("--straggler", type=int, default=None,
+                    help="the straggler rank of every step (default: one drawn per step)")
+    ap.add_argument("--delay", type=int, default=None,
+                    help="the straggler's planted delay in ns, on top of every rank's jitter "
+                         "(default: 1.5 ms + 0.1 ms per step, modulo 10 steps)")
     ap.add_argument("--syncs", action="store_true",
                     help="also write the stream waits and step-end synchronize that order the "
                          "streams, as PyTorch makes them (the critical path follows them); the "
                          "answer then lists each step's planted straggler")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    timeline, _ = plan(a.ranks, a.steps, a.kernels, a.seed)
+    timeline, _ = plan(a.ranks, a.steps, a.kernels, a.seed, a.straggler, a.delay)
     dead = set(a.dead_empty) | set(a.dead_truncated)
     live = [r for r in range(a.ranks) if r not in dead and r not in a.missing]
     for r in range(a.ranks):
@@ -316,7 +333,8 @@ def main():
     out = answer(timeline, live, dead, a.missing, a.ranks)
     if a.syncs:
         # Per step: the straggler, its planted delay, and how long its compute stream stood
-        # between the all-gather's end and its first kernel (50 µs on every rank, plus the delay).
+        # between the all-gather's end and its first kernel (50 µs on every rank, plus the
+        # delay); the rank whose step ended last, and each rank's all-reduce arrival.
         out["planted"] = [dict(st["planted"], index=k + 1) for k, st in enumerate(timeline[0])]
     with open(a.out.rstrip("/") + ".answer.json", "w") as f:
         json.dump(out, f, indent=1)

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use crate::job_reduce::{JobRank, JobReport};
+use crate::job_verdict::{RankNs, RankSteps};
 
 /// The JSON version of [`JobDiff`].
 pub const JOB_DIFF_SCHEMA_VERSION: u32 = 2;
@@ -16,6 +17,9 @@ pub struct JobDiff {
     pub schema_version: u32,
     /// Always `job`.
     pub kind: &'static str,
+    /// The first answer: step time, the ranks' shares, the slowest rank and the likely
+    /// straggler of each job.
+    pub headline: JobHeadline,
     /// Every rank live in either job, by rank.
     pub ranks: Vec<RankDiff>,
     pub skew_max_ns: Pair,
@@ -51,6 +55,76 @@ impl JobCaveat {
             JobCaveat::DeadOrMissing { .. } => "dead_or_missing",
             JobCaveat::ClocksNotShared { .. } => "clocks_not_shared",
         }
+    }
+}
+
+/// The job diff's first lines, from figures each job report already holds (its steps and its
+/// `summary`); the skew is the diff's own `skew_*` pairs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobHeadline {
+    /// Steps matched across ranks in each job (`steps.steps`).
+    pub steps: Pair,
+    /// The job's step time: the nearest-rank median over its steps of each step's time on its
+    /// slowest rank (`steps.steps[].slowest_ns`: a step of the job ends with its last rank's);
+    /// null without steps.
+    pub step_median_ns: Pair,
+    /// The ranks' GPUs together, as shares of their summed kernel spans (`summary`'s
+    /// `busy_pct`, `compute_pct`, `comm_pct`, `exposed_comm_pct`, `idle_pct`).
+    pub busy_pct: PctPair,
+    pub compute_pct: PctPair,
+    pub comm_pct: PctPair,
+    pub exposed_comm_pct: PctPair,
+    pub idle_pct: PctPair,
+    /// `summary.slowest_rank` of each job: the rank slowest in most steps, and in how many.
+    pub slowest_rank_base: Option<RankSteps>,
+    pub slowest_rank_new: Option<RankSteps>,
+    /// `summary.least_waiting` of each job: the rank that waited least at collectives (it
+    /// arrived last most: the likely straggler).
+    pub least_waiting_base: Option<RankNs>,
+    pub least_waiting_new: Option<RankNs>,
+}
+
+/// A share in both jobs, in percent, and its change in percentage points (new − base).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PctPair {
+    pub base: f64,
+    pub new: f64,
+    pub points: f64,
+}
+
+impl PctPair {
+    fn of(base: f64, new: f64) -> PctPair {
+        PctPair {
+            base,
+            new,
+            points: new - base,
+        }
+    }
+}
+
+/// [`JobHeadline`] of two job reports.
+fn headline(base: &JobReport, new: &JobReport) -> JobHeadline {
+    let step_median = |j: &JobReport| {
+        let mut t: Vec<u64> = j.steps.steps.iter().map(|s| s.slowest_ns).collect();
+        t.sort_unstable();
+        (!t.is_empty()).then(|| t[crate::percentile::nearest_rank(t.len(), 500) - 1])
+    };
+    let (b, n) = (&base.summary, &new.summary);
+    JobHeadline {
+        steps: Pair::of(
+            Some(base.steps.steps.len() as u64),
+            Some(new.steps.steps.len() as u64),
+        ),
+        step_median_ns: Pair::of(step_median(base), step_median(new)),
+        busy_pct: PctPair::of(b.busy_pct, n.busy_pct),
+        compute_pct: PctPair::of(b.compute_pct, n.compute_pct),
+        comm_pct: PctPair::of(b.comm_pct, n.comm_pct),
+        exposed_comm_pct: PctPair::of(b.exposed_comm_pct, n.exposed_comm_pct),
+        idle_pct: PctPair::of(b.idle_pct, n.idle_pct),
+        slowest_rank_base: b.slowest_rank,
+        slowest_rank_new: n.slowest_rank,
+        least_waiting_base: b.least_waiting,
+        least_waiting_new: n.least_waiting,
     }
 }
 
@@ -137,6 +211,7 @@ pub fn diff_jobs(base: &JobReport, new: &JobReport) -> JobDiff {
     JobDiff {
         schema_version: JOB_DIFF_SCHEMA_VERSION,
         kind: "job",
+        headline: headline(base, new),
         ranks: rows,
         skew_max_ns: Pair::of(base.collectives.skew_max_ns, new.collectives.skew_max_ns),
         skew_median_ns: Pair::of(

@@ -19,6 +19,7 @@ pub mod intervals;
 pub mod job;
 pub mod job_diff;
 pub mod job_path;
+pub mod job_path_diff;
 pub mod job_reduce;
 pub mod job_verdict;
 pub mod launches;

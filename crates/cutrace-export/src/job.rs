@@ -340,28 +340,77 @@ pub fn write_rank_summary(
 }
 
 /// `cutrace diff BASE NEW` when either is a job (one trace counts as a job of one rank):
-/// `None` when both are one trace each, for the one-trace diff.
-pub fn diff(base: &Path, new: &Path, req: &Request<'_>) -> Result<Option<Vec<u8>>, JobError> {
+/// `None` when both are one trace each, for the one-trace diff. `progress` is called with the
+/// side (`base`, `new`), the ranks read and the ranks, as each side's map runs.
+pub fn diff(
+    base: &Path,
+    new: &Path,
+    req: &Request<'_>,
+    progress: &(dyn Fn(&str, usize, usize) + Sync),
+) -> Result<Option<Vec<u8>>, JobError> {
     let b = classify::classify(&[base.to_path_buf()], &req.limits)?;
     let n = classify::classify(&[new.to_path_buf()], &req.limits)?;
-    if !matches!(b, Inputs::Job { .. }) && !matches!(n, Inputs::Job { .. }) {
+    let (b_job, n_job) = (
+        matches!(b, Inputs::Job { .. }),
+        matches!(n, Inputs::Job { .. }),
+    );
+    if !b_job && !n_job {
         return Ok(None);
     }
     req.refuse_one_trace_options("these inputs are jobs")?;
-    let job = |i: Inputs, given: &Path| {
-        let (units, notes) = i.into_units();
-        let t = (req.threads(), req.top);
-        let r = input::job_report(&units, notes, req.which, &req.limits, t, &|_| {})?;
-        require_live(&r)?;
-        refuse_unrelated(&[given.to_path_buf()], &r).map(|()| r)
+    if req.critical_path && b_job != n_job {
+        let (job, trace) = if b_job { (base, new) } else { (new, base) };
+        return Err(JobError::Refused(format!(
+            "--critical-path compares two jobs' paths across their ranks, or two traces' paths, \
+             and {} is a job while {} is one trace: give a job on each side, or one trace on \
+             each side (one rank's trace of the job)",
+            job.display(),
+            trace.display()
+        )));
+    }
+    // The paths keep every segment: their diff sums them by kind, name and rank.
+    let uncapped = Request {
+        top: usize::MAX,
+        ..req.clone()
     };
-    let d = cutrace_analysis::diff_jobs(&job(b, base)?, &job(n, new)?);
+    let job = |i: Inputs, given: &Path, side: &str| {
+        let (units, notes) = i.into_units();
+        let ranks = units.len();
+        let done = |k: usize| progress(side, k, ranks);
+        let (r, cp) = if req.critical_path {
+            let (r, cp) = job_critical_path(&units, notes, &uncapped, &done)?;
+            (r, Some(cp))
+        } else {
+            let t = (req.threads(), req.top);
+            let r = input::job_report(&units, notes, req.which, &req.limits, t, &done)?;
+            (r, None)
+        };
+        require_live(&r)?;
+        refuse_unrelated(&[given.to_path_buf()], &r)?;
+        Ok::<_, JobError>((r, cp))
+    };
+    let (rb, pb) = job(b, base, "base")?;
+    let (rn, pn) = job(n, new, "new")?;
+    let d = cutrace_analysis::diff_jobs(&rb, &rn);
+    drop((rb, rn));
+    let path_diff = match (&pb, &pn) {
+        (Some(pb), Some(pn)) => Some(cutrace_analysis::job_path_diff::job_path_diff(
+            pb, pn, req.top,
+        )),
+        _ => None,
+    };
+    drop((pb, pn));
     if req.json {
-        return json(&crate::text::job::diff_json(&d), "diff").map(Some);
+        let mut j = crate::text::job::diff_json(&d);
+        j.critical_path = path_diff.as_ref();
+        return json(&j, "diff").map(Some);
     }
     let mut text = String::new();
     let (b, n) = (base.display().to_string(), new.display().to_string());
     crate::text::job::render_diff(&mut text, &b, &n, &d);
+    if let Some(pd) = &path_diff {
+        crate::text::job_path_diff::render(&mut text, pd, req.top, req.wide);
+    }
     if !req.wide {
         text = crate::text::fit(&text);
     }

@@ -253,8 +253,11 @@ const DIFF_PAIRS: [(&str, &str); 5] = [
         "tests/fixtures/kineto/train_step.json.gz",
         "tests/fixtures/kineto/launch_bound.json.gz",
     ),
-    ("tests/fixtures/jobs/seed1", "tests/fixtures/jobs/seed2"),
+    JOB_PAIR,
 ];
+
+/// The two jobs `diff` is run on, also with `--critical-path`.
+const JOB_PAIR: (&str, &str) = ("tests/fixtures/jobs/seed1", "tests/fixtures/jobs/seed2");
 
 /// The lines of `text` longer than 120 characters (not bytes: `µs` and `→` are one each).
 fn long_lines(text: &str) -> Vec<String> {
@@ -290,6 +293,7 @@ fn text_fits_120_columns_unless_wide() {
     for (a, b) in DIFF_PAIRS {
         runs.push(strs(&["diff", a, b]));
     }
+    runs.push(strs(&["diff", JOB_PAIR.0, JOB_PAIR.1, "--critical-path"]));
     let long = par_map(&runs, |a| {
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         let long = long_lines(&stdout_of(&a));
@@ -329,6 +333,15 @@ fn diff_outputs_are_unchanged() {
             &mut failures,
         );
     }
+    // Two jobs' critical paths across their ranks, step by step.
+    let (a, b) = JOB_PAIR;
+    let mut out = observe(&strs(&["diff", a, b, "--critical-path"]), &repo, None);
+    out += &observe(
+        &strs(&["diff", a, b, "--critical-path", "--format", "json"]),
+        &repo,
+        None,
+    );
+    check("diff/job_critical_path", &out, &mut failures);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

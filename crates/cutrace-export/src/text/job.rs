@@ -3,7 +3,8 @@
 
 use std::fmt::Write as _;
 
-use cutrace_analysis::job_diff::Pair;
+use cutrace_analysis::job_diff::{JobHeadline, Pair, PctPair};
+use cutrace_analysis::job_path_diff::JobPathDiff;
 use cutrace_analysis::job_reduce::{ClockInfo, DeadRank, JobCollectives, JobRank, JobSteps};
 use cutrace_analysis::{DeadReason, JobCaveat, JobDiff, JobNote, JobReport, RankLosses};
 
@@ -238,12 +239,16 @@ pub fn report_json(j: &JobReport) -> ReportJson<'_> {
 pub struct DiffJson<'a> {
     schema_version: u32,
     kind: &'static str,
+    headline: &'a JobHeadline,
     ranks: &'a [cutrace_analysis::job_diff::RankDiff],
     skew_max_ns: &'a Pair,
     skew_median_ns: &'a Pair,
     skew_total_ns: &'a Pair,
     slowest_step_ns: &'a Pair,
     caveats: Vec<Said<'a, JobCaveat>>,
+    /// `--critical-path`: how the path across the ranks changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_path: Option<&'a JobPathDiff>,
 }
 
 /// See [`DiffJson`].
@@ -251,6 +256,7 @@ pub fn diff_json(d: &JobDiff) -> DiffJson<'_> {
     DiffJson {
         schema_version: d.schema_version,
         kind: d.kind,
+        headline: &d.headline,
         ranks: &d.ranks,
         skew_max_ns: &d.skew_max_ns,
         skew_median_ns: &d.skew_median_ns,
@@ -264,6 +270,7 @@ pub fn diff_json(d: &JobDiff) -> DiffJson<'_> {
                 text: caveat_text(c),
             })
             .collect(),
+        critical_path: None,
     }
 }
 
@@ -504,23 +511,102 @@ fn render_largest_skews(o: &mut String, c: &JobCollectives) {
     }
 }
 
+/// The width of a job diff row's label.
+const LABEL: usize = 40;
+
+/// A row of durations: base, new, and the change with its percent of the base.
 fn pair_row(o: &mut String, label: &str, p: &Pair) {
-    let delta = p.delta.map_or_else(
-        || "-".into(),
-        |d| match d {
-            d if d < 0 => format!("-{}", fmt_ns(d.unsigned_abs())),
-            d => format!("+{}", fmt_ns(d as u64)),
-        },
-    );
+    let delta = match (p.base, p.delta) {
+        (Some(b), Some(d)) => {
+            let abs = match d {
+                0 => "0 ns".to_owned(),
+                d if d < 0 => format!("-{}", fmt_ns(d.unsigned_abs())),
+                d => format!("+{}", fmt_ns(d as u64)),
+            };
+            if b == 0 {
+                abs
+            } else {
+                // Rounded first, so a change below 0.05 % reads +0.0 %, never -0.0 %.
+                let pct = (d as f64 * 1000.0 / b as f64).round() / 10.0 + 0.0;
+                format!("{abs} ({pct:+.1} %)")
+            }
+        }
+        _ => "-".into(),
+    };
     let _ = writeln!(
         o,
-        "  {label:<22} {:>14} {:>14}  {delta}",
+        "  {label:<LABEL$} {:>14} {:>14}  {delta}",
         opt_ns(p.base),
         opt_ns(p.new)
     );
 }
 
-/// Writes the job diff.
+/// A row of shares: base, new (percent) and the change in percentage points, rounded first so
+/// that a change below 0.05 reads +0.0, never -0.0.
+fn pct_row(o: &mut String, label: &str, p: &PctPair) {
+    let points = (p.points * 10.0).round() / 10.0 + 0.0;
+    let _ = writeln!(
+        o,
+        "  {label:<LABEL$} {:>14} {:>14}  {points:+.1} points",
+        format!("{:.1} %", p.base),
+        format!("{:.1} %", p.new)
+    );
+}
+
+/// The job diff's first lines: step time, the ranks' shares, skew, the slowest rank and the
+/// likely straggler of each job.
+fn render_headline(o: &mut String, d: &JobDiff) {
+    let h = &d.headline;
+    let _ = writeln!(o, "\n  {:<LABEL$} {:>14} {:>14}  Δ", "", "base", "new");
+    pair_row(
+        o,
+        "step time (median; a step's slowest rank)",
+        &h.step_median_ns,
+    );
+    pair_row(o, "slowest step", &d.slowest_step_ns);
+    if let (Some(b), Some(n)) = (h.steps.base, h.steps.new) {
+        let _ = writeln!(
+            o,
+            "  {:<LABEL$} {b:>14} {n:>14}  {:+}",
+            "steps (matched across ranks)",
+            i128::from(n) - i128::from(b)
+        );
+    }
+    pct_row(o, "busy, share of the ranks' kernel spans", &h.busy_pct);
+    pct_row(o, "  compute", &h.compute_pct);
+    pct_row(o, "  communication", &h.comm_pct);
+    pct_row(o, "  exposed communication", &h.exposed_comm_pct);
+    pct_row(o, "idle", &h.idle_pct);
+    pair_row(o, "collective skew median", &d.skew_median_ns);
+    pair_row(o, "collective skew max", &d.skew_max_ns);
+    pair_row(o, "collective skew total", &d.skew_total_ns);
+    let slowest = |r: Option<cutrace_analysis::job_verdict::RankSteps>, of: Option<u64>| {
+        r.map_or_else(
+            || "-".to_owned(),
+            |r| format!("rank {} ({} of {} steps)", r.rank, r.steps, of.unwrap_or(0)),
+        )
+    };
+    let _ = writeln!(
+        o,
+        "  slowest rank in most steps: {} → {}",
+        slowest(h.slowest_rank_base, h.steps.base),
+        slowest(h.slowest_rank_new, h.steps.new)
+    );
+    let least = |r: Option<cutrace_analysis::job_verdict::RankNs>| {
+        r.map_or_else(
+            || "- (every rank waited alike)".to_owned(),
+            |r| format!("rank {} (waited {})", r.rank, fmt_ns(r.ns)),
+        )
+    };
+    let _ = writeln!(
+        o,
+        "  likely straggler (waited least at collectives): {} → {}",
+        least(h.least_waiting_base),
+        least(h.least_waiting_new)
+    );
+}
+
+/// Writes the job diff: the headline, then rank by rank.
 pub fn render_diff(o: &mut String, base: &str, new: &str, d: &JobDiff) {
     let from = o.len();
     let (base, new) = (super::escape_controls(base), super::escape_controls(new));
@@ -531,11 +617,11 @@ pub fn render_diff(o: &mut String, base: &str, new: &str, d: &JobDiff) {
     for c in &d.caveats {
         let _ = writeln!(o, "caveat: {}", caveat_text(c));
     }
-    let _ = writeln!(o, "\n  {:<22} {:>14} {:>14}  Δ", "", "base", "new");
-    pair_row(o, "skew max", &d.skew_max_ns);
-    pair_row(o, "skew median", &d.skew_median_ns);
-    pair_row(o, "skew total", &d.skew_total_ns);
-    pair_row(o, "slowest step", &d.slowest_step_ns);
+    render_headline(o, d);
+    let _ = writeln!(
+        o,
+        "\nPer rank (sums over each rank's GPUs, as in `cutrace report`)"
+    );
     for r in &d.ranks {
         let _ = writeln!(o, "rank {}", r.rank);
         pair_row(o, "busy", &r.busy_ns);

@@ -6,6 +6,7 @@ pub mod critical_path;
 pub mod diff;
 mod diff_pm;
 pub mod job;
+pub mod job_path_diff;
 pub mod memory;
 pub mod pc;
 pub mod pm;

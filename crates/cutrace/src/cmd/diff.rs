@@ -42,6 +42,7 @@ use super::report::Format;
   cutrace diff run1/ run2/ --from 5s --to 15s     the same ten seconds of each run (past warm-up)
   cutrace diff run1/ run2/ --steps train_step      step time per NVTX "train_step" range
   cutrace diff jobA/ jobB/                         two distributed jobs, rank by rank
+  cutrace diff jobA/ jobB/ --critical-path         … and which rank each step's path waited for
 
 Columns: "Δ" is new − base; a name missing from one trace shows "-" on that side. Summed durations
 double-count calls that overlap (they are sums, not busy time)."#)]
@@ -78,7 +79,8 @@ pub struct Args {
     pub steps: Option<String>,
     /// How the critical path changed (`cutrace report --critical-path`): its length and
     /// composition over the steps (or the window), and the work on it whose time changed most.
-    /// One trace on each side.
+    /// One trace on each side, or a job on each side: then the path across the ranks, step by
+    /// step, with the ranks it waited for and the work on it by rank.
     #[arg(long)]
     pub critical_path: bool,
     /// Write the diff as one self-contained HTML page instead (the two reports side by side)
@@ -137,7 +139,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let mut req = job::Request::new(&which, limits, args.top, args.format == Format::Json);
     req.wide = args.wide;
     req.one_trace_options = job::given(args.html.is_some(), args.from.is_some(), args.to.is_some());
-    if let Some(bytes) = job::diff(&args.base, &args.new, &req)? {
+    req.critical_path = args.critical_path;
+    let line = std::sync::Mutex::new(super::progress::ProgressLine::new());
+    let progress = |side: &str, k: usize, n: usize| {
+        let _ = line
+            .lock()
+            .map(|mut l| l.show(|| format!("cutrace: {side}: read {k} of {n} ranks")));
+    };
+    if let Some(bytes) = job::diff(&args.base, &args.new, &req, &progress)? {
+        line.into_inner()
+            .ok()
+            .map(super::progress::ProgressLine::finish);
         out.write_all(&bytes)
             .context("writing the diff to stdout")?;
         return Ok(0);

@@ -28,6 +28,7 @@ mod hta_peer;
 mod input_cli;
 mod job_cli;
 mod job_convert;
+mod job_diff_cli;
 mod job_html_cli;
 mod kineto_oracle;
 mod launch_loss_cli;
