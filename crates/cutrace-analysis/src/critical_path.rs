@@ -77,6 +77,8 @@ impl Kind {
 pub struct CriticalPath {
     /// What the graph took from inference rather than from a record, counted.
     pub inferred: Inferred,
+    /// Event waits whose work the trace's synchronization records named, counted.
+    pub recorded: Recorded,
     /// The path over the window (the whole trace without `--from`/`--to`): from its first
     /// record's start to its last record's end; null when the window holds no record.
     pub window: Option<PathReport>,
@@ -99,6 +101,18 @@ pub struct Inferred {
     /// Dependencies whose cause ends after their effect starts (host and GPU clocks that
     /// disagree): not followed.
     pub inverted_edges: u64,
+}
+
+/// Event waits whose synchronization record names the event's stream and the `cudaEventRecord`
+/// call that recorded it (torch.profiler's `wait_on_stream` and
+/// `wait_on_cuda_event_record_corr_id`): each waits for the last GPU operation launched on that
+/// stream before that call, or for nothing where none had been.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Recorded {
+    /// `cudaStreamWaitEvent` calls.
+    pub stream_waits: u64,
+    /// `cudaEventSynchronize` calls.
+    pub event_syncs: u64,
 }
 
 /// One step's path.
@@ -211,6 +225,7 @@ pub fn critical_path(
 ) -> CriticalPath {
     let ix = Index::new(trace);
     let mut inferred = Inferred::default();
+    let mut recorded = Recorded::default();
     let window_path = window_span(trace, window).and_then(|(s, e)| {
         let sel = SpanSel {
             start_ns: s,
@@ -218,6 +233,7 @@ pub fn critical_path(
             pid: None,
         };
         let (mut g, _) = Graph::build(&ix, &sel, &mut inferred);
+        recorded = g.recorded.clone();
         let sink = (0..g.len() as u32).max_by_key(|&n| (g.t(n), std::cmp::Reverse(n)))?;
         g.set_main(sink);
         Some(report(&ix, &g, sink, top))
@@ -244,6 +260,7 @@ pub fn critical_path(
     }
     CriticalPath {
         inferred,
+        recorded,
         window: window_path,
         steps: out,
     }

@@ -1003,6 +1003,8 @@ mod tests {
             correlation_id: 0,
             start_ns: start,
             end_ns: end,
+            wait_on_stream: None,
+            event_record_correlation: None,
         }
     }
 

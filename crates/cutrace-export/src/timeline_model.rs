@@ -409,6 +409,14 @@ impl<'t> Timeline<'t> {
             Rec::Sync(i) => {
                 let s = &t.syncs[i as usize];
                 out.text(arg::SYNC_KIND, vocab::sync_name(s.kind));
+                // What an event's waiter waited for, as Kineto writes it: the critical path of
+                // the export reads them back.
+                if let Some(w) = s.wait_on_stream {
+                    out.uint(arg::WAIT_ON_STREAM, w);
+                }
+                if let Some(c) = s.event_record_correlation {
+                    out.uint(arg::WAIT_ON_EVENT_RECORD, c);
+                }
                 gpu_args(out, s.device, s.context, s.stream, s.correlation_id);
             }
             Rec::Api(i) => {

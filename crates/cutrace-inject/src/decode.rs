@@ -247,6 +247,9 @@ fn synchronization(s: &SyncRec) -> Synchronization {
         correlation_id: s.correlation_id.into(),
         start_ns: s.start,
         end_ns: s.end,
+        // CUPTI does not say which stream an event was recorded on.
+        wait_on_stream: None,
+        event_record_correlation: None,
     }
 }
 

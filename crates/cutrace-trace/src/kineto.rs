@@ -1063,6 +1063,50 @@ mod gpu_range_tests {
             (Some(1), Some(13))
         );
     }
+    /// torch.profiler's event waits name the stream the event was recorded on and the
+    /// `cudaEventRecord` call that recorded it; -1 is unknown (read as none, not as unread).
+    #[test]
+    fn event_waits_keep_the_events_stream_and_record_call() {
+        let t = import(
+            r#"{"traceEvents": [
+            {"ph": "X", "cat": "cuda_sync", "name": "Stream Wait Event", "pid": 0, "tid": 24,
+             "ts": 10, "dur": 2, "args": {"cuda_sync_kind": "Stream Wait Event",
+             "wait_on_stream": 20, "wait_on_cuda_event_record_corr_id": 1385,
+             "wait_on_cuda_event_id": 19, "stream": 24, "correlation": 1389, "device": 0,
+             "context": 1}},
+            {"ph": "X", "cat": "cuda_sync", "name": "Event Sync", "pid": 0, "tid": -1,
+             "ts": 20, "dur": 4, "args": {"cuda_sync_kind": "Event Sync", "wait_on_stream": -1,
+             "wait_on_cuda_event_record_corr_id": -1, "wait_on_cuda_event_id": 9,
+             "stream": -1, "correlation": 24, "device": 0, "context": 1}}
+            ]}"#,
+        );
+        let w = &t.syncs[0];
+        assert_eq!(
+            (
+                w.kind,
+                w.stream,
+                w.wait_on_stream,
+                w.event_record_correlation
+            ),
+            (SyncKind::StreamWaitEvent, Some(24), Some(20), Some(1385))
+        );
+        let e = &t.syncs[1];
+        assert_eq!(
+            (
+                e.kind,
+                e.stream,
+                e.wait_on_stream,
+                e.event_record_correlation
+            ),
+            (SyncKind::EventSynchronize, None, None, None)
+        );
+        assert!(
+            t.meta.unread_values.is_empty(),
+            "{:?}",
+            t.meta.unread_values
+        );
+    }
+
     /// Each kind of value that does not read is counted by category and key, with a note
     /// naming its first value; the events themselves are read.
     #[test]

@@ -605,6 +605,13 @@ pub struct Synchronization {
     pub correlation_id: u64,
     pub start_ns: Ns,
     pub end_ns: Ns,
+    /// For an event synchronize or a stream's wait on an event: the stream the event was
+    /// recorded on (Kineto's `wait_on_stream`); `None` where the source does not say (CUPTI's
+    /// records do not).
+    pub wait_on_stream: Option<u64>,
+    /// The correlation id of the `cudaEventRecord` call that recorded the event waited for
+    /// (Kineto's `wait_on_cuda_event_record_corr_id`); `None` where unknown.
+    pub event_record_correlation: Option<u64>,
 }
 
 /// Where an annotation range was recorded.

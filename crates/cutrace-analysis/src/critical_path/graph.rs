@@ -12,8 +12,15 @@
 //!   on its stream, `cudaEventSynchronize` on the event's stream, `cudaDeviceSynchronize` on every
 //!   stream of its process, a blocking copy on its own copy);
 //! - `cudaStreamWaitEvent`: the GPU work the event stood for → the first operation launched on
-//!   the waiting stream after the call. The trace does not say which stream the event was
-//!   recorded on: that is inferred (see [`super::Inferred::stream_waits`]).
+//!   the waiting stream after the call.
+//!
+//! The work an event stood for is the last operation launched on the stream it was recorded on
+//! before the `cudaEventRecord` call that recorded it. torch.profiler's synchronization records
+//! name both (`wait_on_stream`, `wait_on_cuda_event_record_corr_id`): a stream wait and an event
+//! synchronize then wait for exactly that operation ([`super::Recorded`]). CUPTI's records name
+//! neither: a stream wait is then tied to the work its thread launched last, on another stream,
+//! before its last `cudaEventRecord` (inferred: [`super::Inferred::stream_waits`]), and an event
+//! synchronize waits for its stream's last work to end before it returned.
 //!
 //! Every edge runs forward in time; one whose cause ends after its effect starts (clocks of
 //! host and GPU that disagree) is not followed and is counted. The walk starts at the span's
@@ -23,16 +30,25 @@
 
 use std::collections::HashMap;
 
-use cutrace_trace::{Ns, StrId};
+use cutrace_trace::{Ns, StrId, Synchronization};
 
-use super::index::{Call, GpuLane, HostIv, Index, NO_API};
-use super::{Inferred, Kind};
+use super::index::{Call, GpuLane, GpuOp, HostIv, Index, NO_API};
+use super::{Inferred, Kind, Recorded};
 
 pub(crate) const NONE: u32 = u32::MAX;
 
 /// How many operations queued on a stream after a `cudaStreamWaitEvent` call are searched for
-/// the first one launched after it.
+/// the first one launched after it (and after a `cudaEventRecord` call, for the last one
+/// launched before it).
 const WAIT_SCAN: usize = 4096;
+
+/// Where a dependency comes from: a node of the graph (`NONE` for an operation outside the
+/// span), and when it arrived.
+#[derive(Debug, Clone, Copy)]
+struct Src {
+    node: u32,
+    t: Ns,
+}
 
 /// What the time between two points was: its kind, the name of the op or record, the lane it
 /// ran on (a host lane for host kinds, a GPU lane otherwise) and, for GPU kinds, the operation.
@@ -108,6 +124,8 @@ pub(crate) struct Graph {
     /// The host lane of the span's end (the step's thread), where a walk that reaches another
     /// thread's first point goes on ([`Graph::set_main`]).
     main_lane: Option<u32>,
+    /// The event waits whose work the synchronization records named.
+    pub recorded: Recorded,
 }
 
 /// [`Graph::binding`]'s mark for a hand-off from another thread's first point to the main
@@ -157,6 +175,7 @@ impl Graph {
             lane_of: HashMap::new(),
             host_nodes: Vec::new(),
             main_lane: None,
+            recorded: Recorded::default(),
         };
         // API index → (start node, end node, host lane, position in that lane's span slice).
         let mut api_nodes: HashMap<u32, (u32, u32)> = HashMap::new();
@@ -350,28 +369,42 @@ impl Graph {
                 let Some(&(_, end_node)) = api_nodes.get(&iv.api) else {
                     continue;
                 };
-                let waited = match call.call {
-                    Call::Copy => by_corr.get(&call.corr).copied(),
-                    Call::StreamSync | Call::EventSync | Call::DeviceSync => {
-                        self.waited_for(ix, call.corr, call.call, call.pid, call.end, inferred)
-                    }
-                    Call::WaitEvent => {
+                // An event synchronize whose record names the event's work waits for it alone.
+                let exact = match call.call {
+                    Call::EventSync => ix
+                        .sync_of
+                        .get(&call.corr)
+                        .and_then(|&s| self.recorded_work(ix, &ix.trace.syncs[s as usize])),
+                    _ => None,
+                };
+                let waited = match (call.call, exact) {
+                    (_, Some(src)) => src,
+                    (Call::Copy, _) => by_corr.get(&call.corr).map(|&gi| self.end_of(gi)),
+                    (Call::StreamSync | Call::EventSync | Call::DeviceSync, _) => self
+                        .waited_for(ix, call.corr, call.call, call.pid, call.end, inferred)
+                        .map(|gi| self.end_of(gi)),
+                    (Call::WaitEvent, _) => {
                         self.stream_wait(ix, ivs, pos, by_corr, inferred);
                         None
                     }
                     _ => None,
                 };
-                if let Some(gi) = waited {
-                    let gn = self.gpu[gi as usize];
-                    let src_t = self.t(gn.end);
-                    if src_t > call.end {
+                if matches!(exact, Some(None)) {
+                    // The record says the event stood for no work: nothing was waited for.
+                    self.recorded.event_syncs += 1;
+                }
+                if let Some(src) = waited {
+                    if src.t > call.end {
                         inferred.inverted_edges += 1;
                         continue;
                     }
+                    if exact.is_some() {
+                        self.recorded.event_syncs += 1;
+                    }
                     self.cross.push(Cross {
                         dst: end_node,
-                        src: gn.end,
-                        src_t,
+                        src: src.node,
+                        src_t: src.t,
                         seg: Seg {
                             kind: Kind::Sync,
                             name: iv.name,
@@ -384,9 +417,19 @@ impl Graph {
         }
     }
 
+    /// The end of [`Graph::gpu`]'s operation `gi`.
+    fn end_of(&self, gi: u32) -> Src {
+        let node = self.gpu[gi as usize].end;
+        Src {
+            node,
+            t: self.t(node),
+        }
+    }
+
     /// The GPU operation a synchronizing call waited for: the last to end, no later than the
-    /// call's return, on the stream its synchronization record names, or on every stream of its
-    /// process (device-wide, and where no record names a stream).
+    /// call's return, on the stream its synchronization record names (for an event
+    /// synchronize, the stream the event was recorded on), or on every stream of its process
+    /// (device-wide, and where no record names a stream).
     fn waited_for(
         &self,
         ix: &Index,
@@ -399,7 +442,9 @@ impl Graph {
         let rec = ix.sync_of.get(&corr).map(|&s| &ix.trace.syncs[s as usize]);
         let stream = match (call, rec) {
             (Call::DeviceSync, _) => None,
-            (_, Some(r)) if r.stream.is_some() => r.stream.map(|s| (r.device, s)),
+            (_, Some(r)) if r.stream.or(r.wait_on_stream).is_some() => {
+                r.stream.or(r.wait_on_stream).map(|s| (r.device, s))
+            }
             _ => {
                 inferred.syncs_without_stream += 1;
                 None
@@ -431,8 +476,58 @@ impl Graph {
         best.map(|b| b.1)
     }
 
-    /// `cudaStreamWaitEvent` at `ivs[pos]`: the work launched before the thread's last
-    /// `cudaEventRecord` on another stream → the first operation launched on the waiting
+    /// The work the event of synchronization record `rec` stood for, where the record names it:
+    /// the end of the last operation launched on the stream the event was recorded on before the
+    /// `cudaEventRecord` call that recorded it. `None` where the record does not name both, or
+    /// the call is not in the trace (the caller infers); `Some(None)` where nothing had been
+    /// launched there (the event was complete when recorded: torch records events on streams
+    /// that never run work).
+    fn recorded_work(&self, ix: &Index, rec: &Synchronization) -> Option<Option<Src>> {
+        let stream = rec.wait_on_stream?;
+        let &call = ix.launch_of.get(&rec.event_record_correlation?)?;
+        let call = &ix.api[call as usize];
+        if call.call != Call::Record {
+            return None;
+        }
+        // A stream the graph has no lane for ran nothing before the span's end.
+        let Some(&l) = self.lane_of.get(&(rec.device, stream)) else {
+            return Some(None);
+        };
+        let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
+        // A stream runs its work in the order it was launched. Work that started before the
+        // call was launched before it; work launched before it may start after it (queued
+        // behind the stream's work): that is stepped over, a bounded way.
+        let ops = &lane.ops;
+        let before = ops.partition_point(|o| o.start < call.start);
+        let launched_before = |o: &&GpuOp| {
+            ix.launch_of
+                .get(&o.corr)
+                .is_some_and(|&a| ix.api[a as usize].start < call.start)
+        };
+        let queued = ops[before..]
+            .iter()
+            .take(WAIT_SCAN)
+            .take_while(launched_before)
+            .count();
+        let Some(k) = (before + queued).checked_sub(1) else {
+            return Some(None);
+        };
+        // The operation's node where the graph holds it, else its end outside the span.
+        let (lo, hi) = self.lane_ops[l as usize];
+        let first = self.gpu[lo as usize].op as usize;
+        let node = match k.checked_sub(first) {
+            Some(d) if d < (hi - lo) as usize => self.gpu[lo as usize + d].end,
+            _ => NONE,
+        };
+        Some(Some(Src {
+            node,
+            t: ops[k].end,
+        }))
+    }
+
+    /// `cudaStreamWaitEvent` at `ivs[pos]`: the work the event stood for (named by the wait's
+    /// synchronization record, else inferred: the work launched before the thread's last
+    /// `cudaEventRecord` on another stream) → the first operation launched on the waiting
     /// stream after the call.
     fn stream_wait(
         &mut self,
@@ -454,24 +549,6 @@ impl Graph {
             return;
         };
         let key = (rec.device, waiting);
-        let Some(record_pos) = (0..pos)
-            .rev()
-            .find(|&p| ivs[p].api != NO_API && ix.api[ivs[p].api as usize].call == Call::Record)
-        else {
-            return;
-        };
-        let dep = (0..record_pos).rev().find_map(|p| {
-            let a = ivs[p].api;
-            if a == NO_API {
-                return None;
-            }
-            let gi = *by_corr.get(&ix.api[a as usize].corr)?;
-            let lane = &ix.streams[self.gpu_lanes[self.gpu[gi as usize].lane as usize] as usize];
-            ((lane.device, lane.stream) != key).then_some(gi)
-        });
-        let Some(dep) = dep else {
-            return;
-        };
         // The first operation on the waiting stream launched after the wait call.
         let Some(&l) = self.lane_of.get(&key) else {
             return;
@@ -491,18 +568,32 @@ impl Graph {
         let Some(after) = after else {
             return;
         };
-        let d = self.gpu[dep as usize];
-        let src_t = self.t(d.end);
-        if src_t > self.t(after.start) {
+        let exact = self.recorded_work(ix, rec);
+        let dep = match exact {
+            Some(work) => work,
+            None => self.inferred_work(ix, ivs, pos, key, by_corr),
+        };
+        let Some(dep) = dep else {
+            // Where the record says nothing had been launched, the wait waited for nothing.
+            if exact.is_some() {
+                self.recorded.stream_waits += 1;
+            }
+            return;
+        };
+        if dep.t > self.t(after.start) {
             inferred.inverted_edges += 1;
             return;
         }
-        inferred.stream_waits += 1;
+        if exact.is_some() {
+            self.recorded.stream_waits += 1;
+        } else {
+            inferred.stream_waits += 1;
+        }
         let lane = &ix.streams[self.gpu_lanes[after.lane as usize] as usize];
         self.cross.push(Cross {
             dst: after.start,
-            src: d.end,
-            src_t,
+            src: dep.node,
+            src_t: dep.t,
             seg: Seg {
                 kind: Kind::StreamWait,
                 name: lane.ops[after.op as usize].name,
@@ -510,6 +601,32 @@ impl Graph {
                 op: after.op,
             },
         });
+    }
+
+    /// The work a stream wait at `ivs[pos]` is taken to have waited for, where its record does
+    /// not say: the last GPU work its thread launched, on another stream than `waiting`, before
+    /// its last `cudaEventRecord` call.
+    fn inferred_work(
+        &self,
+        ix: &Index,
+        ivs: &[HostIv],
+        pos: usize,
+        waiting: (u32, u64),
+        by_corr: &HashMap<u64, u32>,
+    ) -> Option<Src> {
+        let record_pos = (0..pos)
+            .rev()
+            .find(|&p| ivs[p].api != NO_API && ix.api[ivs[p].api as usize].call == Call::Record)?;
+        let gi = (0..record_pos).rev().find_map(|p| {
+            let a = ivs[p].api;
+            if a == NO_API {
+                return None;
+            }
+            let gi = *by_corr.get(&ix.api[a as usize].corr)?;
+            let lane = &ix.streams[self.gpu_lanes[self.gpu[gi as usize].lane as usize] as usize];
+            ((lane.device, lane.stream) != waiting).then_some(gi)
+        })?;
+        Some(self.end_of(gi))
     }
 
     fn crosses(&self, v: u32) -> &[Cross] {

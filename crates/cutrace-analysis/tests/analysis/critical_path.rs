@@ -1,5 +1,6 @@
 //! The critical path: traces with planted paths (host-bound, GPU-bound, a stream wait, an event
-//! sync, a CUDA graph launch, a blocking copy), each path written out segment by segment, and a property test
+//! sync, each with the event's work inferred and named by torch.profiler's records, a CUDA graph
+//! launch, a blocking copy), each path written out segment by segment, and a property test
 //! on random programs, each record starting a random delay after the last of its dependencies
 //! arrives: the path's length equals a brute-force longest path of the program's own dependency
 //! graph, and every segment on it is one of that graph's edges at its own weight (a wrong turn
@@ -69,7 +70,17 @@ impl Build {
             correlation_id: corr,
             start_ns: start,
             end_ns: end,
+            wait_on_stream: None,
+            event_record_correlation: None,
         });
+    }
+
+    /// The last sync record names the event's stream and its `cudaEventRecord` call, as
+    /// torch.profiler writes them.
+    fn waits_on(&mut self, stream: u64, record_corr: u64) {
+        let s = self.syncs.last_mut().expect("a sync record");
+        s.wait_on_stream = Some(stream);
+        s.event_record_correlation = Some(record_corr);
     }
 
     fn trace(mut self) -> Trace {
@@ -190,6 +201,115 @@ fn a_stream_wait_puts_the_other_streams_kernel_on_the_path() {
         ]
     );
     assert_eq!(p.composition.stream_wait_ns, 100);
+}
+
+/// The event is recorded on stream 7 after its kernel was launched there; the thread then
+/// launches on stream 8 before it records, so the inference (the thread's last launch on another
+/// stream before its last record) would take stream 8's short kernel. The wait's record names
+/// stream 7 and the record call: the path goes through stream 7's kernel.
+fn stream_wait_on_the_earlier_launch(named: bool) -> CriticalPath {
+    let mut b = Build::default();
+    b.call("cudaLaunchKernel", 1, 100, 150);
+    b.kernel("producer", 7, 1, 200, 5_000);
+    b.call("cudaLaunchKernel", 2, 160, 190);
+    b.kernel("decoy", 8, 2, 200, 1_000);
+    b.call("cudaEventRecord", 3, 250, 260);
+    b.call("cudaStreamWaitEvent", 4, 300, 310);
+    b.sync(SyncKind::StreamWaitEvent, Some(9), 4, 300, 310);
+    if named {
+        b.waits_on(7, 3);
+    }
+    b.call("cudaLaunchKernel", 5, 400, 450);
+    b.kernel("consumer", 9, 5, 5_100, 6_000);
+    b.call("cudaDeviceSynchronize", 6, 500, 6_100);
+    b.step = Some((0, 6_500));
+    path_of(&b.trace())
+}
+
+#[test]
+fn a_stream_wait_named_by_its_record_waits_for_the_events_stream() {
+    let cp = stream_wait_on_the_earlier_launch(true);
+    assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (1, 0));
+    let p = &cp.steps[0].path;
+    assert_eq!(
+        segments(p),
+        vec![
+            seg(Kind::Host, "ProfilerStep#1", 0, 100),
+            seg(Kind::Launch, "producer", 100, 200),
+            seg(Kind::Kernel, "producer", 200, 5_000),
+            seg(Kind::StreamWait, "consumer", 5_000, 5_100),
+            seg(Kind::Kernel, "consumer", 5_100, 6_000),
+            seg(Kind::Sync, "cudaDeviceSynchronize", 6_000, 6_100),
+            seg(Kind::Host, "ProfilerStep#1", 6_100, 6_500),
+        ]
+    );
+    // Without the record's names the inference takes the decoy: the path runs through it and
+    // charges the consumer's wait to it, and the producer falls off the path.
+    let cp = stream_wait_on_the_earlier_launch(false);
+    assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (0, 1));
+    let p = &cp.steps[0].path;
+    let segs = segments(p);
+    assert!(
+        segs.contains(&seg(Kind::Kernel, "decoy", 200, 1_000)),
+        "{segs:?}"
+    );
+    assert!(segs.contains(&seg(Kind::StreamWait, "consumer", 1_000, 5_100)));
+    assert!(!segs.iter().any(|s| s.1 == "producer"));
+}
+
+#[test]
+fn an_event_sync_named_by_its_record_waits_for_the_events_work_alone() {
+    let mut b = Build::default();
+    b.call("cudaLaunchKernel", 1, 100, 200);
+    b.kernel("recorded", 7, 1, 300, 4_000);
+    b.call("cudaEventRecord", 2, 210, 220);
+    // Launched on the event's stream after the record: the event does not wait for it, though
+    // it ends before the synchronize returns.
+    b.call("cudaLaunchKernel", 3, 230, 300);
+    b.kernel("after_record", 7, 3, 4_000, 5_000);
+    b.call("cudaEventSynchronize", 4, 1_000, 5_050);
+    // torch.profiler's Event Sync has no stream of its own.
+    b.sync(SyncKind::EventSynchronize, None, 4, 1_000, 5_050);
+    b.waits_on(7, 2);
+    b.op("after", 5_100, 6_000);
+    b.step = Some((0, 6_000));
+    let cp = path_of(&b.trace());
+    assert_eq!(cp.recorded.event_syncs, 1);
+    assert_eq!(cp.inferred.syncs_without_stream, 0);
+    let p = &cp.steps[0].path;
+    assert_eq!(
+        segments(p),
+        vec![
+            seg(Kind::Host, "ProfilerStep#1", 0, 100),
+            seg(Kind::Launch, "recorded", 100, 300),
+            seg(Kind::Kernel, "recorded", 300, 4_000),
+            seg(Kind::Sync, "cudaEventSynchronize", 4_000, 5_050),
+            seg(Kind::Host, "ProfilerStep#1", 5_050, 5_100),
+            seg(Kind::Host, "after", 5_100, 6_000),
+        ]
+    );
+}
+
+#[test]
+fn a_wait_on_an_event_of_a_stream_that_ran_nothing_waits_for_nothing() {
+    let mut b = Build::default();
+    b.call("cudaLaunchKernel", 1, 100, 200);
+    b.kernel("other", 8, 1, 300, 5_000);
+    // Recorded on stream 21, which never runs work (torch records such events).
+    b.call("cudaEventRecord", 2, 210, 220);
+    b.call("cudaStreamWaitEvent", 3, 230, 240);
+    b.sync(SyncKind::StreamWaitEvent, Some(9), 3, 230, 240);
+    b.waits_on(21, 2);
+    b.call("cudaLaunchKernel", 4, 250, 300);
+    b.kernel("consumer", 9, 4, 400, 1_000);
+    b.call("cudaStreamSynchronize", 5, 350, 1_100);
+    b.sync(SyncKind::StreamSynchronize, Some(9), 5, 350, 1_100);
+    b.step = Some((0, 1_200));
+    let cp = path_of(&b.trace());
+    assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (1, 0));
+    let p = &cp.steps[0].path;
+    assert_eq!(p.composition.stream_wait_ns, 0);
+    assert_eq!(p.composition.compute_ns, 600);
 }
 
 #[test]

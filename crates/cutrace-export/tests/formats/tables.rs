@@ -133,6 +133,8 @@ fn part(pid: u32) -> Vec<u8> {
             correlation_id: 4,
             start_ns: 5_300,
             end_ns: 5_400,
+            wait_on_stream: None,
+            event_record_correlation: None,
         },
         true,
     );

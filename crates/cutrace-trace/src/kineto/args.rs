@@ -19,6 +19,8 @@ pub(super) struct GpuArgs {
     pub(super) bytes: Option<u64>,
     pub(super) cbid: Option<u32>,
     pub(super) graph_id: Option<u32>,
+    pub(super) wait_on_stream: Option<u64>,
+    pub(super) wait_on_event_record: Option<u64>,
 }
 
 /// The typed view of `a`. A value that does not read (a negative stream, a string that is not a
@@ -44,6 +46,8 @@ pub(super) fn typed<'a>(a: &Args<'a>, unread: &mut Vec<(&'static str, &'a [u8])>
     let bytes = int(a.bytes, arg::BYTES);
     let cbid = int(a.cbid, arg::CBID);
     let graph_id = int(a.graph_id, arg::GRAPH_ID);
+    let wait_on_stream = int(a.wait_on_stream, arg::WAIT_ON_STREAM);
+    let wait_on_event_record = int(a.wait_on_event_record, arg::WAIT_ON_EVENT_RECORD);
     let mut narrow = |v: Option<u64>, raw: Option<&'a [u8]>, key: &'static str| -> Option<u32> {
         let n = v?;
         match u32::try_from(n) {
@@ -66,6 +70,8 @@ pub(super) fn typed<'a>(a: &Args<'a>, unread: &mut Vec<(&'static str, &'a [u8])>
         bytes,
         cbid: narrow(cbid, a.cbid, arg::CBID),
         graph_id: narrow(graph_id, a.graph_id, arg::GRAPH_ID),
+        wait_on_stream,
+        wait_on_event_record,
     };
     let mut dim = |v: Option<&'a [u8]>, key: &'static str| -> Option<[u32; 3]> {
         let r = v?;

@@ -231,6 +231,9 @@ impl Sink {
             correlation_id: a.correlation.unwrap_or(0),
             start_ns: start,
             end_ns: end,
+            wait_on_stream: a.wait_on_stream,
+            // Correlation id 0 is none, as everywhere in the trace.
+            event_record_correlation: a.wait_on_event_record.filter(|&c| c != 0),
         });
     }
 

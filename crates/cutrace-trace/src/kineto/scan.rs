@@ -25,6 +25,8 @@ mod key {
     pub const BYTES: &[u8] = arg::BYTES.as_bytes();
     pub const CBID: &[u8] = arg::CBID.as_bytes();
     pub const GRAPH_ID: &[u8] = arg::GRAPH_ID.as_bytes();
+    pub const WAIT_ON_STREAM: &[u8] = arg::WAIT_ON_STREAM.as_bytes();
+    pub const WAIT_ON_EVENT_RECORD: &[u8] = arg::WAIT_ON_EVENT_RECORD.as_bytes();
     pub const EXTERNAL_ID: &[u8] = arg::EXTERNAL_ID.as_bytes();
     pub const COLLECTIVE_NAME: &[u8] = arg::COLLECTIVE_NAME.as_bytes();
     pub const GROUP_NAME: &[u8] = arg::GROUP_NAME.as_bytes();
@@ -201,6 +203,9 @@ pub struct Args<'a> {
     pub bytes: Option<&'a [u8]>,
     pub cbid: Option<&'a [u8]>,
     pub graph_id: Option<&'a [u8]>,
+    /// A `cuda_sync` event's `wait_on_stream` and `wait_on_cuda_event_record_corr_id`.
+    pub wait_on_stream: Option<&'a [u8]>,
+    pub wait_on_event_record: Option<&'a [u8]>,
     /// The kernel's name as CUPTI reported it, when `name` holds a demangled one (written by
     /// `cutrace convert --chrome`; torch.profiler does not write it).
     pub mangled: Option<JStr<'a>>,
@@ -463,6 +468,8 @@ impl<'a> Scanner<'a> {
                 key::BYTES => &mut a.bytes,
                 key::CBID => &mut a.cbid,
                 key::GRAPH_ID => &mut a.graph_id,
+                key::WAIT_ON_STREAM => &mut a.wait_on_stream,
+                key::WAIT_ON_EVENT_RECORD => &mut a.wait_on_event_record,
                 key::EXTERNAL_ID => &mut a.external_id,
                 key::COLLECTIVE_NAME => &mut a.comm.name,
                 key::GROUP_NAME => &mut a.comm.group_name,

@@ -231,7 +231,8 @@ impl Sink {
 
     /// The typed args of a GPU or API event; values that do not read are counted (see
     /// [`typed`]). A negative stream on a `cuda_sync` event is Kineto's "no stream" (a
-    /// device-wide synchronize writes -1): read as none, not counted.
+    /// device-wide synchronize writes -1), as is a negative `wait_on_stream` or
+    /// `wait_on_cuda_event_record_corr_id` "unknown": read as none, not counted.
     pub(super) fn args(&mut self, ev: &Event<'_>, cat: &str) -> GpuArgs {
         let Some(a) = &ev.args else {
             return GpuArgs::default();
@@ -240,7 +241,7 @@ impl Sink {
         let g = typed(a, &mut unread);
         for (key, raw) in unread {
             if cat == vocab::cat::CUDA_SYNC
-                && key == arg::STREAM
+                && [arg::STREAM, arg::WAIT_ON_STREAM, arg::WAIT_ON_EVENT_RECORD].contains(&key)
                 && raw.trim_ascii().starts_with(b"-")
             {
                 continue;

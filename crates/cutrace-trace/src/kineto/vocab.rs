@@ -126,6 +126,12 @@ pub mod arg {
     /// GB/s of a copy or memset; `"N/A"` when it took no time.
     pub const BANDWIDTH: &str = "memory bandwidth (GB/s)";
     pub const SYNC_KIND: &str = "cuda_sync_kind";
+    /// On a `cuda_sync` event of an event synchronize or a stream's wait on an event: the
+    /// stream the event was recorded on (-1 when unknown).
+    pub const WAIT_ON_STREAM: &str = "wait_on_stream";
+    /// The correlation id of the `cudaEventRecord` call that recorded that event (-1 when
+    /// unknown).
+    pub const WAIT_ON_EVENT_RECORD: &str = "wait_on_cuda_event_record_corr_id";
     /// *cutrace*: an NVTX range's or mark's domain, outside NVTX's default one.
     pub const DOMAIN: &str = "domain";
     // A collective's facts, which torch copies from `record_param_comms` onto the kernels it

@@ -954,6 +954,9 @@ fn sync_row(v: &[u64; MAX_COLUMNS]) -> Synchronization {
         stream: v[5].checked_sub(1),
         // Resolved from the context in `finish` when 0 (unknown).
         device: v[6].wrapping_sub(1) as u32,
+        // CUPTI's records do not say which stream an event was recorded on.
+        wait_on_stream: None,
+        event_record_correlation: None,
     }
 }
 
@@ -1222,7 +1225,9 @@ impl Merger {
         adopt!(memsets, r => r.correlation_id = corr(r.correlation_id);
             r.stream = stream(r.stream); r.device = dev(r.device));
         adopt!(syncs, r => r.correlation_id = corr(r.correlation_id);
-            r.stream = r.stream.map(stream); r.device = dev(r.device));
+            r.stream = r.stream.map(stream); r.device = dev(r.device);
+            r.wait_on_stream = r.wait_on_stream.map(stream);
+            r.event_record_correlation = r.event_record_correlation.map(corr));
         adopt!(memory, r => r.correlation_id = corr(r.correlation_id);
             if r.place == MemoryPlace::Gpu { r.device = dev(r.device) });
         adopt!(memory_pools, r => r.correlation_id = corr(r.correlation_id);
@@ -1442,6 +1447,32 @@ mod tests {
         assert_eq!(t.meta.id_origin(t.kernels[2].stream), (Some(12), 7));
         assert_eq!(t.meta.id_origin(t.kernels[2].correlation_id), (Some(12), 5));
         assert_eq!(t.meta.show_id(t.kernels[3].correlation_id), "5 (pid 13)");
+    }
+
+    /// A wait's event stream and record call move with the part, as its own stream and
+    /// correlation id do: they still name the stream's work and the call after the merge.
+    #[test]
+    fn an_event_waits_stream_and_record_call_move_with_its_part() {
+        let with_wait = |pid| {
+            let mut t = part(pid, 0, Some("GPU-a"));
+            t.syncs.push(Synchronization {
+                kind: SyncKind::StreamWaitEvent,
+                device: 0,
+                context: 1,
+                stream: Some(9),
+                correlation_id: 6,
+                start_ns: 100,
+                end_ns: 110,
+                wait_on_stream: Some(7),
+                event_record_correlation: Some(4),
+            });
+            t
+        };
+        let t = merge(vec![with_wait(10), with_wait(11)]);
+        let s = &t.syncs[1];
+        assert_eq!(s.wait_on_stream, Some(t.kernels[1].stream));
+        assert_eq!(s.event_record_correlation, Some(4 + (1 << 32)));
+        assert_eq!(s.stream, Some(9 + (1 << 32)));
     }
 
     #[test]

@@ -83,6 +83,8 @@ fn sample_bytes() -> (Vec<u8>, Vec<usize>) {
                 correlation_id: batch * 100 + 98,
                 start_ns: 30,
                 end_ns: 40,
+                wait_on_stream: None,
+                event_record_correlation: None,
             },
             false,
         );

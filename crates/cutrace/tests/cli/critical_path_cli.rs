@@ -2,6 +2,8 @@
 //! step's path is as long as the step, its composition adds up to that length, and the text
 //! fits 120 columns and names the segments to shorten first.
 
+use serde_json::Value;
+
 use crate::util::{cutrace, cutrace_json};
 
 const TRACE: &str = "tests/fixtures/kineto/profiler_steps.json.gz";
@@ -42,6 +44,50 @@ fn each_steps_path_is_the_steps_time_and_its_parts_add_up() {
     // Without the flag the report has no such key.
     let plain = cutrace_json(&["report", TRACE]);
     assert!(plain.get("critical_path").is_none());
+}
+
+/// torch.profiler names the stream and the `cudaEventRecord` call each event wait waited on;
+/// `convert --chrome` writes them back on the `cuda_sync` events, so the export's critical path
+/// is the original's, its waits still taken from the records (HTA's own traces: a stream wait
+/// whose thread last launched on another stream before recording, and an event synchronize).
+#[test]
+fn the_chrome_export_keeps_the_event_waits_the_records_name() {
+    let dir = cutrace_testkit::Dir::new("critical-path-chrome");
+    for (name, stream_waits, event_syncs) in [
+        ("event_sync_multi_stream", 1, 0),
+        ("event_sync", 0, 1),
+        ("alexnet", 20, 0),
+    ] {
+        let src = format!("tests/fixtures/hta/critical_path/{name}.json.gz");
+        let out = dir.path(&format!("{name}.json"));
+        let out = out.to_str().unwrap();
+        let o = cutrace(&["convert", &src, "--chrome", out]);
+        assert!(o.status.success(), "{name}: {o:?}");
+        let paths = [src.as_str(), out].map(|t| {
+            let mut cp = cutrace_json(&["report", t, "--critical-path"])["critical_path"].take();
+            // Host ops of equal time list in the order their names were first read, which the
+            // export changes: `host_ns` holds their sum.
+            let drop_ops =
+                |p: &mut Value| p["composition"].as_object_mut().unwrap().remove("host_ops");
+            cp["steps"]
+                .as_array_mut()
+                .unwrap()
+                .iter_mut()
+                .for_each(|p| {
+                    drop_ops(p);
+                });
+            drop_ops(&mut cp["window"]);
+            cp
+        });
+        let r = &paths[0]["recorded"];
+        assert_eq!(
+            (r["stream_waits"].as_u64(), r["event_syncs"].as_u64()),
+            (Some(stream_waits), Some(event_syncs)),
+            "{name}"
+        );
+        assert_eq!(paths[0]["inferred"]["stream_waits"].as_u64(), Some(0));
+        assert_eq!(paths[0], paths[1], "{name}");
+    }
 }
 
 #[test]
