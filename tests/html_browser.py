@@ -15,7 +15,10 @@ busy and idle split of both traces and their change, the diff JSON's. For a `cut
 JSON report's values per kernel name (n/a for none) and sorts on a click. For a distributed job
 (tests/tools/gen_job.py's, `cutrace report JOB --html`): the verdict is the first content, each of
 its numbers and each rank's busy, compute, communication, exposed and wait shown equal the job
-JSON's (`summary`, `ranks`), and the timeline has one drawn lane per rank. Exit 1 on any failure;
+JSON's (`summary`, `ranks`), and the timeline has one drawn lane per rank. With `--critical-path`
+(a trace with steps, and the job with PyTorch's stream waits): the timeline's first lane draws
+the path, each step's path length (and a job's time waited for other ranks) shown is the JSON's,
+and a click on a segment's row zooms the timeline to that segment. Exit 1 on any failure;
 exit 77 with a SKIPPED line when no browser, driver or selenium is available.
 
 usage: html_browser.py CUTRACE_BINARY
@@ -578,6 +581,58 @@ def check_headline(p, dj):
     return n
 
 
+def check_critical_path(d, binary, tmp):
+    """`--critical-path` pages of a trace with steps and of gen_job.py's job with stream waits:
+    the path's lane is the timeline's first and drawn, the marked path lengths are the JSON's,
+    and a click on each of the first segments' rows shows that segment on the timeline."""
+    job = os.path.join(tmp, "job-path")
+    subprocess.run([sys.executable, os.path.join(ROOT, "tests/tools/gen_job.py"), job, "--ranks", "4",
+                    "--steps", "3", "--seed", "7", "--syncs"], check=True, capture_output=True)
+    fails, told = [], []
+    for name, src in (("trace", "tests/fixtures/kineto/profiler_steps.json.gz"), ("job", job)):
+        path = os.path.join(tmp, f"path-{name}.html")
+        cutrace(binary, "report", src, "--critical-path", "--html", path)
+        cp = json.loads(cutrace(binary, "report", src, "--critical-path", "--format", "json"))["critical_path"]
+        p = Page(d, path)
+        p.check_console_and_network()
+        lane = d.execute_script("""
+            var g = document.querySelector('.tl-svg g.lane');
+            return g && {role: g.getAttribute('data-role'),
+                         drawn: Array.from(g.querySelectorAll('rect')).filter(function (r) {
+                           var b = r.getBoundingClientRect(); return b.width > 0 && b.height > 0; }).length};""")
+        if not lane or lane["role"] != "path" or not lane["drawn"]:
+            p.fail(f"{name}: the timeline's first lane is not a drawn critical path: {lane}")
+        n = 0
+        for c in p.checks():
+            if c["what"] == "cp_step_length_ns":
+                want = cp["steps"][int(c["step"]) - 1]["length_ns"]
+                if int(c["value"]) != want or c["text"] != fmt_ns(want):
+                    p.fail(f"{name}: step {c['step']} path: page {c['text']!r}, JSON {fmt_ns(want)!r}")
+                n += 1
+        if n != len(cp["steps"]) or not n:
+            p.fail(f"{name}: {n} step path lengths shown, {len(cp['steps'])} in the JSON")
+        rows = d.find_elements("css selector", "table.cp-segments tbody tr.zoom")
+        if not rows:
+            p.fail(f"{name}: no segment rows")
+        for r in rows[:3]:
+            d.execute_script("arguments[0].scrollIntoView({block: 'center'})", r)
+            r.click()
+            a, b = int(r.get_attribute("data-from")), int(r.get_attribute("data-to"))
+            got = d.execute_script("""
+                var t = document.getElementById(arguments[0]).querySelector('.tl-range');
+                return [+t.getAttribute('data-from'), +t.getAttribute('data-to')];""",
+                                   r.get_attribute("data-timeline"))
+            # The view holds the segment (5 % either side, or the shortest view around it).
+            if not (got[0] <= a and got[1] >= min(b, got[1]) and got[1] - got[0] < max(4 * (b - a), 20000)):
+                p.fail(f"{name}: a click on the segment {a}–{b} ns showed {got}")
+        p.check_console_and_network()
+        p.check_logged()
+        fails += p.fails
+        told.append(f"{name}: {n} path lengths, {len(rows)} segment rows")
+    p.fails = fails
+    return p, "; ".join(told)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="cutrace-chromium-") as scratch:
         return run(scratch)
@@ -608,7 +663,9 @@ def run(scratch):
             results.append(check_diff(d, binary, tmp))
             results.append(check_counter_report(d, binary, tmp))
             results.append(check_job(d, binary, tmp))
-            names = REPORTS + ["diff " + " ".join(DIFF), COUNTERS, "job (tests/tools/gen_job.py, 4 ranks)"]
+            results.append(check_critical_path(d, binary, tmp))
+            names = REPORTS + ["diff " + " ".join(DIFF), COUNTERS, "job (tests/tools/gen_job.py, 4 ranks)",
+                               "--critical-path (a trace with steps, a job with stream waits)"]
             for (p, what), name in zip(results, names):
                 status = "ok" if not p.fails else "FAIL"
                 print(f"{status}: {name}: {what}, interactive in {p.ready_ms} ms")

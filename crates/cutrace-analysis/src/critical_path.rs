@@ -147,6 +147,37 @@ pub struct PathReport {
     /// Time on the path by (kind, name), every one (for `diff`; not in the report's JSON).
     #[serde(skip)]
     pub by_what: Vec<(Kind, String, Ns)>,
+    /// The whole path in time order, neighbours of one kind merged (for the page's timeline;
+    /// not in the report's JSON).
+    #[serde(skip)]
+    pub runs: Vec<PathRun>,
+}
+
+/// A stretch of the path of one kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathRun {
+    pub start_ns: Ns,
+    pub end_ns: Ns,
+    pub kind: Kind,
+}
+
+/// `segs` (start, end, kind) in time order as runs, touching neighbours of one kind merged.
+pub fn runs_of(segs: impl IntoIterator<Item = (Ns, Ns, Kind)>) -> Vec<PathRun> {
+    let mut out: Vec<PathRun> = Vec::new();
+    for (start_ns, end_ns, kind) in segs {
+        if end_ns <= start_ns {
+            continue;
+        }
+        match out.last_mut() {
+            Some(r) if r.kind == kind && r.end_ns == start_ns => r.end_ns = end_ns,
+            _ => out.push(PathRun {
+                start_ns,
+                end_ns,
+                kind,
+            }),
+        }
+    }
+    out
 }
 
 /// The path's length by what it was; the fields add up to `length_ns`.
@@ -310,6 +341,7 @@ fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
             .or_default() += ns;
     }
     let by_what = named.into_iter().map(|((k, n), ns)| (k, n, ns)).collect();
+    let runs = runs_of(path.iter().map(|p| (p.start_ns, p.end_ns, p.seg.kind)));
     PathReport {
         start_ns,
         end_ns,
@@ -320,6 +352,7 @@ fn report(ix: &Index, g: &Graph, sink: u32, top: usize) -> PathReport {
         slack,
         thread_handoffs,
         by_what,
+        runs,
     }
 }
 

@@ -15,7 +15,9 @@ use serde::Serialize;
 
 use crate::critical_path::graph::{Graph, Seg, SpanSel};
 use crate::critical_path::index::Index;
-use crate::critical_path::{segment, Composition, Inferred, Kind, OpTime, Segment};
+use crate::critical_path::{
+    runs_of, segment, Composition, Inferred, Kind, OpTime, PathRun, Segment,
+};
 use crate::job::RankSummary;
 use crate::job_reduce::{call_keys, step_number, CallKey};
 use crate::steps::StepMatch;
@@ -155,6 +157,10 @@ pub struct JobStepPath {
     /// Where the path left a rank for the one it waited for, in time order.
     pub rank_waits: Vec<RankWait>,
     pub longest_segments: Vec<Segment>,
+    /// The whole path in its order, neighbours of one kind merged (for the page's timeline;
+    /// not in the JSON). Each rank's times are on its host's clock.
+    #[serde(skip)]
+    pub runs: Vec<PathRun>,
 }
 
 /// A rank on the path waiting at a collective for a rank that arrived later.
@@ -285,6 +291,7 @@ fn step_path(
     let length_ns = segs.iter().map(|s| s.length_ns).sum();
     let mut composition = compose(&segs, top);
     composition.rank_wait_ns = Some(waits.iter().map(|w| w.wait_ns).sum());
+    let runs = runs_of(segs.iter().map(|s| (s.start_ns, s.end_ns, s.kind)));
     let mut longest: Vec<Segment> = segs.clone();
     longest.sort_by_key(|s| (std::cmp::Reverse(s.length_ns), s.start_ns));
     longest.truncate(top);
@@ -300,6 +307,7 @@ fn step_path(
         composition,
         rank_waits: waits,
         longest_segments: longest,
+        runs,
     })
 }
 

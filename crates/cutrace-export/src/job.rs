@@ -123,9 +123,10 @@ pub fn report(
     let look = |trace: &cutrace_trace::Trace| crate::html::job_lod::rank_buckets(trace, buckets);
     let lane: Option<&input::Lane<'_, crate::html::job_lod::RankBuckets>> =
         if req.html { Some(&look) } else { None };
-    let (report, lanes, critical_path) = if req.critical_path && !req.html {
-        let (report, cp) = job_critical_path(&units, notes, req, &|k| progress(k, n))?;
-        (report, std::collections::HashMap::new(), Some(cp))
+    let (report, lanes, critical_path) = if req.critical_path {
+        let with = req.html.then_some(buckets);
+        let (report, cp, lanes) = job_critical_path(&units, notes, req, with, &|k| progress(k, n))?;
+        (report, lanes, Some(cp))
     } else {
         let (report, lanes) = input::job_report_with(
             &units,
@@ -147,7 +148,8 @@ pub fn report(
     }
     let names: Vec<String> = files.iter().map(|p| p.display().to_string()).collect();
     if req.html {
-        let page = crate::html::job::page(&names.join(" "), &report, &lanes);
+        let page =
+            crate::html::job::page(&names.join(" "), &report, &lanes, critical_path.as_ref());
         return Ok(Report::JobPage(page));
     }
     if req.json {
@@ -166,28 +168,41 @@ pub fn report(
     Ok(Report::Job(text.into_bytes()))
 }
 
+/// What the critical path keeps of one rank's trace: its chains, and with a page its timeline's
+/// buckets.
+struct RankPath {
+    chains: Option<cutrace_analysis::job_path::RankChains>,
+    buckets: Option<crate::html::job_lod::RankBuckets>,
+}
+
 /// The job's report, and its critical path: each rank's chains made while its trace is held
-/// ([`cutrace_analysis::job_path::rank_chains`]), joined at the collectives.
+/// ([`cutrace_analysis::job_path::rank_chains`]), joined at the collectives; with `buckets`
+/// (a page's), each rank's timeline buckets too.
 fn job_critical_path(
     units: &[cutrace_trace::classify::Unit],
     notes: Vec<String>,
     req: &Request<'_>,
+    buckets: Option<u64>,
     done: &(dyn Fn(usize) + Sync),
 ) -> Result<
     (
         cutrace_analysis::JobReport,
         cutrace_analysis::job_path::JobCriticalPath,
+        crate::html::job_lod::RankLanes,
     ),
     JobError,
 > {
     use cutrace_analysis::job_path::{join, rank_chains, RankChains};
     let which = req.which;
-    let look = |trace: &cutrace_trace::Trace| -> Option<RankChains> {
+    let look = |trace: &cutrace_trace::Trace| -> Option<RankPath> {
         let fallback = (None, cutrace_analysis::RankFrom::Unknown);
-        let s = RankSummary::from_trace(trace, fallback, which).ok()?;
-        Some(rank_chains(trace, &s, which))
+        let chains = RankSummary::from_trace(trace, fallback, which)
+            .ok()
+            .map(|s| rank_chains(trace, &s, which));
+        let buckets = buckets.and_then(|b| crate::html::job_lod::rank_buckets(trace, b));
+        Some(RankPath { chains, buckets })
     };
-    let (report, chains) = input::job_report_with(
+    let (report, looked) = input::job_report_with(
         units,
         notes,
         which,
@@ -195,6 +210,16 @@ fn job_critical_path(
         (req.threads(), req.top, Some(&look)),
         done,
     )?;
+    let mut chains: std::collections::HashMap<Vec<String>, RankChains> = Default::default();
+    let mut lanes = crate::html::job_lod::RankLanes::default();
+    for (paths, r) in looked {
+        if let Some(b) = r.buckets {
+            lanes.insert(paths.clone(), b);
+        }
+        if let Some(c) = r.chains {
+            chains.insert(paths, c);
+        }
+    }
     let ranks: Vec<(u32, &RankChains)> = report
         .ranks
         .iter()
@@ -207,7 +232,7 @@ fn job_critical_path(
         .map(|r| r.rank)
         .collect();
     let cp = join(&ranks, left_out, req.top);
-    Ok((report, cp))
+    Ok((report, cp, lanes))
 }
 
 /// A directory of traces none of which states its rank (no `distributedInfo`, no `RANK` in a
@@ -378,7 +403,7 @@ pub fn diff(
         let ranks = units.len();
         let done = |k: usize| progress(side, k, ranks);
         let (r, cp) = if req.critical_path {
-            let (r, cp) = job_critical_path(&units, notes, &uncapped, &done)?;
+            let (r, cp, _) = job_critical_path(&units, notes, &uncapped, None, &done)?;
             (r, Some(cp))
         } else {
             let t = (req.threads(), req.top);

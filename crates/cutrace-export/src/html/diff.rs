@@ -20,7 +20,12 @@ pub struct PageSide<'a> {
 
 /// The whole diff page: `d` is `cutrace_analysis::diff_sides` of the two sides, whose reports
 /// and timelines follow it side by side.
-pub fn page(base: &PageSide<'_>, new: &PageSide<'_>, d: &Diff) -> String {
+pub fn page(
+    base: &PageSide<'_>,
+    new: &PageSide<'_>,
+    d: &Diff,
+    path: Option<&cutrace_analysis::critical_path::PathDiff>,
+) -> String {
     let (base_title, new_title) = (base.title, new.title);
     let mut o = String::with_capacity(128 * 1024);
     page_start(&mut o, &format!("cutrace diff: {base_title} → {new_title}"));
@@ -33,6 +38,9 @@ pub fn page(base: &PageSide<'_>, new: &PageSide<'_>, d: &Diff) -> String {
     headline(&mut o, d);
     caveats(&mut o, d);
     steps(&mut o, d);
+    if let Some(pd) = path {
+        super::path::diff_section(&mut o, pd);
+    }
     names(&mut o, "Kernels", &d.kernels);
     names(&mut o, crate::text::diff::api_calls_label(d), &d.api);
     o.push_str("<div class=\"sides\"><div class=\"side\">");
@@ -335,17 +343,13 @@ fn names(o: &mut String, what: &str, rows: &[cutrace_analysis::diff::NameDiff]) 
             }
         };
         let change = n.total_change_ns;
-        let sign = if change < 0 { "−" } else { "+" };
         t.row(&[
             Cell::Name(n.name.clone()),
             side(n.base.as_ref(), |s| s.count, false),
             side(n.new.as_ref(), |s| s.count, false),
             side(n.base.as_ref(), |s| s.total_ns, true),
             side(n.new.as_ref(), |s| s.total_ns, true),
-            Cell::Raw(
-                change as f64,
-                format!("{sign}{}", fmt_ns(change.unsigned_abs())),
-            ),
+            Cell::Raw(change as f64, super::signed_change(change)),
             n.mean_change_pct.map_or(Cell::Text("-".into()), |p| {
                 Cell::Raw(p, format!("{p:+.1} %"))
             }),

@@ -25,7 +25,12 @@ pub const LISTED: usize = 200;
 
 /// The whole page for `report JOB --html`: `title` names the inputs, `lanes` holds the ranks'
 /// timeline buckets by their paths.
-pub fn page(title: &str, j: &JobReport, lanes: &RankLanes) -> String {
+pub fn page(
+    title: &str,
+    j: &JobReport,
+    lanes: &RankLanes,
+    path: Option<&cutrace_analysis::job_path::JobCriticalPath>,
+) -> String {
     let mut o = String::with_capacity(64 * 1024);
     page_start(
         &mut o,
@@ -42,7 +47,10 @@ pub fn page(title: &str, j: &JobReport, lanes: &RankLanes) -> String {
     o.push_str("<h2>Ranks</h2>");
     ranks(&mut o, &j.ranks);
     o.push_str("<h2>Timeline</h2>");
-    let lod = timeline(&mut o, &j.ranks, lanes);
+    let lod = timeline(&mut o, &j.ranks, lanes, path);
+    if let Some(cp) = path {
+        super::path::job_section(&mut o, cp, &lod, "tl");
+    }
     steps(&mut o, &j.steps, &j.ranks);
     collectives(&mut o, &j.collectives);
     page_end(
@@ -280,14 +288,36 @@ fn ranks(o: &mut String, ranks: &[JobRank]) {
 }
 
 /// One lane per rank with buckets (at most [`MAX_RANK_LANES`]); returns the timeline's levels.
-fn timeline(o: &mut String, ranks: &[JobRank], lanes: &RankLanes) -> super::TimelineLod {
+fn timeline(
+    o: &mut String,
+    ranks: &[JobRank],
+    lanes: &RankLanes,
+    path: Option<&cutrace_analysis::job_path::JobCriticalPath>,
+) -> super::TimelineLod {
     let with: Vec<(u32, &RankBuckets)> = ranks
         .iter()
         .filter_map(|r| lanes.get(&r.paths).map(|b| (r.rank, b)))
         .collect();
     let without = ranks.len() - with.len();
     let drawn = &with[..with.len().min(MAX_RANK_LANES)];
-    let lod = job_lod(drawn, rank_levels(drawn.len()));
+    let mut lod = job_lod(drawn, rank_levels(drawn.len()));
+    let path_lane = path.and_then(|cp| {
+        let mut runs: Vec<_> = cp
+            .steps
+            .iter()
+            .flat_map(|s| s.runs.iter().copied())
+            .collect();
+        runs.sort_by_key(|r| (r.start_ns, r.end_ns));
+        super::path::lane(&lod, &runs)
+    });
+    let legend = if path_lane.is_some() {
+        format!(" {}", super::path::legend())
+    } else {
+        String::new()
+    };
+    if let Some(l) = path_lane {
+        lod.lanes.insert(0, l);
+    }
     if lod.lanes.is_empty() {
         o.push_str(
             "<p class=\"muted\">No rank has kernel intervals to draw (ranks read from summaries \
@@ -299,9 +329,11 @@ fn timeline(o: &mut String, ranks: &[JobRank], lanes: &RankLanes) -> super::Time
         o,
         "tl",
         &lod,
-        "<span class=\"sw busy\"></span>compute (busy, not communication) \
+        &format!(
+            "<span class=\"sw busy\"></span>compute (busy, not communication) \
          <span class=\"sw comm\"></span>communication; the height is the share of the rank's \
-         GPU time in each bucket.",
+         GPU time in each bucket.{legend}"
+        ),
     );
     let mut notes = Vec::new();
     if with.len() > drawn.len() {

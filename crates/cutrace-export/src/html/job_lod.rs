@@ -182,6 +182,7 @@ pub fn job_lod(ranks: &[(u32, &RankBuckets)], levels: u32) -> TimelineLod {
             pid: None,
             rank: Some(*rank),
             role: None,
+            bucket_ns: None,
             levels: encode_levels(busy, comm, width, r.devices.max(1), levels),
         })
         .collect();

@@ -54,6 +54,10 @@ pub struct Lane {
     /// A lane that is not a GPU's kernels or a stream's: absent for those.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<LaneRole>,
+    /// The width of its finest buckets, where it is not its kind's (`gpu_bucket_ns` for a GPU's
+    /// lane, `stream_bucket_ns` for the others): the critical path's lane.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bucket_ns: Option<Ns>,
     /// Levels, coarsest first: level `k` has `BASE_BUCKETS · ZOOM^k` buckets over the span, two
     /// characters each: the busy share in 64ths (`0`–`9`, `A`–`Z`, `a`–`z`, `+`, `/`: 0 only
     /// when nothing ran, 63 only when the bucket is full) and the [`IdleKind`] digit.
@@ -71,6 +75,10 @@ pub enum LaneRole {
     /// One host thread (`pid`, `thread`): the union of its host ops (CPU ops, Python calls),
     /// then of its CUDA API calls.
     Host { thread: u64 },
+    /// The critical path ([`super::path`]): its buckets' first character is the share of the
+    /// bucket on the path, the second the class of most of that time (a digit, by
+    /// [`super::path::CLASSES`], 1-based; `0` when none).
+    Path,
 }
 
 /// The timeline of a trace (or of its window).
@@ -318,6 +326,7 @@ fn host_lanes(hosts: &[SideRuns<(u32, u64)>], levels: &Levels) -> Vec<Lane> {
             pid: Some(h.id.0),
             rank: None,
             role: Some(LaneRole::Host { thread: h.id.1 }),
+            bucket_ns: None,
             levels: side_levels(h, levels),
         })
         .collect()
@@ -446,15 +455,15 @@ fn fit_levels(span: Ns, devices: usize, copies: usize, hosts: usize, streams: us
 }
 
 /// One kind of lane's finest grid and how many levels it keeps.
-struct Levels {
-    grid: Grid,
-    count: u32,
+pub(super) struct Levels {
+    pub(super) grid: Grid,
+    pub(super) count: u32,
 }
 
 impl Levels {
     /// `count` levels over `span` from `start`: the finest has `BASE_BUCKETS · ZOOM^(count-1)`
     /// buckets.
-    fn over(start: Ns, span: Ns, count: u32) -> Self {
+    pub(super) fn over(start: Ns, span: Ns, count: u32) -> Self {
         let n = BASE_BUCKETS * ZOOM.pow(count.max(1) - 1);
         Levels {
             grid: Grid {
@@ -549,6 +558,7 @@ fn encode_lanes(
             pid: None,
             rank: None,
             role: None,
+            bucket_ns: None,
             levels: encode_levels(&dev.grid, dev.count, &a.busy, Some(&a.idle)),
         });
         if let Some(c) = copies.iter().find(|c| c.id == *d) {
@@ -558,6 +568,7 @@ fn encode_lanes(
                 pid: None,
                 rank: None,
                 role: Some(LaneRole::Copies),
+                bucket_ns: None,
                 levels: side_levels(c, stream),
             });
         }
@@ -575,6 +586,7 @@ fn encode_lanes(
                 pid,
                 rank: None,
                 role: None,
+                bucket_ns: None,
                 levels: encode_levels(&stream.grid, stream.count, &stream_acc[i], None),
             });
         }

@@ -11,6 +11,7 @@ pub mod job;
 pub mod job_lod;
 pub mod lod;
 pub mod memory;
+pub mod path;
 pub mod report;
 #[cfg(test)]
 mod tests;
@@ -222,6 +223,12 @@ fn checked(
     );
 }
 
+/// A change of duration with its sign: `+1.500 ms`, `−20 µs`.
+fn signed_change(v: i64) -> String {
+    let sign = if v < 0 { "−" } else { "+" };
+    format!("{sign}{}", fmt_ns(v.unsigned_abs()))
+}
+
 fn pct(v: f64) -> String {
     format!("{v:.2} %")
 }
@@ -246,7 +253,11 @@ impl<'a> Table<'a> {
         Table { o }
     }
     fn row(&mut self, cells: &[Cell]) {
-        self.o.push_str("<tr>");
+        self.row_with("", cells);
+    }
+    /// A row whose `<tr>` carries `attrs` (the page's own, nothing from the trace unescaped).
+    fn row_with(&mut self, attrs: &str, cells: &[Cell]) {
+        let _ = write!(self.o, "<tr{attrs}>");
         for c in cells {
             match c {
                 Cell::Text(t) => {
@@ -382,6 +393,13 @@ fn timeline_frame(o: &mut String, id: &str, lod: &TimelineLod) {
          <span class=\"gapmark\">▼</span> a largest gap (hover it for its reading and what the \
          host was doing).",
     );
+    if lod
+        .lanes
+        .iter()
+        .any(|l| l.role == Some(lod::LaneRole::Path))
+    {
+        let _ = write!(o, "<p class=\"legend\">{}</p>", path::legend());
+    }
     let _ = write!(
         o,
         "<p class=\"muted\">Times are offsets from the first kernel start; host threads and \

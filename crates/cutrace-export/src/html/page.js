@@ -9,6 +9,10 @@
   var NS = 'http://www.w3.org/2000/svg';
   var B64 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/';
   var KIND = ['', 'host', 'queued', 'unknown'];
+  // The critical path's classes, by the path lane's second character (html/path.rs CLASSES).
+  var CP = ['', 'host', 'compute', 'comm', 'copy', 'launch', 'sync', 'wait', 'unexplained'];
+  var CPW = ['', 'host time', 'GPU compute', 'communication', 'copies', 'launch gaps', 'sync returns',
+    'stream waits', 'no recorded cause'];
   var data = JSON.parse(document.getElementById('cutrace-data').textContent);
 
   // Durations as cutrace's text prints them (three decimals, unit by size).
@@ -31,16 +35,20 @@
     var span = Math.max(1, lod.span_ns), view = [0, span];
     var rangeEl = root.querySelector('.tl-range'), levelEl = root.querySelector('.tl-level');
     // A job's lanes are one per rank (`rank` set): thinner when there are many.
-    var ranks = lod.lanes.length && lod.lanes[0].rank !== undefined;
-    if (ranks && lod.lanes.length > 64) LANE = 10;
+    var ranks = lod.lanes.some(function (l) { return l.rank !== undefined; });
+    if (ranks && lod.lanes.length > 65) LANE = 10;
     // Host threads (role.host) and a GPU's copies (role 'copies') draw two shares a bucket.
     var pids = {};
     lod.lanes.forEach(function (l) { if (l.role && l.role.host) pids[l.pid] = 1; });
     var onePid = Object.keys(pids).length < 2;
     var lanes = lod.lanes.map(function (l) {
       var gpu = l.stream === null && !l.role;
-      var h = gpu ? LANE : STREAM, label, full;
+      var h = gpu || l.role === 'path' ? LANE : STREAM, label, full;
       if (l.rank !== undefined) label = 'rank ' + l.rank;
+      else if (l.role === 'path') {
+        label = 'critical path';
+        full = 'the critical path: the height is the share of the bucket on it, the colour what most of it was';
+      }
       else if (l.role === 'copies') label = 'GPU ' + l.device + ' copies';
       else if (l.role && l.role.host) {
         label = 'host ' + (onePid ? 'tid ' : l.pid + '/') + l.role.host.thread;
@@ -68,14 +76,14 @@
         while (k < levels.length - 1 && (levels[k].length / 2) * shown / span < plotW) k++;
         used = Math.max(used, k);
         // Bucket width: the finest level's, times the zoom ratio per level above it.
-        var w = (L.gpu ? lod.gpu_bucket_ns : lod.stream_bucket_ns) *
+        var w = (l.bucket_ns || (L.gpu ? lod.gpu_bucket_ns : lod.stream_bucket_ns)) *
           Math.pow(lod.zoom, levels.length - 1 - k);
         var s = levels[k], n = s.length / 2;
         var first = Math.max(0, Math.floor(view[0] / w)), last = Math.min(n - 1, Math.ceil(view[1] / w));
-        var rank = l.rank !== undefined, two = !!l.role;
+        var rank = l.rank !== undefined, path = l.role === 'path', two = !!l.role && !path;
         var attrs = rank ? { 'class': 'lane', 'data-rank': l.rank } :
           { 'class': 'lane', 'data-device': l.device };
-        if (l.role === 'copies') attrs['data-role'] = 'copies';
+        if (l.role === 'copies' || path) attrs['data-role'] = l.role;
         else if (two) { attrs['data-role'] = 'host'; attrs['data-pid'] = l.pid; attrs['data-thread'] = l.role.host.thread; }
         var g = el('g', attrs, svg);
         var txt = el('text', { x: 2, y: y + L.h - 3 }, g);
@@ -88,6 +96,17 @@
           while (j <= last && s.charAt(2 * j) === q && s.charAt(2 * j + 1) === kind) j++;
           var x0 = Math.max(LABEL, x(i * w)), x1 = Math.min(W, x(j * w));
           var busy = B64.indexOf(q) / 63, bw = Math.max(x1 - x0, 0.6);
+          if (path) {
+            // The share of the bucket on the path, coloured by what most of it was.
+            if (busy > 0) {
+              var r = el('rect', { 'class': 'cp-' + CP[+kind], x: x0, width: bw,
+                y: y + L.h * (1 - busy), height: L.h * busy }, g);
+              el('title', {}, r).textContent = 'critical path: ' + Math.round(busy * 100) +
+                ' % of ' + fmt((j - i) * w) + ', mostly ' + CPW[+kind];
+            }
+            i = j;
+            continue;
+          }
           if (two) {
             // Both characters are shares: the second (calls, memsets) drawn over the first.
             [busy, B64.indexOf(kind) / 63].forEach(function (v, n) {
@@ -174,6 +193,11 @@
       var px = (ev.clientX - r.left) / r.width * W;
       return view[0] + (Math.max(px, LABEL) - LABEL) / plotW * (view[1] - view[0]);
     }
+    // Rows elsewhere on the page (the critical path's steps and segments) zoom to their span.
+    root.cutraceZoom = function (a, b) {
+      var pad = (b - a) * 0.05;
+      zoomTo(a - pad, b + pad);
+    };
     root.querySelector('.tl-in').addEventListener('click', function () { zoom(0.25); });
     root.querySelector('.tl-out').addEventListener('click', function () { zoom(4); });
     root.querySelector('.tl-reset').addEventListener('click', function () { zoomTo(0, span); });
@@ -202,6 +226,18 @@
   data.timelines.forEach(function (t) {
     var root = document.getElementById(t.id);
     if (root) Timeline(root, t);
+  });
+
+  // A row with data-timeline, data-from and data-to: a click (or Enter) shows that span there.
+  Array.prototype.forEach.call(document.querySelectorAll('tr.zoom'), function (tr) {
+    function go() {
+      var root = document.getElementById(tr.getAttribute('data-timeline'));
+      if (!root || !root.cutraceZoom) return;
+      root.cutraceZoom(+tr.getAttribute('data-from'), +tr.getAttribute('data-to'));
+      root.scrollIntoView({ block: 'nearest' });
+    }
+    tr.addEventListener('click', go);
+    tr.addEventListener('keydown', function (ev) { if (ev.key === 'Enter') go(); });
   });
 
   // Sorting: numbers by each cell's data-sort, text by its content; a second click reverses.

@@ -21,7 +21,12 @@ pub fn page(
     report: &Report,
     window: Option<&Window>,
 ) -> Result<String, AnalysisError> {
-    let lod = timeline_lod(trace, window)?;
+    let mut lod = timeline_lod(trace, window)?;
+    if let Some(cp) = &report.critical_path {
+        if let Some(lane) = super::path::lane(&lod, &super::path::drawn_runs(cp)) {
+            lod.lanes.insert(0, lane);
+        }
+    }
     let mut o = String::with_capacity(64 * 1024);
     page_start(&mut o, &format!("cutrace report: {title}"));
     let _ = write!(o, "<h1>cutrace report: {}</h1>", escape(title));
@@ -51,6 +56,9 @@ pub(super) fn body<'a>(
     devices(o, r);
     o.push_str("<h2>Timeline</h2>");
     timeline_frame(o, id, lod);
+    if let Some(cp) = &r.critical_path {
+        super::path::section(o, cp, lod, id);
+    }
     if let Some(plots) = memory {
         super::memory::section(o, r, plots);
     }

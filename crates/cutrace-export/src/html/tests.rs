@@ -491,7 +491,7 @@ fn the_diff_page_opens_with_wall_time_busy_and_the_idle_split() {
         side,
         timeline,
     };
-    let page = super::diff::page(&side("base", &b, &lb), &side("new", &n, &ln), &d);
+    let page = super::diff::page(&side("base", &b, &lb), &side("new", &n, &ln), &d, None);
     let head = page.find("id=\"headline\"").unwrap();
     assert!(head < page.find("id=\"caveats\"").unwrap());
     assert!(
@@ -1065,7 +1065,7 @@ fn each_page_allows_only_its_own_script_and_style_by_hash() {
         side,
         timeline,
     };
-    let page = super::diff::page(&side("base", &b, &lb), &side("new", &n, &ln), &d);
+    let page = super::diff::page(&side("base", &b, &lb), &side("new", &n, &ln), &d, None);
     assert_policy_allows_only_its_own("diff", &page);
 }
 
@@ -1152,4 +1152,136 @@ fn skipped_events_and_unknown_drops_are_information_and_only_real_loss_is_red() 
         "{text}"
     );
     assert!(!lost.contains("events"), "{lost}");
+}
+
+/// A GPU-bound step (the analysis' planted one: three kernels back to back behind a launch, a
+/// stream synchronize at the end) with its critical path, and its page.
+fn gpu_bound_page() -> (cutrace_analysis::Report, String) {
+    use cutrace_testkit::records::{complete_trace, host_range, kernel, launch};
+    let mut i = cutrace_trace::Interner::default();
+    let api = vec![
+        launch(&mut i, 1, 100, 200),
+        launch(&mut i, 2, 300, 400),
+        launch(&mut i, 3, 500, 600),
+        cutrace_testkit::records::call(&mut i, "cudaStreamSynchronize", 1, 1, 700, 9_100),
+    ];
+    let kernels = vec![
+        kernel(&mut i, "k1", 0, 7, 1, 250, 3_000),
+        kernel(&mut i, "k2", 0, 7, 2, 3_000, 6_000),
+        kernel(&mut i, "k3", 0, 7, 3, 6_050, 9_000),
+    ];
+    let range = host_range(&mut i, "ProfilerStep#1", 0, 10_000);
+    let mut t = complete_trace(i, kernels, api);
+    t.ranges = vec![range];
+    let opts = Options {
+        steps: Some(StepMatch::profiler_steps()),
+        ..Options::default()
+    };
+    let mut r = analyze(&t, &opts).unwrap();
+    r.critical_path = Some(cutrace_analysis::critical_path::critical_path(
+        &t,
+        None,
+        r.steps.as_ref(),
+        10,
+    ));
+    let page = super::report::page("t", &t, &r, None).unwrap();
+    (r, page)
+}
+
+/// The page's data block, parsed.
+fn page_data(page: &str) -> Value {
+    let open = "id=\"cutrace-data\">";
+    let from = page.find(open).unwrap() + open.len();
+    let to = from + page[from..].find("</script>").unwrap();
+    serde_json::from_str(&page[from..to]).unwrap()
+}
+
+#[test]
+fn the_path_lane_draws_the_planted_path_bucket_by_bucket() {
+    let (_, page) = gpu_bound_page();
+    let d = page_data(&page);
+    let lod = &d["timelines"][0]["lod"];
+    let lane = &lod["lanes"][0];
+    assert_eq!(lane["role"], "path", "the path's lane comes first: {lane}");
+    // The kernels' span is 250–9000 ns: on it the path is k1, k2, 50 ns queued behind k2, k3.
+    let planted: [(u64, u64, char); 4] = [
+        (250, 3_000, '2'),
+        (3_000, 6_000, '2'),
+        (6_000, 6_050, '5'),
+        (6_050, 9_000, '2'),
+    ];
+    let width = lane["bucket_ns"].as_u64().unwrap();
+    let finest = lane["levels"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .as_str()
+        .unwrap();
+    let b64 = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/";
+    let mut kinds_seen = std::collections::BTreeSet::new();
+    for (b, pair) in finest.as_bytes().chunks(2).enumerate() {
+        let (s, e) = (250 + b as u64 * width, 250 + (b as u64 + 1) * width);
+        let mut by: std::collections::BTreeMap<char, u64> = Default::default();
+        for &(ps, pe, c) in &planted {
+            let o = pe.min(e).saturating_sub(ps.max(s));
+            if o > 0 {
+                *by.entry(c).or_default() += o;
+            }
+        }
+        let total: u64 = by.values().sum();
+        let share = b64.iter().position(|&x| x == pair[0]).unwrap() as u64;
+        let want_share = if total == 0 {
+            0
+        } else if total >= width {
+            63
+        } else {
+            (total * 63 / width).clamp(1, 62)
+        };
+        assert_eq!(share, want_share, "bucket {b} ({s}–{e} ns): share");
+        let most = by
+            .iter()
+            .max_by_key(|(c, ns)| (**ns, std::cmp::Reverse(**c)));
+        let want = most.map_or('0', |(c, _)| *c);
+        assert_eq!(pair[1] as char, want, "bucket {b} ({s}–{e} ns): class");
+        kinds_seen.insert(want);
+    }
+    assert!(
+        kinds_seen.contains(&'2') && kinds_seen.contains(&'5'),
+        "{kinds_seen:?}"
+    );
+}
+
+#[test]
+fn the_path_section_marks_the_step_and_zooms_to_each_segment() {
+    let (r, page) = gpu_bound_page();
+    let cp = r.critical_path.as_ref().unwrap();
+    let cs = checks(&page);
+    let step = find(&cs, "cp_step_length_ns", "data-step", 1);
+    assert_eq!(step.value, cp.steps[0].path.length_ns.to_string());
+    assert_eq!(step.value, "10000");
+    assert_eq!(step.text, fmt_ns(10_000));
+    // Each longest segment is a row that zooms the timeline (its times from the first kernel
+    // start, 250 ns) to the segment.
+    let segs = &cp.steps[0].path.longest_segments;
+    assert_eq!(segs[0].name, "k2", "{segs:?}");
+    for s in segs {
+        let row = format!(
+            "<tr class=\"zoom\" data-timeline=\"tl\" data-from=\"{}\" data-to=\"{}\"",
+            s.start_ns.saturating_sub(250),
+            s.end_ns
+                .saturating_sub(250)
+                .max(s.start_ns.saturating_sub(250) + 1)
+        );
+        assert!(page.contains(&row), "no row for {s:?}: {row}");
+    }
+    let marked = cs
+        .iter()
+        .filter(|c| c.what == "cp_segment_length_ns")
+        .count();
+    assert_eq!(marked, segs.len());
+    // Without --critical-path the page has neither.
+    let (_, plain) = report_and_page(&load("kineto/train_step.json.gz"));
+    assert!(!plain.contains("class=\"critical-path\""));
+    assert!(!plain.contains("\"role\":\"path\""));
 }

@@ -142,7 +142,8 @@ fn composition(o: &mut String, p: &PathReport, st: &Style) {
     }
 }
 
-fn place(p: &Place) -> String {
+/// Where a segment ran, in words: `GPU 0 stream 7`, `thread 12 (pid 4)`, `rank 3 GPU 0 stream 7`.
+pub(crate) fn place(p: &Place) -> String {
     let mut s = String::new();
     if let Some(r) = p.rank {
         let _ = write!(s, "rank {r} ");
@@ -221,6 +222,14 @@ fn slack(o: &mut String, p: &PathReport, top: usize, st: &Style) {
 }
 
 fn inferred(o: &mut String, cp: &CriticalPath) {
+    for line in provenance(cp) {
+        let _ = writeln!(o, "{}", super::fit(&format!("  {line}")));
+    }
+}
+
+/// What the graph inferred and what it took from the trace's records, a sentence each (none
+/// when nothing was inferred or recorded): the text and the page say the same.
+pub(crate) fn provenance(cp: &CriticalPath) -> Vec<String> {
     let i = &cp.inferred;
     let mut said: Vec<String> = Vec::new();
     if i.stream_waits > 0 {
@@ -248,13 +257,19 @@ fn inferred(o: &mut String, cp: &CriticalPath) {
             i.inverted_edges
         ));
     }
+    let mut out = Vec::new();
     if !said.is_empty() {
-        let _ = writeln!(
-            o,
-            "{}",
-            super::fit(&format!("  Inferred: {}.", said.join("; ")))
-        );
+        out.push(format!("Inferred: {}.", said.join("; ")));
     }
+    let r = &cp.recorded;
+    if r.stream_waits + r.event_syncs > 0 {
+        out.push(format!(
+            "From the trace's records: {} stream waits and {} event synchronizations wait for the \
+             work their record names (the event's stream and its cudaEventRecord call).",
+            r.stream_waits, r.event_syncs
+        ));
+    }
+    out
 }
 
 /// The job's critical path: per step its length and the ranks it waited for; for the slowest
@@ -360,6 +375,7 @@ pub fn render_job(
         slack: Vec::new(),
         thread_handoffs: 0,
         by_what: Vec::new(),
+        runs: Vec::new(),
     };
     composition(o, &path, &st);
     segments(o, &path, top, &st);

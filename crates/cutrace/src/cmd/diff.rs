@@ -168,18 +168,26 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     let side = |path: &Path| -> anyhow::Result<(DiffSide, Option<TimelineLod>)> {
         let t = load(path, &limits)?;
         let w = window(&t, from, to)?;
-        let side = cutrace_analysis::diff_side(&t, w, &opts)
+        let mut side = cutrace_analysis::diff_side(&t, w, &opts)
             .with_context(|| format!("analysing {}", path.display()))?;
+        let mut timeline = html
+            .then(|| cutrace_export::html::timeline_lod(&t, w.as_ref()))
+            .transpose()
+            .with_context(|| format!("drawing the timeline of {}", path.display()))?;
         if args.critical_path {
             let steps = side.report.steps.as_ref();
             let cp =
                 cutrace_analysis::critical_path::critical_path(&t, w.as_ref(), steps, args.top);
+            // The page draws each side's path on its timeline and lists it under it.
+            if let Some(tl) = &mut timeline {
+                let runs = cutrace_export::html::path::drawn_runs(&cp);
+                if let Some(lane) = cutrace_export::html::path::lane(tl, &runs) {
+                    tl.lanes.insert(0, lane);
+                }
+                side.report.critical_path = Some(cp.clone());
+            }
             paths.borrow_mut().push(cp);
         }
-        let timeline = html
-            .then(|| cutrace_export::html::timeline_lod(&t, w.as_ref()))
-            .transpose()
-            .with_context(|| format!("drawing the timeline of {}", path.display()))?;
         Ok((side, timeline))
     };
     let (base, base_timeline) = side(&args.base)?;
@@ -212,6 +220,7 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
                 timeline: ln,
             },
             &d,
+            path_diff.as_ref(),
         );
         let mode = cutrace_export::files::mode_of_inputs([&args.base, &args.new]);
         cutrace_export::html::write_to(dest, &page, out, mode, args.force)

@@ -126,7 +126,9 @@ pub struct Args {
     /// Add each step's critical path, and the window's: the chain of dependent host ops,
     /// launches, GPU work, stream waits and synchronizations whose length is the step's time,
     /// what it is made of, the segments to shorten first and the slack of large work off it
-    /// (docs/REPORT.md, `critical_path`).
+    /// (docs/REPORT.md, `critical_path`). For a job, across its ranks: which rank each step
+    /// waited for. With --html the page draws it as the timeline's first lane, and a click on
+    /// a segment shows it there.
     #[arg(long)]
     pub critical_path: bool,
 }
@@ -168,12 +170,6 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
     (req.threads, req.steps_given) = (args.threads, args.steps.is_some());
     req.wide = args.wide;
     req.critical_path = args.critical_path;
-    if args.critical_path && args.html.is_some() {
-        eprintln!(
-            "cutrace: warning: the page does not draw the critical path; the text and \
-             --format json give it"
-        );
-    }
     let file = match job::report(&args.files, &req, &progress)? {
         job::Report::OneTrace(p) => {
             // A directory that held the trace deeper down (a TensorBoard log directory's latest

@@ -243,3 +243,96 @@ fn a_job_page_with_dead_ranks_and_from_summaries() {
         .unwrap()
         .is_empty());
 }
+
+/// `report JOB --critical-path --html`: the timeline's first lane is the path, the planted
+/// straggler's stall (a stream wait) on it; the page marks each step's path length and time
+/// waited for other ranks, and the slowest step's rank waits and longest segments, each equal
+/// to the job JSON's `critical_path`; each of those rows zooms the timeline.
+#[test]
+fn the_critical_path_is_drawn_and_marked_as_the_json_has_it() {
+    let Some(py) = python() else {
+        loud!("SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job");
+        return;
+    };
+    let dir = Dir::new("job-html-path");
+    let args = [
+        "--ranks",
+        "4",
+        "--steps",
+        "4",
+        "--kernels",
+        "4",
+        "--seed",
+        "7",
+        "--syncs",
+    ];
+    let (job, _) = gen(py, &dir, "job", &args);
+    let out = dir.path("page.html");
+    let o = html(&[&job], &out, &["--critical-path", "--top", "100000"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&out).unwrap();
+    let json = report(&[&job], &["--critical-path"]);
+    let cp = &json["critical_path"];
+    let steps = cp["steps"].as_array().unwrap();
+    assert!(!steps.is_empty());
+    let lanes = data(&page)["timelines"][0]["lod"]["lanes"].clone();
+    assert_eq!(lanes[0]["role"], "path", "{}", lanes[0]);
+    assert!(lanes[1]["rank"].is_u64());
+    let finest = lanes[0]["levels"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .as_str()
+        .unwrap();
+    assert!(
+        finest.as_bytes().chunks(2).any(|b| b[1] == b'7'),
+        "no bucket of the path is mostly a stream wait"
+    );
+    let slow = steps
+        .iter()
+        .max_by_key(|s| {
+            (
+                s["length_ns"].as_u64(),
+                std::cmp::Reverse(s["index"].as_u64()),
+            )
+        })
+        .unwrap();
+    let (mut waits, mut segs, mut n) = (Vec::new(), Vec::new(), 0);
+    for (check, key, value) in marks(&page) {
+        let step = |k: &Option<String>| &steps[k.as_ref().unwrap().parse::<usize>().unwrap() - 1];
+        match check.as_str() {
+            "cp_step_length_ns" => same(&value, &step(&key)["length_ns"], &check),
+            "cp_step_rank_wait_ns" => {
+                same(&value, &step(&key)["composition"]["rank_wait_ns"], &check)
+            }
+            "cp_rank_wait_ns" => waits.push((key.unwrap(), value)),
+            "cp_segment_length_ns" => segs.push(value),
+            _ => continue,
+        }
+        n += 1;
+    }
+    assert_eq!(n, 2 * steps.len() + waits.len() + segs.len());
+    let want: Vec<(String, String)> = slow["rank_waits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| (w["rank"].to_string(), w["wait_ns"].to_string()))
+        .collect();
+    assert!(
+        !want.is_empty(),
+        "the slowest step waited for the straggler: {slow}"
+    );
+    assert_eq!(waits, want);
+    let want: Vec<String> = slow["longest_segments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["length_ns"].to_string())
+        .collect();
+    assert_eq!(segs, want);
+    let rows = page
+        .matches("<tr class=\"zoom\" data-timeline=\"tl\"")
+        .count();
+    assert_eq!(rows, steps.len() + waits.len() + segs.len());
+}

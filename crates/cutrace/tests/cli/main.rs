@@ -43,6 +43,7 @@ mod output_safety;
 mod parquet_export;
 mod parquet_job;
 mod parts_cli;
+mod path_html_cli;
 mod pc_fixture;
 mod perfetto_export;
 mod profile_cli;
