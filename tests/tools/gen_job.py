@@ -3,7 +3,7 @@
 
     gen_job.py OUT_DIR [--ranks N] [--steps S] [--kernels K] [--seed X] [--gzip]
                        [--dead-empty R] [--dead-truncated R] [--missing R]
-                       [--syncs] [--straggler R] [--delay NS]
+                       [--syncs] [--straggler R] [--delay NS] [--clock-offset R:NS]
 
 OUT_DIR/rankR.json(.gz) is rank R's trace, in the shape torch 2.11 writes it: a
 `distributedInfo` header (backend, rank, world_size, pg_count, pg_config, nccl_version), the
@@ -18,7 +18,10 @@ rank a known overlap of its all-reduce with its last compute kernel (the rest of
 is exposed). Every rank's all-reduce kernel starts when that rank arrives and ends together on
 all ranks, a fixed time after the last arrival, as NCCL's kernels do. A dead rank is written as
 an empty file (--dead-empty) or as its trace cut in half (--dead-truncated); --missing leaves a
-rank's file out while world_size still counts it.
+rank's file out while world_size still counts it. --clock-offset R:NS shifts every timestamp of
+rank R's trace by NS (negative: earlier), as a host whose clock disagrees would write it; the
+answer's cross-rank figures (skew, wait, spread) are then those of one true clock, and its
+`clock_offsets` lists the shifts.
 
 OUT_DIR.answer.json (beside the job, not in it) holds what cutrace must report, computed here from the planted intervals
 with this file's own interval arithmetic (nothing is read back from cutrace): per live rank
@@ -310,7 +313,10 @@ def main():
                     help="also write the stream waits and step-end synchronize that order the "
                          "streams, as PyTorch makes them (the critical path follows them); the "
                          "answer then lists each step's planted straggler")
+    ap.add_argument("--clock-offset", action="append", default=[], metavar="R:NS",
+                    help="shift rank R's timestamps by NS nanoseconds (its host's clock)")
     a = ap.parse_args()
+    shift = {int(r): int(ns) for r, ns in (x.split(":") for x in a.clock_offset)}
     os.makedirs(a.out, exist_ok=True)
     timeline, _ = plan(a.ranks, a.steps, a.kernels, a.seed, a.straggler, a.delay)
     dead = set(a.dead_empty) | set(a.dead_truncated)
@@ -322,7 +328,11 @@ def main():
         if r in a.dead_empty:
             open(name, "wb").close()
             continue
-        text = json.dumps(document(r, a.ranks, events(r, a.ranks, 1000 + r, timeline[r], a.syncs)))
+        evs = events(r, a.ranks, 1000 + r, timeline[r], a.syncs)
+        for e in evs:
+            if "ts" in e and shift.get(r):
+                e["ts"] = us(int(round(e["ts"] * 1000)) + shift[r])
+        text = json.dumps(document(r, a.ranks, evs))
         data = text.encode()
         if r in a.dead_truncated:
             data = data[: len(data) // 2]
@@ -331,6 +341,8 @@ def main():
         with open(name, "wb") as f:
             f.write(data)
     out = answer(timeline, live, dead, a.missing, a.ranks)
+    if shift:
+        out["clock_offsets"] = {str(r): ns for r, ns in sorted(shift.items())}
     if a.syncs:
         # Per step: the straggler, its planted delay, and how long its compute stream stood
         # between the all-gather's end and its first kernel (50 µs on every rank, plus the

@@ -125,6 +125,24 @@ pub struct ClockInfo {
     /// `one_host` (one clock: skew and wait are exact), `several_hosts` (each host's own clock:
     /// their offset adds to skew and wait between hosts), or `unknown`.
     pub alignment: &'static str,
+    /// Each rank's clock against the others', read from when its matched collectives ended:
+    /// NCCL's kernels of one call end together on every rank (the last arrival completes it),
+    /// so a rank whose collectives end a steady amount later on its clock has its clock that
+    /// far ahead. Ranks with a matched collective, by rank.
+    pub offsets: Vec<ClockOffset>,
+    /// The largest `offset_ns` either way; null when no collective was matched.
+    pub offset_max_ns: Option<Ns>,
+}
+
+/// One rank's clock offset, as [`ClockInfo::offsets`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClockOffset {
+    pub rank: u32,
+    /// The median, over its matched collectives, of its kernel's end minus the median end of
+    /// that call's ranks: positive when its clock reads later than theirs.
+    pub offset_ns: i64,
+    /// Matched collectives it took part in.
+    pub calls: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -290,7 +308,7 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
     if !live.is_empty() && live.iter().all(|l| l.2.comm_kernels == 0) {
         notes.push(JobNote::NoNcclKernels);
     }
-    let (collectives, wait) = collectives(&live, top, &mut notes);
+    let (collectives, wait, end_offsets) = collectives(&live, top, &mut notes);
     let ranks: Vec<JobRank> = live
         .iter()
         .enumerate()
@@ -306,7 +324,7 @@ pub fn from_summaries(summaries: &[RankSummary], top: usize) -> JobReport {
         ranks_found: found.len() as u64,
         missing_ranks,
         dead_ranks,
-        clock: clock_info(&live),
+        clock: clock_info(&live, end_offsets),
         ranks,
         steps,
         collectives,
@@ -405,7 +423,8 @@ fn job_rank(rank: u32, from: &'static str, s: &RankSummary, wait_ns: Ns) -> JobR
     }
 }
 
-fn clock_info(live: &[(u32, &'static str, &RankSummary)]) -> ClockInfo {
+/// `end_offsets`: per live rank (by index), its collectives' ends minus their calls' median ends.
+fn clock_info(live: &[(u32, &'static str, &RankSummary)], end_offsets: Vec<Vec<i64>>) -> ClockInfo {
     let hosts: BTreeSet<String> = live.iter().filter_map(|l| l.2.host.clone()).collect();
     let without = live.iter().filter(|l| l.2.host.is_none()).count() as u64;
     let hosts: Vec<String> = hosts.into_iter().collect();
@@ -414,10 +433,27 @@ fn clock_info(live: &[(u32, &'static str, &RankSummary)]) -> ClockInfo {
         (n, _) if n > 1 => "several_hosts",
         _ => "unknown",
     };
+    let mut offsets: Vec<ClockOffset> = live
+        .iter()
+        .zip(end_offsets)
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(l, mut d)| {
+            d.sort_unstable();
+            ClockOffset {
+                rank: l.0,
+                offset_ns: d[(d.len() - 1) / 2],
+                calls: d.len() as u64,
+            }
+        })
+        .collect();
+    offsets.sort_by_key(|o| o.rank);
+    let offset_max_ns = offsets.iter().map(|o| o.offset_ns.unsigned_abs()).max();
     ClockInfo {
         hosts,
         ranks_without_host: without,
         alignment,
+        offsets,
+        offset_max_ns,
     }
 }
 
@@ -518,13 +554,16 @@ pub(crate) fn call_keys(arrivals: &[crate::job::Arrival]) -> Vec<CallKey> {
 }
 
 /// The collectives' skews, and each live rank's wait (indexed like `live`).
+/// One rank's arrival at a call: (rank index, kernel start, order, name, kernel end).
+type CallArrival<'a> = (usize, Ns, u64, &'a str, Ns);
+
 fn collectives(
     live: &[(u32, &'static str, &RankSummary)],
     top: usize,
     notes: &mut Vec<JobNote>,
-) -> (JobCollectives, Vec<Ns>) {
-    // key → (rank index, start, order, name)
-    let mut calls: BTreeMap<CallKey, Vec<(usize, Ns, u64, &str)>> = BTreeMap::new();
+) -> (JobCollectives, Vec<Ns>, Vec<Vec<i64>>) {
+    // key → (rank index, start, order, name, end)
+    let mut calls: BTreeMap<CallKey, Vec<CallArrival<'_>>> = BTreeMap::new();
     // group → (desc, size)
     let mut group_facts: BTreeMap<Option<String>, (Option<String>, Option<u32>)> = BTreeMap::new();
     let mut shared_seq = 0u64;
@@ -536,13 +575,15 @@ fn collectives(
             calls
                 .entry(key)
                 .or_default()
-                .push((i, a.start_ns, a.order, &a.name));
+                .push((i, a.start_ns, a.order, &a.name, a.end_ns));
             let f = group_facts.entry(a.group.clone()).or_default();
             f.0 = f.0.take().or(a.group_desc.clone());
             f.1 = f.1.or(a.group_size);
         }
     }
     let mut wait = vec![0 as Ns; live.len()];
+    let mut end_offsets: Vec<Vec<i64>> = vec![Vec::new(); live.len()];
+    let mut ends: Vec<Ns> = Vec::new();
     let (mut matched, mut partial, mut unmatched) = (0u64, 0u64, 0u64);
     let mut skews: Vec<Ns> = Vec::new();
     let mut largest: Vec<CollectiveSkew> = Vec::new();
@@ -574,6 +615,14 @@ fn collectives(
             .unwrap_or(arr[0]);
         for a in arr {
             wait[a.0] = wait[a.0].saturating_add(last.1 - a.1);
+        }
+        ends.clear();
+        ends.extend(arr.iter().map(|a| a.4));
+        ends.sort_unstable();
+        let mid = ends[(ends.len() - 1) / 2];
+        for a in arr {
+            let d = i128::from(a.4) - i128::from(mid);
+            end_offsets[a.0].push(d.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64);
         }
         let skew = last.1 - first.1;
         skews.push(skew);
@@ -636,7 +685,7 @@ fn collectives(
         groups: groups.into_values().collect(),
         largest,
     };
-    (out, wait)
+    (out, wait, end_offsets)
 }
 
 impl JobReport {

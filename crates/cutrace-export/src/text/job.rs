@@ -55,7 +55,7 @@ pub fn losses_text(l: &RankLosses) -> Vec<String> {
 
 /// What the ranks' clocks mean for skew and wait.
 pub fn clock_text(c: &ClockInfo) -> String {
-    match c.alignment {
+    let base: String = match c.alignment {
         "one_host" => format!(
             "every rank ran on {}: their timestamps share that host's clock, so arrival skew and \
              wait are exact to the clock",
@@ -72,8 +72,34 @@ pub fn clock_text(c: &ClockInfo) -> String {
               share its clock and their skew and wait are exact; between hosts, the offset of \
               their clocks adds directly to skew and wait"
             .into(),
+    };
+    match (
+        c.offset_max_ns,
+        c.offsets.iter().max_by_key(|o| o.offset_ns.unsigned_abs()),
+    ) {
+        (Some(max), Some(o)) if max >= CLOCK_OFFSET_SHOWN_NS => format!(
+            "{base}. The ranks' matched collectives end up to {} apart on their clocks (rank {}'s \
+             {} {}, the median of {} calls): NCCL's kernels of one call end together, so that is \
+             how far their clocks disagree, and skew, wait and the critical path between them \
+             carry it",
+            fmt_ns(max),
+            o.rank,
+            fmt_ns(o.offset_ns.unsigned_abs()),
+            if o.offset_ns > 0 { "later" } else { "earlier" },
+            o.calls
+        ),
+        (Some(max), Some(_)) => format!(
+            "{base}. The ranks' matched collectives end within {} of each other on their clocks: \
+             the clocks agree to about that",
+            fmt_ns(max)
+        ),
+        _ => base,
     }
 }
+
+/// Clock offsets (`clock.offset_max_ns`) from this size on are told as the clocks disagreeing:
+/// the ends of one NCCL call lie within a few microseconds of each other on one host.
+const CLOCK_OFFSET_SHOWN_NS: u64 = 20_000;
 
 /// A job note in words.
 pub fn note_text(n: &JobNote) -> String {
@@ -745,6 +771,8 @@ mod said {
             hosts: hosts.iter().map(|h| (*h).to_owned()).collect(),
             ranks_without_host: 0,
             alignment,
+            offsets: Vec::new(),
+            offset_max_ns: None,
         };
         assert!(clock_text(&clock("one_host", &["vm"])).starts_with("every rank ran on vm:"));
         assert!(

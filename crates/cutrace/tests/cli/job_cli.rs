@@ -616,3 +616,60 @@ fn reordered_rank_summaries_are_still_summaries() {
     assert_eq!(a["ranks"], b["ranks"]);
     assert_eq!(a["ranks_found"], 2);
 }
+
+/// A rank whose host clock reads 1.5 ms later, another's 40 µs earlier (gen_job.py
+/// `--clock-offset`): `clock.offsets` finds both shifts exactly from when the matched
+/// collectives ended (they end together on every rank), the others 0, and the text says how far
+/// the clocks disagree; without a shift the clocks are said to agree.
+#[test]
+fn clock_offsets_are_read_from_when_collectives_end() {
+    let Some(py) = python() else {
+        cutrace_testkit::loud!(
+            "SKIPPED: no python3 on PATH; tests/tools/gen_job.py writes the job"
+        );
+        return;
+    };
+    let dir = Dir::new("job-clock-offsets");
+    let args = [
+        "--ranks",
+        "4",
+        "--steps",
+        "3",
+        "--seed",
+        "7",
+        "--clock-offset",
+        "2:1500000",
+        "--clock-offset",
+        "3:-40000",
+    ];
+    let (job, answer) = gen(py, &dir, "job", &args);
+    let r = report(&[&job], &[]);
+    let offsets: Vec<(u64, i64, u64)> = r["clock"]["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| {
+            (
+                o["rank"].as_u64().unwrap(),
+                o["offset_ns"].as_i64().unwrap(),
+                o["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(answer["clock_offsets"]["2"], 1_500_000);
+    assert_eq!(
+        offsets,
+        [(0, 0, 6), (1, 0, 6), (2, 1_500_000, 6), (3, -40_000, 6)]
+    );
+    assert_eq!(r["clock"]["offset_max_ns"], 1_500_000);
+    let note = r["clock"]["note"].as_str().unwrap();
+    assert!(
+        note.contains("up to 1.500 ms apart on their clocks (rank 2's 1.500 ms later"),
+        "{note}"
+    );
+    let (plain, _) = gen(py, &dir, "plain", &args[..6]);
+    let r = report(&[&plain], &[]);
+    assert_eq!(r["clock"]["offset_max_ns"], 0);
+    let note = r["clock"]["note"].as_str().unwrap();
+    assert!(note.contains("end within 0 ns of each other"), "{note}");
+}
