@@ -86,13 +86,28 @@ pub struct CriticalPath {
     pub steps: Vec<StepPath>,
 }
 
-/// Edges the graph inferred, and edges it could not follow.
+/// Edges the graph inferred, and edges it could not follow. With [`Recorded`], every
+/// `cudaStreamWaitEvent` call of the window is counted once: in `recorded.stream_waits`,
+/// `stream_waits`, `stream_waits_not_followed` or `inverted_edges`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Inferred {
-    /// `cudaStreamWaitEvent` calls tied to the GPU work their thread launched last, on another
-    /// stream, before its last `cudaEventRecord` call: the trace does not say which stream the
-    /// event was recorded on.
+    /// `cudaStreamWaitEvent` calls whose synchronization record names the waiting stream but not
+    /// the `cudaEventRecord` call that recorded the event: tied to the last GPU work launched
+    /// before the wait on the event's stream where the record names it (torch.profiler's
+    /// `wait_on_stream` alone), else to the GPU work their thread launched last, on another
+    /// stream, before its last `cudaEventRecord` call.
     pub stream_waits: u64,
+    /// Of `stream_waits`, those on an event's stream (named by the record) where nothing had been
+    /// launched before the wait: they waited for nothing, whichever call recorded the event.
+    pub waited_for_nothing: u64,
+    /// `cudaStreamWaitEvent` calls not followed: no synchronization record names the waiting
+    /// stream (CUPTI and torch.profiler leave some calls without one), or nothing names the work
+    /// the event stood for and the inference above finds none.
+    pub stream_waits_not_followed: u64,
+    /// `cudaEventSynchronize` calls whose record names the event's stream but not its
+    /// `cudaEventRecord` call: taken to wait for the last GPU work on that stream to end before
+    /// they returned.
+    pub event_syncs: u64,
     /// Stream and event synchronizations with no record of their stream: taken to wait for the
     /// last GPU work of their process to end before they returned.
     pub syncs_without_stream: u64,
@@ -113,6 +128,10 @@ pub struct Recorded {
     pub stream_waits: u64,
     /// `cudaEventSynchronize` calls.
     pub event_syncs: u64,
+    /// Of `stream_waits` and `event_syncs`, those that waited for nothing: nothing had been
+    /// launched on the event's stream before the event was recorded (torch records events on
+    /// streams that never run work).
+    pub waited_for_nothing: u64,
 }
 
 /// One step's path.

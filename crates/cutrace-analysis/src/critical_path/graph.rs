@@ -17,10 +17,14 @@
 //! The work an event stood for is the last operation launched on the stream it was recorded on
 //! before the `cudaEventRecord` call that recorded it. torch.profiler's synchronization records
 //! name both (`wait_on_stream`, `wait_on_cuda_event_record_corr_id`): a stream wait and an event
-//! synchronize then wait for exactly that operation ([`super::Recorded`]). CUPTI's records name
-//! neither: a stream wait is then tied to the work its thread launched last, on another stream,
-//! before its last `cudaEventRecord` (inferred: [`super::Inferred::stream_waits`]), and an event
-//! synchronize waits for its stream's last work to end before it returned.
+//! synchronize then wait for exactly that operation, or for nothing where none had been
+//! launched there ([`super::Recorded`]). Where the record call is not named (CUPTI's records
+//! never name it), the work is inferred ([`super::Inferred`]): a stream wait is tied to the last
+//! work launched on the event's stream before the wait where the record names that stream
+//! (older torch.profiler), else to the work its thread launched last, on another stream, before
+//! its last `cudaEventRecord`; an event synchronize waits for its stream's last work to end
+//! before it returned. A stream wait with no record of its waiting stream is not followed, and
+//! is counted.
 //!
 //! Every edge runs forward in time; one whose cause ends after its effect starts (clocks of
 //! host and GPU that disagree) is not followed and is counted. The walk starts at the span's
@@ -392,6 +396,7 @@ impl Graph {
                 if matches!(exact, Some(None)) {
                     // The record says the event stood for no work: nothing was waited for.
                     self.recorded.event_syncs += 1;
+                    self.recorded.waited_for_nothing += 1;
                 }
                 if let Some(src) = waited {
                     if src.t > call.end {
@@ -443,6 +448,10 @@ impl Graph {
         let stream = match (call, rec) {
             (Call::DeviceSync, _) => None,
             (_, Some(r)) if r.stream.or(r.wait_on_stream).is_some() => {
+                if call == Call::EventSync {
+                    // The event's stream without its record call: its last work is inferred.
+                    inferred.event_syncs += 1;
+                }
                 r.stream.or(r.wait_on_stream).map(|s| (r.device, s))
             }
             _ => {
@@ -489,29 +498,32 @@ impl Graph {
         if call.call != Call::Record {
             return None;
         }
+        Some(self.last_launched(ix, (rec.device, stream), call.start))
+    }
+
+    /// The end of the last operation launched on stream `key` before `t` (a call's start), as
+    /// the graph holds it (its end outside the span where the graph does not); `None` where
+    /// nothing had been launched there.
+    fn last_launched(&self, ix: &Index, key: (u32, u64), t: Ns) -> Option<Src> {
         // A stream the graph has no lane for ran nothing before the span's end.
-        let Some(&l) = self.lane_of.get(&(rec.device, stream)) else {
-            return Some(None);
-        };
+        let &l = self.lane_of.get(&key)?;
         let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
-        // A stream runs its work in the order it was launched. Work that started before the
-        // call was launched before it; work launched before it may start after it (queued
-        // behind the stream's work): that is stepped over, a bounded way.
+        // A stream runs its work in the order it was launched. Work that started before `t` was
+        // launched before it; work launched before it may start after it (queued behind the
+        // stream's work): that is stepped over, a bounded way.
         let ops = &lane.ops;
-        let before = ops.partition_point(|o| o.start < call.start);
+        let before = ops.partition_point(|o| o.start < t);
         let launched_before = |o: &&GpuOp| {
             ix.launch_of
                 .get(&o.corr)
-                .is_some_and(|&a| ix.api[a as usize].start < call.start)
+                .is_some_and(|&a| ix.api[a as usize].start < t)
         };
         let queued = ops[before..]
             .iter()
             .take(WAIT_SCAN)
             .take_while(launched_before)
             .count();
-        let Some(k) = (before + queued).checked_sub(1) else {
-            return Some(None);
-        };
+        let k = (before + queued).checked_sub(1)?;
         // The operation's node where the graph holds it, else its end outside the span.
         let (lo, hi) = self.lane_ops[l as usize];
         let first = self.gpu[lo as usize].op as usize;
@@ -519,16 +531,36 @@ impl Graph {
             Some(d) if d < (hi - lo) as usize => self.gpu[lo as usize + d].end,
             _ => NONE,
         };
-        Some(Some(Src {
+        Some(Src {
             node,
             t: ops[k].end,
-        }))
+        })
+    }
+
+    /// The first operation launched on stream `key` at or after `t` (a call's start), where the
+    /// graph holds one.
+    fn first_launched_after(&self, ix: &Index, key: (u32, u64), t: Ns) -> Option<GpuNode> {
+        let &l = self.lane_of.get(&key)?;
+        let (lo, hi) = self.lane_ops[l as usize];
+        let ops = &self.gpu[lo as usize..hi as usize];
+        let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
+        // Work launched after the call starts after it: search from there, a bounded way (work
+        // queued before the call ahead of it on the stream is passed over).
+        let from = ops.partition_point(|gn| self.t(gn.start) < t);
+        ops[from..].iter().take(WAIT_SCAN).copied().find(|gn| {
+            let op = &lane.ops[gn.op as usize];
+            ix.launch_of
+                .get(&op.corr)
+                .is_some_and(|&a| ix.api[a as usize].start >= t)
+        })
     }
 
     /// `cudaStreamWaitEvent` at `ivs[pos]`: the work the event stood for (named by the wait's
-    /// synchronization record, else inferred: the work launched before the thread's last
-    /// `cudaEventRecord` on another stream) → the first operation launched on the waiting
-    /// stream after the call.
+    /// synchronization record, else inferred: the last work launched on the event's stream
+    /// before the call where the record names that stream, else the work launched before the
+    /// thread's last `cudaEventRecord` on another stream) → the first operation launched on the
+    /// waiting stream after the call. Each call is counted once: recorded, inferred, not
+    /// followed (no record of the waiting stream, or no work found) or inverted.
     fn stream_wait(
         &mut self,
         ix: &Index,
@@ -538,57 +570,56 @@ impl Graph {
         inferred: &mut Inferred,
     ) {
         let wait = &ix.api[ivs[pos].api as usize];
-        let Some(rec) = ix
+        let rec = ix
             .sync_of
             .get(&wait.corr)
-            .map(|&s| &ix.trace.syncs[s as usize])
-        else {
-            return;
-        };
-        let Some(waiting) = rec.stream else {
+            .map(|&s| &ix.trace.syncs[s as usize]);
+        // Without a record of the waiting stream, the work that waited is unknown.
+        let Some((rec, waiting)) = rec.and_then(|r| Some((r, r.stream?))) else {
+            inferred.stream_waits_not_followed += 1;
             return;
         };
         let key = (rec.device, waiting);
-        // The first operation on the waiting stream launched after the wait call.
-        let Some(&l) = self.lane_of.get(&key) else {
-            return;
-        };
-        let (lo, hi) = self.lane_ops[l as usize];
-        let ops = &self.gpu[lo as usize..hi as usize];
-        let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
-        // Work launched after the call starts after it: search from there, a bounded way (work
-        // queued before the wait ahead of it on the stream is passed over).
-        let from = ops.partition_point(|gn| self.t(gn.start) < wait.start);
-        let after = ops[from..].iter().take(WAIT_SCAN).copied().find(|gn| {
-            let op = &lane.ops[gn.op as usize];
-            ix.launch_of
-                .get(&op.corr)
-                .is_some_and(|&a| ix.api[a as usize].start >= wait.start)
-        });
-        let Some(after) = after else {
-            return;
-        };
+        // The work the event stood for (`Some(None)`: nothing had been launched on its stream).
         let exact = self.recorded_work(ix, rec);
         let dep = match exact {
             Some(work) => work,
-            None => self.inferred_work(ix, ivs, pos, key, by_corr),
-        };
-        let Some(dep) = dep else {
-            // Where the record says nothing had been launched, the wait waited for nothing.
-            if exact.is_some() {
-                self.recorded.stream_waits += 1;
+            None => {
+                let guess = match rec.wait_on_stream {
+                    Some(s) => Some(self.last_launched(ix, (rec.device, s), wait.start)),
+                    None => self.inferred_work(ix, ivs, pos, key, by_corr).map(Some),
+                };
+                let Some(work) = guess else {
+                    inferred.stream_waits_not_followed += 1;
+                    return;
+                };
+                work
             }
-            return;
         };
-        if dep.t > self.t(after.start) {
-            inferred.inverted_edges += 1;
-            return;
-        }
+        let after = self.first_launched_after(ix, key, wait.start);
+        let edge = match (dep, after) {
+            (Some(dep), Some(after)) if dep.t > self.t(after.start) => {
+                inferred.inverted_edges += 1;
+                return;
+            }
+            (Some(dep), Some(after)) => Some((dep, after)),
+            // Nothing to wait for, or nothing in the span that waited.
+            _ => None,
+        };
         if exact.is_some() {
             self.recorded.stream_waits += 1;
+            if dep.is_none() {
+                self.recorded.waited_for_nothing += 1;
+            }
         } else {
             inferred.stream_waits += 1;
+            if dep.is_none() {
+                inferred.waited_for_nothing += 1;
+            }
         }
+        let Some((dep, after)) = edge else {
+            return;
+        };
         let lane = &ix.streams[self.gpu_lanes[after.lane as usize] as usize];
         self.cross.push(Cross {
             dst: after.start,

@@ -83,6 +83,12 @@ impl Build {
         s.event_record_correlation = Some(record_corr);
     }
 
+    /// The last sync record names the event's stream alone, as older torch.profiler writes it.
+    fn waits_on_stream(&mut self, stream: u64) {
+        let s = self.syncs.last_mut().expect("a sync record");
+        s.wait_on_stream = Some(stream);
+    }
+
     fn trace(mut self) -> Trace {
         let (s, e) = self.step.expect("a step");
         let range = host_range(&mut self.i, "ProfilerStep#1", s, e);
@@ -203,11 +209,19 @@ fn a_stream_wait_puts_the_other_streams_kernel_on_the_path() {
     assert_eq!(p.composition.stream_wait_ns, 100);
 }
 
+/// What a stream wait's synchronization record names of the event it waited on.
+#[derive(Clone, Copy)]
+enum Named {
+    StreamAndRecord,
+    Stream,
+    Neither,
+}
+
 /// The event is recorded on stream 7 after its kernel was launched there; the thread then
 /// launches on stream 8 before it records, so the inference (the thread's last launch on another
 /// stream before its last record) would take stream 8's short kernel. The wait's record names
 /// stream 7 and the record call: the path goes through stream 7's kernel.
-fn stream_wait_on_the_earlier_launch(named: bool) -> CriticalPath {
+fn stream_wait_on_the_earlier_launch(named: Named) -> CriticalPath {
     let mut b = Build::default();
     b.call("cudaLaunchKernel", 1, 100, 150);
     b.kernel("producer", 7, 1, 200, 5_000);
@@ -216,8 +230,10 @@ fn stream_wait_on_the_earlier_launch(named: bool) -> CriticalPath {
     b.call("cudaEventRecord", 3, 250, 260);
     b.call("cudaStreamWaitEvent", 4, 300, 310);
     b.sync(SyncKind::StreamWaitEvent, Some(9), 4, 300, 310);
-    if named {
-        b.waits_on(7, 3);
+    match named {
+        Named::StreamAndRecord => b.waits_on(7, 3),
+        Named::Stream => b.waits_on_stream(7),
+        Named::Neither => {}
     }
     b.call("cudaLaunchKernel", 5, 400, 450);
     b.kernel("consumer", 9, 5, 5_100, 6_000);
@@ -228,8 +244,9 @@ fn stream_wait_on_the_earlier_launch(named: bool) -> CriticalPath {
 
 #[test]
 fn a_stream_wait_named_by_its_record_waits_for_the_events_stream() {
-    let cp = stream_wait_on_the_earlier_launch(true);
+    let cp = stream_wait_on_the_earlier_launch(Named::StreamAndRecord);
     assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (1, 0));
+    assert_eq!(cp.recorded.waited_for_nothing, 0);
     let p = &cp.steps[0].path;
     assert_eq!(
         segments(p),
@@ -245,7 +262,7 @@ fn a_stream_wait_named_by_its_record_waits_for_the_events_stream() {
     );
     // Without the record's names the inference takes the decoy: the path runs through it and
     // charges the consumer's wait to it, and the producer falls off the path.
-    let cp = stream_wait_on_the_earlier_launch(false);
+    let cp = stream_wait_on_the_earlier_launch(Named::Neither);
     assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (0, 1));
     let p = &cp.steps[0].path;
     let segs = segments(p);
@@ -255,6 +272,68 @@ fn a_stream_wait_named_by_its_record_waits_for_the_events_stream() {
     );
     assert!(segs.contains(&seg(Kind::StreamWait, "consumer", 1_000, 5_100)));
     assert!(!segs.iter().any(|s| s.1 == "producer"));
+}
+
+/// A record that names the event's stream but not its `cudaEventRecord` call: the wait is tied
+/// to the last work launched on that stream before the wait (inferred), not to the decoy the
+/// thread launched last on another stream.
+#[test]
+fn a_stream_wait_whose_record_names_the_stream_alone_waits_for_that_streams_work() {
+    let cp = stream_wait_on_the_earlier_launch(Named::Stream);
+    assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (0, 1));
+    assert_eq!(cp.inferred.waited_for_nothing, 0);
+    let named = stream_wait_on_the_earlier_launch(Named::StreamAndRecord);
+    assert_eq!(segments(&cp.steps[0].path), segments(&named.steps[0].path));
+}
+
+/// A stream wait on an event of a stream that had run nothing before the wait, named by the
+/// record alone (no record call): whichever call recorded the event, it waited for nothing;
+/// the decoy the thread launched last, on another stream, is not tied to it.
+#[test]
+fn a_stream_wait_on_a_named_stream_that_ran_nothing_before_it_waits_for_nothing() {
+    let mut b = Build::default();
+    b.call("cudaLaunchKernel", 1, 100, 200);
+    b.kernel("decoy", 8, 1, 250, 350);
+    b.call("cudaEventRecord", 2, 210, 220);
+    b.call("cudaStreamWaitEvent", 3, 230, 240);
+    b.sync(SyncKind::StreamWaitEvent, Some(9), 3, 230, 240);
+    b.waits_on_stream(21);
+    b.call("cudaLaunchKernel", 4, 250, 300);
+    b.kernel("consumer", 9, 4, 400, 1_000);
+    b.call("cudaStreamSynchronize", 5, 350, 1_100);
+    b.sync(SyncKind::StreamSynchronize, Some(9), 5, 350, 1_100);
+    b.step = Some((0, 1_200));
+    let cp = path_of(&b.trace());
+    assert_eq!(
+        (cp.inferred.stream_waits, cp.inferred.waited_for_nothing),
+        (1, 1)
+    );
+    let p = &cp.steps[0].path;
+    assert_eq!(p.composition.stream_wait_ns, 0);
+    assert_eq!(p.composition.compute_ns, 600);
+}
+
+/// Every `cudaStreamWaitEvent` call is counted once: one without a synchronization record (the
+/// waiting stream unknown) is not followed, and said so.
+#[test]
+fn a_stream_wait_without_its_record_is_counted_not_followed() {
+    let mut b = Build::default();
+    b.call("cudaLaunchKernel", 1, 100, 200);
+    b.kernel("producer", 7, 1, 300, 5_000);
+    b.call("cudaEventRecord", 2, 250, 260);
+    // No synchronization record: which stream waited is unknown.
+    b.call("cudaStreamWaitEvent", 3, 300, 310);
+    b.call("cudaLaunchKernel", 4, 400, 450);
+    b.kernel("consumer", 9, 4, 5_100, 6_000);
+    b.call("cudaDeviceSynchronize", 5, 500, 6_100);
+    b.step = Some((0, 6_500));
+    let cp = path_of(&b.trace());
+    let i = &cp.inferred;
+    assert_eq!((i.stream_waits, i.stream_waits_not_followed), (0, 1));
+    assert_eq!(cp.recorded.stream_waits, 0);
+    let p = &cp.steps[0].path;
+    assert_eq!(p.composition.stream_wait_ns, 0);
+    assert!(!segments(p).iter().any(|s| s.1 == "producer"));
 }
 
 #[test]
@@ -275,7 +354,9 @@ fn an_event_sync_named_by_its_record_waits_for_the_events_work_alone() {
     b.step = Some((0, 6_000));
     let cp = path_of(&b.trace());
     assert_eq!(cp.recorded.event_syncs, 1);
-    assert_eq!(cp.inferred.syncs_without_stream, 0);
+    assert_eq!(cp.recorded.waited_for_nothing, 0);
+    let i = &cp.inferred;
+    assert_eq!((i.event_syncs, i.syncs_without_stream), (0, 0));
     let p = &cp.steps[0].path;
     assert_eq!(
         segments(p),
@@ -294,7 +375,9 @@ fn an_event_sync_named_by_its_record_waits_for_the_events_work_alone() {
 fn a_wait_on_an_event_of_a_stream_that_ran_nothing_waits_for_nothing() {
     let mut b = Build::default();
     b.call("cudaLaunchKernel", 1, 100, 200);
-    b.kernel("other", 8, 1, 300, 5_000);
+    // The thread's last launch on another stream before its record, ending before the consumer
+    // starts: the inference would tie the wait to it, and it would bind.
+    b.kernel("other", 8, 1, 250, 380);
     // Recorded on stream 21, which never runs work (torch records such events).
     b.call("cudaEventRecord", 2, 210, 220);
     b.call("cudaStreamWaitEvent", 3, 230, 240);
@@ -307,9 +390,11 @@ fn a_wait_on_an_event_of_a_stream_that_ran_nothing_waits_for_nothing() {
     b.step = Some((0, 1_200));
     let cp = path_of(&b.trace());
     assert_eq!((cp.recorded.stream_waits, cp.inferred.stream_waits), (1, 0));
+    assert_eq!(cp.recorded.waited_for_nothing, 1);
     let p = &cp.steps[0].path;
     assert_eq!(p.composition.stream_wait_ns, 0);
     assert_eq!(p.composition.compute_ns, 600);
+    assert!(!segments(p).iter().any(|s| s.1 == "other"));
 }
 
 #[test]
@@ -326,6 +411,8 @@ fn an_event_sync_waits_for_its_own_stream_not_the_last_kernel() {
     b.op("after", 5_100, 6_000);
     b.step = Some((0, 6_000));
     let cp = path_of(&b.trace());
+    // The record names the event's stream, not its record call: inferred.
+    assert_eq!(cp.inferred.event_syncs, 1);
     let p = &cp.steps[0].path;
     let kernels: Vec<_> = segments(p)
         .into_iter()

@@ -228,33 +228,82 @@ fn inferred(o: &mut String, cp: &CriticalPath) {
 }
 
 /// What the graph inferred and what it took from the trace's records, a sentence each (none
-/// when nothing was inferred or recorded): the text and the page say the same.
+/// when nothing was inferred or recorded; parts that count nothing left out): the text and the
+/// page say the same.
 pub(crate) fn provenance(cp: &CriticalPath) -> Vec<String> {
     let i = &cp.inferred;
     let mut said: Vec<String> = Vec::new();
     if i.stream_waits > 0 {
+        let n = i.stream_waits;
+        let mut part = format!(
+            "{} tied to inferred work, as the trace does not name the cudaEventRecord call (the \
+             last launched on the event's stream before the wait where the record names that \
+             stream, else the last {} thread launched on another stream before its last \
+             cudaEventRecord)",
+            count(n, "stream wait", "stream waits"),
+            pl(n, "its", "their"),
+        );
+        let k = i.waited_for_nothing;
+        if k > 0 {
+            let who = match (k == n, n) {
+                (true, 1) => "it waits".to_owned(),
+                (true, _) => "all of them wait".to_owned(),
+                _ => format!("{k} of them {}", pl(k, "waits", "wait")),
+            };
+            let _ = write!(
+                part,
+                ", and {who} for nothing: nothing had been launched on the event's stream before \
+                 the wait"
+            );
+        }
+        said.push(part);
+    }
+    if i.stream_waits_not_followed > 0 {
         said.push(format!(
-            "{} stream waits tied to the work launched before their thread's last cudaEventRecord \
-             (the trace does not name the event's stream)",
-            i.stream_waits
+            "{} not followed: the trace does not say which stream waited, or which work the \
+             event stood for",
+            count(i.stream_waits_not_followed, "stream wait", "stream waits")
+        ));
+    }
+    if i.event_syncs > 0 {
+        said.push(format!(
+            "{} taken to wait for the last work on the event's stream to end before {} returned \
+             (the trace does not name the cudaEventRecord call)",
+            count(
+                i.event_syncs,
+                "event synchronization",
+                "event synchronizations"
+            ),
+            pl(i.event_syncs, "it", "they")
         ));
     }
     if i.syncs_without_stream > 0 {
         said.push(format!(
-            "{} synchronizations with no stream recorded, taken to wait for their process's last GPU work",
-            i.syncs_without_stream
+            "{} with no stream recorded, taken to wait for {} process's last GPU work",
+            count(
+                i.syncs_without_stream,
+                "synchronization",
+                "synchronizations"
+            ),
+            pl(i.syncs_without_stream, "its", "their")
         ));
     }
     if i.gpu_ops_without_launch > 0 {
+        let n = i.gpu_ops_without_launch;
         said.push(format!(
-            "{} GPU operations without their launch call (their start has no recorded cause)",
-            i.gpu_ops_without_launch
+            "{} without {} launch call ({} start has no recorded cause)",
+            count(n, "GPU operation", "GPU operations"),
+            pl(n, "its", "their"),
+            pl(n, "its", "their")
         ));
     }
     if i.inverted_edges > 0 {
+        let n = i.inverted_edges;
         said.push(format!(
-            "{} dependencies not followed: their cause ends after their effect starts (host and GPU clocks disagree)",
-            i.inverted_edges
+            "{} not followed: {} cause ends after {} effect starts (host and GPU clocks disagree)",
+            count(n, "dependency", "dependencies"),
+            pl(n, "its", "their"),
+            pl(n, "its", "their")
         ));
     }
     let mut out = Vec::new();
@@ -262,14 +311,57 @@ pub(crate) fn provenance(cp: &CriticalPath) -> Vec<String> {
         out.push(format!("Inferred: {}.", said.join("; ")));
     }
     let r = &cp.recorded;
-    if r.stream_waits + r.event_syncs > 0 {
-        out.push(format!(
-            "From the trace's records: {} stream waits and {} event synchronizations wait for the \
-             work their record names (the event's stream and its cudaEventRecord call).",
-            r.stream_waits, r.event_syncs
-        ));
+    let n = r.stream_waits + r.event_syncs;
+    if n > 0 {
+        let mut what = Vec::new();
+        if r.stream_waits > 0 {
+            what.push(count(r.stream_waits, "stream wait", "stream waits"));
+        }
+        if r.event_syncs > 0 {
+            what.push(count(
+                r.event_syncs,
+                "event synchronization",
+                "event synchronizations",
+            ));
+        }
+        let mut line = format!(
+            "From the trace's records: {} {} for the work {} record names (the event's stream and \
+             its cudaEventRecord call)",
+            what.join(" and "),
+            pl(n, "waits", "wait"),
+            pl(n, "its", "their")
+        );
+        let k = r.waited_for_nothing;
+        if k > 0 {
+            let who = match (k == n, n) {
+                (true, 1) => "it waits".to_owned(),
+                (true, _) => "all of them wait".to_owned(),
+                _ => format!("{k} of them {}", pl(k, "waits", "wait")),
+            };
+            let _ = write!(
+                line,
+                "; {who} for nothing: nothing had been launched on the event's stream before the \
+                 event was recorded"
+            );
+        }
+        line.push('.');
+        out.push(line);
     }
     out
+}
+
+/// `n` and the noun, singular for one.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", pl(n, one, many))
+}
+
+/// `one` for 1, else `many`.
+fn pl<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 {
+        one
+    } else {
+        many
+    }
 }
 
 /// The job's critical path: per step its length and the ranks it waited for; for the slowest
@@ -460,4 +552,100 @@ pub fn render_diff(o: &mut String, d: &cutrace_analysis::critical_path::PathDiff
     let names: Vec<String> = d.changed.iter().map(|c| c.name.clone()).collect();
     let _ = writeln!(o, "  What changed most on the path:");
     table(o, &st, &cols, &rows, Some(("what", &names)));
+}
+
+#[cfg(test)]
+mod tests {
+    use cutrace_analysis::critical_path::{CriticalPath, Inferred, Recorded};
+
+    use super::provenance;
+
+    fn said(inferred: Inferred, recorded: Recorded) -> Vec<String> {
+        provenance(&CriticalPath {
+            inferred,
+            recorded,
+            window: None,
+            steps: Vec::new(),
+        })
+    }
+
+    #[test]
+    fn provenance_says_one_in_the_singular_and_leaves_out_what_counts_nothing() {
+        assert!(said(Inferred::default(), Recorded::default()).is_empty());
+        let one = said(
+            Inferred {
+                stream_waits: 1,
+                waited_for_nothing: 1,
+                stream_waits_not_followed: 1,
+                event_syncs: 1,
+                syncs_without_stream: 1,
+                gpu_ops_without_launch: 1,
+                inverted_edges: 1,
+            },
+            Recorded {
+                stream_waits: 1,
+                event_syncs: 0,
+                waited_for_nothing: 1,
+            },
+        );
+        assert_eq!(one.len(), 2);
+        for part in [
+            "Inferred: 1 stream wait tied to inferred work",
+            "the last its thread launched",
+            "and it waits for nothing: nothing had been launched on the event's stream before the \
+             wait; ",
+            "; 1 stream wait not followed: ",
+            "; 1 event synchronization taken to wait for the last work on the event's stream to end \
+             before it returned",
+            "; 1 synchronization with no stream recorded, taken to wait for its process's",
+            "; 1 GPU operation without its launch call (its start",
+            "; 1 dependency not followed: its cause ends after its effect starts",
+        ] {
+            assert!(one[0].contains(part), "{part:?} in {:?}", one[0]);
+        }
+        assert_eq!(
+            one[1],
+            "From the trace's records: 1 stream wait waits for the work its record names (the \
+             event's stream and its cudaEventRecord call); it waits for nothing: nothing had been \
+             launched on the event's stream before the event was recorded."
+        );
+        let many = said(
+            Inferred {
+                stream_waits_not_followed: 14,
+                ..Inferred::default()
+            },
+            Recorded {
+                stream_waits: 20,
+                event_syncs: 1,
+                waited_for_nothing: 14,
+            },
+        );
+        assert_eq!(
+            many,
+            [
+                "Inferred: 14 stream waits not followed: the trace does not say which stream \
+                 waited, or which work the event stood for.",
+                "From the trace's records: 20 stream waits and 1 event synchronization wait for \
+                 the work their record names (the event's stream and its cudaEventRecord call); \
+                 14 of them wait for nothing: nothing had been launched on the event's stream \
+                 before the event was recorded.",
+            ]
+        );
+        // Zero parts are left out; every one waited for nothing.
+        let all = said(
+            Inferred::default(),
+            Recorded {
+                stream_waits: 0,
+                event_syncs: 2,
+                waited_for_nothing: 2,
+            },
+        );
+        assert_eq!(
+            all,
+            ["From the trace's records: 2 event synchronizations wait for the work their record \
+              names (the event's stream and its cudaEventRecord call); all of them wait for \
+              nothing: nothing had been launched on the event's stream before the event was \
+              recorded."]
+        );
+    }
 }

@@ -32,6 +32,51 @@ const CASES: [(&str, &[&str]); 4] = [
     ("event_sync_multi_stream", &[]),
 ];
 
+/// The stream waits' account over HTA's span, per trace: (recorded, of them waited for nothing,
+/// inferred, of them waited for nothing, not followed). torch.profiler names the event's stream
+/// and record call on alexnet's waits, the stream alone on simple_add's (an older torch); on
+/// both, 7 waits have no synchronization record, and 7 are on streams 21–27, which run nothing.
+const STREAM_WAITS: [(&str, [u64; 5]); 4] = [
+    ("alexnet", [10, 7, 0, 0, 7]),
+    ("simple_add", [0, 0, 10, 7, 7]),
+    ("event_sync", [0, 0, 0, 0, 0]),
+    ("event_sync_multi_stream", [1, 0, 0, 0, 0]),
+];
+
+/// Every `cudaStreamWaitEvent` call of the span is counted once: recorded, inferred, not
+/// followed, or among the inverted edges (none here).
+#[test]
+fn every_stream_wait_of_the_span_is_accounted_for() {
+    for ((name, extra), (name2, want)) in CASES.into_iter().zip(STREAM_WAITS) {
+        assert_eq!(name, name2);
+        let trace = format!("tests/fixtures/hta/critical_path/{name}.json.gz");
+        let mut args = vec!["report", trace.as_str(), "--critical-path"];
+        args.extend_from_slice(extra);
+        let r = crate::util::cutrace_json(&args);
+        let (i, rec) = (
+            &r["critical_path"]["inferred"],
+            &r["critical_path"]["recorded"],
+        );
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{name}: {k}"));
+        let got = [
+            n(rec, "stream_waits"),
+            n(rec, "waited_for_nothing"),
+            n(i, "stream_waits"),
+            n(i, "waited_for_nothing"),
+            n(i, "stream_waits_not_followed"),
+        ];
+        assert_eq!(got, want, "{name}");
+        assert_eq!(n(i, "inverted_edges"), 0, "{name}");
+        let calls = r["api_summary"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|a| a["name"] == "cudaStreamWaitEvent")
+            .map_or(0, |a| a["count"].as_u64().unwrap());
+        assert_eq!(got[0] + got[2] + got[4], calls, "{name}");
+    }
+}
+
 #[test]
 fn the_path_tiles_the_span_and_its_gpu_compute_matches_htas() {
     let hta: Value = serde_json::from_str(
