@@ -30,6 +30,11 @@
 #                     against max_memory_allocated())
 #                     pools (gpu/pools.cu: record --memory's CUDA memory pools against the
 #                     program's cudaMemPoolGetAttribute high-water marks; keeps the trace)
+#                     sync_events (gpu/torch_sync_events.py: a torch.profiler trace with CUDA
+#                     sync events; its stream waits tied to the recorded work, a decoy kept off
+#                     the path; keeps the trace)
+#                     async_pool (gpu/check_async_pool.py: PyTorch's cudaMallocAsync backend under
+#                     record --memory, the pools' peaks against torch's)
 #                     embedded (the binary alone: its carried injection library unpacked into the
 #                     user's cache and tracing; a bad CUTRACE_INJECT_LIB and a cache others can
 #                     write refused)
@@ -388,6 +393,16 @@ if has pools; then
   log "memory pools against the program's own account"
   nvcc -O2 -arch=sm_90 -o "$W/pools" "$G/pools.cu" > "$W/logs/nvcc_pools.txt" 2>&1 || cat "$W/logs/nvcc_pools.txt"
   timeout 200 python3 "$G/check_pools.py" "$CT" "$W/pools" "$OUT" 2> "$W/logs/pools.err"
+fi
+
+if has sync_events; then
+  log "torch.profiler's CUDA sync events and the critical path's recorded edges"
+  timeout 300 python3 "$G/torch_sync_events.py" "$CT" "$OUT" > "$W/logs/sync_events.txt" 2>&1 || tail -5 "$W/logs/sync_events.txt"
+fi
+
+if has async_pool; then
+  log "PyTorch's cudaMallocAsync backend: the report's pools against torch's peaks"
+  timeout 300 python3 "$G/check_async_pool.py" "$CT" "$OUT" > "$W/logs/async_pool.txt" 2>&1 || tail -5 "$W/logs/async_pool.txt"
 fi
 
 if has others; then

@@ -104,6 +104,12 @@ pub struct Inferred {
     /// stream (CUPTI and torch.profiler leave some calls without one), or nothing names the work
     /// the event stood for and the inference above finds none.
     pub stream_waits_not_followed: u64,
+    /// Of `stream_waits` tied by the thread's launches (no stream named by the record), those
+    /// where the thread had also launched on a third stream since its previous
+    /// `cudaEventRecord`: the event may have been recorded there instead (torch 2.11 writes
+    /// neither the event's stream nor its record call, `tests/fixtures/kineto/
+    /// torch211_sync_events.json.gz`).
+    pub stream_waits_ambiguous: u64,
     /// `cudaEventSynchronize` calls whose record names the event's stream but not its
     /// `cudaEventRecord` call: taken to wait for the last GPU work on that stream to end before
     /// they returned.
@@ -132,6 +138,44 @@ pub struct Recorded {
     /// launched on the event's stream before the event was recorded (torch records events on
     /// streams that never run work).
     pub waited_for_nothing: u64,
+}
+
+impl Inferred {
+    /// Adds `o`'s counts (a job's, over its ranks' step graphs).
+    pub fn add(&mut self, o: &Inferred) {
+        let Inferred {
+            stream_waits,
+            waited_for_nothing,
+            stream_waits_not_followed,
+            stream_waits_ambiguous,
+            event_syncs,
+            syncs_without_stream,
+            gpu_ops_without_launch,
+            inverted_edges,
+        } = o;
+        self.stream_waits_ambiguous += stream_waits_ambiguous;
+        self.stream_waits += stream_waits;
+        self.waited_for_nothing += waited_for_nothing;
+        self.stream_waits_not_followed += stream_waits_not_followed;
+        self.event_syncs += event_syncs;
+        self.syncs_without_stream += syncs_without_stream;
+        self.gpu_ops_without_launch += gpu_ops_without_launch;
+        self.inverted_edges += inverted_edges;
+    }
+}
+
+impl Recorded {
+    /// Adds `o`'s counts.
+    pub fn add(&mut self, o: &Recorded) {
+        let Recorded {
+            stream_waits,
+            event_syncs,
+            waited_for_nothing,
+        } = o;
+        self.stream_waits += stream_waits;
+        self.event_syncs += event_syncs;
+        self.waited_for_nothing += waited_for_nothing;
+    }
 }
 
 /// One step's path.

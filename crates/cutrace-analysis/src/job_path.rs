@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::critical_path::graph::{Graph, Seg, SpanSel};
 use crate::critical_path::index::Index;
 use crate::critical_path::{
-    runs_of, segment, Composition, Inferred, Kind, OpTime, PathRun, Segment,
+    runs_of, segment, Composition, Inferred, Kind, OpTime, PathRun, Recorded, Segment,
 };
 use crate::job::RankSummary;
 use crate::job_reduce::{call_keys, step_number, CallKey};
@@ -28,6 +28,9 @@ pub struct RankChains {
     /// Each collective arrival's key across ranks, its name, and its kernel's start and end.
     arrivals: Vec<(CallKey, String, Ns, Ns)>,
     steps: Vec<StepChains>,
+    /// What its steps' graphs inferred and took from records, summed over its steps.
+    inferred: Inferred,
+    recorded: Recorded,
 }
 
 #[derive(Debug, Clone)]
@@ -66,18 +69,22 @@ pub fn rank_chains(trace: &Trace, summary: &RankSummary, which: &StepMatch) -> R
     let Some(steps) = crate::steps::steps(trace, None, which) else {
         return RankChains {
             arrivals,
-            steps: Vec::new(),
+            ..RankChains::default()
         };
     };
     let ix = Index::new(trace);
     let mut out = Vec::new();
+    let (mut inferred, mut recorded) = (Inferred::default(), Recorded::default());
     for st in &steps.steps {
         let sel = SpanSel {
             start_ns: st.start_ns,
             end_ns: st.end_ns,
             pid: Some(st.pid),
         };
-        let (mut g, ends) = Graph::build(&ix, &sel, &mut Inferred::default());
+        let mut step_inferred = Inferred::default();
+        let (mut g, ends) = Graph::build(&ix, &sel, &mut step_inferred);
+        inferred.add(&step_inferred);
+        recorded.add(&g.recorded);
         let Some(&sink) = ends.0.get(&(st.start_ns, st.end_ns)) else {
             continue;
         };
@@ -125,6 +132,8 @@ pub fn rank_chains(trace: &Trace, summary: &RankSummary, which: &StepMatch) -> R
     RankChains {
         arrivals,
         steps: out,
+        inferred,
+        recorded,
     }
 }
 
@@ -136,6 +145,11 @@ pub struct JobCriticalPath {
     /// Live ranks whose trace was not read here (a rank summary carries no chains): left out of
     /// every path.
     pub ranks_left_out: Vec<u32>,
+    /// What the ranks' step graphs inferred, summed over the ranks and their steps (as the
+    /// one-trace report's `critical_path.inferred`).
+    pub inferred: Inferred,
+    /// What they took from the traces' records, summed the same way.
+    pub recorded: Recorded,
     pub steps: Vec<JobStepPath>,
 }
 
@@ -205,9 +219,16 @@ pub fn join(ranks: &[(u32, &RankChains)], left_out: Vec<u32>, top: usize) -> Job
         .enumerate()
         .filter_map(|(k, on)| step_path(ranks, &calls, &on, k as u64 + 1, top))
         .collect();
+    let (mut inferred, mut recorded) = (Inferred::default(), Recorded::default());
+    for (_, c) in ranks {
+        inferred.add(&c.inferred);
+        recorded.add(&c.recorded);
+    }
     JobCriticalPath {
         steps_matched_by: if by_number { "number" } else { "order" },
         ranks_left_out: left_out,
+        inferred,
+        recorded,
         steps: out,
     }
 }

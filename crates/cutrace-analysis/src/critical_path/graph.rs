@@ -587,7 +587,15 @@ impl Graph {
             None => {
                 let guess = match rec.wait_on_stream {
                     Some(s) => Some(self.last_launched(ix, (rec.device, s), wait.start)),
-                    None => self.inferred_work(ix, ivs, pos, key, by_corr).map(Some),
+                    None => {
+                        self.inferred_work(ix, ivs, pos, key, by_corr)
+                            .map(|(work, ambiguous)| {
+                                if ambiguous {
+                                    inferred.stream_waits_ambiguous += 1;
+                                }
+                                Some(work)
+                            })
+                    }
                 };
                 let Some(work) = guess else {
                     inferred.stream_waits_not_followed += 1;
@@ -637,6 +645,11 @@ impl Graph {
     /// The work a stream wait at `ivs[pos]` is taken to have waited for, where its record does
     /// not say: the last GPU work its thread launched, on another stream than `waiting`, before
     /// its last `cudaEventRecord` call.
+    ///
+    /// Also whether that was ambiguous: since its previous `cudaEventRecord` the thread also
+    /// launched on a third stream, on which the event may as well have been recorded. Each search
+    /// looks back at most [`WAIT_SCAN`] intervals of the thread (a wait further from its record
+    /// is not followed): bounded, however many waits the thread makes.
     fn inferred_work(
         &self,
         ix: &Index,
@@ -644,20 +657,32 @@ impl Graph {
         pos: usize,
         waiting: (u32, u64),
         by_corr: &HashMap<u64, u32>,
-    ) -> Option<Src> {
-        let record_pos = (0..pos)
-            .rev()
-            .find(|&p| ivs[p].api != NO_API && ix.api[ivs[p].api as usize].call == Call::Record)?;
-        let gi = (0..record_pos).rev().find_map(|p| {
+    ) -> Option<(Src, bool)> {
+        let is_record =
+            |p: usize| ivs[p].api != NO_API && ix.api[ivs[p].api as usize].call == Call::Record;
+        let launched = |p: usize| -> Option<(u32, (u32, u64))> {
             let a = ivs[p].api;
             if a == NO_API {
                 return None;
             }
             let gi = *by_corr.get(&ix.api[a as usize].corr)?;
             let lane = &ix.streams[self.gpu_lanes[self.gpu[gi as usize].lane as usize] as usize];
-            ((lane.device, lane.stream) != waiting).then_some(gi)
+            Some((gi, (lane.device, lane.stream)))
+        };
+        let floor = pos.saturating_sub(WAIT_SCAN);
+        let record_pos = (floor..pos).rev().find(|&p| is_record(p))?;
+        let floor = record_pos.saturating_sub(WAIT_SCAN);
+        let (at, gi, stream) = (floor..record_pos).rev().find_map(|p| {
+            let (gi, stream) = launched(p)?;
+            (stream != waiting).then_some((p, gi, stream))
         })?;
-        Some(self.end_of(gi))
+        // Back to the thread's previous record: another stream launched on in between?
+        let ambiguous = (floor..at)
+            .rev()
+            .take_while(|&p| !is_record(p))
+            .filter_map(launched)
+            .any(|(_, s)| s != waiting && s != stream);
+        Some((self.end_of(gi), ambiguous))
     }
 
     fn crosses(&self, v: u32) -> &[Cross] {

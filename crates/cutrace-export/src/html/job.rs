@@ -301,17 +301,9 @@ fn timeline(
     let without = ranks.len() - with.len();
     let drawn = &with[..with.len().min(MAX_RANK_LANES)];
     let mut lod = job_lod(drawn, rank_levels(drawn.len()));
-    let path_lane = path.and_then(|cp| {
-        let mut runs: Vec<_> = cp
-            .steps
-            .iter()
-            .flat_map(|s| s.runs.iter().copied())
-            .collect();
-        runs.sort_by_key(|r| (r.start_ns, r.end_ns));
-        super::path::lane(&lod, &runs)
-    });
+    let path_lane = path.and_then(|cp| super::path::lane(&lod, &super::path::job_runs(cp)));
     let legend = if path_lane.is_some() {
-        format!(" {}", super::path::legend())
+        format!("<br>{}", super::path::legend())
     } else {
         String::new()
     };

@@ -140,8 +140,23 @@ impl Grid {
 /// The levels of every GPU lane, each GPU's copies lane, and the lanes of the busiest streams
 /// and host threads. `window` is the report's.
 pub fn timeline_lod(trace: &Trace, window: Option<&Window>) -> Result<TimelineLod, AnalysisError> {
+    timeline_lod_covering(trace, window, None)
+}
+
+/// [`timeline_lod`] over a span widened to hold `cover` too (the critical path, whose host time
+/// may begin before the first kernel and end after the last); the GPU lanes read no idle time
+/// outside their kernels' span.
+pub fn timeline_lod_covering(
+    trace: &Trace,
+    window: Option<&Window>,
+    cover: Option<(Ns, Ns)>,
+) -> Result<TimelineLod, AnalysisError> {
     let scan = scan_kernels(trace, window);
-    let Some((start, end)) = scan.bounds else {
+    let bounds = scan.bounds.map(|(s, e)| match cover {
+        Some((a, b)) if a < b => (s.min(a), e.max(b)),
+        _ => (s, e),
+    });
+    let Some((start, end)) = bounds else {
         return Ok(TimelineLod {
             start_ns: 0,
             span_ns: 0,

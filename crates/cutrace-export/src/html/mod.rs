@@ -393,18 +393,24 @@ fn timeline_frame(o: &mut String, id: &str, lod: &TimelineLod) {
          <span class=\"gapmark\">▼</span> a largest gap (hover it for its reading and what the \
          host was doing).",
     );
-    if lod
+    let has_path = lod
         .lanes
         .iter()
-        .any(|l| l.role == Some(lod::LaneRole::Path))
-    {
+        .any(|l| l.role == Some(lod::LaneRole::Path));
+    if has_path {
         let _ = write!(o, "<p class=\"legend\">{}</p>", path::legend());
     }
     let _ = write!(
         o,
-        "<p class=\"muted\">Times are offsets from the first kernel start; host threads and \
-         copies are drawn within the kernels' span. Finest detail: {} per bucket on a GPU lane, \
-         {} on a stream, copies or host lane{}.</p></div>",
+        "<p class=\"muted\">Times are offsets from the {}; host threads and copies are drawn \
+         within the span. Finest detail: {} per bucket on a GPU lane, {} on a stream, copies or \
+         host lane{}.</p></div>",
+        if has_path {
+            "start of the span drawn: the first kernel start, or the critical path's start where \
+             it begins earlier (the span ends at the last kernel end or the path's end)"
+        } else {
+            "first kernel start (the span drawn ends at the last kernel end)"
+        },
         fmt_ns(lod.gpu_bucket_ns),
         fmt_ns(lod.stream_bucket_ns),
         [

@@ -11,8 +11,9 @@
   var KIND = ['', 'host', 'queued', 'unknown'];
   // The critical path's classes, by the path lane's second character (html/path.rs CLASSES).
   var CP = ['', 'host', 'compute', 'comm', 'copy', 'launch', 'sync', 'wait', 'unexplained'];
-  var CPW = ['', 'host time', 'GPU compute', 'communication', 'copies', 'launch gaps', 'sync returns',
-    'stream waits', 'no recorded cause'];
+  var CPW = ['', 'host time in ops and calls', 'GPU compute', 'communication', 'copies and memsets',
+    'launch gaps (launch to start, queued behind the stream)', 'sync returns', 'stream waits',
+    'no recorded cause'];
   var data = JSON.parse(document.getElementById('cutrace-data').textContent);
 
   // Durations as cutrace's text prints them (three decimals, unit by size).
@@ -35,8 +36,10 @@
     var span = Math.max(1, lod.span_ns), view = [0, span];
     var rangeEl = root.querySelector('.tl-range'), levelEl = root.querySelector('.tl-level');
     // A job's lanes are one per rank (`rank` set): thinner when there are many.
-    var ranks = lod.lanes.some(function (l) { return l.rank !== undefined; });
-    if (ranks && lod.lanes.length > 65) LANE = 10;
+    var nRanks = lod.lanes.filter(function (l) { return l.rank !== undefined; }).length;
+    var ranks = nRanks > 0;
+    if (nRanks > 64) LANE = 10;
+    var maxLevels = lod.lanes.reduce(function (m, l) { return Math.max(m, l.levels.length); }, 0);
     // Host threads (role.host) and a GPU's copies (role 'copies') draw two shares a bucket.
     var pids = {};
     lod.lanes.forEach(function (l) { if (l.role && l.role.host) pids[l.pid] = 1; });
@@ -152,7 +155,7 @@
       rangeEl.textContent = fmt(view[0]) + ' – ' + fmt(view[1]) + ' (' + fmt(shown) + ' shown)';
       rangeEl.setAttribute('data-from', String(Math.round(view[0])));
       rangeEl.setAttribute('data-to', String(Math.round(view[1])));
-      levelEl.textContent = 'level ' + (used + 1) + ' of ' + (lanes.length ? lanes[0].lane.levels.length : 0);
+      levelEl.textContent = 'level ' + (used + 1) + ' of ' + maxLevels;
     }
     // A gap's tooltip: its length and reading, then what the host was doing in it.
     var tip = document.createElement('div');

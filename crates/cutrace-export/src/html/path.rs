@@ -10,7 +10,7 @@ use cutrace_analysis::critical_path::{Composition, CriticalPath, Kind, PathRun, 
 use cutrace_analysis::fmt_ns;
 use cutrace_trace::Ns;
 
-use super::lod::{coarser, share_char, Grid, Lane, LaneRole, TimelineLod, ZOOM};
+use super::lod::{share_char, Grid, Lane, LaneRole, TimelineLod, ZOOM};
 use super::{escape, Cell, Table};
 
 /// Most levels of the path's lane, as a stream's lane has: some 43 KB at most beside the
@@ -30,7 +30,7 @@ pub const CLASSES: [&str; 8] = [
 ];
 
 /// What each class is, in the legend and the lane's tooltips (by [`CLASSES`]).
-const CLASS_WORDS: [&str; 8] = [
+pub(super) const CLASS_WORDS: [&str; 8] = [
     "host time in ops and calls",
     "GPU compute",
     "communication",
@@ -40,6 +40,22 @@ const CLASS_WORDS: [&str; 8] = [
     "stream waits",
     "no recorded cause",
 ];
+
+/// A segment's kind in the tables' words.
+fn kind_words(k: Kind) -> &'static str {
+    match k {
+        Kind::Host => "host",
+        Kind::Kernel => "GPU compute",
+        Kind::Communication => "communication",
+        Kind::Copy => "copy",
+        Kind::Memset => "memset",
+        Kind::Launch => "launch gap",
+        Kind::Queue => "queued on the stream",
+        Kind::Sync => "sync return",
+        Kind::StreamWait => "stream wait",
+        Kind::Unexplained => "no recorded cause",
+    }
+}
 
 fn class(k: Kind) -> usize {
     match k {
@@ -52,6 +68,21 @@ fn class(k: Kind) -> usize {
         Kind::StreamWait => 6,
         Kind::Unexplained => 7,
     }
+}
+
+/// The timeline of `trace` (its window) with the path's lane first: over a span that holds the
+/// path, when there is one.
+pub fn timeline_with_path(
+    trace: &cutrace_trace::Trace,
+    window: Option<&cutrace_analysis::Window>,
+    cp: Option<&CriticalPath>,
+) -> Result<TimelineLod, cutrace_analysis::AnalysisError> {
+    let runs = cp.map(drawn_runs).unwrap_or_default();
+    let mut lod = super::lod::timeline_lod_covering(trace, window, span_of(&runs))?;
+    if let Some(lane) = lane(&lod, &runs) {
+        lod.lanes.insert(0, lane);
+    }
+    Ok(lod)
 }
 
 /// What the path's lane draws, in words.
@@ -68,16 +99,39 @@ pub fn drawn_runs(cp: &CriticalPath) -> Vec<PathRun> {
     if cp.steps.is_empty() {
         return cp.window.as_ref().map_or_else(Vec::new, |w| w.runs.clone());
     }
-    let mut runs: Vec<PathRun> = cp
-        .steps
-        .iter()
-        .flat_map(|s| s.path.runs.iter().copied())
-        .collect();
+    step_runs(cp.steps.iter().map(|s| &s.path.runs[..]))
+}
+
+/// Several steps' runs as one list, by time.
+pub fn step_runs<'a>(steps: impl Iterator<Item = &'a [PathRun]>) -> Vec<PathRun> {
+    let mut runs: Vec<PathRun> = steps.flat_map(|r| r.iter().copied()).collect();
     runs.sort_by_key(|r| (r.start_ns, r.end_ns));
     runs
 }
 
-/// The lane of `runs` on `lod`'s grid (its GPU lanes' buckets, at most [`MAX_LEVELS`] levels of
+/// The first start and last end of `runs`, for a timeline that must hold them.
+pub fn span_of(runs: &[PathRun]) -> Option<(Ns, Ns)> {
+    let s = runs.iter().map(|r| r.start_ns).min()?;
+    let e = runs.iter().map(|r| r.end_ns).max()?;
+    Some((s, e))
+}
+
+/// How much of `runs`' time lies within `lod`'s span, and their whole time.
+fn drawn_share(lod: &TimelineLod, runs: &[PathRun]) -> (Ns, Ns) {
+    let end = lod.start_ns.saturating_add(lod.span_ns);
+    runs.iter().fold((0u64, 0u64), |(inside, all), r| {
+        let i = r
+            .end_ns
+            .min(end)
+            .saturating_sub(r.start_ns.max(lod.start_ns));
+        (
+            inside.saturating_add(i),
+            all.saturating_add(r.end_ns - r.start_ns),
+        )
+    })
+}
+
+/// The lane of `runs` (by start) on `lod`'s grid (its GPU lanes' buckets, at most [`MAX_LEVELS`] levels of
 /// them), within the span drawn; `None` when the timeline has no GPU lane or the path no time.
 pub fn lane(lod: &TimelineLod, runs: &[PathRun]) -> Option<Lane> {
     let gpu_levels = lod
@@ -99,11 +153,20 @@ pub fn lane(lod: &TimelineLod, runs: &[PathRun]) -> Option<Lane> {
         n: (lod.base_buckets * ZOOM.pow(levels - 1)) as usize,
     };
     let mut sums: Vec<Vec<Ns>> = vec![vec![0; grid.n]; CLASSES.len()];
-    // Within the span drawn, as the host and copies lanes are.
+    // Within the span drawn, as the host and copies lanes are; where paths overlap (steps of
+    // several processes) a moment counts once, for the run that reached it first.
     let end = lod.start_ns.saturating_add(lod.span_ns);
+    let mut until: Ns = 0;
     for r in runs {
+        let from = r.start_ns.max(until);
+        if from >= r.end_ns {
+            continue;
+        }
+        until = r.end_ns;
         let c = &mut sums[class(r.kind)];
-        grid.add(r.start_ns, r.end_ns.min(end), |b, ns| c[b] += ns);
+        grid.add(from, r.end_ns.min(end), |b, ns| {
+            c[b] = c[b].saturating_add(ns)
+        });
     }
     let mut out = Vec::with_capacity(levels as usize);
     let mut w = width;
@@ -111,7 +174,7 @@ pub fn lane(lod: &TimelineLod, runs: &[PathRun]) -> Option<Lane> {
         let n = sums[0].len();
         let mut s = String::with_capacity(2 * n);
         for b in 0..n {
-            let total: Ns = sums.iter().map(|c| c[b]).sum();
+            let total: Ns = sums.iter().fold(0, |t: Ns, c| t.saturating_add(c[b]));
             s.push(share_char(total, w));
             let most = (0..CLASSES.len())
                 .filter(|&c| sums[c][b] > 0)
@@ -119,7 +182,14 @@ pub fn lane(lod: &TimelineLod, runs: &[PathRun]) -> Option<Lane> {
             s.push(most.map_or('0', |c| char::from(b'1' + c as u8)));
         }
         out.push(s);
-        sums = sums.iter().map(|c| coarser(c)).collect();
+        sums = sums
+            .iter()
+            .map(|c| {
+                c.chunks(ZOOM as usize)
+                    .map(|k| k.iter().fold(0, |t: Ns, &v| t.saturating_add(v)))
+                    .collect()
+            })
+            .collect();
         w = w.saturating_mul(ZOOM);
     }
     out.reverse();
@@ -149,8 +219,14 @@ fn rel(lod: &TimelineLod, ns: Ns) -> Ns {
     ns.saturating_sub(lod.start_ns)
 }
 
-/// The attributes of a row that a click zooms the timeline `tl` to `[s, e)`.
+/// The attributes of a row that a click zooms the timeline `tl` to `[s, e)` (clipped to the
+/// span drawn); none when the span drawn holds none of it.
 fn zoom_attrs(tl: &str, lod: &TimelineLod, s: Ns, e: Ns) -> String {
+    let end = lod.start_ns.saturating_add(lod.span_ns);
+    if lod.span_ns == 0 || e <= lod.start_ns || s >= end {
+        return " class=\"off\" title=\"not within the timeline's span\"".to_owned();
+    }
+    let (s, e) = (s.max(lod.start_ns), e.min(end));
     format!(
         " class=\"zoom\" data-timeline=\"{tl}\" data-from=\"{}\" data-to=\"{}\" tabindex=\"0\" \
          title=\"click: show it on the timeline\"",
@@ -160,16 +236,15 @@ fn zoom_attrs(tl: &str, lod: &TimelineLod, s: Ns, e: Ns) -> String {
 }
 
 /// The section of `cp` (a trace's critical path), whose rows zoom the timeline `tl` over `lod`.
-pub fn section(o: &mut String, cp: &CriticalPath, lod: &TimelineLod, tl: &str) {
-    let drawn = drawn(cp);
+pub fn section(o: &mut String, cp: &CriticalPath, lod: &TimelineLod, tl: &str, origin: Option<Ns>) {
+    let at = At(origin);
     o.push_str("<h2 class=\"critical-path\">Critical path</h2>");
-    let _ = write!(
-        o,
+    o.push_str(
         "<p>The chain of dependent work (host ops, launches, GPU work, waits) whose length is the \
-         step's time: shortening work on it shortens the step, shortening work off it does not. \
-         The timeline's top lane draws {drawn}. A click on a row below shows it on the \
-         timeline.</p>"
+         step's time: shortening work on it shortens the step, shortening work off it does not.",
     );
+    where_drawn(o, lod, &drawn_runs(cp), drawn(cp));
+    o.push_str("</p>");
     if !cp.steps.is_empty() {
         let mut t = Table::new(
             o,
@@ -226,10 +301,45 @@ pub fn section(o: &mut String, cp: &CriticalPath, lod: &TimelineLod, tl: &str) {
     };
     let _ = write!(o, "<h3>In {}</h3>", escape(&what));
     composition(o, &path.composition, path.length_ns);
-    segments(o, &path.longest_segments, lod, tl);
-    slack(o, &path.slack, lod, tl);
+    segments(o, &path.longest_segments, lod, tl, &at);
+    slack(o, &path.slack, lod, tl, &at);
     for line in crate::text::critical_path::provenance(cp) {
         let _ = write!(o, "<p class=\"muted\">{}</p>", escape(&line));
+    }
+}
+
+/// Says what the timeline's path lane draws and how much of the path lies within its span.
+fn where_drawn(o: &mut String, lod: &TimelineLod, runs: &[PathRun], drawn: &str) {
+    if lod.span_ns == 0 || !lod.lanes.iter().any(|l| l.role == Some(LaneRole::Path)) {
+        o.push_str(" There is no timeline to draw it on (no kernel in the span).");
+        return;
+    }
+    let _ = write!(
+        o,
+        " The timeline's top lane draws {drawn}; a click on a row below shows it there."
+    );
+    let (inside, all) = drawn_share(lod, runs);
+    if inside < all {
+        let _ = write!(
+            o,
+            " {} of its {} lies within the timeline's span (the rest is before the first kernel \
+             or after the last: such rows are not links).",
+            fmt_ns(inside),
+            fmt_ns(all)
+        );
+    }
+}
+
+/// Points in time as the text writes them: `+12.345 ms` from the trace's (or the job's) start.
+struct At(Option<Ns>);
+
+impl At {
+    fn cell(&self, t: Ns) -> Cell {
+        let st = crate::text::Style {
+            origin_ns: self.0,
+            ..crate::text::Style::default()
+        };
+        Cell::Raw(t.saturating_sub(self.0.unwrap_or(0)) as f64, st.at(t))
     }
 }
 
@@ -244,8 +354,8 @@ fn checked_ns(check: &str, extra: &str, ns: Ns) -> Cell {
     )
 }
 
-/// Host, compute, communication, copies, launch, sync, stream waits (a job's rank waits with
-/// them), no recorded cause.
+/// Host, compute, communication, copies, launch, sync, stream waits, no recorded cause: they
+/// add up to the path's length (a job's rank waits are inside them).
 fn parts(c: &Composition) -> [Ns; 8] {
     [
         c.host_ns,
@@ -254,7 +364,7 @@ fn parts(c: &Composition) -> [Ns; 8] {
         c.copy_ns,
         c.launch_ns,
         c.sync_ns,
-        c.stream_wait_ns + c.rank_wait_ns.unwrap_or(0),
+        c.stream_wait_ns,
         c.unexplained_ns,
     ]
 }
@@ -270,11 +380,7 @@ pub fn composition(o: &mut String, c: &Composition, length_ns: Ns) {
     items.sort_by_key(|&(ns, i)| (std::cmp::Reverse(ns), i));
     o.push_str("<p class=\"cp-made\">Made of: ");
     for (n, (ns, i)) in items.iter().enumerate() {
-        let words = if *i == 6 && c.rank_wait_ns.is_some() {
-            "stream waits and waiting for other ranks"
-        } else {
-            CLASS_WORDS[*i]
-        };
+        let words = CLASS_WORDS[*i];
         let _ = write!(
             o,
             "{}<span class=\"sw cp-{}\"></span>{words} {} ({:.1} %)",
@@ -282,6 +388,15 @@ pub fn composition(o: &mut String, c: &Composition, length_ns: Ns) {
             CLASSES[*i],
             fmt_ns(*ns),
             *ns as f64 * 100.0 / length_ns.max(1) as f64
+        );
+    }
+    if let Some(w) = c.rank_wait_ns.filter(|&w| w > 0) {
+        let _ = write!(
+            o,
+            "; of all that, {} ({:.1} %) was ranks on the path waiting at collectives for a rank \
+             that arrived later (that rank's work fills it)",
+            fmt_ns(w),
+            w as f64 * 100.0 / length_ns.max(1) as f64
         );
     }
     o.push_str(".</p>");
@@ -301,7 +416,7 @@ pub fn composition(o: &mut String, c: &Composition, length_ns: Ns) {
 }
 
 /// The longest segments, each a row that zooms the timeline to it.
-pub fn segments(o: &mut String, segs: &[Segment], lod: &TimelineLod, tl: &str) {
+fn segments(o: &mut String, segs: &[Segment], lod: &TimelineLod, tl: &str, at: &At) {
     if segs.is_empty() {
         return;
     }
@@ -314,7 +429,7 @@ pub fn segments(o: &mut String, segs: &[Segment], lod: &TimelineLod, tl: &str) {
             ("kind", false),
             ("what", false),
             ("where", false),
-            ("at", true),
+            ("at (from the start)", true),
         ],
     );
     for s in segs {
@@ -322,17 +437,17 @@ pub fn segments(o: &mut String, segs: &[Segment], lod: &TimelineLod, tl: &str) {
             &zoom_attrs(tl, lod, s.start_ns, s.end_ns),
             &[
                 checked_ns("cp_segment_length_ns", "", s.length_ns),
-                Cell::Text(s.kind.label().to_owned()),
+                Cell::Text(kind_words(s.kind).to_owned()),
                 Cell::Name(s.name.clone()),
                 Cell::Text(crate::text::critical_path::place(&s.place)),
-                Cell::Ns(rel(lod, s.start_ns)),
+                at.cell(s.start_ns),
             ],
         );
     }
     t.end();
 }
 
-fn slack(o: &mut String, slack: &[Slack], lod: &TimelineLod, tl: &str) {
+fn slack(o: &mut String, slack: &[Slack], lod: &TimelineLod, tl: &str, at: &At) {
     if slack.is_empty() {
         return;
     }
@@ -349,7 +464,7 @@ fn slack(o: &mut String, slack: &[Slack], lod: &TimelineLod, tl: &str) {
             ("kind", false),
             ("name", false),
             ("where", false),
-            ("at", true),
+            ("at (from the start)", true),
         ],
     );
     for s in slack {
@@ -358,14 +473,19 @@ fn slack(o: &mut String, slack: &[Slack], lod: &TimelineLod, tl: &str) {
             &[
                 Cell::Ns(s.duration_ns),
                 Cell::Ns(s.slack_ns),
-                Cell::Text(s.kind.label().to_owned()),
+                Cell::Text(kind_words(s.kind).to_owned()),
                 Cell::Name(s.name.clone()),
                 Cell::Text(crate::text::critical_path::place(&s.place)),
-                Cell::Ns(rel(lod, s.start_ns)),
+                at.cell(s.start_ns),
             ],
         );
     }
     t.end();
+}
+
+/// Every step's path of a job, by time.
+pub fn job_runs(cp: &cutrace_analysis::job_path::JobCriticalPath) -> Vec<PathRun> {
+    step_runs(cp.steps.iter().map(|s| &s.runs[..]))
 }
 
 /// The section of a job's critical path `cp`, whose rows zoom the timeline `tl` over `lod`.
@@ -375,14 +495,18 @@ pub fn job_section(
     lod: &TimelineLod,
     tl: &str,
 ) {
+    // Points in time from the earliest step's start, as the text counts them.
+    let at = At(cp.steps.iter().map(|s| s.start_ns).min());
     o.push_str("<h2 class=\"critical-path\">Critical path</h2>");
     o.push_str(
         "<p>Per step, the chain of dependent work across the ranks whose length is the step's \
          time: where a rank on it waited at a collective for a later rank, the path goes on \
-         along the later rank's work. The timeline's top lane draws each step's path. Each \
-         rank's times are on its host's clock. A click on a row below shows it on the \
-         timeline.</p>",
+         along the later rank's work. Each rank's times are on its host's clock (times below \
+         count from the earliest step's start).",
     );
+    let runs = job_runs(cp);
+    where_drawn(o, lod, &runs, "each step's path");
+    o.push_str("</p>");
     if !cp.ranks_left_out.is_empty() {
         let _ = write!(
             o,
@@ -418,8 +542,10 @@ pub fn job_section(
     );
     for s in &cp.steps {
         let c = &s.composition;
+        // From the step's end back: the rank it ended on, then the rank each wait (latest
+        // first) went on along.
         let mut on = vec![s.end_rank];
-        on.extend(s.rank_waits.iter().map(|w| w.waited_for_rank));
+        on.extend(s.rank_waits.iter().rev().map(|w| w.waited_for_rank));
         on.dedup();
         let on: Vec<String> = on.iter().map(|r| format!("rank {r}")).collect();
         t.row_with(
@@ -472,7 +598,7 @@ pub fn job_section(
                 ("waited", true),
                 ("for rank", true),
                 ("in", false),
-                ("at", true),
+                ("at (from the start)", true),
             ],
         );
         for w in &slow.rank_waits {
@@ -487,13 +613,16 @@ pub fn job_section(
                     ),
                     Cell::Int(u64::from(w.waited_for_rank)),
                     Cell::Name(w.op.clone()),
-                    Cell::Ns(rel(lod, w.at_ns)),
+                    at.cell(w.at_ns),
                 ],
             );
         }
         t.end();
     }
-    segments(o, &slow.longest_segments, lod, tl);
+    segments(o, &slow.longest_segments, lod, tl, &at);
+    for line in crate::text::critical_path::job_provenance(cp) {
+        let _ = write!(o, "<p class=\"muted\">{}</p>", escape(&line));
+    }
 }
 
 /// How the critical path changed (`cutrace diff --critical-path --html`): its length and parts
@@ -507,6 +636,16 @@ pub fn diff_section(o: &mut String, d: &cutrace_analysis::critical_path::PathDif
             d.steps_base, d.steps_new
         ),
         _ => "Over the window.".to_owned(),
+    };
+    let length = d.parts.iter().find(|p| p.part == "length");
+    let over = match length {
+        Some(l) if d.over == "steps" && d.steps_base != d.steps_new => format!(
+            "{over} The step counts differ: per step the path is {} in the base and {} in the \
+             new trace (means).",
+            fmt_ns(l.base_ns / d.steps_base.max(1)),
+            fmt_ns(l.new_ns / d.steps_new.max(1))
+        ),
+        _ => over,
     };
     let _ = write!(
         o,
@@ -525,7 +664,7 @@ pub fn diff_section(o: &mut String, d: &cutrace_analysis::critical_path::PathDif
     for p in d
         .parts
         .iter()
-        .filter(|p| p.part == "length" || p.base_ns + p.new_ns > 0)
+        .filter(|p| p.part == "length" || p.base_ns > 0 || p.new_ns > 0)
     {
         let extra = format!(" data-part=\"{}\"", p.part);
         t.row(&[

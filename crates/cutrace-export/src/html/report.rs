@@ -10,8 +10,8 @@ use cutrace_analysis::{fmt_ns, AnalysisError, DeviceReport, GapReading, Report, 
 use cutrace_trace::Trace;
 
 use super::{
-    bar_chart, checked, escape, page_end, page_start, pct, timeline_frame, timeline_lod, Cell,
-    GapMark, PageData, Table, TimelineData, TimelineLod,
+    bar_chart, checked, escape, page_end, page_start, pct, timeline_frame, Cell, GapMark, PageData,
+    Table, TimelineData, TimelineLod,
 };
 
 /// The whole page for `report` of `trace` (its window as the report's): `title` names the trace.
@@ -21,12 +21,7 @@ pub fn page(
     report: &Report,
     window: Option<&Window>,
 ) -> Result<String, AnalysisError> {
-    let mut lod = timeline_lod(trace, window)?;
-    if let Some(cp) = &report.critical_path {
-        if let Some(lane) = super::path::lane(&lod, &super::path::drawn_runs(cp)) {
-            lod.lanes.insert(0, lane);
-        }
-    }
+    let lod = super::path::timeline_with_path(trace, window, report.critical_path.as_ref())?;
     let mut o = String::with_capacity(64 * 1024);
     page_start(&mut o, &format!("cutrace report: {title}"));
     let _ = write!(o, "<h1>cutrace report: {}</h1>", escape(title));
@@ -57,7 +52,7 @@ pub(super) fn body<'a>(
     o.push_str("<h2>Timeline</h2>");
     timeline_frame(o, id, lod);
     if let Some(cp) = &r.critical_path {
-        super::path::section(o, cp, lod, id);
+        super::path::section(o, cp, lod, id, r.trace.first_ns);
     }
     if let Some(plots) = memory {
         super::memory::section(o, r, plots);

@@ -1203,13 +1203,20 @@ fn the_path_lane_draws_the_planted_path_bucket_by_bucket() {
     let lod = &d["timelines"][0]["lod"];
     let lane = &lod["lanes"][0];
     assert_eq!(lane["role"], "path", "the path's lane comes first: {lane}");
-    // The kernels' span is 250–9000 ns: on it the path is k1, k2, 50 ns queued behind k2, k3.
-    let planted: [(u64, u64, char); 4] = [
+    // The timeline spans the path, 0–10,000 ns (the kernels alone span 250–9,000): host time
+    // in the step, k1's launch, k1, k2, 50 ns queued behind k2, k3, the synchronize's return,
+    // host time again.
+    let planted: [(u64, u64, char); 8] = [
+        (0, 100, '1'),
+        (100, 250, '5'),
         (250, 3_000, '2'),
         (3_000, 6_000, '2'),
         (6_000, 6_050, '5'),
         (6_050, 9_000, '2'),
+        (9_000, 9_100, '6'),
+        (9_100, 10_000, '1'),
     ];
+    assert_eq!(lod["span_ns"], 10_000);
     let width = lane["bucket_ns"].as_u64().unwrap();
     let finest = lane["levels"]
         .as_array()
@@ -1221,7 +1228,7 @@ fn the_path_lane_draws_the_planted_path_bucket_by_bucket() {
     let b64 = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz+/";
     let mut kinds_seen = std::collections::BTreeSet::new();
     for (b, pair) in finest.as_bytes().chunks(2).enumerate() {
-        let (s, e) = (250 + b as u64 * width, 250 + (b as u64 + 1) * width);
+        let (s, e) = (b as u64 * width, (b as u64 + 1) * width);
         let mut by: std::collections::BTreeMap<char, u64> = Default::default();
         for &(ps, pe, c) in &planted {
             let o = pe.min(e).saturating_sub(ps.max(s));
@@ -1246,10 +1253,8 @@ fn the_path_lane_draws_the_planted_path_bucket_by_bucket() {
         assert_eq!(pair[1] as char, want, "bucket {b} ({s}–{e} ns): class");
         kinds_seen.insert(want);
     }
-    assert!(
-        kinds_seen.contains(&'2') && kinds_seen.contains(&'5'),
-        "{kinds_seen:?}"
-    );
+    let want: std::collections::BTreeSet<char> = ['1', '2', '5', '6'].into();
+    assert!(kinds_seen.is_superset(&want), "{kinds_seen:?}");
 }
 
 #[test]
@@ -1261,20 +1266,20 @@ fn the_path_section_marks_the_step_and_zooms_to_each_segment() {
     assert_eq!(step.value, cp.steps[0].path.length_ns.to_string());
     assert_eq!(step.value, "10000");
     assert_eq!(step.text, fmt_ns(10_000));
-    // Each longest segment is a row that zooms the timeline (its times from the first kernel
-    // start, 250 ns) to the segment.
+    // Each longest segment is a row that zooms the timeline (which spans the path, from 0 ns)
+    // to the segment, and says when it began as the text does.
     let segs = &cp.steps[0].path.longest_segments;
     assert_eq!(segs[0].name, "k2", "{segs:?}");
+    assert_eq!(segs.len(), 8);
     for s in segs {
         let row = format!(
             "<tr class=\"zoom\" data-timeline=\"tl\" data-from=\"{}\" data-to=\"{}\"",
-            s.start_ns.saturating_sub(250),
-            s.end_ns
-                .saturating_sub(250)
-                .max(s.start_ns.saturating_sub(250) + 1)
+            s.start_ns, s.end_ns
         );
         assert!(page.contains(&row), "no row for {s:?}: {row}");
     }
+    assert!(page.contains(&format!("data-sort=\"3000\">+{}</td>", fmt_ns(3_000))));
+    assert!(!page.contains("of its"), "the whole path is drawn");
     let marked = cs
         .iter()
         .filter(|c| c.what == "cp_segment_length_ns")
@@ -1284,4 +1289,22 @@ fn the_path_section_marks_the_step_and_zooms_to_each_segment() {
     let (_, plain) = report_and_page(&load("kineto/train_step.json.gz"));
     assert!(!plain.contains("class=\"critical-path\""));
     assert!(!plain.contains("\"role\":\"path\""));
+}
+
+#[test]
+fn the_scripts_words_for_the_path_are_the_legends() {
+    let js = include_str!("page.js");
+    for w in super::path::CLASS_WORDS {
+        assert!(js.contains(&format!("'{w}'")), "page.js lacks {w:?}");
+    }
+    for c in super::path::CLASSES {
+        assert!(
+            js.contains(&format!("'{c}'")),
+            "page.js lacks the class {c:?}"
+        );
+        assert!(
+            include_str!("page.css").contains(&format!(".cp-{c}{{")),
+            "no colour for {c}"
+        );
+    }
 }

@@ -113,19 +113,25 @@ fn composition(o: &mut String, p: &PathReport, st: &Style) {
         (c.stream_wait_ns, "stream waits".to_owned()),
         (c.unexplained_ns, "no recorded cause".to_owned()),
     ];
-    if let Some(w) = c.rank_wait_ns {
-        parts.push((w, "waiting for another rank".to_owned()));
-    }
     parts.retain(|p| p.0 > 0);
     parts.sort_by_key(|p| std::cmp::Reverse(p.0));
     let text: Vec<String> = parts
         .iter()
         .map(|(v, what)| format!("{what} {} ({} %)", st.ns(*v), pct(*v, p.length_ns)))
         .collect();
+    // A job's rank waits are inside the parts (the later rank's work fills them).
+    let waited = match c.rank_wait_ns.filter(|&w| w > 0) {
+        Some(w) => format!(
+            "; of all that, {} ({} %) was ranks on the path waiting at collectives for a later rank",
+            st.ns(w),
+            pct(w, p.length_ns)
+        ),
+        None => String::new(),
+    };
     let _ = writeln!(
         o,
         "{}",
-        super::fit(&format!("    made of: {}", text.join(", ")))
+        super::fit(&format!("    made of: {}{waited}", text.join(", ")))
     );
     if !c.host_ops.is_empty() {
         let ops: Vec<String> = c
@@ -231,15 +237,26 @@ fn inferred(o: &mut String, cp: &CriticalPath) {
 /// when nothing was inferred or recorded; parts that count nothing left out): the text and the
 /// page say the same.
 pub(crate) fn provenance(cp: &CriticalPath) -> Vec<String> {
-    let i = &cp.inferred;
+    provenance_of(&cp.inferred, &cp.recorded)
+}
+
+/// [`provenance`] of a job's path (summed over its ranks' step graphs).
+pub(crate) fn job_provenance(cp: &cutrace_analysis::job_path::JobCriticalPath) -> Vec<String> {
+    provenance_of(&cp.inferred, &cp.recorded)
+}
+
+fn provenance_of(
+    i: &cutrace_analysis::critical_path::Inferred,
+    r: &cutrace_analysis::critical_path::Recorded,
+) -> Vec<String> {
     let mut said: Vec<String> = Vec::new();
     if i.stream_waits > 0 {
         let n = i.stream_waits;
         let mut part = format!(
             "{} tied to inferred work, as the trace does not name the cudaEventRecord call (the \
-             last launched on the event's stream before the wait where the record names that \
-             stream, else the last {} thread launched on another stream before its last \
-             cudaEventRecord)",
+             work launched last on the event's stream before the wait where the record names \
+             that stream, else the work {} thread launched last on another stream before its \
+             last cudaEventRecord)",
             count(n, "stream wait", "stream waits"),
             pl(n, "its", "their"),
         );
@@ -254,6 +271,19 @@ pub(crate) fn provenance(cp: &CriticalPath) -> Vec<String> {
                 part,
                 ", and {who} for nothing: nothing had been launched on the event's stream before \
                  the wait"
+            );
+        }
+        let k = i.stream_waits_ambiguous;
+        if k > 0 {
+            let who = match (k == n, n) {
+                (true, 1) => "it is".to_owned(),
+                (true, _) => "all of them are".to_owned(),
+                _ => format!("{k} of them {}", pl(k, "is", "are")),
+            };
+            let _ = write!(
+                part,
+                "; {who} ambiguous: the thread had also launched on a third stream since its \
+                 previous cudaEventRecord, where the event may have been recorded instead"
             );
         }
         said.push(part);
@@ -310,7 +340,7 @@ pub(crate) fn provenance(cp: &CriticalPath) -> Vec<String> {
     if !said.is_empty() {
         out.push(format!("Inferred: {}.", said.join("; ")));
     }
-    let r = &cp.recorded;
+
     let n = r.stream_waits + r.event_syncs;
     if n > 0 {
         let mut what = Vec::new();
@@ -471,6 +501,9 @@ pub fn render_job(
     };
     composition(o, &path, &st);
     segments(o, &path, top, &st);
+    for line in job_provenance(cp) {
+        let _ = writeln!(o, "{}", super::fit(&format!("  {line}")));
+    }
 }
 
 /// `cutrace diff --critical-path`: how the path's length and composition changed, and the work
@@ -577,6 +610,7 @@ mod tests {
                 stream_waits: 1,
                 waited_for_nothing: 1,
                 stream_waits_not_followed: 1,
+                stream_waits_ambiguous: 1,
                 event_syncs: 1,
                 syncs_without_stream: 1,
                 gpu_ops_without_launch: 1,
@@ -591,9 +625,9 @@ mod tests {
         assert_eq!(one.len(), 2);
         for part in [
             "Inferred: 1 stream wait tied to inferred work",
-            "the last its thread launched",
+            "else the work its thread launched last",
             "and it waits for nothing: nothing had been launched on the event's stream before the \
-             wait; ",
+             wait; it is ambiguous: the thread had also launched on a third stream",
             "; 1 stream wait not followed: ",
             "; 1 event synchronization taken to wait for the last work on the event's stream to end \
              before it returned",

@@ -80,7 +80,8 @@ pub struct Args {
     /// How the critical path changed (`cutrace report --critical-path`): its length and
     /// composition over the steps (or the window), and the work on it whose time changed most.
     /// One trace on each side, or a job on each side: then the path across the ranks, step by
-    /// step, with the ranks it waited for and the work on it by rank.
+    /// step, with the ranks it waited for and the work on it by rank. With --html (one trace on
+    /// each side) the page says the same and draws each side's path on its timeline.
     #[arg(long)]
     pub critical_path: bool,
     /// Write the diff as one self-contained HTML page instead (the two reports side by side)
@@ -170,20 +171,17 @@ pub fn run(args: Args, out: &mut dyn Write) -> anyhow::Result<i32> {
         let w = window(&t, from, to)?;
         let mut side = cutrace_analysis::diff_side(&t, w, &opts)
             .with_context(|| format!("analysing {}", path.display()))?;
-        let mut timeline = html
-            .then(|| cutrace_export::html::timeline_lod(&t, w.as_ref()))
+        let cp = args.critical_path.then(|| {
+            let steps = side.report.steps.as_ref();
+            cutrace_analysis::critical_path::critical_path(&t, w.as_ref(), steps, args.top)
+        });
+        // The page draws each side's path on its timeline and lists it under it.
+        let timeline = html
+            .then(|| cutrace_export::html::path::timeline_with_path(&t, w.as_ref(), cp.as_ref()))
             .transpose()
             .with_context(|| format!("drawing the timeline of {}", path.display()))?;
-        if args.critical_path {
-            let steps = side.report.steps.as_ref();
-            let cp =
-                cutrace_analysis::critical_path::critical_path(&t, w.as_ref(), steps, args.top);
-            // The page draws each side's path on its timeline and lists it under it.
-            if let Some(tl) = &mut timeline {
-                let runs = cutrace_export::html::path::drawn_runs(&cp);
-                if let Some(lane) = cutrace_export::html::path::lane(tl, &runs) {
-                    tl.lanes.insert(0, lane);
-                }
+        if let Some(cp) = cp {
+            if html {
                 side.report.critical_path = Some(cp.clone());
             }
             paths.borrow_mut().push(cp);

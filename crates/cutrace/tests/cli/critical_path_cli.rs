@@ -264,3 +264,26 @@ fn diff_says_how_the_path_changed() {
     assert!(missing.is_empty(), "docs/DIFF.md does not name {missing:?}");
     assert!(doc.contains("`critical_path`"));
 }
+
+/// A real torch 2.11.0+cu130 trace with `enable_cuda_sync_events` (an H100,
+/// `gpu/torch_sync_events.py`): its 6 stream-wait records name neither the event's stream nor
+/// its record call (-1), so the waits are inferred; in each of the 3 steps the thread launched a
+/// decoy on a third stream just before the record, and that first wait is called ambiguous.
+/// Every step's path is still the step's time.
+#[test]
+fn torch_211_waits_are_inferred_and_the_decoys_are_called_ambiguous() {
+    let trace = "tests/fixtures/kineto/torch211_sync_events.json.gz";
+    let r = cutrace_json(&["report", trace, "--critical-path"]);
+    let cp = &r["critical_path"];
+    let steps = r["steps"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 3);
+    assert_eq!(cp["recorded"]["stream_waits"], 0);
+    assert_eq!(cp["inferred"]["stream_waits"], 6);
+    assert_eq!(cp["inferred"]["stream_waits_ambiguous"], 3);
+    assert_eq!(cp["inferred"]["stream_waits_not_followed"], 0);
+    for (s, p) in steps.iter().zip(cp["steps"].as_array().unwrap()) {
+        assert_eq!(p["length_ns"], s["duration_ns"]);
+    }
+    let text = String::from_utf8(cutrace(&["report", trace, "--critical-path"]).stdout).unwrap();
+    assert!(text.contains("3 of them are ambiguous"), "{text}");
+}

@@ -334,5 +334,30 @@ fn the_critical_path_is_drawn_and_marked_as_the_json_has_it() {
     let rows = page
         .matches("<tr class=\"zoom\" data-timeline=\"tl\"")
         .count();
-    assert_eq!(rows, steps.len() + waits.len() + segs.len());
+    let off = page.matches("<tr class=\"off\"").count();
+    assert_eq!(rows + off, steps.len() + waits.len() + segs.len());
+    assert!(rows > off, "{rows} rows are links, {off} are not");
+    // Each step's ranks on the path, from its end back: the rank it ended on, then the rank
+    // each wait went on along, the latest first.
+    for s in steps {
+        let mut on = vec![s["end_rank"].as_u64().unwrap()];
+        for w in s["rank_waits"].as_array().unwrap().iter().rev() {
+            let r = w["waited_for_rank"].as_u64().unwrap();
+            if on.last() != Some(&r) {
+                on.push(r);
+            }
+        }
+        let chain: Vec<String> = on.iter().map(|r| format!("rank {r}")).collect();
+        assert!(
+            page.contains(&format!("<td>{}</td>", chain.join(" ← "))),
+            "step {}: {}",
+            s["index"],
+            chain.join(" ← ")
+        );
+    }
+    // Rank waits are inside the parts, not one of them.
+    assert!(
+        page.contains("; of all that, "),
+        "the rank waits are told apart"
+    );
 }
