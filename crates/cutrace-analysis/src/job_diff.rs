@@ -139,7 +139,7 @@ pub struct Pair {
 impl Pair {
     pub fn of(base: Option<u64>, new: Option<u64>) -> Pair {
         let delta = match (base, new) {
-            (Some(b), Some(n)) => Some(n as i64 - b as i64),
+            (Some(b), Some(n)) => Some(crate::units::delta_ns(b, n)),
             _ => None,
         };
         Pair { base, new, delta }

@@ -85,7 +85,7 @@ pub struct SegmentChange {
 }
 
 fn delta(base: Ns, new: Ns) -> i64 {
-    new as i64 - base as i64
+    crate::units::delta_ns(base, new)
 }
 
 /// The length, the composition's parts and `rank_wait`, named as in the JSON.
@@ -213,7 +213,7 @@ impl Sums {
             .iter_mut()
             .zip(parts_of(s.length_ns, s.composition))
         {
-            slot.1 += v;
+            slot.1 = slot.1.saturating_add(v);
         }
         for seg in s.segments {
             let name = if seg.kind == Kind::Host && seg.name == s.name {
@@ -221,10 +221,11 @@ impl Sums {
             } else {
                 seg.name.clone()
             };
-            *self
+            let e = self
                 .what
                 .entry((seg.kind, name, seg.place.rank))
-                .or_default() += seg.length_ns;
+                .or_default();
+            *e = e.saturating_add(seg.length_ns);
         }
         let mut seen: Vec<(u32, &str)> = Vec::new();
         for w in s.rank_waits {
@@ -232,7 +233,7 @@ impl Sums {
                 .waits
                 .entry((w.waited_for_rank, w.op.clone()))
                 .or_default();
-            e.0 += w.wait_ns;
+            e.0 = e.0.saturating_add(w.wait_ns);
             if !seen.contains(&(w.waited_for_rank, &w.op)) {
                 seen.push((w.waited_for_rank, &w.op));
                 e.1 += 1;

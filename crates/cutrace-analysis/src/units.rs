@@ -13,3 +13,9 @@ pub fn fmt_ns(ns: u64) -> String {
     let milli = (u128::from(ns) * 1000 + u128::from(div) / 2) / u128::from(div);
     format!("{}.{:03} {unit}", milli / 1000, milli % 1000)
 }
+
+/// `new − base` as a signed duration, clamped to `i64` (a change of two durations near 2^64 ns,
+/// from corrupt records, neither wraps nor panics).
+pub fn delta_ns(base: u64, new: u64) -> i64 {
+    (i128::from(new) - i128::from(base)).clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+}

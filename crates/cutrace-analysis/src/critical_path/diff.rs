@@ -52,20 +52,21 @@ fn side(
     };
     let mut c = Composition::default();
     let mut what: HashMap<(Kind, String), Ns> = HashMap::new();
-    let mut length = 0;
+    let mut length: Ns = 0;
     for p in &paths {
-        length += p.length_ns;
+        length = length.saturating_add(p.length_ns);
         let x = &p.composition;
-        c.host_ns += x.host_ns;
-        c.compute_ns += x.compute_ns;
-        c.communication_ns += x.communication_ns;
-        c.copy_ns += x.copy_ns;
-        c.launch_ns += x.launch_ns;
-        c.sync_ns += x.sync_ns;
-        c.stream_wait_ns += x.stream_wait_ns;
-        c.unexplained_ns += x.unexplained_ns;
+        c.host_ns = c.host_ns.saturating_add(x.host_ns);
+        c.compute_ns = c.compute_ns.saturating_add(x.compute_ns);
+        c.communication_ns = c.communication_ns.saturating_add(x.communication_ns);
+        c.copy_ns = c.copy_ns.saturating_add(x.copy_ns);
+        c.launch_ns = c.launch_ns.saturating_add(x.launch_ns);
+        c.sync_ns = c.sync_ns.saturating_add(x.sync_ns);
+        c.stream_wait_ns = c.stream_wait_ns.saturating_add(x.stream_wait_ns);
+        c.unexplained_ns = c.unexplained_ns.saturating_add(x.unexplained_ns);
         for (k, n, ns) in &p.by_what {
-            *what.entry((*k, n.clone())).or_default() += ns;
+            let e = what.entry((*k, n.clone())).or_default();
+            *e = e.saturating_add(*ns);
         }
     }
     let steps = if over_steps { paths.len() as u64 } else { 0 };
@@ -91,7 +92,7 @@ pub fn diff(base: &CriticalPath, new: &CriticalPath, top: usize) -> PathDiff {
     let over_steps = !base.steps.is_empty() && !new.steps.is_empty();
     let (bl, bc, bw, bs) = side(base, over_steps);
     let (nl, nc, nw, ns) = side(new, over_steps);
-    let delta = |b: Ns, n: Ns| n as i64 - b as i64;
+    let delta = crate::units::delta_ns;
     let parts = parts(bl, &bc)
         .into_iter()
         .zip(parts(nl, &nc))

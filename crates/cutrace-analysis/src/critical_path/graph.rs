@@ -36,7 +36,7 @@ use std::collections::HashMap;
 
 use cutrace_trace::{Ns, StrId, Synchronization};
 
-use super::index::{Call, GpuLane, GpuOp, HostIv, Index, NO_API};
+use super::index::{Call, GpuLane, HostIv, Index, NO_API};
 use super::{Inferred, Kind, Recorded};
 
 pub(crate) const NONE: u32 = u32::MAX;
@@ -130,7 +130,15 @@ pub(crate) struct Graph {
     main_lane: Option<u32>,
     /// The event waits whose work the synchronization records named.
     pub recorded: Recorded,
+    /// Every GPU operation's (end, lane, index in [`Graph::gpu`]) by its lane's process (`None`
+    /// for a trace of one process), in that order: the last to end before a device-wide
+    /// synchronize returned is one binary search, however many streams there are.
+    by_end: HashMap<Option<u32>, Vec<EndAt>>,
 }
+
+/// A GPU operation's end, its lane (the lower lane sorting later) and its index in
+/// [`Graph::gpu`]: sorted, the last one at or before a time is the one a tie-break prefers.
+type EndAt = (Ns, std::cmp::Reverse<u32>, u32);
 
 /// [`Graph::binding`]'s mark for a hand-off from another thread's first point to the main
 /// thread.
@@ -180,16 +188,24 @@ impl Graph {
             host_nodes: Vec::new(),
             main_lane: None,
             recorded: Recorded::default(),
+            by_end: HashMap::new(),
         };
         // API index → (start node, end node, host lane, position in that lane's span slice).
         let mut api_nodes: HashMap<u32, (u32, u32)> = HashMap::new();
         let mut range_ends = RangeEnds::default();
         // Host lanes, each a slice of its intervals that start inside the span.
         let mut host_slices: Vec<&[HostIv]> = Vec::new();
-        for (li, lane) in ix.threads.iter().enumerate() {
-            if sel.pid.is_some_and(|p| p != lane.pid) {
-                continue;
+        // Threads are sorted by process: a step's are found by a binary search, not a pass over
+        // every thread of the trace for every step.
+        let threads = match sel.pid {
+            Some(p) => {
+                let lo = ix.threads.partition_point(|l| l.pid < p);
+                lo..lo + ix.threads[lo..].partition_point(|l| l.pid == p)
             }
+            None => 0..ix.threads.len(),
+        };
+        for li in threads {
+            let lane = &ix.threads[li];
             let ivs = lane.span(sel.start_ns, sel.end_ns);
             if ivs.is_empty() {
                 continue;
@@ -226,6 +242,14 @@ impl Graph {
                 inferred,
             );
             g.lane_ops.push((first, g.gpu.len() as u32));
+        }
+        for (i, gn) in g.gpu.iter().enumerate() {
+            let pid = ix.streams[g.gpu_lanes[gn.lane as usize] as usize].pid;
+            let e = (g.t(gn.end), std::cmp::Reverse(gn.lane), i as u32);
+            g.by_end.entry(pid).or_default().push(e);
+        }
+        for v in g.by_end.values_mut() {
+            v.sort_unstable();
         }
         g.sync_edges(ix, &host_slices, &api_nodes, &by_corr, inferred);
         g.cross.sort_by_key(|c| c.dst);
@@ -459,30 +483,22 @@ impl Graph {
                 None
             }
         };
-        let lanes: Vec<u32> = match stream {
-            Some(key) => self.lane_of.get(&key).copied().into_iter().collect(),
-            None => (0..self.gpu_lanes.len() as u32)
-                .filter(|&l| {
-                    let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
-                    lane.pid.is_none_or(|p| p == pid)
-                })
-                .collect(),
+        let Some(key) = stream else {
+            // Every stream of its process (and of a trace of one process): the operation that
+            // ended last by then; ties: the lower lane, then the later operation in it.
+            let last = |k: Option<u32>| {
+                let v = self.by_end.get(&k)?;
+                v.get(v.partition_point(|e| e.0 <= by).checked_sub(1)?)
+                    .copied()
+            };
+            return last(None).max(last(Some(pid))).map(|e| e.2);
         };
-        let mut best: Option<(Ns, u32)> = None;
-        for l in lanes {
-            // On one stream operations run one after another: their ends are in order.
-            let (lo, hi) = self.lane_ops[l as usize];
-            let ops = &self.gpu[lo as usize..hi as usize];
-            let k = ops.partition_point(|gn| self.t(gn.end) <= by);
-            if k == 0 {
-                continue;
-            }
-            let end = self.t(ops[k - 1].end);
-            if best.is_none_or(|b| end > b.0) {
-                best = Some((end, lo + k as u32 - 1));
-            }
-        }
-        best.map(|b| b.1)
+        // On one stream operations run one after another: their ends are in order.
+        let &l = self.lane_of.get(&key)?;
+        let (lo, hi) = self.lane_ops[l as usize];
+        let ops = &self.gpu[lo as usize..hi as usize];
+        let k = ops.partition_point(|gn| self.t(gn.end) <= by);
+        k.checked_sub(1).map(|k| lo + k as u32)
     }
 
     /// The work the event of synchronization record `rec` stood for, where the record names it:
@@ -510,20 +526,12 @@ impl Graph {
         let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
         // A stream runs its work in the order it was launched. Work that started before `t` was
         // launched before it; work launched before it may start after it (queued behind the
-        // stream's work): that is stepped over, a bounded way.
+        // stream's work): the longest prefix of ops each started or launched before `t`.
         let ops = &lane.ops;
-        let before = ops.partition_point(|o| o.start < t);
-        let launched_before = |o: &&GpuOp| {
-            ix.launch_of
-                .get(&o.corr)
-                .is_some_and(|&a| ix.api[a as usize].start < t)
-        };
-        let queued = ops[before..]
-            .iter()
-            .take(WAIT_SCAN)
-            .take_while(launched_before)
-            .count();
-        let k = (before + queued).checked_sub(1)?;
+        let k = lane
+            .launched_by
+            .partition_point(|&b| b < t)
+            .checked_sub(1)?;
         // The operation's node where the graph holds it, else its end outside the span.
         let (lo, hi) = self.lane_ops[l as usize];
         let first = self.gpu[lo as usize].op as usize;
@@ -542,17 +550,14 @@ impl Graph {
     fn first_launched_after(&self, ix: &Index, key: (u32, u64), t: Ns) -> Option<GpuNode> {
         let &l = self.lane_of.get(&key)?;
         let (lo, hi) = self.lane_ops[l as usize];
-        let ops = &self.gpu[lo as usize..hi as usize];
         let lane = &ix.streams[self.gpu_lanes[l as usize] as usize];
-        // Work launched after the call starts after it: search from there, a bounded way (work
-        // queued before the call ahead of it on the stream is passed over).
-        let from = ops.partition_point(|gn| self.t(gn.start) < t);
-        ops[from..].iter().take(WAIT_SCAN).copied().find(|gn| {
-            let op = &lane.ops[gn.op as usize];
-            ix.launch_of
-                .get(&op.corr)
-                .is_some_and(|&a| ix.api[a as usize].start >= t)
-        })
+        // Launches on a stream come in its order: the first op whose launch call started at or
+        // after `t` is where the latest known launch first reaches `t` (ops without a launch
+        // call do not move it, and are passed over).
+        let k = lane.launch_max.partition_point(|&m| m < t);
+        let first = self.gpu.get(lo as usize)?.op as usize;
+        let d = k.checked_sub(first)?;
+        (d < (hi - lo) as usize).then(|| self.gpu[lo as usize + d])
     }
 
     /// `cudaStreamWaitEvent` at `ivs[pos]`: the work the event stood for (named by the wait's

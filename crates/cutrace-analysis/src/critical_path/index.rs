@@ -113,6 +113,13 @@ pub(crate) struct GpuLane {
     pub stream: u64,
     pub pid: Option<u32>,
     pub ops: Vec<GpuOp>,
+    /// Per op, the latest of (its start, or its launch call's start where earlier) over it and
+    /// the ops before it: nondecreasing, so "the ops launched before `t`" is a binary search
+    /// (an op launched before `t` started before `t` or was launched before it).
+    pub launched_by: Vec<Ns>,
+    /// Per op, the latest launch call start over it and the ops before it (0 where none is
+    /// known): the first op launched at or after `t` is a binary search.
+    pub launch_max: Vec<Ns>,
 }
 
 impl GpuLane {
@@ -226,7 +233,17 @@ impl<'t> Index<'t> {
             })
             .collect();
         threads.sort_by_key(|l| (l.pid, l.thread));
-        let streams = gpu_lanes(trace);
+        let mut streams = gpu_lanes(trace);
+        for lane in &mut streams {
+            let (mut by, mut max) = (0, 0);
+            for o in &lane.ops {
+                let launch = launch_of.get(&o.corr).map(|&a| api[a as usize].start);
+                by = by.max(launch.map_or(o.start, |l| l.min(o.start)));
+                max = max.max(launch.unwrap_or(0));
+                lane.launched_by.push(by);
+                lane.launch_max.push(max);
+            }
+        }
         let sync_of = trace
             .syncs
             .iter()
@@ -284,6 +301,8 @@ fn gpu_lanes(trace: &Trace) -> Vec<GpuLane> {
         .map(|((device, stream), mut ops)| {
             ops.sort_by_key(|o| (o.start, o.end, o.corr));
             GpuLane {
+                launched_by: Vec::with_capacity(ops.len()),
+                launch_max: Vec::with_capacity(ops.len()),
                 device,
                 stream,
                 pid: if merged {

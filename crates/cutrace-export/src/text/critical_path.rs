@@ -540,7 +540,7 @@ pub fn render_diff(o: &mut String, d: &cutrace_analysis::critical_path::PathDiff
     let rows: Vec<Vec<String>> = d
         .parts
         .iter()
-        .filter(|p| p.part == "length" || p.base_ns + p.new_ns > 0)
+        .filter(|p| p.part == "length" || p.base_ns > 0 || p.new_ns > 0)
         .map(|p| {
             vec![
                 p.part.replace('_', " "),

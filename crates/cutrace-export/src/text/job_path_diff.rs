@@ -96,7 +96,7 @@ fn parts(o: &mut String, d: &JobPathDiff, st: &Style) {
     let rows: Vec<Vec<String>> = d
         .parts
         .iter()
-        .filter(|p| p.part == "length" || p.base_ns + p.new_ns > 0)
+        .filter(|p| p.part == "length" || p.base_ns > 0 || p.new_ns > 0)
         .map(|p| {
             let name = match p.part {
                 "length" => "path length".to_owned(),

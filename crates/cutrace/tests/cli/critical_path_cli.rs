@@ -287,3 +287,86 @@ fn torch_211_waits_are_inferred_and_the_decoys_are_called_ambiguous() {
     let text = String::from_utf8(cutrace(&["report", trace, "--critical-path"]).stdout).unwrap();
     assert!(text.contains("3 of them are ambiguous"), "{text}");
 }
+
+/// Hostile shapes for the critical path, each run by the debug binary (overflow checks on):
+/// kernels and steps ~2^64 ns apart, through report, its page and diff (a sum of two such paths
+/// and their change would overflow), the same step in five processes on one page (a bucket the
+/// paths share counts once, never past full), and a job whose step spans ~2^63 ns diffed with
+/// itself. Each ends well, with its output.
+#[test]
+fn paths_near_two_to_the_64_ns_neither_panic_nor_wrap() {
+    let dir = cutrace_testkit::Dir::new("critical-path-hostile");
+    let api = |ts: &str, corr: u32| {
+        format!(
+            r#"{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 100, "ts": {ts}, "dur": 0.5, "args": {{"correlation": {corr}}}}}"#
+        )
+    };
+    let kern = |name: &str, ts: &str, corr: u32| {
+        format!(
+            r#"{{"ph": "X", "cat": "kernel", "name": "{name}", "pid": 0, "tid": 7, "ts": {ts}, "dur": 1, "args": {{"device": 0, "context": 1, "stream": 7, "correlation": {corr}}}}}"#
+        )
+    };
+    let far = "18446744073709549";
+    let mut events = vec![
+        api("0", 1),
+        kern("k0", "0", 1),
+        api(far, 2),
+        kern("k1", "18446744073709550", 2),
+    ];
+    let wide = dir.path("wide.json");
+    let doc = |evs: &[String]| {
+        format!(
+            r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#,
+            evs.join(",\n")
+        )
+    };
+    std::fs::write(&wide, doc(&events)).unwrap();
+    for n in 1..=5 {
+        events.push(format!(
+            r#"{{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#{n}", "pid": {p}, "tid": {p}, "ts": 0, "dur": 18446744073709551, "args": {{}}}}"#,
+            p = 1000 + n
+        ));
+    }
+    let overlap = dir.path("overlap.json");
+    std::fs::write(&overlap, doc(&events)).unwrap();
+    let job = dir.path("job");
+    std::fs::create_dir(&job).unwrap();
+    for rank in 0..2 {
+        let evs = [
+            api("0", 1),
+            kern("k0", "0", 1),
+            r#"{"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":100,"tid":100,"ts":0,"dur":9223372036854775.809,"args":{}}"#.to_owned(),
+        ];
+        let text = format!(
+            r#"{{"schemaVersion": 1, "distributedInfo": {{"backend": "nccl", "rank": {rank}, "world_size": 2}}, "traceEvents": [{}]}}"#,
+            evs.join(",\n")
+        );
+        std::fs::write(job.join(format!("rank{rank}.json")), text).unwrap();
+    }
+    let (w, o, j) = (
+        wide.to_str().unwrap(),
+        overlap.to_str().unwrap(),
+        job.to_str().unwrap(),
+    );
+    let page = dir.path("page.html");
+    let p = page.to_str().unwrap();
+    for args in [
+        vec!["report", w, "--critical-path"],
+        vec!["report", w, "--critical-path", "--html", p, "--force"],
+        vec!["diff", w, w, "--critical-path"],
+        vec!["diff", w, w, "--critical-path", "--html", p, "--force"],
+        vec!["report", o, "--critical-path", "--html", p, "--force"],
+        vec!["diff", j, j, "--critical-path", "--format", "json"],
+    ] {
+        let out = cutrace(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
+    }
+    // The last page (five processes' steps over one span) draws the path.
+    let html = std::fs::read_to_string(&page).unwrap();
+    let from = html.find("\"role\":\"path\"").expect("a path lane");
+    assert!(html[from..].contains("\"levels\":[\""));
+}
