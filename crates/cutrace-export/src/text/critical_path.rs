@@ -521,6 +521,17 @@ pub fn render_diff(o: &mut String, d: &cutrace_analysis::critical_path::PathDiff
         _ => "over the window".to_owned(),
     };
     let _ = writeln!(o, "\nCritical path, {over}:");
+    if let Some(l) = d.parts.iter().find(|p| p.part == "length") {
+        if d.over == "steps" && d.steps_base != d.steps_new {
+            let _ = writeln!(
+                o,
+                "  The step counts differ: per step the path is {} in the base and {} in the new \
+                 trace (means); the sums below add every step.",
+                st.ns(l.base_ns / d.steps_base.max(1)),
+                st.ns(l.new_ns / d.steps_new.max(1))
+            );
+        }
+    }
     let col = st.col(
         d.parts
             .iter()

@@ -43,6 +43,7 @@ use super::report::Format;
   cutrace diff run1/ run2/ --steps train_step      step time per NVTX "train_step" range
   cutrace diff jobA/ jobB/                         two distributed jobs, rank by rank
   cutrace diff jobA/ jobB/ --critical-path         … and which rank each step's path waited for
+  cutrace diff a.json b.json --critical-path --html d.html   how the path changed, each side drawn
 
 Columns: "Δ" is new − base; a name missing from one trace shows "-" on that side. Summed durations
 double-count calls that overlap (they are sums, not busy time)."#)]

@@ -46,6 +46,8 @@ use super::progress::ProgressLine;
   cutrace report run1/ --steps train_step      per-step time and GPU busy share of NVTX "train_step"
   cutrace report trace.json --format json | jq '.devices[0].busy_ns'
   cutrace report job/                          a distributed job: per rank NCCL, wait, stragglers
+  cutrace report t.json --critical-path        what each step waited on: what to shorten first
+  cutrace report job/ --critical-path --html p.html   the path across the ranks, on the page
   cutrace report --rank-summary r3.json -o s3.json   one rank's map step; `report s*.json` reduces
 
 JSON: integers are exact nanoseconds; absolute times of cutrace's own traces are above 2^53, which

@@ -75,3 +75,43 @@ fn the_diff_page_shows_how_the_path_changed_and_draws_each_sides_path() {
         page.contains("data-timeline=\"tl-base\"") && page.contains("data-timeline=\"tl-new\"")
     );
 }
+
+/// Steps on both sides, 4 against 3: the text and the page give each side's mean path per step
+/// beside the sums (the JSON's length over its step count).
+#[test]
+fn unequal_step_counts_give_the_mean_path_per_step() {
+    let new = "tests/fixtures/kineto/torch211_sync_events.json.gz";
+    let json = cutrace_json(&["diff", BASE, new, "--critical-path"]);
+    let cp = &json["critical_path"];
+    assert_eq!(
+        (cp["steps_base"].as_u64(), cp["steps_new"].as_u64()),
+        (Some(4), Some(3))
+    );
+    let length = cp["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["part"] == "length")
+        .unwrap();
+    let mean = |k: &str, n: u64| cutrace_analysis::fmt_ns(length[k].as_u64().unwrap() / n);
+    let (b, n) = (mean("base_ns", 4), mean("new_ns", 3));
+    let out = crate::util::cutrace(&["diff", BASE, new, "--critical-path", "--wide"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!(
+            "per step the path is {b} in the base and {n} in the new"
+        )),
+        "{b} {n}: {text}"
+    );
+    let dir = Dir::new("path-diff-means");
+    let page = dir.path("d.html");
+    bin()
+        .current_dir(cutrace_testkit::repo())
+        .args(["diff", BASE, new, "--critical-path", "--html"])
+        .arg(&page)
+        .run_ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!(
+        "per step the path is {b} in the base and {n} in the new"
+    )));
+}
