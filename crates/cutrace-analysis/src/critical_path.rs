@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use crate::steps::Steps;
 use crate::window::Window;
-pub use diff::{diff, OnPathChange, PartChange, PathDiff};
+pub use diff::{diff, OnPathChange, PartChange, PathDiff, STEP_RANGE};
 use graph::{Graph, PathSeg, SpanSel, NONE};
 use index::Index;
 

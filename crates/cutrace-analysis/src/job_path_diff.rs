@@ -13,9 +13,7 @@ use crate::critical_path::{Composition, Kind, PartChange, Segment};
 use crate::job_path::{JobCriticalPath, JobStepPath, RankWait};
 use crate::job_reduce::step_number;
 
-/// The name a step's own host range (time in `ProfilerStep#N` outside any op) is summed under:
-/// each step's range has its own name, which would make one row per step.
-pub const STEP_RANGE: &str = "(step)";
+pub use crate::critical_path::STEP_RANGE;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobPathDiff {

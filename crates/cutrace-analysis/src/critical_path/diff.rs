@@ -9,6 +9,10 @@ use serde::Serialize;
 
 use super::{Composition, CriticalPath, Kind, PathReport};
 
+/// The name a step's own host range (time in `ProfilerStep#N` outside any op) is summed under
+/// in a diff: each step's range has its own name, which would make one row per step.
+pub const STEP_RANGE: &str = "(step)";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathDiff {
     /// `steps` (sums over every step's path) or `window`.
@@ -45,15 +49,20 @@ fn side(
     cp: &CriticalPath,
     over_steps: bool,
 ) -> (Ns, Composition, HashMap<(Kind, String), Ns>, u64) {
-    let paths: Vec<&PathReport> = if over_steps {
-        cp.steps.iter().map(|s| &s.path).collect()
+    // Each path with its step's name: host time in a step's own range is summed as one
+    // `(step)` row, as the job diff sums it, not one row per step name.
+    let paths: Vec<(&PathReport, Option<&str>)> = if over_steps {
+        cp.steps
+            .iter()
+            .map(|s| (&s.path, Some(&s.name[..])))
+            .collect()
     } else {
-        cp.window.iter().collect()
+        cp.window.iter().map(|p| (p, None)).collect()
     };
     let mut c = Composition::default();
     let mut what: HashMap<(Kind, String), Ns> = HashMap::new();
     let mut length: Ns = 0;
-    for p in &paths {
+    for &(p, step) in &paths {
         length = length.saturating_add(p.length_ns);
         let x = &p.composition;
         c.host_ns = c.host_ns.saturating_add(x.host_ns);
@@ -65,7 +74,11 @@ fn side(
         c.stream_wait_ns = c.stream_wait_ns.saturating_add(x.stream_wait_ns);
         c.unexplained_ns = c.unexplained_ns.saturating_add(x.unexplained_ns);
         for (k, n, ns) in &p.by_what {
-            let e = what.entry((*k, n.clone())).or_default();
+            let n = match step {
+                Some(s) if *k == Kind::Host && n == s => STEP_RANGE.to_owned(),
+                _ => n.clone(),
+            };
+            let e = what.entry((*k, n)).or_default();
             *e = e.saturating_add(*ns);
         }
     }

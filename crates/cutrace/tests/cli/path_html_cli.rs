@@ -95,6 +95,15 @@ fn unequal_step_counts_give_the_mean_path_per_step() {
         .unwrap();
     let mean = |k: &str, n: u64| cutrace_analysis::fmt_ns(length[k].as_u64().unwrap() / n);
     let (b, n) = (mean("base_ns", 4), mean("new_ns", 3));
+    // Host time in each step's own range is one `(step)` row, not a row per step name.
+    let changed = cp["changed"].as_array().unwrap();
+    assert!(changed.iter().any(|c| c["name"] == "(step)"), "{changed:?}");
+    assert!(
+        !changed
+            .iter()
+            .any(|c| c["name"].as_str().unwrap().starts_with("ProfilerStep#")),
+        "{changed:?}"
+    );
     let out = crate::util::cutrace(&["diff", BASE, new, "--critical-path", "--wide"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
