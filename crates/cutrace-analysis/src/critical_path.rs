@@ -15,7 +15,7 @@
 //! of the dependency graph (`tests/analysis/critical_path.rs` checks it against a brute force). Per step, the graph holds only the records that start
 //! inside the step (and each stream's operation before them): memory is bounded by the step.
 
-mod diff;
+pub(crate) mod diff;
 pub(crate) mod graph;
 pub(crate) mod index;
 
@@ -84,6 +84,16 @@ pub struct CriticalPath {
     pub window: Option<PathReport>,
     /// Per step, in the steps' order.
     pub steps: Vec<StepPath>,
+}
+
+impl CriticalPath {
+    /// The step whose path is longest (ties: the earlier step): the one the text and the page
+    /// detail.
+    pub fn slowest_step(&self) -> Option<&StepPath> {
+        self.steps
+            .iter()
+            .max_by_key(|s| (s.path.length_ns, std::cmp::Reverse(s.index)))
+    }
 }
 
 /// Edges the graph inferred, and edges it could not follow. With [`Recorded`], every

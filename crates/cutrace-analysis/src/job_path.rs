@@ -177,6 +177,15 @@ pub struct JobStepPath {
     pub runs: Vec<PathRun>,
 }
 
+impl JobCriticalPath {
+    /// The step whose path is longest (ties: the earlier step).
+    pub fn slowest_step(&self) -> Option<&JobStepPath> {
+        self.steps
+            .iter()
+            .max_by_key(|s| (s.length_ns, std::cmp::Reverse(s.index)))
+    }
+}
+
 /// A rank on the path waiting at a collective for a rank that arrived later.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RankWait {

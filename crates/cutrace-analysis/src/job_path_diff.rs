@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, HashMap};
 use cutrace_trace::Ns;
 use serde::Serialize;
 
+use crate::critical_path::diff::changes;
 use crate::critical_path::{Composition, Kind, PartChange, Segment};
 use crate::job_path::{JobCriticalPath, JobStepPath, RankWait};
 use crate::job_reduce::step_number;
@@ -88,30 +89,9 @@ fn delta(base: Ns, new: Ns) -> i64 {
 
 /// The length, the composition's parts and `rank_wait`, named as in the JSON.
 fn parts_of(length: Ns, c: &Composition) -> [(&'static str, Ns); 10] {
-    [
-        ("length", length),
-        ("host", c.host_ns),
-        ("compute", c.compute_ns),
-        ("communication", c.communication_ns),
-        ("copy", c.copy_ns),
-        ("launch", c.launch_ns),
-        ("sync", c.sync_ns),
-        ("stream_wait", c.stream_wait_ns),
-        ("unexplained", c.unexplained_ns),
-        ("rank_wait", c.rank_wait_ns.unwrap_or(0)),
-    ]
-}
-
-fn changes(b: [(&'static str, Ns); 10], n: [(&'static str, Ns); 10]) -> Vec<PartChange> {
-    b.into_iter()
-        .zip(n)
-        .map(|((part, base_ns), (_, new_ns))| PartChange {
-            part,
-            base_ns,
-            new_ns,
-            delta_ns: delta(base_ns, new_ns),
-        })
-        .collect()
+    let p = crate::critical_path::diff::parts(length, c);
+    let wait = ("rank_wait", c.rank_wait_ns.unwrap_or(0));
+    std::array::from_fn(|i| p.get(i).copied().unwrap_or(wait))
 }
 
 /// What the diff reads of one step's path: the fields of [`JobStepPath`] it needs (the path

@@ -86,7 +86,8 @@ fn side(
     (length, c, what, steps)
 }
 
-fn parts(len: Ns, c: &Composition) -> [(&'static str, Ns); 9] {
+/// The length and the composition's parts, named as in the JSON.
+pub(crate) fn parts(len: Ns, c: &Composition) -> [(&'static str, Ns); 9] {
     [
         ("length", len),
         ("host", c.host_ns),
@@ -100,22 +101,29 @@ fn parts(len: Ns, c: &Composition) -> [(&'static str, Ns); 9] {
     ]
 }
 
+/// Each part's change, `base` and `new` named alike and in one order.
+pub(crate) fn changes(
+    base: impl IntoIterator<Item = (&'static str, Ns)>,
+    new: impl IntoIterator<Item = (&'static str, Ns)>,
+) -> Vec<PartChange> {
+    base.into_iter()
+        .zip(new)
+        .map(|((part, base_ns), (_, new_ns))| PartChange {
+            part,
+            base_ns,
+            new_ns,
+            delta_ns: crate::units::delta_ns(base_ns, new_ns),
+        })
+        .collect()
+}
+
 /// How the path changed from `base` to `new`; `changed` capped at `top`.
 pub fn diff(base: &CriticalPath, new: &CriticalPath, top: usize) -> PathDiff {
     let over_steps = !base.steps.is_empty() && !new.steps.is_empty();
     let (bl, bc, bw, bs) = side(base, over_steps);
     let (nl, nc, nw, ns) = side(new, over_steps);
     let delta = crate::units::delta_ns;
-    let parts = parts(bl, &bc)
-        .into_iter()
-        .zip(parts(nl, &nc))
-        .map(|((part, b), (_, n))| PartChange {
-            part,
-            base_ns: b,
-            new_ns: n,
-            delta_ns: delta(b, n),
-        })
-        .collect();
+    let parts = changes(parts(bl, &bc), parts(nl, &nc));
     let mut keys: Vec<&(Kind, String)> = bw.keys().chain(nw.keys()).collect();
     keys.sort();
     keys.dedup();

@@ -301,15 +301,13 @@ fn timeline(
     let without = ranks.len() - with.len();
     let drawn = &with[..with.len().min(MAX_RANK_LANES)];
     let mut lod = job_lod(drawn, rank_levels(drawn.len()));
-    let path_lane = path.and_then(|cp| super::path::lane(&lod, &super::path::job_runs(cp)));
-    let legend = if path_lane.is_some() {
+    let with_path =
+        path.is_some_and(|cp| super::path::add_lane(&mut lod, &super::path::job_runs(cp)));
+    let legend = if with_path {
         format!("<br>{}", super::path::legend())
     } else {
         String::new()
     };
-    if let Some(l) = path_lane {
-        lod.lanes.insert(0, l);
-    }
     if lod.lanes.is_empty() {
         o.push_str(
             "<p class=\"muted\">No rank has kernel intervals to draw (ranks read from summaries \

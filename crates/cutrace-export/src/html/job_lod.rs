@@ -143,6 +143,7 @@ pub fn job_lod(ranks: &[(u32, &RankBuckets)], levels: u32) -> TimelineLod {
             lanes: Vec::new(),
             streams_not_drawn: 0,
             host_threads_not_drawn: 0,
+            path_drawn: None,
         };
     };
     let mut levels = levels.clamp(1, MAX_LEVELS);
@@ -196,6 +197,7 @@ pub fn job_lod(ranks: &[(u32, &RankBuckets)], levels: u32) -> TimelineLod {
         lanes,
         streams_not_drawn: 0,
         host_threads_not_drawn: 0,
+        path_drawn: None,
     }
 }
 

@@ -100,6 +100,10 @@ pub struct TimelineLod {
     /// Host threads with CPU ops or CUDA calls in the span that have no lane (past
     /// [`MAX_HOST_LANES`] or the byte budget).
     pub host_threads_not_drawn: u64,
+    /// With a critical path lane first ([`super::path::add_lane`]): how much of the path lies
+    /// within the span drawn, and all of it.
+    #[serde(skip)]
+    pub path_drawn: Option<(Ns, Ns)>,
 }
 
 /// Per-bucket sums at the finest level of one lane.
@@ -167,6 +171,7 @@ pub fn timeline_lod_covering(
             lanes: Vec::new(),
             streams_not_drawn: 0,
             host_threads_not_drawn: 0,
+            path_drawn: None,
         });
     };
     let mut devices = scan.devices;
@@ -223,6 +228,7 @@ pub fn timeline_lod_covering(
         lanes,
         streams_not_drawn: (streams.len() - n_streams) as u64,
         host_threads_not_drawn: hosts_not_drawn,
+        path_drawn: None,
     })
 }
 

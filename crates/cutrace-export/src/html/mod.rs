@@ -393,10 +393,7 @@ fn timeline_frame(o: &mut String, id: &str, lod: &TimelineLod) {
          <span class=\"gapmark\">▼</span> a largest gap (hover it for its reading and what the \
          host was doing).",
     );
-    let has_path = lod
-        .lanes
-        .iter()
-        .any(|l| l.role == Some(lod::LaneRole::Path));
+    let has_path = lod.path_drawn.is_some();
     if has_path {
         let _ = write!(o, "<p class=\"legend\">{}</p>", path::legend());
     }

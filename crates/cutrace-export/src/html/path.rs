@@ -79,10 +79,19 @@ pub fn timeline_with_path(
 ) -> Result<TimelineLod, cutrace_analysis::AnalysisError> {
     let runs = cp.map(drawn_runs).unwrap_or_default();
     let mut lod = super::lod::timeline_lod_covering(trace, window, span_of(&runs))?;
-    if let Some(lane) = lane(&lod, &runs) {
-        lod.lanes.insert(0, lane);
-    }
+    add_lane(&mut lod, &runs);
     Ok(lod)
+}
+
+/// Puts the lane of `runs` first on `lod`, and notes how much of them it holds; false when
+/// there is no lane to draw ([`lane`]).
+pub fn add_lane(lod: &mut TimelineLod, runs: &[PathRun]) -> bool {
+    let Some(l) = lane(lod, runs) else {
+        return false;
+    };
+    lod.path_drawn = Some(drawn_share(lod, runs));
+    lod.lanes.insert(0, l);
+    true
 }
 
 /// What the path's lane draws, in words.
@@ -243,7 +252,7 @@ pub fn section(o: &mut String, cp: &CriticalPath, lod: &TimelineLod, tl: &str, o
         "<p>The chain of dependent work (host ops, launches, GPU work, waits) whose length is the \
          step's time: shortening work on it shortens the step, shortening work off it does not.",
     );
-    where_drawn(o, lod, &drawn_runs(cp), drawn(cp));
+    where_drawn(o, lod, drawn(cp));
     o.push_str("</p>");
     if !cp.steps.is_empty() {
         let mut t = Table::new(
@@ -280,10 +289,7 @@ pub fn section(o: &mut String, cp: &CriticalPath, lod: &TimelineLod, tl: &str, o
         }
         t.end();
     }
-    let slowest = cp
-        .steps
-        .iter()
-        .max_by_key(|s| (s.path.length_ns, std::cmp::Reverse(s.index)));
+    let slowest = cp.slowest_step();
     let (what, path) = match (slowest, &cp.window) {
         (Some(s), _) => (
             format!(
@@ -309,16 +315,15 @@ pub fn section(o: &mut String, cp: &CriticalPath, lod: &TimelineLod, tl: &str, o
 }
 
 /// Says what the timeline's path lane draws and how much of the path lies within its span.
-fn where_drawn(o: &mut String, lod: &TimelineLod, runs: &[PathRun], drawn: &str) {
-    if lod.span_ns == 0 || !lod.lanes.iter().any(|l| l.role == Some(LaneRole::Path)) {
+fn where_drawn(o: &mut String, lod: &TimelineLod, drawn: &str) {
+    let Some((inside, all)) = lod.path_drawn else {
         o.push_str(" There is no timeline to draw it on (no kernel in the span).");
         return;
-    }
+    };
     let _ = write!(
         o,
         " The timeline's top lane draws {drawn}; a click on a row below shows it there."
     );
-    let (inside, all) = drawn_share(lod, runs);
     if inside < all {
         let _ = write!(
             o,
@@ -504,8 +509,7 @@ pub fn job_section(
          along the later rank's work. Each rank's times are on its host's clock (times below \
          count from the earliest step's start).",
     );
-    let runs = job_runs(cp);
-    where_drawn(o, lod, &runs, "each step's path");
+    where_drawn(o, lod, "each step's path");
     o.push_str("</p>");
     if !cp.ranks_left_out.is_empty() {
         let _ = write!(
@@ -574,11 +578,7 @@ pub fn job_section(
         );
     }
     t.end();
-    let Some(slow) = cp
-        .steps
-        .iter()
-        .max_by_key(|s| (s.length_ns, std::cmp::Reverse(s.index)))
-    else {
+    let Some(slow) = cp.slowest_step() else {
         return;
     };
     let _ = write!(

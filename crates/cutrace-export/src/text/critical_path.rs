@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use cutrace_analysis::critical_path::{CriticalPath, Kind, PathReport, Place};
 use cutrace_analysis::Report;
 
-use super::{label, num, table, Style};
+use super::{label, num, table, Changes, Style};
 
 /// Writes the critical-path section of `r`, if it has one.
 pub fn render(o: &mut String, r: &Report, top: usize, st: &Style) {
@@ -22,10 +22,7 @@ pub fn render(o: &mut String, r: &Report, top: usize, st: &Style) {
     if !cp.steps.is_empty() {
         steps_table(o, cp, top, st);
     }
-    let slowest = cp
-        .steps
-        .iter()
-        .max_by_key(|s| (s.path.length_ns, std::cmp::Reverse(s.index)));
+    let slowest = cp.slowest_step();
     let (what, path) = match (slowest, &cp.window) {
         (Some(s), _) => (
             format!("the slowest step, {} ({})", s.name, st.ns(s.path.length_ns)),
@@ -262,11 +259,7 @@ fn provenance_of(
         );
         let k = i.waited_for_nothing;
         if k > 0 {
-            let who = match (k == n, n) {
-                (true, 1) => "it waits".to_owned(),
-                (true, _) => "all of them wait".to_owned(),
-                _ => format!("{k} of them {}", pl(k, "waits", "wait")),
-            };
+            let who = of_them(k, n, "waits", "wait");
             let _ = write!(
                 part,
                 ", and {who} for nothing: nothing had been launched on the event's stream before \
@@ -275,11 +268,7 @@ fn provenance_of(
         }
         let k = i.stream_waits_ambiguous;
         if k > 0 {
-            let who = match (k == n, n) {
-                (true, 1) => "it is".to_owned(),
-                (true, _) => "all of them are".to_owned(),
-                _ => format!("{k} of them {}", pl(k, "is", "are")),
-            };
+            let who = of_them(k, n, "is", "are");
             let _ = write!(
                 part,
                 "; {who} ambiguous: the thread had also launched on a third stream since its \
@@ -363,11 +352,7 @@ fn provenance_of(
         );
         let k = r.waited_for_nothing;
         if k > 0 {
-            let who = match (k == n, n) {
-                (true, 1) => "it waits".to_owned(),
-                (true, _) => "all of them wait".to_owned(),
-                _ => format!("{k} of them {}", pl(k, "waits", "wait")),
-            };
+            let who = of_them(k, n, "waits", "wait");
             let _ = write!(
                 line,
                 "; {who} for nothing: nothing had been launched on the event's stream before the \
@@ -386,6 +371,16 @@ fn count(n: u64, one: &str, many: &str) -> String {
 }
 
 /// `one` for 1, else `many`.
+/// `k` of `n` things, with its verb: `it waits` (one of one), `all of them wait` (all of
+/// several), `2 of them wait`.
+fn of_them(k: u64, n: u64, one: &str, many: &str) -> String {
+    match (k == n, n) {
+        (true, 1) => format!("it {one}"),
+        (true, _) => format!("all of them {many}"),
+        _ => format!("{k} of them {}", pl(k, one, many)),
+    }
+}
+
 fn pl<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
     if n == 1 {
         one
@@ -464,11 +459,7 @@ pub fn render_job(
         .collect();
     let names: Vec<String> = cp.steps.iter().map(|s| s.name.clone()).collect();
     table(o, &st, &cols, &rows, Some(("name", &names)));
-    let Some(slow) = cp
-        .steps
-        .iter()
-        .max_by_key(|s| (s.length_ns, std::cmp::Reverse(s.index)))
-    else {
+    let Some(slow) = cp.slowest_step() else {
         return;
     };
     let _ = writeln!(
@@ -532,65 +523,41 @@ pub fn render_diff(o: &mut String, d: &cutrace_analysis::critical_path::PathDiff
             );
         }
     }
-    let col = st.col(
-        d.parts
-            .iter()
-            .flat_map(|p| [p.base_ns, p.new_ns, p.delta_ns.unsigned_abs()]),
+    let ch = Changes::new(
+        &st,
+        d.parts.iter().map(|p| (p.base_ns, p.new_ns, p.delta_ns)),
+        false,
     );
-    let heads = [
-        format!("base ({})", col.unit),
-        format!("new ({})", col.unit),
-        format!("change ({})", col.unit),
-    ];
-    let cols = [
-        label("part"),
-        num(&heads[0]),
-        num(&heads[1]),
-        num(&heads[2]),
-    ];
+    let mut cols = vec![label("part")];
+    cols.extend(ch.columns());
     let rows: Vec<Vec<String>> = d
         .parts
         .iter()
         .filter(|p| p.part == "length" || p.base_ns > 0 || p.new_ns > 0)
         .map(|p| {
-            vec![
-                p.part.replace('_', " "),
-                col.num(p.base_ns),
-                col.num(p.new_ns),
-                col.signed(p.delta_ns),
-            ]
+            let mut r = vec![p.part.replace('_', " ")];
+            r.extend(ch.cells(p.base_ns, p.new_ns, p.delta_ns));
+            r
         })
         .collect();
     table(o, &st, &cols, &rows, None);
     if d.changed.is_empty() {
         return;
     }
-    let col = st.col(
-        d.changed
-            .iter()
-            .flat_map(|c| [c.base_ns, c.new_ns, c.delta_ns.unsigned_abs()]),
+    let ch = Changes::new(
+        &st,
+        d.changed.iter().map(|c| (c.base_ns, c.new_ns, c.delta_ns)),
+        false,
     );
-    let heads = [
-        format!("base ({})", col.unit),
-        format!("new ({})", col.unit),
-        format!("change ({})", col.unit),
-    ];
-    let cols = [
-        num(&heads[0]),
-        num(&heads[1]),
-        num(&heads[2]),
-        label("kind"),
-    ];
+    let mut cols = Vec::from(ch.columns());
+    cols.push(label("kind"));
     let rows: Vec<Vec<String>> = d
         .changed
         .iter()
         .map(|c| {
-            vec![
-                col.num(c.base_ns),
-                col.num(c.new_ns),
-                col.signed(c.delta_ns),
-                c.kind.label().to_owned(),
-            ]
+            let mut r = Vec::from(ch.cells(c.base_ns, c.new_ns, c.delta_ns));
+            r.push(c.kind.label().to_owned());
+            r
         })
         .collect();
     let names: Vec<String> = d.changed.iter().map(|c| c.name.clone()).collect();

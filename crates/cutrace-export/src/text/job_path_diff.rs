@@ -8,16 +8,7 @@ use cutrace_analysis::critical_path::PartChange;
 use cutrace_analysis::job_path::RankWait;
 use cutrace_analysis::job_path_diff::{JobPathDiff, StepPathChange};
 
-use super::{escape_from, label, num, table, Col, Style};
-
-/// A change in `col`'s unit with its sign: `+1.234`, `-0.500`, `0.000`.
-fn change(col: &Col, d: i64) -> String {
-    if d > 0 {
-        format!("+{}", col.num(d as u64))
-    } else {
-        col.signed(d)
-    }
-}
+use super::{escape_from, label, num, table, Changes, Style};
 
 /// How a part is named in the text.
 fn part_label(part: &str) -> &str {
@@ -77,22 +68,13 @@ pub fn render(o: &mut String, d: &JobPathDiff, top: usize, wide: bool) {
 }
 
 fn parts(o: &mut String, d: &JobPathDiff, st: &Style) {
-    let col = st.col(
-        d.parts
-            .iter()
-            .flat_map(|p| [p.base_ns, p.new_ns, p.delta_ns.unsigned_abs()]),
+    let ch = Changes::new(
+        st,
+        d.parts.iter().map(|p| (p.base_ns, p.new_ns, p.delta_ns)),
+        true,
     );
-    let heads = [
-        format!("base ({})", col.unit),
-        format!("new ({})", col.unit),
-        format!("change ({})", col.unit),
-    ];
-    let cols = [
-        label("summed over the paired steps"),
-        num(&heads[0]),
-        num(&heads[1]),
-        num(&heads[2]),
-    ];
+    let mut cols = vec![label("summed over the paired steps")];
+    cols.extend(ch.columns());
     let rows: Vec<Vec<String>> = d
         .parts
         .iter()
@@ -103,19 +85,16 @@ fn parts(o: &mut String, d: &JobPathDiff, st: &Style) {
                 "rank_wait" => "rank wait (within the parts above)".to_owned(),
                 part => format!("  {}", part_label(part)),
             };
-            vec![
-                name,
-                col.num(p.base_ns),
-                col.num(p.new_ns),
-                change(&col, p.delta_ns),
-            ]
+            let mut r = vec![name];
+            r.extend(ch.cells(p.base_ns, p.new_ns, p.delta_ns));
+            r
         })
         .collect();
     table(o, st, &cols, &rows, None);
 }
 
 /// The two parts (not the length) whose time changed most in a step: `stream wait -1.234`.
-fn most_changed(parts: &[PartChange], col: &Col) -> String {
+fn most_changed(parts: &[PartChange], ch: &Changes) -> String {
     let mut p: Vec<&PartChange> = parts
         .iter()
         .filter(|p| p.part != "length" && p.delta_ns != 0)
@@ -124,7 +103,7 @@ fn most_changed(parts: &[PartChange], col: &Col) -> String {
     let said: Vec<String> = p
         .iter()
         .take(2)
-        .map(|p| format!("{} {}", part_label(p.part), change(col, p.delta_ns)))
+        .map(|p| format!("{} {}", part_label(p.part), ch.change(p.delta_ns)))
         .collect();
     if said.is_empty() {
         "-".to_owned()
@@ -156,33 +135,18 @@ fn shown(d: &JobPathDiff, top: usize) -> Vec<&StepPathChange> {
 
 fn steps(o: &mut String, d: &JobPathDiff, top: usize, st: &Style) {
     let shown = shown(d, top);
-    let col = st.col(shown.iter().flat_map(|s| {
-        let l = &s.parts[0];
-        [l.base_ns, l.new_ns, l.delta_ns.unsigned_abs()]
-    }));
-    let heads = [
-        format!("base ({})", col.unit),
-        format!("new ({})", col.unit),
-        format!("change ({})", col.unit),
-    ];
-    let cols = [
-        num(&heads[0]),
-        num(&heads[1]),
-        num(&heads[2]),
-        label("ends on rank"),
-        label("most changed"),
-    ];
+    let lengths = shown.iter().map(|s| &s.parts[0]);
+    let ch = Changes::new(st, lengths.map(|l| (l.base_ns, l.new_ns, l.delta_ns)), true);
+    let mut cols = Vec::from(ch.columns());
+    cols.extend([label("ends on rank"), label("most changed")]);
     let rows: Vec<Vec<String>> = shown
         .iter()
         .map(|s| {
             let l = &s.parts[0];
-            vec![
-                col.num(l.base_ns),
-                col.num(l.new_ns),
-                change(&col, l.delta_ns),
-                format!("{} → {}", s.end_rank_base, s.end_rank_new),
-                most_changed(&s.parts, &col),
-            ]
+            let mut r = Vec::from(ch.cells(l.base_ns, l.new_ns, l.delta_ns));
+            r.push(format!("{} → {}", s.end_rank_base, s.end_rank_new));
+            r.push(most_changed(&s.parts, &ch));
+            r
         })
         .collect();
     let names: Vec<String> = shown.iter().map(|s| step_name(s)).collect();
@@ -250,34 +214,23 @@ fn waited_for(o: &mut String, d: &JobPathDiff, st: &Style) {
     if d.waited_for.is_empty() {
         return;
     }
-    let col = st.col(
+    let ch = Changes::new(
+        st,
         d.waited_for
             .iter()
-            .flat_map(|w| [w.base_ns, w.new_ns, w.delta_ns.unsigned_abs()]),
+            .map(|w| (w.base_ns, w.new_ns, w.delta_ns)),
+        true,
     );
-    let heads = [
-        format!("base ({})", col.unit),
-        format!("new ({})", col.unit),
-        format!("change ({})", col.unit),
-    ];
-    let cols = [
-        num(&heads[0]),
-        num(&heads[1]),
-        num(&heads[2]),
-        num("steps"),
-        num("for rank"),
-    ];
+    let mut cols = Vec::from(ch.columns());
+    cols.extend([num("steps"), num("for rank")]);
     let rows: Vec<Vec<String>> = d
         .waited_for
         .iter()
         .map(|w| {
-            vec![
-                col.num(w.base_ns),
-                col.num(w.new_ns),
-                change(&col, w.delta_ns),
-                format!("{} → {}", w.steps_base, w.steps_new),
-                w.waited_for_rank.to_string(),
-            ]
+            let mut r = Vec::from(ch.cells(w.base_ns, w.new_ns, w.delta_ns));
+            r.push(format!("{} → {}", w.steps_base, w.steps_new));
+            r.push(w.waited_for_rank.to_string());
+            r
         })
         .collect();
     let names: Vec<String> = d.waited_for.iter().map(|w| w.op.clone()).collect();
@@ -292,34 +245,21 @@ fn changed(o: &mut String, d: &JobPathDiff, st: &Style) {
     if d.changed.is_empty() {
         return;
     }
-    let col = st.col(
-        d.changed
-            .iter()
-            .flat_map(|c| [c.base_ns, c.new_ns, c.delta_ns.unsigned_abs()]),
+    let ch = Changes::new(
+        st,
+        d.changed.iter().map(|c| (c.base_ns, c.new_ns, c.delta_ns)),
+        true,
     );
-    let heads = [
-        format!("base ({})", col.unit),
-        format!("new ({})", col.unit),
-        format!("change ({})", col.unit),
-    ];
-    let cols = [
-        num(&heads[0]),
-        num(&heads[1]),
-        num(&heads[2]),
-        label("kind"),
-        num("rank"),
-    ];
+    let mut cols = Vec::from(ch.columns());
+    cols.extend([label("kind"), num("rank")]);
     let rows: Vec<Vec<String>> = d
         .changed
         .iter()
         .map(|c| {
-            vec![
-                col.num(c.base_ns),
-                col.num(c.new_ns),
-                change(&col, c.delta_ns),
-                c.kind.label().to_owned(),
-                c.rank.map_or_else(|| "-".to_owned(), |r| r.to_string()),
-            ]
+            let mut r = Vec::from(ch.cells(c.base_ns, c.new_ns, c.delta_ns));
+            r.push(c.kind.label().to_owned());
+            r.push(c.rank.map_or_else(|| "-".to_owned(), |r| r.to_string()));
+            r
         })
         .collect();
     let names: Vec<String> = d.changed.iter().map(|c| c.name.clone()).collect();

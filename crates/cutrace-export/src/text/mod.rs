@@ -449,6 +449,49 @@ pub fn fit(text: &str) -> String {
     out
 }
 
+/// Three columns of durations that changed, in one unit: `base (ms)`, `new (ms)` and
+/// `change (ms)`, each diff table's first three.
+pub struct Changes {
+    pub col: Col,
+    heads: [String; 3],
+    /// A rise written `+1.234` (else `1.234`).
+    plus: bool,
+}
+
+impl Changes {
+    /// Over every row's `(base, new, new − base)`.
+    pub fn new(st: &Style, rows: impl IntoIterator<Item = (u64, u64, i64)>, plus: bool) -> Self {
+        let col = st.col(
+            rows.into_iter()
+                .flat_map(|(b, n, d)| [b, n, d.unsigned_abs()]),
+        );
+        let heads = ["base", "new", "change"].map(|h| format!("{h} ({})", col.unit));
+        Changes { col, heads, plus }
+    }
+
+    pub fn columns(&self) -> [Column<'_>; 3] {
+        [
+            num(&self.heads[0]),
+            num(&self.heads[1]),
+            num(&self.heads[2]),
+        ]
+    }
+
+    /// A change in the column's unit.
+    pub fn change(&self, d: i64) -> String {
+        if self.plus && d > 0 {
+            format!("+{}", self.col.num(d as u64))
+        } else {
+            self.col.signed(d)
+        }
+    }
+
+    /// A row's three cells.
+    pub fn cells(&self, base: u64, new: u64, d: i64) -> [String; 3] {
+        [self.col.num(base), self.col.num(new), self.change(d)]
+    }
+}
+
 /// A column of a [`table`]: its heading, and whether its cells are aligned right (numbers) or
 /// left (labels).
 pub struct Column<'a> {
